@@ -1,0 +1,32 @@
+"""The exceptions ptojax raises.
+
+Every error derives from :class:`PtoError` and from the built-in type a JAX user would already catch
+(``TypeError`` for dtypes, ``ValueError`` for shapes and arguments, ``NotImplementedError`` for what
+ptojax does not support). Messages start with the op (``pto.matmul: ...``) and name the offending
+shapes, dtypes or values together with the rule they broke.
+"""
+
+
+class PtoError(Exception):
+    """Base class of every ptojax error."""
+
+
+class PtoShapeError(PtoError, ValueError):
+    """Operand shapes break an op's shape rule."""
+
+
+class PtoDtypeError(PtoError, TypeError):
+    """An operand's dtype is not accepted by the op."""
+
+
+class PtoArgumentError(PtoError, ValueError):
+    """A static argument (axis, k, offsets, rounding mode, ...) is out of range or malformed."""
+
+
+class PtoUnsupportedError(PtoError, NotImplementedError):
+    """A construct ptojax does not support (yet)."""
+
+
+def op_error(cls: type[PtoError], op: str, message: str) -> PtoError:
+    """Build ``cls`` with the message ``pto.<op>: <message>``."""
+    return cls(f"pto.{op}: {message}")

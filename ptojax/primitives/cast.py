@@ -1,0 +1,87 @@
+"""``cast``: dtype conversion with explicit rounding and saturation (PyPTO's ``cast`` / PTO's TCVT).
+
+float → int rounds by ``rounding`` (``rint``: ties to even, ``round``: ties away from zero, ``floor``,
+``ceil``, ``trunc``); NaN becomes 0. With ``saturate`` (the default) out-of-range values clamp to the
+integer range; without it they wrap modulo 2**bits. float → float and int → float round to nearest
+even; int → int narrowing saturates or wraps the same way.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .._jax import ad, batching
+from ..errors import PtoArgumentError, op_error
+from ._base import ANY, BOOL, F32, FLOAT, I32, INT, canonical_dtype, check_dtype, define, shaped, tensor
+
+ROUNDING = {
+    "rint": jnp.round,
+    "round": lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
+    "floor": jnp.floor,
+    "ceil": jnp.ceil,
+    "trunc": jnp.trunc,
+}
+
+
+def _float_to_int(x, dtype, rounding, saturate):
+    r = ROUNDING[rounding](x.astype(F32))
+    info = np.iinfo(dtype)
+    if saturate:
+        # float32 cannot hold 2**31 - 1: clamp below it, then pin the true limits.
+        hi = np.float32(info.max if dtype != I32 else 2.0**31 - 128)
+        clamped = jnp.clip(r, np.float32(info.min), hi).astype(dtype)
+        clamped = jnp.where(r >= np.float32(2.0**31), info.max, clamped) if dtype == I32 else clamped
+        return jnp.where(jnp.isnan(r), 0, clamped).astype(dtype)
+    modulus = np.float32(2.0 ** (8 * dtype.itemsize))
+    wrapped = r - modulus * jnp.floor((r + modulus / 2) / modulus)
+    return jnp.where(jnp.isfinite(wrapped), wrapped, 0).astype(I32).astype(dtype)
+
+
+def _cast_reference(x, *, dtype, rounding, saturate):
+    src = x.dtype
+    if src == dtype:
+        return x
+    if dtype == BOOL:
+        return x != jnp.zeros((), src)
+    if src in FLOAT and dtype in INT:
+        return _float_to_int(x, dtype, rounding, saturate)
+    if src in INT and dtype in INT and saturate and np.iinfo(dtype).bits < np.iinfo(src).bits:
+        info = np.iinfo(dtype)
+        return jnp.clip(x, info.min, info.max).astype(dtype)
+    return x.astype(dtype)
+
+
+def _cast_abstract(x, *, dtype, rounding, saturate):
+    check_dtype("cast", "operand", x, ANY)
+    return shaped(x.shape, dtype)
+
+
+def _cast_jvp(primals, tangents, *, dtype, rounding, saturate):
+    (x,), (t,) = primals, tangents
+    out = cast_p.bind(x, dtype=dtype, rounding=rounding, saturate=saturate)
+    if x.dtype in FLOAT and dtype in FLOAT and type(t) is not ad.Zero:
+        return out, cast_p.bind(t, dtype=dtype, rounding=rounding, saturate=saturate)
+    return out, ad.Zero(jax.typeof(out).to_tangent_aval())
+
+
+cast_p = define("cast", "elementwise", abstract=_cast_abstract, reference=_cast_reference)
+ad.primitive_jvps[cast_p] = _cast_jvp
+ad.primitive_transposes[cast_p] = lambda ct, x, **params: [
+    None if type(ct) is ad.Zero else cast(ct, x.aval.dtype)]
+batching.defvectorized(cast_p)
+
+
+def cast(x, dtype, *, rounding: str = "rint", saturate: bool = True):
+    """Convert ``x`` to ``dtype``; see the module docstring for rounding and saturation."""
+    x = tensor("cast", x)
+    dtype = canonical_dtype("cast", dtype)
+    if rounding not in ROUNDING:
+        raise op_error(PtoArgumentError, "cast", f"rounding {rounding!r} is not one of {sorted(ROUNDING)}")
+    if rounding != "rint" and not (x.dtype in FLOAT and dtype in INT):
+        raise op_error(PtoArgumentError, "cast", f"rounding {rounding!r} applies to float -> int casts only; "
+                       f"{x.dtype.name} -> {dtype.name} rounds to nearest even ('rint')")
+    if x.dtype == dtype:
+        return x
+    return cast_p.bind(x, dtype=dtype, rounding=rounding, saturate=bool(saturate))

@@ -1,0 +1,247 @@
+"""Elementwise ops: arithmetic, activations, comparisons, logic, ``where`` and ``clip``.
+
+Operands are tensors or Python scalars and broadcast by NumPy rules. Tensor operands must share one
+dtype (no implicit promotion, as on the vector unit); a scalar takes the tensor's dtype. Float
+transcendentals compute in float32 and round once to fp16/bf16.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .._jax import ad, batching
+from ..errors import PtoArgumentError, op_error
+from . import cast as _cast
+from . import layout, reduce
+from ._base import (ANY, BOOL, FLOAT, NUMERIC, broadcast_shapes, check_dtype, check_same_dtype,
+                    define, jvp_from_reference, jvp_zero, operands, shaped, tensor, upcast)
+
+
+def _abstract(name, dtypes, out_dtype=None):
+    def abstract(*xs, **params):
+        for x in xs:
+            check_dtype(name, "operand", x, dtypes)
+        dtype = check_same_dtype(name, *xs)
+        return shaped(broadcast_shapes(name, *(x.shape for x in xs)), out_dtype or dtype)
+    return abstract
+
+
+def batch_broadcasting(prim):
+    """vmap rule for ops that broadcast their operands: batch at the front, ranks aligned."""
+
+    def rule(args, dims, **params):
+        rank = max(a.ndim - (d is not None) for a, d in zip(args, dims))
+        return prim.bind(*[layout.batch_front(a, d, rank) for a, d in zip(args, dims)], **params), 0
+
+    batching.primitive_batchers[prim] = rule
+
+
+def _to_out(g, *xs):
+    """Broadcast a tangent to the op's output shape."""
+    return layout.expand(g, broadcast_shapes("expand", *(x.shape for x in xs)))
+
+
+def _shape(x):
+    return (x.aval if ad.is_undefined_primal(x) else x).shape
+
+
+def _transpose(prim, *rules):
+    """Transpose rule from one ``rule(ct, *args)`` per argument (``None``: never linear there)."""
+
+    def transpose(ct, *args, **params):
+        if type(ct) is ad.Zero:
+            return [None] * len(args)
+        return [reduce.unbroadcast(rule(ct, *args, **params), _shape(x))
+                if rule is not None and ad.is_undefined_primal(x) else None
+                for rule, x in zip(rules, args)]
+
+    ad.primitive_transposes[prim] = transpose
+
+
+def _define(name, dtypes, reference, out_dtype=None, differentiable=True):
+    prim = define(name, "elementwise", abstract=_abstract(name, dtypes, out_dtype), reference=reference,
+                  dtypes=dtypes, differentiable=differentiable)
+    batch_broadcasting(prim)
+    return prim
+
+
+def _public(prim, name, doc, arity):
+    if arity == 1:
+        def op(x):
+            return prim.bind(tensor(name, x))
+    else:
+        def op(*args):
+            if len(args) != arity:
+                raise op_error(PtoArgumentError, name, f"takes {arity} operands, got {len(args)}")
+            return prim.bind(*operands(name, *args))
+    op.__name__, op.__qualname__, op.__doc__ = name, name, doc
+    return op
+
+
+# ------------------------------------------------------------------------------------------- binary
+add_p = _define("add", NUMERIC, jnp.add)
+sub_p = _define("sub", NUMERIC, jnp.subtract)
+mul_p = _define("mul", NUMERIC, jnp.multiply)
+div_p = _define("div", FLOAT, upcast(jnp.divide))
+maximum_p = _define("maximum", NUMERIC, jnp.maximum)
+minimum_p = _define("minimum", NUMERIC, jnp.minimum)
+pow_p = _define("pow", FLOAT, upcast(jnp.power))
+
+add = _public(add_p, "add", "``x + y``; integers wrap on overflow.", 2)
+sub = _public(sub_p, "sub", "``x - y``; integers wrap on overflow.", 2)
+mul = _public(mul_p, "mul", "``x * y``; integers wrap on overflow.", 2)
+div = _public(div_p, "div", "``x / y`` for floating-point operands.", 2)
+maximum = _public(maximum_p, "maximum", "Elementwise maximum; NaN propagates.", 2)
+minimum = _public(minimum_p, "minimum", "Elementwise minimum; NaN propagates.", 2)
+pow = _public(pow_p, "pow", "``x ** y`` for floating-point operands.", 2)  # noqa: A001 - PyPTO's name
+
+
+def _extremum_weight(a, b, ans):
+    """1 where ``a`` is the extremum, 1/2 where ``a`` ties with ``b``, else 0 (as lax.max's JVP)."""
+    wa = _cast.cast(eq(a, ans), ans.dtype)
+    wb = _cast.cast(eq(b, ans), ans.dtype)
+    return div(wa, add(mul(wa, wb), 1.0))
+
+
+def _safe_log(x):
+    return where(eq(x, 0.0), 0.0, log(where(eq(x, 0.0), 1.0, x)))
+
+
+ad.defjvp(add_p, lambda g, x, y: _to_out(g, x, y), lambda g, x, y: _to_out(g, x, y))
+ad.defjvp(sub_p, lambda g, x, y: _to_out(g, x, y), lambda g, x, y: neg(_to_out(g, x, y)))
+ad.defjvp(mul_p, lambda g, x, y: mul(g, y), lambda g, x, y: mul(x, g))
+ad.defjvp2(div_p, lambda g, ans, x, y: _to_out(div(g, y), ans),
+           lambda g, ans, x, y: neg(mul(g, div(ans, y))))
+ad.defjvp2(maximum_p, lambda g, ans, x, y: mul(g, _extremum_weight(x, y, ans)),
+           lambda g, ans, x, y: mul(g, _extremum_weight(y, x, ans)))
+ad.defjvp2(minimum_p, lambda g, ans, x, y: mul(g, _extremum_weight(x, y, ans)),
+           lambda g, ans, x, y: mul(g, _extremum_weight(y, x, ans)))
+ad.defjvp2(pow_p, lambda g, ans, x, y: mul(g, mul(y, pow(x, sub(y, 1.0)))),
+           lambda g, ans, x, y: mul(g, mul(_safe_log(x), ans)))
+
+_transpose(add_p, lambda ct, x, y: ct, lambda ct, x, y: ct)
+_transpose(sub_p, lambda ct, x, y: ct, lambda ct, x, y: neg(ct))
+_transpose(mul_p, lambda ct, x, y: mul(ct, y), lambda ct, x, y: mul(x, ct))
+_transpose(div_p, lambda ct, x, y: div(ct, y), None)
+
+
+# -------------------------------------------------------------------------------------------- unary
+def _gelu_reference(x, *, approximate):
+    return jax.nn.gelu(x, approximate=approximate)
+
+
+exp_p = _define("exp", FLOAT, upcast(jnp.exp))
+log_p = _define("log", FLOAT, upcast(jnp.log))
+sqrt_p = _define("sqrt", FLOAT, upcast(jnp.sqrt))
+rsqrt_p = _define("rsqrt", FLOAT, upcast(lax.rsqrt))
+reciprocal_p = _define("reciprocal", FLOAT, upcast(lambda x: 1.0 / x))
+tanh_p = _define("tanh", FLOAT, upcast(jnp.tanh))
+sigmoid_p = _define("sigmoid", FLOAT, upcast(lax.logistic))
+silu_p = _define("silu", FLOAT, upcast(lambda x: x * lax.logistic(x)))
+gelu_p = _define("gelu", FLOAT, upcast(_gelu_reference))
+abs_p = _define("abs", NUMERIC, jnp.abs)
+neg_p = _define("neg", NUMERIC, jnp.negative)
+relu_p = _define("relu", NUMERIC, lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)))
+round_p = _define("round", FLOAT, jnp.round)
+
+exp = _public(exp_p, "exp", "``e ** x``.", 1)
+log = _public(log_p, "log", "Natural logarithm.", 1)
+sqrt = _public(sqrt_p, "sqrt", "Square root.", 1)
+rsqrt = _public(rsqrt_p, "rsqrt", "``1 / sqrt(x)``.", 1)
+reciprocal = _public(reciprocal_p, "reciprocal", "``1 / x``.", 1)
+tanh = _public(tanh_p, "tanh", "Hyperbolic tangent.", 1)
+sigmoid = _public(sigmoid_p, "sigmoid", "``1 / (1 + exp(-x))``.", 1)
+silu = _public(silu_p, "silu", "``x * sigmoid(x)`` (swish).", 1)
+abs = _public(abs_p, "abs", "Absolute value; int8 -128 stays -128 (two's complement).", 1)  # noqa: A001
+neg = _public(neg_p, "neg", "``-x``.", 1)
+relu = _public(relu_p, "relu", "``max(x, 0)``.", 1)
+round = _public(round_p, "round", "Round to the nearest integer, ties to even.", 1)  # noqa: A001
+
+
+def gelu(x, *, approximate: bool = True):
+    """GELU: the tanh approximation by default, the exact erf form with ``approximate=False``."""
+    return gelu_p.bind(tensor("gelu", x), approximate=bool(approximate))
+
+
+ad.defjvp2(exp_p, lambda g, ans, x: mul(g, ans))
+ad.defjvp(log_p, lambda g, x: div(g, x))
+ad.defjvp2(sqrt_p, lambda g, ans, x: div(g, mul(ans, 2.0)))
+ad.defjvp2(rsqrt_p, lambda g, ans, x: mul(g, mul(ans, div(-0.5, x))))
+ad.defjvp2(reciprocal_p, lambda g, ans, x: neg(mul(g, mul(ans, ans))))
+ad.defjvp2(tanh_p, lambda g, ans, x: mul(g, sub(1.0, mul(ans, ans))))
+ad.defjvp2(sigmoid_p, lambda g, ans, x: mul(g, mul(ans, sub(1.0, ans))))
+ad.defjvp(silu_p, lambda g, x: mul(g, mul(sigmoid(x), add(1.0, mul(x, sub(1.0, sigmoid(x)))))))
+jvp_from_reference(gelu_p, upcast(_gelu_reference))
+ad.defjvp(abs_p, lambda g, x: where(gt(x, 0), g, where(lt(x, 0), neg(g), 0)))
+ad.deflinear2(neg_p, lambda ct, x: [neg(ct)])
+ad.defjvp(relu_p, lambda g, x: where(gt(x, 0), g, 0))
+jvp_zero(round_p)
+
+
+# ------------------------------------------------------------------------------- compare and logic
+eq_p = _define("eq", ANY, jnp.equal, BOOL, differentiable=False)
+ne_p = _define("ne", ANY, jnp.not_equal, BOOL, differentiable=False)
+lt_p = _define("lt", NUMERIC, jnp.less, BOOL, differentiable=False)
+le_p = _define("le", NUMERIC, jnp.less_equal, BOOL, differentiable=False)
+gt_p = _define("gt", NUMERIC, jnp.greater, BOOL, differentiable=False)
+ge_p = _define("ge", NUMERIC, jnp.greater_equal, BOOL, differentiable=False)
+logical_and_p = _define("logical_and", (BOOL,), jnp.logical_and, differentiable=False)
+logical_or_p = _define("logical_or", (BOOL,), jnp.logical_or, differentiable=False)
+logical_not_p = _define("logical_not", (BOOL,), jnp.logical_not, differentiable=False)
+for _p in (eq_p, ne_p, lt_p, le_p, gt_p, ge_p, logical_and_p, logical_or_p, logical_not_p):
+    jvp_zero(_p)
+
+eq = _public(eq_p, "eq", "``x == y`` as bool.", 2)
+ne = _public(ne_p, "ne", "``x != y`` as bool.", 2)
+lt = _public(lt_p, "lt", "``x < y`` as bool.", 2)
+le = _public(le_p, "le", "``x <= y`` as bool.", 2)
+gt = _public(gt_p, "gt", "``x > y`` as bool.", 2)
+ge = _public(ge_p, "ge", "``x >= y`` as bool.", 2)
+logical_and = _public(logical_and_p, "logical_and", "Boolean and.", 2)
+logical_or = _public(logical_or_p, "logical_or", "Boolean or.", 2)
+logical_not = _public(logical_not_p, "logical_not", "Boolean not.", 1)
+
+
+# -------------------------------------------------------------------------------------------- where
+def _where_abstract(cond, x, y):
+    check_dtype("where", "condition", cond, (BOOL,))
+    check_dtype("where", "operand", x, ANY)
+    dtype = check_same_dtype("where", x, y)
+    return shaped(broadcast_shapes("where", cond.shape, x.shape, y.shape), dtype)
+
+
+where_p = define("where", "elementwise", abstract=_where_abstract, reference=jnp.where)
+batch_broadcasting(where_p)
+ad.defjvp(where_p, None, lambda g, c, x, y: where(c, g, 0), lambda g, c, x, y: where(c, 0, g))
+_transpose(where_p, None, lambda ct, c, x, y: where(c, ct, 0), lambda ct, c, x, y: where(c, 0, ct))
+
+
+def where(cond, x, y):
+    """``x`` where ``cond`` is true, else ``y`` (broadcast together)."""
+    cond = tensor("where", cond)
+    x, y = operands("where", x, y)
+    return where_p.bind(cond, x, y)
+
+
+# --------------------------------------------------------------------------------------------- clip
+def _clip_reference(x, lo, hi):
+    return jnp.minimum(jnp.maximum(x, lo), hi)
+
+
+clip_p = _define("clip", NUMERIC, _clip_reference)
+ad.defjvp(clip_p, lambda g, x, lo, hi: where(logical_and(ge(x, lo), le(x, hi)), g, 0),
+          lambda g, x, lo, hi: where(lt(x, lo), _to_out(g, x, lo, hi), 0),
+          lambda g, x, lo, hi: where(gt(x, hi), _to_out(g, x, lo, hi), 0))
+
+
+def clip(x, min=None, max=None):  # noqa: A002 - PyPTO's names
+    """Clamp ``x`` to ``[min, max]`` (scalars or tensors; ``None`` leaves that side open)."""
+    x = tensor("clip", x)
+    check_dtype("clip", "operand", x, NUMERIC)
+    if min is None and max is None:
+        raise op_error(PtoArgumentError, "clip", "needs min, max or both")
+    floating = x.dtype in FLOAT
+    lo = min if min is not None else (-jnp.inf if floating else int(jnp.iinfo(x.dtype).min))
+    hi = max if max is not None else (jnp.inf if floating else int(jnp.iinfo(x.dtype).max))
+    return clip_p.bind(*operands("clip", x, lo, hi))

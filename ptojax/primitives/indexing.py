@@ -1,0 +1,311 @@
+"""Indexing ops: gather (index_select), index_add, scatter_update, topk, sort.
+
+Indices are int32. An index outside ``[0, n)`` (-1 is the usual padding) selects zeros in ``gather``
+and writes nothing in ``index_add`` and ``scatter_update``: this is how padded top-k lists and
+unused KV-cache slots behave. When ``scatter_update`` writes one row twice, the last write wins.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._jax import ad, batching
+from ..errors import PtoArgumentError, PtoShapeError, op_error
+from . import elementwise, layout
+from ._base import (ANY, FLOAT, I32, NUMERIC, check_dtype, check_same_dtype, define, normalize_axis,
+                    shaped, tensor)
+
+
+def _in_range(idx, n):
+    return (idx >= 0) & (idx < n)
+
+
+def _index_shape(x_shape, idx_shape, axis):
+    return tuple(x_shape[:axis]) + tuple(idx_shape) + tuple(x_shape[axis + 1:])
+
+
+def _check_index(op, idx):
+    check_dtype(op, "indices", idx, (I32,))
+
+
+# ----------------------------------------------------------------------- folding a batched index set
+def _fold(x, axis):
+    """``x`` of shape ``(B, pre, n, post)`` (``axis`` counts without B) as ``(B*n, pre, post)``."""
+    b, n = x.shape[0], x.shape[axis + 1]
+    perm = (0, axis + 1) + tuple(i for i in range(1, x.ndim) if i != axis + 1)
+    x = layout.permute(x, perm)
+    return layout.reshape(x, (b * n,) + tuple(x.shape[2:]))
+
+
+def _unfold(y, b, axis):
+    """Inverse of :func:`_fold` for a result of shape ``(B*n, pre, post)``."""
+    y = layout.reshape(y, (b, y.shape[0] // b) + tuple(y.shape[1:]))
+    perm = (0,) + tuple(range(2, axis + 2)) + (1,) + tuple(range(axis + 2, y.ndim))
+    return layout.permute(y, perm)
+
+
+def _offset(idx, n):
+    """Per-batch indices ``idx`` (B, ...) into a folded axis of size B*n; invalid ones stay invalid."""
+    b = idx.shape[0]
+    base = np.arange(b, dtype=np.int32).reshape((b,) + (1,) * (idx.ndim - 1)) * np.int32(n)
+    valid = elementwise.logical_and(elementwise.ge(idx, 0), elementwise.lt(idx, n))
+    return elementwise.where(valid, elementwise.add(idx, base), -1)
+
+
+def _swap_blocks(y, start, len1, len2):
+    """Swap the adjacent axis blocks ``y[start : start+len1]`` and ``y[start+len1 : start+len1+len2]``."""
+    if not len1 or not len2:
+        return y
+    first, second = range(start, start + len1), range(start + len1, start + len1 + len2)
+    return layout.permute(y, tuple(range(start)) + tuple(second) + tuple(first)
+                          + tuple(range(start + len1 + len2, y.ndim)))
+
+
+# ------------------------------------------------------------------------------------------- gather
+def _gather_abstract(x, idx, *, axis):
+    _check_index("gather", idx)
+    check_dtype("gather", "operand", x, ANY)
+    if x.shape[axis] == 0 and np.prod(idx.shape):
+        raise op_error(PtoShapeError, "gather", f"cannot select from the empty axis {axis} of {tuple(x.shape)}")
+    return shaped(_index_shape(x.shape, idx.shape, axis), x.dtype)
+
+
+def _gather_reference(x, idx, *, axis):
+    valid = _in_range(idx, x.shape[axis])
+    taken = jnp.take(x, jnp.where(valid, idx, 0), axis=axis)
+    mask = valid.reshape((1,) * axis + idx.shape + (1,) * (x.ndim - axis - 1))
+    return jnp.where(mask, taken, jnp.zeros((), x.dtype))
+
+
+def _gather_batch(args, dims, *, axis):
+    (x, idx), (dx, di) = args, dims
+    if di is None:
+        return gather_p.bind(layout._front(x, dx), idx, axis=axis + 1), 0
+    idx = layout._front(idx, di)
+    if dx is None:
+        return gather_p.bind(x, idx, axis=axis), axis
+    x = layout._front(x, dx)
+    out = gather_p.bind(_fold(x, axis), _offset(idx, x.shape[axis + 1]), axis=0)
+    return _swap_blocks(out, 1, idx.ndim - 1, axis), 0
+
+
+gather_p = define("gather", "indexing", abstract=_gather_abstract, reference=_gather_reference)
+ad.defjvp(gather_p, lambda g, x, idx, *, axis: gather_p.bind(g, idx, axis=axis), None)
+ad.primitive_transposes[gather_p] = lambda ct, x, idx, *, axis: [
+    None if type(ct) is ad.Zero else index_add_p.bind(jnp.zeros(x.aval.shape, ct.dtype), idx, ct, axis=axis),
+    None]
+batching.primitive_batchers[gather_p] = _gather_batch
+
+
+def gather(x, indices, axis: int = 0):
+    """Select entries of ``x`` along ``axis`` by int32 ``indices`` of any shape (``index_select``).
+
+    The result has shape ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``; out-of-range indices
+    select zeros.
+    """
+    x, indices = tensor("gather", x), tensor("gather", indices)
+    return gather_p.bind(x, indices, axis=normalize_axis("gather", axis, x.ndim))
+
+
+# ---------------------------------------------------------------------------------------- index_add
+def _index_add_abstract(x, idx, src, *, axis):
+    _check_index("index_add", idx)
+    check_dtype("index_add", "operand", x, NUMERIC)
+    check_same_dtype("index_add", x, src)
+    want = _index_shape(x.shape, idx.shape, axis)
+    if tuple(src.shape) != want:
+        raise op_error(PtoShapeError, "index_add", f"source {tuple(src.shape)} must be {want} for input "
+                       f"{tuple(x.shape)}, indices {tuple(idx.shape)}, axis {axis}")
+    return shaped(x.shape, x.dtype)
+
+
+def _index_add_reference(x, idx, src, *, axis):
+    n, k = x.shape[axis], idx.ndim
+    target = jnp.where(_in_range(idx, n), idx, n).reshape(-1)
+    rows = jnp.moveaxis(x, axis, 0)
+    updates = jnp.moveaxis(src, tuple(range(axis, axis + k)), tuple(range(k))).reshape((-1,) + rows.shape[1:])
+    return jnp.moveaxis(rows.at[target].add(updates, mode="drop"), 0, axis)
+
+
+def _index_add_batch(args, dims, *, axis):
+    (x, idx, src), (dx, di, ds) = args, dims
+    size = x.shape[dx] if dx is not None else (idx.shape[di] if di is not None else src.shape[ds])
+    x = layout._front_or_broadcast(x, dx, size)
+    src = layout._front_or_broadcast(src, ds, size)
+    if di is None:
+        return index_add_p.bind(x, idx, src, axis=axis + 1), 0
+    idx = layout._front(idx, di)
+    src = _swap_blocks(src, 1, axis, idx.ndim - 1)
+    out = index_add_p.bind(_fold(x, axis), _offset(idx, x.shape[axis + 1]), src, axis=0)
+    return _unfold(out, size, axis), 0
+
+
+index_add_p = define("index_add", "indexing", abstract=_index_add_abstract, reference=_index_add_reference,
+                     dtypes=NUMERIC)
+ad.defjvp(index_add_p, lambda g, x, idx, src, *, axis: g, None,
+          lambda g, x, idx, src, *, axis: index_add_p.bind(jnp.zeros(x.shape, g.dtype), idx, g, axis=axis))
+ad.primitive_transposes[index_add_p] = lambda ct, x, idx, src, *, axis: (
+    [None, None, None] if type(ct) is ad.Zero else
+    [ct if ad.is_undefined_primal(x) else None, None,
+     gather_p.bind(ct, idx, axis=axis) if ad.is_undefined_primal(src) else None])
+batching.primitive_batchers[index_add_p] = _index_add_batch
+
+
+def index_add(x, indices, source, axis: int = 0):
+    """``x`` with ``source`` added at ``indices`` along ``axis`` (repeats accumulate).
+
+    ``source`` has shape ``x.shape[:axis] + indices.shape + x.shape[axis+1:]`` (the shape
+    :func:`gather` returns); out-of-range indices add nothing.
+    """
+    x, indices, source = (tensor("index_add", a) for a in (x, indices, source))
+    return index_add_p.bind(x, indices, source, axis=normalize_axis("index_add", axis, x.ndim))
+
+
+# ------------------------------------------------------------------------------------ scatter_update
+def _winners(idx, n):
+    """For each of the ``n`` rows, the position in ``idx`` of its last write (-1: untouched)."""
+    target = jnp.where(_in_range(idx, n), idx, n)
+    return jnp.full((n,), -1, jnp.int32).at[target].max(jnp.arange(idx.shape[0], dtype=jnp.int32), mode="drop")
+
+
+def _scatter_abstract(x, idx, updates, *, axis):
+    _check_index("scatter_update", idx)
+    check_dtype("scatter_update", "operand", x, ANY)
+    check_same_dtype("scatter_update", x, updates)
+    if idx.ndim != 1:
+        raise op_error(PtoShapeError, "scatter_update", f"indices must be 1-D, got {tuple(idx.shape)}")
+    want = _index_shape(x.shape, idx.shape, axis)
+    if tuple(updates.shape) != want:
+        raise op_error(PtoShapeError, "scatter_update", f"updates {tuple(updates.shape)} must be {want} for "
+                       f"input {tuple(x.shape)}, {idx.shape[0]} indices, axis {axis}")
+    return shaped(x.shape, x.dtype)
+
+
+def _scatter_reference(x, idx, updates, *, axis):
+    winner = _winners(idx, x.shape[axis])
+    picked = jnp.take(updates, jnp.maximum(winner, 0), axis=axis)
+    written = (winner >= 0).reshape((1,) * axis + (-1,) + (1,) * (x.ndim - axis - 1))
+    return jnp.where(written, picked, x)
+
+
+def _scatter_transpose(ct, x, idx, updates, *, axis):
+    if type(ct) is ad.Zero:
+        return [None, None, None]
+    ct_x = ct_u = None
+    u_shape = (updates.aval if ad.is_undefined_primal(updates) else updates).shape
+    if ad.is_undefined_primal(x):
+        ct_x = scatter_update_p.bind(ct, idx, jnp.zeros(u_shape, ct.dtype), axis=axis)
+    if ad.is_undefined_primal(updates):
+        n = ct.shape[axis]
+        won = jnp.take(_winners(idx, n), jnp.where(_in_range(idx, n), idx, 0)) == jnp.arange(idx.shape[0])
+        won = won.reshape((1,) * axis + (-1,) + (1,) * (ct.ndim - axis - 1))
+        ct_u = elementwise.where(won, gather_p.bind(ct, idx, axis=axis), 0)
+    return [ct_x, None, ct_u]
+
+
+def _scatter_batch(args, dims, *, axis):
+    (x, idx, upd), (dx, di, du) = args, dims
+    size = x.shape[dx] if dx is not None else (idx.shape[di] if di is not None else upd.shape[du])
+    x = layout._front_or_broadcast(x, dx, size)
+    upd = layout._front_or_broadcast(upd, du, size)
+    if di is None:
+        return scatter_update_p.bind(x, idx, upd, axis=axis + 1), 0
+    idx = layout._front(idx, di)
+    flat_idx = layout.reshape(_offset(idx, x.shape[axis + 1]), (-1,))
+    out = scatter_update_p.bind(_fold(x, axis), flat_idx, _fold(upd, axis), axis=0)
+    return _unfold(out, size, axis), 0
+
+
+scatter_update_p = define("scatter_update", "indexing", abstract=_scatter_abstract, reference=_scatter_reference)
+ad.defjvp(scatter_update_p,
+          lambda g, x, idx, u, *, axis: scatter_update_p.bind(g, idx, jnp.zeros(u.shape, g.dtype), axis=axis),
+          None,
+          lambda g, x, idx, u, *, axis: scatter_update_p.bind(jnp.zeros(x.shape, g.dtype), idx, g, axis=axis))
+ad.primitive_transposes[scatter_update_p] = _scatter_transpose
+batching.primitive_batchers[scatter_update_p] = _scatter_batch
+
+
+def scatter_update(x, indices, updates, axis: int = 0):
+    """``x`` with slices ``updates[..., i, ...]`` written at ``indices[i]`` along ``axis``.
+
+    The paged KV-cache write: ``indices`` is 1-D int32, ``updates`` has ``x``'s shape with
+    ``len(indices)`` at ``axis``. Out-of-range indices (e.g. -1 for an unused slot) write nothing;
+    when an index repeats, the last write wins.
+    """
+    x, indices, updates = (tensor("scatter_update", a) for a in (x, indices, updates))
+    return scatter_update_p.bind(x, indices, updates, axis=normalize_axis("scatter_update", axis, x.ndim))
+
+
+# ------------------------------------------------------------------------------------- topk and sort
+def _pad_value(dtype, largest):
+    if dtype in FLOAT:
+        return -np.inf if largest else np.inf
+    info = np.iinfo(dtype)
+    return info.min if largest else info.max
+
+
+def _selection_reference(x, *, k, axis, largest):
+    n = x.shape[axis]
+    order = jnp.argsort(x, axis=axis, stable=True, descending=largest).astype(jnp.int32)
+    idx = jnp.take(order, jnp.arange(min(k, n)), axis=axis)
+    values = jnp.take_along_axis(x, idx, axis=axis)
+    if k > n:
+        pads = [(0, 0)] * x.ndim
+        pads[axis] = (0, k - n)
+        values = jnp.pad(values, pads, constant_values=np.asarray(_pad_value(x.dtype, largest), x.dtype))
+        idx = jnp.pad(idx, pads, constant_values=-1)
+    return [values, idx]
+
+
+def _selection(name):
+    """``topk`` and ``sort``: one sorting network, ``k`` entries kept (values, int32 indices)."""
+
+    def abstract(x, *, k, axis, largest):
+        check_dtype(name, "operand", x, NUMERIC)
+        shape = list(x.shape)
+        shape[axis] = k
+        return [shaped(shape, x.dtype), shaped(shape, I32)]
+
+    def jvp(primals, tangents, *, k, axis, largest):
+        (x,), (t,) = primals, tangents
+        values, idx = prim.bind(x, k=k, axis=axis, largest=largest)
+        valid = idx >= 0
+        picked = jnp.take_along_axis(ad.instantiate_zeros(t), jnp.where(valid, idx, 0), axis=axis)
+        return [values, idx], [jnp.where(valid, picked, jnp.zeros((), picked.dtype)),
+                               ad.Zero(jax.typeof(idx).to_tangent_aval())]
+
+    def batch(args, dims, *, k, axis, largest):
+        return prim.bind(layout._front(args[0], dims[0]), k=k, axis=axis + 1, largest=largest), [0, 0]
+
+    prim = define(name, "indexing", abstract=abstract, reference=_selection_reference, multiple_results=True,
+                  dtypes=NUMERIC)
+    ad.primitive_jvps[prim] = jvp
+    batching.primitive_batchers[prim] = batch
+    return prim
+
+
+topk_p = _selection("topk")
+sort_p = _selection("sort")
+
+
+def topk(x, k: int, axis: int = -1, *, largest: bool = True):
+    """The ``k`` largest (or smallest) entries along ``axis`` and their int32 indices, in order.
+
+    Ties keep the lower index first; NaN sorts above +inf. When ``k`` exceeds the axis size, the tail
+    is padded with index -1 and value -inf (+inf for ``largest=False``; the integer limits for
+    integer inputs).
+    """
+    x = tensor("topk", x)
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+        raise op_error(PtoArgumentError, "topk", f"k must be a positive int, got {k!r}")
+    values, indices = topk_p.bind(x, k=int(k), axis=normalize_axis("topk", axis, x.ndim), largest=bool(largest))
+    return values, indices
+
+
+def sort(x, axis: int = -1, *, descending: bool = False):
+    """``x`` sorted along ``axis`` (stable; NaN sorts above +inf) and the int32 indices that sort it."""
+    x = tensor("sort", x)
+    axis = normalize_axis("sort", axis, x.ndim)
+    values, indices = sort_p.bind(x, k=x.shape[axis], axis=axis, largest=bool(descending))
+    return values, indices

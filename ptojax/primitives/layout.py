@@ -1,0 +1,309 @@
+"""Layout ops: reshape, transpose/permute, expand, concat, view, assemble, pad.
+
+All are linear, so each has a JVP that re-applies the op and a transpose written with the others.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .._jax import ad, batching
+from ..errors import PtoArgumentError, PtoShapeError, op_error
+from . import reduce
+from ._base import (FLOAT, batch_size, broadcast_shapes, check_same_dtype, define, normalize_axis,
+                    shaped, static_shape, tensor)
+
+
+def _front(x, d):
+    """Move batch dim ``d`` of ``x`` to the front (no-op when already there)."""
+    if d == 0:
+        return x
+    perm = (d,) + tuple(i for i in range(x.ndim) if i != d)
+    return transpose_p.bind(x, permutation=perm)
+
+
+def batch_front(x, d, rank):
+    """A vmapped operand for a broadcasting op: batch dim ``d`` moved to the front, then 1s inserted
+    so its logical rank is ``rank`` (unbatched operands, ``d is None``, pass through)."""
+    if d is None:
+        return x
+    x = _front(x, d)
+    return reshape(x, (x.shape[0],) + (1,) * (rank - x.ndim + 1) + tuple(x.shape[1:]))
+
+
+def _front_or_broadcast(x, d, size):
+    return _front(x, d) if d is not None else expand(x, (size,) + tuple(x.shape))
+
+
+# ------------------------------------------------------------------------------------------ reshape
+def _reshape_abstract(x, *, new_shape):
+    return shaped(new_shape, x.dtype)
+
+
+reshape_p = define("reshape", "layout", abstract=_reshape_abstract,
+                   reference=lambda x, *, new_shape: jnp.reshape(x, new_shape))
+ad.deflinear2(reshape_p, lambda ct, x, *, new_shape: [reshape_p.bind(ct, new_shape=tuple(x.aval.shape))])
+batching.primitive_batchers[reshape_p] = lambda args, dims, *, new_shape: (
+    reshape_p.bind(_front(args[0], dims[0]), new_shape=(args[0].shape[dims[0]],) + new_shape), 0)
+
+
+def reshape(x, shape):
+    """Reshape ``x`` to ``shape`` (one entry may be -1)."""
+    x = tensor("reshape", x)
+    shape = static_shape("reshape", shape)
+    size = int(np.prod(x.shape))
+    if shape.count(-1) > 1 or any(s < -1 for s in shape):
+        raise op_error(PtoArgumentError, "reshape", f"shape {shape} may hold one -1 and no other negatives")
+    if -1 in shape:
+        known = int(np.prod([s for s in shape if s != -1]))
+        if known == 0 or size % known:
+            raise op_error(PtoShapeError, "reshape", f"cannot infer -1 in {shape} for {x.shape} ({size} elements)")
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    if int(np.prod(shape)) != size:
+        raise op_error(PtoShapeError, "reshape", f"cannot reshape {x.shape} ({size} elements) to "
+                       f"{shape} ({int(np.prod(shape))} elements)")
+    return x if shape == tuple(x.shape) else reshape_p.bind(x, new_shape=shape)
+
+
+# ---------------------------------------------------------------------------------------- transpose
+def _transpose_abstract(x, *, permutation):
+    return shaped([x.shape[p] for p in permutation], x.dtype)
+
+
+transpose_p = define("transpose", "layout", abstract=_transpose_abstract,
+                     reference=lambda x, *, permutation: jnp.transpose(x, permutation))
+ad.deflinear2(transpose_p, lambda ct, x, *, permutation: [
+    transpose_p.bind(ct, permutation=tuple(int(i) for i in np.argsort(permutation)))])
+batching.primitive_batchers[transpose_p] = lambda args, dims, *, permutation: (
+    transpose_p.bind(_front(args[0], dims[0]), permutation=(0,) + tuple(p + 1 for p in permutation)), 0)
+
+
+def permute(x, dims):
+    """Reorder the axes of ``x``: output axis ``i`` is input axis ``dims[i]``."""
+    x = tensor("permute", x)
+    dims = static_shape("permute", dims, "dims")
+    if sorted(d % x.ndim if -x.ndim <= d < x.ndim else -1 for d in dims) != list(range(x.ndim)):
+        raise op_error(PtoArgumentError, "permute", f"dims {dims} is not a permutation of the "
+                       f"{x.ndim} axes of {x.shape}")
+    dims = tuple(d % x.ndim for d in dims)
+    return x if dims == tuple(range(x.ndim)) else transpose_p.bind(x, permutation=dims)
+
+
+def transpose(x, dim0: int = -2, dim1: int = -1):
+    """Swap axes ``dim0`` and ``dim1`` of ``x`` (PyPTO's ``transpose``); see :func:`permute`."""
+    x = tensor("transpose", x)
+    if x.ndim < 2:
+        raise op_error(PtoShapeError, "transpose", f"needs rank >= 2, got shape {x.shape}")
+    a, b = normalize_axis("transpose", dim0, x.ndim), normalize_axis("transpose", dim1, x.ndim)
+    perm = list(range(x.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(x, perm)
+
+
+# ------------------------------------------------------------------------------------------- expand
+def _expand_abstract(x, *, shape):
+    if broadcast_shapes("expand", x.shape, shape) != shape:
+        raise op_error(PtoShapeError, "expand", f"cannot broadcast {x.shape} to {shape}")
+    return shaped(shape, x.dtype)
+
+
+def _expand_transpose(ct, x, *, shape):
+    return [reduce.unbroadcast(ct, x.aval.shape)]
+
+
+def _expand_batch(args, dims, *, shape):
+    x = batch_front(args[0], dims[0], len(shape))
+    return expand_p.bind(x, shape=(x.shape[0],) + shape), 0
+
+
+expand_p = define("expand", "layout", abstract=_expand_abstract,
+                  reference=lambda x, *, shape: jnp.broadcast_to(x, shape))
+ad.deflinear2(expand_p, _expand_transpose)
+batching.primitive_batchers[expand_p] = _expand_batch
+
+
+def expand(x, shape):
+    """Broadcast ``x`` to ``shape`` (NumPy rules; PyPTO's ``expand_clone``)."""
+    x = tensor("expand", x)
+    shape = static_shape("expand", shape)
+    return x if shape == tuple(x.shape) else expand_p.bind(x, shape=shape)
+
+
+# ------------------------------------------------------------------------------------------- concat
+def _concat_abstract(*xs, axis):
+    check_same_dtype("concat", *xs)
+    first = xs[0]
+    for x in xs[1:]:
+        if x.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != axis):
+            raise op_error(PtoShapeError, "concat", f"shapes {[tuple(t.shape) for t in xs]} differ "
+                           f"outside axis {axis}")
+    shape = list(first.shape)
+    shape[axis] = sum(x.shape[axis] for x in xs)
+    return shaped(shape, first.dtype)
+
+
+def _concat_transpose(ct, *xs, axis):
+    out, start = [], 0
+    for x in xs:
+        aval = x.aval if ad.is_undefined_primal(x) else x
+        n = aval.shape[axis]
+        if ad.is_undefined_primal(x):
+            offsets = tuple(start if i == axis else 0 for i in range(len(aval.shape)))
+            out.append(view(ct, tuple(aval.shape), offsets))
+        else:
+            out.append(None)
+        start += n
+    return out
+
+
+def _concat_batch(args, dims, *, axis):
+    size = batch_size(args, dims)
+    xs = [_front_or_broadcast(x, d, size) for x, d in zip(args, dims)]
+    return concat_p.bind(*xs, axis=axis + 1), 0
+
+
+concat_p = define("concat", "layout", abstract=_concat_abstract,
+                  reference=lambda *xs, axis: jnp.concatenate(xs, axis=axis))
+ad.deflinear2(concat_p, _concat_transpose)
+batching.primitive_batchers[concat_p] = _concat_batch
+
+
+def concat(tensors, axis: int = 0):
+    """Join ``tensors`` (same dtype, same shape outside ``axis``) along ``axis``."""
+    xs = [tensor("concat", t) for t in tensors]
+    if not xs:
+        raise op_error(PtoArgumentError, "concat", "needs at least one tensor")
+    if any(x.ndim != xs[0].ndim for x in xs):
+        raise op_error(PtoShapeError, "concat", f"ranks differ: {[tuple(x.shape) for x in xs]}")
+    if xs[0].ndim == 0:
+        raise op_error(PtoShapeError, "concat", "cannot concatenate rank-0 tensors")
+    axis = normalize_axis("concat", axis, xs[0].ndim)
+    return xs[0] if len(xs) == 1 else concat_p.bind(*xs, axis=axis)
+
+
+# --------------------------------------------------------------------------------------------- view
+def _view_abstract(x, *, shape, offsets, valid_shape):
+    if not len(shape) == len(offsets) == len(valid_shape) == x.ndim:
+        raise op_error(PtoShapeError, "view", f"shape {shape}, offsets {offsets} and valid_shape "
+                       f"{valid_shape} must each have rank {x.ndim} of the input {tuple(x.shape)}")
+    for dim, (n, s, o, v) in enumerate(zip(x.shape, shape, offsets, valid_shape)):
+        if o < 0 or v < 0 or v > s or o + v > n:
+            raise op_error(PtoShapeError, "view", f"window dim {dim}: offset {o}, valid {v}, size {s} "
+                           f"must satisfy 0 <= offset, 0 <= valid <= size and offset + valid <= {n} "
+                           f"(input {tuple(x.shape)})")
+    return shaped(shape, x.dtype)
+
+
+def _view_reference(x, *, shape, offsets, valid_shape):
+    window = lax.slice(x, offsets, tuple(o + v for o, v in zip(offsets, valid_shape)))
+    return jnp.pad(window, [(0, s - v) for s, v in zip(shape, valid_shape)])
+
+
+def _view_transpose(ct, x, *, shape, offsets, valid_shape):
+    in_shape = x.aval.shape
+    valid = view(ct, valid_shape, (0,) * len(shape))
+    return [pad(valid, [(o, n - o - v) for n, o, v in zip(in_shape, offsets, valid_shape)])]
+
+
+def _view_batch(args, dims, *, shape, offsets, valid_shape):
+    x = _front(args[0], dims[0])
+    n = x.shape[0]
+    return view_p.bind(x, shape=(n,) + shape, offsets=(0,) + offsets, valid_shape=(n,) + valid_shape), 0
+
+
+view_p = define("view", "layout", abstract=_view_abstract, reference=_view_reference)
+ad.deflinear2(view_p, _view_transpose)
+batching.primitive_batchers[view_p] = _view_batch
+
+
+def view(x, shape, offsets, *, valid_shape=None):
+    """The static window ``x[offsets : offsets + shape]``.
+
+    With ``valid_shape`` only the leading ``valid_shape`` part of the window is read from ``x``
+    (a partial tail tile, as PyPTO's ``view(..., valid_shape=...)``); the rest of the window is zero.
+    """
+    x = tensor("view", x)
+    shape = static_shape("view", shape)
+    offsets = static_shape("view", offsets, "offsets")
+    valid_shape = shape if valid_shape is None else static_shape("view", valid_shape, "valid_shape")
+    if shape == tuple(x.shape) and valid_shape == shape and not any(offsets):
+        return x
+    return view_p.bind(x, shape=shape, offsets=offsets, valid_shape=valid_shape)
+
+
+# ----------------------------------------------------------------------------------------- assemble
+def _assemble_abstract(x, out, *, offsets):
+    check_same_dtype("assemble", x, out)
+    if x.ndim != out.ndim or len(offsets) != out.ndim or any(
+            o < 0 or o + s > n for o, s, n in zip(offsets, x.shape, out.shape)):
+        raise op_error(PtoShapeError, "assemble", f"input {tuple(x.shape)} at offsets {offsets} does not "
+                       f"fit inside the output {tuple(out.shape)}")
+    return shaped(out.shape, out.dtype)
+
+
+def _assemble_transpose(ct, x, out, *, offsets):
+    x_shape = (x.aval if ad.is_undefined_primal(x) else x).shape
+    ct_x = view(ct, x_shape, offsets) if ad.is_undefined_primal(x) else None
+    ct_out = (assemble_p.bind(jnp.zeros(x_shape, ct.dtype), ct, offsets=offsets)
+              if ad.is_undefined_primal(out) else None)
+    return [ct_x, ct_out]
+
+
+def _assemble_batch(args, dims, *, offsets):
+    size = batch_size(args, dims)
+    x, out = (_front_or_broadcast(a, d, size) for a, d in zip(args, dims))
+    return assemble_p.bind(x, out, offsets=(0,) + offsets), 0
+
+
+assemble_p = define("assemble", "layout", abstract=_assemble_abstract,
+                    reference=lambda x, out, *, offsets: lax.dynamic_update_slice(out, x, offsets))
+ad.deflinear2(assemble_p, _assemble_transpose)
+batching.primitive_batchers[assemble_p] = _assemble_batch
+
+
+def assemble(x, offsets, out):
+    """``out`` with the window at ``offsets`` replaced by ``x`` (functional; PyPTO's ``assemble``)."""
+    x, out = tensor("assemble", x), tensor("assemble", out)
+    return assemble_p.bind(x, out, offsets=static_shape("assemble", offsets, "offsets"))
+
+
+# ---------------------------------------------------------------------------------------------- pad
+def _pad_abstract(x, *, pads, value):
+    if len(pads) != x.ndim:
+        raise op_error(PtoShapeError, "pad", f"pads {pads} needs one (low, high) pair per axis of {tuple(x.shape)}")
+    return shaped([n + lo + hi for n, (lo, hi) in zip(x.shape, pads)], x.dtype)
+
+
+def _pad_reference(x, *, pads, value):
+    return jnp.pad(x, pads, constant_values=np.asarray(value, x.dtype))
+
+
+def _pad_transpose(ct, x, *, pads, value):
+    return [view(ct, tuple(x.aval.shape), tuple(lo for lo, _ in pads))]
+
+
+def _pad_batch(args, dims, *, pads, value):
+    return pad_p.bind(_front(args[0], dims[0]), pads=((0, 0),) + pads, value=value), 0
+
+
+pad_p = define("pad", "layout", abstract=_pad_abstract, reference=_pad_reference)
+ad.primitive_jvps[pad_p] = lambda primals, tangents, *, pads, value: (
+    pad_p.bind(primals[0], pads=pads, value=value),
+    pad_p.bind(ad.instantiate_zeros(tangents[0]), pads=pads, value=0))
+ad.primitive_transposes[pad_p] = _pad_transpose
+batching.primitive_batchers[pad_p] = _pad_batch
+
+
+def pad(x, pads, value=0):
+    """Pad ``x`` with ``value``: ``pads`` holds one ``(low, high)`` pair of non-negative ints per axis."""
+    x = tensor("pad", x)
+    try:
+        pads = tuple((int(lo), int(hi)) for lo, hi in pads)
+    except (TypeError, ValueError):
+        raise op_error(PtoArgumentError, "pad", f"pads must be (low, high) pairs, got {pads!r}") from None
+    if any(lo < 0 or hi < 0 for lo, hi in pads):
+        raise op_error(PtoArgumentError, "pad", f"pads {pads} must be non-negative")
+    if isinstance(value, float) and x.dtype not in FLOAT:
+        raise op_error(PtoArgumentError, "pad", f"float pad value {value} for a {x.dtype.name} tensor")
+    return pad_p.bind(x, pads=pads, value=value.item() if isinstance(value, np.generic) else value)
