@@ -1,0 +1,66 @@
+"""Shared test utilities: dtype grids, random inputs, per-dtype tolerances, composition checks."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+
+F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
+I8, I32, BOOL = np.dtype(np.int8), np.dtype(np.int32), np.dtype(np.bool_)
+FLOATS = (F32, F16, BF16)
+INTS = (I8, I32)
+NUMERIC = FLOATS + INTS
+
+# Shapes with size-1 and odd/prime sizes.
+SHAPES = [(1,), (7,), (3, 5), (1, 13), (4, 1, 6), (2, 3, 17)]
+
+# Relative/absolute tolerance per dtype for a single op vs a float64 NumPy golden rounded to dtype.
+TOL = {F32: (1e-5, 1e-6), F16: (2e-3, 1e-3), BF16: (1.6e-2, 1e-2), I8: (0, 0), I32: (0, 0), BOOL: (0, 0)}
+
+
+def rand(shape, dtype, seed=0, low=-3.0, high=3.0):
+    """NumPy array of ``dtype``: uniform floats in [low, high), ints over a range that exercises wrap."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype == BOOL:
+        return rng.random(shape) < 0.5
+    if dtype in INTS:
+        info = np.iinfo(dtype)
+        lo, hi = (info.min, info.max + 1) if dtype == I8 else (-1000, 1000)
+        return rng.integers(lo, hi, size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def assert_close(actual, golden, dtype=None, rtol=None, atol=None):
+    """Compare with the per-dtype tolerance; integer and bool results must match exactly."""
+    actual = np.asarray(actual)
+    golden = np.asarray(golden)
+    dtype = np.dtype(dtype or golden.dtype)
+    assert actual.shape == golden.shape, (actual.shape, golden.shape)
+    r, a = TOL.get(dtype, (1e-5, 1e-6))
+    r, a = (rtol if rtol is not None else r), (atol if atol is not None else a)
+    if r == 0 and a == 0:
+        np.testing.assert_array_equal(actual, golden)
+    else:
+        np.testing.assert_allclose(actual.astype(np.float64), golden.astype(np.float64), rtol=r, atol=a)
+
+
+def assert_eager_matches_jit(fn, *args):
+    """``fn`` gives bit-identical results eagerly and under ``jax.jit``."""
+    eager = fn(*args)
+    jitted = jax.jit(fn)(*args)
+    jax.tree.map(lambda e, j: np.testing.assert_array_equal(np.asarray(e), np.asarray(j)), eager, jitted)
+    return eager
+
+
+def assert_vmap_matches_loop(fn, args, in_axes, rtol=1e-6, atol=1e-6):
+    """``jax.vmap(fn, in_axes)`` equals stacking ``fn`` over a Python loop of the mapped slices."""
+    axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+    size = next(np.shape(a)[d] for a, d in zip(args, axes) if d is not None)
+    out = jax.vmap(fn, in_axes=tuple(axes))(*args)
+    looped = [fn(*[a if d is None else jnp.take(a, i, axis=d) for a, d in zip(args, axes)]) for i in range(size)]
+    expected = jax.tree.map(lambda *xs: jnp.stack(xs), *looped)
+    jax.tree.map(lambda o, e: np.testing.assert_allclose(np.asarray(o, np.float64), np.asarray(e, np.float64),
+                                                         rtol=rtol, atol=atol), out, expected)
+    return out

@@ -1,0 +1,63 @@
+"""jax.test_util.check_grads (order 1 and 2, forward and reverse) for every differentiable op."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import ptojax as pj
+from op_cases import CASES
+from ptojax.primitives import OPS
+
+# Ops whose outputs are low precision (cast to fp16) cannot be checked by finite differences here;
+# cast has its own exact test below.
+DIFFERENTIABLE = sorted(n for n, op in OPS.items() if op.differentiable and n != "cast")
+
+
+def test_non_differentiable_ops_are_the_integer_and_boolean_ones():
+    assert {n for n, op in OPS.items() if not op.differentiable} == {
+        "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "argmax", "argmin"}
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_check_grads(name):
+    fn, args = CASES[name]
+    check_grads(fn, args, order=2, modes=("fwd", "rev"))
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "matmul", "gather", "softmax", "expand", "view", "concat"])
+def test_jit_vmap_grad_composes(name):
+    fn, args = CASES[name]
+    loss = lambda *a: jnp.sum(fn(*a) ** 2)
+    batched = [jnp.stack([a, a * 0.5 + 0.1]) for a in args]
+    got = jax.jit(jax.vmap(jax.grad(loss)))(*batched)
+    want = jnp.stack([jax.grad(loss)(*[b[i] for b in batched]) for i in range(2)])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_cast_between_floats_is_linear():
+    # Multiples of 1/8 and a step of 1/4 are exact in fp16, so the finite differences are exact too.
+    x = jnp.asarray(np.random.default_rng(0).integers(-32, 32, (3, 4)) / 8, jnp.float32)
+    check_grads(lambda a: pj.ops.cast(a, jnp.float32), (x.astype(jnp.float16),), order=2,
+                modes=("fwd", "rev"), eps=0.25)
+    ct = jax.grad(lambda a: jnp.sum(pj.ops.cast(a, jnp.bfloat16).astype(jnp.float32) * 3.0))(x)
+    np.testing.assert_array_equal(ct, np.full((3, 4), 3.0, np.float32))
+
+
+def test_integer_outputs_have_zero_gradient():
+    x = jnp.asarray(np.random.default_rng(1).standard_normal((3, 4)), jnp.float32)
+    g = jax.grad(lambda a: jnp.sum(pj.ops.cast(pj.ops.argmax(a, 1), jnp.float32) * a[:, 0]))(x)
+    np.testing.assert_array_equal(g[:, 1:], 0.0)
+    g = jax.grad(lambda a: jnp.sum(pj.ops.cast(pj.ops.cast(a, jnp.int8), jnp.float32)))(x)
+    np.testing.assert_array_equal(g, 0.0)
+
+
+def test_grad_of_matmul_runs_in_pto_ops():
+    a = jnp.ones((4, 8), jnp.float16)
+    b = jnp.ones((8, 2), jnp.float16)
+    jaxpr = jax.make_jaxpr(jax.grad(lambda a, b: pj.ops.sum(pj.ops.matmul(a, b), None), argnums=(0, 1)))(a, b)
+    names = {e.primitive.name for e in jaxpr.jaxpr.eqns}
+    assert "pto.matmul" in names and all(n.startswith("pto.") for n in names), names
+    ga, gb = jax.grad(lambda a, b: pj.ops.sum(pj.ops.matmul(a, b), None), argnums=(0, 1))(a, b)
+    assert ga.dtype == jnp.float16 and gb.dtype == jnp.float16
+    np.testing.assert_array_equal(ga, np.full((4, 8), 2.0)), np.testing.assert_array_equal(gb, np.full((8, 2), 4.0))

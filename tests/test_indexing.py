@@ -1,0 +1,437 @@
+"""gather, index_add, scatter_update, topk, sort against independent NumPy goldens."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from helpers import BF16, F16, F32, FLOATS, I8, I32, INTS, NUMERIC, TOL, assert_close, \
+    assert_eager_matches_jit, assert_vmap_matches_loop, rand
+
+ops = pj.ops
+ALL = NUMERIC
+
+
+def _ids(dtypes):
+    return [np.dtype(d).name for d in dtypes]
+
+
+def _exact_grid(x):
+    """Round floats to multiples of 1/8 so sums of a few of them are exact in fp16/bf16.
+
+    index_add accumulates in the operand dtype; on this grid every partial sum is representable, so
+    the float64 golden is independent of the accumulation order and can be compared exactly.
+    """
+    if x.dtype in FLOATS:
+        return (np.round(x.astype(np.float64) * 8) / 8).astype(x.dtype)
+    return x
+
+
+# ------------------------------------------------------------------------------------ NumPy goldens
+def np_gather(x, idx, axis):
+    x64 = np.asarray(x)
+    n = x64.shape[axis]
+    idx = np.asarray(idx)
+    valid = (idx >= 0) & (idx < n)
+    taken = np.take(x64, np.where(valid, idx, 0), axis=axis)
+    mask = valid.reshape((1,) * axis + idx.shape + (1,) * (x64.ndim - axis - 1))
+    return np.where(mask, taken, np.zeros((), x64.dtype)).astype(x.dtype)
+
+
+def np_index_add(x, idx, src, axis):
+    dtype = x.dtype
+    wide = np.int64 if dtype in INTS else np.float64
+    out = np.moveaxis(x.astype(wide), axis, 0).copy()
+    k = np.asarray(idx).ndim
+    s = np.moveaxis(src.astype(wide), tuple(range(axis, axis + k)), tuple(range(k)))
+    flat_idx = np.asarray(idx).reshape(-1)
+    s = s.reshape((flat_idx.size,) + out.shape[1:])
+    for j, i in enumerate(flat_idx):
+        if 0 <= i < out.shape[0]:
+            out[i] += s[j]
+    out = np.moveaxis(out, 0, axis)
+    if dtype in INTS:  # integer accumulation wraps modulo 2**bits
+        return out.astype(dtype)
+    return out.astype(dtype)
+
+
+def np_scatter(x, idx, upd, axis):
+    out = np.moveaxis(np.array(x), axis, 0).copy()
+    u = np.moveaxis(np.asarray(upd), axis, 0)
+    for j, i in enumerate(np.asarray(idx)):
+        if 0 <= i < out.shape[0]:
+            out[i] = u[j]  # sequential: the last write wins
+    return np.moveaxis(out, 0, axis)
+
+
+def np_select(x, k, axis, largest):
+    """Stable order (ties: lower index first), NaN above +inf; padded with -1 / the extreme value."""
+    x = np.asarray(x)
+    xm = np.moveaxis(x, axis, -1)
+    v64 = xm.astype(np.float64)
+    nan = np.isnan(v64)
+    key = np.where(nan, 0.0, v64)
+    pos = np.broadcast_to(np.arange(xm.shape[-1]), xm.shape)
+    if largest:
+        order = np.lexsort((pos, -key, -nan.astype(np.int8)), axis=-1)
+    else:
+        order = np.lexsort((pos, key, nan.astype(np.int8)), axis=-1)
+    n = xm.shape[-1]
+    order = order[..., :min(k, n)]
+    vals = np.take_along_axis(xm, order, axis=-1)
+    if k > n:
+        pad_shape = xm.shape[:-1] + (k - n,)
+        if x.dtype in INTS:
+            info = np.iinfo(x.dtype)
+            fill = info.min if largest else info.max
+        else:
+            fill = -np.inf if largest else np.inf
+        vals = np.concatenate([vals, np.full(pad_shape, fill, x.dtype)], axis=-1)
+        order = np.concatenate([order, np.full(pad_shape, -1)], axis=-1)
+    return np.moveaxis(vals, -1, axis), np.moveaxis(order.astype(np.int32), -1, axis)
+
+
+def _idx(values):
+    return np.asarray(values, np.int32)
+
+
+# ------------------------------------------------------------------------------------------- gather
+GATHER_CASES = [
+    # x shape, axis, indices (with out-of-range and -1 entries)
+    ((7,), 0, _idx([3, -1, 0, 6, 7, 100, 3])),
+    ((3, 5), 1, _idx([4, 0, -1])),
+    ((3, 5), 0, _idx(2)),                              # rank-0 index drops the axis
+    ((1, 13), -1, _idx([[12, -1], [5, 13], [0, 0]])),  # rank-2 indices
+    ((4, 1, 6), 1, _idx([0, 0, -1])),                  # size-1 axis
+    ((2, 3, 17), 2, _idx([[16, 1, -7]])),
+]
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=_ids(ALL))
+@pytest.mark.parametrize("shape,axis,idx", GATHER_CASES, ids=[str(i) for i in range(len(GATHER_CASES))])
+def test_gather_golden(shape, axis, idx, dtype):
+    if dtype in (I8, BF16) and shape in ((1, 13), (4, 1, 6)):
+        pytest.skip("keep the compile grid small")
+    x = rand(shape, dtype, seed=1)
+    got = assert_eager_matches_jit(lambda a, i: ops.gather(a, i, axis=axis), x, idx)
+    ax = axis % len(shape)
+    want = np_gather(x, idx, ax)
+    assert got.dtype == dtype
+    assert got.shape == shape[:ax] + idx.shape + shape[ax + 1:]
+    # gather only moves values: exact for every dtype
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_gather_bool_and_invalid_selects_zero():
+    x = np.array([[True, False], [True, True]])
+    got = ops.gather(x, _idx([1, -1, 2]), axis=0)
+    np.testing.assert_array_equal(np.asarray(got), [[True, True], [False, False], [False, False]])
+    # -1 is not "last row": it selects zeros
+    got = ops.gather(np.arange(1, 5, dtype=np.float32), _idx([-1, -2, 3]))
+    np.testing.assert_array_equal(np.asarray(got), [0, 0, 4])
+
+
+GATHER_VMAP = [
+    # x shape (incl. batch), idx shape (incl. batch), in_axes, axis
+    ((3, 4, 5), (3, 2), (0, 0), 1),        # batched data and batched indices
+    ((4, 3, 5), (3, 2), (1, 0), 0),        # data batched at axis 1
+    ((4, 5), (3, 2), (None, 0), 1),        # batched indices, unbatched data
+    ((3, 4, 5), (2,), (0, None), 0),       # batched data, unbatched indices
+    ((4, 3, 5), (2, 3), (1, 1), 1),        # both batched at axis 1
+    ((3, 4, 5), (3,), (0, 0), 1),          # rank-0 index per example
+    ((3, 4, 5), (3, 2, 2), (0, 0), 0),     # rank-2 index per example
+]
+
+
+@pytest.mark.parametrize("xs,isz,in_axes,axis", GATHER_VMAP)
+def test_gather_vmap(xs, isz, in_axes, axis):
+    x = rand(xs, F32, seed=2)
+    n = 5 if axis == 1 else 4
+    idx = np.random.default_rng(3).integers(-1, n + 1, size=isz).astype(np.int32)
+    assert_vmap_matches_loop(lambda a, i: ops.gather(a, i, axis=axis), (x, idx), in_axes)
+
+
+# ---------------------------------------------------------------------------------------- index_add
+INDEX_ADD_CASES = [
+    ((7,), 0, _idx([3, 3, -1, 0, 3, 9])),
+    ((3, 5), 1, _idx([4, 4, 0, -1])),
+    ((1, 13), 0, _idx([0, 0, 0])),
+    ((4, 1, 6), 0, _idx([[1, 1], [3, -1]])),  # rank-2 indices
+    ((2, 3, 17), 1, _idx(2)),                 # rank-0 index
+]
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=_ids(NUMERIC))
+@pytest.mark.parametrize("shape,axis,idx", INDEX_ADD_CASES, ids=[str(i) for i in range(len(INDEX_ADD_CASES))])
+def test_index_add_golden(shape, axis, idx, dtype):
+    if dtype in (I8, BF16) and shape in ((1, 13), (2, 3, 17)):
+        pytest.skip("keep the compile grid small")
+    x = _exact_grid(rand(shape, dtype, seed=4))
+    src_shape = shape[:axis] + idx.shape + shape[axis + 1:]
+    src = _exact_grid(rand(src_shape, dtype, seed=5))
+    got = assert_eager_matches_jit(lambda a, i, s: ops.index_add(a, i, s, axis=axis), x, idx, src)
+    assert got.dtype == dtype
+    assert_close(got, np_index_add(x, idx, src, axis), dtype)
+
+
+def test_index_add_float32_random_accumulates():
+    x = rand((6, 3), F32, seed=6)
+    idx = _idx([2, 2, 2, 5, -1, 6])
+    src = rand((6, 3), F32, seed=7)
+    got = ops.index_add(x, idx, src)
+    assert_close(got, np_index_add(x, idx, src, 0), F32)
+    # the -1 / 6 rows added nothing: rows 0, 1, 3, 4 unchanged
+    np.testing.assert_array_equal(np.asarray(got)[[0, 1, 3, 4]], x[[0, 1, 3, 4]])
+
+
+def test_index_add_int8_wraps():
+    x = np.array([100, 0], np.int8)
+    got = ops.index_add(x, _idx([0, 0, 1]), np.array([20, 10, -128], np.int8))
+    np.testing.assert_array_equal(np.asarray(got), np.array([130 - 256, -128], np.int8))
+
+
+INDEX_ADD_VMAP = [
+    # x shape, idx shape, src shape, in_axes (x, idx, src), axis
+    ((3, 4, 5), (3, 4), (3, 4, 4), (0, 0, 0), 1),      # everything batched
+    ((4, 5), (3, 4), (3, 4, 4), (None, 0, 0), 1),      # batched indices + src, unbatched data
+    ((4, 5), (3, 4), (4, 4), (None, 0, None), 1),      # only indices batched
+    ((3, 4, 5), (4,), (3, 4, 4), (0, None, 0), 1),     # batched data, unbatched indices
+    ((4, 3, 5), (2, 3), (2, 3, 5), (1, 1, 1), 0),      # all batched at axis 1
+    ((4, 3, 5), (3, 2), (2, 5), (1, 0, None), 0),      # data at axis 1, batched indices, shared src
+]
+
+
+@pytest.mark.parametrize("xs,isz,ss,in_axes,axis", INDEX_ADD_VMAP)
+def test_index_add_vmap(xs, isz, ss, in_axes, axis):
+    x = rand(xs, F32, seed=8)
+    src = rand(ss, F32, seed=9)
+    n = 5 if axis == 1 else 4
+    idx = np.random.default_rng(10).integers(-1, n, size=isz).astype(np.int32)
+    idx.flat[0] = idx.flat[1]  # at least one repeated index
+    assert_vmap_matches_loop(lambda a, i, s: ops.index_add(a, i, s, axis=axis), (x, idx, src), in_axes)
+
+
+# ------------------------------------------------------------------------------------ scatter_update
+SCATTER_CASES = [
+    # paged KV cache flattened: (num_blocks*block_size, heads, dim), slots along axis 0
+    ((12, 2, 3), 0, _idx([5, -1, 0, 11, 5])),
+    # (blocks, block_size, H, D) written along the block_size axis
+    ((3, 4, 1, 5), 1, _idx([3, 0, -1])),
+    # (blocks, block_size, H, D) written along the block axis
+    ((3, 4, 1, 5), 0, _idx([2])),
+    ((7,), 0, _idx([6, 6, 6, -1, 7])),
+    ((1, 13), -1, _idx([12, 0, 12])),
+]
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=_ids(ALL))
+@pytest.mark.parametrize("shape,axis,idx", SCATTER_CASES, ids=[str(i) for i in range(len(SCATTER_CASES))])
+def test_scatter_update_golden(shape, axis, idx, dtype):
+    if dtype in (I8, BF16) and shape in ((7,), (1, 13)):
+        pytest.skip("keep the compile grid small")
+    ax = axis % len(shape)
+    x = rand(shape, dtype, seed=11)
+    upd = rand(shape[:ax] + idx.shape + shape[ax + 1:], dtype, seed=12)
+    got = assert_eager_matches_jit(lambda a, i, u: ops.scatter_update(a, i, u, axis=axis), x, idx, upd)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(got), np_scatter(x, idx, upd, ax))
+
+
+def test_scatter_update_last_write_wins_and_minus_one_writes_nothing():
+    cache = np.zeros((4, 2), np.float32)
+    upd = np.array([[1, 1], [2, 2], [3, 3], [4, 4]], np.float32)
+    got = ops.scatter_update(cache, _idx([1, -1, 1, 3]), upd)
+    np.testing.assert_array_equal(np.asarray(got), [[0, 0], [3, 3], [0, 0], [4, 4]])
+
+
+SCATTER_VMAP = [
+    # cache shape, idx shape, updates shape, in_axes (x, idx, upd), axis
+    ((3, 8, 2, 3), (3, 4), (3, 4, 2, 3), (0, 0, 0), 0),      # per-sequence cache, slots, updates
+    ((8, 2, 3), (3, 4), (3, 4, 2, 3), (None, 0, 0), 0),      # batched slots + updates, shared cache
+    ((8, 2, 3), (3, 4), (4, 2, 3), (None, 0, None), 0),      # only slots batched
+    ((3, 8, 2, 3), (4,), (3, 4, 2, 3), (0, None, 0), 0),     # batched cache, shared slots
+    ((8, 3, 2), (3, 4), (4, 3, 2), (1, 0, 1), 0),            # cache batched at axis 1
+    ((2, 3, 4, 5), (2, 3), (2, 3, 2, 5), (1, 1, 1), 1),      # (blocks, block_size, D), write block_size
+]
+
+
+@pytest.mark.parametrize("xs,isz,us,in_axes,axis", SCATTER_VMAP)
+def test_scatter_update_vmap(xs, isz, us, in_axes, axis):
+    x = rand(xs, F32, seed=13)
+    upd = rand(us, F32, seed=14)
+    dx = in_axes[0]
+    n = [d for j, d in enumerate(xs) if j != dx][axis]
+    idx = np.random.default_rng(15).integers(-1, n, size=isz).astype(np.int32)
+    idx.flat[0] = idx.flat[1] = max(int(idx.flat[1]), 0)  # a repeated, valid index
+    assert_vmap_matches_loop(lambda a, i, u: ops.scatter_update(a, i, u, axis=axis), (x, idx, upd), in_axes)
+
+
+# ------------------------------------------------------------------------------------- topk and sort
+TOPK_CASES = [
+    ((1,), 1, -1),
+    ((7,), 3, 0),
+    ((3, 5), 5, 1),
+    ((3, 5), 2, 0),
+    ((2, 3, 17), 4, -1),
+    ((4, 1, 6), 3, 1),       # k > axis size 1: padded
+    ((1, 13), 16, -1),       # k > axis size: padded with -1
+]
+
+
+def _with_ties(x):
+    """Copy some values so ties appear (ties must keep the lower index first)."""
+    x = np.array(x)
+    flat = x.reshape(-1)
+    if flat.size > 3:
+        flat[1::3] = flat[0]
+    return x
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype", NUMERIC, ids=_ids(NUMERIC))
+@pytest.mark.parametrize("shape,k,axis", TOPK_CASES, ids=[str(i) for i in range(len(TOPK_CASES))])
+def test_topk_golden(shape, k, axis, dtype, largest):
+    if dtype in (I8, BF16, F16) and shape in ((1,), (4, 1, 6), (2, 3, 17)):
+        pytest.skip("keep the compile grid small")
+    x = _with_ties(rand(shape, dtype, seed=16))
+    vals, idx = assert_eager_matches_jit(lambda a: ops.topk(a, k, axis=axis, largest=largest), x)
+    want_v, want_i = np_select(x, k, axis % len(shape), largest)
+    assert vals.dtype == dtype and idx.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(idx), want_i)
+    np.testing.assert_array_equal(np.asarray(vals), want_v)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_nan_sorts_above_inf(largest):
+    x = np.array([1.0, np.inf, np.nan, -np.inf, np.nan, 2.0], np.float32)
+    vals, idx = ops.topk(x, 8, largest=largest)
+    want_v, want_i = np_select(x, 8, 0, largest)
+    np.testing.assert_array_equal(np.asarray(idx), want_i)
+    np.testing.assert_array_equal(np.asarray(vals), want_v)  # assert_array_equal treats NaN == NaN
+    if largest:
+        np.testing.assert_array_equal(np.asarray(idx)[:3], [2, 4, 1])
+    else:
+        np.testing.assert_array_equal(np.asarray(idx), [3, 0, 5, 1, 2, 4, -1, -1])
+
+
+def test_topk_int_padding_limits():
+    x = np.array([5, -3], np.int8)
+    v, i = ops.topk(x, 4)
+    np.testing.assert_array_equal(np.asarray(v), [5, -3, -128, -128])
+    np.testing.assert_array_equal(np.asarray(i), [0, 1, -1, -1])
+    v, i = ops.topk(x.astype(np.int32), 3, largest=False)
+    np.testing.assert_array_equal(np.asarray(v), [-3, 5, np.iinfo(np.int32).max])
+    np.testing.assert_array_equal(np.asarray(i), [1, 0, -1])
+
+
+SORT_CASES = [((1,), -1), ((7,), 0), ((3, 5), 0), ((1, 13), 1), ((2, 3, 17), 1)]
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", NUMERIC, ids=_ids(NUMERIC))
+@pytest.mark.parametrize("shape,axis", SORT_CASES, ids=[str(i) for i in range(len(SORT_CASES))])
+def test_sort_golden(shape, axis, dtype, descending):
+    if dtype in (I8, BF16) and shape in ((1,), (1, 13)):
+        pytest.skip("keep the compile grid small")
+    x = _with_ties(rand(shape, dtype, seed=17))
+    vals, idx = assert_eager_matches_jit(lambda a: ops.sort(a, axis=axis, descending=descending), x)
+    ax = axis % len(shape)
+    want_v, want_i = np_select(x, shape[ax], ax, descending)
+    assert vals.dtype == dtype and idx.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(idx), want_i)
+    np.testing.assert_array_equal(np.asarray(vals), want_v)
+
+
+def test_sort_stable_ties():
+    x = np.array([2, 1, 2, 1, 2], np.int32)
+    _, idx = ops.sort(x)
+    np.testing.assert_array_equal(np.asarray(idx), [1, 3, 0, 2, 4])
+    _, idx = ops.sort(x, descending=True)
+    np.testing.assert_array_equal(np.asarray(idx), [0, 2, 4, 1, 3])
+
+
+@pytest.mark.parametrize("in_axis,axis", [(0, -1), (1, 0), (2, 0), (1, -1)])
+def test_topk_vmap(in_axis, axis):
+    x = _with_ties(rand((3, 4, 5), F32, seed=18))
+    assert_vmap_matches_loop(lambda a: ops.topk(a, 6, axis=axis), (x,), (in_axis,))
+    assert_vmap_matches_loop(lambda a: ops.topk(a, 2, axis=axis, largest=False), (x,), (in_axis,))
+
+
+@pytest.mark.parametrize("in_axis,axis", [(1, 0), (2, -1)])
+def test_sort_vmap(in_axis, axis):
+    x = _with_ties(rand((3, 4, 5), I32, seed=19))
+    assert_vmap_matches_loop(lambda a: ops.sort(a, axis=axis, descending=True), (x,), (in_axis,))
+
+
+# ---------------------------------------------------------------------------------------- bad inputs
+def _raises(cls, fn, *needles):
+    with pytest.raises(cls) as info:
+        fn()
+    msg = str(info.value)
+    for needle in needles:
+        assert needle in msg, (needle, msg)
+    return msg
+
+
+def test_gather_float_indices():
+    x = np.zeros((3, 4), np.float32)
+    _raises(pj.PtoDtypeError, lambda: ops.gather(x, np.array([0.0, 1.0], np.float32)),
+            "pto.gather", "float32", "int32", "(2,)")
+
+
+def test_gather_int8_indices():
+    _raises(pj.PtoDtypeError, lambda: ops.gather(np.zeros(4, np.float32), np.array([1], np.int8)),
+            "pto.gather", "int8")
+
+
+def test_gather_axis_out_of_range():
+    _raises(pj.PtoArgumentError, lambda: ops.gather(np.zeros((3, 4), np.float32), _idx([0]), axis=2),
+            "pto.gather", "axis 2")
+
+
+def test_index_add_source_wrong_shape():
+    _raises(pj.PtoShapeError,
+            lambda: ops.index_add(np.zeros((4, 5), np.float32), _idx([0, 1]), np.zeros((2, 4), np.float32)),
+            "pto.index_add", "(2, 4)", "(2, 5)", "(4, 5)")
+
+
+def test_index_add_dtype_mismatch():
+    _raises(pj.PtoDtypeError,
+            lambda: ops.index_add(np.zeros((4,), np.float32), _idx([0]), np.zeros((1,), np.float16)),
+            "pto.index_add", "float32", "float16")
+
+
+def test_scatter_update_2d_indices():
+    _raises(pj.PtoShapeError,
+            lambda: ops.scatter_update(np.zeros((8, 3), np.float32), _idx([[0, 1]]),
+                                       np.zeros((1, 2, 3), np.float32)),
+            "pto.scatter_update", "1-D", "(1, 2)")
+
+
+def test_scatter_update_updates_wrong_shape():
+    _raises(pj.PtoShapeError,
+            lambda: ops.scatter_update(np.zeros((8, 2, 3), np.float32), _idx([0, 1]),
+                                       np.zeros((2, 2, 4), np.float32)),
+            "pto.scatter_update", "(2, 2, 4)", "(2, 2, 3)", "(8, 2, 3)")
+
+
+def test_scatter_update_float_indices():
+    _raises(pj.PtoDtypeError,
+            lambda: ops.scatter_update(np.zeros((8,), np.float32), np.array([1.0], np.float32),
+                                       np.zeros((1,), np.float32)),
+            "pto.scatter_update", "float32")
+
+
+@pytest.mark.parametrize("k", [0, -2, 1.5, True])
+def test_topk_bad_k(k):
+    _raises(pj.PtoArgumentError, lambda: ops.topk(np.zeros((4,), np.float32), k), "pto.topk", repr(k))
+
+
+def test_topk_bool():
+    _raises(pj.PtoDtypeError, lambda: ops.topk(np.zeros((4,), bool), 1), "pto.topk", "bool")
+
+
+def test_sort_axis_out_of_range():
+    _raises(pj.PtoArgumentError, lambda: ops.sort(np.zeros((4,), np.float32), axis=1), "pto.sort", "axis 1")

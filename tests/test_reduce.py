@@ -1,0 +1,299 @@
+"""Reductions (sum, amax, amin, prod, argmax, argmin, cumsum) against independent NumPy goldens.
+
+Goldens are computed in float64 (int64 for integers, wrapped back to the dtype) with NumPy only and
+rounded once to the operand dtype; ptojax and its jnp references never produce an expected value.
+"""
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from helpers import (BF16, F16, F32, I8, I32, NUMERIC, SHAPES, assert_close, assert_eager_matches_jit,
+                     assert_vmap_matches_loop, rand)
+
+OPS = pj.ops
+
+
+# ------------------------------------------------------------------------------------------ goldens
+def _wide(x):
+    x = np.asarray(x)
+    return x.astype(np.int64) if x.dtype in (I8, I32) else x.astype(np.float64)
+
+
+def _np_axis(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def golden_sum(x, axis, keepdims):
+    # float64 (int64) exact-ish sum, then one rounding / wrap to the operand dtype.
+    return np.sum(_wide(x), axis=_np_axis(axis), keepdims=keepdims).astype(x.dtype)
+
+
+def golden_prod(x, axis, keepdims):
+    # int64 products wrap mod 2**64, which preserves the value mod 2**8 / 2**32.
+    with np.errstate(over="ignore"):
+        return np.prod(_wide(x), axis=_np_axis(axis), keepdims=keepdims).astype(x.dtype)
+
+
+def golden_amax(x, axis, keepdims):
+    return np.max(_wide(x), axis=_np_axis(axis), keepdims=keepdims).astype(x.dtype)
+
+
+def golden_amin(x, axis, keepdims):
+    return np.min(_wide(x), axis=_np_axis(axis), keepdims=keepdims).astype(x.dtype)
+
+
+def golden_cumsum(x, axis, reverse):
+    w = _wide(x)
+    if reverse:
+        return np.flip(np.cumsum(np.flip(w, axis), axis=axis), axis).astype(x.dtype)
+    return np.cumsum(w, axis=axis).astype(x.dtype)
+
+
+def golden_arg(kind, x, axis, keepdims):
+    fn = np.argmax if kind == "argmax" else np.argmin  # NumPy returns the first occurrence on ties
+    return fn(_wide(x), axis=axis, keepdims=keepdims).astype(np.int32)
+
+
+REDUCTIONS = {"sum": golden_sum, "amax": golden_amax, "amin": golden_amin, "prod": golden_prod}
+
+
+def _inputs(name, shape, dtype, seed=0):
+    if name == "prod" and dtype not in (I8, I32):
+        # Keep |product| well inside the fp16 range (3**17 would overflow fp16 to inf).
+        return rand(shape, dtype, seed, low=-1.5, high=1.5)
+    return rand(shape, dtype, seed)
+
+
+def _axis_specs(ndim):
+    """axis as None, int, negative int and tuple, resolved for a rank-``ndim`` operand."""
+    specs = [None, 0, -1]
+    if ndim >= 2:
+        specs.append((0, ndim - 1))
+    if ndim >= 3:
+        specs.append((-1, 1))
+    return specs
+
+
+SHAPE_AXIS = [(s, a) for s in SHAPES for a in _axis_specs(len(s))]
+
+
+def _id(v):
+    return str(v).replace(" ", "")
+
+
+# ---------------------------------------------------------------------------- float32 shape × axis grid
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("shape,axis", SHAPE_AXIS, ids=[f"{_id(s)}-ax{_id(a)}" for s, a in SHAPE_AXIS])
+def test_sum_float32_shapes_axes(shape, axis, keepdims):
+    x = rand(shape, F32, seed=len(shape))
+    out = assert_eager_matches_jit(lambda v: OPS.sum(v, axis=axis, keepdims=keepdims), x)
+    assert out.dtype == F32
+    assert_close(out, golden_sum(x, axis, keepdims), F32)
+
+
+@pytest.mark.parametrize("name", ["amax", "amin", "prod"])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("shape,axis", [((7,), None), ((1, 13), 0), ((3, 5), -1), ((4, 1, 6), (0, 2)),
+                                        ((2, 3, 17), (-1, 1)), ((2, 3, 17), None)])
+def test_reduction_float32_shapes_axes(name, shape, axis, keepdims):
+    x = _inputs(name, shape, F32, seed=3)
+    fn = getattr(OPS, name)
+    out = assert_eager_matches_jit(lambda v: fn(v, axis=axis, keepdims=keepdims), x)
+    assert out.dtype == F32
+    assert_close(out, REDUCTIONS[name](x, axis, keepdims), F32)
+
+
+# ---------------------------------------------------------------------------------------- dtype grid
+@pytest.mark.parametrize("dtype", NUMERIC, ids=lambda d: d.name)
+@pytest.mark.parametrize("name", ["sum", "amax", "amin", "prod"])
+@pytest.mark.parametrize("shape,axis,keepdims", [((2, 3, 17), -1, False), ((1, 13), None, True),
+                                                 ((4, 1, 6), (0, 1), False)])
+def test_reduction_dtypes(name, dtype, shape, axis, keepdims):
+    x = _inputs(name, shape, dtype, seed=11)
+    fn = getattr(OPS, name)
+    out = assert_eager_matches_jit(lambda v: fn(v, axis=axis, keepdims=keepdims), x)
+    assert out.dtype == dtype, (out.dtype, dtype)
+    # Floating sums/products accumulate in float32 and round once; the float64 golden rounded once
+    # to the dtype is within the per-dtype tolerance. Integer results (incl. wrap) must be exact.
+    assert_close(out, REDUCTIONS[name](x, axis, keepdims), dtype)
+
+
+def test_sum_int8_wraps():
+    x = np.array([[100, 100, 100], [-128, -1, 0]], np.int8)
+    out = OPS.sum(x, axis=1)
+    assert out.dtype == I8
+    np.testing.assert_array_equal(np.asarray(out), np.array([300 - 256, -129 + 256], np.int8))
+    np.testing.assert_array_equal(np.asarray(OPS.sum(np.full((1000,), 1, np.int8))), np.int8(1000 - 4 * 256))
+
+
+def test_prod_int8_wraps():
+    x = np.array([16, 16, 3], np.int8)  # 768 = 3 * 256 -> 0
+    np.testing.assert_array_equal(np.asarray(OPS.prod(x)), np.int8(0))
+    np.testing.assert_array_equal(np.asarray(OPS.prod(np.array([11, 13], np.int8))), np.int8(143 - 256))
+
+
+@pytest.mark.parametrize("dtype,big,n", [(F16, 2048.0, 1000), (BF16, 256.0, 500)], ids=["float16", "bfloat16"])
+def test_low_precision_sum_accumulates_in_float32(dtype, big, n):
+    # big + n ones: every partial sum is exact in float32, while a running sum kept in the operand
+    # dtype would get stuck at ``big`` (1 is below half an ulp there). The true total is representable.
+    x = np.concatenate([np.array([big]), np.ones(n)]).astype(dtype)
+    out = assert_eager_matches_jit(lambda v: OPS.sum(v), x)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(out, np.float64), big + n)
+    c = assert_eager_matches_jit(lambda v: OPS.cumsum(v), x)
+    np.testing.assert_array_equal(np.asarray(c, np.float64)[-1], big + n)
+
+
+def test_amax_amin_extremes_exact():
+    x = np.array([[-128, 127, 0], [5, -128, 127]], np.int8)
+    np.testing.assert_array_equal(np.asarray(OPS.amax(x, axis=0)), np.array([5, 127, 127], np.int8))
+    np.testing.assert_array_equal(np.asarray(OPS.amin(x, axis=-1)), np.array([-128, -128], np.int8))
+
+
+# ------------------------------------------------------------------------------------ argmax/argmin
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((7,), -1), ((3, 5), 0), ((1, 13), -1), ((4, 1, 6), 1),
+                                        ((2, 3, 17), -1), ((2, 3, 17), 0)])
+def test_arg_reductions_float32(kind, shape, axis, keepdims):
+    x = rand(shape, F32, seed=5)
+    fn = getattr(OPS, kind)
+    out = assert_eager_matches_jit(lambda v: fn(v, axis=axis, keepdims=keepdims), x)
+    assert out.dtype == I32
+    np.testing.assert_array_equal(np.asarray(out), golden_arg(kind, x, axis, keepdims))
+
+
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", NUMERIC, ids=lambda d: d.name)
+def test_arg_reductions_ties_first_occurrence(kind, dtype):
+    # Only three distinct values over 17 entries: ties everywhere; the first index must win.
+    rng = np.random.default_rng(7)
+    x = rng.integers(-1, 2, size=(2, 3, 17)).astype(dtype)
+    fn = getattr(OPS, kind)
+    for axis in (-1, 1):
+        out = assert_eager_matches_jit(lambda v: fn(v, axis=axis), x)
+        assert out.dtype == I32
+        np.testing.assert_array_equal(np.asarray(out), golden_arg(kind, x, axis, False))
+
+
+def test_arg_ties_explicit():
+    x = np.array([[3, 1, 3, 1], [2, 2, 2, 2]], np.int32)
+    np.testing.assert_array_equal(np.asarray(OPS.argmax(x, axis=1)), [0, 0])
+    np.testing.assert_array_equal(np.asarray(OPS.argmin(x, axis=1)), [1, 0])
+    np.testing.assert_array_equal(np.asarray(OPS.argmax(x, axis=0, keepdims=True)), [[0, 1, 0, 1]])
+
+
+# ------------------------------------------------------------------------------------------- cumsum
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((7,), -1), ((3, 5), 0), ((1, 13), 1), ((4, 1, 6), -2),
+                                        ((2, 3, 17), -1)])
+def test_cumsum_float32(shape, axis, reverse):
+    x = rand(shape, F32, seed=9)
+    out = assert_eager_matches_jit(lambda v: OPS.cumsum(v, axis=axis, reverse=reverse), x)
+    assert out.dtype == F32 and out.shape == x.shape
+    assert_close(out, golden_cumsum(x, axis, reverse), F32)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype", NUMERIC, ids=lambda d: d.name)
+def test_cumsum_dtypes(dtype, reverse):
+    x = rand((3, 17), dtype, seed=13)
+    out = assert_eager_matches_jit(lambda v: OPS.cumsum(v, axis=1, reverse=reverse), x)
+    assert out.dtype == dtype
+    assert_close(out, golden_cumsum(x, 1, reverse), dtype)
+
+
+def test_cumsum_reverse_explicit():
+    x = np.array([1, 2, 3, 4], np.int32)
+    np.testing.assert_array_equal(np.asarray(OPS.cumsum(x)), [1, 3, 6, 10])
+    np.testing.assert_array_equal(np.asarray(OPS.cumsum(x, reverse=True)), [10, 9, 7, 4])
+
+
+# --------------------------------------------------------------------------------------------- vmap
+@pytest.mark.parametrize("in_axis", [0, 1, -1, 2], ids=["ax0", "ax1", "last", "ax2"])
+@pytest.mark.parametrize("name,kwargs", [("sum", dict(axis=-1)), ("sum", dict(axis=(0, 1), keepdims=True)),
+                                         ("amax", dict(axis=0)), ("amin", dict(axis=None)),
+                                         ("prod", dict(axis=1, keepdims=True)), ("argmax", dict(axis=-1)),
+                                         ("argmin", dict(axis=0, keepdims=True)),
+                                         ("cumsum", dict(axis=1, reverse=True)), ("cumsum", dict(axis=0))],
+                         ids=lambda v: v if isinstance(v, str) else _id(tuple(v.items())))
+def test_vmap_matches_loop(name, kwargs, in_axis):
+    x = rand((4, 5, 3), F32, seed=21, low=-1.5, high=1.5)
+    fn = getattr(OPS, name)
+    out = assert_vmap_matches_loop(lambda v: fn(v, **kwargs), (x,), in_axis)
+    # Check against the golden too, so a wrong-but-consistent batching rule still fails.
+    xs = np.moveaxis(x, in_axis, 0)
+    if name in REDUCTIONS:
+        golden = np.stack([REDUCTIONS[name](s, kwargs.get("axis"), kwargs.get("keepdims", False)) for s in xs])
+    elif name == "cumsum":
+        golden = np.stack([golden_cumsum(s, kwargs["axis"], kwargs.get("reverse", False)) for s in xs])
+    else:
+        golden = np.stack([golden_arg(name, s, kwargs["axis"], kwargs.get("keepdims", False)) for s in xs])
+    assert_close(out, golden)
+
+
+def test_vmap_int8_sum_and_none_mix():
+    x = rand((6, 9), I8, seed=4)
+    y = rand((9,), I8, seed=5)
+    # x batched on its last axis, y unbatched: sum of x-slice plus sum of y (both wrap in int8).
+    fn = lambda a, b: OPS.sum(a) + OPS.sum(b)  # noqa: E731
+    out = assert_vmap_matches_loop(fn, (x, y), (1, None))
+    golden = (np.sum(x.astype(np.int64), axis=0) + np.sum(y.astype(np.int64))).astype(np.int8)
+    np.testing.assert_array_equal(np.asarray(out), golden)
+
+
+def test_nested_vmap():
+    x = rand((3, 4, 5, 6), F32, seed=8)
+    fn = jax.vmap(jax.vmap(lambda v: OPS.sum(v, axis=-1), in_axes=1), in_axes=2)
+    out = fn(x)  # outer maps axis 2 (size 5), inner maps axis 1 of the (3, 4, 6) slice (size 4)
+    golden = np.transpose(np.sum(x.astype(np.float64), axis=-1), (2, 1, 0)).astype(F32)
+    assert out.shape == (5, 4, 3)
+    assert_close(out, golden, F32)
+    jitted = jax.jit(fn)(x)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(jitted))
+
+
+# ------------------------------------------------------------------------------------------- errors
+def _raises(cls, op, *fragments):
+    pattern = "".join(f"(?=.*{re.escape(f)})" for f in (f"pto.{op}",) + fragments)
+    return pytest.raises(cls, match=re.compile(pattern, re.S))
+
+
+def test_error_axis_out_of_range():
+    x = jnp.zeros((3, 5), F32)
+    with _raises(pj.PtoArgumentError, "sum", "axis 2", "rank-2"):
+        OPS.sum(x, axis=2)
+    with _raises(pj.PtoArgumentError, "amin", "axis -3", "rank-2"):
+        OPS.amin(x, axis=(0, -3))
+    with _raises(pj.PtoArgumentError, "argmax", "axis 5", "rank-2"):
+        OPS.argmax(x, axis=5)
+    with _raises(pj.PtoArgumentError, "cumsum", "axis -3"):
+        OPS.cumsum(x, axis=-3)
+
+
+def test_error_repeated_axis():
+    with _raises(pj.PtoArgumentError, "sum", "repeated axis", "(1, -1)"):
+        OPS.sum(jnp.zeros((3, 5), F32), axis=(1, -1))
+
+
+def test_error_amax_empty_axis():
+    x = jnp.zeros((3, 0), F32)
+    with _raises(pj.PtoShapeError, "amax", "(3, 0)"):
+        OPS.amax(x, axis=1)
+    with _raises(pj.PtoShapeError, "amin", "(3, 0)"):
+        OPS.amin(x)
+    with _raises(pj.PtoShapeError, "argmin", "(3, 0)"):
+        OPS.argmin(x, axis=-1)
+    # Summing an empty axis is fine: the empty sum is 0.
+    np.testing.assert_array_equal(np.asarray(OPS.sum(x, axis=1)), np.zeros(3, F32))
+
+
+def test_error_bool_operand():
+    with _raises(pj.PtoDtypeError, "sum", "bool", "(2, 3)"):
+        OPS.sum(jnp.zeros((2, 3), bool))
