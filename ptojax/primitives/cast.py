@@ -34,9 +34,12 @@ def _float_to_int(x, dtype, rounding, saturate):
         clamped = jnp.clip(r, np.float32(info.min), hi).astype(dtype)
         clamped = jnp.where(r >= np.float32(2.0**31), info.max, clamped) if dtype == I32 else clamped
         return jnp.where(jnp.isnan(r), 0, clamped).astype(dtype)
-    modulus = np.float32(2.0 ** (8 * dtype.itemsize))
-    wrapped = r - modulus * jnp.floor((r + modulus / 2) / modulus)
-    return jnp.where(jnp.isfinite(wrapped), wrapped, 0).astype(I32).astype(dtype)
+    # fmod is exact in float32 (r + 2**31 is not: 2**31 - 128 would wrap to -2**31); reduce modulo
+    # 2**32 into uint32, and the int32 -> int8 conversion wraps the rest.
+    rem = jnp.fmod(r, np.float32(2.0**32))
+    rem = jnp.where(jnp.isfinite(rem), rem, 0)
+    mag = jnp.abs(rem).astype(np.uint32)
+    return jnp.where(rem < 0, -mag, mag).astype(I32).astype(dtype)
 
 
 def _cast_reference(x, *, dtype, rounding, saturate):

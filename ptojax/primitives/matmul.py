@@ -14,7 +14,7 @@ from .._jax import ad, batching
 from ..errors import PtoDtypeError, PtoShapeError, op_error
 from . import cast as _cast
 from . import elementwise, layout, reduce
-from ._base import (BF16, F16, F32, I8, I32, broadcast_shapes, canonical_dtype, check_dtype,
+from ._base import (BF16, F16, F32, I8, I32, batch_size, broadcast_shapes, canonical_dtype, check_dtype,
                     define, names, shaped, tensor)
 
 ACCUMULATOR = {I8: I32, F16: F32, BF16: F32, F32: F32}
@@ -46,7 +46,11 @@ def _abstract(a, b, *bias, out_dtype, transpose_a, transpose_b):
         if c.dtype != ACCUMULATOR[a.dtype]:
             raise op_error(PtoDtypeError, "matmul", f"bias is {c.dtype.name}; the {a.dtype.name} cube adds a "
                            f"{ACCUMULATOR[a.dtype].name} bias")
-        if broadcast_shapes("matmul", c.shape, shape) != shape:
+        try:
+            fits = broadcast_shapes("matmul", c.shape, shape) == shape
+        except PtoShapeError:
+            fits = False
+        if not fits:
             raise op_error(PtoShapeError, "matmul", f"bias {tuple(c.shape)} does not broadcast to the output {shape}")
     return shaped(shape, out_dtype)
 
@@ -106,6 +110,9 @@ def _transpose(ct, a, b, *bias, out_dtype, transpose_a, transpose_b):
 
 
 def _batch(args, dims, **params):
+    if dims[0] is None and dims[1] is None:  # only the bias is batched: give ``a`` the batch dim
+        a = args[0]
+        args, dims = (layout.expand(a, (batch_size(args, dims),) + tuple(a.shape)), *args[1:]), (0, *dims[1:])
     out_rank = max(x.ndim - (d is not None) for x, d in zip(args[:2], dims[:2]))
     return matmul_p.bind(*[layout.batch_front(x, d, out_rank) for x, d in zip(args, dims)], **params), 0
 

@@ -1,0 +1,44 @@
+"""What the lowering must know of a core's local memory: buffer capacities, alignment, fractals.
+
+Atlas A2 and A3 dies have the same per-core memories (DESIGN.md's target table); the Ascend backend's
+targets carry these numbers and add clocks and rates on top.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+KIB = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class CoreMemory:
+    """Capacities in bytes of the per-core buffers, and the layout rules tiles must follow."""
+
+    ub: int = 192 * KIB            # unified buffer of one AIV (vector core)
+    l1: int = 512 * KIB            # L1 of one AIC (cube core)
+    l0a: int = 64 * KIB            # left matrix operand
+    l0b: int = 64 * KIB            # right matrix operand
+    l0c: int = 128 * KIB           # accumulator
+    align: int = 32                # bytes: UB/L1 rows are 32-byte aligned
+    fractal: int = 16              # cube fractal edge for fp16/bf16/fp32 (M, N; and K for 2-byte types)
+    max_cols: int = 4095
+    max_rows: int = 8192
+
+    def fractal_k(self, dtype) -> int:
+        """The K edge of the cube fractal: 32 for 1-byte operands (16x32x16 for int8), else 16."""
+        return 32 if np.dtype(dtype).itemsize == 1 else self.fractal
+
+    def buffer(self, loc: str) -> int:
+        return {"vec": self.ub, "mat": self.l1, "left": self.l0a, "right": self.l0b, "acc": self.l0c}[loc]
+
+
+ASCEND_CORE = CoreMemory()
+
+
+def aligned_bytes(shape, dtype, align: int) -> int:
+    """Bytes a tile occupies when each row is padded to ``align`` bytes."""
+    shape = tuple(shape) or (1,)
+    row = -(-shape[-1] * np.dtype(dtype).itemsize // align) * align
+    return int(np.prod(shape[:-1], dtype=np.int64)) * row

@@ -1,0 +1,288 @@
+"""The Tensor level: a kernel's jaxpr rewritten so that every eqn is a ``pto.*`` op.
+
+``jnp``/``lax`` primitives are translated into ``pj.ops`` calls; ``jit``, ``custom_jvp_call``,
+``custom_vjp_call`` and ``remat`` bodies are inlined (the kernel is lowered forward-only: training
+differentiates ``pj.kernel`` calls through ``jax.custom_vjp``, outside the kernel); ``scan``,
+``while`` and ``cond`` stay as loops and branches with translated bodies. Eqns whose inputs are all
+constants are folded. Anything else is a :class:`PtoUnsupportedError` naming the primitive and the
+user's source line.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .. import ops
+from .._jax import ClosedJaxpr
+from ..errors import PtoUnsupportedError
+from .walk import CONTROL, body_of, control, interpret, retrace, where
+
+_FLOAT = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
+
+
+def _unsupported(eqn, why=""):
+    return PtoUnsupportedError(f"pto lowering: primitive '{eqn.primitive.name}' {why or 'has no ptojax translation'}"
+                               f" (at {where(eqn)})")
+
+
+def _is_const(x):
+    return not isinstance(x, jax.core.Tracer)
+
+
+# ------------------------------------------------------------------------------------- translation
+def _convert(eqn, x):
+    dtype = np.dtype(eqn.params["new_dtype"])
+    if x.dtype in _FLOAT and dtype not in _FLOAT and dtype != np.bool_:
+        return ops.cast(x, dtype, rounding="trunc")           # XLA converts float -> int by truncation
+    return ops.cast(x, dtype, saturate=False)                 # and wraps integer narrowing
+
+
+def _integer_pow(eqn, x):
+    y = eqn.params["y"]
+    if y == 0:
+        return ops.expand(np.ones((), x.dtype), x.shape)
+    result, base, n = None, x, abs(y)
+    while n:
+        if n & 1:
+            result = base if result is None else ops.mul(result, base)
+        n >>= 1
+        if n:
+            base = ops.mul(base, base)
+    return ops.reciprocal(result) if y < 0 else result
+
+
+def _broadcast_in_dim(eqn, x):
+    shape, dims = eqn.params["shape"], eqn.params["broadcast_dimensions"]
+    expanded = [1] * len(shape)
+    for d, n in zip(dims, x.shape):
+        expanded[d] = n
+    return ops.expand(ops.reshape(x, expanded), shape)
+
+
+def _dot_general(eqn, a, b):
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lf = [d for d in range(a.ndim) if d not in lc and d not in lb]
+    rf = [d for d in range(b.ndim) if d not in rc and d not in rb]
+    batch = [a.shape[d] for d in lb]
+    m, k, n = (int(np.prod([s[d] for d in ds], dtype=np.int64)) for s, ds in ((a.shape, lf), (a.shape, lc), (b.shape, rf)))
+    a2 = ops.reshape(ops.permute(a, (*lb, *lf, *lc)), (*batch, m, k))
+    b2 = ops.reshape(ops.permute(b, (*rb, *rc, *rf)), (*batch, k, n))
+    if a.dtype != b.dtype or a.dtype not in (*_FLOAT, np.dtype(np.int8)):
+        raise _unsupported(eqn, f"multiplies {a.dtype.name} by {b.dtype.name}; the cube takes int8, fp16, bf16 or fp32 "
+                                "operands of one dtype")
+    out = np.dtype(eqn.params["preferred_element_type"] or a.dtype)
+    acc = np.dtype(np.int32) if a.dtype == np.int8 else np.dtype(np.float32)
+    native = out if out in ((acc,) if a.dtype in (np.int8, np.float32) else (acc, a.dtype)) else acc
+    y = ops.matmul(a2, b2, out_dtype=native)
+    y = ops.reshape(y, (*batch, *[a.shape[d] for d in lf], *[b.shape[d] for d in rf]))
+    if native == out:
+        return y
+    return ops.cast(y, out, rounding="trunc") if out in (np.int8, np.int32) and y.dtype in _FLOAT \
+        else ops.cast(y, out, saturate=False)
+
+
+def _reduce(op):
+    return lambda eqn, x: op(x, tuple(eqn.params["axes"]))
+
+
+def _arg_reduce(op):
+    def rule(eqn, x):
+        (axis,) = eqn.params["axes"]
+        return ops.cast(op(x, axis), eqn.params["index_dtype"])
+    return rule
+
+
+def _select_n(eqn, pred, *cases):
+    if len(cases) != 2 or pred.dtype != np.bool_:
+        raise _unsupported(eqn, "is only translated with a boolean predicate and two cases")
+    return ops.where(pred, cases[1], cases[0])
+
+
+def _slice(eqn, x):
+    start, limit, strides = eqn.params["start_indices"], eqn.params["limit_indices"], eqn.params["strides"]
+    if strides and any(s != 1 for s in strides):
+        raise _unsupported(eqn, f"with strides {strides} is not supported (only unit strides)")
+    return ops.view(x, [hi - lo for lo, hi in zip(start, limit)], start)
+
+
+def _pad(eqn, x, value):
+    config = eqn.params["padding_config"]
+    if any(interior or lo < 0 or hi < 0 for lo, hi, interior in config) or not _is_const(value):
+        raise _unsupported(eqn, "is only translated with non-negative edge padding and a constant value")
+    return ops.pad(x, [(lo, hi) for lo, hi, _ in config], np.asarray(value).item())
+
+
+def _window_indices(start, size, n):
+    """``clip(start, 0, n - size) + arange(size)``: lax's clamped window start, as gather indices."""
+    start = ops.clip(ops.cast(start, jnp.int32), 0, n - size)
+    return ops.add(ops.expand(ops.reshape(start, (1,)), (size,)), np.arange(size, dtype=np.int32))
+
+
+def _dynamic_slice(eqn, x, *starts):
+    sizes = eqn.params["slice_sizes"]
+    static = [int(np.clip(int(s), 0, n - z)) if _is_const(s) else 0 for s, n, z in zip(starts, x.shape, sizes)]
+    out = ops.view(x, [z if _is_const(s) else n for s, n, z in zip(starts, x.shape, sizes)], static)
+    for axis, (s, n, z) in enumerate(zip(starts, x.shape, sizes)):
+        if not _is_const(s):
+            out = ops.gather(out, _window_indices(s, z, n), axis)
+    return out
+
+
+def _dynamic_update_slice(eqn, x, update, *starts):
+    dynamic = [a for a, s in enumerate(starts) if not _is_const(s)]
+    static = [int(np.clip(int(s), 0, n - z)) if _is_const(s) else 0
+              for s, n, z in zip(starts, x.shape, update.shape)]
+    if not dynamic:
+        return ops.assemble(update, static, x)
+    if len(dynamic) > 1:
+        raise _unsupported(eqn, f"with dynamic offsets on {len(dynamic)} axes is not supported (at most one)")
+    (axis,) = dynamic
+    idx = _window_indices(starts[axis], update.shape[axis], x.shape[axis])
+    window = ops.assemble(update, static, ops.gather(x, idx, axis))
+    return ops.scatter_update(x, idx, window, axis)
+
+
+def _gather(eqn, x, indices):
+    """``lax.gather`` in the index_select form ``jnp.take`` emits (one collapsed axis, whole slices)."""
+    dnums, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
+    (axis,) = dnums.start_index_map if len(dnums.start_index_map) == 1 else (None,)
+    if (axis is None or tuple(dnums.collapsed_slice_dims) != (axis,) or dnums.operand_batching_dims
+            or indices.shape[-1] != 1 or any(z != (1 if d == axis else x.shape[d]) for d, z in enumerate(sizes))):
+        raise _unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis)")
+    idx = ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1])
+    mode = str(eqn.params["mode"])
+    if "CLIP" in mode:
+        idx = ops.clip(idx, 0, x.shape[axis] - 1)
+    out = ops.gather(x, idx, axis)                     # x[:axis] + idx + x[axis+1:]
+    k = idx.ndim
+    natural = [d for d in range(out.ndim) if not axis <= d < axis + k]
+    index_positions = [p for p in range(out.ndim) if p not in dnums.offset_dims]
+    perm = [0] * out.ndim
+    for p, n in zip(dnums.offset_dims, natural):
+        perm[p] = n
+    for j, p in enumerate(index_positions):
+        perm[p] = axis + j
+    out = ops.permute(out, perm)
+    fill = eqn.params.get("fill_value")
+    if fill is None:  # jnp's defaults for out-of-range reads
+        fill = np.nan if x.dtype in _FLOAT else (True if x.dtype == np.bool_ else int(np.iinfo(x.dtype).min))
+    if "FILL" in mode and fill != 0:
+        valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, x.shape[axis]))
+        shape = [1] * out.ndim
+        for j, p in enumerate(index_positions):
+            shape[p] = idx.shape[j]
+        out = ops.where(ops.reshape(valid, shape), out, fill)
+    return out
+
+
+def _scatter(op):
+    def rule(eqn, x, indices, updates):
+        d = eqn.params["dimension_numbers"]
+        rows = (d.inserted_window_dims == (0,) and d.scatter_dims_to_operand_dims == (0,)
+                and not d.operand_batching_dims and indices.ndim == 2 and indices.shape[-1] == 1
+                and tuple(d.update_window_dims) == tuple(range(1, x.ndim)) and updates.shape[1:] == x.shape[1:])
+        if not rows or "CLIP" in str(eqn.params["mode"]):
+            raise _unsupported(eqn, "is only translated for whole rows along axis 0 (x.at[idx].set/add(rows))")
+        return op(x, ops.reshape(ops.cast(indices, jnp.int32), (-1,)), updates, 0)
+    return rule
+
+
+def _sort(eqn, *operands):
+    """``jnp.sort`` (one operand) and ``jnp.argsort`` (keys plus the iota it permutes)."""
+    axis = eqn.params["dimension"]
+    payload = operands[1:]
+    iota = (len(payload) == 1 and _is_const(payload[0]) and np.array_equal(
+        np.asarray(payload[0]), np.broadcast_to(np.arange(operands[0].shape[axis]).reshape(
+            [-1 if d == axis else 1 for d in range(operands[0].ndim)]), operands[0].shape)))
+    if eqn.params["num_keys"] != 1 or (payload and not iota):
+        raise _unsupported(eqn, "is only translated for one key (jnp.sort / jnp.argsort)")
+    values, order = ops.sort(operands[0], axis)
+    return [values, ops.cast(order, payload[0].dtype)] if payload else [values]
+
+
+def _top_k(eqn, x):
+    values, idx = ops.topk(x, eqn.params["k"], eqn.params.get("axis", -1))
+    return [values, idx]
+
+
+def _with_unit(shape, axis):
+    return tuple(shape[:axis]) + (1,) + tuple(shape[axis:])
+
+
+def _split(eqn, x):
+    axis, start, out = eqn.params["axis"], 0, []
+    for size in eqn.params["sizes"]:
+        out.append(ops.view(x, [size if d == axis else n for d, n in enumerate(x.shape)],
+                            [start if d == axis else 0 for d in range(x.ndim)]))
+        start += size
+    return out
+
+
+RULES = {
+    "add": lambda e, x, y: ops.add(x, y), "sub": lambda e, x, y: ops.sub(x, y),
+    "mul": lambda e, x, y: ops.mul(x, y), "max": lambda e, x, y: ops.maximum(x, y),
+    "min": lambda e, x, y: ops.minimum(x, y), "pow": lambda e, x, y: ops.pow(x, y),
+    "exp": lambda e, x: ops.exp(x), "log": lambda e, x: ops.log(x), "sqrt": lambda e, x: ops.sqrt(x),
+    "rsqrt": lambda e, x: ops.rsqrt(x), "tanh": lambda e, x: ops.tanh(x), "logistic": lambda e, x: ops.sigmoid(x),
+    "abs": lambda e, x: ops.abs(x), "neg": lambda e, x: ops.neg(x), "square": lambda e, x: ops.mul(x, x),
+    "integer_pow": _integer_pow, "convert_element_type": _convert,
+    "eq": lambda e, x, y: ops.eq(x, y), "ne": lambda e, x, y: ops.ne(x, y), "lt": lambda e, x, y: ops.lt(x, y),
+    "le": lambda e, x, y: ops.le(x, y), "gt": lambda e, x, y: ops.gt(x, y), "ge": lambda e, x, y: ops.ge(x, y),
+    "select_n": _select_n, "clamp": lambda e, lo, x, hi: ops.clip(x, lo, hi),
+    "reduce_sum": _reduce(ops.sum), "reduce_max": _reduce(ops.amax), "reduce_min": _reduce(ops.amin),
+    "reduce_prod": _reduce(ops.prod), "argmax": _arg_reduce(ops.argmax), "argmin": _arg_reduce(ops.argmin),
+    "cumsum": lambda e, x: ops.cumsum(x, e.params["axis"], reverse=e.params["reverse"]),
+    "dot_general": _dot_general, "broadcast_in_dim": _broadcast_in_dim,
+    "reshape": lambda e, x: ops.reshape(x, e.params["new_sizes"]),
+    "squeeze": lambda e, x: ops.reshape(x, [n for d, n in enumerate(x.shape) if d not in e.params["dimensions"]]),
+    "expand_dims": lambda e, x: ops.reshape(x, e.outvars[0].aval.shape),
+    "transpose": lambda e, x: ops.permute(x, e.params["permutation"]),
+    "concatenate": lambda e, *xs: ops.concat(xs, e.params["dimension"]),
+    "slice": _slice, "pad": _pad, "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
+    "gather": _gather, "scatter": _scatter(ops.scatter_update), "scatter-add": _scatter(ops.index_add),
+    "scatter_add": _scatter(ops.index_add), "sort": _sort, "top_k": _top_k,
+    "stack": lambda e, *xs: ops.concat([ops.reshape(x, _with_unit(x.shape, e.params["axis"])) for x in xs],
+                                       e.params["axis"]),
+    "split": lambda e, x: _split(e, x),
+    "copy": lambda e, x: x, "copy_p": lambda e, x: x, "stop_gradient": lambda e, x: x,
+}
+_BOOL_RULES = {"and": ops.logical_and, "or": ops.logical_or, "not": ops.logical_not}
+_INLINE = ("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "remat2", "checkpoint")
+
+
+def _div(eqn, x, y):
+    if x.dtype not in _FLOAT:
+        raise _unsupported(eqn, f"on {x.dtype.name} operands is not supported (pto.div is floating point)")
+    return ops.div(x, y)
+
+
+RULES["div"] = _div
+
+
+def _rule(eqn, invals, stack):
+    name = eqn.primitive.name
+    if name.startswith("pto."):
+        out = eqn.primitive.bind(*invals, **eqn.params)
+    elif name in _INLINE:
+        body, consts = body_of(eqn.params.get("call_jaxpr") or eqn.params.get("jaxpr"))
+        return interpret(body, consts, invals, _rule, stack)
+    elif name in CONTROL:
+        return control(eqn, invals, stack, _rule)
+    elif all(_is_const(x) for x in invals):
+        with jax.ensure_compile_time_eval():
+            out = eqn.primitive.bind(*invals, **eqn.params)
+        out = jax.tree.map(np.asarray, out)
+    elif name in _BOOL_RULES and all(x.dtype == np.bool_ for x in invals if hasattr(x, "dtype")):
+        out = _BOOL_RULES[name](*invals)
+    elif name in RULES:
+        out = RULES[name](eqn, *invals)
+    else:
+        raise _unsupported(eqn)
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+def to_tensor_level(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """The Tensor graph: ``closed`` with every compute eqn a ``pto.*`` op."""
+    return retrace(closed, _rule)

@@ -1,0 +1,393 @@
+"""The Tile level: every tensor op expanded over its tile grid into ``tload`` / ``t<op>`` / ``tstore``.
+
+Each op becomes one ``pto.tile_grid`` per *region* of its iteration space: the full tiles form one
+grid (a loop, so the IR does not grow with the tensor), and where a dimension does not divide by its
+tile, the tail tiles form another grid whose tiles have the smaller (valid) shape. Vector ops tile by
+the ``vec`` shape in force; reductions, scans, sorts and row-wise composites keep their reduced axes
+whole (PyPTO's advice: do not tile a reduce axis). ``matmul`` tiles by the ``cube`` shape ``(m, k, n)``
+with a K-accumulation chain (``tmatmul`` then ``tmatmul_acc``). Indexed ops stream their indices in
+tiles and move rows with ``mgather``/``mscatter``. ``reshape`` stays a GM reinterpretation and
+0-d (scalar) ops stay as they are: they run on the orchestrator, not on a core.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._jax import ClosedJaxpr
+from ..errors import PtoArgumentError, PtoShapeError
+from ..primitives import tile as T
+from ..primitives.tile import Window
+from . import ir
+from .memory import ASCEND_CORE, CoreMemory
+from .scope import TileConfig, read
+from .walk import CONTROL, control, retrace
+
+# Ops that keep some axes whole: name -> function(params, rank) giving those axes.
+_WHOLE_AXES = {
+    "sum": lambda p, r: p["axes"], "amax": lambda p, r: p["axes"], "amin": lambda p, r: p["axes"],
+    "prod": lambda p, r: p["axes"], "argmax": lambda p, r: p["axes"], "argmin": lambda p, r: p["axes"],
+    "cumsum": lambda p, r: p["axes"], "softmax": lambda p, r: p["axes"], "quantize": lambda p, r: p["axes"],
+    "topk": lambda p, r: (p["axis"],), "sort": lambda p, r: (p["axis"],),
+    "rms_norm": lambda p, r: (r - 1,), "layer_norm": lambda p, r: (r - 1,),
+}
+_INDEXED = ("gather", "index_add", "scatter_update")
+_COPIES = ("view", "assemble", "pad", "concat")
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """A box of full-size tiles: ``grid`` points of tile ``tile`` starting at ``base``."""
+
+    grid: tuple[int, ...]
+    tile: tuple[int, ...]
+    base: tuple[int, ...]
+    stride: tuple[int, ...]
+
+
+def regions(shape, tile) -> list[Region]:
+    """Split ``shape`` into the full-tile box and the tail boxes along each dimension."""
+    per_dim = []
+    for n, t in zip(shape, tile):
+        parts = [(n // t, t, 0)] if n // t else []
+        if n % t:
+            parts.append((1, n % t, (n // t) * t))
+        per_dim.append(parts or [(1, 0, 0)])
+    out = []
+    for combo in itertools.product(*per_dim):
+        grid, sizes, base = zip(*combo) if combo else ((), (), ())
+        out.append(Region(tuple(grid), tuple(sizes), tuple(base), tuple(tile)))
+    return out
+
+
+@dataclasses.dataclass
+class _Context:
+    """What a tiling rule needs to know about the eqn it expands."""
+
+    op: str
+    config: TileConfig
+    label: str
+    memory: CoreMemory
+
+
+# -------------------------------------------------------------------------------------- tile shapes
+def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
+    """The vector tile for an iteration space ``shape``: the ``vec`` setting aligned to the trailing
+    dims (leading dims take 1), whole axes kept whole, everything clipped to the shape."""
+    rank = len(shape)
+    if ctx.config.vec is not None:
+        vec = ctx.config.vec
+        splits_last = rank and rank - 1 not in whole and vec[-1] < shape[-1]
+        for dtype in dtypes if splits_last else ():
+            if np.dtype(dtype) == np.bool_:  # compare results are bit masks on the vector unit
+                continue
+            size = np.dtype(dtype).itemsize
+            if vec[-1] * size % ctx.memory.align:
+                raise PtoArgumentError(
+                    f"pto.{ctx.op}{_at(ctx)}: vec tile {vec} has a last dim of {vec[-1]} x {size} bytes "
+                    f"({np.dtype(dtype).name}) = {vec[-1] * size} bytes; it must be a multiple of {ctx.memory.align} bytes")
+        tile = ((1,) * rank + tuple(vec))[-rank:] if rank else ()
+    else:
+        tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4))
+    return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
+
+
+def default_vector_tile(shape, itemsize, target=32 * 1024):
+    """About ``target`` bytes: whole rows where they fit, a 32-byte-aligned column block otherwise."""
+    if not shape:
+        return ()
+    cols = shape[-1] if shape[-1] * itemsize <= target // 2 else (target // 2) // itemsize
+    rows = max(1, target // max(1, cols * itemsize))
+    tile = [1] * len(shape)
+    tile[-1] = cols
+    if len(shape) > 1:
+        tile[-2] = rows
+    return tuple(tile)
+
+
+def _at(ctx):
+    return f" (label '{ctx.label}')" if ctx.label else ""
+
+
+# ------------------------------------------------------------------------------------------ windows
+def broadcast_window(shape, space, region: Region) -> Window:
+    """The window of an operand of ``shape`` broadcast into the iteration ``space`` (trailing-aligned)."""
+    lead = len(space) - len(shape)
+    sizes, index, stride, base = [], [], [], []
+    for j, n in enumerate(shape):
+        d = lead + j
+        if n == 1 and space[d] != 1:
+            sizes.append(1), index.append(-1), stride.append(0), base.append(0)
+        else:
+            sizes.append(region.tile[d]), index.append(d), stride.append(region.stride[d]), base.append(region.base[d])
+    return Window(tuple(sizes), tuple(index), tuple(stride), tuple(base))
+
+
+def mapped_window(dims, full_shape, region: Region) -> Window:
+    """Window of a tensor whose dim ``j`` follows iteration dim ``dims[j]`` (None: taken whole)."""
+    sizes, index, stride, base = [], [], [], []
+    for j, d in enumerate(dims):
+        if d is None:
+            sizes.append(full_shape[j]), index.append(-1), stride.append(0), base.append(0)
+        else:
+            sizes.append(region.tile[d]), index.append(d), stride.append(region.stride[d]), base.append(region.base[d])
+    return Window(tuple(sizes), tuple(index), tuple(stride), tuple(base))
+
+
+def shifted(window: Window, offsets) -> Window:
+    return dataclasses.replace(window, base=tuple(b + o for b, o in zip(window.base, offsets)))
+
+
+def _is_tensor(x):
+    return isinstance(x, jax.core.Tracer) or (isinstance(x, np.ndarray) and x.ndim > 0)
+
+
+def emit(ctx: _Context, kind, region, inputs, outputs, body_fn, previous=None, fill=0):
+    """Bind one ``pto.tile_grid`` over ``region``: ``body_fn(index, inputs, outputs) -> outputs``.
+
+    The outputs (avals ``outputs``) continue ``previous`` (the earlier regions' results, updated in
+    place), or start filled with ``fill``.
+    """
+    specs = ([ir.Output(alias=len(inputs) + i) for i in range(len(outputs))] if previous is not None
+             else [ir.Output(fill=fill)] * len(outputs))
+    inputs = [*inputs, *(previous or [])]
+    outs_avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in outputs]
+    index_avals = [jax.ShapeDtypeStruct((), jnp.int32)] * len(region.grid)
+    in_avals = [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in inputs]
+    n, m = len(index_avals), len(in_avals)
+
+    def body(*args):
+        return list(body_fn(list(args[:n]), list(args[n:n + m]), list(args[n + m:])))
+
+    closed = jax.make_jaxpr(body)(*index_avals, *in_avals, *outs_avals)
+    spec = ir.Grid(closed, region.grid, tuple(specs), kind, (ctx.op,), ctx.label)
+    return ir.tile_grid_p.bind(*inputs, spec=spec)
+
+
+# ---------------------------------------------------------------------------------- the tile rules
+def _mapped(ctx, eqn, invals):
+    """Elementwise ops and ops with whole axes: one grid per region of the iteration space."""
+    p = dict(eqn.params)
+    tensors = [x for x in invals if _is_tensor(x)]
+    out_avals = [v.aval for v in eqn.outvars]
+    if ctx.op in _WHOLE_AXES:
+        space = tuple(tensors[0].shape) if ctx.op not in ("rms_norm", "layer_norm") else out_avals[0].shape
+        whole = tuple(_WHOLE_AXES[ctx.op](p, len(space)))
+    else:
+        space, whole = out_avals[0].shape, ()
+    tile = vector_tile(ctx, space, [x.dtype for x in tensors] + [a.dtype for a in out_avals], whole)
+    out_dims = [_output_dims(ctx.op, p, a, space, whole) for a in out_avals]
+    in_dims = _input_dims(ctx.op, p, tensors, space)
+    results = None
+    for region in regions(space, tile):
+        if 0 in region.tile:
+            continue
+
+        def body(index, ins, outs, region=region):
+            it, dims = iter(ins), iter(in_dims)
+            tiles = [T.tload(next(it), index, _window(next(dims), x.shape, space, region)) if _is_tensor(x) else x
+                     for x in invals]
+            params = dict(p, shape=region.tile) if ctx.op == "expand" else p
+            ys = T.compute(ctx.op, *tiles, **params)
+            ys = ys if isinstance(ys, (list, tuple)) else [ys]
+            return [T.tstore(o, y, index, mapped_window(dims, a.shape, region))
+                    for o, y, dims, a in zip(outs, ys, out_dims, out_avals)]
+
+        results = emit(ctx, "vector", region, tensors, out_avals, body, results)
+    return results
+
+
+def _input_dims(op, p, tensors, space):
+    """Per tensor operand: the iteration dim each of its dims follows (None: broadcast), or
+    "broadcast" for the trailing-aligned NumPy rule."""
+    if op == "transpose":
+        return [[p["permutation"].index(j) for j in range(len(space))]]
+    return ["broadcast"] * len(tensors)
+
+
+def _window(dims, shape, space, region):
+    return broadcast_window(shape, space, region) if dims == "broadcast" else mapped_window(dims, shape, region)
+
+
+def _output_dims(op, p, aval, space, whole):
+    """For each output dim: the iteration dim it follows, or None when it is taken whole."""
+    if op in ("sum", "amax", "amin", "prod", "argmax", "argmin"):
+        kept = [d for d in range(len(space)) if p["keepdims"] or d not in p["axes"]]
+        return [None if d in p["axes"] else d for d in kept]
+    if op in ("topk", "sort", "quantize"):
+        return [None if d in whole else d for d in range(len(space))]
+    lead = len(space) - len(aval.shape)
+    return [lead + j for j in range(len(aval.shape))]
+
+
+def _matmul(ctx, eqn, invals):
+    a, b, *bias = invals
+    p = eqn.params
+    ta, tb = p["transpose_a"], p["transpose_b"]
+    out = eqn.outvars[0].aval
+    *batch, big_m, big_n = out.shape
+    big_k = a.shape[-2] if ta else a.shape[-1]
+    m, k, n = ctx.config.cube or (128, 256 if a.dtype == np.int8 else 128, 128)
+    fk = ctx.memory.fractal_k(a.dtype)
+    if ctx.config.cube and k < big_k and k % fk:
+        raise PtoArgumentError(f"pto.matmul{_at(ctx)}: cube tile k={k} must be a multiple of {fk} for "
+                               f"{a.dtype.name} operands (fractal 16x{fk}x16)")
+    m, k, n = min(m, big_m), min(k, big_k), min(n, big_n)
+    space = tuple(out.shape)
+    tile = (1,) * len(batch) + (m, n)
+    acc_dtype = np.int32 if a.dtype == np.int8 else np.float32
+    rb = len(batch)
+    kpos = len(space)  # the K loop counter is the index after the grid indices
+
+    def operand_window(x, region, transposed, row_dim, kk_region):
+        """a: (.., M, K) rows follow dim rb, K follows the K counter; b: (.., K, N) cols follow rb+1."""
+        lead = rb - (x.ndim - 2)
+        sizes, index, stride, base = [], [], [], []
+        for j, s in enumerate(x.shape[:-2]):
+            d = lead + j
+            full = s == 1 and space[d] != 1
+            sizes.append(1), index.append(-1 if full else d), stride.append(0 if full else 1)
+            base.append(0 if full else region.base[d])
+        kdim = (kk_region[0], kpos, kk_region[1], kk_region[2])  # size, index, stride, base
+        mdim = (region.tile[row_dim], row_dim, region.stride[row_dim], region.base[row_dim])
+        # A row-operand (a) is (M, K); a column operand (b) is (K, N).
+        dims = [mdim, kdim] if row_dim == rb else [kdim, mdim]
+        if transposed:
+            dims.reverse()
+        for size, i, st, bs in dims:
+            sizes.append(size), index.append(i), stride.append(st), base.append(bs)
+        return Window(tuple(sizes), tuple(index), tuple(stride), tuple(base))
+
+    k_parts = ([(k, k, 0, big_k // k)] if big_k // k else []) + ([(big_k % k, k, (big_k // k) * k, 1)] if big_k % k else [])
+    results = None
+    for region in regions(space, tile):
+
+        def body(index, ins, outs, region=region):
+            a_gm, b_gm, *bias_gm = ins[:2 + len(bias)]
+            bias_tile = [T.tload(bias_gm[0], index, broadcast_window(bias[0].shape, space, region), "mat")] if bias else []
+
+            def step(kk, acc, part):
+                size, stride, base, _ = part
+                kk_region = (size, stride, base)
+                at = T.tmov(T.tload(a_gm, [*index, kk], operand_window(a, region, ta, rb, kk_region), "mat"), "left")
+                bt = T.tmov(T.tload(b_gm, [*index, kk], operand_window(b, region, tb, rb + 1, kk_region), "mat"), "right")
+                if acc is None:
+                    return T.tmatmul_p.bind(at, bt, *bias_tile, out_dtype=np.dtype(acc_dtype), transpose_a=ta,
+                                            transpose_b=tb)
+                return T.tmatmul_acc_p.bind(acc, at, bt, transpose_a=ta, transpose_b=tb)
+
+            acc = None
+            for part in k_parts:
+                count = part[3]
+                acc = step(jnp.int32(0), acc, part)
+                if count > 1:
+                    acc = jax.lax.fori_loop(1, count, lambda i, c, part=part: step(i, c, part), acc)
+            if np.dtype(out.dtype) != np.dtype(acc_dtype):
+                acc = T.compute("cast", acc, dtype=np.dtype(out.dtype), rounding="rint", saturate=True)
+            return [T.tstore(outs[0], acc, index, mapped_window(range(len(space)), out.shape, region))]
+
+        results = emit(ctx, "cube", region, [a, b, *bias], [out], body, results)
+    return results
+
+
+def _copy_grid(ctx, src, dst, dst_offsets, src_offsets=None, shape=None, fill=0):
+    """Copy ``src[src_offsets : +shape]`` into ``dst`` at ``dst_offsets`` in vector tiles; ``dst`` is a
+    tensor to update, or an aval for a new one filled with ``fill``."""
+    shape = tuple(src.shape) if shape is None else tuple(shape)
+    src_offsets = src_offsets or (0,) * len(shape)
+    tile = vector_tile(ctx, shape, [src.dtype])
+    for region in regions(shape, tile):
+        if 0 in region.tile:
+            continue
+        dims = list(range(len(shape)))
+
+        def body(index, ins, outs, region=region):
+            t = T.tload(ins[0], index, shifted(mapped_window(dims, shape, region), src_offsets))
+            return [T.tstore(outs[0], t, index, shifted(mapped_window(dims, shape, region), dst_offsets))]
+
+        fresh = isinstance(dst, jax.ShapeDtypeStruct)
+        (dst,) = emit(ctx, "vector", region, [src], [jax.ShapeDtypeStruct(dst.shape, dst.dtype)], body,
+                      None if fresh else [dst], fill)
+    if isinstance(dst, jax.ShapeDtypeStruct):  # nothing to copy: the filled tensor
+        return jnp.full(dst.shape, fill, dst.dtype)
+    return dst
+
+
+def _copies(ctx, eqn, invals):
+    p = eqn.params
+    out = eqn.outvars[0].aval
+    fresh = jax.ShapeDtypeStruct(out.shape, out.dtype)
+    if ctx.op == "view":
+        return [_copy_grid(ctx, invals[0], fresh, (0,) * len(out.shape), p["offsets"], p["valid_shape"])]
+    if ctx.op == "assemble":
+        return [_copy_grid(ctx, invals[0], invals[1], p["offsets"])]
+    if ctx.op == "pad":
+        return [_copy_grid(ctx, invals[0], fresh, tuple(lo for lo, _ in p["pads"]), fill=p["value"])]
+    dst, start = fresh, 0  # concat
+    for x in invals:
+        offsets = tuple(start if d == p["axis"] else 0 for d in range(len(out.shape)))
+        dst = _copy_grid(ctx, x, dst, offsets)
+        start += x.shape[p["axis"]]
+    return [dst]
+
+
+def _indexed(ctx, eqn, invals):
+    """Stream the indices in tiles; rows move between GM and tiles with mgather / mscatter."""
+    p = eqn.params
+    axis = p["axis"]
+    x, idx = invals[0], invals[1]
+    out = eqn.outvars[0].aval
+    space = tuple(idx.shape)
+    tile = vector_tile(ctx, space, [idx.dtype])
+    pre, post = x.shape[:axis], x.shape[axis + 1:]
+    row_dims = [None] * len(pre) + list(range(len(space))) + [None] * len(post)
+    full = tuple(pre) + space + tuple(post)
+    result = None if ctx.op == "gather" else [x]
+    for region in regions(space, tile):
+        if 0 in region.tile:
+            continue
+        idx_window = mapped_window(range(len(space)), space, region)
+        rows_window = mapped_window(row_dims, full, region)
+
+        def body(index, ins, outs, region=region):
+            it = T.tload(ins[1], index, idx_window)
+            if ctx.op == "gather":
+                return [T.tstore(outs[0], T.mgather_p.bind(ins[0], it, axis=axis), index, rows_window)]
+            rows = T.tload(ins[2], index, rows_window)
+            return [T.mscatter_p.bind(outs[0], it, rows, axis=axis, accumulate=ctx.op == "index_add")]
+
+        inputs = [x, idx] + ([] if ctx.op == "gather" else [invals[2]])
+        result = emit(ctx, "vector", region, inputs, [jax.ShapeDtypeStruct(out.shape, out.dtype)], body, result)
+    return result
+
+
+def _rule(memory):
+    def rule(eqn, invals, stack):
+        name = eqn.primitive.name
+        if name in CONTROL:
+            return control(eqn, invals, stack, rule)
+        op = name[len("pto."):]
+        if not name.startswith("pto.") or op == "reshape" or all(not v.aval.shape for v in eqn.outvars):
+            out = eqn.primitive.bind(*invals, **eqn.params)  # GM reinterpretation or scalar work
+            return list(out) if eqn.primitive.multiple_results else [out]
+        config, label = read(stack)
+        ctx = _Context(op, config, label, memory)
+        if op == "matmul":
+            return _matmul(ctx, eqn, invals)
+        if op in _COPIES:
+            return _copies(ctx, eqn, invals)
+        if op in _INDEXED:
+            return _indexed(ctx, eqn, invals)
+        if any(0 in v.aval.shape for v in eqn.outvars):
+            raise PtoShapeError(f"pto.{op}{_at(ctx)}: empty output {[v.aval.shape for v in eqn.outvars]}")
+        return _mapped(ctx, eqn, invals)
+    return rule
+
+
+def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE) -> ClosedJaxpr:
+    """The Tile graph of a Tensor-level jaxpr."""
+    return retrace(tensor, _rule(memory))

@@ -1,0 +1,95 @@
+"""Re-tracing jaxprs: evaluate a jaxpr eqn by eqn under a new trace, keeping each eqn's name stack.
+
+Every pass is such a re-trace (``jax.make_jaxpr`` of an interpreter), so its output is again a jaxpr
+JAX can evaluate. Name stacks carry tile configurations and labels (see ``scope.py``); re-entering
+them as ``jax.named_scope`` keeps them on the eqns the pass emits.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Callable
+
+import jax
+from jax import lax
+
+from .._jax import ClosedJaxpr, Literal, source_summary
+from .scope import components
+
+
+def read(env: dict, v):
+    return v.val if isinstance(v, Literal) else env[v]
+
+
+@contextlib.contextmanager
+def scopes(name_stack):
+    """Re-enter the named scopes of ``name_stack`` (relative to the current one)."""
+    with contextlib.ExitStack() as stack:
+        for part in components(name_stack):
+            stack.enter_context(jax.named_scope(part))
+        yield
+
+
+def interpret(jaxpr, consts, args, rule: Callable, prefix: str = ""):
+    """Evaluate ``jaxpr``; ``rule(eqn, invals, stack)`` returns the eqn's outputs as a list.
+
+    ``stack`` is the eqn's full name stack: ``prefix`` (the enclosing eqn's stack, for the body of a
+    loop or call) joined with the eqn's own.
+    """
+    env = {}
+    for v, x in zip(jaxpr.constvars, consts):
+        env[v] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[v] = x
+    for eqn in jaxpr.eqns:
+        invals = [read(env, v) for v in eqn.invars]
+        own = str(eqn.source_info.name_stack)
+        with scopes(own):
+            outs = rule(eqn, invals, "/".join(p for p in (prefix, own) if p))
+        for v, x in zip(eqn.outvars, outs):
+            env[v] = x
+    return [read(env, v) for v in jaxpr.outvars]
+
+
+def retrace(closed: ClosedJaxpr, rule: Callable) -> ClosedJaxpr:
+    """A new closed jaxpr: ``closed`` interpreted with ``rule`` on abstract inputs of the same avals."""
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.invars]
+    return jax.make_jaxpr(lambda *args: interpret(closed.jaxpr, closed.consts, args, rule))(*avals)
+
+
+def where(eqn) -> str:
+    """The user's source line of an eqn, for error messages."""
+    return source_summary(eqn.source_info)
+
+
+CONTROL = ("scan", "while", "cond")
+
+
+def body_of(jaxpr):
+    """A sub-jaxpr param (ClosedJaxpr or Jaxpr) as ``(jaxpr, consts)``."""
+    return (jaxpr.jaxpr, jaxpr.consts) if isinstance(jaxpr, ClosedJaxpr) else (jaxpr, ())
+
+
+def control(eqn, invals, stack, rule):
+    """Re-emit a ``scan``/``while``/``cond`` eqn with its bodies interpreted by ``rule``."""
+    p = eqn.params
+    if eqn.primitive.name == "scan":
+        body, consts = body_of(p["jaxpr"])
+        nc, ncarry = p["num_consts"], p["num_carry"]
+        fixed, init, xs = invals[:nc], invals[nc:nc + ncarry], invals[nc + ncarry:]
+
+        def step(carry, x):
+            out = interpret(body, consts, [*fixed, *carry, *x], rule, stack)
+            return out[:ncarry], out[ncarry:]
+
+        carry, ys = lax.scan(step, list(init), list(xs), length=p["length"], reverse=p["reverse"], unroll=p["unroll"])
+        return [*carry, *ys]
+    if eqn.primitive.name == "while":
+        cond, cconsts = body_of(p["cond_jaxpr"])
+        body, bconsts = body_of(p["body_jaxpr"])
+        cn, bn = p["cond_nconsts"], p["body_nconsts"]
+        cfix, bfix, init = invals[:cn], invals[cn:cn + bn], invals[cn + bn:]
+        return lax.while_loop(lambda c: interpret(cond, cconsts, [*cfix, *c], rule, stack)[0],
+                              lambda c: interpret(body, bconsts, [*bfix, *c], rule, stack), list(init))
+    index, *args = invals
+    branches = [body_of(b) for b in p["branches"]]
+    return lax.switch(index, [lambda *a, b=b: interpret(b[0], b[1], a, rule, stack) for b in branches], *args)

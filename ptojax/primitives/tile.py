@@ -1,0 +1,136 @@
+"""Tile-level primitives: the PTO-ISA-style ops the lowering expands tensor ops into.
+
+A tile is a JAX array whose shape is its valid shape (static); the buffer it lives in is the
+``loc`` of the ``tload``/``tmov`` that made it (``vec`` = UB, ``mat`` = L1, ``left``/``right`` =
+L0A/L0B, ``acc`` = L0C). Data moves between GM tensors and tiles through ``tload``/``tstore`` over a
+:class:`Window` (an affine map from loop indices to GM offsets, like a Pallas BlockSpec), or through
+``mgather``/``mscatter`` for indexed rows. Compute ops ``pto.t<op>`` apply the tensor op's semantics to
+tiles, so every Tile-level jaxpr evaluates to the same numbers as the Tensor-level one.
+"""
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+
+import jax.numpy as jnp
+from jax import lax
+
+from .._jax import Primitive, mlir, xla
+from ._base import OPS, shaped
+
+LOCATIONS = ("vec", "mat", "left", "right", "acc")
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """Which part of a GM tensor a tile covers: per GM dim, ``base + stride * indices[index]``
+    (``index`` -1: no loop index) and the tile's extent ``shape``."""
+
+    shape: tuple[int, ...]
+    index: tuple[int, ...]
+    stride: tuple[int, ...]
+    base: tuple[int, ...]
+
+    def offsets(self, indices):
+        return [b if i < 0 else b + s * indices[i] for i, s, b in zip(self.index, self.stride, self.base)]
+
+    def __str__(self):
+        dims = []
+        for n, i, s, b in zip(self.shape, self.index, self.stride, self.base):
+            start = str(b) if i < 0 else (f"{s}*i{i}" + (f"+{b}" if b else ""))
+            dims.append(f"{start}:+{n}")
+        return "[" + ", ".join(dims) + "]"
+
+
+TILE_OPS: dict[str, Primitive] = {}
+
+
+def _primitive(name, abstract, reference, multiple_results=False):
+    prim = Primitive(f"pto.{name}")
+    prim.multiple_results = multiple_results
+    prim.def_impl(partial(xla.apply_primitive, prim))
+    prim.def_abstract_eval(abstract)
+    mlir.register_lowering(prim, mlir.lower_fun(reference, multiple_results=multiple_results))
+    TILE_OPS[name] = prim
+    return prim
+
+
+def _offsets(indices, window):
+    return [jnp.asarray(o, jnp.int32) for o in window.offsets(indices)]
+
+
+# --------------------------------------------------------------------------------- memory movement
+tload_p = _primitive(
+    "tload",
+    lambda gm, *indices, window, loc: shaped(window.shape, gm.dtype),
+    lambda gm, *indices, window, loc: lax.dynamic_slice(gm, _offsets(indices, window), window.shape))
+tstore_p = _primitive(
+    "tstore",
+    lambda gm, tile, *indices, window: shaped(gm.shape, gm.dtype),
+    lambda gm, tile, *indices, window: lax.dynamic_update_slice(gm, tile.astype(gm.dtype), _offsets(indices, window)))
+tmov_p = _primitive("tmov", lambda tile, *, loc: shaped(tile.shape, tile.dtype), lambda tile, *, loc: tile)
+
+
+def tload(gm, indices, window: Window, loc: str = "vec"):
+    return tload_p.bind(gm, *indices, window=window, loc=loc)
+
+
+def tstore(gm, tile, indices, window: Window):
+    return tstore_p.bind(gm, tile, *indices, window=window)
+
+
+def tmov(tile, loc: str):
+    return tmov_p.bind(tile, loc=loc)
+
+
+# -------------------------------------------------------------------------- indexed rows (MGATHER)
+mgather_p = _primitive(
+    "mgather",
+    lambda gm, idx, *, axis: OPS["gather"].primitive.abstract_eval(gm, idx, axis=axis)[0],
+    lambda gm, idx, *, axis: OPS["gather"].reference(gm, idx, axis=axis))
+
+
+def _mscatter_reference(gm, idx, rows, *, axis, accumulate):
+    op = OPS["index_add" if accumulate else "scatter_update"]
+    return op.reference(gm, idx, rows, axis=axis)
+
+
+mscatter_p = _primitive("mscatter", lambda gm, idx, rows, *, axis, accumulate: shaped(gm.shape, gm.dtype),
+                        _mscatter_reference)
+
+
+# ------------------------------------------------------------------------------------------ compute
+# PTO-ISA mnemonics where one instruction implements the op; other ops keep their tensor name.
+MNEMONIC = {"add": "tadd", "sub": "tsub", "mul": "tmul", "div": "tdiv", "maximum": "tmax", "minimum": "tmin",
+            "pow": "tpow", "exp": "texp", "log": "tlog", "sqrt": "tsqrt", "rsqrt": "trsqrt", "reciprocal": "trecip",
+            "abs": "tabs", "neg": "tneg", "relu": "trelu", "cast": "tcvt", "where": "tsel", "transpose": "ttrans",
+            "concat": "tconcat", "expand": "texpand", "gather": "tgather", "sort": "tsort", "quantize": "tquant",
+            "dequantize": "tdequant", "matmul": "tmatmul"}
+
+
+def _mirror(tensor_op):
+    """The tile primitive applying ``tensor_op``'s semantics to tiles."""
+    op = OPS[tensor_op]
+    name = MNEMONIC.get(tensor_op, "t" + tensor_op)
+    return _primitive(name, lambda *avals, **params: op.primitive.abstract_eval(*avals, **params)[0],
+                      op.reference, op.primitive.multiple_results)
+
+
+COMPUTE = {name: _mirror(name) for name in OPS if name != "matmul"}
+
+
+def _tmatmul_acc_abstract(acc, a, b, *, transpose_a, transpose_b):
+    return shaped(acc.shape, acc.dtype)
+
+
+def _tmatmul_acc_reference(acc, a, b, *, transpose_a, transpose_b):
+    return acc + OPS["matmul"].reference(a, b, out_dtype=acc.dtype, transpose_a=transpose_a, transpose_b=transpose_b)
+
+
+tmatmul_p = _mirror("matmul")
+tmatmul_acc_p = _primitive("tmatmul_acc", _tmatmul_acc_abstract, _tmatmul_acc_reference)
+
+
+def compute(name, *args, **params):
+    """Bind the tile twin of tensor op ``name``."""
+    return COMPUTE[name].bind(*args, **params)
