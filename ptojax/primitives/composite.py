@@ -62,7 +62,7 @@ def _norm_abstract(name):
 
 
 def _rms_norm_reference(x, *gamma, eps):
-    y = x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 2 * eps)
+    y = x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + eps)
     return y * gamma[0] if gamma else y
 
 
@@ -120,7 +120,7 @@ def _quantize_reference(x, *, axes, scale_dtype):
     x = x.astype(F32)
     amax = jnp.max(jnp.abs(x), axes, keepdims=True)
     mult = jnp.where(amax > 0, QMAX / jnp.where(amax > 0, amax, 1.0), 0.0)
-    q = jnp.clip(jnp.floor(x * mult), -QMAX - 1, QMAX).astype(I8)
+    q = jnp.clip(jnp.round(x * mult), -QMAX - 1, QMAX).astype(I8)
     return [q, (amax / QMAX).astype(scale_dtype)]
 
 

@@ -18,7 +18,7 @@ from ._base import (ANY, FLOAT, I32, NUMERIC, check_dtype, check_same_dtype, def
 
 
 def _in_range(idx, n):
-    return (idx >= -1) & (idx < n)
+    return (idx >= 0) & (idx < n)
 
 
 def _index_shape(x_shape, idx_shape, axis):
