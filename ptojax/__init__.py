@@ -1,8 +1,10 @@
 """ptojax: Huawei CANN's PyPTO programming model for JAX."""
 from importlib.metadata import PackageNotFoundError, version
 
-from . import errors, ops
-from .errors import PtoArgumentError, PtoDtypeError, PtoError, PtoShapeError, PtoUnsupportedError
+from . import errors, lowering, ops
+from .errors import (PtoArgumentError, PtoCapacityError, PtoDtypeError, PtoError, PtoShapeError,
+                     PtoUnsupportedError, PtoVerifyError)
+from .lowering import lower, tile
 
 try:
     __version__ = version("ptojax")
@@ -10,6 +12,6 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0.0.0+source"
 
 __all__ = [
-    "PtoArgumentError", "PtoDtypeError", "PtoError", "PtoShapeError", "PtoUnsupportedError", "errors",
-    "ops", "__version__",
+    "PtoArgumentError", "PtoCapacityError", "PtoDtypeError", "PtoError", "PtoShapeError", "PtoUnsupportedError",
+    "PtoVerifyError", "__version__", "errors", "lower", "lowering", "ops", "tile",
 ]

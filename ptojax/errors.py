@@ -23,6 +23,14 @@ class PtoArgumentError(PtoError, ValueError):
     """A static argument (axis, k, offsets, rounding mode, ...) is out of range or malformed."""
 
 
+class PtoCapacityError(PtoError, ValueError):
+    """A tile or block does not fit the core's buffers (UB, L1, L0A, L0B, L0C)."""
+
+
+class PtoVerifyError(PtoError, AssertionError):
+    """Verification found a lowering level whose numbers differ from the level before it."""
+
+
 class PtoUnsupportedError(PtoError, NotImplementedError):
     """A construct ptojax does not support (yet)."""
 

@@ -114,7 +114,7 @@ def test_integer_wraparound(name, dtype):
         assert int(np.asarray(out)[0]) == info.min
 
 
-SCALARS = {F32: [-3, 1.75], BF16: [0.3], I8: [100]}  # int or float; 0.3 is inexact in bf16
+SCALARS = {F32: [1.75], BF16: [0.3], I8: [100]}  # int or float; 0.3 is inexact in bf16
 
 
 def _scalar_cases():
@@ -270,8 +270,8 @@ def _compare_cases():
         for sx, sy in [((2, 3, 17), (2, 3, 17)), ((3, 1), (1, 5)), ((7,), (7,)), ((4,), (2, 4))]:
             yield pytest.param(name, F32, sx, sy, id=f"{name}-float32-{sx}x{sy}",
                                marks=() if sx == (2, 3, 17) or sx == (3, 1) else pytest.mark.slow)
-        for dt in dtypes:
-            if dt != F32:
+        for dt in dtypes:  # le/gt/ge share lt's lowering path: a lighter dtype grid for them
+            if dt != F32 and (name in ("eq", "ne", "lt") or dt in (BF16, I8)):
                 yield pytest.param(name, dt, (3, 5), (3, 5), id=f"{name}-{dt.name}")
 
 

@@ -27,53 +27,63 @@ class Output:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Grid:
-    """A loop nest over tiles: ``shape`` grid points, each running ``body``.
-
-    ``kind`` is the core kind the body needs ("vector" or "cube"), ``ops`` the tensor ops it
-    implements and ``label`` their semantic label.
-    """
+class Part:
+    """One region of a loop nest: ``shape`` grid points, each running ``body``."""
 
     body: ClosedJaxpr
     shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+def _shape_text(shape):
+    return "x".join(map(str, shape)) or "1"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Grid:
+    """The tile loops of one tensor op: a :class:`Part` per region (full tiles, then tails).
+
+    ``kind`` is the core kind the bodies need ("vector" or "cube"), ``ops`` the tensor ops they
+    implement and ``label`` their semantic label. Parts write disjoint windows of the outputs.
+    """
+
+    parts: tuple[Part, ...]
     outputs: tuple[Output, ...]
     kind: str
     ops: tuple[str, ...]
     label: str = ""
 
     @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
     def name(self) -> str:
         return "+".join(self.ops)
 
     def __repr__(self):
-        return f"{self.kind}:{self.name}@{'x'.join(map(str, self.shape)) or '1'}" + (f"[{self.label}]" if self.label else "")
+        grids = ",".join(_shape_text(p.shape) for p in self.parts)
+        return f"{self.kind}:{self.name}@{grids}" + (f"[{self.label}]" if self.label else "")
 
 
 def run(*inputs, spec):
-    """Reference semantics of a grid: every point in row-major order, outputs threaded through."""
-    avals = [v.aval for v in spec.body.jaxpr.outvars]
+    """Reference semantics: each part's grid points in row-major order, outputs threaded through."""
+    avals = [v.aval for v in spec.parts[0].body.jaxpr.outvars]
     outs = [inputs[o.alias] if o.alias is not None else jnp.full(a.shape, o.fill, a.dtype)
             for o, a in zip(spec.outputs, avals)]
-    shape = spec.shape
+    for part in spec.parts:
+        def point(t, outs, part=part):
+            index = [jnp.asarray(i, jnp.int32) for i in jnp.unravel_index(t, part.shape)] if part.shape else []
+            return jax.core.eval_jaxpr(part.body.jaxpr, part.body.consts, *index, *inputs, *outs)
 
-    def point(t, outs):
-        index = [jnp.asarray(i, jnp.int32) for i in jnp.unravel_index(t, shape)] if shape else []
-        return jax.core.eval_jaxpr(spec.body.jaxpr, spec.body.consts, *index, *inputs, *outs)
-
-    if spec.size == 1:
-        return point(0, outs)
-    return lax.fori_loop(0, spec.size, point, outs)
+        outs = point(0, outs) if part.size == 1 else lax.fori_loop(0, part.size, point, outs)
+    return outs
 
 
 def _primitive(name):
     prim = Primitive(name)
     prim.multiple_results = True
     prim.def_impl(partial(xla.apply_primitive, prim))
-    prim.def_abstract_eval(lambda *inputs, spec: [v.aval for v in spec.body.jaxpr.outvars])
+    prim.def_abstract_eval(lambda *inputs, spec: [v.aval for v in spec.parts[0].body.jaxpr.outvars])
     mlir.register_lowering(prim, mlir.lower_fun(run, multiple_results=True))
     return prim
 

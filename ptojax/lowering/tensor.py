@@ -17,14 +17,18 @@ from jax import lax
 from .. import ops
 from .._jax import ClosedJaxpr
 from ..errors import PtoUnsupportedError
-from .walk import CONTROL, body_of, control, interpret, retrace, where
+from .walk import CONTROL, body_of, by_rule, control, interpret, retrace, where
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
 
 
+_ENCLOSING: list = []  # eqns whose bodies are being inlined: their source lines stand in for library code
+
+
 def _unsupported(eqn, why=""):
+    line = next((w for w in (where(e) for e in [eqn, *reversed(_ENCLOSING)]) if w), "an unknown line")
     return PtoUnsupportedError(f"pto lowering: primitive '{eqn.primitive.name}' {why or 'has no ptojax translation'}"
-                               f" (at {where(eqn)})")
+                               f" (at {line})")
 
 
 def _is_const(x):
@@ -267,9 +271,13 @@ def _rule(eqn, invals, stack):
         out = eqn.primitive.bind(*invals, **eqn.params)
     elif name in _INLINE:
         body, consts = body_of(eqn.params.get("call_jaxpr") or eqn.params.get("jaxpr"))
-        return interpret(body, consts, invals, _rule, stack)
+        _ENCLOSING.append(eqn)
+        try:
+            return interpret(body, consts, invals, _rule, stack)
+        finally:
+            _ENCLOSING.pop()
     elif name in CONTROL:
-        return control(eqn, invals, stack, _rule)
+        return control(eqn, invals, stack, by_rule(_rule))
     elif all(_is_const(x) for x in invals):
         with jax.ensure_compile_time_eval():
             out = eqn.primitive.bind(*invals, **eqn.params)

@@ -25,7 +25,7 @@ from ..primitives.tile import Window
 from . import ir
 from .memory import ASCEND_CORE, CoreMemory
 from .scope import TileConfig, read
-from .walk import CONTROL, control, retrace
+from .walk import CONTROL, by_rule, control, retrace
 
 # Ops that keep some axes whole: name -> function(params, rank) giving those axes.
 _WHOLE_AXES = {
@@ -146,25 +146,32 @@ def _is_tensor(x):
     return isinstance(x, jax.core.Tracer) or (isinstance(x, np.ndarray) and x.ndim > 0)
 
 
-def emit(ctx: _Context, kind, region, inputs, outputs, body_fn, previous=None, fill=0):
-    """Bind one ``pto.tile_grid`` over ``region``: ``body_fn(index, inputs, outputs) -> outputs``.
+def emit(ctx: _Context, kind, parts, inputs, outputs, body_fn, previous=None, fill=0):
+    """Bind one ``pto.tile_grid`` with a part per region: ``body_fn(region, index, inputs, outputs)``
+    returns the updated outputs.
 
-    The outputs (avals ``outputs``) continue ``previous`` (the earlier regions' results, updated in
-    place), or start filled with ``fill``.
+    The outputs (avals ``outputs``) continue ``previous`` (results updated in place), or start
+    filled with ``fill``.
     """
+    parts = [r for r in parts if 0 not in r.tile]
+    if not parts:
+        return previous or [jnp.full(a.shape, fill, a.dtype) for a in outputs]
     specs = ([ir.Output(alias=len(inputs) + i) for i in range(len(outputs))] if previous is not None
              else [ir.Output(fill=fill)] * len(outputs))
     inputs = [*inputs, *(previous or [])]
     outs_avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in outputs]
-    index_avals = [jax.ShapeDtypeStruct((), jnp.int32)] * len(region.grid)
     in_avals = [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in inputs]
-    n, m = len(index_avals), len(in_avals)
+    m = len(in_avals)
+    bodies = []
+    for region in parts:
+        n = len(region.grid)
 
-    def body(*args):
-        return list(body_fn(list(args[:n]), list(args[n:n + m]), list(args[n + m:])))
+        def body(*args, region=region, n=n):
+            return list(body_fn(region, list(args[:n]), list(args[n:n + m]), list(args[n + m:])))
 
-    closed = jax.make_jaxpr(body)(*index_avals, *in_avals, *outs_avals)
-    spec = ir.Grid(closed, region.grid, tuple(specs), kind, (ctx.op,), ctx.label)
+        index_avals = [jax.ShapeDtypeStruct((), jnp.int32)] * n
+        bodies.append(ir.Part(jax.make_jaxpr(body)(*index_avals, *in_avals, *outs_avals), region.grid))
+    spec = ir.Grid(tuple(bodies), tuple(specs), kind, (ctx.op,), ctx.label)
     return ir.tile_grid_p.bind(*inputs, spec=spec)
 
 
@@ -182,23 +189,18 @@ def _mapped(ctx, eqn, invals):
     tile = vector_tile(ctx, space, [x.dtype for x in tensors] + [a.dtype for a in out_avals], whole)
     out_dims = [_output_dims(ctx.op, p, a, space, whole) for a in out_avals]
     in_dims = _input_dims(ctx.op, p, tensors, space)
-    results = None
-    for region in regions(space, tile):
-        if 0 in region.tile:
-            continue
 
-        def body(index, ins, outs, region=region):
-            it, dims = iter(ins), iter(in_dims)
-            tiles = [T.tload(next(it), index, _window(next(dims), x.shape, space, region)) if _is_tensor(x) else x
-                     for x in invals]
-            params = dict(p, shape=region.tile) if ctx.op == "expand" else p
-            ys = T.compute(ctx.op, *tiles, **params)
-            ys = ys if isinstance(ys, (list, tuple)) else [ys]
-            return [T.tstore(o, y, index, mapped_window(dims, a.shape, region))
-                    for o, y, dims, a in zip(outs, ys, out_dims, out_avals)]
+    def body(region, index, ins, outs):
+        it, dims = iter(ins), iter(in_dims)
+        tiles = [T.tload(next(it), index, _window(next(dims), x.shape, space, region)) if _is_tensor(x) else x
+                 for x in invals]
+        params = dict(p, shape=region.tile) if ctx.op == "expand" else p
+        ys = T.compute(ctx.op, *tiles, **params)
+        ys = ys if isinstance(ys, (list, tuple)) else [ys]
+        return [T.tstore(o, y, index, mapped_window(dims, a.shape, region))
+                for o, y, dims, a in zip(outs, ys, out_dims, out_avals)]
 
-        results = emit(ctx, "vector", region, tensors, out_avals, body, results)
-    return results
+    return emit(ctx, "vector", regions(space, tile), tensors, out_avals, body)
 
 
 def _input_dims(op, p, tensors, space):
@@ -263,35 +265,31 @@ def _matmul(ctx, eqn, invals):
         return Window(tuple(sizes), tuple(index), tuple(stride), tuple(base))
 
     k_parts = ([(k, k, 0, big_k // k)] if big_k // k else []) + ([(big_k % k, k, (big_k // k) * k, 1)] if big_k % k else [])
-    results = None
-    for region in regions(space, tile):
+    def body(region, index, ins, outs):
+        a_gm, b_gm, *bias_gm = ins[:2 + len(bias)]
+        bias_tile = [T.tload(bias_gm[0], index, broadcast_window(bias[0].shape, space, region), "mat")] if bias else []
 
-        def body(index, ins, outs, region=region):
-            a_gm, b_gm, *bias_gm = ins[:2 + len(bias)]
-            bias_tile = [T.tload(bias_gm[0], index, broadcast_window(bias[0].shape, space, region), "mat")] if bias else []
+        def step(kk, acc, part):
+            size, stride, base, _ = part
+            kk_region = (size, stride, base)
+            at = T.tmov(T.tload(a_gm, [*index, kk], operand_window(a, region, ta, rb, kk_region), "mat"), "left")
+            bt = T.tmov(T.tload(b_gm, [*index, kk], operand_window(b, region, tb, rb + 1, kk_region), "mat"), "right")
+            if acc is None:
+                return T.tmatmul_p.bind(at, bt, *bias_tile, out_dtype=np.dtype(acc_dtype), transpose_a=ta,
+                                        transpose_b=tb)
+            return T.tmatmul_acc_p.bind(acc, at, bt, transpose_a=ta, transpose_b=tb)
 
-            def step(kk, acc, part):
-                size, stride, base, _ = part
-                kk_region = (size, stride, base)
-                at = T.tmov(T.tload(a_gm, [*index, kk], operand_window(a, region, ta, rb, kk_region), "mat"), "left")
-                bt = T.tmov(T.tload(b_gm, [*index, kk], operand_window(b, region, tb, rb + 1, kk_region), "mat"), "right")
-                if acc is None:
-                    return T.tmatmul_p.bind(at, bt, *bias_tile, out_dtype=np.dtype(acc_dtype), transpose_a=ta,
-                                            transpose_b=tb)
-                return T.tmatmul_acc_p.bind(acc, at, bt, transpose_a=ta, transpose_b=tb)
+        acc = None
+        for part in k_parts:
+            count = part[3]
+            acc = step(jnp.int32(0), acc, part)
+            if count > 1:
+                acc = jax.lax.fori_loop(1, count, lambda i, c, part=part: step(i, c, part), acc)
+        if np.dtype(out.dtype) != np.dtype(acc_dtype):
+            acc = T.compute("cast", acc, dtype=np.dtype(out.dtype), rounding="rint", saturate=True)
+        return [T.tstore(outs[0], acc, index, mapped_window(range(len(space)), out.shape, region))]
 
-            acc = None
-            for part in k_parts:
-                count = part[3]
-                acc = step(jnp.int32(0), acc, part)
-                if count > 1:
-                    acc = jax.lax.fori_loop(1, count, lambda i, c, part=part: step(i, c, part), acc)
-            if np.dtype(out.dtype) != np.dtype(acc_dtype):
-                acc = T.compute("cast", acc, dtype=np.dtype(out.dtype), rounding="rint", saturate=True)
-            return [T.tstore(outs[0], acc, index, mapped_window(range(len(space)), out.shape, region))]
-
-        results = emit(ctx, "cube", region, [a, b, *bias], [out], body, results)
-    return results
+    return emit(ctx, "cube", regions(space, tile), [a, b, *bias], [out], body)
 
 
 def _copy_grid(ctx, src, dst, dst_offsets, src_offsets=None, shape=None, fill=0):
@@ -300,20 +298,15 @@ def _copy_grid(ctx, src, dst, dst_offsets, src_offsets=None, shape=None, fill=0)
     shape = tuple(src.shape) if shape is None else tuple(shape)
     src_offsets = src_offsets or (0,) * len(shape)
     tile = vector_tile(ctx, shape, [src.dtype])
-    for region in regions(shape, tile):
-        if 0 in region.tile:
-            continue
-        dims = list(range(len(shape)))
+    dims = list(range(len(shape)))
 
-        def body(index, ins, outs, region=region):
-            t = T.tload(ins[0], index, shifted(mapped_window(dims, shape, region), src_offsets))
-            return [T.tstore(outs[0], t, index, shifted(mapped_window(dims, shape, region), dst_offsets))]
+    def body(region, index, ins, outs):
+        t = T.tload(ins[0], index, shifted(mapped_window(dims, shape, region), src_offsets))
+        return [T.tstore(outs[0], t, index, shifted(mapped_window(dims, shape, region), dst_offsets))]
 
-        fresh = isinstance(dst, jax.ShapeDtypeStruct)
-        (dst,) = emit(ctx, "vector", region, [src], [jax.ShapeDtypeStruct(dst.shape, dst.dtype)], body,
-                      None if fresh else [dst], fill)
-    if isinstance(dst, jax.ShapeDtypeStruct):  # nothing to copy: the filled tensor
-        return jnp.full(dst.shape, fill, dst.dtype)
+    fresh = isinstance(dst, jax.ShapeDtypeStruct)
+    (dst,) = emit(ctx, "vector", regions(shape, tile), [src], [jax.ShapeDtypeStruct(dst.shape, dst.dtype)], body,
+                  None if fresh else [dst], fill)
     return dst
 
 
@@ -346,30 +339,25 @@ def _indexed(ctx, eqn, invals):
     pre, post = x.shape[:axis], x.shape[axis + 1:]
     row_dims = [None] * len(pre) + list(range(len(space))) + [None] * len(post)
     full = tuple(pre) + space + tuple(post)
-    result = None if ctx.op == "gather" else [x]
-    for region in regions(space, tile):
-        if 0 in region.tile:
-            continue
-        idx_window = mapped_window(range(len(space)), space, region)
+
+    def body(region, index, ins, outs):
+        it = T.tload(ins[1], index, mapped_window(range(len(space)), space, region))
         rows_window = mapped_window(row_dims, full, region)
+        if ctx.op == "gather":
+            return [T.tstore(outs[0], T.mgather_p.bind(ins[0], it, axis=axis), index, rows_window)]
+        rows = T.tload(ins[2], index, rows_window)
+        return [T.mscatter_p.bind(outs[0], it, rows, axis=axis, accumulate=ctx.op == "index_add")]
 
-        def body(index, ins, outs, region=region):
-            it = T.tload(ins[1], index, idx_window)
-            if ctx.op == "gather":
-                return [T.tstore(outs[0], T.mgather_p.bind(ins[0], it, axis=axis), index, rows_window)]
-            rows = T.tload(ins[2], index, rows_window)
-            return [T.mscatter_p.bind(outs[0], it, rows, axis=axis, accumulate=ctx.op == "index_add")]
-
-        inputs = [x, idx] + ([] if ctx.op == "gather" else [invals[2]])
-        result = emit(ctx, "vector", region, inputs, [jax.ShapeDtypeStruct(out.shape, out.dtype)], body, result)
-    return result
+    inputs = [x, idx] + ([] if ctx.op == "gather" else [invals[2]])
+    return emit(ctx, "vector", regions(space, tile), inputs, [jax.ShapeDtypeStruct(out.shape, out.dtype)], body,
+                None if ctx.op == "gather" else [x])
 
 
 def _rule(memory):
     def rule(eqn, invals, stack):
         name = eqn.primitive.name
         if name in CONTROL:
-            return control(eqn, invals, stack, rule)
+            return control(eqn, invals, stack, by_rule(rule))
         op = name[len("pto."):]
         if not name.startswith("pto.") or op == "reshape" or all(not v.aval.shape for v in eqn.outvars):
             out = eqn.primitive.bind(*invals, **eqn.params)  # GM reinterpretation or scalar work

@@ -69,8 +69,14 @@ def body_of(jaxpr):
     return (jaxpr.jaxpr, jaxpr.consts) if isinstance(jaxpr, ClosedJaxpr) else (jaxpr, ())
 
 
-def control(eqn, invals, stack, rule):
-    """Re-emit a ``scan``/``while``/``cond`` eqn with its bodies interpreted by ``rule``."""
+def by_rule(rule):
+    """A body runner for :func:`control` that interprets each body eqn by eqn with ``rule``."""
+    return lambda jaxpr, consts, args, stack: interpret(jaxpr, consts, args, rule, stack)
+
+
+def control(eqn, invals, stack, run_body):
+    """Re-emit a ``scan``/``while``/``cond`` eqn; ``run_body(jaxpr, consts, args, stack)`` re-traces
+    each body."""
     p = eqn.params
     if eqn.primitive.name == "scan":
         body, consts = body_of(p["jaxpr"])
@@ -78,7 +84,7 @@ def control(eqn, invals, stack, rule):
         fixed, init, xs = invals[:nc], invals[nc:nc + ncarry], invals[nc + ncarry:]
 
         def step(carry, x):
-            out = interpret(body, consts, [*fixed, *carry, *x], rule, stack)
+            out = run_body(body, consts, [*fixed, *carry, *x], stack)
             return out[:ncarry], out[ncarry:]
 
         carry, ys = lax.scan(step, list(init), list(xs), length=p["length"], reverse=p["reverse"], unroll=p["unroll"])
@@ -88,8 +94,8 @@ def control(eqn, invals, stack, rule):
         body, bconsts = body_of(p["body_jaxpr"])
         cn, bn = p["cond_nconsts"], p["body_nconsts"]
         cfix, bfix, init = invals[:cn], invals[cn:cn + bn], invals[cn + bn:]
-        return lax.while_loop(lambda c: interpret(cond, cconsts, [*cfix, *c], rule, stack)[0],
-                              lambda c: interpret(body, bconsts, [*bfix, *c], rule, stack), list(init))
+        return lax.while_loop(lambda c: run_body(cond, cconsts, [*cfix, *c], stack)[0],
+                              lambda c: run_body(body, bconsts, [*bfix, *c], stack), list(init))
     index, *args = invals
     branches = [body_of(b) for b in p["branches"]]
-    return lax.switch(index, [lambda *a, b=b: interpret(b[0], b[1], a, rule, stack) for b in branches], *args)
+    return lax.switch(index, [lambda *a, b=b: run_body(b[0], b[1], a, stack) for b in branches], *args)

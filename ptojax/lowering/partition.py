@@ -1,0 +1,369 @@
+"""The Block level: tile grids grouped into blocks, one task body for one core kind each.
+
+Partition follows PyPTO's rules for A2/A3 (separate cube and vector cores):
+
+* a vector grid joins an earlier vector group over the same grid when every tensor it reads from the
+  group is read tile-for-tile where the group stored it; the tile is then forwarded in UB and the GM
+  round trip disappears unless someone outside the group still reads that tensor ("depth merging");
+* cube grids (matmul with its K chain) and indexed grids stay blocks of their own;
+* groups with the same body are one *program* run by several block instances — isomorphic subgraphs
+  share code and differ only in their tile offsets;
+* each program's peak tile footprint per buffer (UB on AIV; L1, L0A, L0B, L0C on AIC) must fit the
+  core, else a :class:`PtoCapacityError` names the block, its label and the bytes.
+
+Knob (PyPTO's ``vec_nbuffer_setting`` / ``cube_nbuffer_setting``, keyed by label with ``"DEFAULT"``):
+``tiles_per_block`` — how many consecutive tiles one block instance processes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+import jax
+import numpy as np
+
+from .._jax import ClosedJaxpr, Literal, Var
+from ..errors import PtoArgumentError, PtoCapacityError
+from ..primitives import tile as T
+from . import ir
+from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
+from .walk import CONTROL, body_of, control, interpret, read
+
+CORE = {"vector": "AIV", "cube": "AIC"}
+_BUFFER_NAME = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B", "acc": "L0C"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Pass options keyed by label (``"DEFAULT"`` for the rest), as PyPTO keys them."""
+
+    tiles_per_block: tuple[tuple[str, int], ...] = ()
+
+    @staticmethod
+    def make(options: Mapping | None) -> "Options":
+        options = dict(options or {})
+        unknown = set(options) - {f.name for f in dataclasses.fields(Options)}
+        if unknown:
+            raise PtoArgumentError(f"pto partition: unknown pass options {sorted(unknown)}; known: tiles_per_block")
+        per_label = options.get("tiles_per_block", {})
+        per_label = per_label if isinstance(per_label, Mapping) else {"DEFAULT": per_label}
+        for label, n in per_label.items():
+            if not isinstance(n, int) or n < 1:
+                raise PtoArgumentError(f"pto partition: tiles_per_block[{label!r}] must be a positive int, got {n!r}")
+        return Options(tuple(sorted(per_label.items())))
+
+    def get(self, name: str, label: str, default):
+        table = dict(getattr(self, name))
+        return table.get(label, table.get("DEFAULT", default))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Program:
+    """One block body: the code a core runs for each block instance."""
+
+    name: str
+    core: str                      # "AIV" or "AIC"
+    body: ClosedJaxpr              # (*grid index, *inputs, *outputs) -> outputs
+    label: str
+    footprint: tuple[tuple[str, int], ...]   # peak bytes per buffer location
+
+    def __repr__(self):
+        return f"{self.name}<{self.core}>"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BlockPart:
+    """``program`` run over a grid of ``shape`` tiles, ``tiles_per_block`` tiles per block instance."""
+
+    program: Program
+    shape: tuple[int, ...]
+    tiles_per_block: int = 1
+
+    body = property(lambda self: self.program.body)
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    instances = property(lambda self: -(-self.size // self.tiles_per_block))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Block:
+    """A block-level call: one :class:`BlockPart` per region, writing disjoint windows of the outputs."""
+
+    parts: tuple[BlockPart, ...]
+    outputs: tuple[ir.Output, ...]
+
+    def __repr__(self):
+        return ",".join(f"{p.program.name}<{p.program.core}>x{p.instances}" for p in self.parts)
+
+
+# --------------------------------------------------------------------------------------- grouping
+def _grid(eqn):
+    return eqn.params["spec"] if eqn.primitive is ir.tile_grid_p else None
+
+
+def _stores(spec: ir.Grid):
+    """Per part: body-output position -> the window it is stored with. None unless every body is
+    plain tload / compute / tstore at the grid index."""
+    out = []
+    for part in spec.parts:
+        jaxpr = part.body.jaxpr
+        index = jaxpr.invars[:len(part.shape)]
+        windows = {}
+        for eqn in jaxpr.eqns:
+            if eqn.primitive in (T.mgather_p, T.mscatter_p) or eqn.primitive.name in CONTROL:
+                return None
+            if eqn.primitive is T.tstore_p:
+                if list(eqn.invars[2:]) != list(index):
+                    return None
+                windows[eqn.outvars[0]] = eqn.params["window"]
+        if any(v not in windows for v in jaxpr.outvars):
+            return None
+        out.append({pos: windows[v] for pos, v in enumerate(jaxpr.outvars)})
+    return out
+
+
+def _loads(spec: ir.Grid, position):
+    """Per part: the windows with which the body loads input ``position``; None if read otherwise."""
+    out = []
+    for part in spec.parts:
+        jaxpr = part.body.jaxpr
+        index = jaxpr.invars[:len(part.shape)]
+        var = jaxpr.invars[len(part.shape) + position]
+        windows = set()
+        for eqn in jaxpr.eqns:
+            for i, v in enumerate(eqn.invars):
+                if v is var:
+                    if eqn.primitive is not T.tload_p or i != 0 or list(eqn.invars[1:]) != list(index):
+                        return None
+                    windows.add(eqn.params["window"])
+        out.append(windows)
+    return out
+
+
+@dataclasses.dataclass
+class _Group:
+    eqns: list
+    spec: ir.Grid
+    produced: dict     # outer var -> its store window in each part
+    first: int         # position of the first member
+
+
+def _plan(jaxpr) -> list:
+    """Group the eqns of ``jaxpr``: a list of groups (lists of eqns) in emission order."""
+    producer = {}
+    groups: list[_Group | list] = []
+    open_groups: list[_Group] = []
+    for position, eqn in enumerate(jaxpr.eqns):
+        spec = _grid(eqn)
+        joined = False
+        if spec is not None and spec.kind == "vector" and _stores(spec) is not None:
+            stores = _stores(spec)
+            produced = {v: [s[pos] for s in stores] for pos, v in enumerate(eqn.outvars)}
+            for group in reversed(open_groups):
+                if _joins(group, eqn, spec, producer):
+                    group.eqns.append(eqn)
+                    group.produced.update(produced)
+                    joined = True
+                    break
+            if not joined:
+                group = _Group([eqn], spec, produced, position)
+                open_groups.append(group)
+                groups.append(group)
+        else:
+            groups.append([eqn])
+        for v in eqn.outvars:
+            producer[v] = position
+    return [g.eqns if isinstance(g, _Group) else g for g in groups]
+
+
+def _joins(group: _Group, eqn, spec: ir.Grid, producer) -> bool:
+    if [p.shape for p in spec.parts] != [p.shape for p in group.spec.parts] or spec.label != group.spec.label:
+        return False
+    aliases = {o.alias for o in spec.outputs if o.alias is not None}
+    for pos, v in enumerate(eqn.invars):
+        if isinstance(v, Literal):
+            continue
+        if v in group.produced:
+            loads = _loads(spec, pos)
+            if pos in aliases or loads is None or any(l != {w} for l, w in zip(loads, group.produced[v])):
+                return False
+        elif producer.get(v, -1) > group.first:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------- fusion
+class _Buffer:
+    """Marks a group-internal tensor inside a fused body."""
+
+    def __init__(self, var):
+        self.var = var
+
+
+def _fuse(eqns, escaping):
+    """One body per part for a group of grid eqns: (bodies, output specs, input vars, output vars).
+
+    A lone grid keeps its bodies. In a group, tiles stored to a tensor that a later member loads at
+    the same window are forwarded; only tensors read outside the group are still stored to GM.
+    """
+    if len(eqns) == 1:
+        (e,) = eqns
+        spec = e.params["spec"]
+        return [p.body for p in spec.parts], spec.outputs, list(e.invars), list(e.outvars)
+    specs = [e.params["spec"] for e in eqns]
+    produced = {v for e in eqns for v in e.outvars}
+    inputs = []
+    for e in eqns:
+        inputs += [v for v in e.invars if not isinstance(v, Literal) and v not in produced and v not in inputs]
+    outputs = [v for e in eqns for v in e.outvars if v in escaping]
+    out_specs = []
+    for v in outputs:
+        e = next(e for e in eqns if v in e.outvars)
+        o = e.params["spec"].outputs[e.outvars.index(v)]
+        alias = e.invars[o.alias] if o.alias is not None else None
+        out_specs.append(ir.Output(alias=inputs.index(alias)) if alias in inputs else ir.Output(fill=o.fill))
+    bodies = []
+    for k, part in enumerate(specs[0].parts):
+        n = len(part.shape)
+
+        def body(*args, k=k, n=n):
+            index, ext, outs = args[:n], args[n:n + len(inputs)], args[n + len(inputs):]
+            env = dict(zip(inputs, ext))
+            real = dict(zip(outputs, outs))
+            forward = {}
+
+            def rule(eqn, invals, stack):
+                if eqn.primitive is T.tload_p and isinstance(invals[0], _Buffer):
+                    return [forward[invals[0].var]]
+                if eqn.primitive is T.tstore_p and isinstance(invals[0], _Buffer):
+                    var = invals[0].var
+                    forward[var] = invals[1]
+                    if var in real:
+                        real[var] = T.tstore_p.bind(real[var], *invals[1:], **eqn.params)
+                    return [invals[0]]
+                return _bind(eqn, invals)
+
+            for e, spec in zip(eqns, specs):
+                member_ins = [v.val if isinstance(v, Literal) else (_Buffer(v) if v in produced else env[v])
+                              for v in e.invars]
+                member = spec.parts[k].body
+                interpret(member.jaxpr, member.consts, [*index, *member_ins, *map(_Buffer, e.outvars)], rule)
+            return [real[v] for v in outputs]
+
+        avals = ([jax.ShapeDtypeStruct((), np.int32)] * n
+                 + [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in (*inputs, *outputs)])
+        bodies.append(jax.make_jaxpr(body)(*avals))
+    return bodies, tuple(out_specs), inputs, outputs
+
+
+def _bind(eqn, invals):
+    out = eqn.primitive.bind(*invals, **eqn.params)
+    return out if eqn.primitive.multiple_results else [out]
+
+
+# ------------------------------------------------------------------------------------ footprints
+def _location(eqn):
+    if eqn.primitive in (T.tload_p, T.tmov_p):
+        return eqn.params["loc"]
+    if eqn.primitive in (T.tmatmul_p, T.tmatmul_acc_p):
+        return "acc"
+    return "vec"
+
+
+def footprint(jaxpr, memory: CoreMemory) -> dict[str, int]:
+    """Peak live tile bytes per buffer location, from the order of the body's eqns."""
+    last_use = {}
+    for i, eqn in enumerate(jaxpr.eqns):
+        for v in eqn.invars:
+            if isinstance(v, Var):
+                last_use[v] = i
+    for v in jaxpr.outvars:
+        if isinstance(v, Var):
+            last_use[v] = len(jaxpr.eqns)
+    live: dict = {}
+    peak: dict[str, int] = {}
+    for i, eqn in enumerate(jaxpr.eqns):
+        nested = {}
+        for sub in (body_of(p)[0] for k, p in eqn.params.items() if k.endswith("jaxpr")):
+            for loc, b in footprint(sub, memory).items():
+                nested[loc] = max(nested.get(loc, 0), b)
+        for v in eqn.outvars:
+            if eqn.primitive is not T.tstore_p and eqn.primitive is not T.mscatter_p and v.aval.shape:
+                live[v] = (_location(eqn), aligned_bytes(v.aval.shape, v.aval.dtype, memory.align))
+        totals = dict(nested)
+        for loc, b in live.values():
+            totals[loc] = totals.get(loc, 0) + b
+        for loc, b in totals.items():
+            peak[loc] = max(peak.get(loc, 0), b)
+        for v in [v for v in live if last_use.get(v, -1) <= i]:
+            del live[v]
+    return peak
+
+
+def _program(ops, kind, body, label, memory):
+    name = "+".join(ops)
+    peak = footprint(body.jaxpr, memory)
+    for loc, used in sorted(peak.items()):
+        if used > memory.buffer(loc):
+            raise PtoCapacityError(
+                f"pto partition: block '{name}' ({CORE[kind]}{', label ' + repr(label) if label else ''}) needs "
+                f"{used} bytes of {_BUFFER_NAME[loc]} at its peak; {_BUFFER_NAME[loc]} holds {memory.buffer(loc)} bytes "
+                f"— use a smaller {'cube' if kind == 'cube' else 'vec'} tile for this op")
+    return Program(name, CORE[kind], body, label, tuple(sorted(peak.items())))
+
+
+# ----------------------------------------------------------------------------------------- driver
+def _escaping(jaxpr, group):
+    """Outputs of ``group`` that the rest of ``jaxpr`` (or its result) still reads from GM."""
+    members = set(map(id, group))
+    outvars = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    readers = {}
+    for eqn in jaxpr.eqns:
+        if id(eqn) not in members:
+            readers.update((v, True) for v in eqn.invars if isinstance(v, Var))
+    return {v for e in group for v in e.outvars if v in outvars or v in readers}
+
+
+class _Partitioner:
+    def __init__(self, memory: CoreMemory, options: Options):
+        self.memory, self.options = memory, options
+        self.programs: dict[tuple, Program] = {}
+
+    def program(self, ops, kind, body, label) -> Program:
+        """The program for ``body``: bodies that print alike are one program (isomorphic blocks)."""
+        key = (CORE[kind], label, str(body))
+        if key not in self.programs:
+            program = _program(ops, kind, body, label, self.memory)
+            same_name = sum(p.name.split("#")[0] == program.name for p in self.programs.values())
+            if same_name:
+                program = dataclasses.replace(program, name=f"{program.name}#{same_name + 1}")
+            self.programs[key] = program
+        return self.programs[key]
+
+    def run(self, jaxpr, consts, args, stack=""):
+        env = dict(zip(jaxpr.constvars, consts))
+        env.update(zip(jaxpr.invars, args))
+        for group in _plan(jaxpr):
+            if len(group) == 1 and _grid(group[0]) is None:
+                eqn = group[0]
+                invals = [read(env, v) for v in eqn.invars]
+                outs = control(eqn, invals, stack, self.run) if eqn.primitive.name in CONTROL else _bind(eqn, invals)
+                env.update(zip(eqn.outvars, outs))
+                continue
+            bodies, out_specs, inputs, outputs = _fuse(group, _escaping(jaxpr, group))
+            specs = [e.params["spec"] for e in group]
+            label, kind = specs[0].label, specs[0].kind
+            ops = tuple(op for sp in specs for op in sp.ops)
+            tpb = self.options.get("tiles_per_block", label, 1)
+            parts = tuple(BlockPart(self.program(ops, kind, body, label), part.shape, tpb)
+                          for body, part in zip(bodies, specs[0].parts))
+            outs = ir.block_call_p.bind(*[read(env, v) for v in inputs], spec=Block(parts, out_specs))
+            env.update(zip(outputs, outs))
+        return [read(env, v) for v in jaxpr.outvars]
+
+
+def to_block_level(tile: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, options: Options = Options()):
+    """The Block graph of a Tile-level jaxpr, and its programs (in first-use order)."""
+    part = _Partitioner(memory, options)
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in tile.jaxpr.invars]
+    closed = jax.make_jaxpr(lambda *args: part.run(tile.jaxpr, tile.consts, args))(*avals)
+    return closed, tuple(part.programs.values())

@@ -1,0 +1,133 @@
+"""The pass manager: named passes from a traced kernel to its Block graph, dumps, and verification.
+
+``lower(fn, *args)`` runs ``trace`` → ``tensor`` → ``tile`` → ``partition`` and returns a
+:class:`Lowering` holding every level. Each level is a jaxpr JAX evaluates, so ``verify`` runs every
+level on the same inputs and compares it with the level before (PyPTO's pass verification): exact for
+integers and booleans, a per-dtype tolerance for floats.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Mapping
+
+import jax
+import numpy as np
+
+from .._jax import ClosedJaxpr
+from ..errors import PtoArgumentError, PtoVerifyError
+from . import text
+from .memory import ASCEND_CORE, CoreMemory
+from .partition import Options, Program, to_block_level
+from .tensor import to_tensor_level
+from .tiling import to_tile_level
+
+LEVELS = ("traced", "tensor", "tile", "block")
+
+# Float tolerances (rtol, atol) between consecutive levels: tiling re-associates sums (K chains,
+# fused reductions), so one level may differ from the last by a few rounding steps.
+TOLERANCE = {np.dtype(np.float32): (1e-4, 1e-5), np.dtype(np.float16): (4e-3, 1e-3),
+             np.dtype(jax.numpy.bfloat16): (3.2e-2, 1e-2)}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Lowering:
+    """Every level of a lowered kernel; flat inputs and outputs (see ``in_tree`` / ``out_tree``)."""
+
+    traced: ClosedJaxpr
+    tensor: ClosedJaxpr
+    tile: ClosedJaxpr
+    block: ClosedJaxpr
+    programs: tuple[Program, ...]
+    in_tree: object
+    out_tree: object
+
+    def level(self, name: str) -> ClosedJaxpr:
+        if name not in LEVELS:
+            raise PtoArgumentError(f"pto lowering: level {name!r} is not one of {LEVELS}")
+        return getattr(self, name)
+
+    def as_text(self, level: str = "block") -> str:
+        if level == "tensor":
+            return text.tensor_text(self.tensor)
+        if level == "tile":
+            return text.tile_text(self.tile)
+        if level == "block":
+            return text.block_text(self.block, self.programs)
+        if level == "traced":
+            return str(self.traced)
+        raise PtoArgumentError(f"pto lowering: level {level!r} is not one of {LEVELS}")
+
+    def evaluate(self, level: str, *args):
+        """Run one level on (pytree) arguments; returns the kernel's (pytree) outputs."""
+        flat, tree = jax.tree.flatten(args)
+        if tree != self.in_tree:
+            raise PtoArgumentError(f"pto lowering: arguments {tree} do not match the lowered signature {self.in_tree}")
+        closed = self.level(level)
+        outs = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *flat)
+        return jax.tree.unflatten(self.out_tree, outs)
+
+    def verify(self, *args) -> dict[str, float]:
+        """Evaluate every level on ``args``; raise :class:`PtoVerifyError` where one differs from the
+        level before. Returns the largest relative difference per level."""
+        previous = None
+        report = {}
+        for name in LEVELS:
+            outs = [np.asarray(o) for o in jax.tree.leaves(self.evaluate(name, *args))]
+            if previous is not None:
+                report[name] = max([_compare(name, i, p, o) for i, (p, o) in enumerate(zip(previous, outs))], default=0.0)
+            previous = outs
+        return report
+
+
+def _compare(level, index, before, after) -> float:
+    dtype = np.dtype(after.dtype)
+    if dtype not in TOLERANCE:
+        if not np.array_equal(before, after):
+            bad = int(np.sum(before != after))
+            raise PtoVerifyError(f"pto verify: level '{level}' output {index} ({dtype.name}{list(after.shape)}) differs "
+                                 f"from the level before in {bad} element(s); integer results must match exactly")
+        return 0.0
+    rtol, atol = TOLERANCE[dtype]
+    a, b = before.astype(np.float64), after.astype(np.float64)
+    same_nan = np.isnan(a) == np.isnan(b)
+    err = np.abs(a - b)
+    finite = np.isfinite(a) & np.isfinite(b)
+    bad = ~same_nan | (finite & (err > atol + rtol * np.abs(a))) | (~finite & ~np.isnan(a) & (a != b))
+    if bad.any():
+        i = np.unravel_index(np.argmax(bad), bad.shape)
+        raise PtoVerifyError(f"pto verify: level '{level}' output {index} ({dtype.name}{list(after.shape)}) differs from "
+                             f"the level before at {tuple(int(j) for j in i)}: {b[i]} vs {a[i]} "
+                             f"(rtol {rtol}, atol {atol}); {int(bad.sum())} element(s) out of tolerance")
+    rel = err[finite] / (np.abs(a[finite]) + atol) if finite.any() else np.zeros(0)
+    return float(rel.max(initial=0.0))
+
+
+PASSES: tuple[tuple[str, Callable], ...] = (
+    ("tensor", lambda closed, memory, options: to_tensor_level(closed)),
+    ("tile", lambda closed, memory, options: to_tile_level(closed, memory)),
+    ("partition", lambda closed, memory, options: to_block_level(closed, memory, options)),
+)
+
+
+def lower(fn: Callable, *args, options: Mapping | None = None, memory: CoreMemory = ASCEND_CORE) -> Lowering:
+    """Trace ``fn`` on ``args`` (arrays or ``jax.ShapeDtypeStruct``s, in pytrees) and run every pass."""
+    flat, in_tree = jax.tree.flatten(args)
+    avals = [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in flat]
+    out_tree = []
+
+    def flat_fn(*xs):
+        out = fn(*jax.tree.unflatten(in_tree, xs))
+        leaves, tree = jax.tree.flatten(out)
+        out_tree.append(tree)
+        return leaves
+
+    traced = jax.make_jaxpr(flat_fn)(*avals)
+    pass_options = Options.make(options)
+    levels = {"traced": traced}
+    current = traced
+    for name, run in PASSES:
+        current = run(current, memory, pass_options)
+        if name == "partition":
+            current, programs = current
+        levels[name] = current
+    return Lowering(traced, levels["tensor"], levels["tile"], levels["partition"], programs, in_tree, out_tree[0])

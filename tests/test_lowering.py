@@ -1,0 +1,273 @@
+"""Tile lowering: the seed's worked example, pass verification over many kernels, IR size, errors."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from helpers import BF16, F16, rand
+from ptojax.lowering import ir
+from ptojax.lowering.pipeline import TOLERANCE
+
+O = pj.ops
+
+
+def seed_kernel(a, b, w):
+    """``rowsum((A * c + B) @ W)`` with the seed's tiles: vec (32, 32), matmul untiled."""
+    with pj.tile(vec=(32, 32)):
+        x = a * 2.0 + b
+    with pj.tile(cube=(64, 64, 32)), jax.named_scope("Linear"):
+        y = O.matmul(x, w)
+    with pj.tile(vec=(32, 32)):
+        return jnp.sum(y, axis=-1)
+
+
+def _count_eqns(jaxpr):
+    """Eqns of a jaxpr, its loop bodies and its grid / block bodies."""
+    n = 0
+    for eqn in jaxpr.eqns:
+        n += 1
+        for key, value in eqn.params.items():
+            if key.endswith("jaxpr") and value is not None:
+                n += _count_eqns(getattr(value, "jaxpr", value))
+        if "spec" in eqn.params:
+            n += sum(_count_eqns(p.body.jaxpr) for p in eqn.params["spec"].parts)
+    return n
+
+
+def test_seed_example_has_three_programs():
+    a, b, w = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
+    low = pj.lower(seed_kernel, a, b, w)
+    calls = [e.params["spec"] for e in low.block.jaxpr.eqns if e.primitive is ir.block_call_p]
+    summary = [[(p.program.name, p.program.core, p.instances) for p in c.parts] for c in calls]
+    assert summary == [[("mul+add", "AIV", 4)], [("matmul", "AIC", 1)], [("sum", "AIV", 2)]]
+    assert [p.name for p in low.programs] == ["mul+add", "matmul", "sum"]
+    assert low.programs[1].label == "Linear"
+    # Numbers: the block level against an independent float64 golden (fp16 rounding of A*c+B).
+    x = (a.astype(np.float64) * 2 + b.astype(np.float64)).astype(np.float16).astype(np.float64)
+    golden = (x @ w.astype(np.float64)).sum(-1)
+    np.testing.assert_allclose(np.asarray(low.evaluate("block", a, b, w), np.float64), golden, rtol=1e-5, atol=1e-4)
+    report = low.verify(a, b, w)
+    assert set(report) == {"tensor", "tile", "block"}
+
+
+def test_fused_block_keeps_the_intermediate_in_ub():
+    low = pj.lower(seed_kernel, *(jax.ShapeDtypeStruct(s, jnp.float16) for s in ((64, 64), (64, 64), (64, 32))))
+    body = low.programs[0].body.jaxpr
+    names = [e.primitive.name for e in body.eqns]
+    assert names == ["pto.tload", "pto.tmul", "pto.tload", "pto.tadd", "pto.tstore"]  # no store/load of A*c
+
+
+def _kernels():
+    """(name, kernel, args): every op family, tails, size-1 dims, int8/fp16/bf16, a fori_loop."""
+    f32 = lambda *s, seed=0: rand(s, np.float32, seed)  # noqa: E731
+    idx = np.array([3, 1, -1, 36, 5, 5, 0, 2, 9, 10, 11], np.int32)
+
+    def tiled(vec=None, cube=None):
+        def wrap(fn):
+            def kernel(*args):
+                with pj.tile(**{k: v for k, v in (("vec", vec), ("cube", cube)) if v is not None}):
+                    return fn(*args)
+            return kernel
+        return wrap
+
+    return [
+        ("elementwise-tails", tiled((16, 16))(lambda x: jnp.exp(x) * 2 + jax.nn.relu(x) - x[0]), (f32(37, 50),)),
+        ("unary-chain", tiled((8, 32))(lambda x: O.silu(O.tanh(x)) / (1 + O.abs(x)) + O.rsqrt(O.abs(x) + 1)),
+         (f32(33, 70),)),
+        ("size-one-dims", tiled((1, 8))(lambda x, y: O.maximum(x, y) * O.minimum(x, 1.5)), (f32(1, 1, 9), f32(5, 1, 9))),
+        ("compare-where-clip", tiled((8, 8))(lambda x: O.where(x > 0, O.clip(x, -1, 1), O.pow(O.abs(x) + 1, 0.5))),
+         (f32(19, 23),)),
+        ("fp16-chain", tiled((16, 16))(lambda x, y: O.sigmoid(x) * y + O.gelu(y)), (rand((40, 48), F16), rand((40, 48), F16, 1))),
+        ("bf16-cast", tiled((16, 16))(lambda x: O.cast(O.exp(O.cast(x, jnp.float32)), jnp.bfloat16) + x),
+         (rand((17, 32), BF16),)),
+        ("int8-arith", tiled((8, 32))(lambda x, y: O.add(x, y) * 3 - O.neg(x)), (rand((20, 64), np.int8), rand((20, 64), np.int8, 1))),
+        ("int32-compare", tiled((4, 8))(lambda x: O.where(O.gt(x, 0), x, O.mul(x, -2))), (rand((9, 13), np.int32),)),
+        ("cast-int", tiled((8, 32))(lambda x: O.cast(x * 40, jnp.int8, rounding="floor")), (f32(11, 45),)),
+        ("reductions", tiled((8, 16))(lambda x: (jnp.max(x, 1), jnp.sum(x, 0), O.prod(x * 0.1 + 1, 1, keepdims=True),
+                                                  jnp.argmax(x, 0), O.amin(x, (0, 1)))), (f32(37, 50),)),
+        ("cumsum-sort-topk", tiled((8, 16))(lambda x: (jnp.cumsum(x, 1), O.sort(x, 0)[0], O.topk(x, 5)[1])), (f32(21, 30),)),
+        ("softmax-norms", tiled((8, 16))(lambda x, g: (jax.nn.softmax(x), O.rms_norm(x, g), O.layer_norm(x, g, g))),
+         (f32(37, 50), f32(50, seed=1))),
+        ("quantize", tiled((4, 64))(lambda x: O.dequantize(*O.quantize(x))), (rand((10, 3, 64), F16),)),
+        ("matmul-tails", tiled(cube=(16, 32, 16))(lambda a, b: O.matmul(a, b, transpose_b=True, bias=jnp.ones(20))),
+         (rand((37, 70), F16), rand((20, 70), F16, 1))),
+        ("matmul-batched", tiled(cube=(16, 16, 16))(lambda a, b: jnp.einsum("bmk,kn->bmn", a, b)), (f32(3, 20, 24), f32(24, 18, seed=1))),
+        ("matmul-int8", lambda a, b: O.matmul(a, b), (rand((33, 64), np.int8), rand((64, 48), np.int8, 1))),
+        ("matmul-fp16-out", tiled(cube=(32, 32, 32))(lambda a, b: O.matmul(a, b, out_dtype=jnp.float16, transpose_a=True)),
+         (rand((64, 40), F16), rand((64, 48), F16, 1))),
+        ("layout", tiled((8, 8))(lambda x: (x.T, jnp.concatenate([x, x], 0), O.view(x, (10, 10), (3, 4), valid_shape=(7, 10)),
+                                            O.pad(x, [(1, 2), (3, 0)], 2.0), O.assemble(x[:5, :5], (2, 3), x),
+                                            jnp.broadcast_to(x[:, :1], (37, 50)), x.reshape(50, 37))), (f32(37, 50),)),
+        ("indexing", tiled((8,))(lambda x, i, u: (O.gather(x, i, 0), O.scatter_update(x, i, u, 0), O.index_add(x, i, u, 0),
+                                                 jnp.take(x, jnp.abs(i), axis=0))), (f32(37, 50), idx, f32(11, 50, seed=1))),
+        ("fori-loop", tiled((8, 16))(lambda x: jax.lax.fori_loop(0, 3, lambda k, c: c * 0.5 + x, x)), (f32(37, 50),)),
+        ("mlp-block", lambda x, w1, w2: _mlp(x, w1, w2), (rand((24, 64), F16), rand((64, 96), F16, 1), rand((96, 32), F16, 2))),
+    ]
+
+
+def _mlp(x, w1, w2):
+    with pj.tile(cube=(16, 32, 32)), jax.named_scope("up"):
+        h = O.matmul(x, w1)
+    with pj.tile(vec=(8, 32)), jax.named_scope("act"):
+        h = O.cast(O.silu(h), jnp.float16)
+    with pj.tile(cube=(16, 32, 32)), jax.named_scope("down"):
+        y = O.matmul(h, w2)
+    with pj.tile(vec=(8, 32)):
+        return O.rms_norm(y)
+
+
+KERNELS = _kernels()
+
+
+@pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
+def test_verify_every_level(name, kernel, args):
+    low = pj.lower(kernel, *args)
+    report = low.verify(*args)
+    assert set(report) == {"tensor", "tile", "block"}
+    # The block level against plain JAX on the original function: exact for integers, and twice the
+    # per-level float tolerance (the two levels between them may each round differently).
+    want = jax.tree.leaves(jax.jit(kernel)(*args))
+    got = jax.tree.leaves(low.evaluate("block", *args))
+    assert len(want) == len(got)
+    for w, g in zip(want, got):
+        assert w.shape == g.shape and w.dtype == g.dtype
+        rtol, atol = TOLERANCE.get(np.dtype(w.dtype), (0, 0))
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=2 * rtol, atol=2 * atol)
+    assert len(low.programs) >= 1
+    assert low.as_text("tensor").startswith("kernel(") and low.as_text("tile").startswith("kernel(")
+    assert low.as_text("block").startswith("program ")
+
+
+def test_ir_does_not_grow_with_the_tensor():
+    def kernel(x, y):
+        with pj.tile(vec=(8, 1024)):
+            return jnp.exp(x) * y + 1.0
+
+    sizes = []
+    for rows in (1024, 16384):
+        spec = jax.ShapeDtypeStruct((rows, 1024), jnp.float32)
+        low = pj.lower(kernel, spec, spec)
+        sizes.append((_count_eqns(low.tile.jaxpr), _count_eqns(low.block.jaxpr)))
+        (call,) = low.block.jaxpr.eqns
+        assert call.params["spec"].parts[0].instances == rows // 8
+    assert sizes[0] == sizes[1]
+
+
+def test_tail_tiles_have_their_own_programs():
+    low = pj.lower(lambda x: _vec((16, 16), lambda: x * 2 + 1), jax.ShapeDtypeStruct((37, 50), jnp.float32))
+    (call,) = low.block.jaxpr.eqns
+    assert [(p.shape, p.instances) for p in call.params["spec"].parts] == [((2, 3), 6), ((2, 1), 2), ((1, 3), 3), ((1, 1), 1)]
+    shapes = [p.program.body.jaxpr.eqns[0].outvars[0].aval.shape for p in call.params["spec"].parts]
+    assert shapes == [(16, 16), (16, 2), (5, 16), (5, 2)]  # tail tiles carry their valid shape
+
+
+def _vec(tile, fn):
+    with pj.tile(vec=tile):
+        return fn()
+
+
+def test_inner_tile_scope_wins_and_labels_come_from_named_scope():
+    def kernel(x):
+        with pj.tile(vec=(8, 8)):
+            y = x + 1
+            with pj.tile(vec=(16, 32)), jax.named_scope("Inner"):
+                z = y * 2
+        return z
+
+    low = pj.lower(kernel, jax.ShapeDtypeStruct((64, 64), jnp.float32))
+    text = low.as_text("tensor")
+    assert "pto.add(%0, 1.0)    # vec=8x8" in text
+    assert "pto.mul(%1, 2.0)    # vec=16x32 label=Inner" in text
+    grids = [e.params["spec"] for e in low.tile.jaxpr.eqns]
+    assert [g.parts[0].shape for g in grids] == [(8, 8), (4, 2)] and grids[1].label == "Inner"
+
+
+def test_tile_is_metadata_outside_lowering():
+    x = jnp.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(jax.jit(seed_kernel)(x.astype(jnp.float16).repeat(32, 0).repeat(22, 1)[:64, :64],
+                                                       jnp.zeros((64, 64), jnp.float16), jnp.ones((64, 32), jnp.float16)),
+                                  seed_kernel(x.astype(jnp.float16).repeat(32, 0).repeat(22, 1)[:64, :64],
+                                              jnp.zeros((64, 64), jnp.float16), jnp.ones((64, 32), jnp.float16)))
+
+
+def test_tiles_per_block_option_per_label():
+    def kernel(x):
+        with pj.tile(vec=(8, 64)), jax.named_scope("V1"):
+            y = x * 2
+        with pj.tile(vec=(8, 64)), jax.named_scope("V2"):
+            return O.exp(y) + 1
+
+    spec = jax.ShapeDtypeStruct((64, 64), jnp.float32)
+    base = pj.lower(kernel, spec)
+    tuned = pj.lower(kernel, spec, options={"tiles_per_block": {"DEFAULT": 1, "V1": 4}})
+    count = lambda low: [p.instances for e in low.block.jaxpr.eqns for p in e.params["spec"].parts]  # noqa: E731
+    assert count(base) == [8, 8] and count(tuned) == [2, 8]
+    x = rand((64, 64), np.float32)
+    tuned.verify(x)
+
+
+def test_misaligned_vector_tile_is_an_error():
+    def kernel(x):
+        with pj.tile(vec=(32, 8)), jax.named_scope("Scale"):
+            return x * 2
+
+    with pytest.raises(pj.PtoArgumentError, match=r"pto\.mul \(label 'Scale'\): vec tile \(32, 8\) has a last dim of "
+                                                   r"8 x 2 bytes \(float16\) = 16 bytes; it must be a multiple of 32 bytes"):
+        pj.lower(kernel, jax.ShapeDtypeStruct((64, 64), jnp.float16))
+    pj.lower(kernel, jax.ShapeDtypeStruct((64, 64), jnp.float32))  # 8 x 4 bytes is aligned
+
+
+def test_oversize_cube_tile_is_an_error_where_it_is_set():
+    with pytest.raises(pj.PtoArgumentError, match=r"cube tile \(m=256, k=256, n=256\) needs 262144 bytes of L0C even for "
+                                                   r"int8 operands; L0C holds 131072 bytes"):
+        with pj.tile(cube=(256, 256, 256)):
+            pass
+    with pytest.raises(pj.PtoArgumentError, match=r"must be multiples of the 16x16x16 fractal"):
+        with pj.tile(cube=(64, 40, 32)):
+            pass
+
+
+def test_cube_tile_that_overflows_l0a_for_its_dtype():
+    def kernel(a, b):
+        with pj.tile(cube=(256, 256, 64)):  # fits L0A for int8, not for fp16 (128 KiB)
+            return O.matmul(a, b)
+
+    with pytest.raises(pj.PtoCapacityError, match=r"block 'matmul' \(AIC\) needs 131072 bytes of L0A at its peak; "
+                                                   r"L0A holds 65536 bytes"):
+        pj.lower(kernel, jax.ShapeDtypeStruct((256, 512), jnp.float16), jax.ShapeDtypeStruct((512, 64), jnp.float16))
+
+
+def test_whole_axis_that_overflows_ub_is_an_error():
+    def kernel(x):
+        with pj.tile(vec=(8, 64)), jax.named_scope("Softmax"):
+            return O.softmax(x)
+
+    with pytest.raises(pj.PtoCapacityError, match=r"block 'softmax' \(AIV, label 'Softmax'\) needs \d+ bytes of UB"):
+        pj.lower(kernel, jax.ShapeDtypeStruct((64, 65536), jnp.float32))
+
+
+def test_unsupported_primitive_names_it_and_the_source_line():
+    def kernel(x):
+        return jnp.sin(x)
+
+    with pytest.raises(pj.PtoUnsupportedError, match=r"primitive 'sin' has no ptojax translation \(at .*test_lowering\.py:\d+"):
+        pj.lower(kernel, jax.ShapeDtypeStruct((8, 8), jnp.float32))
+
+
+def test_unsupported_primitive_inside_a_jnp_helper_names_the_user_line():
+    with pytest.raises(pj.PtoUnsupportedError, match=r"primitive 'rem' has no ptojax translation \(at .*test_lowering\.py:\d+"):
+        pj.lower(lambda i: i % 7, jax.ShapeDtypeStruct((8,), jnp.int32))
+
+
+def test_unknown_pass_option():
+    with pytest.raises(pj.PtoArgumentError, match="unknown pass options"):
+        pj.lower(lambda x: x * 2, jax.ShapeDtypeStruct((8, 8), jnp.float32), options={"l1_reuse": 2})
+
+
+def test_verify_catches_a_wrong_level():
+    a, b, w = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
+    low = pj.lower(seed_kernel, a, b, w)
+    broken = jax.make_jaxpr(lambda a, b, w: seed_kernel(a, b, w) + 1.0)(a, b, w)
+    with pytest.raises(pj.PtoVerifyError, match=r"level 'block' output 0 \(float32\[64\]\) differs"):
+        type(low)(low.traced, low.tensor, low.tile, broken, low.programs, low.in_tree, low.out_tree).verify(a, b, w)
