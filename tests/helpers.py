@@ -64,3 +64,16 @@ def assert_vmap_matches_loop(fn, args, in_axes, rtol=1e-6, atol=1e-6):
     jax.tree.map(lambda o, e: np.testing.assert_allclose(np.asarray(o, np.float64), np.asarray(e, np.float64),
                                                          rtol=rtol, atol=atol), out, expected)
     return out
+
+
+def rotate_dtypes(cases, dtypes, per_case=2):
+    """Each case with ``per_case`` dtypes taken in rotation: every dtype is hit, compiles stay few."""
+    import pytest
+
+    out, j = [], 0
+    for case in cases:
+        for _ in range(per_case):
+            dtype = dtypes[j % len(dtypes)]
+            out.append(pytest.param(*case, dtype, id=f"{len(out)}-{np.dtype(dtype).name}"))
+            j += 1
+    return out

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from helpers import BF16, F16, F32, FLOATS, I8, I32, assert_close, assert_eager_matches_jit, \
-    assert_vmap_matches_loop, rand
+from helpers import (BF16, F16, F32, FLOATS, I32, I8, assert_close, assert_eager_matches_jit,
+                     assert_vmap_matches_loop, rand, rotate_dtypes)
 
 ops = pj.ops
 
@@ -68,17 +68,9 @@ def assert_quantized(q, raw):
 SOFTMAX_CASES = [((1,), 0), ((7,), 0), ((3, 5), 0), ((1, 13), 1), ((4, 1, 6), 1), ((2, 3, 17), -1)]
 
 
-def _rotate(cases, dtypes, per_case=2):
-    out, j = [], 0
-    for case in cases:
-        for _ in range(per_case):
-            dtype = dtypes[j % len(dtypes)]
-            out.append(pytest.param(*case, dtype, id=f"{len(out)}-{np.dtype(dtype).name}"))
-            j += 1
-    return out
 
 
-@pytest.mark.parametrize("shape,axis,dtype", _rotate(SOFTMAX_CASES, FLOATS))
+@pytest.mark.parametrize("shape,axis,dtype", rotate_dtypes(SOFTMAX_CASES, FLOATS))
 def test_softmax_golden(shape, axis, dtype):
     x = rand(shape, dtype, seed=1, low=-6, high=6)
     got = assert_eager_matches_jit(lambda a: ops.softmax(a, axis=axis), x)
@@ -114,7 +106,7 @@ RMS_CASES = [
 ]
 
 
-@pytest.mark.parametrize("shape,gshape,eps,dtype", _rotate(RMS_CASES, FLOATS))
+@pytest.mark.parametrize("shape,gshape,eps,dtype", rotate_dtypes(RMS_CASES, FLOATS))
 def test_rms_norm_golden(shape, gshape, eps, dtype):
     x = rand(shape, dtype, seed=3)
     gamma = rand(gshape, dtype, seed=4) if gshape else None
@@ -159,7 +151,7 @@ LN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("shape,has_g,has_b,eps,dtype", _rotate(LN_CASES, FLOATS))
+@pytest.mark.parametrize("shape,has_g,has_b,eps,dtype", rotate_dtypes(LN_CASES, FLOATS))
 def test_layer_norm_golden(shape, has_g, has_b, eps, dtype):
     x = rand(shape, dtype, seed=7)
     gamma = rand(shape[-1:], dtype, seed=8) if has_g else None
@@ -205,7 +197,7 @@ def _scale_shape(shape, axis):
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
-@pytest.mark.parametrize("shape,axis,scale_dtype,dtype", _rotate(QUANT_CASES, FLOATS))
+@pytest.mark.parametrize("shape,axis,scale_dtype,dtype", rotate_dtypes(QUANT_CASES, FLOATS))
 def test_quantize_golden(shape, axis, scale_dtype, dtype):
     x = rand(shape, dtype, seed=15)
     if len(shape) == 2 and shape[0] > 1:

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from helpers import F32, FLOATS, I32, INTS, NUMERIC, assert_close, assert_eager_matches_jit, \
-    assert_vmap_matches_loop, rand
+from helpers import (F32, FLOATS, I32, INTS, NUMERIC, assert_close, assert_eager_matches_jit,
+                     assert_vmap_matches_loop, rand, rotate_dtypes)
 
 ops = pj.ops
 ALL = NUMERIC
@@ -89,15 +89,6 @@ def _idx(values):
     return np.asarray(values, np.int32)
 
 
-def _rotate(cases, dtypes, per_case=2):
-    """Each case with ``per_case`` dtypes taken in rotation (every dtype is hit, compiles stay few)."""
-    out, j = [], 0
-    for case in cases:
-        for _ in range(per_case):
-            dtype = dtypes[j % len(dtypes)]
-            out.append(pytest.param(*case, dtype, id=f"{len(out)}-{np.dtype(dtype).name}"))
-            j += 1
-    return out
 
 
 # ------------------------------------------------------------------------------------------- gather
@@ -112,7 +103,7 @@ GATHER_CASES = [
 ]
 
 
-@pytest.mark.parametrize("shape,axis,idx,dtype", _rotate(GATHER_CASES, ALL))
+@pytest.mark.parametrize("shape,axis,idx,dtype", rotate_dtypes(GATHER_CASES, ALL))
 def test_gather_golden(shape, axis, idx, dtype):
     x = rand(shape, dtype, seed=1)
     got = assert_eager_matches_jit(lambda a, i: ops.gather(a, i, axis=axis), x, idx)
@@ -162,7 +153,7 @@ INDEX_ADD_CASES = [
 ]
 
 
-@pytest.mark.parametrize("shape,axis,idx,dtype", _rotate(INDEX_ADD_CASES, NUMERIC))
+@pytest.mark.parametrize("shape,axis,idx,dtype", rotate_dtypes(INDEX_ADD_CASES, NUMERIC))
 def test_index_add_golden(shape, axis, idx, dtype):
     x = _exact_grid(rand(shape, dtype, seed=4))
     src_shape = shape[:axis] + idx.shape + shape[axis + 1:]
@@ -222,7 +213,7 @@ SCATTER_CASES = [
 ]
 
 
-@pytest.mark.parametrize("shape,axis,idx,dtype", _rotate(SCATTER_CASES, ALL))
+@pytest.mark.parametrize("shape,axis,idx,dtype", rotate_dtypes(SCATTER_CASES, ALL))
 def test_scatter_update_golden(shape, axis, idx, dtype):
     ax = axis % len(shape)
     x = rand(shape, dtype, seed=11)
@@ -284,7 +275,7 @@ def _with_ties(x):
     return x
 
 
-@pytest.mark.parametrize("shape,k,axis,largest,dtype", _rotate(TOPK_CASES, NUMERIC, per_case=2))
+@pytest.mark.parametrize("shape,k,axis,largest,dtype", rotate_dtypes(TOPK_CASES, NUMERIC, per_case=2))
 def test_topk_golden(shape, k, axis, largest, dtype):
     x = _with_ties(rand(shape, dtype, seed=16))
     vals, idx = assert_eager_matches_jit(lambda a: ops.topk(a, k, axis=axis, largest=largest), x)
@@ -321,7 +312,7 @@ SORT_CASES = [((1,), -1, False), ((7,), 0, True), ((3, 5), 0, False), ((1, 13), 
               ((2, 3, 17), 1, False)]
 
 
-@pytest.mark.parametrize("shape,axis,descending,dtype", _rotate(SORT_CASES, NUMERIC, per_case=2))
+@pytest.mark.parametrize("shape,axis,descending,dtype", rotate_dtypes(SORT_CASES, NUMERIC, per_case=2))
 def test_sort_golden(shape, axis, descending, dtype):
     x = _with_ties(rand(shape, dtype, seed=17))
     vals, idx = assert_eager_matches_jit(lambda a: ops.sort(a, axis=axis, descending=descending), x)

@@ -9,6 +9,9 @@ import dataclasses
 
 import numpy as np
 
+from .._jax import Var
+from ..primitives import tile as T
+
 KIB = 1024
 
 
@@ -42,3 +45,41 @@ def aligned_bytes(shape, dtype, align: int) -> int:
     shape = tuple(shape) or (1,)
     row = -(-shape[-1] * np.dtype(dtype).itemsize // align) * align
     return int(np.prod(shape[:-1], dtype=np.int64)) * row
+
+
+def _location(eqn) -> str:
+    if eqn.primitive in (T.tload_p, T.tmov_p):
+        return eqn.params["loc"]
+    if eqn.primitive in (T.tmatmul_p, T.tmatmul_acc_p):
+        return "acc"
+    return "vec"
+
+
+def footprint(jaxpr, memory: CoreMemory) -> dict[str, int]:
+    """Peak bytes of live tiles per buffer location over a block body, in its eqn order.
+
+    A tile is live from the eqn that makes it to its last use; a loop body's own peak counts while
+    the loop runs. GM tensors (``tstore``/``mscatter`` results) take no local memory.
+    """
+    last_use = {}
+    for i, eqn in enumerate(jaxpr.eqns):
+        last_use.update((v, i) for v in eqn.invars if isinstance(v, Var))
+    last_use.update((v, len(jaxpr.eqns)) for v in jaxpr.outvars if isinstance(v, Var))
+    live: dict = {}
+    peak: dict[str, int] = {}
+    for i, eqn in enumerate(jaxpr.eqns):
+        totals: dict[str, int] = {}
+        for key, value in eqn.params.items():
+            if key.endswith("jaxpr") and value is not None:
+                for loc, b in footprint(getattr(value, "jaxpr", value), memory).items():
+                    totals[loc] = max(totals.get(loc, 0), b)
+        if eqn.primitive not in (T.tstore_p, T.mscatter_p):
+            live.update((v, (_location(eqn), aligned_bytes(v.aval.shape, v.aval.dtype, memory.align)))
+                        for v in eqn.outvars if v.aval.shape)
+        for loc, b in live.values():
+            totals[loc] = totals.get(loc, 0) + b
+        for loc, b in totals.items():
+            peak[loc] = max(peak.get(loc, 0), b)
+        for v in [v for v in live if last_use.get(v, -1) <= i]:
+            del live[v]
+    return peak

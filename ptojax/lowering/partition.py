@@ -26,8 +26,8 @@ from .._jax import ClosedJaxpr, Literal, Var
 from ..errors import PtoArgumentError, PtoCapacityError
 from ..primitives import tile as T
 from . import ir
-from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
-from .walk import CONTROL, body_of, control, interpret, read
+from .memory import ASCEND_CORE, CoreMemory, footprint
+from .walk import CONTROL, control, interpret, read
 
 CORE = {"vector": "AIV", "cube": "AIC"}
 _BUFFER_NAME = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B", "acc": "L0C"}
@@ -154,9 +154,9 @@ def _plan(jaxpr) -> list:
     open_groups: list[_Group] = []
     for position, eqn in enumerate(jaxpr.eqns):
         spec = _grid(eqn)
+        stores = _stores(spec) if spec is not None and spec.kind == "vector" else None
         joined = False
-        if spec is not None and spec.kind == "vector" and _stores(spec) is not None:
-            stores = _stores(spec)
+        if stores is not None:
             produced = {v: [s[pos] for s in stores] for pos, v in enumerate(eqn.outvars)}
             for group in reversed(open_groups):
                 if _joins(group, eqn, spec, producer):
@@ -176,9 +176,12 @@ def _plan(jaxpr) -> list:
 
 
 def _joins(group: _Group, eqn, spec: ir.Grid, producer) -> bool:
+    """Depth merging only: ``eqn`` reads something the group produced, tile for tile, and nothing
+    produced after the group started elsewhere."""
     if [p.shape for p in spec.parts] != [p.shape for p in group.spec.parts] or spec.label != group.spec.label:
         return False
     aliases = {o.alias for o in spec.outputs if o.alias is not None}
+    reads_group = False
     for pos, v in enumerate(eqn.invars):
         if isinstance(v, Literal):
             continue
@@ -186,9 +189,10 @@ def _joins(group: _Group, eqn, spec: ir.Grid, producer) -> bool:
             loads = _loads(spec, pos)
             if pos in aliases or loads is None or any(l != {w} for l, w in zip(loads, group.produced[v])):
                 return False
+            reads_group = True
         elif producer.get(v, -1) > group.first:
             return False
-    return True
+    return reads_group
 
 
 # ---------------------------------------------------------------------------------------- fusion
@@ -258,45 +262,6 @@ def _fuse(eqns, escaping):
 def _bind(eqn, invals):
     out = eqn.primitive.bind(*invals, **eqn.params)
     return out if eqn.primitive.multiple_results else [out]
-
-
-# ------------------------------------------------------------------------------------ footprints
-def _location(eqn):
-    if eqn.primitive in (T.tload_p, T.tmov_p):
-        return eqn.params["loc"]
-    if eqn.primitive in (T.tmatmul_p, T.tmatmul_acc_p):
-        return "acc"
-    return "vec"
-
-
-def footprint(jaxpr, memory: CoreMemory) -> dict[str, int]:
-    """Peak live tile bytes per buffer location, from the order of the body's eqns."""
-    last_use = {}
-    for i, eqn in enumerate(jaxpr.eqns):
-        for v in eqn.invars:
-            if isinstance(v, Var):
-                last_use[v] = i
-    for v in jaxpr.outvars:
-        if isinstance(v, Var):
-            last_use[v] = len(jaxpr.eqns)
-    live: dict = {}
-    peak: dict[str, int] = {}
-    for i, eqn in enumerate(jaxpr.eqns):
-        nested = {}
-        for sub in (body_of(p)[0] for k, p in eqn.params.items() if k.endswith("jaxpr")):
-            for loc, b in footprint(sub, memory).items():
-                nested[loc] = max(nested.get(loc, 0), b)
-        for v in eqn.outvars:
-            if eqn.primitive is not T.tstore_p and eqn.primitive is not T.mscatter_p and v.aval.shape:
-                live[v] = (_location(eqn), aligned_bytes(v.aval.shape, v.aval.dtype, memory.align))
-        totals = dict(nested)
-        for loc, b in live.values():
-            totals[loc] = totals.get(loc, 0) + b
-        for loc, b in totals.items():
-            peak[loc] = max(peak.get(loc, 0), b)
-        for v in [v for v in live if last_use.get(v, -1) <= i]:
-            del live[v]
-    return peak
 
 
 def _program(ops, kind, body, label, memory):

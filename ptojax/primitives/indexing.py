@@ -13,8 +13,8 @@ import numpy as np
 from .._jax import ad, batching
 from ..errors import PtoArgumentError, PtoShapeError, op_error
 from . import elementwise, layout
-from ._base import (ANY, FLOAT, I32, NUMERIC, check_dtype, check_same_dtype, define, normalize_axis,
-                    shaped, tensor)
+from ._base import (ANY, FLOAT, I32, NUMERIC, batch_size, check_dtype, check_same_dtype, define,
+                    normalize_axis, shaped, tensor)
 
 
 def _in_range(idx, n):
@@ -109,15 +109,43 @@ def gather(x, indices, axis: int = 0):
 
 
 # ---------------------------------------------------------------------------------------- index_add
-def _index_add_abstract(x, idx, src, *, axis):
-    _check_index("index_add", idx)
-    check_dtype("index_add", "operand", x, NUMERIC)
-    check_same_dtype("index_add", x, src)
-    want = _index_shape(x.shape, idx.shape, axis)
-    if tuple(src.shape) != want:
-        raise op_error(PtoShapeError, "index_add", f"source {tuple(src.shape)} must be {want} for input "
-                       f"{tuple(x.shape)}, indices {tuple(idx.shape)}, axis {axis}")
-    return shaped(x.shape, x.dtype)
+def _batch_rows(prim, flat_indices):
+    """vmap rule of index_add / scatter_update; batched indices fold the batch into the row axis."""
+
+    def rule(args, dims, *, axis):
+        (x, idx, rows), (dx, di, dr) = args, dims
+        size = batch_size(args, dims)
+        x = layout._front_or_broadcast(x, dx, size)
+        rows = layout._front_or_broadcast(rows, dr, size)
+        if di is None:
+            return prim.bind(x, idx, rows, axis=axis + 1), 0
+        idx = layout._front(idx, di)
+        rows = _swap_blocks(rows, 1, axis, idx.ndim - 1)          # (B, idx..., pre, post)
+        idx = _offset(idx, x.shape[axis + 1])
+        if flat_indices:
+            rows = layout.reshape(rows, (-1,) + tuple(rows.shape[idx.ndim:]))
+            idx = layout.reshape(idx, (-1,))
+        return _unfold(prim.bind(_fold(x, axis), idx, rows, axis=0), size, axis), 0
+
+    batching.primitive_batchers[prim] = rule
+
+
+def _rows_abstract(op, dtypes, what, one_d=False):
+    """Shape rule of ops writing rows ``what`` into ``x`` at ``indices`` along ``axis``."""
+
+    def abstract(x, idx, rows, *, axis):
+        _check_index(op, idx)
+        check_dtype(op, "operand", x, dtypes)
+        check_same_dtype(op, x, rows)
+        if one_d and idx.ndim != 1:
+            raise op_error(PtoShapeError, op, f"indices must be 1-D, got {tuple(idx.shape)}")
+        want = _index_shape(x.shape, idx.shape, axis)
+        if tuple(rows.shape) != want:
+            raise op_error(PtoShapeError, op, f"{what} {tuple(rows.shape)} must be {want} for input "
+                           f"{tuple(x.shape)}, indices {tuple(idx.shape)}, axis {axis}")
+        return shaped(x.shape, x.dtype)
+
+    return abstract
 
 
 def _index_add_reference(x, idx, src, *, axis):
@@ -128,28 +156,15 @@ def _index_add_reference(x, idx, src, *, axis):
     return jnp.moveaxis(rows.at[target].add(updates, mode="drop"), 0, axis)
 
 
-def _index_add_batch(args, dims, *, axis):
-    (x, idx, src), (dx, di, ds) = args, dims
-    size = x.shape[dx] if dx is not None else (idx.shape[di] if di is not None else src.shape[ds])
-    x = layout._front_or_broadcast(x, dx, size)
-    src = layout._front_or_broadcast(src, ds, size)
-    if di is None:
-        return index_add_p.bind(x, idx, src, axis=axis + 1), 0
-    idx = layout._front(idx, di)
-    src = _swap_blocks(src, 1, axis, idx.ndim - 1)
-    out = index_add_p.bind(_fold(x, axis), _offset(idx, x.shape[axis + 1]), src, axis=0)
-    return _unfold(out, size, axis), 0
-
-
-index_add_p = define("index_add", "indexing", abstract=_index_add_abstract, reference=_index_add_reference,
-                     dtypes=NUMERIC)
+index_add_p = define("index_add", "indexing", abstract=_rows_abstract("index_add", NUMERIC, "source"),
+                     reference=_index_add_reference, dtypes=NUMERIC)
 ad.defjvp(index_add_p, lambda g, x, idx, src, *, axis: g, None,
           lambda g, x, idx, src, *, axis: index_add_p.bind(jnp.zeros(x.shape, g.dtype), idx, g, axis=axis))
 ad.primitive_transposes[index_add_p] = lambda ct, x, idx, src, *, axis: (
     [None, None, None] if type(ct) is ad.Zero else
     [ct if ad.is_undefined_primal(x) else None, None,
      gather_p.bind(ct, idx, axis=axis) if ad.is_undefined_primal(src) else None])
-batching.primitive_batchers[index_add_p] = _index_add_batch
+_batch_rows(index_add_p, flat_indices=False)
 
 
 def index_add(x, indices, source, axis: int = 0):
@@ -167,19 +182,6 @@ def _winners(idx, n):
     """For each of the ``n`` rows, the position in ``idx`` of its last write (-1: untouched)."""
     target = jnp.where(_in_range(idx, n), idx, n)
     return jnp.full((n,), -1, jnp.int32).at[target].max(jnp.arange(idx.shape[0], dtype=jnp.int32), mode="drop")
-
-
-def _scatter_abstract(x, idx, updates, *, axis):
-    _check_index("scatter_update", idx)
-    check_dtype("scatter_update", "operand", x, ANY)
-    check_same_dtype("scatter_update", x, updates)
-    if idx.ndim != 1:
-        raise op_error(PtoShapeError, "scatter_update", f"indices must be 1-D, got {tuple(idx.shape)}")
-    want = _index_shape(x.shape, idx.shape, axis)
-    if tuple(updates.shape) != want:
-        raise op_error(PtoShapeError, "scatter_update", f"updates {tuple(updates.shape)} must be {want} for "
-                       f"input {tuple(x.shape)}, {idx.shape[0]} indices, axis {axis}")
-    return shaped(x.shape, x.dtype)
 
 
 def _scatter_reference(x, idx, updates, *, axis):
@@ -204,26 +206,14 @@ def _scatter_transpose(ct, x, idx, updates, *, axis):
     return [ct_x, None, ct_u]
 
 
-def _scatter_batch(args, dims, *, axis):
-    (x, idx, upd), (dx, di, du) = args, dims
-    size = x.shape[dx] if dx is not None else (idx.shape[di] if di is not None else upd.shape[du])
-    x = layout._front_or_broadcast(x, dx, size)
-    upd = layout._front_or_broadcast(upd, du, size)
-    if di is None:
-        return scatter_update_p.bind(x, idx, upd, axis=axis + 1), 0
-    idx = layout._front(idx, di)
-    flat_idx = layout.reshape(_offset(idx, x.shape[axis + 1]), (-1,))
-    out = scatter_update_p.bind(_fold(x, axis), flat_idx, _fold(upd, axis), axis=0)
-    return _unfold(out, size, axis), 0
-
-
-scatter_update_p = define("scatter_update", "indexing", abstract=_scatter_abstract, reference=_scatter_reference)
+scatter_update_p = define("scatter_update", "indexing",
+                          abstract=_rows_abstract("scatter_update", ANY, "updates", one_d=True), reference=_scatter_reference)
 ad.defjvp(scatter_update_p,
           lambda g, x, idx, u, *, axis: scatter_update_p.bind(g, idx, jnp.zeros(u.shape, g.dtype), axis=axis),
           None,
           lambda g, x, idx, u, *, axis: scatter_update_p.bind(jnp.zeros(x.shape, g.dtype), idx, g, axis=axis))
 ad.primitive_transposes[scatter_update_p] = _scatter_transpose
-batching.primitive_batchers[scatter_update_p] = _scatter_batch
+_batch_rows(scatter_update_p, flat_indices=True)
 
 
 def scatter_update(x, indices, updates, axis: int = 0):
