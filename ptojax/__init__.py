@@ -1,7 +1,7 @@
 """ptojax: Huawei CANN's PyPTO programming model for JAX."""
 from importlib.metadata import PackageNotFoundError, version
 
-from . import errors, lowering, ops
+from . import ascend, errors, lowering, ops
 from .errors import (PtoArgumentError, PtoCapacityError, PtoDtypeError, PtoError, PtoShapeError,
                      PtoUnsupportedError, PtoVerifyError)
 from .lowering import lower, tile
@@ -13,5 +13,5 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 __all__ = [
     "PtoArgumentError", "PtoCapacityError", "PtoDtypeError", "PtoError", "PtoShapeError", "PtoUnsupportedError",
-    "PtoVerifyError", "__version__", "errors", "lower", "lowering", "ops", "tile",
+    "PtoVerifyError", "__version__", "ascend", "errors", "lower", "lowering", "ops", "tile",
 ]

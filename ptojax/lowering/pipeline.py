@@ -47,15 +47,11 @@ class Lowering:
         return getattr(self, name)
 
     def as_text(self, level: str = "block") -> str:
-        if level == "tensor":
-            return text.tensor_text(self.tensor)
-        if level == "tile":
-            return text.tile_text(self.tile)
-        if level == "block":
-            return text.block_text(self.block, self.programs)
-        if level == "traced":
-            return str(self.traced)
-        raise PtoArgumentError(f"pto lowering: level {level!r} is not one of {LEVELS}")
+        """A readable dump of one level: ``tensor``, ``tile``, ``block``, ``traced``, or any level a
+        backend registered in :data:`TEXT` (the Ascend backend adds ``pto``)."""
+        if level not in TEXT:
+            raise PtoArgumentError(f"pto lowering: no text for level {level!r}; available: {sorted(TEXT)}")
+        return TEXT[level](self)
 
     def evaluate(self, level: str, *args):
         """Run one level on (pytree) arguments; returns the kernel's (pytree) outputs."""
@@ -101,6 +97,14 @@ def _compare(level, index, before, after) -> float:
     rel = err[finite] / (np.abs(a[finite]) + atol) if finite.any() else np.zeros(0)
     return float(rel.max(initial=0.0))
 
+
+# Text of each level; backends add their own (``pto``) when they are imported.
+TEXT: dict[str, Callable[[Lowering], str]] = {
+    "traced": lambda low: str(low.traced),
+    "tensor": lambda low: text.tensor_text(low.tensor),
+    "tile": lambda low: text.tile_text(low.tile),
+    "block": lambda low: text.block_text(low.block, low.programs),
+}
 
 PASSES: tuple[tuple[str, Callable], ...] = (
     ("tensor", lambda closed, memory, options: to_tensor_level(closed)),

@@ -3,7 +3,8 @@
 float → int rounds by ``rounding`` (``rint``: ties to even, ``round``: ties away from zero, ``floor``,
 ``ceil``, ``trunc``); NaN becomes 0. With ``saturate`` (the default) out-of-range values clamp to the
 integer range; without it they wrap modulo 2**bits (NaN and ±inf then become 0). float → float and
-int → float round to nearest even; int → int narrowing saturates or wraps the same way.
+int → float round to nearest even (int32 → fp16/bf16 goes through float32, as the hardware's convert
+does, so it rounds twice); int → int narrowing saturates or wraps the same way.
 """
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 
 Indices are int32. An index outside ``[0, n)`` (-1 is the usual padding) selects zeros in ``gather``
 and writes nothing in ``index_add`` and ``scatter_update``: this is how padded top-k lists and
-unused KV-cache slots behave. When ``scatter_update`` writes one row twice, the last write wins.
+unused KV-cache slots behave. When ``scatter_update`` writes one row twice, the last write wins;
+``index_add`` adds repeated indices one at a time in index order, in the operand's dtype (fp16 and
+bf16 round after each add).
 """
 from __future__ import annotations
 

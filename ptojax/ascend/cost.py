@@ -1,0 +1,456 @@
+"""The cost model: cycles of PTO instructions and of whole block programs on one Ascend core.
+
+Per instruction (:func:`instr_cost`) -- the pipe it occupies and for how many cycles (throughput
+cost; a fixed memory latency is not occupancy and is only charged once per block, see below):
+
+- ``MTE2`` (GM -> L1/UB/L0; ``tload``, ``mgather``): bytes / GM read rate + DMA issue. The rate mixes
+  the per-core L2 read rate (110 B/cycle) and DDR rate (32 B/cycle) by the fraction of bytes that hit
+  L2 (``l2_hit``: the ``l2_hit`` attribute of the instruction, else the caller's value, default 1.0 --
+  operands re-read by many blocks stay in the 192 MiB L2; pass 0.0 for data streamed once from HBM,
+  e.g. weights). Indexed rows add ``row_access_cycles`` per row.
+- ``MTE1`` (L1 -> L0A at 512 B/cycle, L1 -> L0B at 256), ``MTE3`` (UB -> GM at 64), ``FIXPIPE``
+  (L0C -> UB/L1 at 256, L0C -> GM at min(256, L2 write 86)).
+- ``CUBE``: MACs over the fractal-padded shape, ceil16(m) * ceil_fk(k) * ceil16(n) (fk = 16 fp16/bf16,
+  32 int8, 8 fp32), / MACs per cycle (4096 / 8192 / 2048) + 21 issue cycles. No efficiency factor:
+  the PTO GEMM README's "TMATMUL ratio 86.7 %" is the cube's busy share of a whole kernel, which the
+  block model reproduces from pipeline fill and issue costs (tests/test_cost.py prints it).
+- ``VECTOR``: sum over the op's passes of ``startup + repeats * 2 cycles * rel``, where repeats =
+  bytes / 256 B (rows padded to 32 B), bytes = the largest tile operand, and ``(rel, startup)`` of a
+  pass class come from hicann/pypto's A2A3 cost model (HW notes §3.6): rel = the class's
+  PostSimulator slope r0 relative to ADD's, startup = the fast simulator's op latency. Composite ops
+  are priced as the passes listed in :data:`VECTOR_OPS` (e.g. softmax = row max, subtract, exp, row
+  sum, divide). ``:rows`` passes work on one fp32 value per row (per-row scalars of norms/quant).
+- ``SCALAR``: metadata-only ops (``tview``, ``treshape``, ...): one cycle.
+
+Per block (:func:`kernel_time`): ``scf.for`` loops multiply their body by the trip count (bounds are
+``arith.constant`` names, or given in ``values``). Each pipe is an independent in-order engine and
+double buffering lets them overlap, so the block runs at the pace of its busiest pipe (the
+bottleneck) plus the pipeline fill that cannot overlap::
+
+    cycles = max_p busy[p]
+           + gm_read_latency  (1400, once, if the block reads GM)
+           + prologue         (cycles of the instructions that precede the first bottleneck
+                               instruction, e.g. the first tile's load + L1->L0 moves before the
+                               first tmatmul; 0 when the bottleneck is the first pipe used)
+           + epilogue         (cycles of the instructions after the last bottleneck instruction,
+                               e.g. the final tstore of the accumulator)
+           + gm_write_latency (300, once, if the block writes GM)
+
+Assumptions: buffers are double-buffered enough that no pipe waits on another in the steady state
+(the lowering checks capacities, not this model); the per-core rates are not reduced by other
+cores' traffic -- die-level limits (HBM bandwidth across all cores, scheduler costs) belong to the
+runtime and to the lower bound (``Target.hbm_bytes_per_s``, ``dispatch_s``, ``aicpu_task_s``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..errors import PtoArgumentError, PtoUnsupportedError
+from . import asm
+from .targets import Target, target as _target
+
+PIPES = ("MTE2", "MTE1", "CUBE", "VECTOR", "FIXPIPE", "MTE3", "SCALAR")
+
+# ---------------------------------------------------------------------------------- vector passes
+# hicann/pypto PostSimulatorA2A3 slopes r0 (us/MB; HW notes §3.6), relative to ADD's 2.40457.
+_R0 = {"ADD": 2.40457, "MUL": 1.63706, "EXP": 3.49358, "DIV": 3.82854, "CAST": 0.9125,
+       "ROWSUM": 14.58731, "ROWMAX": 15.58731}
+# Op latencies (cycles) of the fast simulator's fallback model "op_latency + (bytes/256)*2 - 1"
+# (ADD 6, MUL 7, EXP 12, DIV 13, ROWSUM 20-23: we take 23 for both row reductions; CAST has none
+# listed: ADD's).
+_STARTUP = {"ADD": 6, "MUL": 7, "EXP": 12, "DIV": 13, "CAST": 6, "ROWSUM": 23, "ROWMAX": 23}
+# Classes without a coefficient of their own: LN and SQRT are priced as EXP and DIV (PyPTO groups
+# them so in its parallelRatio rule); copies, compares, selects, bitwise, gathers as ADD.
+VECTOR_CLASSES = {c: (_R0[c] / _R0["ADD"], _STARTUP[c]) for c in _R0}
+
+_SIGMOID = ("MUL", "EXP", "ADD", "DIV")                       # exp(-x), 1 + ., 1 / .
+_TANH = ("MUL", "EXP", "ADD", "DIV", "MUL", "ADD")            # 2 * sigmoid(2x) - 1
+_ROW_RSQRT = ("MUL:rows", "ADD:rows", "DIV:rows", "DIV:rows")  # mean = sum/n, + eps, sqrt, 1/.
+
+VECTOR_OPS: dict[str, tuple[str, ...]] = {
+    # elementwise, one pass
+    **{op: ("ADD",) for op in (
+        "tadd", "tsub", "tmax", "tmin", "tabs", "tneg", "trelu", "tprelu", "tlrelu", "tcmp", "tsel",
+        "teq", "tne", "tlt", "tle", "tgt", "tge", "tand", "tor", "txor", "tnot", "tshl", "tshr",
+        "tlogical_and", "tlogical_or", "tlogical_not", "texpand", "tconcat", "tgather", "tgatherb",
+        "tscatter", "tscatter_update", "tindex_add", "tpad", "tfillpad", "tfillpad_inplace",
+        "tfillpad_expand", "tassemble", "ttrans", "textract", "tinsert", "tci", "ttri",
+        "tinterleave", "tdeinterleave", "trowexpand", "tcolexpand", "tpartadd", "tpartmax", "tpartmin",
+        "tcopy")},
+    "tmul": ("MUL",), "tpartmul": ("MUL",),
+    "taddc": ("ADD", "ADD"), "tsubc": ("ADD", "ADD"), "tsubrelu": ("ADD", "ADD"), "tclip": ("ADD", "ADD"),
+    "taxpy": ("MUL", "ADD"), "tmuladddst": ("MUL", "ADD"), "tfusedmuladd": ("MUL", "ADD"),
+    "tfusedmuladdrelu": ("MUL", "ADD", "ADD"), "tpairreducesum": ("ADD",),
+    # transcendental / division
+    "texp": ("EXP",), "tlog": ("EXP",), "tdiv": ("DIV",), "trecip": ("DIV",), "tsqrt": ("DIV",),
+    "trsqrt": ("DIV", "DIV"), "trem": ("DIV", "CAST", "MUL", "ADD"), "tfmod": ("DIV", "CAST", "MUL", "ADD"),
+    "tpow": ("EXP", "MUL", "EXP"),                              # exp(y * ln x)
+    "tcvt": ("CAST",), "tround": ("CAST",),
+    # activations
+    "tsigmoid": _SIGMOID, "tsilu": _SIGMOID + ("MUL",), "ttanh": _TANH,
+    "tgelu": ("MUL", "MUL", "MUL", "ADD", "MUL") + _TANH + ("ADD", "MUL", "MUL"),  # tanh form
+    # axis reductions (explicit forms)
+    "trowsum": ("ROWSUM",), "trowprod": ("ROWSUM",), "trowmax": ("ROWMAX",), "trowmin": ("ROWMAX",),
+    "trowargmax": ("ROWMAX", "ADD"), "trowargmin": ("ROWMAX", "ADD"),
+    "tcolsum": ("ADD",), "tcolprod": ("MUL",), "tcolmax": ("ADD",), "tcolmin": ("ADD",),
+    "tcolargmax": ("ADD", "ADD"), "tcolargmin": ("ADD", "ADD"),
+    "trowexpandexpdif": ("ADD", "EXP"), "tcolexpandexpdif": ("ADD", "EXP"),
+    # composites: the passes they expand to on the vector unit
+    "tsoftmax": ("ROWMAX", "ADD", "EXP", "ROWSUM", "DIV"),
+    "trms_norm": ("MUL", "ROWSUM") + _ROW_RSQRT + ("MUL", "MUL"),            # x*x, sum, rsqrt, x*r, *g
+    "tlayer_norm": ("ROWSUM", "MUL:rows", "ADD", "MUL", "ROWSUM") + _ROW_RSQRT + ("MUL", "MUL", "ADD"),
+    "tquant": ("ADD", "ROWMAX", "DIV:rows", "MUL", "CAST", "CAST"),  # |x|, amax, 127/amax, x*s, f32->f16->i8
+    "tdequant": ("CAST", "MUL", "MUL"),                           # i32->f32, * row scale, * col scale
+}
+# Generic reductions: the reduced axis decides row (cross-lane) or column (elementwise) passes.
+_REDUCE = {"tsum": ("ROWSUM", "ADD"), "tprod": ("ROWSUM", "MUL"), "tamax": ("ROWMAX", "ADD"),
+           "tamin": ("ROWMAX", "ADD"), "targmax": ("ROWMAX", "ADD"), "targmin": ("ROWMAX", "ADD")}
+_SCALAR_OPS = {"tview", "treshape", "tsubview", "tassign", "tsync", "tprefetch", "tget_scale_addr"}
+_SORT_OPS = {"ttopk", "tsort", "tsort32", "tmrgsort"}
+_FUSED_EXPAND = ("trowexpand", "tcolexpand")
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockCost:
+    """Predicted cost of one block program on one core."""
+
+    cycles: float
+    seconds: float
+    pipes: dict                      # pipe -> busy cycles
+    bytes_in: int                    # GM bytes read
+    bytes_out: int                   # GM bytes written
+    flops: float                     # 2*m*k*n per matmul + one per element per vector pass
+    bottleneck: str = ""
+    fill: float = 0.0                # the non-overlapped cycles: latencies + prologue + epilogue
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _tiles(operands):
+    return [o.type for o in operands if isinstance(o.type, asm.TileBuf)]
+
+
+def _views(operands):
+    return [o.type for o in operands if isinstance(o.type, asm.ViewType)]
+
+
+def _valid_bytes(t: asm.TileBuf) -> int:
+    return t.v_row * t.v_col * t.np_dtype.itemsize
+
+
+def _repeat_bytes(t: asm.TileBuf, align: int) -> int:
+    """Bytes the vector unit sweeps over: each valid row padded to the 32-byte block."""
+    return t.v_row * -(-t.v_col * t.np_dtype.itemsize // align) * align
+
+
+def _ceil(x, m):
+    return -(-x // m) * m
+
+
+def _fail(instr, message):
+    return PtoUnsupportedError(f"pto.{instr.op}: {message}")
+
+
+def _l2_hit(instr, l2_hit):
+    value = float(instr.attr("l2_hit", l2_hit))
+    if not 0.0 <= value <= 1.0:
+        raise PtoArgumentError(f"pto.{instr.op}: l2_hit must lie in [0, 1], got {value}")
+    return value
+
+
+# --------------------------------------------------------------------------------- per instruction
+def _dma_in(instr, tgt: Target, l2_hit):
+    dst = _tiles(instr.outs)
+    if not dst:
+        raise _fail(instr, "expects a tile_buf destination")
+    if dst[0].loc == "acc":
+        raise _fail(instr, "GM -> acc (L0C) is not a data path; load into mat/left/right/vec")
+    nbytes = _valid_bytes(dst[0])
+    cycles = nbytes / tgt.gm_read_rate(_l2_hit(instr, l2_hit)) + tgt.dma_issue_cycles
+    if instr.op == "mgather":
+        cycles += dst[0].v_row * tgt.row_access_cycles
+    return "MTE2", cycles, nbytes
+
+
+def _dma_out(instr, tgt: Target):
+    src = _tiles(instr.ins)
+    if not src:
+        raise _fail(instr, "expects a tile_buf source")
+    t = src[-1]
+    elems = t.v_row * t.v_col
+    views = _views(instr.outs) + _views(instr.ins)
+    gm_item = asm.DTYPES[views[0].dtype].itemsize if views else t.np_dtype.itemsize
+    out_bytes = elems * gm_item
+    if t.loc == "vec":
+        pipe, cycles = "MTE3", out_bytes / tgt.ub_to_gm
+    elif t.loc == "acc":
+        pipe = "FIXPIPE"
+        cycles = max(elems * t.np_dtype.itemsize / tgt.l0c_to_ub, out_bytes / tgt.gm_write_l2)
+    else:
+        raise _fail(instr, f"no data path {t.loc} -> GM on A2/A3 (store from vec or acc)")
+    cycles += tgt.dma_issue_cycles
+    if instr.op == "mscatter":
+        cycles += t.v_row * tgt.row_access_cycles
+    return pipe, cycles, out_bytes
+
+
+_MOVES = {("mat", "left"): ("MTE1", "l1_to_l0a"), ("mat", "right"): ("MTE1", "l1_to_l0b"),
+          ("acc", "vec"): ("FIXPIPE", "l0c_to_ub"), ("acc", "mat"): ("FIXPIPE", "l0c_to_ub")}
+
+
+def _tmov(instr, tgt: Target):
+    src, dst = _tiles(instr.ins), _tiles(instr.outs)
+    if not src or not dst:
+        raise _fail(instr, "expects tile_buf operands")
+    path = (src[0].loc, dst[0].loc)
+    if path == ("vec", "vec"):
+        return _vector(instr, tgt, ("ADD",))
+    if path not in _MOVES:
+        raise _fail(instr, f"no data path {path[0]} -> {path[1]} on the split A2/A3 cores")
+    pipe, rate = _MOVES[path]
+    return pipe, _valid_bytes(dst[0]) / getattr(tgt, rate), 0.0
+
+
+def _matmul_dims(instr):
+    ins = _tiles(instr.ins)
+    left = [t for t in ins if t.loc == "left"]
+    right = [t for t in ins if t.loc == "right"]
+    if not (left and right):
+        operands = [t for t in ins if t.loc not in ("acc", "bias")]
+        if len(operands) < 2:
+            raise _fail(instr, "expects left and right tile operands")
+        left, right = operands[:1], operands[1:2]
+    a, b = left[0], right[0]
+    m, k = (a.v_col, a.v_row) if instr.attr("transpose_a", False) else (a.v_row, a.v_col)
+    n = b.v_row if instr.attr("transpose_b", False) else b.v_col
+    return m, k, n, a.np_dtype
+
+
+def _matmul(instr, tgt: Target):
+    m, k, n, dtype = _matmul_dims(instr)
+    edge = tgt.memory.fractal
+    macs = _ceil(m, edge) * _ceil(k, tgt.fractal_k(dtype)) * _ceil(n, edge)
+    return "CUBE", macs / tgt.cube_macs(dtype) + tgt.cube_issue_cycles, 2.0 * m * k * n
+
+
+def _pass_cycles(cls, nbytes, tgt: Target):
+    rel, startup = VECTOR_CLASSES[cls]
+    repeats = math.ceil(nbytes / tgt.vector_bytes_per_repeat)
+    return startup + repeats * tgt.vector_cycles_per_repeat * rel
+
+
+def _vector(instr, tgt: Target, passes):
+    tiles = _tiles(instr.ins) + _tiles(instr.outs)
+    if not tiles:
+        raise _fail(instr, "vector instruction without tile operands")
+    big = max(tiles, key=lambda t: _repeat_bytes(t, tgt.memory.align))
+    nbytes = _repeat_bytes(big, tgt.memory.align)
+    row_bytes = big.v_row * 4                       # one fp32 scalar per row
+    cycles = flops = 0.0
+    for p in passes:
+        cls, _, scope = p.partition(":")
+        b = row_bytes if scope == "rows" else nbytes
+        cycles += _pass_cycles(cls, b, tgt)
+        flops += big.v_row if scope == "rows" else big.v_row * big.v_col
+    return "VECTOR", cycles, flops
+
+
+def _reduce_passes(instr, op):
+    ins, outs = _tiles(instr.ins), _tiles(instr.outs)
+    if not ins or not outs:
+        raise _fail(instr, "expects tile operands")
+    src, dst = ins[0], outs[0]
+    row, col = _REDUCE[op]
+    passes = []
+    if dst.v_col < src.v_col:
+        passes.append(row)                          # across the lanes of each row
+    if dst.v_row < src.v_row:
+        passes.append(col if dst.v_col == src.v_col else col + ":rows")   # across rows
+    return tuple(passes) or (row,)
+
+
+def _sort(instr, tgt: Target):
+    """Top-k / sort on the vector unit as AscendC does it: VBS32 sorts groups of 32 (value, index)
+    pairs, VMS4 merges 4 lists at a time; compare work per row ~ 4.36*S + 3.32*k elements (Monte-Carlo
+    fit in the AscendC LightningIndexer guide, HW notes §2.6), priced as ADD passes over
+    (value + 4-byte index) pairs, with one startup per sort/merge stage."""
+    ins, outs = _tiles(instr.ins), _tiles(instr.outs)
+    if not ins:
+        raise _fail(instr, "expects a tile operand")
+    src = ins[0]
+    length = src.v_col
+    k = outs[0].v_col if outs and instr.op == "ttopk" else length
+    work = src.v_row * (4.36 * length + 3.32 * k) * (src.np_dtype.itemsize + 4)
+    rel, startup = VECTOR_CLASSES["ADD"]
+    stages = 1 + max(0, math.ceil(math.log(max(length, 32) / 32, 4)))
+    cycles = stages * startup + math.ceil(work / tgt.vector_bytes_per_repeat) * tgt.vector_cycles_per_repeat * rel
+    return "VECTOR", cycles, src.v_row * (4.36 * length + 3.32 * k)
+
+
+def _cumsum(instr, tgt: Target):
+    """Prefix sum by doubling (Hillis-Steele): ceil(log2 L) add passes along the scanned axis."""
+    src = _tiles(instr.ins)
+    if not src:
+        raise _fail(instr, "expects a tile operand")
+    axis = instr.attr("axis", -1)
+    length = src[0].v_row if axis in (0, -2) else src[0].v_col
+    return _vector(instr, tgt, ("ADD",) * max(1, math.ceil(math.log2(max(length, 2)))))
+
+
+def _vector_passes(op):
+    if op in VECTOR_OPS:
+        return VECTOR_OPS[op]
+    if op.endswith("s") and op[:-1] in VECTOR_OPS:              # tile-scalar forms: tadds, tmuls, ...
+        return VECTOR_OPS[op[:-1]]
+    for prefix in _FUSED_EXPAND:                                 # trowexpandmul, tcolexpandadd, ...
+        if op.startswith(prefix) and "t" + op[len(prefix):] in VECTOR_OPS:
+            return VECTOR_OPS["t" + op[len(prefix):]]
+    return None
+
+
+def _price(instr: asm.Instr, tgt: Target, l2_hit: float):
+    """(pipe, cycles, gm bytes in, gm bytes out, flops)."""
+    op = instr.op
+    if op in ("tload", "mgather"):
+        pipe, cycles, nbytes = _dma_in(instr, tgt, l2_hit)
+        return pipe, cycles, nbytes, 0, 0.0
+    if op in ("tstore", "mscatter"):
+        pipe, cycles, nbytes = _dma_out(instr, tgt)
+        return pipe, cycles, 0, nbytes, 0.0
+    if op == "tmov":
+        pipe, cycles, flops = _tmov(instr, tgt)
+        return pipe, cycles, 0, 0, 0.0
+    if op in ("tmatmul", "tmatmul_acc", "tmatmul_bias", "tgemv", "tgemv_acc", "tgemv_bias"):
+        pipe, cycles, flops = _matmul(instr, tgt)
+        return pipe, cycles, 0, 0, flops
+    if op in _SCALAR_OPS:
+        return "SCALAR", 1.0, 0, 0, 0.0
+    if op in _SORT_OPS:
+        pipe, cycles, flops = _sort(instr, tgt)
+    elif op == "tcumsum":
+        pipe, cycles, flops = _cumsum(instr, tgt)
+    elif op in _REDUCE:
+        pipe, cycles, flops = _vector(instr, tgt, _reduce_passes(instr, op))
+    else:
+        passes = _vector_passes(op)
+        if passes is None:
+            raise PtoUnsupportedError(f"pto.{op}: the cost model has no price for instruction {op!r}")
+        pipe, cycles, flops = _vector(instr, tgt, passes)
+    return pipe, cycles, 0, 0, flops
+
+
+def instr_cost(instr: asm.Instr, target, *, l2_hit: float = 1.0) -> tuple[str, float]:
+    """The pipe ``instr`` occupies and for how many cycles, on ``target`` (a Target or its name).
+
+    ``l2_hit`` is the fraction of GM reads served by L2 (an ``l2_hit`` attribute on the instruction
+    takes precedence). Unknown mnemonics raise :class:`PtoUnsupportedError`.
+    """
+    pipe, cycles, *_ = _price(instr, _target(target), l2_hit)
+    return pipe, float(cycles)
+
+
+# --------------------------------------------------------------------------------------- per block
+def _trip(loop: asm.For, consts, values):
+    def resolve(name):
+        if name in values:
+            return values[name]
+        if name in consts:
+            return consts[name]
+        raise PtoUnsupportedError(f"scf.for {loop.var}: bound {name} is not an arith.constant; "
+                                  f"give its value in kernel_time(..., values={{{name!r}: n}})")
+    lo, hi, step = resolve(loop.lower), resolve(loop.upper), resolve(loop.step)
+    if step <= 0:
+        raise PtoArgumentError(f"scf.for {loop.var}: step must be positive, got {step}")
+    return max(0, -(-(hi - lo) // step))
+
+
+def _events(body, tgt, l2_hit, consts, values, totals):
+    """The body as a tree of ('i', pipe, cycles, kind) and ('loop', trip, events); ``totals``
+    accumulates GM bytes and flops (multiplied by the enclosing trip counts)."""
+    out = []
+    for stmt in body:
+        if isinstance(stmt, asm.Const):
+            consts[stmt.name] = stmt.value
+        elif isinstance(stmt, asm.For):
+            trip = _trip(stmt, consts, values)
+            inner = {"in": 0, "out": 0, "flops": 0.0}
+            events = _events(stmt.body, tgt, l2_hit, consts, values, inner)
+            for key in totals:
+                totals[key] += trip * inner[key]
+            out.append(("loop", trip, events))
+        elif isinstance(stmt, asm.Instr):
+            pipe, cycles, b_in, b_out, flops = _price(stmt, tgt, l2_hit)
+            totals["in"] += b_in
+            totals["out"] += b_out
+            totals["flops"] += flops
+            kind = "load" if b_in else "store" if b_out else None
+            out.append(("i", pipe, float(cycles), kind))
+    return out
+
+
+def _busy(events, busy, mult=1):
+    for e in events:
+        if e[0] == "loop":
+            _busy(e[2], busy, mult * e[1])
+        else:
+            busy[e[1]] = busy.get(e[1], 0.0) + mult * e[2]
+
+
+def _total(events):
+    busy = {}
+    _busy(events, busy)
+    return sum(busy.values())
+
+
+def _exposed(events, pipe):
+    """(found, cycles before the first instruction on ``pipe``) in execution order."""
+    cycles = 0.0
+    for e in events:
+        if e[0] == "loop":
+            if e[1] == 0:
+                continue
+            found, part = _exposed(e[2], pipe)
+            if found:
+                return True, cycles + part
+            cycles += e[1] * part
+        elif e[1] == pipe:
+            return True, cycles
+        else:
+            cycles += e[2]
+    return False, cycles
+
+
+def _reverse(events):
+    return [("loop", e[1], _reverse(e[2])) if e[0] == "loop" else e for e in reversed(events)]
+
+
+def _has(events, kind):
+    return any(_has(e[2], kind) if e[0] == "loop" else e[3] == kind for e in events
+               if e[0] != "loop" or e[1] > 0)
+
+
+def kernel_time(kernel: asm.Kernel, target, *, l2_hit: float = 1.0, values=None) -> BlockCost:
+    """Predicted time of one block (one grid point) of ``kernel`` on one core of ``target``.
+
+    ``values`` gives loop bounds that are not constants (runtime sizes) by name. See the module
+    docstring for the model.
+    """
+    tgt = _target(target)
+    totals = {"in": 0, "out": 0, "flops": 0.0}
+    events = _events(kernel.body, tgt, l2_hit, {}, dict(values or {}), totals)
+    busy = {}
+    _busy(events, busy)
+    pipes = {p: busy.get(p, 0.0) for p in PIPES if p in busy}
+    if not pipes or max(pipes.values()) == 0.0:
+        return BlockCost(0.0, 0.0, pipes, totals["in"], totals["out"], totals["flops"])
+    bottleneck = max(pipes, key=lambda p: (pipes[p], -PIPES.index(p)))
+    _, prologue = _exposed(events, bottleneck)
+    _, epilogue = _exposed(_reverse(events), bottleneck)
+    fill = prologue + epilogue
+    if _has(events, "load"):
+        fill += tgt.gm_read_latency
+    if _has(events, "store"):
+        fill += tgt.gm_write_latency
+    cycles = pipes[bottleneck] + fill
+    return BlockCost(cycles, cycles / tgt.clock_hz, pipes, int(totals["in"]), int(totals["out"]),
+                     float(totals["flops"]), bottleneck, fill)

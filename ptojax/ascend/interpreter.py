@@ -1,0 +1,184 @@
+"""The PTO interpreter: runs a parsed PTO-AS kernel for one block instance on one simulated core.
+
+A core owns byte buffers of the target's sizes (UB, L1, L0A, L0B, L0C); ``alloc_tile`` places a tile
+at its planned address, and every instruction reads and writes those bytes in the hardware dtypes
+(the per-instruction NumPy semantics in ``semantics.py``). GM tensors are NumPy arrays, updated in
+place by ``tstore``/``mscatter``. A window outside its tensor, a tile outside its buffer, operands whose
+shapes disagree with the destination's valid region or an illegal dtype combination is a
+:class:`PtoExecutionError` naming the program, instruction and values — never garbage.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import PtoError
+from ..lowering.memory import CoreMemory
+from . import asm, isa
+from .codegen import SCALAR_FORM
+
+_BASE = {v: k for k, v in SCALAR_FORM.items()}
+_DTYPE_PARAMS = ("dtype", "out_dtype", "scale_dtype")
+
+
+class PtoExecutionError(PtoError, RuntimeError):
+    """An instruction could not execute: out-of-bounds access, bad shapes or dtypes."""
+
+
+class Core:
+    """One simulated core's local memories (every location, so AIC and AIV programs both run)."""
+
+    def __init__(self, memory: CoreMemory):
+        self.memory = memory
+        self.buffers = {loc: np.zeros(memory.buffer(loc), np.uint8) for loc in ("vec", "mat", "left", "right", "acc")}
+
+
+class _Tile:
+    __slots__ = ("name", "type", "addr")
+
+    def __init__(self, name, type_, addr):
+        self.name, self.type, self.addr = name, type_, addr
+
+
+def run(kernel: asm.Kernel, index, args, core: Core) -> None:
+    """Execute ``kernel`` at grid point ``index`` with GM arrays ``args`` (pointer params, in order)."""
+    env = {}
+    it = iter(args)
+    indices = list(index)
+    for name, ptype in kernel.params:
+        if ptype == "index":
+            if not indices:
+                raise PtoExecutionError(f"pto run: program '{kernel.name}' expects {len(kernel.grid)} grid indices")
+            env[name] = int(indices.pop(0))
+        else:
+            env[name] = next(it, None)
+            if env[name] is None:
+                raise PtoExecutionError(f"pto run: program '{kernel.name}' expects a GM tensor for {name}")
+    _Runner(kernel, core, env).block(kernel.body)
+
+
+class _Runner:
+    def __init__(self, kernel, core, env):
+        self.kernel, self.core, self.env = kernel, core, env
+
+    def fail(self, stmt, message):
+        text = stmt.text() if hasattr(stmt, "text") else str(stmt)
+        raise PtoExecutionError(f"pto run: program '{self.kernel.name}': {message} in `{text[:160]}`")
+
+    def block(self, body):
+        for stmt in body:
+            if isinstance(stmt, asm.Const):
+                self.env[stmt.name] = (stmt.value if stmt.type == "index"
+                                       else np.asarray(stmt.value, asm.DTYPES[stmt.type]))
+            elif isinstance(stmt, asm.Arith):
+                a, b = self.env[stmt.lhs], self.env[stmt.rhs]
+                self.env[stmt.name] = a + b if stmt.op == "addi" else a * b
+            elif isinstance(stmt, asm.MakeView):
+                self.make_view(stmt)
+            elif isinstance(stmt, asm.PartitionView):
+                self.partition(stmt)
+            elif isinstance(stmt, asm.Alloc):
+                self.alloc(stmt)
+            elif isinstance(stmt, asm.For):
+                for k in range(self.env[stmt.lower], self.env[stmt.upper], self.env[stmt.step]):
+                    self.env[stmt.var] = k
+                    self.block(stmt.body)
+            else:
+                self.instr(stmt)
+
+    # ------------------------------------------------------------------------------------- memory
+    def make_view(self, stmt):
+        gm = self.env[stmt.ptr]
+        shape = tuple(self.env[s] for s in stmt.shape)
+        if gm.dtype != asm.DTYPES[stmt.type.dtype] or gm.size != int(np.prod(shape, dtype=np.int64)):
+            self.fail(stmt, f"GM tensor {gm.dtype.name}{list(gm.shape)} does not match the view {stmt.type}")
+        self.env[stmt.name] = gm.reshape(shape)
+
+    def partition(self, stmt):
+        view = self.env[stmt.view]
+        offsets = [self.env[o] for o in stmt.offsets]
+        sizes = [self.env[s] for s in stmt.sizes]
+        if any(o < 0 or o + s > n for o, s, n in zip(offsets, sizes, view.shape)):
+            self.fail(stmt, f"window offsets {offsets} sizes {sizes} fall outside the tensor {list(view.shape)}")
+        self.env[stmt.name] = view[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))]
+
+    def alloc(self, stmt):
+        t = stmt.type
+        size = t.rows * t.cols * t.np_dtype.itemsize
+        capacity = self.core.buffers[t.loc].size
+        if stmt.addr < 0 or stmt.addr + size > capacity or stmt.addr % t.np_dtype.itemsize:
+            self.fail(stmt, f"tile of {size} bytes at address {stmt.addr} does not fit the {capacity}-byte {t.loc} buffer")
+        if t.v_row > t.rows or t.v_col > t.cols:
+            self.fail(stmt, f"valid region {t.v_row}x{t.v_col} exceeds the tile {t.rows}x{t.cols}")
+        self.env[stmt.name] = _Tile(stmt.name, t, stmt.addr)
+
+    def view(self, tile: _Tile) -> np.ndarray:
+        t = tile.type
+        raw = self.core.buffers[t.loc][tile.addr:tile.addr + t.rows * t.cols * t.np_dtype.itemsize]
+        return raw.view(t.np_dtype).reshape(t.rows, t.cols)[:t.v_row, :t.v_col]
+
+    def read(self, operand, shape=None):
+        value = self.env[operand.name]
+        if isinstance(value, _Tile):
+            arr = self.view(value).copy()
+            return arr.reshape(shape) if shape is not None else arr
+        return value
+
+    def write(self, stmt, operand, value):
+        tile = self.env[operand.name]
+        dst = self.view(tile)
+        value = np.asarray(value)
+        if value.dtype != dst.dtype:
+            self.fail(stmt, f"result dtype {value.dtype.name} does not match the destination tile {tile.type.dtype}")
+        if value.size != dst.size:
+            self.fail(stmt, f"result of shape {list(value.shape)} does not fill the destination's valid region "
+                            f"{tile.type.v_row}x{tile.type.v_col}")
+        dst[...] = value.reshape(dst.shape)
+
+    # ------------------------------------------------------------------------------- instructions
+    def instr(self, stmt: asm.Instr):
+        isa.check(stmt, self.kernel.name)
+        op = stmt.op
+        if op == "tload":
+            src = self.env[stmt.ins[0].name]
+            self.write(stmt, stmt.outs[0], src)
+        elif op == "tstore":
+            dst = self.env[stmt.outs[0].name]
+            src = self.read(stmt.ins[0])
+            if src.dtype != dst.dtype or src.size != dst.size:
+                self.fail(stmt, f"tile {src.dtype.name}{list(src.shape)} does not match the window "
+                                f"{dst.dtype.name}{list(dst.shape)}")
+            dst[...] = src.reshape(dst.shape)
+        elif op == "tmov":
+            self.write(stmt, stmt.outs[0], self.read(stmt.ins[0]))
+        elif op == "mgather":
+            gm = self.env[stmt.ins[0].name]
+            (idx_shape,) = stmt.attr("shapes")
+            self.write(stmt, stmt.outs[0], isa.execute("mgather", gm, self.read(stmt.ins[1], idx_shape),
+                                                       axis=stmt.attr("axis")))
+        elif op == "mscatter":
+            gm = self.env[stmt.outs[0].name]
+            idx_shape, rows_shape = stmt.attr("shapes")
+            gm[...] = isa.execute("mscatter", gm, self.read(stmt.ins[0], idx_shape), self.read(stmt.ins[1], rows_shape),
+                                  axis=stmt.attr("axis"), accumulate=stmt.attr("accumulate"))
+        else:
+            self.compute(stmt)
+
+    def compute(self, stmt: asm.Instr):
+        params = {k: (asm.DTYPES[v] if k in _DTYPE_PARAMS else v) for k, v in stmt.attrs
+                  if k not in ("shapes", "scalar_first")}
+        shapes = iter(stmt.attr("shapes") or ())
+        args = []
+        for operand in stmt.ins:
+            is_tile = isinstance(operand.type, asm.TileBuf)
+            args.append(self.read(operand, next(shapes, None) if stmt.attr("shapes") and is_tile else None))
+        try:
+            result = isa.execute(_BASE.get(stmt.op, stmt.op), *args, **params)
+        except PtoError:
+            raise
+        except Exception as err:  # noqa: BLE001 - report the instruction, not a NumPy traceback
+            self.fail(stmt, f"{type(err).__name__}: {err}")
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        if len(results) != len(stmt.outs):
+            self.fail(stmt, f"{len(results)} results for {len(stmt.outs)} destinations")
+        for operand, value in zip(stmt.outs, results):
+            self.write(stmt, operand, value)

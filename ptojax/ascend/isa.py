@@ -1,0 +1,108 @@
+"""The PTO ISA as one table: for each instruction ptojax emits, its pipe, operand locations, dtype
+rule, whether it is a single PTO-ISA instruction or a tile-library composite, its NumPy semantics
+(``semantics.py``) and its cost (``cost.py``).
+
+Compute instructions mirror a tensor op (``tadd`` ↔ ``add``, ``tsum`` ↔ ``sum``, ...): they accept the
+dtypes of that op and carry its params as attributes; ``t<op>s`` are the tile-scalar forms. Reductions
+keep their ``axes`` attribute (``tsum{axes=[1]}`` is PTO's TROWSUM, ``axes=[0]`` TCOLSUM).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..errors import PtoUnsupportedError
+from ..primitives import OPS
+from ..primitives import tile as T
+from . import asm, semantics
+from .codegen import SCALAR_FORM
+
+_TILE = ("vec",)
+_CUBE_DTYPES = {("i8", "i8"): "i32", ("f16", "f16"): "f32", ("bf16", "bf16"): "f32", ("f32", "f32"): "f32"}
+
+# Tensor ops whose tile twin is one PTO-ISA instruction (family); the rest are tile-library composites.
+_NATIVE = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "exp", "log", "sqrt", "rsqrt", "reciprocal",
+           "abs", "neg", "relu", "cast", "where", "eq", "ne", "lt", "le", "gt", "ge", "sum", "amax", "amin", "prod",
+           "argmax", "argmin", "transpose", "concat", "expand", "gather", "sort", "quantize", "dequantize"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Instruction:
+    mnemonic: str
+    pipe: str
+    operands: str                 # locations of the tile operands, in words
+    dtypes: tuple[str, ...]       # accepted dtypes of the first tile operand
+    native: bool                  # one PTO-ISA instruction (else a tile-library composite)
+    summary: str
+
+
+def _table():
+    table = {
+        "tload": Instruction("tload", "MTE2", "GM partition view -> vec | mat", tuple(asm.NAMES.values()), True,
+                             "copy a GM window into a tile's valid region"),
+        "tstore": Instruction("tstore", "MTE3|FIXPIPE", "vec | acc -> GM partition view", tuple(asm.NAMES.values()),
+                              True, "copy a tile's valid region into a GM window"),
+        "tmov": Instruction("tmov", "MTE1|FIXPIPE", "mat -> left | right; acc -> vec", tuple(asm.NAMES.values()), True,
+                            "move a tile between local buffers"),
+        "mgather": Instruction("mgather", "MTE2", "GM tensor, vec index tile -> vec", tuple(asm.NAMES.values()), True,
+                               "rows of a GM tensor selected by an index tile"),
+        "mscatter": Instruction("mscatter", "MTE3", "vec index tile, vec rows -> GM tensor", tuple(asm.NAMES.values()),
+                                True, "write (or atomically add) rows into a GM tensor by index"),
+        "tmatmul": Instruction("tmatmul", "CUBE", "left, right (, bias) -> acc", ("i8", "f16", "bf16", "f32"), True,
+                               "C = A @ B (+ bias) into the accumulator"),
+        "tmatmul_acc": Instruction("tmatmul_acc", "CUBE", "acc, left, right -> acc", ("i32", "f32"), True,
+                                   "C += A @ B"),
+    }
+    for name, op in OPS.items():
+        if name == "matmul":
+            continue
+        mnemonic = T.COMPUTE[name].name[len("pto."):]
+        dtypes = tuple(asm.dtype_name(d) for d in op.dtypes)
+        table[mnemonic] = Instruction(mnemonic, "VECTOR", "vec tiles and scalar immediates -> vec", dtypes,
+                                      name in _NATIVE, f"the tile form of pto.{name}")
+        if mnemonic in SCALAR_FORM:
+            scalar = SCALAR_FORM[mnemonic]
+            table[scalar] = Instruction(scalar, "VECTOR", "vec tile, scalar immediate -> vec", dtypes, True,
+                                        f"pto.{name} with a scalar operand")
+    return table
+
+
+TABLE: dict[str, Instruction] = _table()
+
+
+def check(instr: asm.Instr, program: str) -> None:
+    """Reject an instruction ptojax does not know or whose dtypes the hardware does not accept."""
+    entry = TABLE.get(instr.op)
+    if entry is None:
+        raise PtoUnsupportedError(f"pto isa: program '{program}': unknown instruction 'pto.{instr.op}'")
+    tiles = [o.type for o in instr.ins if isinstance(o.type, asm.TileBuf)]
+    if instr.op in ("tmatmul", "tmatmul_acc"):
+        a, b = (tiles[0], tiles[1]) if instr.op == "tmatmul" else (tiles[1], tiles[2])
+        a, b, acc = a.dtype, b.dtype, instr.outs[0].type.dtype
+        if _CUBE_DTYPES.get((a, b)) != acc:
+            allowed = ", ".join(f"{x}*{y}->{z}" for (x, y), z in _CUBE_DTYPES.items())
+            raise asm.PtoAsmError(f"pto isa: program '{program}': pto.{instr.op} cannot multiply {a} by {b} into {acc}; "
+                                  f"the cube takes {allowed}")
+        if instr.op == "tmatmul" and len(tiles) == 3 and tiles[2].dtype != acc:
+            raise asm.PtoAsmError(f"pto isa: program '{program}': pto.tmatmul bias is {tiles[2].dtype}; it must be {acc}")
+        return
+    if tiles and entry.pipe == "VECTOR" and tiles[0].dtype not in entry.dtypes:
+        raise asm.PtoAsmError(f"pto isa: program '{program}': pto.{instr.op} does not accept {tiles[0].dtype} tiles; "
+                              f"allowed: {', '.join(entry.dtypes)}")
+
+
+def verify(kernel: asm.Kernel) -> None:
+    """Check every instruction of a kernel (loops included)."""
+    def walk(body):
+        for stmt in body:
+            if isinstance(stmt, asm.For):
+                walk(stmt.body)
+            elif isinstance(stmt, asm.Instr):
+                check(stmt, kernel.name)
+    walk(kernel.body)
+
+
+def execute(mnemonic: str, *args, **params):
+    """Run an instruction's NumPy semantics (tile-scalar forms run their base instruction)."""
+    return semantics.execute(mnemonic, *(np.asarray(a) for a in args), **params)

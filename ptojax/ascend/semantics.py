@@ -1,0 +1,450 @@
+"""What every tile compute instruction computes, in NumPy, in the hardware's dtypes.
+
+The PTO interpreter runs a block program tile by tile; for each compute instruction (``pto.tadd``,
+``pto.tsum``, ``pto.tcvt``, ``pto.tmatmul``, ``pto.mgather``, ...) it calls :func:`execute` with the
+tiles' valid regions as NumPy arrays. The contract:
+
+* **Same params as the tensor op.** ``SEMANTICS[name]`` takes the operands positionally and exactly the
+  keyword params of the tensor op's primitive (``axes``, ``keepdims``, ``dtype``, ``rounding``, ...);
+  a scalar operand arrives as a 0-d array of the tile's dtype. Binary ops broadcast by NumPy rules.
+  Results have exactly the tensor op's output dtypes and shapes (two arrays for ``tquant``, ``ttopk``
+  and ``tsort``).
+* **Hardware dtypes, never float64.** float16 / bfloat16 elementwise instructions compute in float32
+  and round once to the operand dtype; float sums, products, prefix sums, softmax, norms and
+  quantization accumulate in float32; the cube multiplies int8 exactly into int32 and floats into
+  float32. Integers wrap modulo 2**bits. ``tcvt`` follows :mod:`ptojax.primitives.cast` bit for bit
+  (rounding modes, NaN -> 0, saturation or wrap, the int32 edges).
+* **Indexed rows.** Out-of-range indices (-1 is the padding) read zeros and write nothing; a repeated
+  ``scatter_update`` index keeps the last write; ``index_add`` adds repeats in index order, each add
+  rounded to the operand dtype (as the reference's scatter-add does).
+
+Only NumPy, ml_dtypes and (for the exact GELU's erfc, when installed) ``scipy.special``: no JAX.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import PtoUnsupportedError
+
+F32 = np.dtype(np.float32)
+F16 = np.dtype(np.float16)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+I8 = np.dtype(np.int8)
+I32 = np.dtype(np.int32)
+BOOL = np.dtype(np.bool_)
+FLOAT = (F32, F16, BF16)
+INT = (I8, I32)
+
+SEMANTICS: dict[str, Callable] = {}
+
+
+def _register(*names):
+    def wrap(fn):
+        for name in names:
+            SEMANTICS[name] = fn
+        return fn
+    return wrap
+
+
+def _f32(x):
+    """``x`` widened to float32 (exact for float16 / bfloat16 / int8; float32 passes through)."""
+    return np.asarray(x).astype(F32, copy=False)
+
+
+def _float_op(fn):
+    """A float instruction: compute ``fn`` on float32 operands, round once to the operands' dtype."""
+    def run(*args, **params):
+        dtype = args[0].dtype
+        return np.asarray(fn(*[_f32(a) for a in args], **params), F32).astype(dtype)
+    return run
+
+
+def _numeric_op(fn):
+    """Floats as in :func:`_float_op` (exact for add/max/...: one rounding); integers wrap in place."""
+    float_fn = _float_op(fn)
+
+    def run(*args, **params):
+        if args[0].dtype in FLOAT:
+            return float_fn(*args, **params)
+        return np.asarray(fn(*args, **params)).astype(args[0].dtype, copy=False)
+    return run
+
+
+def _compare(fn):
+    def run(x, y):
+        if x.dtype in (F16, BF16):
+            x, y = _f32(x), _f32(y)
+        return np.asarray(fn(x, y), BOOL)
+    return run
+
+
+# ------------------------------------------------------------------------------------ elementwise
+def _sigmoid(x):
+    return np.float32(1) / (np.float32(1) + np.exp(-x))
+
+
+def _erfc(x):
+    """float32 erfc: ``scipy.special.erfc`` (float32 loop) where SciPy is installed, else libm's."""
+    try:
+        from scipy import special
+    except ImportError:  # SciPy is a test extra, not a dependency: libm's erfc rounded to float32
+        return np.vectorize(math.erfc, otypes=[F32])(x)
+    return special.erfc(x).astype(F32, copy=False)
+
+
+def _gelu(x, *, approximate):
+    if approximate:
+        c = np.float32(np.sqrt(2 / np.pi))
+        cdf = np.float32(0.5) * (np.float32(1.0) + np.tanh(c * (x + np.float32(0.044715) * (x * x * x))))
+        return x * cdf
+    return np.float32(0.5) * x * _erfc(-x * np.float32(np.sqrt(0.5)))
+
+
+_BINARY = {"tadd": np.add, "tsub": np.subtract, "tmul": np.multiply, "tmax": np.maximum, "tmin": np.minimum}
+for _name, _fn in _BINARY.items():
+    SEMANTICS[_name] = _numeric_op(_fn)
+SEMANTICS["tdiv"] = _float_op(np.divide)
+SEMANTICS["tpow"] = _float_op(np.power)
+
+_UNARY_FLOAT = {
+    "texp": np.exp, "tlog": np.log, "tsqrt": np.sqrt, "trsqrt": lambda x: np.float32(1) / np.sqrt(x),
+    "trecip": lambda x: np.float32(1) / x, "ttanh": np.tanh, "tsigmoid": _sigmoid,
+    "tsilu": lambda x: x * _sigmoid(x), "tround": np.rint,
+}
+for _name, _fn in _UNARY_FLOAT.items():
+    SEMANTICS[_name] = _float_op(_fn)
+SEMANTICS["tgelu"] = _float_op(_gelu)
+SEMANTICS["tabs"] = _numeric_op(np.abs)          # int8 -128 stays -128
+SEMANTICS["tneg"] = _numeric_op(np.negative)
+SEMANTICS["trelu"] = _numeric_op(lambda x: np.maximum(x, np.zeros((), x.dtype)))
+SEMANTICS["tclip"] = _numeric_op(lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi))
+
+for _name, _fn in {"teq": np.equal, "tne": np.not_equal, "tlt": np.less, "tle": np.less_equal,
+                   "tgt": np.greater, "tge": np.greater_equal}.items():
+    SEMANTICS[_name] = _compare(_fn)
+SEMANTICS["tlogical_and"] = lambda x, y: np.logical_and(x, y)
+SEMANTICS["tlogical_or"] = lambda x, y: np.logical_or(x, y)
+SEMANTICS["tlogical_not"] = lambda x: np.logical_not(x)
+
+
+@_register("tsel")
+def where(cond, x, y):
+    return np.where(cond, x, y).astype(x.dtype, copy=False)
+
+
+# ------------------------------------------------------------------------------------------- cast
+def _round_away(r):
+    """Round half away from zero, exactly (``x - trunc(x)`` is exact; ``x + 0.5`` is not)."""
+    t = np.trunc(r)
+    frac = np.abs(r - t)
+    return np.where(frac >= np.float32(0.5), t + np.copysign(np.float32(1), r), t).astype(F32, copy=False)
+
+
+ROUNDING = {"rint": np.rint, "round": _round_away, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}
+
+
+def _float_to_int(x, dtype, rounding, saturate):
+    r = ROUNDING[rounding](_f32(x)).astype(F32, copy=False)
+    info = np.iinfo(dtype)
+    nan = np.isnan(r)
+    if saturate:
+        # float32 cannot hold 2**31 - 1: clamp below it, then pin the true limits (as cast.py).
+        hi = np.float32(info.max if dtype != I32 else 2.0**31 - 128)
+        clamped = np.clip(np.where(nan, np.float32(0), r), np.float32(info.min), hi).astype(dtype)
+        if dtype == I32:
+            clamped = np.where(r >= np.float32(2.0**31), info.max, clamped).astype(dtype)
+        return np.where(nan, 0, clamped).astype(dtype)
+    # Wrap modulo 2**32 (fmod is exact in float32), then let the integer conversions wrap the rest.
+    rem = np.fmod(r, np.float32(2.0**32))
+    rem = np.where(np.isfinite(rem), rem, np.float32(0))
+    mag = np.abs(rem).astype(np.uint32)
+    return np.where(rem < 0, -mag, mag).astype(np.uint32).astype(I32).astype(dtype)
+
+
+@_register("tcvt")
+def cast(x, *, dtype, rounding="rint", saturate=True):
+    dtype, src = np.dtype(dtype), x.dtype
+    if src == dtype:
+        return x.copy()
+    if dtype == BOOL:
+        return np.asarray((_f32(x) if src in (F16, BF16) else x) != 0, BOOL)
+    if src in FLOAT and dtype in INT:
+        return _float_to_int(x, dtype, rounding, saturate)
+    if src in INT and dtype in INT and saturate and np.iinfo(dtype).bits < np.iinfo(src).bits:
+        info = np.iinfo(dtype)
+        return np.clip(x, info.min, info.max).astype(dtype)
+    if src in (F16, BF16):
+        x = _f32(x)                                # exact; the conversion below rounds once
+    return x.astype(dtype)
+
+
+# ------------------------------------------------------------------------------------- reductions
+def _accumulate(fn):
+    """Float inputs accumulate in float32 and round once; integers keep (and wrap in) their dtype."""
+    def run(x, **params):
+        acc = F32 if x.dtype in FLOAT else x.dtype
+        return np.asarray(fn(x.astype(acc, copy=False), dtype=acc, **params)).astype(x.dtype)
+    return run
+
+
+@_register("tsum")
+@_accumulate
+def sum_(x, *, axes, keepdims, dtype):
+    return np.sum(x, axis=tuple(axes), dtype=dtype, keepdims=keepdims)
+
+
+@_register("tprod")
+@_accumulate
+def prod(x, *, axes, keepdims, dtype):
+    return np.prod(x, axis=tuple(axes), dtype=dtype, keepdims=keepdims)
+
+
+def _widen(x):
+    return _f32(x) if x.dtype in (F16, BF16) else x
+
+
+@_register("tamax")
+def amax(x, *, axes, keepdims):
+    return np.asarray(np.max(_widen(x), axis=tuple(axes), keepdims=keepdims)).astype(x.dtype)
+
+
+@_register("tamin")
+def amin(x, *, axes, keepdims):
+    return np.asarray(np.min(_widen(x), axis=tuple(axes), keepdims=keepdims)).astype(x.dtype)
+
+
+@_register("targmax")
+def argmax(x, *, axes, keepdims):
+    return np.asarray(np.argmax(_widen(x), axis=axes[0], keepdims=keepdims)).astype(I32)
+
+
+@_register("targmin")
+def argmin(x, *, axes, keepdims):
+    return np.asarray(np.argmin(_widen(x), axis=axes[0], keepdims=keepdims)).astype(I32)
+
+
+@_register("tcumsum")
+@_accumulate
+def cumsum(x, *, axes, reverse, dtype):
+    axis = axes[0]
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=dtype), axis)
+    return np.cumsum(x, axis=axis, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------------------- matmul
+ACCUMULATOR = {I8: I32, F16: F32, BF16: F32, F32: F32}
+
+
+def _product(a, b, transpose_a, transpose_b):
+    """``a @ b`` in the cube's accumulator: int8 exactly in int32, floats in float32."""
+    acc = ACCUMULATOR[a.dtype]
+    a = np.swapaxes(a, -1, -2) if transpose_a else a
+    b = np.swapaxes(b, -1, -2) if transpose_b else b
+    return np.matmul(a.astype(acc), b.astype(acc)), acc
+
+
+@_register("tmatmul")
+def matmul(a, b, *bias, out_dtype, transpose_a, transpose_b):
+    c, acc = _product(a, b, transpose_a, transpose_b)
+    if bias:
+        c = c + bias[0].astype(acc, copy=False)
+    return np.asarray(c).astype(out_dtype)
+
+
+@_register("tmatmul_acc")
+def matmul_acc(acc, a, b, *, transpose_a, transpose_b):
+    """``acc + a @ b``: the product converted to ``acc``'s dtype, then added (one rounding each)."""
+    product = matmul(a, b, out_dtype=acc.dtype, transpose_a=transpose_a, transpose_b=transpose_b)
+    return SEMANTICS["tadd"](acc, product)
+
+
+# ----------------------------------------------------------------------------------------- layout
+@_register("treshape")
+def reshape(x, *, new_shape):
+    return np.reshape(x, new_shape).copy()
+
+
+@_register("ttrans")
+def transpose(x, *, permutation):
+    return np.ascontiguousarray(np.transpose(x, permutation))
+
+
+@_register("texpand")
+def expand(x, *, shape):
+    return np.broadcast_to(x, shape).copy()
+
+
+@_register("tconcat")
+def concat(*xs, axis):
+    return np.concatenate(xs, axis=axis)
+
+
+@_register("tview")
+def view(x, *, shape, offsets, valid_shape):
+    window = x[tuple(slice(o, o + v) for o, v in zip(offsets, valid_shape))]
+    return np.pad(window, [(0, s - v) for s, v in zip(shape, valid_shape)])
+
+
+@_register("tassemble")
+def assemble(x, out, *, offsets):
+    out = out.copy()
+    out[tuple(slice(o, o + n) for o, n in zip(offsets, x.shape))] = x
+    return out
+
+
+@_register("tpad")
+def pad(x, *, pads, value):
+    return np.pad(x, pads, constant_values=np.asarray(value, x.dtype))
+
+
+# --------------------------------------------------------------------------------------- indexing
+def _in_range(idx, n):
+    return (idx >= 0) & (idx < n)
+
+
+@_register("tgather", "mgather")
+def gather(x, idx, *, axis):
+    n = x.shape[axis]
+    valid = _in_range(idx, n)
+    shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
+    if n == 0:
+        return np.zeros(shape, x.dtype)
+    taken = np.take(x, np.where(valid, idx, 0), axis=axis)
+    mask = valid.reshape((1,) * axis + idx.shape + (1,) * (x.ndim - axis - 1))
+    return np.where(mask, taken, np.zeros((), x.dtype)).astype(x.dtype, copy=False)
+
+
+def _rows(x, idx, src, axis):
+    """``x`` with ``axis`` moved first, and ``src`` as one update row per entry of ``idx`` (flattened)."""
+    k = idx.ndim
+    rows = np.moveaxis(x.copy(), axis, 0)
+    updates = np.moveaxis(src, tuple(range(axis, axis + k)), tuple(range(k))).reshape((-1,) + rows.shape[1:])
+    return rows, updates, idx.reshape(-1)
+
+
+@_register("tindex_add")
+def index_add(x, idx, src, *, axis):
+    rows, updates, flat = _rows(x, idx, src, axis)
+    add = SEMANTICS["tadd"]
+    for i, t in enumerate(flat):
+        if 0 <= t < rows.shape[0]:
+            rows[t] = add(rows[t], updates[i])       # in index order, one rounding per add
+    return np.ascontiguousarray(np.moveaxis(rows, 0, axis))
+
+
+@_register("tscatter_update")
+def scatter_update(x, idx, updates, *, axis):
+    rows, updates, flat = _rows(x, idx, updates, axis)
+    for i, t in enumerate(flat):
+        if 0 <= t < rows.shape[0]:
+            rows[t] = updates[i]                     # the last write wins
+    return np.ascontiguousarray(np.moveaxis(rows, 0, axis))
+
+
+@_register("mscatter")
+def mscatter(gm, idx, rows, *, axis, accumulate):
+    return (index_add if accumulate else scatter_update)(gm, idx, rows, axis=axis)
+
+
+def _pad_value(dtype, largest):
+    if dtype in FLOAT:
+        return -np.inf if largest else np.inf
+    info = np.iinfo(dtype)
+    return info.min if largest else info.max
+
+
+@_register("ttopk", "tsort")
+def topk(x, *, k, axis, largest):
+    """The first ``k`` of a stable sort (lower index first on ties; NaN above +inf), padded past n."""
+    n = x.shape[axis]
+    keys = _widen(x)
+    if largest:  # stable descending: sort the reversed axis ascending, reverse back, map indices
+        order = n - 1 - np.flip(np.argsort(np.flip(keys, axis), axis=axis, kind="stable"), axis)
+    else:
+        order = np.argsort(keys, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(min(k, n)), axis=axis).astype(I32)
+    values = np.take_along_axis(x, idx, axis=axis)
+    if k > n:
+        pads = [(0, 0)] * x.ndim
+        pads[axis] = (0, k - n)
+        values = np.pad(values, pads, constant_values=np.asarray(_pad_value(x.dtype, largest), x.dtype))
+        idx = np.pad(idx, pads, constant_values=-1)
+    return values, idx
+
+
+# -------------------------------------------------------------------------------------- composite
+@_register("tsoftmax")
+@_float_op
+def softmax(x, *, axes):
+    axes = tuple(axes)
+    e = np.exp(x - np.max(x, axis=axes, keepdims=True))
+    return e / np.sum(e, axis=axes, keepdims=True, dtype=F32)
+
+
+def _mean(x):
+    return np.sum(x, axis=-1, keepdims=True, dtype=F32) / np.float32(x.shape[-1])
+
+
+def _rsqrt(x):
+    return np.float32(1) / np.sqrt(x)
+
+
+@_register("trms_norm")
+@_float_op
+def rms_norm(x, *gamma, eps):
+    y = x * _rsqrt(_mean(x * x) + np.float32(eps))
+    return y * gamma[0] if gamma else y
+
+
+@_register("tlayer_norm")
+@_float_op
+def layer_norm(x, *affine, eps, has_gamma, has_beta):
+    mean = _mean(x)
+    d = x - mean
+    y = d * _rsqrt(_mean(d * d) + np.float32(eps))
+    affine = list(affine)
+    if has_gamma:
+        y = y * affine.pop(0)
+    if has_beta:
+        y = y + affine.pop(0)
+    return y
+
+
+QMAX = np.float32(127.0)
+
+
+@_register("tquant")
+def quantize(x, *, axes, scale_dtype):
+    x = _f32(x)
+    amax = np.max(np.abs(x), axis=tuple(axes), keepdims=True)
+    positive = amax > 0
+    mult = np.where(positive, QMAX / np.where(positive, amax, np.float32(1)), np.float32(0)).astype(F32)
+    r = np.rint(x * mult)
+    q = np.clip(np.where(np.isnan(r), np.float32(0), r), -QMAX - 1, QMAX).astype(I8)
+    return q, np.asarray(amax / QMAX, F32).astype(scale_dtype)
+
+
+@_register("tdequant")
+def dequantize(q, scale, *, dtype):
+    return np.asarray(_f32(q) * _f32(scale), F32).astype(dtype)
+
+
+# ---------------------------------------------------------------------------------------- execute
+def execute(name: str, *args: np.ndarray, **params):
+    """Run instruction ``name`` (``"tadd"`` or ``"pto.tadd"``) on NumPy tiles with the op's params."""
+    key = name[4:] if name.startswith("pto.") else name
+    fn = SEMANTICS.get(key)
+    if fn is None:
+        raise PtoUnsupportedError(f"pto.{key}: no NumPy semantics for this instruction "
+                                  "(tload/tstore/tmov are moves the interpreter performs itself)")
+    args = [np.asarray(a) for a in args]
+    with np.errstate(all="ignore"):
+        out = fn(*args, **params)
+    if isinstance(out, tuple):
+        return tuple(np.asarray(o) for o in out)
+    return np.asarray(out)
