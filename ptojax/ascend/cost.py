@@ -256,17 +256,28 @@ def _vector(instr, tgt: Target, passes):
 
 
 def _reduce_passes(instr, op):
+    """Row (cross-lane) and/or column (elementwise across rows) passes of a reduction, from its
+    ``axes``/``axis`` attribute over the operand's logical shape (the ``shapes`` attribute when the
+    tensor is not 2-D), else from how the tile shape shrinks."""
     ins, outs = _tiles(instr.ins), _tiles(instr.outs)
     if not ins or not outs:
         raise _fail(instr, "expects tile operands")
     src, dst = ins[0], outs[0]
     row, col = _REDUCE[op]
-    passes = []
-    if dst.v_col < src.v_col:
-        passes.append(row)                          # across the lanes of each row
-    if dst.v_row < src.v_row:
-        passes.append(col if dst.v_col == src.v_col else col + ":rows")   # across rows
-    return tuple(passes) or (row,)
+    attrs = dict(instr.attrs)
+    axes = attrs.get("axes", attrs.get("axis", "?"))
+    if axes != "?":
+        shapes = attrs.get("shapes")
+        rank = len(shapes[0]) if shapes else 2
+        axes = range(rank) if axes is None else (axes,) if isinstance(axes, int) else axes
+        axes = {a % rank for a in axes} if rank else set()
+        across_lanes, across_rows = rank - 1 in axes, any(a < rank - 1 for a in axes)
+    else:
+        across_lanes, across_rows = dst.v_col < src.v_col, dst.v_row < src.v_row
+    passes = (row,) if across_lanes else ()
+    if across_rows:
+        passes += (col + ":rows",) if across_lanes else (col,)
+    return passes or (row,)
 
 
 def _sort(instr, tgt: Target):

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import PtoUnsupportedError
 from ..primitives import OPS
 from ..primitives import tile as T
-from . import asm, semantics
+from . import asm, cost, semantics
 from .codegen import SCALAR_FORM
 
 _TILE = ("vec",)
@@ -101,6 +101,11 @@ def verify(kernel: asm.Kernel) -> None:
             elif isinstance(stmt, asm.Instr):
                 check(stmt, kernel.name)
     walk(kernel.body)
+
+
+def cycles(instr: asm.Instr, target, *, l2_hit: float = 1.0) -> tuple[str, float]:
+    """The pipe an instruction occupies and for how many cycles (``cost.instr_cost``)."""
+    return cost.instr_cost(instr, target, l2_hit=l2_hit)
 
 
 def execute(mnemonic: str, *args, **params):

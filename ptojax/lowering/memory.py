@@ -59,7 +59,8 @@ def footprint(jaxpr, memory: CoreMemory) -> dict[str, int]:
     """Peak bytes of live tiles per buffer location over a block body, in its eqn order.
 
     A tile is live from the eqn that makes it to its last use; a loop body's own peak counts while
-    the loop runs. GM tensors (``tstore``/``mscatter`` results) take no local memory.
+    the loop runs. GM tensors (``tstore``/``mscatter`` results) take no local memory, and
+    ``tmatmul_acc`` accumulates in its operand's buffer.
     """
     last_use = {}
     for i, eqn in enumerate(jaxpr.eqns):
@@ -73,7 +74,7 @@ def footprint(jaxpr, memory: CoreMemory) -> dict[str, int]:
             if key.endswith("jaxpr") and value is not None:
                 for loc, b in footprint(getattr(value, "jaxpr", value), memory).items():
                     totals[loc] = max(totals.get(loc, 0), b)
-        if eqn.primitive not in (T.tstore_p, T.mscatter_p):
+        if eqn.primitive not in (T.tstore_p, T.mscatter_p, T.tmatmul_acc_p):  # GM results; in-place accumulate
             live.update((v, (_location(eqn), aligned_bytes(v.aval.shape, v.aval.dtype, memory.align)))
                         for v in eqn.outvars if v.aval.shape)
         for loc, b in live.values():

@@ -1,0 +1,157 @@
+"""Tasks and their dependency graph.
+
+A task is one block instance: a callable that does its work, a predicted duration, the core kind
+that runs it, a label, and the GM regions it reads and writes. Dependencies come from region
+overlap in program order — read-after-write, write-after-read, write-after-write — and each task
+keeps a fan-in counter of unfinished predecessors (PTO2's ``fanin``). The graph is validated before
+a run (acyclic, every wait satisfiable) and ranked by HEFT's upward rank for the ready queues.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from ..errors import PtoError
+
+
+class PtoTaskGraphError(PtoError, ValueError):
+    """A task graph that cannot run: a cycle, or a task waiting on something that never completes."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """A box ``[lo, hi)`` of GM buffer ``buffer``."""
+
+    buffer: int
+    lo: tuple[int, ...]
+    hi: tuple[int, ...]
+
+    def overlaps(self, other: "Region") -> bool:
+        return self.buffer == other.buffer and all(a < d and c < b for a, b, c, d in zip(self.lo, self.hi, other.lo, other.hi))
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for a, b in zip(self.lo, self.hi):
+            n *= max(0, b - a)
+        return n
+
+
+@dataclasses.dataclass(eq=False)
+class Task:
+    """One unit of work for one core."""
+
+    tid: int
+    name: str                       # program name
+    core: str                       # core kind, e.g. "AIC" or "AIV"
+    label: str
+    cost: float                     # predicted seconds on its core
+    run: Callable[[], None] | None
+    reads: tuple[Region, ...] = ()
+    writes: tuple[Region, ...] = ()
+    index: tuple[int, ...] = ()     # tile coordinates of the block instance
+    stage: int = 0                  # the block call it came from (for the barrier-per-stage baseline)
+    bytes: int = 0                  # GM bytes it moves
+    preds: list = dataclasses.field(default_factory=list)
+    succs: list = dataclasses.field(default_factory=list)
+    rank: float = 0.0
+
+    def describe(self) -> str:
+        index = "(" + ",".join(map(str, self.index)) + ")"
+        label = f" label '{self.label}'" if self.label else ""
+        return f"task {self.tid} '{self.name}{index}'{label} on {self.core}"
+
+
+class TaskGraph:
+    """Tasks in program order with dependencies from region overlap."""
+
+    def __init__(self, tasks: list[Task]):
+        self.tasks = tasks
+        self._link()
+        self.validate()
+        self._rank()
+
+    def _link(self):
+        writers: dict[int, list[tuple[Region, Task]]] = {}
+        readers: dict[int, list[tuple[Region, Task]]] = {}
+        for task in self.tasks:
+            preds = {}
+            for region in task.reads:                        # read after write
+                for other, writer in writers.get(region.buffer, ()):
+                    if other.overlaps(region):
+                        preds[writer.tid] = writer
+            for region in task.writes:                       # write after write / after read
+                for other, writer in writers.get(region.buffer, ()):
+                    if other.overlaps(region):
+                        preds[writer.tid] = writer
+                for other, reader in readers.get(region.buffer, ()):
+                    if reader is not task and other.overlaps(region):
+                        preds[reader.tid] = reader
+            preds.pop(task.tid, None)
+            task.preds = sorted(preds.values(), key=lambda t: t.tid)
+            for p in task.preds:
+                p.succs.append(task)
+            for region in task.reads:
+                readers.setdefault(region.buffer, []).append((region, task))
+            for region in task.writes:
+                writers.setdefault(region.buffer, []).append((region, task))
+
+    def validate(self):
+        """Every predecessor is a task of this graph and the graph is acyclic (Kahn's algorithm)."""
+        ids = {id(t) for t in self.tasks}
+        for task in self.tasks:
+            for p in task.preds:
+                if id(p) not in ids:
+                    raise PtoTaskGraphError(f"pto runtime: {task.describe()} waits on {p.describe()}, which is not in "
+                                            "the graph and would never complete")
+        fanin = {id(t): len(t.preds) for t in self.tasks}
+        ready = [t for t in self.tasks if not t.preds]
+        seen = 0
+        while ready:
+            task = ready.pop()
+            seen += 1
+            for s in task.succs:
+                fanin[id(s)] -= 1
+                if fanin[id(s)] == 0:
+                    ready.append(s)
+        if seen != len(self.tasks):
+            stuck = [t for t in self.tasks if fanin[id(t)] > 0][:3]
+            raise PtoTaskGraphError("pto runtime: the task graph has a cycle; stuck: "
+                                    + "; ".join(t.describe() for t in stuck))
+
+    def _rank(self):
+        """HEFT upward rank: a task's cost plus the longest chain of costs after it."""
+        order = self.topological()
+        for task in reversed(order):
+            task.rank = task.cost + max((s.rank for s in task.succs), default=0.0)
+
+    def topological(self) -> list[Task]:
+        fanin = {id(t): len(t.preds) for t in self.tasks}
+        out, ready = [], [t for t in self.tasks if not t.preds]
+        ready.reverse()
+        while ready:
+            task = ready.pop()
+            out.append(task)
+            for s in reversed(task.succs):
+                fanin[id(s)] -= 1
+                if fanin[id(s)] == 0:
+                    ready.append(s)
+        return out
+
+    def critical_path(self) -> list[Task]:
+        path, candidates = [], [t for t in self.tasks if not t.preds]
+        while candidates:
+            task = max(candidates, key=lambda t: (t.rank, -t.tid))
+            path.append(task)
+            candidates = task.succs
+        return path
+
+    def __len__(self):
+        return len(self.tasks)
+
+
+def make_graph(tasks: list[Task]) -> TaskGraph:
+    return TaskGraph(tasks)
+
+
+__all__ = ["PtoTaskGraphError", "Region", "Task", "TaskGraph", "make_graph"]
