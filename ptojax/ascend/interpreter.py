@@ -99,7 +99,7 @@ class _Runner:
         sizes = [self.env[s] for s in stmt.sizes]
         if any(o < 0 or o + s > n for o, s, n in zip(offsets, sizes, view.shape)):
             self.fail(stmt, f"window offsets {offsets} sizes {sizes} fall outside the tensor {list(view.shape)}")
-        self.env[stmt.name] = view[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))]
+        self.env[stmt.name] = view[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))] if view.ndim else view[...]
 
     def alloc(self, stmt):
         t = stmt.type

@@ -132,3 +132,32 @@ def _control(compiled, core, eqn, invals):
     branches = p["branches"]
     branch, consts = body_of(branches[int(np.clip(index, 0, len(branches) - 1))])
     return _evaluate(compiled, core, branch, list(consts), args)
+
+
+class AscendBackend:
+    """Runs block instances on the MPMD runtime: the parsed kernels, the interpreter and the cost model.
+
+    (The runtime's Backend protocol, met structurally: the Ascend layer does not import the runtime.)
+    """
+
+    def __init__(self, compiled: AscendKernel, target):
+        from .cost import kernel_time
+
+        self.compiled, self.target = compiled, target
+        self._cost = {key: kernel_time(kernel, target) for key, kernel in compiled.kernels.items()}
+
+    def task(self, part, tiles, arrays):
+        key = (part.program.name, tuple(part.shape))
+        kernel, cost = self.compiled.kernels[key], self._cost[key]
+
+        def work(core):
+            for index in tiles:
+                run(kernel, index, arrays, core)
+
+        return work, cost.seconds * len(tiles), int(cost.bytes_in + cost.bytes_out) * len(tiles)
+
+    def copy_cost(self, nbytes: int) -> float:
+        return self.target.gm_read_latency / self.target.clock_hz + nbytes / self.target.hbm_bytes_per_s
+
+    def worker(self) -> Core:
+        return Core(self.compiled.memory)

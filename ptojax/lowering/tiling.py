@@ -359,7 +359,8 @@ def _rule(memory):
         if name in CONTROL:
             return control(eqn, invals, stack, by_rule(rule))
         op = name[len("pto."):]
-        if not name.startswith("pto.") or op == "reshape" or all(not v.aval.shape for v in eqn.outvars):
+        scalar = all(not v.aval.shape for v in eqn.outvars) and all(not np.shape(x) for x in invals)
+        if not name.startswith("pto.") or op == "reshape" or scalar:
             out = eqn.primitive.bind(*invals, **eqn.params)  # GM reinterpretation or scalar work
             return list(out) if eqn.primitive.multiple_results else [out]
         config, label = read(stack)

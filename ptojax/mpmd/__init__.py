@@ -1,1 +1,13 @@
-"""The MPMD task runtime: orchestration, dependency-driven dispatch to cube and vector cores, traces."""
+"""The MPMD task runtime: orchestration, dependency-driven dispatch to cube and vector cores, traces.
+
+Target-agnostic: a :class:`Backend` turns a block instance into a callable and a cost.
+``orchestrate`` unrolls a Block graph into a :class:`TaskGraph`; ``simulate`` (event-driven,
+deterministic) or ``run_threads`` (host threads) execute it and return a :class:`Trace`.
+"""
+from .executors import Machine, PtoTaskError, run_threads, simulate
+from .graph import PtoTaskGraphError, Region, Task, TaskGraph
+from .orchestrator import Backend, Plan, PtoOrchestrationError, orchestrate
+from .trace import Profile, Record, Trace
+
+__all__ = ["Backend", "Machine", "Plan", "Profile", "PtoOrchestrationError", "PtoTaskError", "PtoTaskGraphError",
+           "Record", "Region", "Task", "TaskGraph", "Trace", "orchestrate", "run_threads", "simulate"]

@@ -1,0 +1,284 @@
+"""The orchestrator: walks a Block graph and emits task instances.
+
+It runs on the host (PyPTO's AICPU control thread): scalar work is evaluated as it goes, block-level
+loops are unrolled with their actual bounds (a ``while`` whose bound is a kernel input — an actual
+sequence length — makes only the tasks that length needs), and every ``block_call`` becomes one task
+per block instance with the GM regions its tiles read and write. GM tensors are buffers; an output
+that updates an input in place reuses the input's buffer when nothing reads the old value later,
+and otherwise starts from a copy made by a copy task.
+
+The orchestrator knows nothing of the target: a :class:`Backend` turns a block instance into a
+callable and a predicted cost.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Protocol
+
+import numpy as np
+
+from .._jax import Literal, Var
+from ..errors import PtoError
+from ..lowering import ir
+from ..lowering.walk import body_of
+from ..primitives import tile as T
+from .graph import Region, Task, TaskGraph
+
+
+class PtoOrchestrationError(PtoError, RuntimeError):
+    """The Block graph cannot be turned into tasks (e.g. a loop bound that depends on device data)."""
+
+
+class Backend(Protocol):
+    """What the runtime needs from a target."""
+
+    def task(self, part, tiles, arrays) -> tuple[Callable[[object], None], float, int]:
+        """For block ``part`` over grid points ``tiles`` on GM ``arrays`` (inputs then outputs):
+        the work (called with a worker context), its predicted seconds and the GM bytes it moves."""
+
+    def copy_cost(self, nbytes: int) -> float:
+        """Seconds to copy ``nbytes`` within GM."""
+
+    def worker(self) -> object:
+        """A fresh per-worker context (a simulated core's buffers)."""
+
+
+@dataclasses.dataclass
+class Buffer:
+    """A GM tensor: its array and, for a reshaped view, the buffer it views."""
+
+    id: int
+    array: np.ndarray
+    base: int
+    external: bool = False            # a kernel input or constant: never updated in place
+
+
+@dataclasses.dataclass
+class Plan:
+    """The outcome of orchestration: the task graph, the buffers, and the kernel's output buffers."""
+
+    graph: TaskGraph
+    buffers: list[Buffer]
+    outputs: list                     # Buffer or scalar per kernel output
+    stages: int
+
+    def results(self):
+        return [b.array if isinstance(b, Buffer) else b for b in self.outputs]
+
+
+class _Orchestrator:
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self.buffers: list[Buffer] = []
+        self.tasks: list[Task] = []
+        self.stage = 0
+        self.full: dict[int, Region] = {}
+
+    # ------------------------------------------------------------------------------------ buffers
+    def buffer(self, array, external=False) -> Buffer:
+        array = np.asarray(array)
+        buf = Buffer(len(self.buffers), array, len(self.buffers), external)
+        self.buffers.append(buf)
+        self.full[buf.id] = Region(buf.id, (0,) * array.ndim, tuple(array.shape))
+        return buf
+
+    def view(self, base: Buffer, shape) -> Buffer:
+        buf = Buffer(len(self.buffers), base.array.reshape(shape), base.base, base.external)
+        self.buffers.append(buf)
+        return buf
+
+    def region(self, buf: Buffer, lo, hi) -> Region:
+        if buf.base != buf.id:                 # a reshaped view: depend on the whole base tensor
+            return self.full[buf.base]
+        return Region(buf.id, tuple(lo), tuple(hi))
+
+    # ------------------------------------------------------------------------------------- walking
+    def run(self, jaxpr, consts, args):
+        env = {}
+        env.update(zip(jaxpr.constvars, consts))
+        env.update(zip(jaxpr.invars, args))
+        uses = _later_uses(jaxpr)
+        for pos, eqn in enumerate(jaxpr.eqns):
+            invals = [v.val if isinstance(v, Literal) else env[v] for v in eqn.invars]
+            if eqn.primitive is ir.block_call_p:
+                outs = self.block(eqn, invals, [uses.get((v, pos), False) for v in eqn.invars])
+            elif eqn.primitive.name in ("scan", "while", "cond"):
+                outs = self.control(eqn, invals)
+            else:
+                outs = self.host(eqn, invals)
+            env.update(zip(eqn.outvars, outs))
+        return [v.val if isinstance(v, Literal) else env[v] for v in jaxpr.outvars]
+
+    def host(self, eqn, invals):
+        if any(isinstance(x, Buffer) for x in invals):
+            if eqn.primitive.name == "pto.reshape":
+                return [self.view(invals[0], eqn.params["new_shape"])]
+            raise PtoOrchestrationError(f"pto runtime: '{eqn.primitive.name}' on a GM tensor outside a block")
+        out = eqn.primitive.bind(*[np.asarray(x) for x in invals], **eqn.params)
+        return [np.asarray(o) for o in (out if eqn.primitive.multiple_results else [out])]
+
+    def scalar(self, value, what):
+        if isinstance(value, Buffer):
+            raise PtoOrchestrationError(f"pto runtime: {what} depends on device data; block-level loop bounds and "
+                                        "branches must come from kernel inputs or constants")
+        return np.asarray(value)
+
+    def control(self, eqn, invals):
+        p = eqn.params
+        name = eqn.primitive.name
+        if name == "scan":
+            body, consts = body_of(p["jaxpr"])
+            nc, ncarry = p["num_consts"], p["num_carry"]
+            fixed, carry, xs = invals[:nc], list(invals[nc:nc + ncarry]), invals[nc + ncarry:]
+            if xs:
+                raise PtoOrchestrationError("pto runtime: block-level scans over tensors (xs) are not supported")
+            ys = []
+            for _ in range(p["length"]):
+                out = self.run(body, list(consts), [*fixed, *carry])
+                carry, y = out[:ncarry], out[ncarry:]
+                ys.append(y)
+            if any(len(y) for y in ys):
+                raise PtoOrchestrationError("pto runtime: block-level scans that stack outputs are not supported")
+            return carry
+        if name == "while":
+            cond, cconsts = body_of(p["cond_jaxpr"])
+            body, bconsts = body_of(p["body_jaxpr"])
+            cn, bn = p["cond_nconsts"], p["body_nconsts"]
+            cfix, bfix, carry = invals[:cn], invals[cn:cn + bn], list(invals[cn + bn:])
+            while bool(self.scalar(self.run(cond, list(cconsts), [*cfix, *carry])[0], "a while loop's condition")):
+                carry = self.run(body, list(bconsts), [*bfix, *carry])
+            return carry
+        index, *args = invals
+        branches = p["branches"]
+        branch, consts = body_of(branches[int(np.clip(self.scalar(index, "a cond's index"), 0, len(branches) - 1))])
+        return self.run(branch, list(consts), args)
+
+    # -------------------------------------------------------------------------------------- blocks
+    def block(self, eqn, invals, read_later):
+        spec = eqn.params["spec"]
+        inputs = [x if isinstance(x, Buffer) else self.buffer(x, external=True) for x in invals]
+        avals = [v.aval for v in spec.parts[0].body.jaxpr.outvars]
+        outputs = []
+        for o, aval in zip(spec.outputs, avals):
+            if o.alias is None:
+                outputs.append(self.buffer(np.full(aval.shape, o.fill, aval.dtype)))
+            elif (not read_later[o.alias] and not inputs[o.alias].external
+                  and inputs[o.alias].base == inputs[o.alias].id and inputs.count(inputs[o.alias]) == 1):
+                outputs.append(inputs[o.alias])                      # update in place
+            else:
+                outputs.append(self.copy(inputs[o.alias]))
+        arrays = [b.array for b in inputs + outputs]
+        for part in spec.parts:
+            windows = _windows(part.body.jaxpr, len(part.shape))
+            points = list(np.ndindex(*part.shape))
+            for start in range(0, len(points), part.tiles_per_block):
+                tiles = points[start:start + part.tiles_per_block]
+                run, cost, nbytes = self.backend.task(part, tiles, arrays)
+                reads, writes = self.regions(windows, tiles, inputs + outputs)
+                self.tasks.append(Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
+                                       run, reads, writes, tiles[0], self.stage, nbytes))
+        self.stage += 1
+        return outputs
+
+    def copy(self, src: Buffer) -> Buffer:
+        dst = self.buffer(np.empty_like(src.array))
+        nbytes = src.array.nbytes
+
+        def run(_ctx, src=src.array, dst=dst.array):
+            dst[...] = src
+
+        self.tasks.append(Task(len(self.tasks), "copy", "AIV", "", self.backend.copy_cost(nbytes), run,
+                               (self.full[src.base],), (self.full[dst.id],), (), self.stage, 2 * nbytes))
+        return dst
+
+    def regions(self, windows, tiles, buffers):
+        reads, writes = [], []
+        for kind, position, window in windows:
+            buf = buffers[position]
+            if window is None:
+                box = self.full[buf.base] if buf.base != buf.id else self.full[buf.id]
+            else:
+                lo = np.min([_box(window, t, buf.array.shape)[0] for t in tiles], axis=0)
+                hi = np.max([_box(window, t, buf.array.shape)[1] for t in tiles], axis=0)
+                box = self.region(buf, lo, hi)
+            (reads if kind == "read" else writes).append(box)
+        return tuple(reads), tuple(writes)
+
+
+def _box(window, tile, shape):
+    lo, hi = [], []
+    for n, i, s, b, size in zip(shape, window.index, window.stride, window.base, window.shape):
+        if i is None:                       # driven by a loop counter: the whole dimension
+            lo.append(0), hi.append(n)
+        elif i < 0:
+            lo.append(b), hi.append(b + size)
+        else:
+            lo.append(b + s * tile[i]), hi.append(b + s * tile[i] + size)
+    return lo, hi
+
+
+def _windows(body, n):
+    """(read|write, GM parameter position, window or None for the whole tensor) of a block body."""
+    params = {v: k for k, v in enumerate(body.invars[n:])}
+    index = set(body.invars[:n])
+    out = []
+
+    def walk(jaxpr, alias):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive in (T.tload_p, T.tstore_p, T.mgather_p, T.mscatter_p):
+                gm = alias.get(eqn.invars[0], eqn.invars[0])
+                position = params.get(gm)
+                if position is None:
+                    continue
+                kind = "read" if eqn.primitive in (T.tload_p, T.mgather_p) else "write"
+                if eqn.primitive in (T.tload_p, T.tstore_p):
+                    operands = eqn.invars[1:] if eqn.primitive is T.tload_p else eqn.invars[2:]
+                    window = eqn.params["window"]
+                    grid = [None if isinstance(v, Literal) or alias.get(v, v) not in index
+                            else list(body.invars[:n]).index(alias.get(v, v)) for v in operands]
+                    window = dataclasses.replace(window, index=tuple(
+                        -1 if i < 0 else grid[i] for i in window.index))
+                    out.append((kind, position, window))
+                else:
+                    out.append((kind, position, None))
+                    if eqn.primitive is T.mscatter_p:
+                        out.append(("read", position, None))
+                if eqn.primitive is T.tstore_p or eqn.primitive is T.mscatter_p:
+                    params[eqn.outvars[0]] = position
+            for key, value in eqn.params.items():
+                if key.endswith("jaxpr") and value is not None:
+                    sub = body_of(value)[0]
+                    inner = dict(alias)
+                    inner.update({iv: alias.get(ov, ov) for iv, ov in zip(sub.invars, eqn.invars) if isinstance(ov, Var)})
+                    walk(sub, inner)
+
+    walk(body, {})
+    return out
+
+
+def _later_uses(jaxpr):
+    """(var, eqn position) -> whether the var is read after that eqn (or is an output)."""
+    last = {}
+    for pos, eqn in enumerate(jaxpr.eqns):
+        for v in eqn.invars:
+            if isinstance(v, Var):
+                last[v] = pos
+    outs = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    uses = {}
+    for pos, eqn in enumerate(jaxpr.eqns):
+        for v in eqn.invars:
+            if isinstance(v, Var):
+                uses[(v, pos)] = v in outs or last[v] > pos
+    return uses
+
+
+def orchestrate(block_jaxpr, consts, args, backend: Backend) -> Plan:
+    """Unroll ``block_jaxpr`` on concrete kernel inputs into a :class:`Plan`."""
+    orch = _Orchestrator(backend)
+    inputs = [orch.buffer(a, external=True) if np.ndim(a) else np.asarray(a) for a in args]
+    consts = [orch.buffer(c, external=True) if np.ndim(c) else np.asarray(c) for c in consts]
+    outputs = orch.run(block_jaxpr, consts, inputs)
+    return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage)
+
+
+__all__ = ["Backend", "Buffer", "Plan", "PtoOrchestrationError", "orchestrate"]

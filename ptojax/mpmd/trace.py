@@ -1,0 +1,179 @@
+"""Traces and profiles: what ran where and when, the lower bound, and the swimlane.
+
+``Trace.profile()`` gives the makespan, the lower bound
+``max(critical path, cube work / AIC count, vector work / AIV count, bytes / bandwidth,
+tasks × scheduler cost / schedulers)``, utilisation per core kind, time per label, the critical path's
+tasks and the largest idle gaps. ``Profile.save(path)`` writes a Chrome trace (Perfetto reads it): one
+lane per core (cube lanes first), a complete event per task with its details, flow arrows for
+dependencies. ``Profile.swimlane(path)`` draws the same picture to PNG/SVG (needs matplotlib).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from ..errors import PtoUnsupportedError
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    tid: int
+    name: str
+    label: str
+    kind: str
+    core: int
+    dispatch: float
+    start: float
+    end: float
+    stage: int
+    preds: tuple[int, ...]
+    index: tuple[int, ...]
+    host: bool = False
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Trace:
+    records: tuple[Record, ...]
+    machine: object
+    graph: object
+    mode: str
+
+    @property
+    def makespan(self) -> float:
+        return max((r.end for r in self.records), default=0.0)
+
+    def profile(self) -> "Profile":
+        return Profile(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    critical_path: float
+    cube: float
+    vector: float
+    bandwidth: float
+    scheduler: float
+
+    @property
+    def value(self) -> float:
+        return max(dataclasses.astuple(self))
+
+
+class Profile:
+    """Figures of one run; times in microseconds unless the name says otherwise."""
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        m, tasks = trace.machine, trace.graph.tasks
+        work: dict[str, float] = {}
+        for t in tasks:
+            work[t.core] = work.get(t.core, 0.0) + t.cost
+        cp = max((t.rank for t in tasks), default=0.0)
+        counts = dict(m.cores)
+        self.bound = Bound(cp, work.get("AIC", 0.0) / counts.get("AIC", 1), work.get("AIV", 0.0) / counts.get("AIV", 1),
+                           sum(t.bytes for t in tasks) / m.bandwidth, len(tasks) * m.schedule_cost / m.schedulers)
+        self.makespan_us = trace.makespan * 1e6
+        self.lower_bound_us = self.bound.value * 1e6
+        self.tasks = len(tasks)
+        busy: dict[str, float] = {}
+        per_label: dict[str, float] = {}
+        for r in trace.records:
+            busy[r.kind] = busy.get(r.kind, 0.0) + (r.end - r.start)
+            per_label[r.title] = per_label.get(r.title, 0.0) + (r.end - r.start)
+        span = trace.makespan or 1.0
+        self.utilisation = {k: busy.get(k, 0.0) / (span * n) for k, n in m.cores}
+        self.idle_us = {k: (span * n - busy.get(k, 0.0)) * 1e6 for k, n in m.cores}
+        self.label_us = {k: v * 1e6 for k, v in sorted(per_label.items(), key=lambda kv: -kv[1])}
+        self.critical_path = [t.tid for t in trace.graph.critical_path()]
+
+    def bubbles(self, count: int = 5):
+        """The largest idle gaps between consecutive tasks on one core: (gap µs, kind, core, after task)."""
+        lanes: dict = {}
+        for r in self.trace.records:
+            lanes.setdefault((r.kind, r.core), []).append(r)
+        gaps = []
+        for (kind, core), recs in lanes.items():
+            recs.sort(key=lambda r: r.start)
+            for a, b in zip(recs, recs[1:]):
+                if b.start > a.end:
+                    gaps.append(((b.start - a.end) * 1e6, kind, core, a.tid))
+        return sorted(gaps, reverse=True)[:count]
+
+    def summary(self) -> str:
+        lines = [f"{self.trace.mode}: {self.tasks} tasks, makespan {self.makespan_us:.2f} us, "
+                 f"lower bound {self.lower_bound_us:.2f} us ({self.makespan_us / max(self.lower_bound_us, 1e-12):.2f}x)"]
+        b = self.bound
+        lines.append("  bound: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in dataclasses.asdict(b).items()))
+        lines.append("  utilisation: " + ", ".join(f"{k} {u:.0%}" for k, u in self.utilisation.items()))
+        lines.append("  time per label: " + ", ".join(f"{k} {v:.2f} us" for k, v in self.label_us.items()))
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------------------------- export
+    def chrome_trace(self) -> dict:
+        trace, m = self.trace, self.trace.machine
+        lanes, events = {}, []
+        if trace.records and trace.records[0].host:
+            keys = sorted({("host", r.core) for r in trace.records})
+        else:
+            keys = [(kind, i) for kind, n in m.cores for i in range(n)]
+        for i, key in enumerate(keys):
+            lanes[key] = i
+            events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": i, "args": {"name": f"{key[0]} {key[1]}"}})
+            events.append({"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": i, "args": {"sort_index": i}})
+        events.insert(0, {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": f"ptojax {m.name} ({trace.mode})"}})
+        lane_of, end_of = {}, {}
+        for r in trace.records:
+            lane = lanes[("host", r.core) if r.host else (r.kind, r.core)]
+            lane_of[r.tid], end_of[r.tid] = lane, r.end
+            events.append({"ph": "X", "name": r.title, "cat": r.kind, "pid": 0, "tid": lane, "ts": r.start * 1e6,
+                           "dur": (r.end - r.start) * 1e6,
+                           "args": {"task": r.tid, "program": r.name, "label": r.label, "core": f"{r.kind} {r.core}",
+                                    "tile": list(r.index), "dispatched_us": r.dispatch * 1e6, "stage": r.stage,
+                                    "waits_for": list(r.preds)}})
+        flow = 0
+        for r in trace.records:
+            for p in r.preds:
+                flow += 1
+                events.append({"ph": "s", "id": flow, "name": "dep", "cat": "dep", "pid": 0, "tid": lane_of[p],
+                               "ts": end_of[p] * 1e6})
+                events.append({"ph": "f", "bp": "e", "id": flow, "name": "dep", "cat": "dep", "pid": 0,
+                               "tid": lane_of[r.tid], "ts": r.start * 1e6})
+        return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+    def save(self, path) -> None:
+        """Write the Chrome trace JSON (open it in Perfetto or chrome://tracing)."""
+        with open(path, "w") as f:
+            json.dump(self.chrome_trace(), f, indent=None, separators=(",", ":"))
+
+    def swimlane(self, path) -> None:
+        """Draw the swimlane (one row per used core, colours per label) to ``path`` (.png or .svg)."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            raise PtoUnsupportedError("pto profile: the swimlane image needs matplotlib (pip install 'ptojax[plot]')") \
+                from None
+        records = self.trace.records
+        lanes = sorted({(r.kind != "AIC", r.kind, r.core) for r in records})
+        row = {(k, c): i for i, (_, k, c) in enumerate(lanes)}
+        titles = sorted({r.title for r in records})
+        colours = {t: plt.get_cmap("tab20")(i % 20) for i, t in enumerate(titles)}
+        fig, ax = plt.subplots(figsize=(12, max(2.0, 0.3 * len(lanes) + 1)))
+        for r in records:
+            ax.broken_barh([(r.start * 1e6, (r.end - r.start) * 1e6)], (row[(r.kind, r.core)] - 0.4, 0.8),
+                           facecolors=colours[r.title], edgecolor="black", linewidth=0.3)
+        ax.set_yticks(range(len(lanes)), [f"{k} {c}" for _, k, c in lanes])
+        ax.invert_yaxis()
+        ax.set_xlabel("time (us)")
+        ax.set_title(f"{self.trace.mode}: makespan {self.makespan_us:.2f} us, lower bound {self.lower_bound_us:.2f} us")
+        ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colours[t]) for t in titles], labels=titles,
+                  loc="upper right", fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)

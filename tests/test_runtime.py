@@ -1,0 +1,186 @@
+"""The MPMD runtime: both executors against XLA, determinism, the seed's trace, random DAGs, faults."""
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from helpers import F16, rand
+from ptojax.execute import execute, machine
+from ptojax.ascend.targets import A3
+from ptojax.lowering.pipeline import TOLERANCE
+from ptojax.mpmd import (Machine, Plan, PtoTaskError, PtoTaskGraphError, Region, Task, TaskGraph, run_threads,
+                         simulate)
+from ptojax.mpmd.synthetic import layered_dag
+from test_lowering import KERNELS, seed_kernel
+
+
+def _check(out, kernel, args):
+    want = jax.tree.leaves(jax.jit(kernel)(*args))
+    got = jax.tree.leaves(out)
+    assert len(want) == len(got)
+    for w, g in zip(want, got):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        rtol, atol = TOLERANCE.get(np.dtype(w.dtype), (0, 0))  # integers exact; floats per dtype (x2: two levels)
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=2 * rtol, atol=2 * atol)
+
+
+@pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
+def test_both_executors_match_xla(name, kernel, args):
+    low = pj.lower(kernel, *args)
+    out, trace = execute(low, *args, executor="simulated")
+    _check(out, kernel, args)
+    again, trace2 = execute(low, *args, executor="simulated")
+    assert json.dumps(trace.profile().chrome_trace()) == json.dumps(trace2.profile().chrome_trace())
+    results = []
+    for workers in (1, 2, 8):
+        out, _ = execute(low, *args, executor="threads", workers=workers)
+        _check(out, kernel, args)
+        results.append([np.asarray(x) for x in jax.tree.leaves(out)])
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_seed_trace_has_the_seed_tasks_and_dependency_arrows(tmp_path):
+    args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
+    out, trace = execute(pj.lower(seed_kernel, *args), *args)
+    path = tmp_path / "trace.json"
+    profile = trace.profile()
+    profile.save(path)
+    events = json.loads(path.read_text())["traceEvents"]
+    lanes = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert lanes[0] == "AIC 0" and lanes[24] == "AIV 0"              # cube lanes first
+    tasks = [e for e in events if e["ph"] == "X"]
+    by_program = {}
+    for e in tasks:
+        by_program.setdefault(e["args"]["program"], []).append(e)
+    assert {k: len(v) for k, v in by_program.items()} == {"mul+add": 4, "matmul": 1, "sum": 2}
+    assert all(lanes[e["tid"]].startswith("AIV") for e in by_program["mul+add"] + by_program["sum"])
+    assert lanes[by_program["matmul"][0]["tid"]].startswith("AIC") and by_program["matmul"][0]["name"] == "Linear"
+    # Flow arrows: every mul+add tile feeds the untiled matmul; the matmul feeds both row-sum tasks.
+    ids = {e["args"]["task"]: e for e in tasks}
+    arrows = {(s["tid"], s["ts"], f["tid"], f["ts"]) for s in events if s["ph"] == "s"
+              for f in events if f["ph"] == "f" and f["id"] == s["id"]}
+    mm = by_program["matmul"][0]
+    assert sorted(mm["args"]["waits_for"]) == sorted(e["args"]["task"] for e in by_program["mul+add"])
+    for e in by_program["sum"]:
+        assert e["args"]["waits_for"] == [mm["args"]["task"]]
+    for e in tasks:
+        for p in e["args"]["waits_for"]:
+            src = ids[p]
+            assert any(a == src["tid"] and c == e["tid"] and abs(b - src["ts"] - src["dur"]) < 1e-6 and abs(d - e["ts"]) < 1e-6
+                       for a, b, c, d in arrows)
+            assert e["ts"] >= src["ts"] + src["dur"]
+    assert profile.makespan_us >= profile.lower_bound_us > 0
+
+
+# ------------------------------------------------------------------------------------- random DAGs
+MACHINE = Machine((("AIC", 24), ("AIV", 48)), 6, 2e-6, 1e-6, 1.42e12, "a3")
+
+
+def test_random_dags_mpmd_against_spmd_and_the_lower_bound():
+    ratios = []
+    for seed in range(50):
+        plan = layered_dag(seed)
+        mpmd = simulate(plan, MACHINE, policy="mpmd", execute=False).profile()
+        spmd = simulate(plan, MACHINE, policy="spmd", execute=False).profile()
+        assert mpmd.makespan_us >= mpmd.lower_bound_us * (1 - 1e-9)
+        assert spmd.makespan_us >= spmd.lower_bound_us * (1 - 1e-9)
+        ratios.append(mpmd.makespan_us / spmd.makespan_us)
+        assert ratios[-1] <= 1.05, (seed, ratios[-1])
+    assert np.mean(ratios) < 1.0
+
+
+def test_graph_validation_rejects_cycles_and_missing_tasks():
+    a = Task(0, "a", "AIV", "", 1e-6, None)
+    b = Task(1, "b", "AIV", "", 1e-6, None)
+    graph = TaskGraph([a, b])
+    a.preds, b.preds, a.succs, b.succs = [b], [a], [b], [a]
+    with pytest.raises(PtoTaskGraphError, match="cycle"):
+        graph.validate()
+    ghost = Task(7, "ghost", "AIC", "", 1e-6, None)
+    a.preds, a.succs, b.preds, b.succs = [ghost], [], [], []
+    with pytest.raises(PtoTaskGraphError, match=r"task 0 'a\(\)' on AIV waits on task 7 'ghost\(\)' on AIC, which is not "
+                                                r"in the graph"):
+        graph.validate()
+
+
+def test_unknown_core_kind_is_rejected():
+    plan = Plan(TaskGraph([Task(0, "x", "GPU", "", 1e-6, None)]), [], [], 1)
+    with pytest.raises(pj.PtoArgumentError, match="needs a GPU core"):
+        simulate(plan, MACHINE)
+
+
+@pytest.mark.parametrize("executor", ["simulated", "threads"])
+def test_failing_task_raises_a_named_error_quickly(executor):
+    def boom(_):
+        raise FloatingPointError("injected")
+
+    tasks = [Task(i, "work", "AIV", "L", 1e-6, (lambda _: time.sleep(0.001)), (), (Region(i, (0,), (1,)),), (i,))
+             for i in range(40)]
+    tasks.append(Task(40, "bad", "AIC", "Faulty", 1e-6, boom, (Region(3, (0,), (1,)),), (Region(99, (0,), (1,)),), (0, 1)))
+    tasks += [Task(41 + i, "after", "AIV", "", 1e-6, lambda _: None, (Region(99, (0,), (1,)),), ()) for i in range(5)]
+    plan = Plan(TaskGraph(tasks), [], [], 1)
+    start = time.perf_counter()
+    with pytest.raises(PtoTaskError, match=r"task 40 'bad\(0,1\)' label 'Faulty' on AIC \(core .*\) failed: "
+                                           r"FloatingPointError: injected"):
+        if executor == "simulated":
+            simulate(plan, MACHINE)
+        else:
+            run_threads(plan, MACHINE, workers=4)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_failing_kernel_task_returns_no_output():
+    args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
+    low = pj.lower(seed_kernel, *args)
+    from ptojax.ascend.program import compile_kernel
+    import dataclasses
+    compiled = compile_kernel(low)
+    key = ("sum", (2, 1))
+    kernel = compiled.kernels[key]
+    from ptojax.ascend import asm
+    body = tuple(dataclasses.replace(s, shape=("%c32", "%c32")) if isinstance(s, asm.MakeView) and s.name == "%v0" else s
+                 for s in kernel.body)
+    broken = dataclasses.replace(compiled, kernels={**compiled.kernels, key: dataclasses.replace(kernel, body=body)})
+    result = None
+    with pytest.raises(PtoTaskError, match=r"task \d+ 'sum\(\d,0\)' on AIV .* does not match the view"):
+        result = execute(low, *args, compiled=broken, executor="threads")
+    assert result is None
+
+
+def test_dynamic_trip_count_makes_only_the_tasks_it_needs():
+    def kernel(x, n):
+        with pj.tile(vec=(8, 64)):
+            return jax.lax.fori_loop(0, n, lambda i, c: c * 0.5 + x, x)
+
+    x = rand((32, 64), np.float32)
+    low = pj.lower(kernel, x, np.int32(0))                       # one lowering serves every trip count
+    counts = []
+    for n in (1, 3, 7):
+        out, trace = execute(low, x, np.int32(n))
+        _check(out, kernel, (x, np.int32(n)))
+        counts.append(len(trace.records))
+    assert counts[1] == 3 * counts[0] and counts[2] == 7 * counts[0]
+
+
+def test_profile_summary_and_swimlane(tmp_path):
+    args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
+    _, trace = execute(pj.lower(seed_kernel, *args), *args)
+    profile = trace.profile()
+    text = profile.summary()
+    assert "7 tasks" in text and "lower bound" in text and "Linear" in text
+    assert set(profile.utilisation) == {"AIC", "AIV"} and 0 < profile.utilisation["AIC"] <= 1
+    assert profile.critical_path and profile.label_us["Linear"] > 0
+    path = tmp_path / "lanes.png"
+    profile.swimlane(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+
+
+def test_machine_of_a3():
+    m = machine(A3)
+    assert m.cores == (("AIC", 24), ("AIV", 48)) and m.schedulers == 6
