@@ -4,6 +4,7 @@ from importlib.metadata import PackageNotFoundError, version
 from . import ascend, errors, lowering, ops
 from .errors import (PtoArgumentError, PtoCapacityError, PtoDtypeError, PtoError, PtoShapeError,
                      PtoUnsupportedError, PtoVerifyError)
+from .kernel import Compiled, Kernel, Lowered, kernel
 from .lowering import lower, tile
 
 try:
@@ -13,5 +14,6 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 __all__ = [
     "PtoArgumentError", "PtoCapacityError", "PtoDtypeError", "PtoError", "PtoShapeError", "PtoUnsupportedError",
-    "PtoVerifyError", "__version__", "ascend", "errors", "lower", "lowering", "ops", "tile",
+    "PtoVerifyError", "__version__", "ascend", "errors", "kernel", "Kernel", "Lowered", "Compiled", "lower",
+    "lowering", "ops", "tile",
 ]

@@ -2,7 +2,7 @@
 
 ``Trace.profile()`` gives the makespan, the lower bound
 ``max(critical path, cube work / AIC count, vector work / AIV count, bytes / bandwidth,
-tasks × scheduler cost / schedulers)``, utilisation per core kind, time per label, the critical path's
+tasks × scheduler cost / schedulers)``, where the critical path counts each task's dispatch overhead, utilisation per core kind, time per label, the critical path's
 tasks and the largest idle gaps. ``Profile.save(path)`` writes a Chrome trace (Perfetto reads it): one
 lane per core (cube lanes first), a complete event per task with its details, flow arrows for
 dependencies. ``Profile.swimlane(path)`` draws the same picture to PNG/SVG (needs matplotlib).
@@ -72,7 +72,11 @@ class Profile:
         work: dict[str, float] = {}
         for t in tasks:
             work[t.core] = work.get(t.core, 0.0) + t.cost
-        cp = max((t.rank for t in tasks), default=0.0)
+        overhead = m.schedule_cost + m.dispatch_latency     # every task waits this long after it is ready
+        chain: dict = {}
+        for t in trace.graph.topological():
+            chain[t.tid] = t.cost + overhead + max((chain[p.tid] for p in t.preds), default=0.0)
+        cp = max(chain.values(), default=0.0)
         counts = dict(m.cores)
         self.bound = Bound(cp, work.get("AIC", 0.0) / counts.get("AIC", 1), work.get("AIV", 0.0) / counts.get("AIV", 1),
                            sum(t.bytes for t in tasks) / m.bandwidth, len(tasks) * m.schedule_cost / m.schedulers)

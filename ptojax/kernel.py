@@ -1,0 +1,260 @@
+"""``pj.kernel``: a JAX function compiled to Ascend PTO code, as one ``pto_call`` primitive.
+
+``pto_call`` holds a :class:`Compiled` kernel (hashable by identity; compiled once per argument
+shapes, target and options) and every rule:
+
+* abstract eval — the kernel's output avals;
+* lowering — backend ``"sim"``: a host callback runs the PTO programs through the MPMD runtime
+  (event-driven executor by default, or host threads); backend ``"xla"``: the Tensor-level jaxpr
+  inlined, a reference that runs on any JAX platform;
+* batching — the kernel is re-traced under ``jax.vmap`` so the batch axis becomes an outer tile loop
+  inside one program (one ``pto_call``, not a loop of calls);
+* no JVP — differentiate through ``jax.custom_vjp`` with forward and backward kernels.
+
+Staged like ``jax.jit``: ``f.lower(*args)`` → :class:`Lowered` (``as_text(level)``), ``.compile()`` →
+:class:`Compiled` (callable, ``profile``), with a cache so equal shapes never compile twice.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable, Mapping
+
+import jax
+import numpy as np
+
+from . import ascend
+from ._jax import Primitive, ShapedArray, ad, batching, mlir, xla
+from .ascend.targets import target as get_target
+from .errors import PtoArgumentError, PtoUnsupportedError
+from .execute import execute
+from .lowering.pipeline import Lowering, lower
+
+BACKENDS = ("sim", "xla")
+EXECUTORS = ("simulated", "threads")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """How a kernel compiles and runs (hashable: it keys the compile cache)."""
+
+    target: str = "a3"
+    backend: str = "sim"
+    executor: str = "simulated"
+    workers: int = 4
+    passes: tuple = ()              # pass options, e.g. (("tiles_per_block", (("DEFAULT", 1), ("V1", 4))),)
+
+    def __post_init__(self):
+        get_target(self.target)
+        if self.backend not in BACKENDS:
+            raise PtoArgumentError(f"pj.kernel: backend {self.backend!r} is not one of {BACKENDS}")
+        if self.executor not in EXECUTORS:
+            raise PtoArgumentError(f"pj.kernel: executor {self.executor!r} is not one of {EXECUTORS}")
+
+    @property
+    def pass_options(self) -> dict:
+        return {k: dict(v) if isinstance(v, tuple) else v for k, v in self.passes}
+
+
+def _freeze(options: Mapping | None) -> tuple:
+    if not options:
+        return ()
+    return tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, Mapping) else v) for k, v in options.items()))
+
+
+def _dtype(x) -> np.dtype:
+    return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
+
+
+def _avals(flat):
+    return tuple((tuple(np.shape(x)), _dtype(x)) for x in flat)
+
+
+def _describe(avals):
+    return "(" + ", ".join(f"{d.name}{list(s)}" for s, d in avals) + ")"
+
+
+# --------------------------------------------------------------------------------------- the stages
+@dataclasses.dataclass(frozen=True, eq=False)
+class Lowered:
+    """A kernel traced and lowered for one signature: every level's text; ``compile()``."""
+
+    kernel: "Kernel"
+    lowering: Lowering
+    avals: tuple
+
+    def as_text(self, level: str = "block") -> str:
+        """``tensor``, ``tile``, ``block`` or ``pto`` (the PTO-AS of every block program)."""
+        return self.lowering.as_text(level)
+
+    def compile(self) -> "Compiled":
+        return self.kernel._compile(self)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Compiled:
+    """A kernel compiled for one signature: call it (under ``jax.jit`` too) or ``profile`` it."""
+
+    name: str
+    lowering: Lowering
+    options: Options
+    avals: tuple
+    code: ascend.AscendKernel | None
+
+    def __repr__(self):
+        return f"{self.name}{_describe(self.avals)}@{self.options.target}/{self.options.backend}"
+
+    def _check(self, flat):
+        avals = _avals(flat)
+        if avals != self.avals:
+            raise PtoArgumentError(f"pj.kernel '{self.name}': compiled for {_describe(self.avals)} but called with "
+                                   f"{_describe(avals)}; call the kernel object itself to compile other shapes")
+
+    def __call__(self, *args):
+        flat, tree = jax.tree.flatten(args)
+        if tree != self.lowering.in_tree:
+            raise PtoArgumentError(f"pj.kernel '{self.name}': arguments {tree} do not match {self.lowering.in_tree}")
+        self._check(flat)
+        outs = pto_call_p.bind(*flat, call=self)
+        return jax.tree.unflatten(self.lowering.out_tree, outs)
+
+    def as_text(self, level: str = "pto") -> str:
+        return self.code.text if level == "pto" and self.code is not None else self.lowering.as_text(level)
+
+    def run(self, *args, executor: str | None = None, policy: str = "mpmd"):
+        """Execute on the runtime: (outputs as NumPy arrays, :class:`~ptojax.mpmd.Trace`)."""
+        flat, _ = jax.tree.flatten(args)
+        self._check(flat)
+        return execute(self.lowering, *args, target=self.options.target, executor=executor or self.options.executor,
+                       policy=policy, workers=self.options.workers, compiled=self._code())
+
+    def profile(self, *args, policy: str = "mpmd"):
+        """A simulated run on the target's cost model: a :class:`~ptojax.mpmd.Profile`
+        (``makespan_us``, ``lower_bound_us``, ``label_us``, ``save(path)``, ``swimlane(path)``)."""
+        return self.run(*args, executor="simulated", policy=policy)[1].profile()
+
+    def _code(self) -> ascend.AscendKernel:
+        if self.code is None:
+            object.__setattr__(self, "code", ascend.compile_kernel(self.lowering, get_target(self.options.target).memory))
+        return self.code
+
+
+class Kernel:
+    """What ``pj.kernel`` returns: call it like the function; ``lower`` to stage."""
+
+    def __init__(self, fn: Callable, options: Options):
+        self.fn, self.options = fn, options
+        self.name = getattr(fn, "__name__", "kernel")
+        self._cache: dict = {}
+        self.compiles = 0
+        functools.update_wrapper(self, fn)
+
+    def __repr__(self):
+        return f"pj.kernel({self.name}, target={self.options.target!r}, backend={self.options.backend!r})"
+
+    def lower(self, *args) -> Lowered:
+        flat, tree = jax.tree.flatten(args)
+        specs = [jax.ShapeDtypeStruct(np.shape(x), _dtype(x)) for x in flat]
+        lowering = lower(self.fn, *jax.tree.unflatten(tree, specs), options=self.options.pass_options,
+                         memory=get_target(self.options.target).memory)
+        return Lowered(self, lowering, _avals(flat))
+
+    def _compile(self, lowered: Lowered) -> Compiled:
+        key = (lowered.lowering.in_tree, lowered.avals)
+        if key not in self._cache:
+            code = None
+            if self.options.backend == "sim":
+                code = ascend.compile_kernel(lowered.lowering, get_target(self.options.target).memory)
+            self._cache[key] = Compiled(self.name, lowered.lowering, self.options, lowered.avals, code)
+            self.compiles += 1
+        return self._cache[key]
+
+    def compiled_for(self, *args) -> Compiled:
+        flat, tree = jax.tree.flatten(args)
+        key = (tree, _avals(flat))
+        if key in self._cache:
+            return self._cache[key]
+        return self.lower(*args).compile()
+
+    def __call__(self, *args):
+        return self.compiled_for(*args)(*args)
+
+
+def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "sim", executor: str = "simulated",
+           workers: int = 4, options: Mapping | None = None):
+    """Compile ``fn`` (a JAX function of arrays, pytrees allowed) to Ascend PTO code.
+
+    ``target``: "a3" or "a2"; ``backend``: "sim" runs the PTO programs on the simulated chip,
+    "xla" runs the Tensor-level jaxpr with XLA; ``executor``: "simulated" (event-driven, cost model
+    clock) or "threads"; ``options``: pass options keyed by label (``{"tiles_per_block": {"V1": 4}}``).
+    Usable as ``@pj.kernel`` or ``@pj.kernel(target="a2")``.
+    """
+    opts = Options(target, backend, executor, workers, _freeze(options))
+    if fn is None:
+        return lambda f: Kernel(f, opts)
+    return Kernel(fn, opts)
+
+
+# ------------------------------------------------------------------------------------- pto_call
+pto_call_p = Primitive("pto_call")
+pto_call_p.multiple_results = True
+pto_call_p.def_impl(functools.partial(xla.apply_primitive, pto_call_p))
+
+
+@pto_call_p.def_abstract_eval
+def _abstract(*args, call: Compiled):
+    return [ShapedArray(v.aval.shape, v.aval.dtype) for v in call.lowering.traced.jaxpr.outvars]
+
+
+def _xla(*args, call: Compiled):
+    tensor = call.lowering.tensor
+    return jax.core.eval_jaxpr(tensor.jaxpr, tensor.consts, *args)
+
+
+def _sim(*args, call: Compiled):
+    shapes = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in call.lowering.traced.jaxpr.outvars]
+
+    def host(*flat):
+        outs, _ = call.run(*jax.tree.unflatten(call.lowering.in_tree, [np.asarray(x) for x in flat]))
+        return [np.asarray(o, s.dtype) for o, s in zip(jax.tree.leaves(outs), shapes)]
+
+    return jax.pure_callback(host, shapes, *args, vmap_method="sequential")
+
+
+def _lowering(ctx, *args, call: Compiled):
+    fn = _sim if call.options.backend == "sim" else _xla
+    return mlir.lower_fun(functools.partial(fn, call=call), multiple_results=True)(ctx, *args)
+
+
+mlir.register_lowering(pto_call_p, _lowering)
+
+
+_BATCHED: dict = {}   # (call, in_axes) -> the kernel of the vmapped function (its own compile cache)
+
+
+def _batch(args, dims, *, call: Compiled):
+    """Re-trace the kernel under vmap: the batch becomes an outer tile loop of one kernel."""
+    traced = call.lowering.traced
+    key = (call, tuple(dims))
+    if key not in _BATCHED:
+        def flat_fn(*xs):
+            return jax.core.eval_jaxpr(traced.jaxpr, traced.consts, *xs)
+
+        inner = Kernel(jax.vmap(flat_fn, in_axes=tuple(dims), out_axes=0), call.options)
+        inner.name = f"vmap({call.name})"
+        _BATCHED[key] = inner
+    compiled = _BATCHED[key].compiled_for(*args)
+    return pto_call_p.bind(*args, call=compiled), [0] * len(traced.jaxpr.outvars)
+
+
+batching.primitive_batchers[pto_call_p] = _batch
+
+
+def _no_jvp(primals, tangents, *, call: Compiled):
+    raise PtoUnsupportedError(f"pj.kernel '{call.name}' has no automatic derivative: wrap forward and backward "
+                              "kernels in jax.custom_vjp (as pj.nn's training ops do)")
+
+
+ad.primitive_jvps[pto_call_p] = _no_jvp
+
+__all__ = ["Compiled", "Kernel", "Lowered", "Options", "kernel", "pto_call_p"]
