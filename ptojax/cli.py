@@ -1,8 +1,10 @@
-"""The ``ptojax`` command line."""
+"""The ``ptojax`` command line: ``demo``, ``lower``, ``profile``, ``ops``."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
+from pathlib import Path
 
 
 def _ops(args) -> int:
@@ -18,12 +20,145 @@ def _ops(args) -> int:
     return 0
 
 
+def _check(got, want) -> str:
+    import jax
+    import numpy as np
+
+    from .lowering.pipeline import TOLERANCE
+
+    worst = 0.0
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        rtol, atol = TOLERANCE.get(np.dtype(np.asarray(w).dtype), (0, 0))
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        if g.shape != w.shape:
+            return f"FAIL shape {g.shape} != {w.shape}"
+        if not np.allclose(g, w, rtol=2 * rtol, atol=2 * atol, equal_nan=True):
+            return f"FAIL max err {np.max(np.abs(g - w)):.3g}"
+        worst = max(worst, float(np.max(np.abs(g - w), initial=0.0)))
+    return "ok (exact)" if worst == 0 else f"ok ({worst:.1e})"
+
+
+def _demo(args) -> int:
+    import jax
+
+    from . import kernel
+    from .demo import DEMOS
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, failed = [], 0
+    for i, (name, fn, make_args) in enumerate(DEMOS, 1):
+        print(f"[{i}/{len(DEMOS)}] {name}: lowering, compiling, running on the simulated {args.target} ...", flush=True)
+        inputs = make_args()
+        compiled = kernel(fn, target=args.target).lower(*inputs).compile()
+        got, trace = compiled.run(*inputs)
+        check = _check(got, jax.jit(fn)(*inputs))
+        failed += check.startswith("FAIL")
+        profile = trace.profile()
+        profile.save(out / f"{name}.trace.json")
+        try:
+            profile.swimlane(out / f"{name}.swimlane.png")
+        except Exception as err:  # noqa: BLE001 - the image is optional (matplotlib)
+            print(f"    (no swimlane image: {err})")
+        rows.append((name, check, profile.makespan_us, profile.lower_bound_us, profile.tasks))
+    print()
+    print(f"{'kernel':<16} {'check vs XLA':<16} {'makespan us':>12} {'lower bound us':>15} {'tasks':>6}")
+    for name, check, makespan, bound, tasks in rows:
+        print(f"{name:<16} {check:<16} {makespan:>12.2f} {bound:>15.2f} {tasks:>6}")
+    print(f"\ntraces (Chrome / Perfetto JSON) and swimlanes written to {out.resolve()}")
+    return 1 if failed else 0
+
+
+def _load(spec: str):
+    path, _, name = spec.partition(":")
+    if not name:
+        raise SystemExit(f"ptojax: expected FILE:FUNC, got {spec!r}")
+    module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    if module_spec is None:
+        raise SystemExit(f"ptojax: cannot load {path!r}")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        raise SystemExit(f"ptojax: {path} has no function {name!r}")
+    return getattr(module, name)
+
+
+def _shapes(specs):
+    """``64x64:float16`` → a ShapeDtypeStruct (a random array of it for ``profile``)."""
+    import jax
+    import numpy as np
+
+    out = []
+    for spec in specs:
+        dims, _, dtype = spec.partition(":")
+        shape = tuple(int(d) for d in dims.split("x") if d) if dims not in ("", "scalar") else ()
+        out.append(jax.ShapeDtypeStruct(shape, np.dtype(dtype or "float32")))
+    return out
+
+
+def _arrays(specs, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in specs:
+        if np.issubdtype(s.dtype, np.integer):
+            out.append(rng.integers(-100, 100, s.shape).astype(s.dtype))
+        else:
+            out.append(rng.uniform(-1, 1, s.shape).astype(s.dtype))
+    return out
+
+
+def _lower(args) -> int:
+    from . import kernel
+
+    fn = _load(args.func)
+    print(kernel(fn, target=args.target).lower(*_shapes(args.shape)).as_text(args.level))
+    return 0
+
+
+def _profile(args) -> int:
+    from . import kernel
+
+    fn = _load(args.func)
+    inputs = _arrays(_shapes(args.shape))
+    print("lowering and compiling ...", flush=True)
+    compiled = kernel(fn, target=args.target).lower(*inputs).compile()
+    print("running on the simulated chip ...", flush=True)
+    profile = compiled.profile(*inputs)
+    print(profile.summary())
+    if args.trace:
+        profile.save(args.trace)
+        print(f"Chrome trace written to {args.trace}")
+    if args.swimlane:
+        profile.swimlane(args.swimlane)
+        print(f"swimlane written to {args.swimlane}")
+    return 0
+
+
 def main(argv=None) -> int:
     from . import __version__
 
     parser = argparse.ArgumentParser(prog="ptojax", description="PyPTO's programming model for JAX.")
     parser.add_argument("--version", action="version", version=f"ptojax {__version__}")
     commands = parser.add_subparsers(dest="command")
+    demo = commands.add_parser("demo", help="run the demo kernels, check them, write traces and swimlanes")
+    demo.add_argument("--out", default="ptojax-demo", help="folder for traces and swimlanes (default: ptojax-demo)")
+    demo.add_argument("--target", default="a3", choices=["a2", "a3"])
+    demo.set_defaults(run=_demo)
+    for name, helptext in (("lower", "print a level of FILE:FUNC lowered for --shape arguments"),
+                           ("profile", "run FILE:FUNC on random --shape arguments on the simulated chip")):
+        sub = commands.add_parser(name, help=helptext)
+        sub.add_argument("func", help="path/to/file.py:function")
+        sub.add_argument("--shape", action="append", default=[], help="one per argument, e.g. 64x64:float16")
+        sub.add_argument("--target", default="a3", choices=["a2", "a3"])
+        if name == "lower":
+            sub.add_argument("--level", default="block", choices=["tensor", "tile", "block", "pto"])
+            sub.set_defaults(run=_lower)
+        else:
+            sub.add_argument("--trace", help="write the Chrome trace JSON here")
+            sub.add_argument("--swimlane", help="write the swimlane image here (.png or .svg)")
+            sub.set_defaults(run=_profile)
     ops = commands.add_parser("ops", help="list the op catalogue (pj.ops) with families and dtypes")
     ops.add_argument("--family", help="only this family (elementwise, reduce, matmul, layout, indexing, composite)")
     ops.set_defaults(run=_ops)

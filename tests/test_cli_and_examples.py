@@ -1,4 +1,5 @@
 """The console script and the examples run."""
+import json
 import runpy
 import subprocess
 import sys
@@ -41,9 +42,48 @@ def test_fused_example_matches_numpy():
     assert module["main"]() < 2e-3  # fp16 inputs, one fp16 rounding of A*c+B, fp32 accumulation
 
 
-def test_readme_python_blocks_run(capsys):
+def test_readme_python_blocks_run(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)                      # the README writes trace.json
     blocks = (ROOT / "README.md").read_text().split("```python")[1:]
-    assert len(blocks) >= 2
+    assert len(blocks) >= 3
     for block in blocks:
         exec(compile(block.split("```")[0], "README.md", "exec"), {})
-    assert "mul+add <AIV>" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "mul+add <AIV>" in out and "makespan" in out
+    assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+
+
+def test_demo_checks_every_kernel_and_writes_traces(tmp_path, capsys):
+    from ptojax.demo import DEMOS
+
+    assert main(["demo", "--out", str(tmp_path / "out")]) == 0
+    text = capsys.readouterr().out
+    for name, _, _ in DEMOS:
+        assert f"{name} " in text
+        trace = json.loads((tmp_path / "out" / f"{name}.trace.json").read_text())
+        assert any(e["ph"] == "X" for e in trace["traceEvents"])
+        assert (tmp_path / "out" / f"{name}.swimlane.png").read_bytes()[:4] == b"\x89PNG"
+    assert "FAIL" not in text and "seed_example     ok" in text
+
+
+KERNEL_FILE = '''
+import jax.numpy as jnp
+import ptojax as pj
+
+def scale_rows(x, w):
+    with pj.tile(vec=(8, 64)):
+        return jnp.sum(x * 2.0, axis=-1) + w
+'''
+
+
+def test_lower_and_profile_commands(tmp_path, capsys):
+    path = tmp_path / "k.py"
+    path.write_text(KERNEL_FILE)
+    assert main(["lower", f"{path}:scale_rows", "--shape", "32x64:float32", "--shape", "32:float32",
+                 "--level", "pto"]) == 0
+    assert "pto.tsum" in capsys.readouterr().out
+    trace = tmp_path / "t.json"
+    assert main(["profile", f"{path}:scale_rows", "--shape", "32x64:float32", "--shape", "32:float32",
+                 "--trace", str(trace)]) == 0
+    assert "makespan" in capsys.readouterr().out
+    assert json.loads(trace.read_text())["traceEvents"]

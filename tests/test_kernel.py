@@ -1,0 +1,156 @@
+"""pj.kernel: eager, jit, vmap, jit(vmap), shard_map; sim and xla backends; cache; staged API; errors."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import ptojax as pj
+from helpers import F16, rand
+from ptojax.lowering.pipeline import TOLERANCE
+from test_lowering import KERNELS, seed_kernel
+
+# Ten kernels of the lowering suite: elementwise, casts, reductions, sorts, norms, quantization,
+# matmuls (fp16 tails, int8), layout and an MLP block (indexing is covered by its own tests: jnp.take
+# under vmap becomes a batched lax.gather, which the lowering does not translate).
+NAMES = ["elementwise-tails", "compare-where-clip", "int8-arith", "reductions", "cumsum-sort-topk", "softmax-norms",
+         "quantize", "matmul-tails", "matmul-int8", "layout", "mlp-block"]
+CASES = [k for k in KERNELS if k[0] in NAMES]
+
+
+def _close(got, want):
+    got, want = jax.tree.leaves(got), jax.tree.leaves(want)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        rtol, atol = TOLERANCE.get(np.dtype(w.dtype), (0, 0))
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=2 * rtol, atol=2 * atol)
+
+
+def _batch(args, n):
+    """``n`` stacked variants of each argument (float ones perturbed, index arrays repeated)."""
+    out = []
+    for a in args:
+        a = np.asarray(a)
+        if a.dtype.kind == "f" or a.dtype == F16:
+            out.append(np.stack([(a.astype(np.float32) * (1 + 0.1 * i)).astype(a.dtype) for i in range(n)]))
+        else:
+            out.append(np.stack([a] * n))
+    return out
+
+
+@pytest.mark.parametrize("backend", ["sim", "xla"])
+@pytest.mark.parametrize("name,fn,args", CASES, ids=[c[0] for c in CASES])
+def test_compositions(name, fn, args, backend):
+    f = pj.kernel(fn, backend=backend)
+    want = jax.jit(fn)(*args)
+    _close(f(*args), want)                                            # eager
+    _close(jax.jit(f)(*args), want)                                   # jit
+    batched = _batch(args, 3)
+    want_b = jax.vmap(fn)(*batched)
+    _close(jax.vmap(f)(*batched), want_b)                             # vmap, every argument batched
+    _close(jax.jit(jax.vmap(f))(*batched), want_b)                    # jit(vmap)
+    axes = (0,) + (None,) * (len(args) - 1)                           # only the first argument batched
+    mixed = [batched[0]] + list(args[1:])
+    _close(jax.vmap(f, in_axes=axes)(*mixed), jax.vmap(fn, in_axes=axes)(*mixed))
+
+
+@pytest.mark.parametrize("backend", ["sim", "xla"])
+@pytest.mark.parametrize("name,fn,args", CASES[:5], ids=[c[0] for c in CASES[:5]])
+def test_shard_map_over_eight_devices(name, fn, args, backend):
+    f = pj.kernel(fn, backend=backend)
+    mesh = jax.make_mesh((8,), ("d",))
+    stacked = [jax.device_put(x, NamedSharding(mesh, P("d"))) for x in _batch(args, 8)]
+    sharded = jax.shard_map(jax.vmap(f), mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+    _close(jax.jit(sharded)(*stacked), jax.vmap(fn)(*_batch(args, 8)))
+
+
+def test_vmap_is_one_kernel_with_the_batch_as_a_tile_loop():
+    f = pj.kernel(seed_kernel)
+    a, b, w = rand((3, 64, 64), F16, 1, -1, 1), rand((3, 64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
+    jaxpr = jax.make_jaxpr(jax.vmap(f, in_axes=(0, 0, None)))(a, b, w).jaxpr
+    (eqn,) = jaxpr.eqns
+    assert eqn.primitive.name == "pto_call"
+    low = eqn.params["call"].lowering
+    calls = [e.params["spec"] for e in low.block.jaxpr.eqns]
+    assert [p.instances for c in calls for p in c.parts] == [12, 3, 6]   # the batch multiplies the instances
+    assert [p.shape[0] for c in calls for p in c.parts] == [3, 3, 3]     # as the outermost grid dimension
+
+
+def test_compile_cache_counts():
+    f = pj.kernel(seed_kernel)
+    args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
+    f(*args)
+    f(*args)
+    jax.jit(f)(*args)
+    assert f.compiles == 1
+    f(*[a[:32] if i < 2 else a for i, a in enumerate(args)])
+    assert f.compiles == 2
+    assert f.lower(*args).compile() is f.compiled_for(*args)
+
+
+def test_staged_api_and_profile(tmp_path):
+    f = pj.kernel(target="a2")(seed_kernel)
+    args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
+    lowered = f.lower(*args)
+    for level in ("tensor", "tile", "block", "pto"):
+        assert lowered.as_text(level)
+    assert "pto.tmatmul" in lowered.as_text("pto")
+    compiled = lowered.compile()
+    _close(compiled(*args), seed_kernel(*args))
+    prof = compiled.profile(*args)
+    assert prof.makespan_us >= prof.lower_bound_us * (1 - 1e-9) > 0
+    assert set(prof.label_us) == {"mul+add", "Linear", "sum"}
+    prof.save(tmp_path / "trace.json")
+    assert (tmp_path / "trace.json").read_text().startswith('{"traceEvents":')
+    out, trace = compiled.run(*args, executor="threads")
+    _close(out, seed_kernel(*args))
+
+
+def test_pytrees_in_and_out():
+    @pj.kernel
+    def f(params, x):
+        with pj.tile(vec=(8, 32)):
+            return {"y": x * params["scale"] + params["shift"], "z": [jnp.max(x, axis=-1)]}
+
+    params = {"scale": np.float32(2.0) * np.ones((16, 32), np.float32), "shift": np.ones((32,), np.float32)}
+    x = rand((16, 32), np.float32)
+    out = f(params, x)
+    assert set(out) == {"y", "z"} and isinstance(out["z"], list)
+    _close(out, f.fn(params, x))
+
+
+def test_compiled_kernel_called_with_other_shapes():
+    f = pj.kernel(seed_kernel)
+    args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
+    compiled = f.lower(*args).compile()
+    with pytest.raises(pj.PtoArgumentError, match=r"pj.kernel 'seed_kernel': compiled for \(float16\[64, 64\], "
+                                                   r"float16\[64, 64\], float16\[64, 32\]\) but called with "
+                                                   r"\(float16\[32, 64\], float16\[64, 64\], float16\[64, 32\]\)"):
+        compiled(args[0][:32], args[1], args[2])
+    with pytest.raises(pj.PtoArgumentError, match="do not match"):
+        compiled(args[0], args[1])
+
+
+def test_options_are_checked():
+    with pytest.raises(pj.PtoArgumentError, match="backend 'gpu' is not one of"):
+        pj.kernel(seed_kernel, backend="gpu")
+    with pytest.raises(pj.PtoArgumentError, match="unknown Ascend target .a9.; known targets: a2, a3"):
+        pj.kernel(seed_kernel, target="a9")
+
+
+def test_grad_of_a_kernel_points_to_custom_vjp():
+    f = pj.kernel(lambda x: x * 2)
+    with pytest.raises(pj.PtoUnsupportedError, match="wrap forward and backward kernels in jax.custom_vjp"):
+        jax.grad(lambda x: f(x).sum())(np.ones((8, 8), np.float32))
+
+
+def test_pass_options_reach_the_partition():
+    def fn(x):
+        with pj.tile(vec=(8, 64)), jax.named_scope("V1"):
+            return x * 2
+
+    f = pj.kernel(fn, options={"tiles_per_block": {"V1": 4}})
+    low = f.lower(np.ones((64, 64), np.float32)).lowering
+    assert [p.instances for e in low.block.jaxpr.eqns for p in e.params["spec"].parts] == [2]
