@@ -10,7 +10,9 @@ import ptojax as pj
 from helpers import F16, rand
 from ptojax.ascend import asm
 from ptojax.ascend.interpreter import PtoExecutionError
-from ptojax.ascend.program import compile_kernel, run_sequential
+from ptojax.ascend.program import compile_kernel
+from ptojax.execute import execute
+from ptojax.mpmd import PtoTaskError
 from ptojax.lowering import CoreMemory
 from ptojax.lowering.pipeline import TOLERANCE
 from test_lowering import KERNELS, seed_kernel
@@ -23,7 +25,7 @@ def test_round_trip_and_interpreter_match_xla(name, kernel, args):
         text = asm.emit(parsed)
         assert asm.emit(asm.parse(text)[0]) == text
     assert [asm.emit(k) for k in asm.parse(compiled.text)] == [asm.emit(k) for k in compiled.kernels.values()]
-    got = jax.tree.leaves(run_sequential(compiled, *args))
+    got = jax.tree.leaves(execute(compiled.lowering, *args, compiled=compiled)[0])
     want = jax.tree.leaves(jax.jit(kernel)(*args))
     for w, g in zip(want, got):
         assert g.dtype == w.dtype and g.shape == w.shape
@@ -96,8 +98,10 @@ def test_interpreter_rejects_a_tile_outside_its_buffer():
     kernel = compiled.kernels[key]
     body = tuple(dataclasses.replace(s, addr=196608 - 1024) if isinstance(s, asm.Alloc) else s for s in kernel.body)
     broken = dataclasses.replace(compiled, kernels={**compiled.kernels, key: dataclasses.replace(kernel, body=body)})
-    with pytest.raises(PtoExecutionError, match=r"tile of 2048 bytes at address 195584 does not fit the 196608-byte vec buffer"):
-        run_sequential(broken, *args)
+    with pytest.raises(PtoTaskError, match=r"mul\+add.*PtoExecutionError: .*tile of 2048 bytes at address 195584 does "
+                                           r"not fit the 196608-byte vec buffer") as err:
+        execute(broken.lowering, *args, compiled=broken)
+    assert isinstance(err.value.__cause__, PtoExecutionError)
 
 
 def test_interpreter_rejects_a_window_outside_the_tensor():
@@ -107,8 +111,8 @@ def test_interpreter_rejects_a_window_outside_the_tensor():
     body = tuple(dataclasses.replace(s, shape=("%c32", "%c32")) if isinstance(s, asm.MakeView) and s.name == "%v0" else s
                  for s in kernel.body)
     broken = dataclasses.replace(compiled, kernels={**compiled.kernels, key: dataclasses.replace(kernel, body=body)})
-    with pytest.raises(PtoExecutionError, match=r"does not match the view"):
-        run_sequential(broken, *args)
+    with pytest.raises(PtoTaskError, match=r"does not match the view"):
+        execute(broken.lowering, *args, compiled=broken)
 
 
 def test_unknown_instruction_is_rejected():
@@ -127,5 +131,5 @@ def test_int8_matmul_accumulates_exactly_in_int32():
         with pj.tile(cube=(16, 64, 16)):
             return pj.ops.matmul(a, b)
 
-    out = run_sequential(compile_kernel(pj.lower(kernel, a, b)), a, b)
+    out, _ = execute(pj.lower(kernel, a, b), a, b)
     np.testing.assert_array_equal(out, np.full((33, 48), 127 * -128 * 640, np.int32))
