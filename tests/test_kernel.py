@@ -19,12 +19,17 @@ NAMES = ["elementwise-tails", "compare-where-clip", "int8-arith", "reductions", 
 CASES = [k for k in KERNELS if k[0] in NAMES]
 
 
-def _close(got, want):
+# The MLP block rounds an intermediate to fp16: a different fp32 accumulation order upstream can move
+# that rounding by one fp16 ulp, so its fp32 output is compared at fp16 tolerance.
+INTERMEDIATE = {"mlp-block": np.dtype(np.float16)}
+
+
+def _close(got, want, name=None):
     got, want = jax.tree.leaves(got), jax.tree.leaves(want)
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
-        rtol, atol = TOLERANCE.get(np.dtype(w.dtype), (0, 0))
+        rtol, atol = TOLERANCE.get(INTERMEDIATE.get(name, np.dtype(w.dtype)), (0, 0))
         np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=2 * rtol, atol=2 * atol)
 
 
@@ -45,25 +50,25 @@ def _batch(args, n):
 def test_compositions(name, fn, args, backend):
     f = pj.kernel(fn, backend=backend)
     want = jax.jit(fn)(*args)
-    _close(f(*args), want)                                            # eager
-    _close(jax.jit(f)(*args), want)                                   # jit
+    _close(f(*args), want, name)                                      # eager
+    _close(jax.jit(f)(*args), want, name)                             # jit
     batched = _batch(args, 3)
     want_b = jax.vmap(fn)(*batched)
-    _close(jax.vmap(f)(*batched), want_b)                             # vmap, every argument batched
-    _close(jax.jit(jax.vmap(f))(*batched), want_b)                    # jit(vmap)
+    _close(jax.vmap(f)(*batched), want_b, name)                       # vmap, every argument batched
+    _close(jax.jit(jax.vmap(f))(*batched), want_b, name)              # jit(vmap)
     axes = (0,) + (None,) * (len(args) - 1)                           # only the first argument batched
     mixed = [batched[0]] + list(args[1:])
-    _close(jax.vmap(f, in_axes=axes)(*mixed), jax.vmap(fn, in_axes=axes)(*mixed))
+    _close(jax.vmap(f, in_axes=axes)(*mixed), jax.vmap(fn, in_axes=axes)(*mixed), name)
 
 
 @pytest.mark.parametrize("backend", ["sim", "xla"])
-@pytest.mark.parametrize("name,fn,args", CASES[:5], ids=[c[0] for c in CASES[:5]])
+@pytest.mark.parametrize("name,fn,args", CASES, ids=[c[0] for c in CASES])
 def test_shard_map_over_eight_devices(name, fn, args, backend):
     f = pj.kernel(fn, backend=backend)
     mesh = jax.make_mesh((8,), ("d",))
     stacked = [jax.device_put(x, NamedSharding(mesh, P("d"))) for x in _batch(args, 8)]
     sharded = jax.shard_map(jax.vmap(f), mesh=mesh, in_specs=P("d"), out_specs=P("d"))
-    _close(jax.jit(sharded)(*stacked), jax.vmap(fn)(*_batch(args, 8)))
+    _close(jax.jit(sharded)(*stacked), jax.vmap(fn)(*_batch(args, 8)), name)
 
 
 def test_vmap_is_one_kernel_with_the_batch_as_a_tile_loop():
