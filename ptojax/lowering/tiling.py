@@ -264,7 +264,9 @@ def _matmul(ctx, eqn, invals):
             sizes.append(size), index.append(i), stride.append(st), base.append(bs)
         return Window(tuple(sizes), tuple(index), tuple(stride), tuple(base))
 
+    # K chunks: (size, stride, base, count) — the full chunks, then the tail chunk.
     k_parts = ([(k, k, 0, big_k // k)] if big_k // k else []) + ([(big_k % k, k, (big_k // k) * k, 1)] if big_k % k else [])
+
     def body(region, index, ins, outs):
         a_gm, b_gm, *bias_gm = ins[:2 + len(bias)]
         bias_tile = [T.tload(bias_gm[0], index, broadcast_window(bias[0].shape, space, region), "mat")] if bias else []
