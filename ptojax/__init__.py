@@ -6,6 +6,7 @@ from .errors import (PtoArgumentError, PtoCapacityError, PtoDtypeError, PtoError
                      PtoUnsupportedError, PtoVerifyError)
 from .kernel import Compiled, Kernel, Lowered, kernel
 from .lowering import lower, tile
+from . import nn  # noqa: E402  (after kernel: pj.nn builds on pj.kernel)
 
 try:
     __version__ = version("ptojax")
@@ -15,5 +16,5 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 __all__ = [
     "PtoArgumentError", "PtoCapacityError", "PtoDtypeError", "PtoError", "PtoShapeError", "PtoUnsupportedError",
     "PtoVerifyError", "__version__", "ascend", "errors", "kernel", "Kernel", "Lowered", "Compiled", "lower",
-    "lowering", "ops", "tile",
+    "lowering", "nn", "ops", "tile",
 ]

@@ -1,0 +1,136 @@
+"""DeepSeek-V3.2-Exp's indexer as ptojax kernels, with CANN's interfaces.
+
+- :func:`indexer_prolog` — ``npu_lightning_indexer_prolog`` (W8A8 Q path, C8 key cache): three
+  independent streams, labelled by stage as in the seed article's swimlanes —
+  Q: ``QMatmul`` (int8 x int8 -> int32 on the cube) → ``Dequant`` → ``QRope`` → ``QHadamard``
+  (cube) → ``QQuant``; K: ``KMatmul`` → ``LayerNorm`` → ``KRope`` → ``KHadamard`` → ``KQuant`` →
+  ``Scatter`` (paged int8 cache and its fp16 scale cache); W: ``Weights`` (matmul) → ``WScale``.
+- :func:`lightning_indexer` — ``npu_quant_lightning_indexer`` (int8, sparse_mode 3, PA_BSND key):
+  ``Gather`` (key blocks by block_table) → ``Score`` (int8 QK^T on the cube, merged over the S1·N
+  query rows of a batch) → ``Reduce`` (ReLU, w·q_scale head sum, k_scale, causal mask from
+  ``actual_seq_lengths_key``) → ``TopK``. The lengths are runtime inputs, so one compiled kernel
+  serves every length up to the cache's (block_table width × block size).
+
+The functions are ordinary JAX functions (``pj.tile`` is metadata outside lowering); wrap them with
+``pj.kernel`` (:func:`make_kernels`) to run them on the simulated A3 or as XLA.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import ptojax as pj
+from ptojax import ops
+
+F32, BF16, F16, I32 = jnp.float32, jnp.bfloat16, jnp.float16, jnp.int32
+ROPE_DIM = 64
+
+# Tiles (the seed's tuned ones where they apply: Q matmul cube tile m16, k512, n64).
+PROLOG_TILES = dict(q_cube=(16, 512, 64), kw_cube=(16, 512, 64), had_cube=(64, 128, 128),
+                    vec_dequant=(8, 1024), vec_head=(2, 64, 128), vec_quant=(64, 128), vec_row=(8, 128),
+                    vec_w=(8, 64))
+PROLOG_OPTIONS = {"tiles_per_block": {"QMatmul": 6}}
+INDEXER_TILES = dict(score_cube=(64, 128, 128), vec=(1, 8, 128), topk_vec=(1, 1, 512))
+
+
+def _rope_head(x, cos, sin, out_dtype):
+    """Rotate-half RoPE on the first 64 dims of the last axis (float32 math, ``out_dtype`` result)."""
+    half = ROPE_DIM // 2
+    r = ops.cast(x[..., :ROPE_DIM], F32)
+    rotated = jnp.concatenate([-r[..., half:], r[..., :half]], axis=-1)
+    r = r * ops.cast(cos, F32) + rotated * ops.cast(sin, F32)
+    return jnp.concatenate([ops.cast(r, out_dtype), x[..., ROPE_DIM:]], axis=-1)
+
+
+def indexer_prolog(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_proj, ln_gamma_k, ln_beta_k,
+                   cos_idx_rope, sin_idx_rope, hadamard_q, hadamard_k, idx_k_cache, idx_k_scale_cache,
+                   idx_k_cache_index, *, n_heads: int, layernorm_epsilon_k: float = 1e-6, tiles=None):
+    """The Indexer Prolog (shapes as :func:`.reference.indexer_prolog`; ``idx_k_cache_index`` int32).
+
+    Returns ``(query int8 [T, N, D], query_scale fp16 [T, N], weights fp16 [T, N], idx_k_cache,
+    idx_k_scale_cache)``.
+    """
+    tl = dict(PROLOG_TILES, **(tiles or {}))
+    t = token_x.shape[0]
+    d = hadamard_q.shape[0]
+    # ---- Q stream
+    with pj.tile(cube=tl["q_cube"]), jax.named_scope("QMatmul"):
+        acc = ops.matmul(q_norm, wq_b)                                        # int32 [T, N*D]
+    with pj.tile(vec=tl["vec_dequant"]), jax.named_scope("Dequant"):
+        q = ops.dequantize(acc, q_norm_scale * ops.reshape(wq_b_scale, (1, -1)))
+        q = ops.cast(q, BF16)
+    q = ops.reshape(q, (t, n_heads, d))
+    with pj.tile(vec=tl["vec_head"]), jax.named_scope("QRope"):
+        q = _rope_head(q, ops.reshape(cos_idx_rope, (t, 1, ROPE_DIM)), ops.reshape(sin_idx_rope, (t, 1, ROPE_DIM)),
+                       BF16)
+    with pj.tile(cube=tl["had_cube"]), jax.named_scope("QHadamard"):
+        q = ops.matmul(ops.reshape(q, (t * n_heads, d)), hadamard_q, out_dtype=BF16)
+    with pj.tile(vec=tl["vec_quant"]), jax.named_scope("QQuant"):
+        query, q_scale = ops.quantize(q, axis=-1, scale_dtype=F16)
+    # ---- K stream
+    with pj.tile(cube=tl["kw_cube"]), jax.named_scope("KMatmul"):
+        k = ops.matmul(token_x, wk)                                           # fp32 [T, D]
+    with pj.tile(vec=tl["vec_row"]), jax.named_scope("LayerNorm"):
+        k = ops.layer_norm(k, ops.cast(ln_gamma_k, F32), ops.cast(ln_beta_k, F32), eps=layernorm_epsilon_k)
+        k = ops.cast(k, BF16)
+    with pj.tile(vec=tl["vec_row"]), jax.named_scope("KRope"):
+        k = _rope_head(k, cos_idx_rope, sin_idx_rope, BF16)
+    with pj.tile(cube=tl["had_cube"]), jax.named_scope("KHadamard"):
+        k = ops.matmul(k, hadamard_k, out_dtype=BF16)
+    with pj.tile(vec=tl["vec_row"]), jax.named_scope("KQuant"):
+        k8, k_scale = ops.quantize(k, axis=-1, scale_dtype=F16)
+    nb, bs = idx_k_cache.shape[:2]
+    with pj.tile(vec=(1, d)), jax.named_scope("Scatter"):
+        k_cache = ops.scatter_update(ops.reshape(idx_k_cache, (nb * bs, d)), idx_k_cache_index, k8, axis=0)
+        s_cache = ops.scatter_update(ops.reshape(idx_k_scale_cache, (nb * bs, 1)), idx_k_cache_index, k_scale,
+                                     axis=0)
+    # ---- weights stream
+    with pj.tile(cube=tl["kw_cube"]), jax.named_scope("Weights"):
+        w = ops.matmul(token_x, weights_proj, out_dtype=BF16)
+    with pj.tile(vec=tl["vec_w"]), jax.named_scope("WScale"):
+        weights = ops.cast(ops.cast(w, F32) * np.float32(n_heads ** -0.5 * d ** -0.5), F16)
+    return (ops.reshape(query, (t, n_heads, d)), ops.reshape(q_scale, (t, n_heads)), weights,
+            ops.reshape(k_cache, idx_k_cache.shape), ops.reshape(s_cache, idx_k_scale_cache.shape))
+
+
+def lightning_indexer(query, key, weights, query_dequant_scale, key_dequant_scale, actual_seq_lengths_key,
+                      block_table, *, sparse_count: int, tiles=None):
+    """The int8 Lightning Indexer with top-k (shapes as :func:`.reference.lightning_indexer`).
+
+    Returns ``sparse_indices [T, 1, sparse_count]`` int32 (-1 padded).
+    """
+    tl = dict(INDEXER_TILES, **(tiles or {}))
+    b, mb = block_table.shape
+    nb, bs = key.shape[:2]
+    t, n, d = query.shape
+    s1, s2 = t // b, mb * bs
+    with pj.tile(vec=(1, 1, 32, d)), jax.named_scope("Gather"):
+        k8 = ops.gather(ops.reshape(key, (nb, bs, d)), block_table, axis=0)           # [B, MB, bs, D]
+    with pj.tile(vec=(1, 1, bs)), jax.named_scope("Gather"):
+        ks = ops.gather(ops.reshape(key_dequant_scale, (nb, bs)), block_table, axis=0)  # [B, MB, bs]
+    k8 = ops.reshape(k8, (b, s2, d))
+    with pj.tile(cube=tl["score_cube"]), jax.named_scope("Score"):
+        dots = ops.matmul(ops.reshape(query, (b, s1 * n, d)), k8, transpose_b=True)   # int32 [B, S1*N, S2]
+    with pj.tile(vec=tl["vec"]), jax.named_scope("Reduce"):
+        wq = ops.cast(weights, F32) * ops.cast(query_dequant_scale, F32)            # [T, N]
+        p = ops.relu(ops.cast(dots, F32)) * ops.reshape(wq, (b, s1 * n, 1))
+        score = ops.sum(ops.reshape(p, (b, s1, n, s2)), axis=2)                       # [B, S1, S2]
+        score = score * ops.reshape(ops.cast(ks, F32), (b, 1, s2))
+        limit = ops.reshape(actual_seq_lengths_key, (b, 1, 1)) - jnp.arange(s1 - 1, -1, -1, dtype=I32).reshape(1, s1, 1)
+        visible = jnp.arange(s2, dtype=I32).reshape(1, 1, s2) < limit
+        score = ops.where(visible, score, np.float32(-np.inf))
+    with pj.tile(vec=tl["topk_vec"][:2] + (s2,)), jax.named_scope("TopK"):
+        values, idx = ops.topk(score, sparse_count, axis=-1)
+        idx = ops.where(values == np.float32(-np.inf), np.int32(-1), idx)
+    return ops.reshape(idx, (t, 1, sparse_count))
+
+
+def make_kernels(n_heads: int, sparse_count: int, backend: str = "sim", target: str = "a3", tiles=None):
+    """``(prolog, indexer)`` as ``pj.kernel`` s for a configuration (``n_heads``, ``sparse_count``)."""
+    prolog = pj.kernel(functools.partial(indexer_prolog, n_heads=n_heads, tiles=tiles), backend=backend, target=target)
+    indexer = pj.kernel(functools.partial(lightning_indexer, sparse_count=sparse_count, tiles=tiles),
+                        backend=backend, target=target)
+    return prolog, indexer

@@ -1,0 +1,154 @@
+"""Causal flash attention: a forward kernel that saves the log-sum-exp and a backward kernel that
+recomputes the score tiles block by block. Both loop over KV blocks with ``jax.lax.fori_loop`` and
+``jax.lax.dynamic_slice`` (kept as loops by the lowering): no (seq x seq) matrix ever lives in GM —
+the largest intermediate is one (heads, seq, block) score tile."""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import ops
+from ..errors import PtoShapeError
+from ..lowering import tile
+from ._common import F32, check_backend, check_float, cube_tile, make
+
+BLOCK = 16          # KV rows per loop step (a multiple of the 16-row fractal)
+_NEG = -1e30        # the causal mask's score: finite, so that exp(-1e30 - m) is 0 and never NaN
+
+
+def _mm(a, b, **kw):
+    m = a.shape[-1] if kw.get("transpose_a") else a.shape[-2]
+    k = a.shape[-2] if kw.get("transpose_a") else a.shape[-1]
+    n = b.shape[-2] if kw.get("transpose_b") else b.shape[-1]
+    with tile(cube=cube_tile(m, k, n, np.dtype(a.dtype).itemsize)):
+        return ops.matmul(a, b, out_dtype=F32, **kw)
+
+
+def _vec(d):
+    return (16, d)
+
+
+def _padded(x, sp):
+    s = x.shape[1]
+    return x if sp == s else jnp.pad(x, ((0, 0), (0, sp - s), (0, 0)))
+
+
+def _scores(q, kj, j, block, scale):
+    """The (H, S, block) score tile of KV block ``j``, causally masked (padding rows lie past every query)."""
+    h, s, d = q.shape
+    st = _mm(q, kj, transpose_b=True)
+    with tile(vec=(16, block)):
+        rows = np.arange(s, dtype=np.int32)[:, None] - np.arange(block, dtype=np.int32)[None, :]
+        visible = rows >= j * block                    # key j*block + c <= query r
+        return jnp.where(visible[None], st * scale, _NEG)
+
+
+def _fa_fwd_kernel(q, k, v, *, block):
+    h, s, d = q.shape
+    nb = -(-s // block)
+    kp, vp = _padded(k, nb * block), _padded(v, nb * block)
+    scale = float(1.0 / np.sqrt(d))
+
+    def step(j, carry):
+        m, l, acc = carry
+        kj = jax.lax.dynamic_slice(kp, (0, j * block, 0), (h, block, d))
+        vj = jax.lax.dynamic_slice(vp, (0, j * block, 0), (h, block, d))
+        with jax.named_scope("QK"):
+            st = _scores(q, kj, j, block, scale)
+        with tile(vec=(16, block)), jax.named_scope("OnlineSoftmax"):
+            m2 = jnp.maximum(m, jnp.max(st, axis=-1))
+            p = jnp.exp(st - m2[..., None])
+            corr = jnp.exp(m - m2)
+            l2 = l * corr + jnp.sum(p, axis=-1)
+        with jax.named_scope("PV"):
+            pv = _mm(p.astype(v.dtype), vj)
+        with tile(vec=_vec(d)):
+            acc2 = acc * corr[..., None] + pv
+        return m2, l2, acc2
+
+    with tile(vec=_vec(d)):
+        m0 = jnp.full((h, s), _NEG, F32)
+        l0 = jnp.zeros((h, s), F32)
+        a0 = jnp.zeros((h, s, d), F32)
+    m, l, acc = jax.lax.fori_loop(0, nb, step, (m0, l0, a0))
+    with tile(vec=_vec(d)), jax.named_scope("Normalize"):
+        o = acc / l[..., None]
+        lse = m + jnp.log(l)
+        return o.astype(q.dtype), lse
+
+
+def _fa_bwd_kernel(q, k, v, o, lse, do, *, block):
+    h, s, d = q.shape
+    nb = -(-s // block)
+    sp = nb * block
+    kp, vp = _padded(k, sp), _padded(v, sp)
+    scale = float(1.0 / np.sqrt(d))
+    with tile(vec=_vec(d)), jax.named_scope("Delta"):
+        delta = jnp.sum(do.astype(F32) * o.astype(F32), axis=-1)      # rowsum(dO * O), (H, S)
+
+    def step(j, carry):
+        dq, dk, dv = carry
+        kj = jax.lax.dynamic_slice(kp, (0, j * block, 0), (h, block, d))
+        vj = jax.lax.dynamic_slice(vp, (0, j * block, 0), (h, block, d))
+        with jax.named_scope("QK"):
+            st = _scores(q, kj, j, block, scale)
+        with tile(vec=(16, block)), jax.named_scope("P"):
+            p = jnp.exp(st - lse[..., None])
+            p_in = p.astype(q.dtype)
+        with jax.named_scope("dV"):
+            dvj = _mm(p_in, do, transpose_a=True)                          # (H, block, D)
+        with jax.named_scope("dP"):
+            dp = _mm(do, vj, transpose_b=True)                             # (H, S, block)
+        with tile(vec=(16, block)), jax.named_scope("dS"):
+            ds = (p * (dp - delta[..., None]) * scale).astype(q.dtype)
+        with jax.named_scope("dQ"):
+            dq2 = dq + _mm(ds, kj)
+        with jax.named_scope("dK"):
+            dkj = _mm(ds, q, transpose_a=True)
+        dk = jax.lax.dynamic_update_slice(dk, dkj, (0, j * block, 0))
+        dv = jax.lax.dynamic_update_slice(dv, dvj, (0, j * block, 0))
+        return dq2, dk, dv
+
+    with tile(vec=_vec(d)):
+        dq0 = jnp.zeros((h, s, d), F32)
+        dkv0 = jnp.zeros((h, sp, d), F32)
+    dq, dk, dv = jax.lax.fori_loop(0, nb, step, (dq0, dkv0, dkv0))
+    with tile(vec=_vec(d)):
+        return dq.astype(q.dtype), dk[:, :s].astype(k.dtype), dv[:, :s].astype(v.dtype)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _fa3(q, k, v, block, backend):
+    return make("flash_attention_fwd", _fa_fwd_kernel, backend, block=block)(q, k, v)[0]
+
+
+def _fa3_fwd(q, k, v, block, backend):
+    o, lse = make("flash_attention_fwd", _fa_fwd_kernel, backend, block=block)(q, k, v)
+    return o, (q, k, v, o, lse)
+
+
+def _fa3_bwd(block, backend, res, do):
+    return tuple(make("flash_attention_bwd", _fa_bwd_kernel, backend, block=block)(*res, do))
+
+
+_fa3.defvjp(_fa3_fwd, _fa3_bwd)
+
+
+def flash_attention(q, k, v, *, block: int = BLOCK, backend: str = "sim"):
+    """Causal ``softmax(q kᵀ / sqrt(d)) v`` with shapes (heads, seq, dim) or (batch, heads, seq, dim).
+
+    The forward kernel runs an online softmax over KV blocks of ``block`` rows and saves the per-row
+    fp32 log-sum-exp; residuals are q, k, v, the output and that log-sum-exp (O(seq) per head). The
+    backward kernel recomputes each block's scores and probabilities from the log-sum-exp.
+    ``seq`` need not divide by ``block`` (K and V are zero-padded and the padding is masked)."""
+    check_backend("flash_attention", backend)
+    check_float("flash_attention", q=q, k=k, v=v)
+    if q.ndim not in (3, 4) or q.shape != k.shape or q.shape != v.shape:
+        raise PtoShapeError(f"pj.nn.flash_attention: q {q.shape}, k {k.shape}, v {v.shape}: expected equal shapes "
+                            "(heads, seq, dim) or (batch, heads, seq, dim)")
+    shape = q.shape
+    q3, k3, v3 = (x.reshape(-1, *shape[-2:]) for x in (q, k, v))
+    return _fa3(q3, k3, v3, int(block), backend).reshape(shape)

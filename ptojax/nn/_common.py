@@ -1,0 +1,76 @@
+"""Shared pieces of pj.nn: the kernel cache, default tiles, dtype helpers."""
+from __future__ import annotations
+
+import functools
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import PtoArgumentError, PtoDtypeError
+from ..kernel import BACKENDS, Kernel, kernel
+
+F32 = jnp.float32
+FLOATS = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
+
+
+def check_backend(op: str, backend: str) -> str:
+    if backend not in BACKENDS:
+        raise PtoArgumentError(f"pj.nn.{op}: backend {backend!r} is not one of {BACKENDS}")
+    return backend
+
+
+def check_float(op: str, **arrays):
+    dtypes = {name: np.dtype(a.dtype) for name, a in arrays.items()}
+    for name, d in dtypes.items():
+        if d not in FLOATS:
+            raise PtoDtypeError(f"pj.nn.{op}: {name} has dtype {d.name}; expected float32, float16 or bfloat16")
+    if len(set(dtypes.values())) > 1:
+        raise PtoDtypeError(f"pj.nn.{op}: operands must share a dtype, got "
+                            + ", ".join(f"{n}={d.name}" for n, d in dtypes.items()))
+
+
+_KERNELS: dict = {}
+
+
+def make(name: str, fn, backend: str, **static) -> Kernel:
+    """One ``pj.kernel`` per (op, backend, static parameters): its compile cache lives as long as the process."""
+    key = (name, backend, tuple(sorted(static.items())))
+    if key not in _KERNELS:
+        k = kernel(functools.partial(fn, **static) if static else fn, backend=backend)
+        k.name = name
+        _KERNELS[key] = k
+    return _KERNELS[key]
+
+
+# ------------------------------------------------------------------------------------------- tiles
+# Vector tiles: the last dim times the itemsize is a multiple of 32 bytes wherever a tile splits it;
+# about 8 KiB of fp32 per tile so that a fused program's few live tiles stay well inside the 192 KiB UB.
+# Cube tiles: multiples of the 16x16x16 fractal, m*k and k*n operands under L0A/L0B's 64 KiB and the
+# fp32 m*n accumulator under L0C's 128 KiB.
+TILE_BYTES = 8 * 1024
+EW_COLS = 64          # elementwise column block: 64 x {2, 4} bytes, 32-byte aligned
+COL_REDUCE = 16       # column block of a reduction over rows: 16 x 4 bytes (rows taken whole)
+
+
+def ew_tile(rows_hint: int = 32):
+    """An elementwise vector tile (rows, 64 cols)."""
+    return (max(1, min(rows_hint, TILE_BYTES // (EW_COLS * 4))), EW_COLS)
+
+
+def row_tile(d: int):
+    """A row-wise (softmax / norm) tile: whole rows of ``d`` elements, as many rows as fit ~8 KiB of fp32."""
+    return (max(1, min(64, TILE_BYTES // (max(1, d) * 4))), d)
+
+
+def col_reduce_tile():
+    """Tile of a reduction over rows: the reduced rows stay whole, 16 fp32 columns (64 bytes) per tile."""
+    return (1, COL_REDUCE)
+
+
+def cube_tile(m: int, k: int, n: int, itemsize: int = 4):
+    """(m, k, n), multiples of 16, clipped up to the problem, fitting L0A/L0B (64 KiB) and L0C (128 KiB)."""
+    def up16(x):
+        return max(16, -(-x // 16) * 16)
+    tm, tk, tn = min(128, up16(m)), min(128 if itemsize <= 2 else 64, up16(k)), min(128, up16(n))
+    assert tm * tk * itemsize <= 64 * 1024 and tk * tn * itemsize <= 64 * 1024 and tm * tn * 4 <= 128 * 1024
+    return (tm, tk, tn)

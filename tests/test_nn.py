@@ -1,0 +1,213 @@
+"""pj.nn: every training op's forward and backward kernels against pure-jnp references (check_grads,
+both backends), bf16, compositions (jit(grad), vmap, value_and_grad), flash attention's O(seq)
+workspace and the MLP training example."""
+import importlib.util
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import ptojax as pj
+from ptojax._jax import ClosedJaxpr
+
+BACKENDS = ["sim", "xla"]
+BF16_TOL = 5e-2        # bf16 results and gradients vs the fp32 reference: |err| <= 5e-2 * max|ref| (+ atol 5e-2)
+
+
+def _rand(shape, seed, scale=1.0, dtype=np.float32):
+    return (np.random.default_rng(seed).normal(size=shape) * scale).astype(dtype)
+
+
+# ----------------------------------------------------------------------------- jnp references
+ACT = {"relu": jax.nn.relu, "gelu": jax.nn.gelu, "silu": jax.nn.silu, None: lambda z: z}
+
+
+def ref_dense(x, w, b, activation):
+    return ACT[activation](x @ w + b)
+
+
+def ref_rms(x, g, eps=1e-6):
+    return x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + eps) * g
+
+
+def ref_ln(x, g, b, eps=1e-5):
+    m = x.mean(-1, keepdims=True)
+    return (x - m) * jax.lax.rsqrt(((x - m) ** 2).mean(-1, keepdims=True) + eps) * g + b
+
+
+def ref_xent(logits, y):
+    return jnp.mean(jax.nn.logsumexp(logits, -1) - jnp.take_along_axis(logits, y[:, None], -1)[:, 0])
+
+
+def ref_swiglu(x, wg, wu):
+    return jax.nn.silu(x @ wg) * (x @ wu)
+
+
+def ref_attention(q, k, v):
+    s = jnp.einsum("...qd,...kd->...qk", q, k) / np.sqrt(q.shape[-1])
+    n = q.shape[-2]
+    s = jnp.where(jnp.tril(jnp.ones((n, n), bool)), s, -jnp.inf)
+    return jnp.einsum("...qk,...kd->...qd", jax.nn.softmax(s, -1), v)
+
+
+X, W, B = _rand((16, 32), 0), _rand((32, 32), 1, 0.2), _rand((32,), 2)
+G, BETA = _rand((32,), 3), _rand((32,), 4)
+LABELS = np.random.default_rng(5).integers(0, 32, 16).astype(np.int32)
+Q, K, V = (_rand((2, 40, 16), 10 + i) for i in range(3))      # seq 40: not a multiple of the 16-row block
+
+
+def _cases(backend):
+    """(name, pj.nn function, jnp reference, float args) per op."""
+    nn = pj.nn
+    out = [(f"dense-{a}", lambda x, w, b, a=a: nn.dense(x, w, b, a, backend=backend),
+            lambda x, w, b, a=a: ref_dense(x, w, b, a), (X, W, B)) for a in ("relu", "gelu", "silu", None)]
+    return out + [
+        ("rms_norm", lambda x, g: nn.rms_norm(x, g, 1e-6, backend=backend), ref_rms, (X, G)),
+        ("layer_norm", lambda x, g, b: nn.layer_norm(x, g, b, 1e-5, backend=backend), ref_ln, (X, G, BETA)),
+        ("softmax", lambda x: nn.softmax(x, backend=backend), lambda x: jax.nn.softmax(x, -1), (X,)),
+        ("softmax-axis0", lambda x: nn.softmax(x, axis=0, backend=backend), lambda x: jax.nn.softmax(x, 0), (X,)),
+        ("xent", lambda x: nn.softmax_cross_entropy(x, LABELS, backend=backend), lambda x: ref_xent(x, LABELS), (X,)),
+        ("swiglu", lambda x, a, c: nn.swiglu(x, a, c, backend=backend), ref_swiglu, (X, W, W[:, ::-1].copy())),
+        ("flash_attention", lambda q, k, v: nn.flash_attention(q, k, v, backend=backend), ref_attention, (Q, K, V)),
+    ]
+
+
+NAMES = [c[0] for c in _cases("xla")]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("index", range(len(NAMES)), ids=NAMES)
+def test_forward_and_grads_float32(index, backend):
+    name, f, ref, args = _cases(backend)[index]
+    np.testing.assert_allclose(np.asarray(f(*args)), np.asarray(ref(*args)), rtol=1e-5, atol=1e-5)
+    # the VJP of each kernel pair equals the jnp reference's ...
+    ct = _rand(np.shape(ref(*args)), 99)
+    got = jax.vjp(f, *args)[1](jnp.asarray(ct, jnp.float32))
+    want = jax.vjp(ref, *args)[1](jnp.asarray(ct, jnp.float32))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
+    # ... and agrees with finite differences of the forward kernel
+    check_grads(f, args, order=1, modes=("rev",), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("index", range(len(NAMES)), ids=NAMES)
+def test_bfloat16(index):
+    """bf16 operands accumulate in fp32: within BF16_TOL of the fp32 reference on the same bf16 inputs."""
+    name, f, ref, args = _cases("sim" if index < 2 else "xla")[index]
+    bf = [jnp.asarray(a, jnp.bfloat16) for a in args]
+    f32 = [a.astype(jnp.float32) for a in bf]
+    out, vjp = jax.vjp(f, *bf)
+    want, vjp_ref = jax.vjp(ref, *f32)
+    assert out.dtype == (jnp.float32 if name == "xent" else jnp.bfloat16)
+    ct = _rand(np.shape(want), 99)
+    pairs = [(out, want)] + list(zip(vjp(jnp.asarray(ct, out.dtype)), vjp_ref(jnp.asarray(ct, jnp.float32))))
+    for g, w in pairs:
+        assert g.dtype == jnp.bfloat16 or name == "xent"
+        g, w = np.asarray(g, np.float32), np.asarray(w, np.float32)
+        np.testing.assert_allclose(g, w, rtol=0, atol=BF16_TOL * (1 + np.abs(w).max()))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compositions_jit_grad_vmap_value_and_grad(backend):
+    nn = pj.nn
+
+    def loss(params, x, y):
+        w1, b1, g, w2, b2 = params
+        h = nn.dense(x, w1, b1, "gelu", backend=backend)
+        h = jnp.tanh(nn.rms_norm(h, g, backend=backend)) * 0.5 + h          # plain JAX code in between
+        return nn.softmax_cross_entropy(nn.dense(h, w2, b2, backend=backend), y, backend=backend) + 1e-3 * jnp.sum(w1 ** 2)
+
+    def loss_ref(params, x, y):
+        w1, b1, g, w2, b2 = params
+        h = jax.nn.gelu(x @ w1 + b1)
+        h = jnp.tanh(ref_rms(h, g)) * 0.5 + h
+        return ref_xent(h @ w2 + b2, y) + 1e-3 * jnp.sum(w1 ** 2)
+
+    params = (W, B, G, _rand((32, 32), 7, 0.2), BETA)
+    got = jax.jit(jax.grad(loss))(params, X, LABELS)
+    want = jax.grad(loss_ref)(params, X, LABELS)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    (l, g), (lr, gr) = jax.value_and_grad(loss)(params, X, LABELS), jax.value_and_grad(loss_ref)(params, X, LABELS)
+    np.testing.assert_allclose(l, lr, rtol=1e-5)
+    # vmap over a batch of inputs, of both the forward and the gradient
+    xs = np.stack([X, -X, 2 * X])
+    f = lambda x: nn.layer_norm(nn.dense(x, W, B, "silu", backend=backend), G, BETA, backend=backend)
+    fr = lambda x: ref_ln(ref_dense(x, W, B, "silu"), G, BETA)
+    np.testing.assert_allclose(jax.vmap(f)(xs), jax.vmap(fr)(xs), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(jax.vmap(jax.grad(lambda x: f(x).sum() ** 2))(xs),
+                               jax.vmap(jax.grad(lambda x: fr(x).sum() ** 2))(xs), rtol=1e-3, atol=1e-3)
+
+
+def test_flash_attention_4d_and_jit_grad_sim():
+    q, k, v = (x.reshape(1, 2, 40, 16) for x in (Q, K, V))
+    f = lambda q, k, v: (pj.nn.flash_attention(q, k, v, backend="sim") ** 2).sum()
+    fr = lambda q, k, v: (ref_attention(q, k, v) ** 2).sum()
+    got = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(q, k, v)
+    want = jax.grad(fr, argnums=(0, 1, 2))(q, k, v)
+    for g, w in zip(got, want):
+        assert g.shape == (1, 2, 40, 16)
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def _avals(jaxpr):
+    """Every eqn output aval of a jaxpr, loop and branch bodies included."""
+    for eqn in jaxpr.eqns:
+        yield eqn.primitive.name, [v.aval for v in eqn.outvars]
+        for p in eqn.params.values():
+            for sub in (p if isinstance(p, (tuple, list)) else [p]):
+                if isinstance(sub, ClosedJaxpr):
+                    yield from _avals(sub.jaxpr)
+                elif isinstance(sub, jax.extend.core.Jaxpr):
+                    yield from _avals(sub)
+
+
+def _largest_gm(seq, backend="xla"):
+    from ptojax.nn import _attention as A
+    h, d = 2, 16
+    q = np.zeros((h, seq, d), np.float32)
+    lse = np.zeros((h, seq), np.float32)
+    bwd = pj.nn._common.make("flash_attention_bwd", A._fa_bwd_kernel, backend, block=A.BLOCK)
+    low = bwd.lower(q, q, q, q, lse, q).lowering
+    # GM tensors of the Block graph: the outputs of block calls (and every other top-level value)
+    sizes = [int(np.prod(a.shape)) for _, avals in _avals(low.block.jaxpr) for a in avals if hasattr(a, "shape")]
+    return max(sizes), low
+
+
+def test_flash_attention_backward_workspace_is_linear_in_seq():
+    h, d, block = 2, 16, pj.nn._attention.BLOCK
+    small, low = _largest_gm(40)
+    assert any(e.primitive.name in ("scan", "while") for e in low.block.jaxpr.eqns)   # the KV loop stays a loop
+    assert small < h * 40 * 40                                                 # no (seq x seq) score matrix
+    assert small <= h * 48 * max(d, block)                                     # O(seq): a (h, seq, block) tile
+    big, _ = _largest_gm(160)
+    assert big < h * 160 * 160 and big <= 4 * small * (1 + 1e-9) * 1.2          # grows linearly, not quadratically
+
+
+def _example():
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "train_mlp.py"
+    spec = importlib.util.spec_from_file_location("train_mlp", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_train_mlp_example():
+    curve, ref = _example().main(steps=24, sim_steps=3, verbose=False)
+    assert len(curve) == 24 and curve[-1] < 0.5 * curve[0]
+    assert all(b < a for a, b in zip(curve[:10], curve[1:11]))               # decreasing
+    np.testing.assert_allclose(curve, ref, rtol=1e-4, atol=1e-5)             # matches the pure-jnp model
+
+
+def test_errors():
+    with pytest.raises(pj.PtoArgumentError, match="activation 'tanh'"):
+        pj.nn.dense(X, W, B, "tanh")
+    with pytest.raises(pj.PtoArgumentError, match="backend 'gpu'"):
+        pj.nn.softmax(X, backend="gpu")
+    with pytest.raises(pj.PtoDtypeError, match="labels have dtype"):
+        pj.nn.softmax_cross_entropy(X, LABELS.astype(np.float32))
+    with pytest.raises(pj.PtoShapeError, match="flash_attention"):
+        pj.nn.flash_attention(Q, K[:, :8], V)
