@@ -18,15 +18,19 @@ def machine(target) -> Machine:
 
 
 def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated", policy: str = "mpmd",
-            workers: int = 4, compiled=None):
-    """Run ``lowering`` on ``args``: (outputs as a pytree of NumPy arrays, :class:`Trace`)."""
+            workers: int = 4, compiled=None, donated=()):
+    """Run ``lowering`` on ``args``: (outputs as a pytree of NumPy arrays, :class:`Trace`).
+
+    ``donated``: flat argument positions whose arrays the kernel may update in place.
+    """
     tgt = get_target(target) if isinstance(target, str) else target
     compiled = compiled or compile_kernel(lowering, tgt.memory)
     flat, tree = jax.tree.flatten(args)
     if tree != lowering.in_tree:
         raise PtoArgumentError(f"pto run: arguments {tree} do not match the lowered signature {lowering.in_tree}")
     backend = AscendBackend(compiled, tgt)
-    plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, [np.asarray(x) for x in flat], backend)
+    plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, [np.asarray(x) for x in flat], backend,
+                       frozenset(donated))
     if executor == "simulated":
         trace = simulate(plan, machine(tgt), policy=policy, worker=backend.worker)
     elif executor == "threads":

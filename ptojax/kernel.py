@@ -43,6 +43,7 @@ class Options:
     executor: str = "simulated"
     workers: int = 4
     passes: tuple = ()              # pass options, e.g. (("tiles_per_block", (("DEFAULT", 1), ("V1", 4))),)
+    donate_argnums: tuple = ()      # positional arguments the kernel may update in place
 
     def __post_init__(self):
         get_target(self.target)
@@ -122,11 +123,19 @@ class Compiled:
         return self.code.text if level == "pto" and self.code is not None else self.lowering.as_text(level)
 
     def run(self, *args, executor: str | None = None, policy: str = "mpmd"):
-        """Execute on the runtime: (outputs as NumPy arrays, :class:`~ptojax.mpmd.Trace`)."""
+        """Execute on the runtime: (outputs as NumPy arrays, :class:`~ptojax.mpmd.Trace`).
+
+        Arrays of ``donate_argnums`` arguments may be overwritten (the kernel updates them in place)."""
         flat, _ = jax.tree.flatten(args)
         self._check(flat)
+        donated, start = set(), 0
+        for i, arg in enumerate(args):
+            n = len(jax.tree.leaves(arg))
+            if i in self.options.donate_argnums:
+                donated.update(range(start, start + n))
+            start += n
         return execute(self.lowering, *args, target=self.options.target, executor=executor or self.options.executor,
-                       policy=policy, workers=self.options.workers, compiled=self._code())
+                       policy=policy, workers=self.options.workers, compiled=self._code(), donated=donated)
 
     def profile(self, *args, policy: str = "mpmd"):
         """A simulated run on the target's cost model: a :class:`~ptojax.mpmd.Profile`
@@ -181,15 +190,17 @@ class Kernel:
 
 
 def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "sim", executor: str = "simulated",
-           workers: int = 4, options: Mapping | None = None):
+           workers: int = 4, options: Mapping | None = None, donate_argnums=()):
     """Compile ``fn`` (a JAX function of arrays, pytrees allowed) to Ascend PTO code.
 
     ``target``: "a3" or "a2"; ``backend``: "sim" runs the PTO programs on the simulated chip,
     "xla" runs the Tensor-level jaxpr with XLA; ``executor``: "simulated" (event-driven, cost model
-    clock) or "threads"; ``options``: pass options keyed by label (``{"tiles_per_block": {"V1": 4}}``).
+    clock) or "threads"; ``options``: pass options keyed by label (``{"tiles_per_block": {"V1": 4}}``);
+    ``donate_argnums``: arguments the kernel may update in place (a paged KV cache), as in ``jax.jit``.
     Usable as ``@pj.kernel`` or ``@pj.kernel(target="a2")``.
     """
-    opts = Options(target, backend, executor, workers, _freeze(options))
+    donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+    opts = Options(target, backend, executor, workers, _freeze(options), donate)
     if fn is None:
         return lambda f: Kernel(f, opts)
     return Kernel(fn, opts)

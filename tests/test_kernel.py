@@ -159,3 +159,11 @@ def test_pass_options_reach_the_partition():
     f = pj.kernel(fn, options={"tiles_per_block": {"V1": 4}})
     low = f.lower(np.ones((64, 64), np.float32)).lowering
     assert [p.instances for e in low.block.jaxpr.eqns for p in e.params["spec"].parts] == [2]
+
+
+def test_scalar_work_on_kernel_data_runs_on_a_core():
+    f = pj.kernel(lambda x: jnp.sum(x) * 2.0 + jnp.max(x))
+    x = rand((8, 64), np.float32)
+    _close(f(x), f.fn(x))
+    calls = f.lower(x).lowering.block.jaxpr.eqns
+    assert all(e.primitive.name == "pto.block_call" for e in calls)

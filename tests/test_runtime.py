@@ -184,3 +184,24 @@ def test_profile_summary_and_swimlane(tmp_path):
 def test_machine_of_a3():
     m = machine(A3)
     assert m.cores == (("AIC", 24), ("AIV", 48)) and m.schedulers == 6
+
+
+def test_donated_cache_is_updated_in_place_without_a_copy_task():
+    def write(cache, rows, slots):
+        with pj.tile(vec=(4,)):
+            return pj.ops.scatter_update(cache, slots, rows, 0)
+
+    cache = rand((64, 128), np.float32)
+    rows = rand((4, 128), np.float32, 1)
+    slots = np.array([3, 60, -1, 7], np.int32)
+    want = np.asarray(write(cache, rows, slots))
+    plain = pj.kernel(write).lower(cache, rows, slots).compile()
+    out, trace = plain.run(cache, rows, slots)
+    np.testing.assert_array_equal(out, want)
+    assert "copy" in {r.name for r in trace.records}
+    donated = pj.kernel(write, donate_argnums=0).lower(cache, rows, slots).compile()
+    buffer = cache.copy()
+    out, trace = donated.run(buffer, rows, slots)
+    np.testing.assert_array_equal(out, want)
+    assert "copy" not in {r.name for r in trace.records}
+    np.testing.assert_array_equal(buffer, want)          # the donated array holds the result

@@ -82,7 +82,8 @@ class AscendBackend:
         return work, cost.seconds * len(tiles), int(cost.bytes_in + cost.bytes_out) * len(tiles)
 
     def copy_cost(self, nbytes: int) -> float:
-        return self.target.gm_read_latency / self.target.clock_hz + nbytes / self.target.hbm_bytes_per_s
+        """A GM-to-GM copy reads and writes every byte through HBM."""
+        return self.target.gm_read_latency / self.target.clock_hz + 2 * nbytes / self.target.hbm_bytes_per_s
 
     def worker(self) -> Core:
         return Core(self.compiled.memory)

@@ -342,40 +342,53 @@ def _indexed(ctx, eqn, invals):
     row_dims = [None] * len(pre) + list(range(len(space))) + [None] * len(post)
     full = tuple(pre) + space + tuple(post)
 
+    gather = ctx.op == "gather"
+
     def body(region, index, ins, outs):
-        it = T.tload(ins[1], index, mapped_window(range(len(space)), space, region))
+        it = T.tload(ins[gather], index, mapped_window(range(len(space)), space, region))
         rows_window = mapped_window(row_dims, full, region)
-        if ctx.op == "gather":
+        if gather:
             return [T.tstore(outs[0], T.mgather_p.bind(ins[0], it, axis=axis), index, rows_window)]
-        rows = T.tload(ins[2], index, rows_window)
+        rows = T.tload(ins[1], index, rows_window)
         return [T.mscatter_p.bind(outs[0], it, rows, axis=axis, accumulate=ctx.op == "index_add")]
 
-    inputs = [x, idx] + ([] if ctx.op == "gather" else [invals[2]])
+    # gather reads x and writes a new tensor; index_add / scatter_update update x in place.
+    inputs = [x, idx] if gather else [idx, invals[2]]
     return emit(ctx, "vector", regions(space, tile), inputs, [jax.ShapeDtypeStruct(out.shape, out.dtype)], body,
-                None if ctx.op == "gather" else [x])
+                None if gather else [x])
 
 
 def _rule(memory):
+    device: dict = {}   # id -> value computed on a core (a GM tensor); other 0-d values live on the host
+
+    def on_device(values):
+        device.update((id(v), v) for v in values)
+        return values
+
     def rule(eqn, invals, stack):
         name = eqn.primitive.name
         if name in CONTROL:
             return control(eqn, invals, stack, by_rule(rule))
         op = name[len("pto."):]
-        scalar = all(not v.aval.shape for v in eqn.outvars) and all(not np.shape(x) for x in invals)
-        if not name.startswith("pto.") or op == "reshape" or scalar:
-            out = eqn.primitive.bind(*invals, **eqn.params)  # GM reinterpretation or scalar work
-            return list(out) if eqn.primitive.multiple_results else [out]
+        host = (all(not v.aval.shape for v in eqn.outvars) and all(not np.shape(x) for x in invals)
+                and not any(id(x) in device for x in invals))
+        if not name.startswith("pto.") or host:       # control scalars (loop counters, bounds) stay on the host
+            out = eqn.primitive.bind(*invals, **eqn.params)
+            outs = list(out) if eqn.primitive.multiple_results else [out]
+            return on_device(outs) if any(id(x) in device for x in invals) else outs
+        if op == "reshape":                            # a GM reinterpretation: no tiles move
+            return on_device([eqn.primitive.bind(*invals, **eqn.params)])
         config, label = read(stack)
         ctx = _Context(op, config, label, memory)
         if op == "matmul":
-            return _matmul(ctx, eqn, invals)
+            return on_device(_matmul(ctx, eqn, invals))
         if op in _COPIES:
-            return _copies(ctx, eqn, invals)
+            return on_device(_copies(ctx, eqn, invals))
         if op in _INDEXED:
-            return _indexed(ctx, eqn, invals)
+            return on_device(_indexed(ctx, eqn, invals))
         if any(0 in v.aval.shape for v in eqn.outvars):
             raise PtoShapeError(f"pto.{op}{_at(ctx)}: empty output {[v.aval.shape for v in eqn.outvars]}")
-        return _mapped(ctx, eqn, invals)
+        return on_device(_mapped(ctx, eqn, invals))
     return rule
 
 

@@ -272,10 +272,14 @@ def _later_uses(jaxpr):
     return uses
 
 
-def orchestrate(block_jaxpr, consts, args, backend: Backend) -> Plan:
-    """Unroll ``block_jaxpr`` on concrete kernel inputs into a :class:`Plan`."""
+def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=()) -> Plan:
+    """Unroll ``block_jaxpr`` on concrete kernel inputs into a :class:`Plan`.
+
+    Inputs are never written, except those whose positions are in ``donated``: their buffers may be
+    updated in place (like ``jax.jit``'s donated arguments — the caller gives them up).
+    """
     orch = _Orchestrator(backend)
-    inputs = [orch.buffer(a, external=True) if np.ndim(a) else np.asarray(a) for a in args]
+    inputs = [orch.buffer(a, external=i not in donated) if np.ndim(a) else np.asarray(a) for i, a in enumerate(args)]
     consts = [orch.buffer(c, external=True) if np.ndim(c) else np.asarray(c) for c in consts]
     outputs = orch.run(block_jaxpr, consts, inputs)
     return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage)
