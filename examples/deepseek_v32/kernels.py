@@ -128,9 +128,14 @@ def lightning_indexer(query, key, weights, query_dequant_scale, key_dequant_scal
     return ops.reshape(idx, (t, 1, sparse_count))
 
 
-def make_kernels(n_heads: int, sparse_count: int, backend: str = "sim", target: str = "a3", tiles=None):
-    """``(prolog, indexer)`` as ``pj.kernel`` s for a configuration (``n_heads``, ``sparse_count``)."""
-    prolog = pj.kernel(functools.partial(indexer_prolog, n_heads=n_heads, tiles=tiles), backend=backend, target=target)
+def make_kernels(n_heads: int, sparse_count: int, backend: str = "sim", target: str = "a3", tiles=None,
+                 donate_cache: bool = False):
+    """``(prolog, indexer)`` as ``pj.kernel`` s for a configuration (``n_heads``, ``sparse_count``).
+
+    With ``donate_cache`` the prolog updates ``idx_k_cache`` and ``idx_k_scale_cache`` in place, as
+    CANN's operator does (the caller gives those arrays up), instead of writing a new copy."""
+    prolog = pj.kernel(functools.partial(indexer_prolog, n_heads=n_heads, tiles=tiles), backend=backend, target=target,
+                       donate_argnums=(13, 14) if donate_cache else ())
     indexer = pj.kernel(functools.partial(lightning_indexer, sparse_count=sparse_count, tiles=tiles),
                         backend=backend, target=target)
     return prolog, indexer

@@ -97,11 +97,16 @@ class _Orchestrator:
         env = {}
         env.update(zip(jaxpr.constvars, consts))
         env.update(zip(jaxpr.invars, args))
-        uses = _later_uses(jaxpr)
+
+        def read_later(pos):
+            """Bases of the GM buffers that eqns after ``pos`` (or the results) still read."""
+            later = [v for e in jaxpr.eqns[pos + 1:] for v in e.invars] + list(jaxpr.outvars)
+            return {env[v].base for v in later if isinstance(v, Var) and isinstance(env.get(v), Buffer)}
+
         for pos, eqn in enumerate(jaxpr.eqns):
             invals = [v.val if isinstance(v, Literal) else env[v] for v in eqn.invars]
             if eqn.primitive is ir.block_call_p:
-                outs = self.block(eqn, invals, [uses.get((v, pos), False) for v in eqn.invars])
+                outs = self.block(eqn, invals, lambda pos=pos: read_later(pos))
             elif eqn.primitive.name in ("scan", "while", "cond"):
                 outs = self.control(eqn, invals)
             else:
@@ -155,6 +160,7 @@ class _Orchestrator:
 
     # -------------------------------------------------------------------------------------- blocks
     def block(self, eqn, invals, read_later):
+        """One task per block instance; ``read_later()`` gives the buffer bases read after this call."""
         spec = eqn.params["spec"]
         inputs = [x if isinstance(x, Buffer) else self.buffer(x, external=True) for x in invals]
         avals = [v.aval for v in spec.parts[0].body.jaxpr.outvars]
@@ -162,11 +168,13 @@ class _Orchestrator:
         for o, aval in zip(spec.outputs, avals):
             if o.alias is None:
                 outputs.append(self.buffer(np.full(aval.shape, o.fill, aval.dtype)))
-            elif (not read_later[o.alias] and not inputs[o.alias].external
-                  and inputs[o.alias].base == inputs[o.alias].id and inputs.count(inputs[o.alias]) == 1):
-                outputs.append(inputs[o.alias])                      # update in place
+                continue
+            target = inputs[o.alias]
+            if (not target.external and sum(b.base == target.base for b in inputs) == 1
+                    and target.base not in read_later()):
+                outputs.append(target)                               # nothing reads the old value: in place
             else:
-                outputs.append(self.copy(inputs[o.alias]))
+                outputs.append(self.copy(target))
         arrays = [b.array for b in inputs + outputs]
         for part in spec.parts:
             windows = _windows(part.body.jaxpr, len(part.shape))
@@ -254,22 +262,6 @@ def _windows(body, n):
 
     walk(body, {})
     return out
-
-
-def _later_uses(jaxpr):
-    """(var, eqn position) -> whether the var is read after that eqn (or is an output)."""
-    last = {}
-    for pos, eqn in enumerate(jaxpr.eqns):
-        for v in eqn.invars:
-            if isinstance(v, Var):
-                last[v] = pos
-    outs = {v for v in jaxpr.outvars if isinstance(v, Var)}
-    uses = {}
-    for pos, eqn in enumerate(jaxpr.eqns):
-        for v in eqn.invars:
-            if isinstance(v, Var):
-                uses[(v, pos)] = v in outs or last[v] > pos
-    return uses
 
 
 def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=()) -> Plan:
