@@ -1,9 +1,15 @@
-"""ptojax: Huawei CANN's PyPTO programming model for JAX."""
+"""ptojax: Huawei CANN's PyPTO programming model for JAX.
+
+``pj.kernel`` compiles a JAX function (written with ``pj.ops`` and plain ``jnp``, tiled with
+``pj.tile``) to PTO-AS code for the Ascend A2/A3 and runs it on a simulated chip through an MPMD task
+runtime; ``pj.lower`` exposes the lowering levels; ``pj.nn`` holds training ops.
+"""
 from importlib.metadata import PackageNotFoundError, version
 
-from . import ascend, errors, lowering, ops
+from . import ascend, errors, lowering, mpmd, ops
 from .errors import (PtoArgumentError, PtoCapacityError, PtoDtypeError, PtoError, PtoShapeError,
                      PtoUnsupportedError, PtoVerifyError)
+from .execute import execute
 from .kernel import Compiled, Kernel, Lowered, kernel
 from .lowering import lower, tile
 from . import nn  # noqa: E402  (after kernel: pj.nn builds on pj.kernel)
@@ -14,7 +20,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0.0.0+source"
 
 __all__ = [
-    "PtoArgumentError", "PtoCapacityError", "PtoDtypeError", "PtoError", "PtoShapeError", "PtoUnsupportedError",
-    "PtoVerifyError", "__version__", "ascend", "errors", "kernel", "Kernel", "Lowered", "Compiled", "lower",
-    "lowering", "nn", "ops", "tile",
+    "Compiled", "Kernel", "Lowered", "PtoArgumentError", "PtoCapacityError", "PtoDtypeError", "PtoError",
+    "PtoShapeError", "PtoUnsupportedError", "PtoVerifyError", "__version__", "ascend", "errors", "execute", "kernel",
+    "lower", "lowering", "mpmd", "nn", "ops", "tile",
 ]
