@@ -1,4 +1,4 @@
-"""The ``ptojax`` command line: ``demo``, ``lower``, ``profile``, ``ops``."""
+"""The ``ptojax`` command line: ``demo``, ``lower``, ``profile``, ``diff``, ``ops``."""
 from __future__ import annotations
 
 import argparse
@@ -109,11 +109,20 @@ def _arrays(specs, seed=0):
     return out
 
 
+def _options(args):
+    """Pass options from ``--options FILE`` (JSON, or TOML for a .toml file), or None."""
+    if not getattr(args, "options", None):
+        return None
+    from .report import load_options
+
+    return load_options(args.options)
+
+
 def _lower(args) -> int:
     from . import kernel
 
     fn = _load(args.func)
-    print(kernel(fn, target=args.target).lower(*_shapes(args.shape)).as_text(args.level))
+    print(kernel(fn, target=args.target, options=_options(args)).lower(*_shapes(args.shape)).as_text(args.level))
     return 0
 
 
@@ -123,16 +132,33 @@ def _profile(args) -> int:
     fn = _load(args.func)
     inputs = _arrays(_shapes(args.shape))
     print("lowering and compiling ...", flush=True)
-    compiled = kernel(fn, target=args.target).lower(*inputs).compile()
+    compiled = kernel(fn, target=args.target, options=_options(args)).lower(*inputs).compile()
     print("running on the simulated chip ...", flush=True)
     profile = compiled.profile(*inputs)
     print(profile.summary())
+    if args.html:
+        from . import report
+
+        report.write(args.html, profile, compiled, title=args.func.rpartition(":")[2])
+        print(f"HTML report written to {args.html}")
+    if args.summary:
+        from . import report
+
+        report.save_summary(profile, args.summary, name=args.func, options=_options(args))
+        print(f"profile summary written to {args.summary} (compare two with: ptojax diff A.json B.json)")
     if args.trace:
         profile.save(args.trace)
         print(f"Chrome trace written to {args.trace}")
     if args.swimlane:
         profile.swimlane(args.swimlane)
         print(f"swimlane written to {args.swimlane}")
+    return 0
+
+
+def _diff(args) -> int:
+    from .report import diff
+
+    print(diff(args.before, args.after))
     return 0
 
 
@@ -152,13 +178,21 @@ def main(argv=None) -> int:
         sub.add_argument("func", help="path/to/file.py:function")
         sub.add_argument("--shape", action="append", default=[], help="one per argument, e.g. 64x64:float16")
         sub.add_argument("--target", default="a3", choices=["a2", "a3"])
+        sub.add_argument("--options", help="pass options as JSON or TOML (.toml), e.g. "
+                         '{"tiles": {"Score": {"vec": [64, 256]}}, "tiles_per_block": {"QMatmul": 6}}')
         if name == "lower":
             sub.add_argument("--level", default="block", choices=["tensor", "tile", "block", "pto"])
             sub.set_defaults(run=_lower)
         else:
             sub.add_argument("--trace", help="write the Chrome trace JSON here")
             sub.add_argument("--swimlane", help="write the swimlane image here (.png or .svg)")
+            sub.add_argument("--html", help="write a self-contained HTML report here (swimlane, bound, labels, graph, levels)")
+            sub.add_argument("--summary", help="write the profile summary JSON here (for ptojax diff)")
             sub.set_defaults(run=_profile)
+    dif = commands.add_parser("diff", help="compare two profiles: summary JSONs (--summary) or Chrome traces (--trace)")
+    dif.add_argument("before")
+    dif.add_argument("after")
+    dif.set_defaults(run=_diff)
     ops = commands.add_parser("ops", help="list the op catalogue (pj.ops) with families and dtypes")
     ops.add_argument("--family", help="only this family (elementwise, reduce, matmul, layout, indexing, composite)")
     ops.set_defaults(run=_ops)

@@ -42,7 +42,8 @@ class Options:
     backend: str = "sim"
     executor: str = "simulated"
     workers: int = 4
-    passes: tuple = ()              # pass options, e.g. (("tiles_per_block", (("DEFAULT", 1), ("V1", 4))),)
+    passes: tuple = ()              # pass options, e.g. (("tiles_per_block", (("DEFAULT", 1), ("V1", 4))),),
+                                    # (("tiles", (("Score", (("vec", (64, 256)),)),)),)
     donate_argnums: tuple = ()      # positional arguments the kernel may update in place
 
     def __post_init__(self):
@@ -60,7 +61,16 @@ class Options:
 def _freeze(options: Mapping | None) -> tuple:
     if not options:
         return ()
-    return tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, Mapping) else v) for k, v in options.items()))
+    return tuple(sorted((k, _frozen(v)) for k, v in options.items()))
+
+
+def _frozen(v):
+    """Nested mappings → sorted tuples of pairs, lists → tuples (hashable; JSON lists become tuples)."""
+    if isinstance(v, Mapping):
+        return tuple(sorted((k, _frozen(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_frozen(x) for x in v)
+    return v
 
 
 def _dtype(x) -> np.dtype:
@@ -142,6 +152,16 @@ class Compiled:
         (``makespan_us``, ``lower_bound_us``, ``label_us``, ``save(path)``, ``swimlane(path)``)."""
         return self.run(*args, executor="simulated", policy=policy)[1].profile()
 
+    def report(self, path, *args, policy: str = "mpmd", title: str | None = None):
+        """Profile on ``args`` and write a self-contained HTML report to ``path`` (swimlane, lower
+        bound, time per label, idle time, critical path, bubbles, block graph, every level's text);
+        returns the :class:`~ptojax.mpmd.Profile`. See :mod:`ptojax.report`."""
+        from . import report
+
+        profile = self.profile(*args, policy=policy)
+        report.write(path, profile, self, title=title)
+        return profile
+
     def _code(self) -> ascend.AscendKernel:
         if self.code is None:
             object.__setattr__(self, "code", ascend.compile_kernel(self.lowering, get_target(self.options.target).memory))
@@ -195,7 +215,9 @@ def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "si
 
     ``target``: "a3" or "a2"; ``backend``: "sim" runs the PTO programs on the simulated chip,
     "xla" runs the Tensor-level jaxpr with XLA; ``executor``: "simulated" (event-driven, cost model
-    clock) or "threads"; ``options``: pass options keyed by label (``{"tiles_per_block": {"V1": 4}}``);
+    clock) or "threads"; ``options``: pass options keyed by label (``{"tiles_per_block": {"V1": 4}}``,
+    ``{"tiles": {"Score": {"vec": (64, 256)}, "QMatmul": {"cube": (16, 512, 64)}}}`` — tile shapes that
+    override the kernel's ``pj.tile`` for the ops of that label);
     ``donate_argnums``: arguments the kernel may update in place (a paged KV cache), as in ``jax.jit``.
     Usable as ``@pj.kernel`` or ``@pj.kernel(target="a2")``.
     """

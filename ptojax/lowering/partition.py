@@ -11,8 +11,10 @@ Partition follows PyPTO's rules for A2/A3 (separate cube and vector cores):
 * each program's peak tile footprint per buffer (UB on AIV; L1, L0A, L0B, L0C on AIC) must fit the
   core, else a :class:`PtoCapacityError` names the block, its label and the bytes.
 
-Knob (PyPTO's ``vec_nbuffer_setting`` / ``cube_nbuffer_setting``, keyed by label with ``"DEFAULT"``):
-``tiles_per_block`` — how many consecutive tiles one block instance processes.
+Knobs keyed by label, with ``"DEFAULT"`` for the rest (PyPTO's ``vec_nbuffer_setting`` /
+``cube_nbuffer_setting`` style): ``tiles_per_block`` — how many consecutive tiles one block instance
+processes; ``tiles`` — ``{"vec": (...), "cube": (m, k, n)}`` overriding the ``pj.tile`` setting of
+the ops with that label (applied by the tile pass, so the kernel's source needs no edit).
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ from ..errors import PtoArgumentError, PtoCapacityError
 from ..primitives import tile as T
 from . import ir
 from .memory import ASCEND_CORE, CoreMemory, footprint
+from .scope import TileConfig, check_cube, check_vec
+from .scope import _shape as _tile_shape
 from .walk import CONTROL, control, interpret, read
 
 CORE = {"vector": "AIV", "cube": "AIC"}
@@ -38,23 +42,57 @@ class Options:
     """Pass options keyed by label (``"DEFAULT"`` for the rest), as PyPTO keys them."""
 
     tiles_per_block: tuple[tuple[str, int], ...] = ()
+    tiles: tuple[tuple[str, TileConfig], ...] = ()   # per-label tile overrides (read by the tile pass)
 
     @staticmethod
     def make(options: Mapping | None) -> "Options":
         options = dict(options or {})
         unknown = set(options) - {f.name for f in dataclasses.fields(Options)}
         if unknown:
-            raise PtoArgumentError(f"pto partition: unknown pass options {sorted(unknown)}; known: tiles_per_block")
+            raise PtoArgumentError(f"pto partition: unknown pass options {sorted(unknown)}; known: tiles_per_block, tiles")
         per_label = options.get("tiles_per_block", {})
-        per_label = per_label if isinstance(per_label, Mapping) else {"DEFAULT": per_label}
+        per_label = _mapping(per_label) if _is_mapping(per_label) else {"DEFAULT": per_label}
         for label, n in per_label.items():
-            if not isinstance(n, int) or n < 1:
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
                 raise PtoArgumentError(f"pto partition: tiles_per_block[{label!r}] must be a positive int, got {n!r}")
-        return Options(tuple(sorted(per_label.items())))
+        tiles = {label: tile_override(label, cfg) for label, cfg in _mapping(options.get("tiles", {})).items()}
+        return Options(tuple(sorted(per_label.items())), tuple(sorted(tiles.items())))
 
     def get(self, name: str, label: str, default):
         table = dict(getattr(self, name))
         return table.get(label, table.get("DEFAULT", default))
+
+
+def _is_mapping(v) -> bool:
+    """A mapping, or the frozen form ``pj.kernel`` keeps options in (a tuple of (str, value) pairs)."""
+    return isinstance(v, Mapping) or (isinstance(v, tuple) and all(
+        isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in v))
+
+
+def _mapping(v) -> dict:
+    if not _is_mapping(v):
+        raise PtoArgumentError(f"pto pass options: expected a mapping keyed by label, got {v!r}")
+    return dict(v)
+
+
+def tile_override(label, config) -> TileConfig:
+    """``{"vec": (...), "cube": (m, k, n)}`` (or a TileConfig) → a checked :class:`TileConfig`."""
+    if isinstance(config, TileConfig):
+        return config
+    config = _mapping(config)
+    unknown = set(config) - {"vec", "cube"}
+    if unknown or not config:
+        raise PtoArgumentError(f"pto pass options: tiles[{label!r}] takes 'vec' and/or 'cube', got {sorted(config)}")
+    vec, cube = config.get("vec"), config.get("cube")
+    out = TileConfig(None if vec is None else _tile_shape("vec", vec), None if cube is None else _tile_shape("cube", cube, 3))
+    try:
+        if out.vec:
+            check_vec(out.vec)
+        if out.cube:
+            check_cube(out.cube)
+    except PtoArgumentError as err:
+        raise PtoArgumentError(f"pto pass options: tiles[{label!r}]: {err}") from None
+    return out
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -108,7 +108,7 @@ TEXT: dict[str, Callable[[Lowering], str]] = {
 
 PASSES: tuple[tuple[str, Callable], ...] = (
     ("tensor", lambda closed, memory, options: to_tensor_level(closed)),
-    ("tile", lambda closed, memory, options: to_tile_level(closed, memory)),
+    ("tile", lambda closed, memory, options: to_tile_level(closed, memory, options.tiles)),
     ("partition", lambda closed, memory, options: to_block_level(closed, memory, options)),
 )
 

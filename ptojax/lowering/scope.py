@@ -40,7 +40,7 @@ class TileConfig:
 def _shape(kind, value, rank=None):
     try:
         shape = tuple(int(v) for v in value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # OverflowError: int(inf)
         raise PtoArgumentError(f"pj.tile: {kind} tile must be a tuple of ints, got {value!r}") from None
     if not shape or any(s < 1 for s in shape) or (rank and len(shape) != rank):
         want = f"{rank} positive ints" if rank else "positive ints"

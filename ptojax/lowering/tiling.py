@@ -358,7 +358,12 @@ def _indexed(ctx, eqn, invals):
                 None if gather else [x])
 
 
-def _rule(memory):
+def _rule(memory, tiles=None, seen=None):
+    """``tiles``: label -> TileConfig overriding the ``pj.tile`` setting of that label's ops
+    (``"DEFAULT"``: under every op's own setting); ``seen`` collects the labels met."""
+    tiles = dict(tiles or {})
+    default = tiles.pop("DEFAULT", TileConfig())
+    seen = set() if seen is None else seen
     device: dict = {}   # id -> value computed on a core (a GM tensor); other 0-d values live on the host
 
     def on_device(values):
@@ -379,6 +384,8 @@ def _rule(memory):
         if op == "reshape":                            # a GM reinterpretation: no tiles move
             return on_device([eqn.primitive.bind(*invals, **eqn.params)])
         config, label = read(stack)
+        seen.add(label)
+        config = default.merged(config).merged(tiles.get(label, TileConfig()))
         ctx = _Context(op, config, label, memory)
         if op == "matmul":
             return on_device(_matmul(ctx, eqn, invals))
@@ -392,6 +399,12 @@ def _rule(memory):
     return rule
 
 
-def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE) -> ClosedJaxpr:
-    """The Tile graph of a Tensor-level jaxpr."""
-    return retrace(tensor, _rule(memory))
+def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=None) -> ClosedJaxpr:
+    """The Tile graph of a Tensor-level jaxpr; ``tiles`` maps labels to overriding TileConfigs."""
+    seen: set = set()
+    out = retrace(tensor, _rule(memory, tiles, seen))
+    unmatched = sorted(set(dict(tiles or {})) - seen - {"DEFAULT"})
+    if unmatched:
+        raise PtoArgumentError(f"pto tiling: tile overrides for {unmatched} match no op's label; the labels in this "
+                               f"kernel are {sorted(l for l in seen if l)}")
+    return out

@@ -1,0 +1,243 @@
+"""The tuning loop: the HTML report's data, per-label overrides, profile diffs, the CLI, and the
+page opened in headless Chromium."""
+import dataclasses
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from ptojax import report
+from ptojax.cli import main as cli
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from examples.deepseek_v32 import kernels as K  # noqa: E402
+from examples.deepseek_v32 import reference as R  # noqa: E402
+
+SOURCE = '''
+import jax, jax.numpy as jnp
+import ptojax as pj
+
+def f(a, b, w):
+    with pj.tile(vec=(32, 32)), jax.named_scope("Scale"):
+        x = a * 2.0 + b
+    with pj.tile(cube=(64, 64, 32)), jax.named_scope("Linear"):
+        y = pj.ops.matmul(x, w)
+    with pj.tile(vec=(32, 32)), jax.named_scope("Rowsum"):
+        return jnp.sum(y, axis=-1)
+'''
+SHAPES = ["128x64:float16", "128x64:float16", "64x32:float16"]
+
+
+def kernel_fn(a, b, w):
+    with pj.tile(vec=(32, 32)), jax.named_scope("Scale"):
+        x = a * 2.0 + b
+    with pj.tile(cube=(64, 64, 32)), jax.named_scope("Linear"):
+        y = pj.ops.matmul(x, w)
+    with pj.tile(vec=(32, 32)), jax.named_scope("Rowsum"):
+        return jnp.sum(y, axis=-1)
+
+
+def _args():
+    rng = np.random.default_rng(0)
+    return [rng.uniform(-1, 1, s).astype(np.float16) for s in [(128, 64), (128, 64), (64, 32)]]
+
+
+def _want(a, b, w):
+    x = (a.astype(np.float32) * 2 + b.astype(np.float32)).astype(np.float16).astype(np.float32)
+    return (x @ w.astype(np.float32)).sum(-1)
+
+
+def _block_parts(compiled):
+    """label -> [(program, grid shape, tiles_per_block, instances)] from the Block graph."""
+    out = {}
+    for node in report.block_graph(compiled.lowering)["nodes"]:
+        if node["kind"] == "block":
+            out.setdefault(node["label"], []).extend(
+                (p["program"], tuple(p["grid"]), p["tiles_per_block"], p["instances"]) for p in node["parts"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    args = _args()
+    compiled = pj.kernel(kernel_fn).lower(*args).compile()
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    profile = compiled.report(path, *args)
+    return compiled, profile, path, args
+
+
+# ------------------------------------------------------------------------------------- the data
+def test_report_data_matches_the_profile(profiled):
+    compiled, profile, path, _ = profiled
+    data = report.build(profile, compiled)
+    assert data["makespan_us"] == profile.makespan_us and data["lower_bound_us"] == profile.lower_bound_us
+    assert data["tasks"] == profile.tasks == len(data["records"])
+    bound = {b["term"]: b["us"] for b in data["bound"]}
+    assert bound == {k: v * 1e6 for k, v in dataclasses.asdict(profile.bound).items()}
+    assert [b["term"] for b in data["bound"] if b["binding"]] == [max(bound, key=bound.get)]
+    assert {lab["label"]: lab["us"] for lab in data["labels"]} == profile.label_us
+    assert sum(lab["tasks"] for lab in data["labels"]) == profile.tasks
+    assert {"Scale", "Linear", "Rowsum"} <= set(profile.label_us)
+    assert {i["kind"]: i["idle_us"] for i in data["idle"]} == profile.idle_us
+    assert {i["kind"]: i["utilisation"] for i in data["idle"]} == profile.utilisation
+    assert data["critical_path"]["tids"] == profile.critical_path
+    assert [t["tid"] for t in data["critical_path"]["tasks"]] == profile.critical_path
+    assert [(b["gap_us"], b["kind"], b["core"], b["after"]) for b in data["bubbles"]] == profile.bubbles(10)
+    for r, rec in zip(data["records"], sorted(profile.trace.records, key=lambda r: r.tid)):
+        assert (r["tid"], r["start_us"], r["end_us"], r["preds"]) == (rec.tid, rec.start * 1e6, rec.end * 1e6,
+                                                                       list(rec.preds))
+    assert set(data["levels"]) == {"tensor", "tile", "block", "pto"}
+    assert data["levels"]["block"] == compiled.as_text("block") and "pto.tload" in data["levels"]["pto"]
+    # the block graph: three block calls (Scale AIV, Linear AIC, Rowsum AIV) chained through GM
+    graph = data["graph"]
+    blocks = {n["label"]: n for n in graph["nodes"] if n["kind"] == "block"}
+    assert {k: v["core"] for k, v in blocks.items()} == {"Scale": "AIV", "Linear": "AIC", "Rowsum": "AIV"}
+    assert sum(n["instances"] for n in blocks.values()) == profile.tasks
+    pairs = {(e["src"], e["dst"]) for e in graph["edges"]}
+    assert (blocks["Scale"]["id"], blocks["Linear"]["id"]) in pairs
+    assert (blocks["Linear"]["id"], blocks["Rowsum"]["id"]) in pairs
+    assert sum(n["kind"] == "input" for n in graph["nodes"]) == 3 and sum(n["kind"] == "output" for n in graph["nodes"]) == 1
+
+
+def test_report_html_is_self_contained_with_every_section(profiled):
+    _, profile, path, _ = profiled
+    page = path.read_text()
+    for section in ("overview", "swimlane-section", "bound", "idle", "labels", "critical", "bubbles", "graph", "levels"):
+        assert f"id='{section}'" in page, section
+    for level in ("tensor", "tile", "block", "pto"):
+        assert f"data-level='{level}'" in page
+    assert page.count('class="task') == profile.tasks
+    assert f"{profile.makespan_us:.2f} µs" in page and f"{profile.lower_bound_us:.2f} µs" in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)      # nothing fetched
+    assert "<script src" not in page and "<link" not in page
+    tasks = json.loads(re.search(r"id='taskdata'>(.*?)</script>", page).group(1))
+    assert len(tasks) == profile.tasks
+
+
+def test_summary_diff_and_chrome_trace(profiled, tmp_path):
+    compiled, profile, _, args = profiled
+    tuned = pj.kernel(kernel_fn, options={"tiles": {"Linear": {"cube": (32, 64, 32)}}}).lower(*args).compile()
+    other = tuned.profile(*args)
+    d = report.diff(profile, other)
+    rows = {r[0]: r[1:] for r in d.rows}
+    assert rows["makespan us"] == (profile.makespan_us, other.makespan_us, other.makespan_us - profile.makespan_us)
+    assert rows["tasks"][:2] == (profile.tasks, other.tasks)
+    assert rows["Linear tasks"][:2] == (2, 4)
+    assert rows["Linear us"][:2] == (profile.label_us["Linear"], other.label_us["Linear"])
+    text = str(d)
+    assert "makespan us" in text and "Linear tasks" in text and "utilisation AIC %" in text
+    # saved summaries and a Chrome trace give the same figures
+    a, b, t = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "a.trace.json"
+    report.save_summary(profile, a)
+    report.save_summary(other, b)
+    profile.save(t)
+    assert report.diff(a, b).rows == d.rows
+    from_trace = report.diff(t, b).rows
+    for (w1, x1, y1, _), (w2, x2, y2, _) in zip(d.rows, from_trace):
+        assert w1 == w2 and y1 == y2
+        if w1 != "lower bound us":
+            assert x1 == pytest.approx(x2, rel=1e-9, abs=1e-9), w1
+    assert report.diff(t, b).rows[1][1] is None             # a trace holds no lower bound
+    assert json.loads(a.read_text())["format"] == report.SUMMARY_FORMAT
+
+
+# ------------------------------------------------------------------------------------ overrides
+def test_tile_overrides_change_the_lowering_and_keep_the_numbers():
+    args = _args()
+    base = pj.kernel(kernel_fn).lower(*args).compile()
+    options = {"tiles": {"Linear": {"cube": [16, 64, 32]}, "Scale": {"vec": (64, 64)}},
+               "tiles_per_block": {"Linear": 3}}
+    tuned_kernel = pj.kernel(kernel_fn, options=options)
+    hash(tuned_kernel.options)                                  # options stay hashable (the compile cache key)
+    tuned = tuned_kernel.lower(*args).compile()
+    before, after = _block_parts(base), _block_parts(tuned)
+    assert before["Linear"] == [("matmul", (2, 1), 1, 2)]      # 128x32 output in 64x32 tiles
+    assert after["Linear"] == [("matmul", (8, 1), 3, 3)]       # 16x32 tiles, three per block instance
+    assert before["Scale"][0][1] == (4, 2) and after["Scale"][0][1] == (2, 1)
+    assert before["Rowsum"] == after["Rowsum"]                 # other labels untouched
+    assert "16x32" not in base.as_text("tile")
+    for compiled in (base, tuned):
+        got, _ = compiled.run(*args)
+        np.testing.assert_allclose(np.asarray(got, np.float32), _want(*args), rtol=4e-3, atol=2e-2)
+    assert tuned.profile(*args).tasks == 8 + 3 + 4 - 6         # Scale 2 instances, Linear 3, Rowsum 4
+    # the same through pj.lower and a DEFAULT entry
+    low = pj.lower(kernel_fn, *args, options={"tiles": {"DEFAULT": {"vec": (16, 32)}}})
+    assert "tile_grid" in low.as_text("tile")
+
+
+def test_override_errors_name_the_label():
+    args = _args()
+    with pytest.raises(pj.PtoArgumentError, match=r"\['Lineer'\].*Linear"):
+        pj.kernel(kernel_fn, options={"tiles": {"Lineer": {"cube": (16, 64, 32)}}}).lower(*args)
+    with pytest.raises(pj.PtoArgumentError, match="tiles\\['Linear'\\].*fractal"):
+        pj.kernel(kernel_fn, options={"tiles": {"Linear": {"cube": (10, 64, 32)}}}).lower(*args)
+    with pytest.raises(pj.PtoArgumentError, match="'vec' and/or 'cube'"):
+        pj.kernel(kernel_fn, options={"tiles": {"Linear": {"cubes": (16, 64, 32)}}}).lower(*args)
+
+
+def test_lightning_indexer_overrides_without_editing_the_kernel():
+    """The tuning steps of examples/deepseek_tuning.py on a small indexer: Score's tiles per block,
+    Reduce's vector tile, TopK's tiles per block — same indices as the reference."""
+    args = list(R.indexer_inputs(2, 2, 4, [500, 300], max_blocks=4, seed=2))
+    fn = functools.partial(K.lightning_indexer, sparse_count=64)
+    want = np.asarray(R.lightning_indexer(*args, sparse_count=64))
+    base = pj.kernel(fn).lower(*args).compile()
+    tuned = pj.kernel(fn, options={"tiles": {"Reduce": {"vec": (8, 256)}},
+                                   "tiles_per_block": {"Score": 4, "TopK": 2}}).lower(*args).compile()
+    b, t = _block_parts(base), _block_parts(tuned)
+    assert [p[3] for p in b["Score"]] == [8] and [p[3] for p in t["Score"]] == [2]
+    assert sum(p[3] for p in t["TopK"]) * 2 == sum(p[3] for p in b["TopK"])
+    assert sum(p[3] for p in t["Reduce"]) < sum(p[3] for p in b["Reduce"])
+    for compiled in (base, tuned):
+        got, _ = compiled.run(*args)
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+# ----------------------------------------------------------------------------------------- CLI
+def test_cli_profile_options_html_summary_and_diff(tmp_path, capsys):
+    src = tmp_path / "k.py"
+    src.write_text(SOURCE)
+    (tmp_path / "o.json").write_text(json.dumps({"tiles": {"Linear": {"cube": [32, 64, 32]}}}))
+    (tmp_path / "o.toml").write_text('[tiles.Linear]\ncube = [32, 64, 32]\n')
+    shapes = [x for s in SHAPES for x in ("--shape", s)]
+    assert cli(["profile", f"{src}:f", *shapes, "--html", str(tmp_path / "r.html"), "--summary", str(tmp_path / "a.json")]) == 0
+    assert cli(["profile", f"{src}:f", *shapes, "--options", str(tmp_path / "o.json"),
+                "--summary", str(tmp_path / "b.json")]) == 0
+    assert cli(["lower", f"{src}:f", *shapes, "--options", str(tmp_path / "o.toml")]) == 0
+    assert "matmul<AIC> x4" in capsys.readouterr().out
+    assert (tmp_path / "r.html").stat().st_size > 10_000
+    assert cli(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if l.startswith("Linear tasks"))
+    assert line.split()[2:4] == ["2", "4"]
+
+
+# --------------------------------------------------------------------------------- the browser
+def _chromium():
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def test_report_renders_in_headless_chromium(profiled, tmp_path):
+    _, profile, path, _ = profiled
+    assert _chromium(), "headless Chromium is required (.ci/run installs Debian's chromium)"
+    flags = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
+    url = Path(path).resolve().as_uri()
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=60).stdout
+    assert 'id="swimlane"' in dom
+    assert len(re.findall(r'<rect class="task[^"]*" data-tid=', dom)) == profile.tasks
+    assert 'id="blockgraph"' in dom and dom.count('class="gnode block"') == 3
+    png = tmp_path / "report.png"
+    subprocess.run([*flags, f"--screenshot={png}", "--window-size=1400,1800", url], capture_output=True, timeout=60)
+    assert png.exists() and png.stat().st_size > 30_000
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
