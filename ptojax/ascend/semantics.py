@@ -241,10 +241,16 @@ ACCUMULATOR = {I8: I32, F16: F32, BF16: F32, F32: F32}
 
 
 def _product(a, b, transpose_a, transpose_b):
-    """``a @ b`` in the cube's accumulator: int8 exactly in int32, floats in float32."""
+    """``a @ b`` in the cube's accumulator: int8 exactly in int32, floats in float32.
+
+    int8 products run through float64 BLAS: every partial sum is an integer below 2**53, so the result
+    is exact; it then wraps to int32 as the accumulator does."""
     acc = ACCUMULATOR[a.dtype]
     a = np.swapaxes(a, -1, -2) if transpose_a else a
     b = np.swapaxes(b, -1, -2) if transpose_b else b
+    if acc == I32:
+        exact = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        return exact.astype(np.int64).astype(I32), acc
     return np.matmul(a.astype(acc), b.astype(acc)), acc
 
 
