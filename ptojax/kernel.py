@@ -99,6 +99,7 @@ class Lowered:
         return self.lowering.as_text(level)
 
     def compile(self) -> "Compiled":
+        """Compile the PTO programs (once per signature; cached on the kernel): a :class:`Compiled`."""
         return self.kernel._compile(self)
 
 
@@ -126,10 +127,15 @@ class Compiled:
         if tree != self.lowering.in_tree:
             raise PtoArgumentError(f"pj.kernel '{self.name}': arguments {tree} do not match {self.lowering.in_tree}")
         self._check(flat)
+        if self.options.backend == "sim" and not any(isinstance(x, jax.core.Tracer) for x in flat):
+            # Eager call on concrete arrays: run on the runtime directly (runtime errors keep their type).
+            outs, _ = self.run(*args)
+            return jax.tree.map(jax.numpy.asarray, outs)
         outs = pto_call_p.bind(*flat, call=self)
         return jax.tree.unflatten(self.lowering.out_tree, outs)
 
     def as_text(self, level: str = "pto") -> str:
+        """The compiled PTO-AS text (``"pto"``), or a lowering level's: ``tensor``, ``tile``, ``block``."""
         return self.code.text if level == "pto" and self.code is not None else self.lowering.as_text(level)
 
     def run(self, *args, executor: str | None = None, policy: str = "mpmd"):
@@ -182,6 +188,7 @@ class Kernel:
         return f"pj.kernel({self.name}, target={self.options.target!r}, backend={self.options.backend!r})"
 
     def lower(self, *args) -> Lowered:
+        """Trace and lower for the shapes and dtypes of ``args`` (arrays or ``jax.ShapeDtypeStruct`` s)."""
         flat, tree = jax.tree.flatten(args)
         specs = [jax.ShapeDtypeStruct(np.shape(x), _dtype(x)) for x in flat]
         lowering = lower(self.fn, *jax.tree.unflatten(tree, specs), options=self.options.pass_options,
@@ -199,6 +206,7 @@ class Kernel:
         return self._cache[key]
 
     def compiled_for(self, *args) -> Compiled:
+        """The :class:`Compiled` kernel for the signature of ``args``, from the cache or compiled now."""
         flat, tree = jax.tree.flatten(args)
         key = (tree, _avals(flat))
         if key in self._cache:

@@ -40,8 +40,11 @@ class TileConfig:
 def _shape(kind, value, rank=None):
     try:
         shape = tuple(int(v) for v in value)
+        exact = all(float(v) == s for v, s in zip(value, shape))
     except (TypeError, ValueError, OverflowError):   # OverflowError: int(inf)
-        raise PtoArgumentError(f"pj.tile: {kind} tile must be a tuple of ints, got {value!r}") from None
+        exact = False
+    if not exact:
+        raise PtoArgumentError(f"pj.tile: {kind} tile must be a tuple of ints, got {value!r}")
     if not shape or any(s < 1 for s in shape) or (rank and len(shape) != rank):
         want = f"{rank} positive ints" if rank else "positive ints"
         raise PtoArgumentError(f"pj.tile: {kind} tile {shape} must be {want}")

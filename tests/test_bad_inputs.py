@@ -1,0 +1,315 @@
+"""The catalogue of bad inputs across the stack: each is rejected with its ptojax error type and a
+message that names the op and the offending values or limit, and no output is returned.
+
+One parametrized table: ``(id, thunk, error type, message regex)``. A thunk performs the bad call and
+returns whatever it produced; the test asserts the error and that nothing came back.
+"""
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from helpers import F16, rand
+from ptojax.ascend import PtoAsmError, PtoExecutionError, asm, isa
+from ptojax.ascend.program import compile_kernel
+from ptojax.execute import execute
+from ptojax.lowering import CoreMemory
+from ptojax.mpmd import Machine, Plan, PtoTaskError, PtoTaskGraphError, Region, Task, TaskGraph, run_threads, simulate
+from ptojax.mpmd.orchestrator import PtoOrchestrationError
+
+O = pj.ops
+S = jax.ShapeDtypeStruct
+f32 = lambda *s: np.ones(s, np.float32)  # noqa: E731
+f16 = lambda *s: np.ones(s, np.float16)  # noqa: E731
+i8 = lambda *s: np.ones(s, np.int8)  # noqa: E731
+i32 = lambda *s: np.ones(s, np.int32)  # noqa: E731
+MACHINE = Machine((("AIC", 24), ("AIV", 48)), 6, 2e-6, 1e-6, 1.42e12, "a3")
+
+
+def seed_kernel(a, b, w):
+    with pj.tile(vec=(32, 32)):
+        x = a * 2.0 + b
+    with pj.tile(cube=(64, 64, 32)), jax.named_scope("Linear"):
+        y = O.matmul(x, w)
+    with pj.tile(vec=(32, 32)):
+        return jnp.sum(y, axis=-1)
+
+
+SEED_ARGS = (rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1))
+_SEED = {}
+
+
+def _seed():
+    if not _SEED:
+        low = pj.lower(seed_kernel, *SEED_ARGS)
+        _SEED["low"], _SEED["code"] = low, compile_kernel(low)
+    return _SEED["low"], _SEED["code"]
+
+
+def _tiled(fn, **tile):
+    def kernel(*args):
+        with pj.tile(**tile):
+            return fn(*args)
+    return kernel
+
+
+def _lower(fn, *specs, **kw):
+    return lambda: pj.lower(fn, *specs, **kw)
+
+
+def _broken(key, replace):
+    """The seed kernel's code with one program's body statements rewritten by ``replace``."""
+    _, code = _seed()
+    kernel = code.kernels[key]
+    body = tuple(replace(s) for s in kernel.body)
+    return dataclasses.replace(code, kernels={**code.kernels, key: dataclasses.replace(kernel, body=body)})
+
+
+def _interpret(code):
+    """Run broken code; the interpreter's PtoExecutionError surfaces as the cause of a PtoTaskError."""
+    try:
+        return execute(_seed()[0], *SEED_ARGS, compiled=code)
+    except PtoTaskError as err:
+        assert isinstance(err.__cause__, PtoExecutionError)
+        raise err.__cause__ from None
+
+
+def _bad_window(s):
+    return dataclasses.replace(s, shape=("%c32", "%c32")) if isinstance(s, asm.MakeView) and s.name == "%v0" else s
+
+
+def _pto_text(edit):
+    _, code = _seed()
+    return edit(code.text)
+
+
+def _asm_line_error():
+    lines = _pto_text(str.splitlines)
+    n = next(i for i, line in enumerate(lines) if "pto.tadd" in line)
+    return asm.parse("\n".join(lines[:n] + [lines[n].replace("ins(", "ins[", 1)] + lines[n + 1:]))
+
+
+def _isa(text_edit, name):
+    (parsed,) = [k for k in asm.parse(_pto_text(text_edit)) if k.name == name]
+    return isa.verify(parsed)
+
+
+def _cycle():
+    a, b = Task(0, "a", "AIV", "", 1e-6, None), Task(1, "b", "AIV", "", 1e-6, None)
+    graph = TaskGraph([a, b])
+    a.preds, b.preds, a.succs, b.succs = [b], [a], [b], [a]
+    return graph.validate()
+
+
+def _ghost():
+    a, b = Task(0, "a", "AIV", "", 1e-6, None), Task(1, "b", "AIV", "", 1e-6, None)
+    graph = TaskGraph([a, b])
+    a.preds = [Task(7, "ghost", "AIC", "", 1e-6, None)]
+    return graph.validate()
+
+
+def _failing_plan():
+    def boom(_):
+        raise FloatingPointError("injected")
+
+    tasks = [Task(i, "work", "AIV", "L", 1e-6, lambda _: None, (), (Region(i, (0,), (1,)),), (i,)) for i in range(8)]
+    tasks.append(Task(8, "bad", "AIC", "Faulty", 1e-6, boom, (Region(3, (0,), (1,)),), (Region(99, (0,), (1,)),), (0, 1)))
+    tasks += [Task(9 + i, "after", "AIV", "", 1e-6, lambda _: None, (Region(99, (0,), (1,)),), ()) for i in range(3)]
+    return Plan(TaskGraph(tasks), [], [], 1)
+
+
+def _device_loop_bound():
+    def kernel(x):
+        with pj.tile(vec=(8, 64)):
+            n = O.cast(O.sum(x[:1, :1], axis=(0, 1)), jnp.int32)
+            return jax.lax.fori_loop(0, n, lambda i, c: c * 0.5 + x, x)
+    x = f32(16, 64)
+    return execute(pj.lower(kernel, x), x)
+
+
+def _compiled_seed():
+    return pj.kernel(seed_kernel).lower(*SEED_ARGS).compile()
+
+
+# (id, thunk, error, message regex)
+CASES = [
+    # ------------------------------------------------------------------ op shapes, dtypes, arguments
+    ("matmul-k-mismatch", lambda: O.matmul(f16(8, 64), f16(32, 16)), pj.PtoShapeError,
+     r"pto\.matmul: contracting dims differ: a \(8, 64\) gives K=64, b \(32, 16\) gives K=32"),
+    ("matmul-rank-1", lambda: O.matmul(f16(64), f16(64, 16)), pj.PtoShapeError,
+     r"pto\.matmul: operands need rank >= 2, got a \(64,\)"),
+    ("matmul-int8-x-fp16", lambda: O.matmul(i8(8, 32), f16(32, 16)), pj.PtoDtypeError,
+     r"pto\.matmul: a is int8\[8, 32\] but b is float16\[32, 16\]"),
+    ("matmul-int32", lambda: O.matmul(i32(8, 8), i32(8, 8)), pj.PtoDtypeError,
+     r"pto\.matmul: a has dtype int32 \(shape \(8, 8\)\); allowed: float32, float16, bfloat16, int8|"
+     r"pto\.matmul: a has dtype int32"),
+    ("matmul-out-dtype", lambda: O.matmul(f32(8, 8), f32(8, 8), out_dtype=jnp.float16), pj.PtoDtypeError,
+     r"pto\.matmul: out_dtype float16 is not available for float32 operands; allowed: float32"),
+    ("matmul-bias-dtype", lambda: O.matmul(f16(8, 8), f16(8, 8), bias=f16(8)), pj.PtoDtypeError,
+     r"pto\.matmul: bias is float16; the float16 cube adds a float32 bias"),
+    ("matmul-bias-shape", lambda: O.matmul(f16(8, 8), f16(8, 8), bias=f32(7)), pj.PtoShapeError,
+     r"pto\.matmul: bias \(7,\) does not broadcast to the output \(8, 8\)"),
+    ("add-no-broadcast", lambda: O.add(f32(3, 4), f32(5)), pj.PtoShapeError,
+     r"pto\.add: shapes \(3, 4\), \(5,\) do not broadcast"),
+    ("sub-mixed-dtypes", lambda: O.sub(f16(4), np.ones(4, jnp.bfloat16)), pj.PtoDtypeError,
+     r"pto\.sub: operands must share one dtype, got float16\[4\], bfloat16\[4\]"),
+    ("exp-of-int32", lambda: O.exp(i32(4)), pj.PtoDtypeError, r"pto\.exp: .*int32"),
+    ("exp-of-uint8", lambda: O.exp(np.ones(3, np.uint8)), pj.PtoDtypeError,
+     r"pto\.exp: operand of dtype uint8 \(shape \(3,\)\) is not supported"),
+    ("complex-input", lambda: O.relu(np.ones(3, np.complex64)), pj.PtoDtypeError,
+     r"pto\.relu: operand of dtype complex64 \(shape \(3,\)\) is not supported"),
+    ("float-scalar-int-tensor", lambda: O.mul(i8(4), 0.5), pj.PtoDtypeError,
+     r"pto\.mul: float scalar 0\.5 cannot combine with a int8 tensor"),
+    ("nan-scalar-int-tensor", lambda: O.add(i32(4), float("nan")), pj.PtoDtypeError,
+     r"pto\.add: float scalar nan cannot combine with a int32 tensor"),
+    ("int-scalar-overflows-int8", lambda: O.add(i8(4), 300), pj.PtoArgumentError,
+     r"pto\.add: scalar 300 does not fit int8 \[-128, 127\]"),
+    ("scalars-only", lambda: O.add(1.0, 2.0), pj.PtoArgumentError, r"pto\.add: needs at least one tensor operand"),
+    ("wrong-operand-count", lambda: O.mul(f32(2), f32(2), f32(2)), pj.PtoArgumentError, r"pto\.mul: takes 2 operands, got 3"),
+    ("sum-axis-out-of-range", lambda: O.sum(f32(3, 4), axis=2), pj.PtoArgumentError,
+     r"pto\.sum: axis 2 is out of range for a rank-2 operand"),
+    ("sum-repeated-axis", lambda: O.sum(f32(3, 4), axis=(1, -1)), pj.PtoArgumentError, r"pto\.sum: repeated axis in \(1, -1\)"),
+    ("argmax-empty-axis", lambda: O.argmax(f32(0, 4), axis=0), pj.PtoShapeError,
+     r"pto\.argmax: cannot reduce the empty axis 0 of \(0, 4\)"),
+    ("amax-empty-axis", lambda: O.amax(f32(3, 0), axis=1), pj.PtoShapeError, r"pto\.amax: .*empty.*\(3, 0\)"),
+    ("gather-empty-axis", lambda: O.gather(f32(0, 4), i32(2), 0), pj.PtoShapeError,
+     r"pto\.gather: cannot select from the empty axis 0 of \(0, 4\)"),
+    ("gather-float-indices", lambda: O.gather(f32(5, 4), f32(2), 0), pj.PtoDtypeError,
+     r"pto\.gather: indices has dtype float32 \(shape \(2,\)\); allowed: int32"),
+    ("reshape-count", lambda: O.reshape(f32(3, 4), (5, 2)), pj.PtoShapeError,
+     r"pto\.reshape: cannot reshape \(3, 4\) \(12 elements\) to \(5, 2\) \(10 elements\)"),
+    ("reshape-two-minus-one", lambda: O.reshape(f32(3, 4), (-1, -1)), pj.PtoArgumentError,
+     r"pto\.reshape: shape \(-1, -1\) may hold one -1"),
+    ("permute-not-a-permutation", lambda: O.permute(f32(2, 3, 4), (0, 0, 1)), pj.PtoArgumentError,
+     r"pto\.permute: dims \(0, 0, 1\) is not a permutation of the 3 axes"),
+    ("transpose-rank-1", lambda: O.transpose(f32(5)), pj.PtoShapeError, r"pto\.transpose: needs rank >= 2, got shape \(5,\)"),
+    ("expand-incompatible", lambda: O.expand(f32(3, 4), (3, 5)), pj.PtoShapeError, r"pto\.expand: .*\(3, 4\).*\(3, 5\)"),
+    ("concat-ranks-differ", lambda: O.concat([f32(3, 4), f32(4)]), pj.PtoShapeError, r"pto\.concat: ranks differ"),
+    ("concat-nothing", lambda: O.concat([]), pj.PtoArgumentError, r"pto\.concat: needs at least one tensor"),
+    ("concat-mismatch", lambda: O.concat([f32(3, 4), f32(3, 5)], axis=0), pj.PtoShapeError,
+     r"pto\.concat: shapes \[\(3, 4\), \(3, 5\)\] differ outside axis 0"),
+    ("view-out-of-bounds", lambda: O.view(f32(8, 8), (4, 4), (6, 0)), pj.PtoShapeError,
+     r"pto\.view: window dim 0: offset 6, valid 4, size 4 .* offset \+ valid <= 8"),
+    ("pad-negative", lambda: O.pad(f32(4), [(-1, 2)]), pj.PtoArgumentError, r"pto\.pad: pads \(\(-1, 2\),\) must be non-negative"),
+    ("pad-nan-into-int", lambda: O.pad(i32(4), [(1, 1)], float("nan")), pj.PtoArgumentError,
+     r"pto\.pad: float pad value nan for a int32 tensor"),
+    ("cast-to-uint16", lambda: O.cast(f32(4), np.uint16), pj.PtoDtypeError, r"pto\.cast: dtype uint16 is not supported"),
+    ("cast-bad-rounding", lambda: O.cast(f32(4), jnp.int8, rounding="stochastic"), pj.PtoArgumentError,
+     r"pto\.cast: rounding 'stochastic' is not one of"),
+    ("topk-k-zero", lambda: O.topk(f32(8), 0), pj.PtoArgumentError, r"pto\.topk: k must be a positive int, got 0"),
+    ("topk-k-inf", lambda: O.topk(f32(8), float("inf")), pj.PtoArgumentError, r"pto\.topk: k must be a positive int, got inf"),
+    ("rms-norm-nan-eps", lambda: O.rms_norm(f32(4, 8), eps=float("nan")), pj.PtoArgumentError,
+     r"pto\.rms_norm: eps must be a non-negative number, got nan"),
+    ("where-cond-not-bool", lambda: O.where(f32(4), f32(4), f32(4)), pj.PtoDtypeError, r"pto\.where: .*float32"),
+    # ------------------------------------------------------------------------------------- pj.tile
+    ("tile-nothing", lambda: pj.tile().__enter__(), pj.PtoArgumentError, r"pj\.tile: give vec=\(\.\.\.\), cube=\(m, k, n\)"),
+    ("tile-zero", lambda: pj.tile(vec=(0, 32)).__enter__(), pj.PtoArgumentError, r"pj\.tile: vec tile \(0, 32\) must be positive ints"),
+    ("tile-nan", lambda: pj.tile(vec=(float("nan"), 32)).__enter__(), pj.PtoArgumentError,
+     r"pj\.tile: vec tile must be a tuple of ints, got \(nan, 32\)"),
+    ("tile-inf", lambda: pj.tile(vec=(float("inf"), 32)).__enter__(), pj.PtoArgumentError,
+     r"pj\.tile: vec tile must be a tuple of ints, got \(inf, 32\)"),
+    ("tile-six-dims", lambda: pj.tile(vec=(1, 1, 1, 1, 1, 8)).__enter__(), pj.PtoArgumentError, r"has 6 dims; at most 5"),
+    ("tile-too-wide", lambda: pj.tile(vec=(1, 8192)).__enter__(), pj.PtoArgumentError,
+     r"pj\.tile: vec tile \(1, 8192\) exceeds 8192 rows x 4095 columns"),
+    ("cube-two-dims", lambda: pj.tile(cube=(16, 16)).__enter__(), pj.PtoArgumentError, r"pj\.tile: cube tile \(16, 16\) must be 3 positive ints"),
+    ("cube-not-fractal", lambda: pj.tile(cube=(64, 40, 32)).__enter__(), pj.PtoArgumentError,
+     r"cube tile \(m=64, k=40, n=32\) must be multiples of the 16x16x16 fractal"),
+    ("cube-oversize", lambda: pj.tile(cube=(256, 256, 256)).__enter__(), pj.PtoArgumentError,
+     r"needs 262144 bytes of L0C even for int8 operands; L0C holds 131072 bytes"),
+    # ------------------------------------------------------------------------------------ lowering
+    ("vec-misaligned", _lower(_tiled(lambda x: x * 2, vec=(32, 8)), S((64, 64), jnp.float16)), pj.PtoArgumentError,
+     r"pto\.mul: vec tile \(32, 8\) has a last dim of 8 x 2 bytes \(float16\) = 16 bytes; it must be a multiple of 32"),
+    ("vec-misaligned-int8-cast", _lower(_tiled(lambda x: O.cast(x, jnp.int8), vec=(8, 16)), S((16, 64), jnp.float32)),
+     pj.PtoArgumentError, r"pto\.cast: vec tile \(8, 16\) has a last dim of 16 x 1 bytes \(int8\) = 16 bytes"),
+    ("cube-l0a-overflow", _lower(_tiled(O.matmul, cube=(256, 256, 64)), S((256, 512), jnp.float16), S((512, 64), jnp.float16)),
+     pj.PtoCapacityError, r"block 'matmul' \(AIC\) needs 131072 bytes of L0A at its peak; L0A holds 65536 bytes"),
+    ("ub-overflow-whole-axis", _lower(_tiled(O.softmax, vec=(8, 64)), S((64, 65536), jnp.float32)), pj.PtoCapacityError,
+     r"block 'softmax' \(AIV\) needs \d+ bytes of UB"),
+    ("unsupported-primitive", _lower(jnp.sin, S((8, 8), jnp.float32)), pj.PtoUnsupportedError,
+     r"primitive 'sin' has no ptojax translation"),
+    ("unsupported-rem", _lower(lambda i: i % 7, S((8,), jnp.int32)), pj.PtoUnsupportedError,
+     r"primitive 'rem' has no ptojax translation"),
+    ("unknown-pass-option", _lower(lambda x: x * 2, S((8, 8), jnp.float32), options={"l1_reuse": 2}), pj.PtoArgumentError,
+     r"unknown pass options"),
+    ("unknown-level", lambda: _seed()[0].level("pto-bin"), pj.PtoArgumentError, r"level 'pto-bin' is not one of"),
+    ("unknown-text-level", lambda: _seed()[0].as_text("llvm"), pj.PtoArgumentError, r"no text for level 'llvm'"),
+    ("evaluate-wrong-args", lambda: _seed()[0].evaluate("tile", *SEED_ARGS[:2]), pj.PtoArgumentError,
+     r"pto lowering: arguments .* do not match the lowered signature"),
+    ("verify-wrong-level", lambda: type(_seed()[0])(*[getattr(_seed()[0], f) for f in ("traced", "tensor", "tile")],
+                                                    jax.make_jaxpr(lambda a, b, w: seed_kernel(a, b, w) + 1.0)(*SEED_ARGS),
+                                                    _seed()[0].programs, _seed()[0].in_tree, _seed()[0].out_tree
+                                                    ).verify(*SEED_ARGS),
+     pj.PtoVerifyError, r"pto verify: level 'block' output 0 \(float32\[64\]\) differs from the level before"),
+    # ----------------------------------------------------------------------------------- codegen
+    ("codegen-ub-overflow", lambda: compile_kernel(_seed()[0], CoreMemory(ub=4096)), pj.PtoCapacityError,
+     r"program 'mul\+add' \(AIV\) cannot place a 2048-byte tile in UB: 4096 of 4096 bytes are live"),
+    ("asm-bad-token", _asm_line_error, PtoAsmError, r"pto-as:\d+:\d+: expected '\('"),
+    ("asm-unknown-op", lambda: asm.parse("// program x <AIV> id=0 grid=1\nfunc.func @x() {\n  %a = pto.frobnicate %b\n"
+                                         "  return\n}\n"), PtoAsmError, r"pto-as:3:\d+: unknown operation 'pto\.frobnicate'"),
+    ("asm-module", lambda: asm.parse("module {\n}"), PtoAsmError, r"pto-as:1:1: expected 'func\.func', found 'module'"),
+    ("asm-no-header", lambda: asm.parse("func.func @x() {\n  return\n}\n"), PtoAsmError,
+     r"pto-as:1:1: 'func\.func' without a '// program' header"),
+    ("isa-int8-times-fp16", lambda: _isa(lambda t: t.replace("loc=right, dtype=f16", "loc=right, dtype=i8"), "matmul"),
+     PtoAsmError, r"pto\.tmatmul cannot multiply f16 by i8 into f32; the cube takes i8\*i8->i32"),
+    ("isa-unknown-instruction", lambda: _isa(lambda t: t.replace("pto.tadd ins", "pto.taddx ins"), "mul+add"),
+     pj.PtoUnsupportedError, r"unknown instruction 'pto\.taddx'"),
+    ("interp-tile-outside-buffer",
+     lambda: _interpret(_broken(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, addr=196608 - 1024)
+                                if isinstance(s, asm.Alloc) else s)),
+     PtoExecutionError, r"tile of 2048 bytes at address 195584 does not fit the 196608-byte vec buffer"),
+    ("interp-window-outside-view", lambda: _interpret(_broken(("sum", (2, 1)), _bad_window)),
+     PtoExecutionError, r"does not match the view"),
+    # ------------------------------------------------------------------------------------ pj.kernel
+    ("kernel-backend", lambda: pj.kernel(seed_kernel, backend="gpu"), pj.PtoArgumentError, r"backend 'gpu' is not one of"),
+    ("kernel-target", lambda: pj.kernel(seed_kernel, target="a9"), pj.PtoArgumentError,
+     r"unknown Ascend target .a9.; known targets: a2, a3"),
+    ("kernel-executor", lambda: pj.kernel(seed_kernel, executor="gpu"), pj.PtoArgumentError, r"executor 'gpu' is not one of"),
+    ("compiled-other-shapes", lambda: _compiled_seed()(SEED_ARGS[0][:32], *SEED_ARGS[1:]), pj.PtoArgumentError,
+     r"compiled for \(float16\[64, 64\], float16\[64, 64\], float16\[64, 32\]\) but called with \(float16\[32, 64\]"),
+    ("compiled-other-dtypes", lambda: _compiled_seed()(*[a.astype(np.float32) for a in SEED_ARGS]), pj.PtoArgumentError,
+     r"but called with \(float32\[64, 64\], float32\[64, 64\], float32\[64, 32\]\)"),
+    ("compiled-too-few-args", lambda: _compiled_seed()(*SEED_ARGS[:2]), pj.PtoArgumentError, r"arguments .* do not match"),
+    ("compiled-too-many-args", lambda: _compiled_seed()(*SEED_ARGS, SEED_ARGS[0]), pj.PtoArgumentError, r"arguments .* do not match"),
+    ("run-other-shapes", lambda: _compiled_seed().run(SEED_ARGS[0][:32], *SEED_ARGS[1:]), pj.PtoArgumentError,
+     r"but called with \(float16\[32, 64\]"),
+    ("grad-of-kernel", lambda: jax.grad(lambda x: pj.kernel(lambda x: x * 2)(x).sum())(f32(8, 8)), pj.PtoUnsupportedError,
+     r"has no automatic derivative: wrap forward and backward kernels in jax.custom_vjp"),
+    ("execute-executor", lambda: execute(_seed()[0], *SEED_ARGS, executor="gpu"), pj.PtoArgumentError,
+     r"executor 'gpu' is not 'simulated' or 'threads'"),
+    ("execute-wrong-args", lambda: execute(_seed()[0], *SEED_ARGS[:2]), pj.PtoArgumentError,
+     r"pto run: arguments .* do not match the lowered signature"),
+    # ------------------------------------------------------------------------------------ runtime
+    ("graph-cycle", _cycle, PtoTaskGraphError, r"pto runtime: the task graph has a cycle; stuck: "),
+    ("graph-missing-task", _ghost, PtoTaskGraphError, r"task 0 'a\(\)' on AIV waits on task 7 'ghost\(\)' on AIC, which is not in the graph"),
+    ("unknown-core-kind", lambda: simulate(Plan(TaskGraph([Task(0, "x", "GPU", "", 1e-6, None)]), [], [], 1), MACHINE),
+     pj.PtoArgumentError, r"needs a GPU core"),
+    ("failing-task-simulated", lambda: simulate(_failing_plan(), MACHINE), PtoTaskError,
+     r"task 8 'bad\(0,1\)' label 'Faulty' on AIC \(core .*\) failed: FloatingPointError: injected"),
+    ("failing-task-threads", lambda: run_threads(_failing_plan(), MACHINE, workers=4), PtoTaskError,
+     r"task 8 'bad\(0,1\)' label 'Faulty' on AIC \(core .*\) failed: FloatingPointError: injected"),
+    ("failing-kernel-task", lambda: execute(_seed()[0], *SEED_ARGS, compiled=_broken(("sum", (2, 1)), _bad_window),
+                                            executor="threads"),
+     PtoTaskError, r"task \d+ 'sum\(\d,0\)' on AIV .* does not match the view"),
+    ("device-loop-bound", _device_loop_bound, PtoOrchestrationError,
+     r"pto runtime: .*(depends on device data|on a GM tensor outside a block)"),
+]
+
+
+@pytest.mark.parametrize("name,thunk,error,message", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_rejected(name, thunk, error, message):
+    assert issubclass(error, pj.PtoError)
+    result = None
+    start = time.perf_counter()
+    with pytest.raises(error, match=message):
+        result = thunk()
+    assert result is None                                   # no output came back
+    assert time.perf_counter() - start < 60                 # and it did not hang
+
+
+def test_the_catalogue_is_broad():
+    assert len(CASES) >= 40 and len({c[0] for c in CASES}) == len(CASES)
+    assert len({c[2] for c in CASES}) >= 11                 # every error type of the stack
