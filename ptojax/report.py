@@ -78,6 +78,7 @@ def summary(profile, *, name: str | None = None, options=None) -> dict:
 
 
 def save_summary(profile, path, **kw) -> Path:
+    """Write :func:`summary` of ``profile`` as JSON to ``path`` (for ``ptojax diff``); returns the path."""
     path = Path(path)
     path.write_text(json.dumps(summary(profile, **kw), indent=1, default=str))
     return path
@@ -137,6 +138,7 @@ class Diff:
 
     @property
     def makespan_ratio(self) -> float:
+        """Makespan after / before (below 1: faster)."""
         return self.after["makespan_us"] / max(self.before["makespan_us"], 1e-12)
 
     def __str__(self) -> str:
@@ -170,6 +172,7 @@ def _num(v, integer=False) -> str:
 
 
 def format_diff(d: Diff) -> str:
+    """The text table of a :class:`Diff` (what ``str(diff)`` returns)."""
     width = max(22, max(len(r[0]) for r in d.rows) + 2)
     lines = [f"{'':<{width}}{'before':>11}{'after':>11}{'change':>11}{'':>9}"]
     for what, x, y, change in d.rows:

@@ -37,6 +37,8 @@ class Record:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Trace:
+    """What one run recorded: a :class:`Record` per task (core, start, end), the machine and task graph."""
+
     records: tuple[Record, ...]
     machine: object
     graph: object
@@ -44,9 +46,11 @@ class Trace:
 
     @property
     def makespan(self) -> float:
+        """End of the last task, in seconds."""
         return max((r.end for r in self.records), default=0.0)
 
     def profile(self) -> "Profile":
+        """The figures of this run: a :class:`Profile`."""
         return Profile(self)
 
 
@@ -64,7 +68,13 @@ class Bound:
 
 
 class Profile:
-    """Figures of one run; times in microseconds unless the name says otherwise."""
+    """Figures of one run; times in microseconds unless the name says otherwise.
+
+    Attributes: ``makespan_us``; ``lower_bound_us`` and ``bound`` (its terms, in seconds:
+    ``critical_path``, ``cube``, ``vector``, ``bandwidth``, ``scheduler``); ``tasks`` (count);
+    ``utilisation`` and ``idle_us`` per core kind; ``label_us`` (summed task time per label, largest
+    first); ``critical_path`` (task ids); ``trace`` (the :class:`Trace`).
+    """
 
     def __init__(self, trace: Trace):
         self.trace = trace
@@ -108,6 +118,7 @@ class Profile:
         return sorted(gaps, reverse=True)[:count]
 
     def summary(self) -> str:
+        """A few lines of text: makespan, lower bound and its terms, utilisation, time per label."""
         lines = [f"{self.trace.mode}: {self.tasks} tasks, makespan {self.makespan_us:.2f} us, "
                  f"lower bound {self.lower_bound_us:.2f} us ({self.makespan_us / max(self.lower_bound_us, 1e-12):.2f}x)"]
         b = self.bound
@@ -118,6 +129,7 @@ class Profile:
 
     # ------------------------------------------------------------------------------------- export
     def chrome_trace(self) -> dict:
+        """The Chrome trace (``traceEvents``) as a dict; :meth:`save` writes it as JSON."""
         trace, m = self.trace, self.trace.machine
         lanes, events = {}, []
         if trace.records and trace.records[0].host:
