@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st

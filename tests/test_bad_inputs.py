@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ptojax as pj
+from test_lowering import seed_kernel
 from helpers import F16, rand
 from ptojax.ascend import PtoAsmError, PtoExecutionError, asm, isa
 from ptojax.ascend.program import compile_kernel
@@ -30,13 +31,6 @@ i32 = lambda *s: np.ones(s, np.int32)  # noqa: E731
 MACHINE = Machine((("AIC", 24), ("AIV", 48)), 6, 2e-6, 1e-6, 1.42e12, "a3")
 
 
-def seed_kernel(a, b, w):
-    with pj.tile(vec=(32, 32)):
-        x = a * 2.0 + b
-    with pj.tile(cube=(64, 64, 32)), jax.named_scope("Linear"):
-        y = O.matmul(x, w)
-    with pj.tile(vec=(32, 32)):
-        return jnp.sum(y, axis=-1)
 
 
 SEED_ARGS = (rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1))

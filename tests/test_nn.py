@@ -133,6 +133,8 @@ def test_compositions_jit_grad_vmap_value_and_grad(backend):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     (l, g), (lr, gr) = jax.value_and_grad(loss)(params, X, LABELS), jax.value_and_grad(loss_ref)(params, X, LABELS)
     np.testing.assert_allclose(l, lr, rtol=1e-5)
+    for a, b in zip(g, gr):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     # vmap over a batch of inputs, of both the forward and the gradient
     xs = np.stack([X, -X, 2 * X])
     f = lambda x: nn.layer_norm(nn.dense(x, W, B, "silu", backend=backend), G, BETA, backend=backend)

@@ -3,7 +3,6 @@ page opened in headless Chromium."""
 import dataclasses
 import functools
 import json
-import os
 import re
 import shutil
 import subprocess

@@ -3,7 +3,6 @@ import json
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -10,21 +10,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import ops
 from ..errors import PtoShapeError
 from ..lowering import tile
-from ._common import F32, check_backend, check_float, cube_tile, make
+from ._common import F32, check_backend, check_float, make, matmul_f32
 
 BLOCK = 16          # KV rows per loop step (a multiple of the 16-row fractal)
 _NEG = -1e30        # the causal mask's score: finite, so that exp(-1e30 - m) is 0 and never NaN
-
-
-def _mm(a, b, **kw):
-    m = a.shape[-1] if kw.get("transpose_a") else a.shape[-2]
-    k = a.shape[-2] if kw.get("transpose_a") else a.shape[-1]
-    n = b.shape[-2] if kw.get("transpose_b") else b.shape[-1]
-    with tile(cube=cube_tile(m, k, n, np.dtype(a.dtype).itemsize)):
-        return ops.matmul(a, b, out_dtype=F32, **kw)
 
 
 def _vec(d):
@@ -39,7 +30,7 @@ def _padded(x, sp):
 def _scores(q, kj, j, block, scale):
     """The (H, S, block) score tile of KV block ``j``, causally masked (padding rows lie past every query)."""
     h, s, d = q.shape
-    st = _mm(q, kj, transpose_b=True)
+    st = matmul_f32(q, kj, transpose_b=True)
     with tile(vec=(16, block)):
         rows = np.arange(s, dtype=np.int32)[:, None] - np.arange(block, dtype=np.int32)[None, :]
         visible = rows >= j * block                    # key j*block + c <= query r
@@ -64,7 +55,7 @@ def _fa_fwd_kernel(q, k, v, *, block):
             corr = jnp.exp(m - m2)
             l2 = l * corr + jnp.sum(p, axis=-1)
         with jax.named_scope("PV"):
-            pv = _mm(p.astype(v.dtype), vj)
+            pv = matmul_f32(p.astype(v.dtype), vj)
         with tile(vec=_vec(d)):
             acc2 = acc * corr[..., None] + pv
         return m2, l2, acc2
@@ -99,15 +90,15 @@ def _fa_bwd_kernel(q, k, v, o, lse, do, *, block):
             p = jnp.exp(st - lse[..., None])
             p_in = p.astype(q.dtype)
         with jax.named_scope("dV"):
-            dvj = _mm(p_in, do, transpose_a=True)                          # (H, block, D)
+            dvj = matmul_f32(p_in, do, transpose_a=True)                          # (H, block, D)
         with jax.named_scope("dP"):
-            dp = _mm(do, vj, transpose_b=True)                             # (H, S, block)
+            dp = matmul_f32(do, vj, transpose_b=True)                             # (H, S, block)
         with tile(vec=(16, block)), jax.named_scope("dS"):
             ds = (p * (dp - delta[..., None]) * scale).astype(q.dtype)
         with jax.named_scope("dQ"):
-            dq2 = dq + _mm(ds, kj)
+            dq2 = dq + matmul_f32(ds, kj)
         with jax.named_scope("dK"):
-            dkj = _mm(ds, q, transpose_a=True)
+            dkj = matmul_f32(ds, q, transpose_a=True)
         dk = jax.lax.dynamic_update_slice(dk, dkj, (0, j * block, 0))
         dv = jax.lax.dynamic_update_slice(dv, dvj, (0, j * block, 0))
         return dq2, dk, dv

@@ -6,8 +6,10 @@ import functools
 import jax.numpy as jnp
 import numpy as np
 
+from .. import ops
 from ..errors import PtoArgumentError, PtoDtypeError
 from ..kernel import BACKENDS, Kernel, kernel
+from ..lowering import tile
 
 F32 = jnp.float32
 FLOATS = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
@@ -74,3 +76,12 @@ def cube_tile(m: int, k: int, n: int, itemsize: int = 4):
     tm, tk, tn = min(128, up16(m)), min(128 if itemsize <= 2 else 64, up16(k)), min(128, up16(n))
     assert tm * tk * itemsize <= 64 * 1024 and tk * tn * itemsize <= 64 * 1024 and tm * tn * 4 <= 128 * 1024
     return (tm, tk, tn)
+
+
+def matmul_f32(a, b, **kw):
+    """``pj.ops.matmul`` accumulating in float32 under the default cube tile for its shape."""
+    m = a.shape[-1] if kw.get("transpose_a") else a.shape[-2]
+    k = a.shape[-2] if kw.get("transpose_a") else a.shape[-1]
+    n = b.shape[-2] if kw.get("transpose_b") else b.shape[-1]
+    with tile(cube=cube_tile(m, k, n, np.dtype(a.dtype).itemsize)):
+        return ops.matmul(a, b, out_dtype=F32, **kw)

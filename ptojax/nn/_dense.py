@@ -10,7 +10,7 @@ import numpy as np
 from .. import ops
 from ..errors import PtoArgumentError, PtoShapeError
 from ..lowering import tile
-from ._common import F32, check_backend, check_float, col_reduce_tile, cube_tile, ew_tile, make
+from ._common import F32, check_backend, check_float, col_reduce_tile, ew_tile, make, matmul_f32
 
 ACTIVATIONS = ("relu", "gelu", "silu", None)
 _C = float(np.sqrt(2.0 / np.pi))
@@ -39,14 +39,6 @@ def _act_grad(g, r, activation):
     return g
 
 
-def _mm(a, b, **kw):
-    m = a.shape[-1] if kw.get("transpose_a") else a.shape[-2]
-    k = a.shape[-2] if kw.get("transpose_a") else a.shape[-1]
-    n = b.shape[-2] if kw.get("transpose_b") else b.shape[-1]
-    with tile(cube=cube_tile(m, k, n, np.dtype(a.dtype).itemsize)):
-        return ops.matmul(a, b, out_dtype=F32, **kw)
-
-
 def _colsum(x):
     with tile(vec=col_reduce_tile()):
         return jnp.sum(x, axis=0)
@@ -55,7 +47,7 @@ def _colsum(x):
 # --------------------------------------------------------------------------------------- dense
 def _dense_fwd_kernel(x, w, b, *, activation):
     with jax.named_scope("Linear"):
-        z = _mm(x, w)
+        z = matmul_f32(x, w)
     with tile(vec=ew_tile()), jax.named_scope("BiasAct"):
         z = z + b.astype(F32)
         y = _act(z, activation)
@@ -72,9 +64,9 @@ def _dense_bwd_kernel(x, w, r, g, *, activation):
     with jax.named_scope("BiasGrad"):
         db = _colsum(dz)
     with jax.named_scope("Linear_dx"):
-        dx = _mm(dz_in, w, transpose_b=True)
+        dx = matmul_f32(dz_in, w, transpose_b=True)
     with jax.named_scope("Linear_dw"):
-        dw = _mm(x, dz_in, transpose_a=True)
+        dw = matmul_f32(x, dz_in, transpose_a=True)
     with tile(vec=ew_tile()):
         return dx.astype(x.dtype), dw.astype(w.dtype), db.astype(x.dtype)
 
@@ -123,9 +115,9 @@ def dense(x, w, b=None, activation: str | None = None, *, backend: str = "sim"):
 # -------------------------------------------------------------------------------------- swiglu
 def _swiglu_fwd_kernel(x, wg, wu):
     with jax.named_scope("Gate"):
-        a = _mm(x, wg)
+        a = matmul_f32(x, wg)
     with jax.named_scope("Up"):
-        u = _mm(x, wu)
+        u = matmul_f32(x, wu)
     with tile(vec=ew_tile()), jax.named_scope("SwiGLU"):
         y = ops.silu(a) * u
         return y.astype(x.dtype), a.astype(x.dtype), u.astype(x.dtype)
@@ -138,10 +130,10 @@ def _swiglu_bwd_kernel(x, wg, wu, a, u, g):
         du = (g * (a * s)).astype(x.dtype)
         da = (g * u * (s * (1.0 + a * (1.0 - s)))).astype(x.dtype)
     with jax.named_scope("dx"):
-        dx = _mm(da, wg, transpose_b=True) + _mm(du, wu, transpose_b=True)
+        dx = matmul_f32(da, wg, transpose_b=True) + matmul_f32(du, wu, transpose_b=True)
     with jax.named_scope("dw"):
-        dwg = _mm(x, da, transpose_a=True)
-        dwu = _mm(x, du, transpose_a=True)
+        dwg = matmul_f32(x, da, transpose_a=True)
+        dwu = matmul_f32(x, du, transpose_a=True)
     with tile(vec=ew_tile()):
         return dx.astype(x.dtype), dwg.astype(wg.dtype), dwu.astype(wu.dtype)
 
