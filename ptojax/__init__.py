@@ -14,6 +14,7 @@ from .kernel import Compiled, Kernel, Lowered, kernel
 from .lowering import lower, tile
 from . import nn  # noqa: E402  (after kernel: pj.nn builds on pj.kernel)
 from . import report  # noqa: E402  (the tuning loop: HTML report, summaries, diff)
+from . import tiles  # noqa: E402  (the Tile level by hand: pj.tiles.grid, register_op)
 
 try:
     __version__ = version("ptojax")
@@ -23,5 +24,5 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 __all__ = [
     "Compiled", "Kernel", "Lowered", "PtoArgumentError", "PtoCapacityError", "PtoDtypeError", "PtoError",
     "PtoShapeError", "PtoUnsupportedError", "PtoVerifyError", "__version__", "ascend", "errors", "execute", "kernel",
-    "lower", "lowering", "mpmd", "nn", "ops", "report", "tile",
+    "lower", "lowering", "mpmd", "nn", "ops", "report", "tile", "tiles",
 ]

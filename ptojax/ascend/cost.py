@@ -109,6 +109,8 @@ _REDUCE = {"tsum": ("ROWSUM", "ADD"), "tprod": ("ROWSUM", "MUL"), "tamax": ("ROW
 _SCALAR_OPS = {"tview", "treshape", "tsubview", "tassign", "tsync", "tprefetch", "tget_scale_addr"}
 _SORT_OPS = {"ttopk", "tsort", "tsort32", "tmrgsort"}
 _FUSED_EXPAND = ("trowexpand", "tcolexpand")
+# User-registered instructions (``isa.register``): mnemonic -> price(instr, target) -> (pipe, cycles, flops).
+CUSTOM: dict = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,6 +324,9 @@ def _vector_passes(op):
 def _price(instr: asm.Instr, tgt: Target, l2_hit: float):
     """(pipe, cycles, gm bytes in, gm bytes out, flops)."""
     op = instr.op
+    if op in CUSTOM:
+        pipe, cycles, flops = CUSTOM[op](instr, tgt)
+        return pipe, cycles, 0, 0, flops
     if op in ("tload", "mgather"):
         pipe, cycles, nbytes = _dma_in(instr, tgt, l2_hit)
         return pipe, cycles, nbytes, 0, 0.0

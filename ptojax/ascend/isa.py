@@ -71,6 +71,25 @@ def _table():
 TABLE: dict[str, Instruction] = _table()
 
 
+def register(mnemonic: str, *, semantics_fn, price, pipe: str = "VECTOR", dtypes=(), summary: str = "") -> Instruction:
+    """Add a user-defined instruction: its table entry, NumPy semantics (``semantics.SEMANTICS``) and
+    price (``cost.CUSTOM``: ``price(instr, target) -> (pipe, cycles, flops)``). ``pj.tiles.register_op``
+    calls this."""
+    if pipe not in cost.PIPES:
+        raise PtoUnsupportedError(f"pto isa: pipe {pipe!r} of 'pto.{mnemonic}' is not one of {cost.PIPES}")
+    entry = Instruction(mnemonic, pipe, "user-defined: tiles and scalar immediates -> tiles",
+                        tuple(asm.dtype_name(d) for d in dtypes), False, summary or f"user-defined pto.{mnemonic}")
+    TABLE[mnemonic] = entry
+    semantics.SEMANTICS[mnemonic] = semantics_fn
+    cost.CUSTOM[mnemonic] = price
+    return entry
+
+
+def unregister(mnemonic: str) -> None:
+    for table in (TABLE, semantics.SEMANTICS, cost.CUSTOM):
+        table.pop(mnemonic, None)
+
+
 def check(instr: asm.Instr, program: str) -> None:
     """Reject an instruction ptojax does not know or whose dtypes the hardware does not accept."""
     entry = TABLE.get(instr.op)
@@ -87,7 +106,7 @@ def check(instr: asm.Instr, program: str) -> None:
         if instr.op == "tmatmul" and len(tiles) == 3 and tiles[2].dtype != acc:
             raise asm.PtoAsmError(f"pto isa: program '{program}': pto.tmatmul bias is {tiles[2].dtype}; it must be {acc}")
         return
-    if tiles and entry.pipe == "VECTOR" and tiles[0].dtype not in entry.dtypes:
+    if tiles and entry.pipe == "VECTOR" and entry.dtypes and tiles[0].dtype not in entry.dtypes:
         raise asm.PtoAsmError(f"pto isa: program '{program}': pto.{instr.op} does not accept {tiles[0].dtype} tiles; "
                               f"allowed: {', '.join(entry.dtypes)}")
 

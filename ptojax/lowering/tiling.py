@@ -381,6 +381,11 @@ def _rule(memory, tiles=None, seen=None):
             out = eqn.primitive.bind(*invals, **eqn.params)
             outs = list(out) if eqn.primitive.multiple_results else [out]
             return on_device(outs) if any(id(x) in device for x in invals) else outs
+        if eqn.primitive is ir.tile_grid_p:            # hand-written tiles (pj.tiles.grid) pass through
+            spec = eqn.params["spec"]
+            if not spec.label:
+                spec = dataclasses.replace(spec, label=read(stack)[1])
+            return on_device(ir.tile_grid_p.bind(*invals, spec=spec))
         if op == "reshape":                            # a GM reinterpretation: no tiles move
             return on_device([eqn.primitive.bind(*invals, **eqn.params)])
         config, label = read(stack)

@@ -134,3 +134,13 @@ tmatmul_acc_p = _primitive("tmatmul_acc", _tmatmul_acc_abstract, _tmatmul_acc_re
 def compute(name, *args, **params):
     """Bind the tile twin of tensor op ``name``."""
     return COMPUTE[name].bind(*args, **params)
+
+
+# ------------------------------------------------------------------------------- user-defined ops
+def define_compute(name, abstract, reference, multiple_results=False):
+    """A user-defined tile compute primitive ``pto.<name>`` in :data:`TILE_OPS` (``pj.tiles.register_op``)."""
+    return _primitive(name, abstract, reference, multiple_results)
+
+
+def undefine_compute(name):
+    TILE_OPS.pop(name, None)

@@ -1,0 +1,582 @@
+"""``pj.tiles``: the Tile level written by hand, mixed freely with tensor-level code in one kernel.
+
+``pj.tiles.grid(body, grid=(2, 2), inputs=(x, y), outputs=jax.ShapeDtypeStruct(...))`` binds one
+``pto.tile_grid`` eqn — the same IR the tile pass builds from tensor ops — so partition, PTO-AS codegen,
+the interpreter, the cost model and the swimlane treat hand-written tiles and lowered ones alike; the
+Tensor and Tile passes pass it through unchanged. ``body(index, ins, outs)`` runs once per grid point:
+``index`` holds the grid indices (int32 scalars), ``ins`` / ``outs`` the GM tensors, and it returns the
+updated ``outs`` (the results of :func:`store`)::
+
+    def body(index, ins, outs):
+        w = pj.tiles.window((32, 32))                    # offset = index * (32, 32)
+        a = pj.tiles.load(ins[0], index, w)
+        b = pj.tiles.load(ins[1], index, w)
+        y = pj.tiles.add(pj.tiles.mul(a, 2.0), b)        # or pj.tiles.compute("add", ...), or jnp on tiles
+        return [pj.tiles.store(outs[0], y, index, w)]
+
+A :func:`window` is an affine map from loop indices to GM offsets (``base + stride * index``), like a
+Pallas BlockSpec. Inside the body, ``jnp``/``lax`` and ``pj.ops`` calls on tiles become their tile twins
+(``pto.tadd``, ...); the cube path is :func:`load` with ``loc="mat"``, :func:`mov` to ``"left"`` /
+``"right"``, :func:`matmul` / :func:`matmul_acc` (a K chain in a ``lax.fori_loop``) into ``acc``, then
+:func:`store`. The body is checked when it is traced: windows inside their tensors for every index
+the grid and its loops reach, tiles matching their windows, operands in the buffers their
+instructions read (``left``/``right`` for the cube, ``vec`` for the vector unit). Capacity is checked by
+the partition pass (each program's peak footprint per buffer), as for lowered tiles.
+
+:func:`register_op` defines a new tile instruction ``pto.<name>`` in one call: its abstract eval and
+jnp reference (lowering, XLA backend, ``verify``), its NumPy semantics (interpreter), its cost (cost
+model) and its ISA table entry.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import jax
+import numpy as np
+
+from ._jax import ClosedJaxpr, Literal, ShapedArray
+from .ascend import asm
+from .ascend import cost as _cost
+from .ascend import isa as _isa
+from .errors import PtoArgumentError, PtoShapeError, PtoUnsupportedError
+from .lowering import ir
+from .lowering.tensor import to_tensor_level
+from .lowering.walk import CONTROL, body_of, by_rule, control, retrace
+from .primitives import OPS
+from .primitives import tile as T
+from .primitives._base import operands
+from .primitives.tile import LOCATIONS, Window
+
+KINDS = ("vector", "cube")
+_MOVES = {("mat", "left"), ("mat", "right"), ("acc", "vec"), ("acc", "mat"), ("vec", "vec")}
+_GM_OPS = (T.tload_p, T.tstore_p, T.mgather_p, T.mscatter_p)
+CUSTOM: dict[str, dict] = {}        # name -> what register_op was given (its primitive, pipe, ...)
+
+
+def _shape(what, value, allow_zero=False):
+    if isinstance(value, (int, np.integer)):
+        value = (value,)
+    try:
+        shape = tuple(int(v) for v in value)
+        exact = all(float(v) == s for v, s in zip(value, shape))
+    except (TypeError, ValueError, OverflowError):
+        exact = False
+    if not exact or any(s < (0 if allow_zero else 1) for s in shape):
+        raise PtoArgumentError(f"pj.tiles: {what} must be a tuple of {'non-negative' if allow_zero else 'positive'} "
+                               f"ints, got {value!r}")
+    return shape
+
+
+# ------------------------------------------------------------------------------------------ windows
+def window(shape, block=None, *, index=None, base=None, stride=None) -> Window:
+    """A tile's window on a GM tensor: per dim, ``offset = base + stride * indices[index]``.
+
+    ``shape`` is the tile's extent. By default dim ``d`` follows loop index ``d`` with stride ``block``
+    (default ``shape``: consecutive tiles) and base 0; ``index[d] = None`` fixes dim ``d`` at ``base[d]``.
+    The indices are those passed to :func:`load` / :func:`store`: the grid's, then any loop counters.
+    """
+    shape = _shape("window shape", shape)
+    rank = len(shape)
+    if block is not None and stride is not None:
+        raise PtoArgumentError("pj.tiles.window: give block or stride, not both (block is the stride)")
+    stride = shape if block is None and stride is None else _shape("window stride", stride if block is None else block,
+                                                                   allow_zero=True)
+    index = tuple(range(rank)) if index is None else tuple(-1 if i is None else i for i in index)
+    base = (0,) * rank if base is None else _shape("window base", base, allow_zero=True)
+    for what, value in (("stride", stride), ("index", index), ("base", base)):
+        if len(value) != rank:
+            raise PtoArgumentError(f"pj.tiles.window: {what} {value} has {len(value)} entries for a rank-{rank} "
+                                   f"window {shape}")
+    if any(not isinstance(i, (int, np.integer)) or i < -1 for i in index):
+        raise PtoArgumentError(f"pj.tiles.window: index {index} must hold loop positions (ints >= 0) or None")
+    stride = tuple(0 if i < 0 else s for i, s in zip(index, stride))
+    return Window(shape, tuple(int(i) for i in index), stride, base)
+
+
+def _check_window(op, ref, indices, w: Window):
+    if not isinstance(w, Window):
+        raise PtoArgumentError(f"pj.tiles.{op}: expected a window (pj.tiles.window(...)), got {w!r}")
+    if np.ndim(ref) != len(w.shape):
+        raise PtoShapeError(f"pj.tiles.{op}: window {w} is rank {len(w.shape)} but the GM tensor is "
+                            f"{np.shape(ref)}")
+    used = [i for i in w.index if i >= 0]
+    if used and max(used) >= len(indices):
+        raise PtoArgumentError(f"pj.tiles.{op}: window {w} uses loop index i{max(used)} but only {len(indices)} "
+                               "indices were given")
+    for d, (size, n) in enumerate(zip(w.shape, np.shape(ref))):
+        if size > n:
+            raise PtoShapeError(f"pj.tiles.{op}: window {w} is {size} wide in dim {d}; the GM tensor "
+                                f"{tuple(np.shape(ref))} has {n}")
+
+
+# --------------------------------------------------------------------------------- data movement
+def load(ref, index, window: Window, loc: str = "vec"):
+    """``tload``: the tile of GM tensor ``ref`` at ``window`` for loop ``index`` into buffer ``loc``
+    (``vec`` = UB on a vector core; ``mat`` = L1 on a cube core)."""
+    if loc not in LOCATIONS or loc == "acc":
+        raise PtoArgumentError(f"pj.tiles.load: loc {loc!r} is not a load destination; one of vec, mat, left, right")
+    index = list(index)
+    _check_window("load", ref, index, window)
+    return T.tload(ref, index, window, loc)
+
+
+def store(ref, tile, index, window: Window):
+    """``tstore``: write ``tile`` into GM tensor ``ref`` at ``window``; returns the updated ``ref``."""
+    index = list(index)
+    _check_window("store", ref, index, window)
+    if tuple(np.shape(tile)) != tuple(window.shape):
+        raise PtoShapeError(f"pj.tiles.store: tile {tuple(np.shape(tile))} does not match window {window} "
+                            f"(shape {window.shape})")
+    if np.dtype(tile.dtype) != np.dtype(ref.dtype):
+        raise PtoArgumentError(f"pj.tiles.store: tile dtype {np.dtype(tile.dtype).name} differs from the GM "
+                               f"tensor's {np.dtype(ref.dtype).name}; convert it with pj.tiles.cast")
+    return T.tstore(ref, tile, index, window)
+
+
+def mov(tile, loc: str):
+    """``tmov``: move a tile between local buffers (``mat`` -> ``left``/``right``, ``acc`` -> ``vec``)."""
+    if loc not in LOCATIONS:
+        raise PtoArgumentError(f"pj.tiles.mov: loc {loc!r} is not one of {LOCATIONS}")
+    return T.tmov(tile, loc)
+
+
+# ------------------------------------------------------------------------------------------ compute
+def compute(name: str, *args, **params):
+    """The tile instruction of tensor op ``name`` (``"add"``, ``"exp"``, ``"sum"``, ...) or of a
+    registered op; Python scalars take the dtype of the first tile."""
+    if name in CUSTOM:
+        return CUSTOM[name]["primitive"].bind(*operands(f"pj.tiles.{name}", *args), **params)
+    if name not in T.COMPUTE:
+        known = sorted(set(T.COMPUTE) | set(CUSTOM))
+        raise PtoArgumentError(f"pj.tiles.compute: unknown tile op {name!r}; known: {', '.join(known)}")
+    return T.COMPUTE[name].bind(*operands(f"pj.tiles.{name}", *args), **params)
+
+
+def _elementwise(name):
+    def op(*args):
+        return compute(name, *args)
+    op.__name__ = name
+    op.__doc__ = f"The tile form of ``pj.ops.{name}`` (``{T.COMPUTE[name].name}``)."
+    return op
+
+
+add, sub, mul, div = (_elementwise(n) for n in ("add", "sub", "mul", "div"))
+maximum, minimum, pow = (_elementwise(n) for n in ("maximum", "minimum", "pow"))  # noqa: A001
+exp, log, sqrt, rsqrt, reciprocal = (_elementwise(n) for n in ("exp", "log", "sqrt", "rsqrt", "reciprocal"))
+abs, neg, relu, tanh, sigmoid, silu = (_elementwise(n) for n in ("abs", "neg", "relu", "tanh", "sigmoid", "silu"))  # noqa: A001
+where = _elementwise("where")
+
+
+def cast(tile, dtype, *, rounding: str = "rint", saturate: bool = True):
+    """``tcvt``: convert a tile's dtype."""
+    return compute("cast", tile, dtype=np.dtype(dtype), rounding=rounding, saturate=saturate)
+
+
+def _reduce(name, axis):
+    def op(tile, keepdims: bool = True):
+        return compute(name, tile, axes=(np.ndim(tile) + axis,), keepdims=keepdims)
+    return op
+
+
+rowsum, rowmax, rowmin = (_reduce(n, -1) for n in ("sum", "amax", "amin"))
+colsum, colmax, colmin = (_reduce(n, -2) for n in ("sum", "amax", "amin"))
+rowsum.__doc__ = "Sum over the last axis (PTO's TROWSUM); keepdims by default."
+
+
+def matmul(a, b, *, out_dtype=None, transpose_a: bool = False, transpose_b: bool = False, bias=None):
+    """``tmatmul``: ``a`` (a ``left`` tile) @ ``b`` (a ``right`` tile) into an ``acc`` tile (float32, or
+    int32 for int8 operands)."""
+    acc = np.dtype(np.int32) if np.dtype(a.dtype) == np.int8 else np.dtype(np.float32)
+    out_dtype = acc if out_dtype is None else np.dtype(out_dtype)
+    return T.tmatmul_p.bind(a, b, *([] if bias is None else [bias]), out_dtype=out_dtype, transpose_a=transpose_a,
+                            transpose_b=transpose_b)
+
+
+def matmul_acc(acc, a, b, *, transpose_a: bool = False, transpose_b: bool = False):
+    """``tmatmul_acc``: ``acc + a @ b`` in the accumulator."""
+    return T.tmatmul_acc_p.bind(acc, a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+
+
+# ----------------------------------------------------------------------------- body translation
+def _to_tile_ops(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """``jnp``/``lax``/``pj.ops`` eqns on tiles → their tile twins; tile and scalar eqns unchanged."""
+    foreign = _foreign(closed.jaxpr)
+    if not foreign:
+        return closed
+    tensor = to_tensor_level(closed)
+
+    def rule(eqn, invals, stack):
+        name = eqn.primitive.name
+        if name in CONTROL:
+            return control(eqn, invals, stack, by_rule(rule))
+        op = name[len("pto."):]
+        shaped = any(v.aval.shape for v in eqn.outvars) or any(np.shape(x) for x in invals)
+        if op in OPS and OPS[op].primitive is eqn.primitive and shaped:
+            prim = T.tmatmul_p if op == "matmul" else T.COMPUTE[op]
+            out = prim.bind(*invals, **eqn.params)
+        else:
+            out = eqn.primitive.bind(*invals, **eqn.params)
+        return list(out) if eqn.primitive.multiple_results else [out]
+
+    return retrace(tensor, rule)
+
+
+def _foreign(jaxpr) -> bool:
+    tile_prims = set(T.TILE_OPS.values())
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in CONTROL:
+            if any(_foreign(body_of(v)[0]) for k, v in eqn.params.items() if k.endswith("jaxpr") and v is not None):
+                return True
+        elif eqn.primitive not in tile_prims and any(v.aval.shape for v in eqn.outvars):
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------------------- checking
+class _Checker:
+    """Walks a body jaxpr: GM tensors used only by loads/stores, windows in bounds for every index the
+    grid and its loops reach, operands in the buffers their instructions read."""
+
+    def __init__(self, name, kind):
+        self.name, self.kind = name, kind
+        self.bounds: dict = {}     # index var -> (lo, hi)
+        self.gm: dict = {}         # GM var -> parameter position
+        self.loc: dict = {}        # tile var -> buffer location
+
+    def fail(self, message, cls=PtoArgumentError):
+        raise cls(f"pj.tiles.grid '{self.name}': {message}")
+
+    def range_of(self, v):
+        if isinstance(v, Literal):
+            x = int(np.asarray(v.val))
+            return x, x
+        if v not in self.bounds:
+            self.fail("a load/store index must be a grid index, a fori_loop counter or a constant; express "
+                      "offsets through the window (base + stride * index)")
+        return self.bounds[v]
+
+    def window(self, eqn, gm, indices):
+        w = eqn.params["window"]
+        shape = gm.aval.shape
+        for d, (size, i, s, b) in enumerate(zip(w.shape, w.index, w.stride, w.base)):
+            lo, hi = (0, 0) if i < 0 else self.range_of(indices[i])
+            first, last = b + s * lo, b + s * hi
+            if min(first, last) < 0 or max(first, last) + size > shape[d]:
+                op = eqn.primitive.name
+                self.fail(f"{op} window {w} reaches [{min(first, last)}, {max(first, last) + size}) in dim {d} of a "
+                          f"GM tensor of shape {tuple(shape)}; the window must stay inside it", PtoShapeError)
+
+    def tile(self, v, want=None, what="operand"):
+        if isinstance(v, Literal):
+            return None
+        if v in self.gm:
+            self.fail(f"a GM tensor is used as a tile {what}; load a tile from it with pj.tiles.load")
+        loc = self.loc.get(v)
+        if want is not None and loc not in want and v.aval.shape:
+            self.fail(f"{what} is a '{loc}' tile; this instruction reads {' or '.join(want)}")
+        return loc
+
+    def run(self, jaxpr):
+        for eqn in jaxpr.eqns:
+            self.eqn(eqn)
+
+    def eqn(self, eqn):
+        prim, ins, outs = eqn.primitive, eqn.invars, eqn.outvars
+        if prim in _GM_OPS:
+            gm = ins[0]
+            if not self.is_gm(gm):
+                self.fail(f"{prim.name} needs a GM tensor (one of the grid's inputs or outputs) as its first operand")
+        if prim is T.tload_p:
+            loc = eqn.params["loc"]
+            allowed = ("vec",) if self.kind == "vector" else ("mat", "left", "right")
+            if loc not in allowed:
+                self.fail(f"a {self.kind} grid loads into {' or '.join(allowed)}, not '{loc}'")
+            self.window(eqn, ins[0], ins[1:])
+            self.loc[outs[0]] = loc
+        elif prim is T.tstore_p:
+            self.tile(ins[1], ("vec",) if self.kind == "vector" else ("acc",), "stored tile")
+            self.window(eqn, ins[0], ins[2:])
+            self.gm[outs[0]] = self.gm[ins[0]]
+        elif prim in (T.mgather_p, T.mscatter_p):
+            if self.kind != "vector":
+                self.fail(f"{prim.name} runs on a vector core")
+            for v in ins[1:]:
+                self.tile(v, ("vec",))
+            if prim is T.mgather_p:
+                self.loc[outs[0]] = "vec"
+            else:
+                self.gm[outs[0]] = self.gm[ins[0]]
+        elif prim is T.tmov_p:
+            src, dst = self.tile(ins[0]), eqn.params["loc"]
+            if (src, dst) not in _MOVES:
+                self.fail(f"tmov from '{src}' to '{dst}' is not a data path on A2/A3 "
+                          f"(mat -> left/right, acc -> vec/mat)")
+            self.loc[outs[0]] = dst
+        elif prim in (T.tmatmul_p, T.tmatmul_acc_p):
+            if self.kind != "cube":
+                self.fail(f"{prim.name} needs a cube grid (kind='cube')")
+            a, b = (ins[0], ins[1]) if prim is T.tmatmul_p else (ins[1], ins[2])
+            if prim is T.tmatmul_acc_p:
+                self.tile(ins[0], ("acc",), "accumulator")
+            self.tile(a, ("left",), "left operand (pj.tiles.mov(tile, 'left'))")
+            self.tile(b, ("right",), "right operand (pj.tiles.mov(tile, 'right'))")
+            self.loc[outs[0]] = "acc"
+        elif prim.name == "scan":
+            self.scan(eqn)
+        elif prim in set(T.TILE_OPS.values()):
+            locs = {self.tile(v) for v in ins if not isinstance(v, Literal) and v.aval.shape}
+            loc = "acc" if locs == {"acc"} else "vec"
+            if self.kind == "cube" and loc != "acc":
+                self.fail(f"{prim.name} on a cube grid works on acc tiles only; vector work needs kind='vector'")
+            if self.kind == "vector" and "acc" in locs:
+                self.fail(f"{prim.name} reads an acc tile on a vector grid")
+            self.loc.update((v, loc) for v in outs)
+        elif all(not v.aval.shape for v in [*ins, *outs]) and not any(self.is_gm(v) for v in ins):
+            pass                           # scalar arithmetic (loop counters)
+        else:
+            self.fail(f"'{prim.name}' cannot appear in a tile body; use pj.tiles ops (or jnp/pj.ops on tiles)",
+                      PtoUnsupportedError)
+
+    def scan(self, eqn):
+        p = eqn.params
+        body = p["jaxpr"].jaxpr
+        nc, ncarry = p["num_consts"], p["num_carry"]
+        consts, carry = eqn.invars[:nc], eqn.invars[nc:nc + ncarry]
+        if (ncarry < 1 or len(eqn.invars) != nc + ncarry or not isinstance(carry[0], Literal)
+                or carry[0].aval.shape or p["reverse"]):
+            self.fail("only counted loops (lax.fori_loop with static bounds, no xs) are supported in a tile body",
+                      PtoUnsupportedError)
+        lower = int(np.asarray(carry[0].val))
+        for inner, outer in zip(body.invars[:nc], consts):
+            self.alias(inner, outer)
+        self.bounds[body.invars[nc]] = (lower, lower + p["length"] - 1)
+        for inner, outer in zip(body.invars[nc + 1:nc + ncarry], carry[1:]):
+            if self.is_gm(outer):
+                self.fail("a GM tensor cannot be a loop carry: store outside the loop, or give each iteration "
+                          "its own grid point", PtoUnsupportedError)
+            self.alias(inner, outer)
+        self.run(body)
+        producer = {v: e for e in body.eqns for v in e.outvars}
+        for c, out in enumerate(body.outvars[1:ncarry]):
+            carried = body.invars[nc + 1 + c]
+            made = None if isinstance(out, Literal) else producer.get(out)
+            if out is not carried and not (made is not None and made.primitive is T.tmatmul_acc_p
+                                           and made.invars[0] is carried):
+                self.fail("a fori_loop carry must be updated in place (pj.tiles.matmul_acc into the accumulator); "
+                          "accumulate vector tiles over a Python loop or a grid dimension instead",
+                          PtoUnsupportedError)
+        for inner, outer in zip(body.outvars[1:ncarry], eqn.outvars[1:ncarry]):
+            self.alias(outer, inner)
+
+    def is_gm(self, v):
+        return not isinstance(v, Literal) and v in self.gm
+
+    def alias(self, new, old):
+        if isinstance(old, Literal):
+            return
+        for table in (self.bounds, self.gm, self.loc):
+            if old in table:
+                table[new] = table[old]
+
+
+# ------------------------------------------------------------------------------------------ grids
+def _aval(x, what):
+    if isinstance(x, (jax.ShapeDtypeStruct, ShapedArray)):
+        return jax.ShapeDtypeStruct(tuple(x.shape), np.dtype(x.dtype))
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return jax.ShapeDtypeStruct(tuple(np.shape(x)), np.dtype(x.dtype))
+    raise PtoArgumentError(f"pj.tiles.grid: {what} must be an array or jax.ShapeDtypeStruct, got {x!r}")
+
+
+def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None, label: str = "",
+         name: str | None = None, fill=0):
+    """Bind a hand-written ``pto.tile_grid``: ``body(index, ins, outs)`` at every point of ``grid``.
+
+    ``inputs``: GM tensors (arrays or tracers); ``outputs``: a ``jax.ShapeDtypeStruct`` (the result is
+    one array) or a sequence of them (a tuple), each starting filled with ``fill``. ``kind`` is
+    ``"vector"`` or ``"cube"`` (default: cube when the body multiplies matrices); ``label`` names the
+    tasks (default: the innermost ``jax.named_scope``); ``name`` the block program (default: the
+    body's name). The body returns the updated outputs, in order.
+    """
+    shape = _shape("grid", grid)
+    single_in = not isinstance(inputs, (list, tuple))
+    inputs = [inputs] if single_in else list(inputs)
+    single_out = not isinstance(outputs, (list, tuple))
+    outputs = [outputs] if single_out else list(outputs)
+    if not outputs:
+        raise PtoArgumentError("pj.tiles.grid: give at least one output (jax.ShapeDtypeStruct)")
+    if kind is not None and kind not in KINDS:
+        raise PtoArgumentError(f"pj.tiles.grid: kind {kind!r} is not one of {KINDS}")
+    name = name or getattr(body, "__name__", "tiles").strip("<>") or "tiles"
+    in_avals = [_aval(x, f"input {i}") for i, x in enumerate(inputs)]
+    out_avals = [_aval(o, f"output {i}") for i, o in enumerate(outputs)]
+    n, m = len(shape), len(inputs)
+
+    def flat(*args):
+        index, ins, outs = tuple(args[:n]), list(args[n:n + m]), list(args[n + m:])
+        result = body(index, ins, outs)
+        result = list(result) if isinstance(result, (list, tuple)) else [result]
+        if len(result) != len(outs):
+            raise PtoArgumentError(f"pj.tiles.grid '{name}': the body returned {len(result)} value(s) for "
+                                   f"{len(outs)} output(s); return the stored outputs, in order")
+        for j, (r, a) in enumerate(zip(result, out_avals)):
+            if tuple(np.shape(r)) != a.shape or np.dtype(r.dtype) != a.dtype:
+                raise PtoShapeError(f"pj.tiles.grid '{name}': output {j} is {a.dtype.name}{list(a.shape)} but the "
+                                    f"body returned {np.dtype(r.dtype).name}{list(np.shape(r))}; return "
+                                    "pj.tiles.store(outs[j], ...)")
+        return result
+
+    index_avals = [jax.ShapeDtypeStruct((), np.int32)] * n
+    closed = jax.make_jaxpr(flat)(*index_avals, *in_avals, *out_avals)
+    if closed.consts:
+        raise PtoArgumentError(f"pj.tiles.grid '{name}': the body closes over arrays "
+                               f"{[tuple(np.shape(c)) for c in closed.consts]}; pass GM tensors through inputs= "
+                               "and scalars as Python numbers")
+    closed = _to_tile_ops(closed)
+    uses_cube = _uses(closed.jaxpr, (T.tmatmul_p, T.tmatmul_acc_p))
+    kind = kind or ("cube" if uses_cube else "vector")
+    check = _Checker(name, kind)
+    jaxpr = closed.jaxpr
+    check.bounds.update((v, (0, g - 1)) for v, g in zip(jaxpr.invars[:n], shape))
+    check.gm.update((v, j) for j, v in enumerate(jaxpr.invars[n:]))
+    check.run(jaxpr)
+    for j, v in enumerate(jaxpr.outvars):
+        if not check.is_gm(v) or check.gm[v] != m + j:
+            raise PtoArgumentError(f"pj.tiles.grid '{name}': output {j} must be outs[{j}] as updated by "
+                                   "pj.tiles.store (a GM tensor), not a tile or another tensor")
+    spec = ir.Grid((ir.Part(closed, shape),), tuple(ir.Output(fill=fill) for _ in outputs), kind, (name,), label)
+    outs = ir.tile_grid_p.bind(*inputs, spec=spec)
+    return outs[0] if single_out else tuple(outs)
+
+
+def _uses(jaxpr, prims) -> bool:
+    for eqn in jaxpr.eqns:
+        if eqn.primitive in prims:
+            return True
+        for k, v in eqn.params.items():
+            if k.endswith("jaxpr") and v is not None and _uses(body_of(v)[0], prims):
+                return True
+    return False
+
+
+# ------------------------------------------------------------------------------------ split/merge
+def map_tiles(fn: Callable, x, tile, *, out_dtype=None, label: str = "", name: str | None = None):
+    """The seed's manual split/merge: split ``x`` into ``tile``-shaped tiles (the shape must divide),
+    run ``fn(tile) -> tile`` on each (jnp, pj.ops or pj.tiles ops), merge the results into one tensor."""
+    tile = _shape("tile", tile)
+    xshape = tuple(np.shape(x))
+    if len(tile) != len(xshape) or any(s % t for s, t in zip(xshape, tile)):
+        raise PtoShapeError(f"pj.tiles.map_tiles: tile {tile} must have x's rank and divide its shape {xshape}")
+    w = window(tile)
+    dtype = np.dtype(out_dtype or x.dtype)
+
+    def body(index, ins, outs):
+        y = fn(load(ins[0], index, w))
+        return [store(outs[0], y.astype(dtype) if np.dtype(y.dtype) != dtype else y, index, w)]
+
+    grid_shape = tuple(s // t for s, t in zip(xshape, tile))
+    return grid(body, grid_shape, [x], jax.ShapeDtypeStruct(xshape, dtype), label=label,
+                name=name or getattr(fn, "__name__", "map_tiles").strip("<>"))
+
+
+# ------------------------------------------------------------------------------------ custom ops
+def register_op(name: str, *, reference: Callable, numpy: Callable | None = None, abstract: Callable | None = None,
+                cost=("ADD",), pipe: str = "VECTOR", dtypes: Sequence = (), multiple_results: bool = False,
+                summary: str = "") -> Callable:
+    """Define tile instruction ``pto.<name>`` (``name`` starts with ``t``) in one call; returns a
+    function binding it (also reachable as ``pj.tiles.compute(name, ...)``).
+
+    * ``reference(*tiles, **params)``: the jnp semantics (the XLA backend, ``verify``, eager calls);
+    * ``numpy(*arrays, **params)``: the interpreter's semantics, on the tiles' valid regions as NumPy
+      arrays in the hardware dtypes (default: ``reference`` run through JAX and converted);
+    * ``abstract(*avals, **params)``: the output aval (a list of them with ``multiple_results``;
+      default: the first operand's shape and dtype);
+    * ``cost``: a function ``cost(ins, outs, target) -> cycles`` of the operand and result
+      ``asm.TileBuf``s, a number (cycles per byte of the largest tile), or a tuple of vector pass
+      classes (``("MUL", "EXP")``: priced like the built-in vector instructions);
+    * ``pipe``: the pipe it occupies (``VECTOR``, ``MTE2``, ...); ``dtypes``: the tile dtypes it accepts
+      (default: any).
+    """
+    if not isinstance(name, str) or not name.isidentifier() or not name.startswith("t"):
+        raise PtoArgumentError(f"pj.tiles.register_op: name {name!r} must be an identifier starting with 't' "
+                               "(PTO's tile-instruction naming: pto.tadd, pto.texp, ...)")
+    if name in T.TILE_OPS or name in _isa.TABLE:
+        raise PtoArgumentError(f"pj.tiles.register_op: 'pto.{name}' already exists")
+    if pipe not in _cost.PIPES:
+        raise PtoArgumentError(f"pj.tiles.register_op: pipe {pipe!r} is not one of {_cost.PIPES}")
+    try:
+        dtypes = tuple(np.dtype(d) for d in dtypes)
+        [asm.dtype_name(d) for d in dtypes]
+    except (TypeError, KeyError):
+        raise PtoArgumentError(f"pj.tiles.register_op: dtypes {dtypes!r} must be dtypes ptojax supports") from None
+    price = _price(name, cost, pipe)
+
+    def abstract_eval(*avals, **params):
+        if abstract is None:
+            return ShapedArray(avals[0].shape, avals[0].dtype)
+        out = abstract(*avals, **params)
+        if isinstance(out, (list, tuple)):
+            return [ShapedArray(tuple(o.shape), np.dtype(o.dtype)) for o in out]
+        return ShapedArray(tuple(out.shape), np.dtype(out.dtype))
+
+    semantics_fn = numpy or (lambda *args, **params: _via_jax(reference, args, params))
+    prim = T.define_compute(name, abstract_eval, reference, multiple_results)
+    _isa.register(name, semantics_fn=semantics_fn, price=price, pipe=pipe, dtypes=dtypes, summary=summary)
+    CUSTOM[name] = {"primitive": prim, "pipe": pipe, "dtypes": dtypes, "reference": reference}
+
+    def op(*args, **params):
+        return prim.bind(*args, **params)
+    op.__name__ = name
+    op.primitive = prim
+    return op
+
+
+def unregister_op(name: str) -> None:
+    """Remove a registered op (its primitive stays valid for jaxprs already traced)."""
+    if name not in CUSTOM:
+        raise PtoArgumentError(f"pj.tiles.unregister_op: {name!r} was not registered")
+    del CUSTOM[name]
+    T.undefine_compute(name)
+    _isa.unregister(name)
+
+
+def _via_jax(reference, args, params):
+    out = reference(*args, **params)
+    return tuple(np.asarray(o) for o in out) if isinstance(out, (list, tuple)) else np.asarray(out)
+
+
+def _price(name, cost, pipe):
+    if callable(cost):
+        def price(instr, tgt):
+            ins = [o.type for o in instr.ins if isinstance(o.type, asm.TileBuf)]
+            outs = [o.type for o in instr.outs if isinstance(o.type, asm.TileBuf)]
+            cycles = float(cost(ins, outs, tgt))
+            big = max(ins + outs, key=lambda t: t.v_row * t.v_col, default=None)
+            return pipe, cycles, float(big.v_row * big.v_col) if big else 0.0
+        return price
+    if isinstance(cost, (int, float, np.integer, np.floating)) and not isinstance(cost, bool):
+        rate = float(cost)
+        if rate < 0:
+            raise PtoArgumentError(f"pj.tiles.register_op: cost rate {cost} must be >= 0 cycles per byte")
+
+        def price(instr, tgt):
+            tiles = [o.type for o in (*instr.ins, *instr.outs) if isinstance(o.type, asm.TileBuf)]
+            big = max(tiles, key=lambda t: t.v_row * t.v_col * t.np_dtype.itemsize)
+            return pipe, rate * big.v_row * big.v_col * big.np_dtype.itemsize, float(big.v_row * big.v_col)
+        return price
+    passes = tuple(cost)
+    unknown = [p for p in passes if p.partition(":")[0] not in _cost.VECTOR_CLASSES]
+    if unknown or not passes:
+        raise PtoArgumentError(f"pj.tiles.register_op: cost {cost!r}: give a function, a cycles-per-byte rate or "
+                               f"vector pass classes from {sorted(_cost.VECTOR_CLASSES)}")
+
+    def price(instr, tgt):
+        _, cycles, flops = _cost._vector(instr, tgt, passes)
+        return pipe, cycles, flops
+    return price
+
+
+__all__ = ["CUSTOM", "KINDS", "Window", "abs", "add", "cast", "colmax", "colmin", "colsum", "compute", "div", "exp",
+           "grid", "load", "log", "map_tiles", "matmul", "matmul_acc", "maximum", "minimum", "mov", "mul", "neg",
+           "pow", "reciprocal", "register_op", "relu", "rowmax", "rowmin", "rowsum", "rsqrt", "sigmoid", "silu", "sqrt",
+           "store", "sub", "tanh", "unregister_op", "where", "window"]

@@ -1,0 +1,254 @@
+"""pj.tiles: hand-written Tile-level grids inside kernels, and user-defined tile ops (issue 13, parts 1-2)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from ptojax.ascend import asm, isa
+
+from helpers import rand
+
+W32 = pj.tiles.window((32, 32))
+
+
+def hand_axpb(a, b, c=2.0):
+    """The seed's elementwise example, written at the Tile level: (A*c + B), 32x32 tiles by hand."""
+    def body(index, ins, outs):
+        x = pj.tiles.load(ins[0], index, W32)
+        y = pj.tiles.load(ins[1], index, W32)
+        z = pj.tiles.add(pj.tiles.mul(x, c), y)
+        return [pj.tiles.store(outs[0], z, index, W32)]
+
+    grid = (a.shape[0] // 32, a.shape[1] // 32)
+    with jax.named_scope("Hand"):
+        return pj.tiles.grid(body, grid, (a, b), jax.ShapeDtypeStruct(a.shape, a.dtype))
+
+
+def tensor_axpb(a, b, c=2.0):
+    with pj.tile(vec=(32, 32)):
+        return a * c + b
+
+
+@pytest.fixture(scope="module")
+def ab():
+    return rand((64, 64), np.float16, 0, -1, 1), rand((64, 64), np.float16, 1, -1, 1)
+
+
+@pytest.mark.parametrize("backend", ["sim", "xla"])
+def test_hand_written_elementwise_equals_tensor_level_and_xla(ab, backend):
+    a, b = ab
+    hand = np.asarray(pj.kernel(hand_axpb, backend=backend)(a, b))
+    tensor = np.asarray(pj.kernel(tensor_axpb, backend=backend)(a, b))
+    np.testing.assert_array_equal(hand, tensor)
+    np.testing.assert_array_equal(hand, np.asarray(jax.jit(tensor_axpb)(a, b)))
+
+
+def test_hand_written_grid_is_an_ordinary_tile_grid(ab):
+    a, b = ab
+    low = pj.lower(hand_axpb, a, b)
+    assert low.verify(a, b) == {"tensor": 0.0, "tile": 0.0, "block": 0.0}
+    tile = low.as_text("tile")
+    assert "tile_grid[vector body label=Hand parts=2x2]" in tile
+    assert "pto.tmul" in tile and "pto.tadd" in tile
+    assert "block_call[body<AIV> x4]" in low.as_text("block")
+    pto = pj.kernel(hand_axpb).lower(a, b).compile().as_text("pto")
+    assert "pto.tmuls" in pto and "pto.tadd ins(" in pto
+    prof = pj.kernel(hand_axpb).lower(a, b).compile().profile(a, b)
+    assert "Hand" in prof.label_us and prof.summary().startswith("simulated mpmd: 4 tasks")
+
+
+def test_jnp_and_map_tiles_inside_a_body(ab):
+    """The seed's split / compute / merge with a chosen tile config; jnp on tiles becomes tile ops."""
+    a, _ = ab
+
+    def f(x):
+        return pj.tiles.map_tiles(lambda t: t * 2.0 + 1.0, x, (32, 64), label="Split")
+
+    low = pj.lower(f, a)
+    assert "pto.tmul" in low.as_text("tile") and "parts=2x1" in low.as_text("tile")
+    out = np.asarray(pj.kernel(f)(a))
+    np.testing.assert_array_equal(out, np.asarray(jax.jit(lambda x: x * 2.0 + 1.0)(a)))
+
+
+def hand_matmul(x, w, m=32, k=32, n=32):
+    """A K chain by hand: tmatmul on the first K tile, then tmatmul_acc in a fori_loop."""
+    big_k = x.shape[1]
+
+    def body(index, ins, outs):
+        i, j = index
+        wa = pj.tiles.window((m, k), index=(0, 2))     # rows follow grid index 0, K follows the counter
+        wb = pj.tiles.window((k, n), index=(2, 1))
+
+        def operands(kk):
+            a = pj.tiles.mov(pj.tiles.load(ins[0], (i, j, kk), wa, "mat"), "left")
+            b = pj.tiles.mov(pj.tiles.load(ins[1], (i, j, kk), wb, "mat"), "right")
+            return a, b
+
+        acc = pj.tiles.matmul(*operands(jnp.int32(0)))
+        acc = jax.lax.fori_loop(1, big_k // k, lambda kk, c: pj.tiles.matmul_acc(c, *operands(kk)), acc)
+        return [pj.tiles.store(outs[0], acc, index, pj.tiles.window((m, n)))]
+
+    out = jax.ShapeDtypeStruct((x.shape[0], w.shape[1]), np.float32)
+    with jax.named_scope("HandMM"):
+        return pj.tiles.grid(body, (x.shape[0] // m, w.shape[1] // n), (x, w), out)
+
+
+def test_hand_written_k_chain_matmul():
+    x, w = rand((64, 128), np.float16, 2, -1, 1), rand((128, 64), np.float16, 3, -1, 1)
+    low = pj.lower(hand_matmul, x, w)
+    assert "tile_grid[cube body label=HandMM parts=2x2]" in low.as_text("tile")
+    low.verify(x, w)
+    want = np.asarray(pj.kernel(lambda a, b: pj.ops.matmul(a, b))(x, w))
+    got = np.asarray(pj.kernel(hand_matmul)(x, w))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(pj.kernel(hand_matmul, backend="xla")(x, w)), want, rtol=1e-5, atol=1e-5)
+    pto = pj.kernel(hand_matmul).lower(x, w).compile().as_text("pto")
+    assert "pto.tmatmul ins(" in pto and "pto.tmatmul_acc ins(" in pto and "scf.for" in pto
+
+
+def test_tensor_ops_before_and_after_a_hand_written_grid(ab):
+    a, b = ab
+    w = rand((64, 32), np.float16, 4, -1, 1)
+
+    def mixed(a, b, w):
+        with pj.tile(vec=(32, 32)), jax.named_scope("Before"):
+            x = jnp.maximum(a, 0.0)
+        y = hand_axpb(x, b)                              # hand-written tiles in the middle
+        with pj.tile(cube=(32, 64, 32)), jax.named_scope("Linear"):
+            z = pj.ops.matmul(y, w)
+        with pj.tile(vec=(32, 32)), jax.named_scope("After"):
+            return jnp.sum(z, axis=-1)
+
+    want = np.asarray(jax.jit(mixed)(a, b, w))
+    low = pj.lower(mixed, a, b, w)
+    low.verify(a, b, w)
+    assert {"Before", "Hand", "Linear", "After"} <= {p.label for p in low.programs}
+    for backend in ("sim", "xla"):
+        got = np.asarray(pj.kernel(mixed, backend=backend)(a, b, w))
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+
+
+# ------------------------------------------------------------------------------------ custom ops
+@pytest.fixture(scope="module")
+def scaled_exp():
+    op = pj.tiles.register_op(
+        "tscaled_exp",
+        reference=lambda x, s: jnp.exp(s.astype(jnp.float32) * x.astype(jnp.float32)).astype(x.dtype),
+        numpy=lambda x, s: np.exp(np.float32(s) * x.astype(np.float32)).astype(x.dtype),
+        cost=("MUL", "EXP"), pipe="VECTOR", dtypes=(np.float32, np.float16), summary="exp(s * x)")
+    yield op
+    pj.tiles.unregister_op("tscaled_exp")
+    assert "tscaled_exp" not in isa.TABLE
+
+
+def scaled_exp_kernel(x):
+    def body(index, ins, outs):
+        t = pj.tiles.load(ins[0], index, W32)
+        return [pj.tiles.store(outs[0], pj.tiles.compute("tscaled_exp", t, 0.5), index, W32)]
+
+    with jax.named_scope("ScaledExp"):
+        y = pj.tiles.grid(body, (2, 2), x, jax.ShapeDtypeStruct(x.shape, x.dtype), name="scaled_exp")
+    with pj.tile(vec=(32, 32)):
+        return y + 1.0
+
+
+def test_custom_op_end_to_end(scaled_exp):
+    x = rand((64, 64), np.float32, 5, -2, 2)
+    want = np.exp(0.5 * x) + 1.0
+    low = pj.lower(scaled_exp_kernel, x)
+    low.verify(x)
+    assert "pto.tscaled_exp(" in low.as_text("tile")
+    compiled = pj.kernel(scaled_exp_kernel).lower(x).compile()
+    text = compiled.as_text("pto")
+    assert "pto.tscaled_exp ins(" in text
+    np.testing.assert_allclose(np.asarray(compiled(x)), want, rtol=1e-6)             # the interpreter
+    np.testing.assert_allclose(np.asarray(pj.kernel(scaled_exp_kernel, backend="xla")(x)), want, rtol=1e-6)
+    # parsed back and priced on the VECTOR pipe as a MUL pass plus an EXP pass
+    (kernel,) = [k for k in asm.parse(text) if k.name == "scaled_exp"]
+    (instr,) = [s for s in kernel.body if isinstance(s, asm.Instr) and s.op == "tscaled_exp"]
+    pipe, cycles = isa.cycles(instr, "a3")
+    mul = asm.Instr("tmul", instr.ins[:1], instr.outs)
+    ex = asm.Instr("texp", instr.ins[:1], instr.outs)
+    assert pipe == "VECTOR" and cycles == pytest.approx(isa.cycles(mul, "a3")[1] + isa.cycles(ex, "a3")[1])
+    assert isa.TABLE["tscaled_exp"].summary == "exp(s * x)"
+    prof = compiled.profile(x)
+    assert "ScaledExp" in prof.label_us and prof.label_us["ScaledExp"] > 0
+
+
+def test_custom_op_cost_forms_and_default_semantics():
+    op = pj.tiles.register_op("tdouble_it", reference=lambda x: x * 2, cost=0.5)   # numpy: via the reference
+    try:
+        t = asm.TileBuf("vec", "f32", 32, 32, 32, 32)
+        instr = asm.Instr("tdouble_it", (asm.Operand("%t1", t),), (asm.Operand("%t2", t),))
+        assert isa.cycles(instr, "a3") == ("VECTOR", 0.5 * 32 * 32 * 4)
+        np.testing.assert_array_equal(isa.execute("tdouble_it", np.ones((2, 2), np.float32)), np.full((2, 2), 2.0))
+
+        def f(x):
+            body = lambda i, ins, outs: [pj.tiles.store(outs[0], op(pj.tiles.load(ins[0], i, W32)), i, W32)]
+            return pj.tiles.grid(body, (1, 2), x, jax.ShapeDtypeStruct(x.shape, x.dtype))
+
+        x = rand((32, 64), np.float32, 6)
+        np.testing.assert_array_equal(np.asarray(pj.kernel(f)(x)), x * 2)
+    finally:
+        pj.tiles.unregister_op("tdouble_it")
+    with pytest.raises(pj.PtoArgumentError, match="already exists"):
+        pj.tiles.register_op("tadd", reference=jnp.add)
+    with pytest.raises(pj.PtoArgumentError, match="starting with 't'"):
+        pj.tiles.register_op("scaled", reference=jnp.exp)
+    with pytest.raises(pj.PtoArgumentError, match="vector pass classes"):
+        pj.tiles.register_op("tbad", reference=jnp.exp, cost=("NOPE",))
+
+
+# ---------------------------------------------------------------------------------------- errors
+def _grid_of(body, x, grid=(2, 2), **kw):
+    return lambda x: pj.tiles.grid(body, grid, x, jax.ShapeDtypeStruct(x.shape, x.dtype), **kw)
+
+
+def _copy(window):
+    return lambda i, ins, outs: [pj.tiles.store(outs[0], pj.tiles.load(ins[0], i, window), i, window)]
+
+
+def test_errors():
+    x = rand((64, 64), np.float32, 7)
+    with pytest.raises(pj.PtoShapeError, match=r"reaches \[0, 96\) in dim 0"):      # window out of bounds
+        pj.lower(_grid_of(_copy(W32), x, grid=(3, 2)), x)
+    with pytest.raises(pj.PtoShapeError, match="reaches"):
+        pj.lower(_grid_of(_copy(pj.tiles.window((32, 32), base=(40, 0))), x), x)
+    with pytest.raises(pj.PtoArgumentError, match="unknown tile op 'nope'"):
+        pj.lower(_grid_of(lambda i, ins, outs: [pj.tiles.store(outs[0], pj.tiles.compute(
+            "nope", pj.tiles.load(ins[0], i, W32)), i, W32)], x), x)
+    big = rand((256, 256), np.float32, 8)                                             # 256 KiB tile > 192 KiB UB
+    with pytest.raises(pj.PtoCapacityError, match="UB"):
+        pj.lower(_grid_of(_copy(pj.tiles.window((256, 256))), big, grid=(1, 1)), big)
+    with pytest.raises(pj.PtoShapeError, match="does not match window"):
+        pj.lower(_grid_of(lambda i, ins, outs: [pj.tiles.store(
+            outs[0], pj.tiles.rowsum(pj.tiles.load(ins[0], i, W32)), i, W32)], x), x)
+    with pytest.raises(pj.PtoArgumentError, match="convert it with pj.tiles.cast"):
+        pj.lower(_grid_of(lambda i, ins, outs: [pj.tiles.store(
+            outs[0], pj.tiles.cast(pj.tiles.load(ins[0], i, W32), np.float16), i, W32)], x), x)
+    with pytest.raises(pj.PtoShapeError, match="return pj.tiles.store"):
+        pj.lower(_grid_of(lambda i, ins, outs: [pj.tiles.load(ins[0], i, W32)], x), x)
+    with pytest.raises(pj.PtoArgumentError, match="load a tile from it"):
+        pj.lower(_grid_of(lambda i, ins, outs: [pj.tiles.store(outs[0], pj.tiles.load(ins[0], i, W32) + ins[0][:32, :32],
+                                                               i, W32)], x), x)
+    xh = rand((64, 64), np.float16, 9)
+
+    def no_mov(index, ins, outs):
+        a = pj.tiles.load(ins[0], index, W32, "mat")
+        return [pj.tiles.store(outs[0], pj.tiles.matmul(a, a), index, W32)]
+
+    with pytest.raises(pj.PtoArgumentError, match="'mat' tile; this instruction reads left"):
+        pj.lower(lambda a: pj.tiles.grid(no_mov, (2, 2), a, jax.ShapeDtypeStruct((64, 64), np.float32)), xh)
+    with pytest.raises(pj.PtoArgumentError, match="vector grid loads into vec"):
+        pj.lower(_grid_of(lambda i, ins, outs: [pj.tiles.store(outs[0], pj.tiles.load(ins[0], i, W32, "mat"), i, W32)],
+                          xh), xh)
+    def vector_carry(index, ins, outs):
+        acc = pj.tiles.load(ins[0], index, W32)
+        acc = jax.lax.fori_loop(1, 2, lambda k, c: c + pj.tiles.load(ins[0], index, W32), acc)
+        return [pj.tiles.store(outs[0], acc, index, W32)]
+
+    with pytest.raises(pj.PtoUnsupportedError, match="updated in place"):
+        pj.lower(_grid_of(vector_carry, x), x)
+    with pytest.raises(pj.PtoArgumentError, match="block or stride"):
+        pj.tiles.window((32, 32), block=(32, 32), stride=(32, 32))
