@@ -107,7 +107,7 @@ def lightning_indexer(query, key, weights, query_dequant_scale, key_dequant_scal
     nb, bs = key.shape[:2]
     t, n, d = query.shape
     s1, s2 = t // b, mb * bs
-    with pj.tile(vec=(1, 1, 32, d)), jax.named_scope("Gather"):
+    with pj.tile(vec=tl.get("gather_vec", (1, 1, 32, d))), jax.named_scope("Gather"):
         k8 = ops.gather(ops.reshape(key, (nb, bs, d)), block_table, axis=0)           # [B, MB, bs, D]
     with pj.tile(vec=(1, 1, bs)), jax.named_scope("Gather"):
         ks = ops.gather(ops.reshape(key_dequant_scale, (nb, bs)), block_table, axis=0)  # [B, MB, bs]
@@ -139,3 +139,103 @@ def make_kernels(n_heads: int, sparse_count: int, backend: str = "sim", target: 
     indexer = pj.kernel(functools.partial(lightning_indexer, sparse_count=sparse_count, tiles=tiles),
                         backend=backend, target=target)
     return prolog, indexer
+
+
+# ---------------------------------------------------------------------------------- sparse attention
+SFA_TILES = dict(gather_vec=(1, 64), qk_cube=(128, 128, 128), softmax_vec=(1, 8, None),
+                 pv_cube=(128, 128, 128), slot_vec=(1, None), out_vec=(1, 8, None))
+
+
+def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_lengths_kv, query_rope, kr_cache, *,
+                     scale_value: float, p_dtype=F32, tiles=None):
+    """Sparse attention, MLA absorbed mode (CANN ``npu_sparse_flash_attention``, TND query, PA_BSND cache,
+    sparse_mode 3, sparse_block_size 1; shapes as :func:`.reference.sparse_attention`).
+
+    query [T, N, Dv] and query_rope [T, N, Dr] (bf16); kv_cache [blocks, bs, 1, Dv] and kr_cache
+    [blocks, bs, 1, Dr] (key = value: one latent head); sparse_indices [T, 1, k] int32 (-1 skipped, as
+    are positions past the query's causal limit); block_table [B, MB]; actual_seq_lengths_kv [B] int32.
+    Stages: ``Gather`` (flat cache slot of every selected position via block_table, then the latent
+    and rope rows; masked entries select zeros) → ``QK`` (q·kᵀ on the cube, latent + rope parts) →
+    ``Softmax`` (scaled, masked, over the selected entries only; fp32) → ``PV`` (P·V on the cube;
+    with ``p_dtype=float32``, the default, the gathered rows are cast to fp32 for it: CANN's tolerance
+    rtol 5e-3 on 99.5 % of the elements holds; ``p_dtype=None`` keeps P in the value dtype — faster, but
+    about 15 % of bf16 outputs then differ by more than 5e-3). Returns [T, N, Dv] in the query's dtype.
+    """
+    tl = dict(SFA_TILES, **(tiles or {}))
+    b, mb = block_table.shape
+    nb, bs = kv_cache.shape[:2]
+    t, n, dv = query.shape
+    dr = query_rope.shape[-1]
+    s1, kk = t // b, sparse_indices.shape[-1]
+    fill = lambda tile, last: tuple(last if v is None else v for v in tile)  # noqa: E731
+    with pj.tile(vec=fill(tl["slot_vec"], kk)), jax.named_scope("Gather"):
+        idx = ops.reshape(sparse_indices, (b, s1, kk))
+        limit = ops.reshape(actual_seq_lengths_kv, (b, 1, 1)) - jnp.arange(s1 - 1, -1, -1, dtype=I32).reshape(1, s1, 1)
+        valid = ops.logical_and(idx >= 0, idx < limit)                                # [B, S1, k]
+        safe = ops.where(valid, idx, np.int32(0))
+        # position -> (logical block, offset); bs is a power of two, so the float32 floor is exact
+        blk_pos = ops.cast(ops.cast(safe, F32) * np.float32(1.0 / bs), I32, rounding="floor")
+        row = blk_pos + jnp.arange(b, dtype=I32).reshape(b, 1, 1) * np.int32(mb)
+        blk = ops.gather(ops.reshape(block_table, (b * mb,)), row, axis=0)            # [B, S1, k]
+        slot = blk * np.int32(bs) + (safe - blk_pos * np.int32(bs))
+        slot = ops.where(ops.logical_and(valid, blk >= 0), slot, np.int32(nb * bs))  # out of range -> zeros
+        slot = ops.reshape(slot, (t, kk))
+    with pj.tile(vec=tl["gather_vec"]), jax.named_scope("Gather"):     # a tile of indices
+        sel = ops.gather(ops.reshape(kv_cache, (nb * bs, dv)), slot, axis=0)          # [T, k, Dv]
+    with pj.tile(vec=tl["gather_vec"]), jax.named_scope("Gather"):
+        selr = ops.gather(ops.reshape(kr_cache, (nb * bs, dr)), slot, axis=0)         # [T, k, Dr]
+    with pj.tile(cube=tl["qk_cube"]), jax.named_scope("QK"):
+        logits = ops.matmul(query, sel, transpose_b=True)                             # fp32 [T, N, k]
+        logits_r = ops.matmul(query_rope, selr, transpose_b=True)
+    with pj.tile(vec=fill(tl["softmax_vec"], kk)), jax.named_scope("Softmax"):
+        z = (logits + logits_r) * np.float32(scale_value)
+        z = ops.where(ops.reshape(valid, (t, 1, kk)), z, np.float32(-np.inf))
+        p = ops.cast(ops.softmax(z, axis=-1), p_dtype or kv_cache.dtype)
+    if p_dtype is not None and p_dtype != kv_cache.dtype:
+        with pj.tile(vec=(1, 32, dv)), jax.named_scope("PV"):
+            sel = ops.cast(sel, p_dtype)
+    with pj.tile(cube=tl["pv_cube"]), jax.named_scope("PV"):
+        out = ops.matmul(p, sel)                                                      # fp32 [T, N, Dv]
+    with pj.tile(vec=fill(tl["out_vec"], dv)), jax.named_scope("PV"):
+        return ops.cast(out, query.dtype)
+
+
+def dia(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_proj, ln_gamma_k, ln_beta_k, cos_idx_rope,
+        sin_idx_rope, hadamard_q, hadamard_k, idx_k_cache, idx_k_scale_cache, idx_k_cache_index, block_table,
+        actual_seq_lengths, query, query_rope, kv_cache, kr_cache, *, n_heads: int, sparse_count: int,
+        scale_value: float, layernorm_epsilon_k: float = 1e-6, tiles=None):
+    """The whole DeepSeek Sparse Attention chain in one kernel: Indexer Prolog → Lightning Indexer +
+    top-k → sparse attention (the functions above, composed; one ``pj.kernel`` lets the runtime overlap
+    their parts, e.g. the prolog's Q/W streams with the indexer's key ``Gather``).
+
+    Arguments 0-15 are :func:`indexer_prolog`'s; ``block_table`` / ``actual_seq_lengths`` serve both
+    the indexer key cache and the MLA caches (same paging); ``query`` [T, N1, Dv] / ``query_rope``
+    [T, N1, Dr] are MLA's absorbed query; ``kv_cache`` / ``kr_cache`` its latent and rope caches.
+    Returns ``(attention_out [T, N1, Dv], sparse_indices [T, 1, k], idx_k_cache, idx_k_scale_cache)``.
+    """
+    tiles = tiles or {}
+    q, q_scale, weights, k_cache, s_cache = indexer_prolog(
+        token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_proj, ln_gamma_k, ln_beta_k, cos_idx_rope,
+        sin_idx_rope, hadamard_q, hadamard_k, idx_k_cache, idx_k_scale_cache, idx_k_cache_index, n_heads=n_heads,
+        layernorm_epsilon_k=layernorm_epsilon_k, tiles=tiles.get("prolog"))
+    idx = lightning_indexer(q, k_cache, weights, q_scale, s_cache, actual_seq_lengths, block_table,
+                            sparse_count=sparse_count, tiles=tiles.get("indexer"))
+    out = sparse_attention(query, kv_cache, idx, block_table, actual_seq_lengths, query_rope, kr_cache,
+                           scale_value=scale_value, tiles=tiles.get("attention"))
+    return out, idx, k_cache, s_cache
+
+
+SOFTMAX_SCALE = 0.1352338      # MLA softmax scale of DeepSeek-V3.2 (192^-0.5 * mscale_yarn^2)
+
+
+def make_dsa_kernels(n_heads: int, sparse_count: int, scale_value: float = SOFTMAX_SCALE, backend: str = "sim",
+                     target: str = "a3", tiles=None, options=None, donate_cache: bool = False):
+    """``(sparse_attention, dia)`` as ``pj.kernel`` s (sibling of :func:`make_kernels`). ``tiles`` for
+    ``dia`` is ``{"prolog": ..., "indexer": ..., "attention": ...}``; ``donate_cache`` donates the index
+    key cache and its scale cache (arguments 13, 14) to ``dia``."""
+    sfa = pj.kernel(functools.partial(sparse_attention, scale_value=scale_value, tiles=(tiles or {}).get("attention")),
+                    backend=backend, target=target, options=options)
+    full = pj.kernel(functools.partial(dia, n_heads=n_heads, sparse_count=sparse_count, scale_value=scale_value,
+                                       tiles=tiles), backend=backend, target=target, options=options,
+                     donate_argnums=(13, 14) if donate_cache else ())
+    return sfa, full

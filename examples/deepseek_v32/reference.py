@@ -261,3 +261,29 @@ def indexer_inputs(b: int, s1: int, n_heads: int, seq_lens, block_size: int = 12
     q_scale = rng.uniform(1e-3, 1e-2, (t, n_heads)).astype(np.float16)
     k_scale = rng.uniform(1e-3, 1e-2, (nb, block_size, 1)).astype(np.float16)
     return (query, key, weights, q_scale, k_scale, np.asarray(seq_lens, np.int32), table)
+
+
+def attention_inputs(b: int, s1: int, n_heads: int, seq_lens, sparse_count: int, block_size: int = 128,
+                     max_blocks=None, dv: int = 512, dr: int = ROPE_DIM, seed: int = 0, indices: bool = True):
+    """Inputs of :func:`sparse_attention` (bf16, MLA absorbed): ``(query, kv_cache, sparse_indices,
+    block_table, actual_seq_lengths_kv, query_rope, kr_cache)`` (numpy). The indices are distinct
+    random positions per token, some past the causal limit, the last few -1; ``indices=False``
+    leaves them out (the DIA kernel computes them)."""
+    rng = np.random.default_rng(seed)
+    t = b * s1
+    max_blocks = max_blocks or -(-max(seq_lens) // block_size)
+    table, nb = block_table_for(seq_lens, block_size, max_blocks, seed)
+    bf = jnp.bfloat16
+    query = rng.normal(0, 1, (t, n_heads, dv)).astype(bf)
+    query_rope = rng.normal(0, 1, (t, n_heads, dr)).astype(bf)
+    kv = (rng.normal(0, 1, (nb, block_size, 1, dv)) * 0.5).astype(bf)
+    kr = (rng.normal(0, 1, (nb, block_size, 1, dr)) * 0.5).astype(bf)
+    lens = np.asarray(seq_lens, np.int32)
+    if not indices:
+        return query, kv, None, table, lens, query_rope, kr
+    idx = np.full((t, 1, sparse_count), -1, np.int32)
+    for i in range(t):
+        n = min(sparse_count, int(lens[i // s1]))
+        pos = rng.permutation(int(lens[i // s1]))[:n]
+        idx[i, 0, :n - n // 8] = pos[:n - n // 8]                     # the last eighth stays -1
+    return query, kv, idx, table, lens, query_rope, kr
