@@ -70,7 +70,7 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     idle = {k: list(range(n)) for k, n in machine.cores}
     for k in idle:
         heapq.heapify(idle[k])
-    schedulers = [0.0] * machine.schedulers
+    schedulers = [(0.0, i) for i in range(machine.schedulers)]   # (free at, index): a heap
     events: list = []
     seq = [0]
     records: list[Record] = []
@@ -84,7 +84,6 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
             held.setdefault(task.stage, []).append(task)
             return
         heapq.heappush(ready[task.core], (-task.rank, task.tid))
-        push(now, "dispatch", None)
 
     def dispatch(now):
         for kind in kinds:
@@ -92,9 +91,9 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
                 _, tid = heapq.heappop(ready[kind])
                 task = tasks[tid]
                 core = heapq.heappop(idle[kind])
-                s = min(range(len(schedulers)), key=lambda i: (schedulers[i], i))
-                decided = max(now, schedulers[s]) + machine.schedule_cost
-                schedulers[s] = decided
+                free, s = schedulers[0]                     # the least busy AICPU scheduler
+                decided = max(now, free) + machine.schedule_cost
+                heapq.heapreplace(schedulers, (decided, s))
                 start = decided + machine.dispatch_latency
                 end = start + task.cost
                 records.append(Record(task.tid, task.name, task.label, kind, core, decided, start, end, task.stage,
@@ -104,11 +103,9 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     for task in tasks:
         if not task.preds:
             release(task, 0.0)
+    dispatch(0.0)
     while events:
-        now, _, kind, payload = heapq.heappop(events)
-        if kind == "dispatch":
-            dispatch(now)
-            continue
+        now, _, _, payload = heapq.heappop(events)
         task, core = payload
         if execute and task.run is not None:
             try:
