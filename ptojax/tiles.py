@@ -40,6 +40,7 @@ from .ascend import cost as _cost
 from .ascend import isa as _isa
 from .errors import PtoArgumentError, PtoShapeError, PtoUnsupportedError
 from .lowering import ir
+from .lowering.walk import counted_loop
 from .lowering.tensor import to_tensor_level
 from .lowering.walk import CONTROL, body_of, by_rule, control, retrace
 from .primitives import OPS
@@ -342,11 +343,10 @@ class _Checker:
         body = p["jaxpr"].jaxpr
         nc, ncarry = p["num_consts"], p["num_carry"]
         consts, carry = eqn.invars[:nc], eqn.invars[nc:nc + ncarry]
-        if (ncarry < 1 or len(eqn.invars) != nc + ncarry or not isinstance(carry[0], Literal)
-                or carry[0].aval.shape or p["reverse"]):
+        lower = counted_loop(eqn)
+        if lower is None:
             self.fail("only counted loops (lax.fori_loop with static bounds, no xs) are supported in a tile body",
                       PtoUnsupportedError)
-        lower = int(np.asarray(carry[0].val))
         for inner, outer in zip(body.invars[:nc], consts):
             self.alias(inner, outer)
         self.bounds[body.invars[nc]] = (lower, lower + p["length"] - 1)

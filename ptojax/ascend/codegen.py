@@ -15,6 +15,7 @@ import numpy as np
 from .._jax import Literal
 from ..errors import PtoCapacityError, PtoUnsupportedError
 from ..lowering.memory import CoreMemory
+from ..lowering.walk import counted_loop
 from ..primitives import tile as T
 from . import asm
 
@@ -281,11 +282,10 @@ class _Codegen:
         body = p["jaxpr"].jaxpr
         nc, ncarry = p["num_consts"], p["num_carry"]
         consts, carry = eqn.invars[:nc], eqn.invars[nc:nc + ncarry]
-        if (ncarry < 1 or len(eqn.invars) != nc + ncarry or not isinstance(carry[0], Literal)
-                or carry[0].aval.shape or p["reverse"]):
+        lower = counted_loop(eqn)
+        if lower is None:
             raise PtoUnsupportedError(f"pto codegen: only counted loops (fori_loop) are supported in block "
                                       f"programs ('{self.program.name}')")
-        lower = int(carry[0].val)
         var = self.fresh("k")
         for inner, outer in zip(body.invars[:nc], consts):
             if outer in self.views:

@@ -10,6 +10,7 @@ import contextlib
 from typing import Callable
 
 import jax
+import numpy as np
 from jax import lax
 
 from .._jax import ClosedJaxpr, Literal, source_summary
@@ -99,3 +100,15 @@ def control(eqn, invals, stack, run_body):
     index, *args = invals
     branches = [body_of(b) for b in p["branches"]]
     return lax.switch(index, [lambda *a, b=b: run_body(b[0], b[1], a, stack) for b in branches], *args)
+
+
+def counted_loop(eqn):
+    """The start value of a ``fori_loop``-shaped ``scan`` (an int32 counter from a literal first in
+    the carry, no stacked inputs, forward), or None for any other loop."""
+    p = eqn.params
+    nc, ncarry = p["num_consts"], p["num_carry"]
+    carry = eqn.invars[nc:nc + ncarry]
+    if (ncarry < 1 or len(eqn.invars) != nc + ncarry or not isinstance(carry[0], Literal)
+            or carry[0].aval.shape or p["reverse"]):
+        return None
+    return int(np.asarray(carry[0].val))
