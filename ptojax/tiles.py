@@ -40,9 +40,8 @@ from .ascend import cost as _cost
 from .ascend import isa as _isa
 from .errors import PtoArgumentError, PtoShapeError, PtoUnsupportedError
 from .lowering import ir
-from .lowering.walk import counted_loop
 from .lowering.tensor import to_tensor_level
-from .lowering.walk import CONTROL, body_of, by_rule, control, retrace
+from .lowering.walk import CONTROL, body_of, by_rule, control, counted_loop, retrace
 from .primitives import OPS
 from .primitives import tile as T
 from .primitives._base import operands
