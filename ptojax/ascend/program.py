@@ -26,9 +26,18 @@ class AscendKernel:
     memory: CoreMemory
     kernels: dict
     text: str
+    _costs: dict = dataclasses.field(default_factory=dict, repr=False)   # target name -> {key: BlockCost}
 
     def kernel(self, part) -> asm.Kernel:
         return self.kernels[(part.program.name, tuple(part.shape))]
+
+    def costs(self, target) -> dict:
+        """Each kernel's predicted block cost on ``target``, computed once."""
+        if target.name not in self._costs:
+            from .cost import kernel_time
+
+            self._costs[target.name] = {key: kernel_time(k, target) for key, k in self.kernels.items()}
+        return self._costs[target.name]
 
 
 def _block_calls(jaxpr):
@@ -66,10 +75,8 @@ class AscendBackend:
     """
 
     def __init__(self, compiled: AscendKernel, target):
-        from .cost import kernel_time
-
         self.compiled, self.target = compiled, target
-        self._cost = {key: kernel_time(kernel, target) for key, kernel in compiled.kernels.items()}
+        self._cost = compiled.costs(target)
 
     def task(self, part, tiles, arrays):
         key = (part.program.name, tuple(part.shape))

@@ -27,6 +27,13 @@ def _padded(x, sp):
     return x if sp == s else jnp.pad(x, ((0, 0), (0, sp - s), (0, 0)))
 
 
+def _kv_block(kp, vp, j, block):
+    """Rows ``[j*block, (j+1)*block)`` of the padded K and V."""
+    h, _, d = kp.shape
+    return (jax.lax.dynamic_slice(kp, (0, j * block, 0), (h, block, d)),
+            jax.lax.dynamic_slice(vp, (0, j * block, 0), (h, block, d)))
+
+
 def _scores(q, kj, j, block, scale):
     """The (H, S, block) score tile of KV block ``j``, causally masked (padding rows lie past every query)."""
     h, s, d = q.shape
@@ -45,8 +52,7 @@ def _fa_fwd_kernel(q, k, v, *, block):
 
     def step(j, carry):
         m, l, acc = carry
-        kj = jax.lax.dynamic_slice(kp, (0, j * block, 0), (h, block, d))
-        vj = jax.lax.dynamic_slice(vp, (0, j * block, 0), (h, block, d))
+        kj, vj = _kv_block(kp, vp, j, block)
         with jax.named_scope("QK"):
             st = _scores(q, kj, j, block, scale)
         with tile(vec=(16, block)), jax.named_scope("OnlineSoftmax"):
@@ -82,8 +88,7 @@ def _fa_bwd_kernel(q, k, v, o, lse, do, *, block):
 
     def step(j, carry):
         dq, dk, dv = carry
-        kj = jax.lax.dynamic_slice(kp, (0, j * block, 0), (h, block, d))
-        vj = jax.lax.dynamic_slice(vp, (0, j * block, 0), (h, block, d))
+        kj, vj = _kv_block(kp, vp, j, block)
         with jax.named_scope("QK"):
             st = _scores(q, kj, j, block, scale)
         with tile(vec=(16, block)), jax.named_scope("P"):
