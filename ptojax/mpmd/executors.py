@@ -20,9 +20,11 @@ import threading
 import time
 from typing import Callable
 
+import numpy as np
+
 from ..errors import PtoArgumentError, PtoError
 from .orchestrator import Plan
-from .trace import Record, Trace
+from .trace import FastRecord, Record, Trace
 
 
 class PtoTaskError(PtoError, RuntimeError):
@@ -55,78 +57,87 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
         raise PtoArgumentError(f"pto runtime: policy {policy!r} is not 'mpmd' or 'spmd'")
     tasks = plan.graph.tasks
     kinds = [k for k, _ in machine.cores]
-    for task in tasks:
-        if task.core not in kinds:
-            raise PtoArgumentError(f"pto runtime: {task.describe()} needs a {task.core} core; the machine has {kinds}")
+    ready = [[] for _ in kinds]                         # per core kind: a heap of ready tasks' places
+    queue = list(map(dict(zip(kinds, ready)).get, [t.core for t in tasks]))    # each task's ready heap
+    if None in queue:
+        task = tasks[queue.index(None)]
+        raise PtoArgumentError(f"pto runtime: {task.describe()} needs a {task.core} core; the machine has {kinds}")
     ctx = worker() if (execute and worker) else None
+    n = len(tasks)
     fanin = [len(t.preds) for t in tasks]
+    ranked = np.argsort(np.array([-t.rank for t in tasks], dtype=float), kind="stable")   # by (-rank, tid)
+    place = np.empty(n, dtype=np.int64)
+    place[ranked] = np.arange(n)
+    order, place = ranked.tolist(), place.tolist()      # a task's place in order: ints compare faster than tuples
+    idle = [list(range(count)) for _, count in machine.cores]
+    lanes = list(zip(ready, idle))
+    spmd = policy == "spmd"
     stage_left: dict[int, int] = {}
-    for t in tasks:
-        stage_left[t.stage] = stage_left.get(t.stage, 0) + 1
+    if spmd:
+        for t in tasks:
+            stage_left[t.stage] = stage_left.get(t.stage, 0) + 1
     stages = sorted(stage_left)
-    current = [0]                                       # index into stages (spmd)
+    current = 0                                         # index into stages (spmd)
     held: dict[int, list] = {}                          # spmd: ready tasks of later stages
-    ready = {k: [] for k in kinds}
-    idle = {k: list(range(n)) for k, n in machine.cores}
-    for k in idle:
-        heapq.heapify(idle[k])
-    schedulers = [(0.0, i) for i in range(machine.schedulers)]   # (free at, index): a heap
-    events: list = []
-    seq = [0]
-    records: list[Record] = []
+    schedulers = [0.0] * machine.schedulers             # when each AICPU scheduler is free: a heap
+    schedule_cost, latency = machine.schedule_cost, machine.dispatch_latency
+    events: list = []                                   # (end, dispatch number, task, core, idle heap): a heap
+    done: list = []                                     # (start, tid, core, decided, end) per dispatch
+    record = done.append
+    seq = 0                                             # dispatches so far
+    push, pop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
 
-    def push(time_, kind, payload):
-        seq[0] += 1
-        heapq.heappush(events, (time_, seq[0], kind, payload))
-
-    def release(task, now):
-        if policy == "spmd" and task.stage != stages[current[0]]:
-            held.setdefault(task.stage, []).append(task)
-            return
-        heapq.heappush(ready[task.core], (-task.rank, task.tid))
-
-    def dispatch(now):
-        for kind in kinds:
-            while ready[kind] and idle[kind]:
-                _, tid = heapq.heappop(ready[kind])
+    for tid in [i for i, f in enumerate(fanin) if not f]:
+        if spmd and tasks[tid].stage != stages[current]:
+            held.setdefault(tasks[tid].stage, []).append(tid)
+        else:
+            push(queue[tid], place[tid])
+    now = 0.0
+    while True:
+        for rq, iq in lanes:                            # idle cores take the highest-ranked ready tasks
+            while rq and iq:
+                tid = order[pop(rq)]
                 task = tasks[tid]
-                core = heapq.heappop(idle[kind])
-                free, s = schedulers[0]                     # the least busy AICPU scheduler
-                decided = max(now, free) + machine.schedule_cost
-                heapq.heapreplace(schedulers, (decided, s))
-                start = decided + machine.dispatch_latency
+                core = pop(iq)
+                free = schedulers[0]                    # the least busy AICPU scheduler
+                decided = (now if now > free else free) + schedule_cost
+                replace(schedulers, decided)
+                start = decided + latency
                 end = start + task.cost
-                records.append(Record(task.tid, task.name, task.label, kind, core, decided, start, end, task.stage,
-                                      tuple(p.tid for p in task.preds), task.index))
-                push(end, "done", (task, core))
-
-    for task in tasks:
-        if not task.preds:
-            release(task, 0.0)
-    dispatch(0.0)
-    while events:
-        now, _, _, payload = heapq.heappop(events)
-        task, core = payload
+                seq += 1
+                push(events, (end, seq, task, core, iq))
+                record((start, tid, core, decided, end))
+        if not events:
+            break
+        now, _, task, core, iq = pop(events)
         if execute and task.run is not None:
             try:
                 task.run(ctx)
             except Exception as exc:  # noqa: BLE001 - reported with the task's identity
                 _fail(task, f"{task.core} {core}", exc)
-        heapq.heappush(idle[task.core], core)
+        push(iq, core)
         for succ in task.succs:
-            fanin[succ.tid] -= 1
-            if fanin[succ.tid] == 0:
-                release(succ, now)
-        stage_left[task.stage] -= 1
-        if policy == "spmd":
-            while current[0] < len(stages) - 1 and stage_left[stages[current[0]]] == 0:
-                current[0] += 1
-                for t in held.pop(stages[current[0]], []):
-                    release(t, now)
-        dispatch(now)
-    if len(records) != len(tasks):
-        raise PtoTaskError(f"pto runtime: {len(tasks) - len(records)} task(s) never became ready")
-    return Trace(tuple(sorted(records, key=lambda r: (r.start, r.tid))), machine, plan.graph, "simulated " + policy)
+            s = succ.tid
+            left = fanin[s] - 1
+            fanin[s] = left
+            if not left:
+                if spmd and succ.stage != stages[current]:
+                    held.setdefault(succ.stage, []).append(s)
+                else:
+                    push(queue[s], place[s])
+        if spmd:
+            stage_left[task.stage] -= 1
+            while current < len(stages) - 1 and stage_left[stages[current]] == 0:
+                current += 1
+                for s in held.pop(stages[current], []):
+                    push(queue[s], place[s])
+    if len(done) != n:
+        raise PtoTaskError(f"pto runtime: {n - len(done)} task(s) never became ready")
+    done.sort()                                         # by start, then tid
+    records = tuple([FastRecord(tid, t.name, t.label, t.core, core, decided, start, end, t.stage,
+                                tuple([p.tid for p in t.preds]), t.index)
+                     for start, tid, core, decided, end in done for t in (tasks[tid],)])
+    return Trace(records, machine, plan.graph, "simulated " + policy)
 
 
 def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Callable[[], object] | None = None) -> Trace:

@@ -18,6 +18,14 @@ class PtoTaskGraphError(PtoError, ValueError):
     """A task graph that cannot run: a cycle, or a task waiting on something that never completes."""
 
 
+def _meet(lo, hi, lo2, hi2) -> bool:
+    """Whether the boxes ``[lo, hi)`` and ``[lo2, hi2)`` overlap."""
+    for a, b, c, d in zip(lo, hi, lo2, hi2):
+        if not (a < d and c < b):
+            return False
+    return True
+
+
 @dataclasses.dataclass(frozen=True)
 class Region:
     """A box ``[lo, hi)`` of GM buffer ``buffer``."""
@@ -27,7 +35,7 @@ class Region:
     hi: tuple[int, ...]
 
     def overlaps(self, other: "Region") -> bool:
-        return self.buffer == other.buffer and all(a < d and c < b for a, b, c, d in zip(self.lo, self.hi, other.lo, other.hi))
+        return self.buffer == other.buffer and _meet(self.lo, self.hi, other.lo, other.hi)
 
     @property
     def size(self) -> int:
@@ -68,73 +76,77 @@ class TaskGraph:
     def __init__(self, tasks: list[Task]):
         self.tasks = tasks
         self._link()
-        self.validate()
-        self._rank()
+        self._rank(self._order())
 
     def _link(self):
-        writers: dict[int, list[tuple[Region, Task]]] = {}
-        readers: dict[int, list[tuple[Region, Task]]] = {}
-        for task in self.tasks:
+        tasks = self.tasks
+        writers: dict[int, list[tuple]] = {}            # buffer -> (lo, hi, position in tasks) per access so far
+        readers: dict[int, list[tuple]] = {}
+        for i, task in enumerate(tasks):
             preds = {}
             for region in task.reads:                        # read after write
-                for other, writer in writers.get(region.buffer, ()):
-                    if other.overlaps(region):
-                        preds[writer.tid] = writer
+                for lo, hi, j in writers.get(region.buffer, ()):
+                    other = tasks[j]
+                    if other.tid not in preds and _meet(lo, hi, region.lo, region.hi):
+                        preds[other.tid] = other
             for region in task.writes:                       # write after write / after read
-                for other, writer in writers.get(region.buffer, ()):
-                    if other.overlaps(region):
-                        preds[writer.tid] = writer
-                for other, reader in readers.get(region.buffer, ()):
-                    if reader is not task and other.overlaps(region):
-                        preds[reader.tid] = reader
+                for lo, hi, j in writers.get(region.buffer, ()):
+                    other = tasks[j]
+                    if other.tid not in preds and _meet(lo, hi, region.lo, region.hi):
+                        preds[other.tid] = other
+                for lo, hi, j in readers.get(region.buffer, ()):
+                    other = tasks[j]
+                    if other is not task and other.tid not in preds and _meet(lo, hi, region.lo, region.hi):
+                        preds[other.tid] = other
             preds.pop(task.tid, None)
-            task.preds = sorted(preds.values(), key=lambda t: t.tid)
+            task.preds = [preds[tid] for tid in sorted(preds)]
             for p in task.preds:
                 p.succs.append(task)
             for region in task.reads:
-                readers.setdefault(region.buffer, []).append((region, task))
+                readers.setdefault(region.buffer, []).append((region.lo, region.hi, i))
             for region in task.writes:
-                writers.setdefault(region.buffer, []).append((region, task))
+                writers.setdefault(region.buffer, []).append((region.lo, region.hi, i))
 
     def validate(self):
         """Every predecessor is a task of this graph and the graph is acyclic (Kahn's algorithm)."""
-        ids = {id(t) for t in self.tasks}
+        self._order()
+
+    def _order(self) -> list[Task]:
+        """The tasks in a dependency order; raises as :meth:`validate` says."""
+        fanin = {t: len(t.preds) for t in self.tasks}
         for task in self.tasks:
             for p in task.preds:
-                if id(p) not in ids:
+                if p not in fanin:
                     raise PtoTaskGraphError(f"pto runtime: {task.describe()} waits on {p.describe()}, which is not in "
                                             "the graph and would never complete")
-        fanin = {id(t): len(t.preds) for t in self.tasks}
-        ready = [t for t in self.tasks if not t.preds]
-        seen = 0
-        while ready:
-            task = ready.pop()
-            seen += 1
+        order = [t for t in self.tasks if not t.preds]
+        for task in order:                                   # grows while it is walked
             for s in task.succs:
-                fanin[id(s)] -= 1
-                if fanin[id(s)] == 0:
-                    ready.append(s)
-        if seen != len(self.tasks):
-            stuck = [t for t in self.tasks if fanin[id(t)] > 0][:3]
+                fanin[s] -= 1
+                if not fanin[s]:
+                    order.append(s)
+        if len(order) != len(self.tasks):
+            stuck = [t for t in self.tasks if fanin[t] > 0][:3]
             raise PtoTaskGraphError("pto runtime: the task graph has a cycle; stuck: "
                                     + "; ".join(t.describe() for t in stuck))
+        return order
 
-    def _rank(self):
+    def _rank(self, order: list[Task]):
         """HEFT upward rank: a task's cost plus the longest chain of costs after it."""
-        order = self.topological()
         for task in reversed(order):
-            task.rank = task.cost + max((s.rank for s in task.succs), default=0.0)
+            succs = task.succs
+            task.rank = task.cost + (max([s.rank for s in succs]) if succs else 0.0)
 
     def topological(self) -> list[Task]:
-        fanin = {id(t): len(t.preds) for t in self.tasks}
+        fanin = {t: len(t.preds) for t in self.tasks}
         out, ready = [], [t for t in self.tasks if not t.preds]
         ready.reverse()
         while ready:
             task = ready.pop()
             out.append(task)
             for s in reversed(task.succs):
-                fanin[id(s)] -= 1
-                if fanin[id(s)] == 0:
+                fanin[s] -= 1
+                if fanin[s] == 0:
                     ready.append(s)
         return out
 

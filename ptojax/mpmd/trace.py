@@ -15,7 +15,7 @@ import json
 from ..errors import PtoUnsupportedError
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Record:
     tid: int
     name: str
@@ -33,6 +33,28 @@ class Record:
     @property
     def title(self) -> str:
         return self.label or self.name
+
+
+class FastRecord:
+    """Builds a :class:`Record` (same arguments) with plain slot stores, then makes it one: the frozen
+    dataclass's ``__init__`` pays a call per field, which shows on traces of 100 000 tasks."""
+
+    __slots__ = Record.__slots__
+
+    def __init__(self, tid, name, label, kind, core, dispatch, start, end, stage, preds, index, host=False):
+        self.tid = tid
+        self.name = name
+        self.label = label
+        self.kind = kind
+        self.core = core
+        self.dispatch = dispatch
+        self.start = start
+        self.end = end
+        self.stage = stage
+        self.preds = preds
+        self.index = index
+        self.host = host
+        self.__class__ = Record
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
