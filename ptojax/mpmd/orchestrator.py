@@ -7,6 +7,17 @@ per block instance with the GM regions its tiles read and write. GM tensors are 
 that updates an input in place reuses the input's buffer when nothing reads the old value later,
 and otherwise starts from a copy made by a copy task.
 
+**Device data on the host.** When a loop condition, a cond's index or a host scalar op needs the value
+of a GM tensor computed in the kernel (per-expert token counts), the orchestrator synchronises, like
+the AICPU control thread reading GM: it runs the tasks not yet run, in creation order (a valid
+topological order), up to the last one that writes that tensor, marks them run (``run = None``: the
+executors still schedule them but do not run their bodies again) and reads a copy of the tensor. So
+one compiled kernel serves every outcome and makes only the tasks the values need. Timing model: the
+host emits nothing before its read, so every task emitted after a sync depends on the tensor's
+producers — they write a token region that every later task reads — and, through them, on what the
+host waited for at earlier syncs; the read itself takes no time. ``orchestrate(..., execute=False)``
+does not run tasks and refuses to synchronise.
+
 The orchestrator knows nothing of the target: a :class:`Backend` turns a block instance into a
 callable and a predicted cost.
 """
@@ -26,7 +37,8 @@ from .graph import Region, Task, TaskGraph
 
 
 class PtoOrchestrationError(PtoError, RuntimeError):
-    """The Block graph cannot be turned into tasks (e.g. a loop bound that depends on device data)."""
+    """The Block graph cannot be turned into tasks (e.g. a block-level scan over tensors), or a value the
+    host needs depends on device data while tasks are not executed."""
 
 
 class Backend(Protocol):
@@ -61,18 +73,73 @@ class Plan:
     buffers: list[Buffer]
     outputs: list                     # Buffer or scalar per kernel output
     stages: int
+    syncs: int = 0                    # reads of device data by the host (each waited for its producers)
 
     def results(self):
         return [b.array if isinstance(b, Buffer) else b for b in self.outputs]
 
 
 class _Orchestrator:
-    def __init__(self, backend: Backend):
+    def __init__(self, backend: Backend, execute: bool = True):
         self.backend = backend
+        self.execute = execute
         self.buffers: list[Buffer] = []
         self.tasks: list[Task] = []
         self.stage = 0
         self.full: dict[int, Region] = {}
+        self.writers: dict[int, list[Task]] = {}    # base buffer -> the tasks that write it
+        self.ran = 0                                # tasks[:ran] have run at a sync
+        self.ctx = None                             # the worker context syncs run tasks with
+        self.waited: set[int] = set()               # tids of the tasks the host has waited for
+        self.token: Region | None = None            # written by what the last sync waited for
+        self.holders: list[Task] = []               # the tasks that write it
+        self.since = 0                              # the first tid emitted after the last sync
+        self.syncs = 0
+
+    def emit(self, task: Task):
+        if self.token is not None:
+            task.reads += (self.token,)
+        for region in task.writes:
+            self.writers.setdefault(region.buffer, []).append(task)
+        self.tasks.append(task)
+
+    # --------------------------------------------------------------------------------- device data
+    def sync(self, buf: "Buffer", what: str) -> np.ndarray:
+        """The value of GM tensor ``buf`` once the tasks that write it have run (see the module docstring)."""
+        producers = [t for t in self.writers.get(buf.base, ()) if t.tid not in self.waited]
+        if producers and not self.execute:
+            raise PtoOrchestrationError(
+                f"pto runtime: {what} depends on device data (GM tensor {buf.array.dtype}{list(buf.array.shape)} "
+                f"written by {producers[-1].describe()}); reading it on the host runs the tasks that produce it, "
+                "and this orchestration does not execute tasks (execute=False)")
+        if producers:
+            self.run_tasks(producers[-1].tid + 1, what)
+            holders = {t.tid: t for t in producers}
+            if self.token is not None and all(t.tid < self.since for t in producers):
+                holders.update((t.tid, t) for t in self.holders)      # none of them waited for the last sync
+            self.syncs += 1
+            self.holders = [holders[k] for k in sorted(holders)]
+            self.token = Region(-self.syncs, (0,), (len(self.holders),))
+            for slot, task in enumerate(self.holders):
+                task.writes += (Region(-self.syncs, (slot,), (slot + 1,)),)
+            self.waited.update(holders)
+            self.since = len(self.tasks)
+        return np.array(buf.array)
+
+    def run_tasks(self, upto: int, what: str):
+        """Run ``tasks[ran:upto]`` in creation order, once: their ``run`` becomes None."""
+        if self.ctx is None:
+            self.ctx = self.backend.worker()
+        for task in self.tasks[self.ran:upto]:
+            if task.run is not None:
+                try:
+                    task.run(self.ctx)
+                except Exception as exc:  # noqa: BLE001 - reported with the task's identity
+                    from .executors import PtoTaskError
+                    raise PtoTaskError(f"pto runtime: {task.describe()} failed while the host read device data for "
+                                       f"{what}: {type(exc).__name__}: {exc}") from exc
+                task.run = None
+        self.ran = max(self.ran, upto)
 
     # ------------------------------------------------------------------------------------ buffers
     def buffer(self, array, external=False) -> Buffer:
@@ -118,15 +185,13 @@ class _Orchestrator:
         if any(isinstance(x, Buffer) for x in invals):
             if eqn.primitive.name == "pto.reshape":
                 return [self.view(invals[0], eqn.params["new_shape"])]
-            raise PtoOrchestrationError(f"pto runtime: '{eqn.primitive.name}' on a GM tensor outside a block")
+            invals = [self.sync(x, f"the host op '{eqn.primitive.name}'") if isinstance(x, Buffer) else x
+                      for x in invals]
         out = eqn.primitive.bind(*[np.asarray(x) for x in invals], **eqn.params)
         return [np.asarray(o) for o in (out if eqn.primitive.multiple_results else [out])]
 
     def scalar(self, value, what):
-        if isinstance(value, Buffer):
-            raise PtoOrchestrationError(f"pto runtime: {what} depends on device data; block-level loop bounds and "
-                                        "branches must come from kernel inputs or constants")
-        return np.asarray(value)
+        return self.sync(value, what) if isinstance(value, Buffer) else np.asarray(value)
 
     def control(self, eqn, invals):
         p = eqn.params
@@ -183,8 +248,8 @@ class _Orchestrator:
                 tiles = points[start:start + part.tiles_per_block]
                 run, cost, nbytes = self.backend.task(part, tiles, arrays)
                 reads, writes = self.regions(windows, tiles, inputs + outputs)
-                self.tasks.append(Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
-                                       run, reads, writes, tiles[0], self.stage, nbytes))
+                self.emit(Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
+                               run, reads, writes, tiles[0], self.stage, nbytes))
         self.stage += 1
         return outputs
 
@@ -195,8 +260,8 @@ class _Orchestrator:
         def run(_ctx, src=src.array, dst=dst.array):
             dst[...] = src
 
-        self.tasks.append(Task(len(self.tasks), "copy", "AIV", "", self.backend.copy_cost(nbytes), run,
-                               (self.full[src.base],), (self.full[dst.id],), (), self.stage, 2 * nbytes))
+        self.emit(Task(len(self.tasks), "copy", "AIV", "", self.backend.copy_cost(nbytes), run,
+                       (self.full[src.base],), (self.full[dst.id],), (), self.stage, 2 * nbytes))
         return dst
 
     def regions(self, windows, tiles, buffers):
@@ -233,12 +298,12 @@ def _windows(body, n):
 
     def walk(jaxpr, alias):
         for eqn in jaxpr.eqns:
-            if eqn.primitive in (T.tload_p, T.tstore_p, T.mgather_p, T.mscatter_p):
+            if eqn.primitive in (T.tload_p, T.tstore_p, T.mscatter_p) or T.reads_gm(eqn.primitive):
                 gm = alias.get(eqn.invars[0], eqn.invars[0])
                 position = params.get(gm)
                 if position is None:
                     continue
-                kind = "read" if eqn.primitive in (T.tload_p, T.mgather_p) else "write"
+                kind = "read" if eqn.primitive is T.tload_p or T.reads_gm(eqn.primitive) else "write"
                 if eqn.primitive in (T.tload_p, T.tstore_p):
                     operands = eqn.invars[1:] if eqn.primitive is T.tload_p else eqn.invars[2:]
                     window = eqn.params["window"]
@@ -264,17 +329,19 @@ def _windows(body, n):
     return out
 
 
-def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=()) -> Plan:
+def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, execute: bool = True) -> Plan:
     """Unroll ``block_jaxpr`` on concrete kernel inputs into a :class:`Plan`.
 
     Inputs are never written, except those whose positions are in ``donated``: their buffers may be
-    updated in place (like ``jax.jit``'s donated arguments — the caller gives them up).
+    updated in place (like ``jax.jit``'s donated arguments — the caller gives them up). A value the
+    host needs from device data runs the tasks that produce it (``execute=False``: an error instead);
+    ``Plan.syncs`` counts those reads.
     """
-    orch = _Orchestrator(backend)
+    orch = _Orchestrator(backend, execute)
     inputs = [orch.buffer(a, external=i not in donated) if np.ndim(a) else np.asarray(a) for i, a in enumerate(args)]
     consts = [orch.buffer(c, external=True) if np.ndim(c) else np.asarray(c) for c in consts]
     outputs = orch.run(block_jaxpr, consts, inputs)
-    return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage)
+    return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs)
 
 
 __all__ = ["Backend", "Buffer", "Plan", "PtoOrchestrationError", "orchestrate"]
