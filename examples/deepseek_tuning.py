@@ -12,9 +12,11 @@ utilisation, time and tasks per label):
    (n direction) with the query tile kept in L1, instead of one task per tile.
 2. vector tile — ``tiles["Reduce"] = {"vec": (64, 256)}``: the ReLU / weighting / head-sum / mask ops
    work on 64 x 256 tiles instead of 8 x 128, so far fewer (scheduler-bound) vector tasks.
-3. top-k merge — ptojax has no two-stage (partial top-k then merge) TopK; the closest knob is
-   ``tiles_per_block["TopK"] = 2``: one task takes the top-k of both query rows of a batch (S1 = 2),
-   halving the TopK tasks but running the two sorts back to back on one core.
+3. top-k merge — ``tiles["TopK"] = {"vec": (1, 1, 1024)}``: each query row's top-k is selected in two
+   stages, a partial top-k per 1 024-position chunk on its own AIV, then a merge (TMRGSORT) of the
+   chunks' lists. At KV 2048 the sort is off the critical path, so the extra tasks cost more than the
+   parallel sorts save: the profile says so (at 64K KV a row no longer fits one tile and the staged
+   top-k is the only way, with 2 048-position chunks).
 
 Run: ``python examples/deepseek_tuning.py [--kv 2048] [--html tuned.html]`` (a few seconds).
 """
@@ -39,8 +41,9 @@ STEPS = [
     ("1. L1 reuse: tiles_per_block Score=4", {**BASELINE, "tiles_per_block": {"Score": 4}}),
     ("2. vector tile (64, 256) on Reduce", {"tiles": {**BASELINE["tiles"], "Reduce": {"vec": (64, 256)}},
                                             "tiles_per_block": {"Score": 4}}),
-    ("3. top-k merge: tiles_per_block TopK=2", {"tiles": {**BASELINE["tiles"], "Reduce": {"vec": (64, 256)}},
-                                                "tiles_per_block": {"Score": 4, "TopK": 2}}),
+    ("3. top-k merge: TopK in chunks of 1024", {"tiles": {**BASELINE["tiles"], "Reduce": {"vec": (64, 256)},
+                                                          "TopK": {"vec": (1, 1, 1024)}},
+                                                "tiles_per_block": {"Score": 4}}),
 ]
 
 

@@ -18,10 +18,12 @@ def machine(target) -> Machine:
 
 
 def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated", policy: str = "mpmd",
-            workers: int = 4, compiled=None, donated=()):
+            workers: int = 4, compiled=None, donated=(), compute: bool = True):
     """Run ``lowering`` on ``args``: (outputs as a pytree of NumPy arrays, :class:`Trace`).
 
-    ``donated``: flat argument positions whose arrays the kernel may update in place.
+    ``donated``: flat argument positions whose arrays the kernel may update in place. ``compute=False``
+    (simulated executor only) schedules the tasks on their predicted costs without running their
+    bodies: the same trace, no outputs (None) — fast profiles of large shapes.
     """
     tgt = get_target(target) if isinstance(target, str) else target
     compiled = compiled or compile_kernel(lowering, tgt.memory)
@@ -29,15 +31,18 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
     if tree != lowering.in_tree:
         raise PtoArgumentError(f"pto run: arguments {tree} do not match the lowered signature {lowering.in_tree}")
     backend = AscendBackend(compiled, tgt)
+    if not compute and executor != "simulated":
+        raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
     plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, [np.asarray(x) for x in flat], backend,
-                       frozenset(donated))
+                       frozenset(donated), execute=compute)
     if executor == "simulated":
-        trace = simulate(plan, machine(tgt), policy=policy, worker=backend.worker)
+        trace = simulate(plan, machine(tgt), policy=policy, execute=compute, worker=backend.worker)
     elif executor == "threads":
         trace = run_threads(plan, machine(tgt), workers=workers, worker=backend.worker)
     else:
         raise PtoArgumentError(f"pto run: executor {executor!r} is not 'simulated' or 'threads'")
-    return jax.tree.unflatten(lowering.out_tree, plan.results()), trace
+    outputs = jax.tree.unflatten(lowering.out_tree, plan.results()) if compute else None
+    return outputs, trace
 
 
 __all__ = ["Trace", "execute", "machine"]

@@ -138,10 +138,11 @@ class Compiled:
         """The compiled PTO-AS text (``"pto"``), or a lowering level's: ``tensor``, ``tile``, ``block``."""
         return self.code.text if level == "pto" and self.code is not None else self.lowering.as_text(level)
 
-    def run(self, *args, executor: str | None = None, policy: str = "mpmd"):
+    def run(self, *args, executor: str | None = None, policy: str = "mpmd", compute: bool = True):
         """Execute on the runtime: (outputs as NumPy arrays, :class:`~ptojax.mpmd.Trace`).
 
-        Arrays of ``donate_argnums`` arguments may be overwritten (the kernel updates them in place)."""
+        Arrays of ``donate_argnums`` arguments may be overwritten (the kernel updates them in place).
+        ``compute=False``: schedule on the cost model without running the task bodies (outputs None)."""
         flat, _ = jax.tree.flatten(args)
         self._check(flat)
         donated, start = set(), 0
@@ -151,12 +152,17 @@ class Compiled:
                 donated.update(range(start, start + n))
             start += n
         return execute(self.lowering, *args, target=self.options.target, executor=executor or self.options.executor,
-                       policy=policy, workers=self.options.workers, compiled=self._code(), donated=donated)
+                       policy=policy, workers=self.options.workers, compiled=self._code(), donated=donated,
+                       compute=compute)
 
-    def profile(self, *args, policy: str = "mpmd"):
+    def profile(self, *args, policy: str = "mpmd", compute: bool = True):
         """A simulated run on the target's cost model: a :class:`~ptojax.mpmd.Profile`
-        (``makespan_us``, ``lower_bound_us``, ``label_us``, ``save(path)``, ``swimlane(path)``)."""
-        return self.run(*args, executor="simulated", policy=policy)[1].profile()
+        (``makespan_us``, ``lower_bound_us``, ``label_us``, ``save(path)``, ``swimlane(path)``).
+
+        The timeline depends only on the inputs that steer control flow (lengths, counts), so
+        ``compute=False`` gives the same profile without running the task bodies: much faster at
+        large shapes (a kernel whose host reads device data still needs ``compute=True``)."""
+        return self.run(*args, executor="simulated", policy=policy, compute=compute)[1].profile()
 
     def report(self, path, *args, policy: str = "mpmd", title: str | None = None):
         """Profile on ``args`` and write a self-contained HTML report to ``path`` (swimlane, lower

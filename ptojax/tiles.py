@@ -25,7 +25,9 @@ the partition pass (each program's peak footprint per buffer), as for lowered ti
 
 :func:`register_op` defines a new tile instruction ``pto.<name>`` in one call: its abstract eval and
 jnp reference (lowering, XLA backend, ``verify``), its NumPy semantics (interpreter), its cost (cost
-model) and its ISA table entry.
+model) and its ISA table entry. With ``reads_gm=True`` the op's first operand is a GM tensor it
+reads as indexed rows straight into a tile in buffer ``loc`` (``"mat"``: L1 of a cube core, for a
+matmul to read; ``"vec"``: UB): a custom DMA such as a gather of top-k rows into the cube's input.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from ._jax import ClosedJaxpr, Literal, ShapedArray
 from .ascend import asm
 from .ascend import cost as _cost
 from .ascend import isa as _isa
-from .errors import PtoArgumentError, PtoShapeError, PtoUnsupportedError
+from .errors import PtoArgumentError, PtoDtypeError, PtoShapeError, PtoUnsupportedError
 from .lowering import ir
 from .lowering.tensor import to_tensor_level
 from .lowering.walk import CONTROL, body_of, by_rule, control, counted_loop, retrace
@@ -50,6 +52,7 @@ from .primitives.tile import LOCATIONS, Window
 KINDS = ("vector", "cube")
 _MOVES = {("mat", "left"), ("mat", "right"), ("acc", "vec"), ("acc", "mat"), ("vec", "vec")}
 _GM_OPS = (T.tload_p, T.tstore_p, T.mgather_p, T.mscatter_p)
+_BUFFERS = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B"}   # where a GM-reading op may load
 CUSTOM: dict[str, dict] = {}        # name -> what register_op was given (its primitive, pipe, ...)
 
 
@@ -145,7 +148,7 @@ def compute(name: str, *args, **params):
     """The tile instruction of tensor op ``name`` (``"add"``, ``"exp"``, ``"sum"``, ...) or of a
     registered op; Python scalars take the dtype of the first tile."""
     if name in CUSTOM:
-        return CUSTOM[name]["primitive"].bind(*operands(f"pj.tiles.{name}", *args), **params)
+        return _bind_custom(name, CUSTOM[name]["primitive"], args, params)
     if name not in T.COMPUTE:
         known = sorted(set(T.COMPUTE) | set(CUSTOM))
         raise PtoArgumentError(f"pj.tiles.compute: unknown tile op {name!r}; known: {', '.join(known)}")
@@ -282,7 +285,7 @@ class _Checker:
 
     def eqn(self, eqn):
         prim, ins, outs = eqn.primitive, eqn.invars, eqn.outvars
-        if prim in _GM_OPS:
+        if prim in _GM_OPS or T.reads_gm(prim):
             gm = ins[0]
             if not self.is_gm(gm):
                 self.fail(f"{prim.name} needs a GM tensor (one of the grid's inputs or outputs) as its first operand")
@@ -306,6 +309,15 @@ class _Checker:
                 self.loc[outs[0]] = "vec"
             else:
                 self.gm[outs[0]] = self.gm[ins[0]]
+        elif T.reads_gm(prim):
+            loc = T.GM_READERS[prim]
+            kind = "vector" if loc == "vec" else "cube"
+            if self.kind != kind:
+                self.fail(f"{prim.name} reads GM into '{loc}' ({_BUFFERS[loc]}), which only a {kind} grid has; "
+                          f"this grid is kind='{self.kind}'")
+            for v in ins[1:]:
+                self.tile(v, ("vec",) if kind == "vector" else ("mat",), f"{prim.name}'s tile operand")
+            self.loc.update((v, loc) for v in outs)
         elif prim is T.tmov_p:
             src, dst = self.tile(ins[0]), eqn.params["loc"]
             if (src, dst) not in _MOVES:
@@ -359,6 +371,8 @@ class _Checker:
         for c, out in enumerate(body.outvars[1:ncarry]):
             carried = body.invars[nc + 1 + c]
             made = None if isinstance(out, Literal) else producer.get(out)
+            while made is not None and made.primitive is T.tmatmul_acc_p and made.invars[0] is not carried:
+                made = producer.get(made.invars[0])          # a chain of accumulations into the carry
             if out is not carried and not (made is not None and made.primitive is T.tmatmul_acc_p
                                            and made.invars[0] is carried):
                 self.fail("a fori_loop carry must be updated in place (pj.tiles.matmul_acc into the accumulator); "
@@ -393,9 +407,10 @@ def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None
 
     ``inputs``: GM tensors (arrays or tracers); ``outputs``: a ``jax.ShapeDtypeStruct`` (the result is
     one array) or a sequence of them (a tuple), each starting filled with ``fill``. ``kind`` is
-    ``"vector"`` or ``"cube"`` (default: cube when the body multiplies matrices); ``label`` names the
-    tasks (default: the innermost ``jax.named_scope``); ``name`` the block program (default: the
-    body's name). The body returns the updated outputs, in order.
+    ``"vector"`` or ``"cube"`` (default: cube when the body multiplies matrices or reads GM into L1/L0
+    with a registered op); ``label`` names the tasks (default: the innermost ``jax.named_scope``);
+    ``name`` the block program (default: the body's name). The body returns the updated outputs, in
+    order.
     """
     shape = _shape("grid", grid)
     single_in = not isinstance(inputs, (list, tuple))
@@ -432,7 +447,8 @@ def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None
                                f"{[tuple(np.shape(c)) for c in closed.consts]}; pass GM tensors through inputs= "
                                "and scalars as Python numbers")
     closed = _to_tile_ops(closed)
-    uses_cube = _uses(closed.jaxpr, (T.tmatmul_p, T.tmatmul_acc_p))
+    cube_readers = tuple(p for p, loc in T.GM_READERS.items() if loc != "vec")
+    uses_cube = _uses(closed.jaxpr, (T.tmatmul_p, T.tmatmul_acc_p, *cube_readers))
     kind = kind or ("cube" if uses_cube else "vector")
     check = _Checker(name, kind)
     jaxpr = closed.jaxpr
@@ -480,8 +496,8 @@ def map_tiles(fn: Callable, x, tile, *, out_dtype=None, label: str = "", name: s
 
 # ------------------------------------------------------------------------------------ custom ops
 def register_op(name: str, *, reference: Callable, numpy: Callable | None = None, abstract: Callable | None = None,
-                cost=("ADD",), pipe: str = "VECTOR", dtypes: Sequence = (), multiple_results: bool = False,
-                summary: str = "") -> Callable:
+                cost=None, pipe: str | None = None, dtypes: Sequence = (), multiple_results: bool = False,
+                summary: str = "", reads_gm: bool = False, loc: str | None = None) -> Callable:
     """Define tile instruction ``pto.<name>`` (``name`` starts with ``t``) in one call; returns a
     function binding it (also reachable as ``pj.tiles.compute(name, ...)``).
 
@@ -492,15 +508,37 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
       default: the first operand's shape and dtype);
     * ``cost``: a function ``cost(ins, outs, target) -> cycles`` of the operand and result
       ``asm.TileBuf``s, a number (cycles per byte of the largest tile), or a tuple of vector pass
-      classes (``("MUL", "EXP")``: priced like the built-in vector instructions);
-    * ``pipe``: the pipe it occupies (``VECTOR``, ``MTE2``, ...); ``dtypes``: the tile dtypes it accepts
-      (default: any).
+      classes (``("MUL", "EXP")``: priced like the built-in vector instructions; the default);
+    * ``pipe``: the pipe it occupies (``VECTOR``, the default, ``MTE2``, ...); ``dtypes``: the dtypes
+      its first operand may have (default: any), checked when the op is traced.
+
+    ``reads_gm=True`` makes a GM reader: the first operand is a GM tensor (a grid input or output),
+    the others tiles in the grid's load buffer (``vec`` on a vector grid, ``mat`` on a cube grid), and
+    the results are tiles in buffer ``loc`` (``"vec"``, the default: UB of a vector core; ``"mat"``:
+    L1 of a cube core; ``"left"``/``"right"``: L0A/L0B), which also fixes the core kind. ``numpy`` and
+    ``reference`` get the whole GM tensor (read it, never write it); ``abstract`` is required. Its
+    default pipe is ``MTE2`` and its default cost ``"gather"`` (priced like ``mgather``: the result's
+    bytes at the GM read rate plus one row access per result row; ``"load"``: like ``tload``, without
+    the row accesses); a function ``cost`` gets the GM tensor's ``asm.ViewType`` first in ``ins``. The
+    result's bytes count as GM traffic, and the runtime treats the op as reading the whole tensor.
     """
     if not isinstance(name, str) or not name.isidentifier() or not name.startswith("t"):
         raise PtoArgumentError(f"pj.tiles.register_op: name {name!r} must be an identifier starting with 't' "
                                "(PTO's tile-instruction naming: pto.tadd, pto.texp, ...)")
     if name in T.TILE_OPS or name in _isa.TABLE:
         raise PtoArgumentError(f"pj.tiles.register_op: 'pto.{name}' already exists")
+    if reads_gm:
+        loc = "vec" if loc is None else loc
+        if loc not in _BUFFERS:
+            raise PtoArgumentError(f"pj.tiles.register_op '{name}': loc {loc!r} is not a buffer GM can be read "
+                                   f"into; one of {tuple(_BUFFERS)}")
+        if abstract is None:
+            raise PtoArgumentError(f"pj.tiles.register_op '{name}': a GM reader needs abstract= (the shape and "
+                                   "dtype of the tile it produces)")
+    elif loc is not None:
+        raise PtoArgumentError(f"pj.tiles.register_op '{name}': loc={loc!r} needs reads_gm=True (a compute op's "
+                               "result stays in its operands' buffer)")
+    pipe = pipe or ("MTE2" if reads_gm else "VECTOR")
     if pipe not in _cost.PIPES:
         raise PtoArgumentError(f"pj.tiles.register_op: pipe {pipe!r} is not one of {_cost.PIPES}")
     try:
@@ -508,7 +546,8 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
         [asm.dtype_name(d) for d in dtypes]
     except (TypeError, KeyError):
         raise PtoArgumentError(f"pj.tiles.register_op: dtypes {dtypes!r} must be dtypes ptojax supports") from None
-    price = _price(name, cost, pipe)
+    cost = cost if cost is not None else "gather" if reads_gm else ("ADD",)
+    price = _price(name, cost, pipe, reads_gm)
 
     def abstract_eval(*avals, **params):
         if abstract is None:
@@ -519,12 +558,16 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
         return ShapedArray(tuple(out.shape), np.dtype(out.dtype))
 
     semantics_fn = numpy or (lambda *args, **params: _via_jax(reference, args, params))
-    prim = T.define_compute(name, abstract_eval, reference, multiple_results)
-    _isa.register(name, semantics_fn=semantics_fn, price=price, pipe=pipe, dtypes=dtypes, summary=summary)
-    CUSTOM[name] = {"primitive": prim, "pipe": pipe, "dtypes": dtypes, "reference": reference}
+    prim = T.define_compute(name, abstract_eval, reference, multiple_results, reads_gm=loc if reads_gm else None)
+    operands_text = f"GM tensor, {'vec' if loc == 'vec' else 'mat'} tiles -> {loc}" if reads_gm else \
+        "tiles and scalar immediates -> tiles"
+    _isa.register(name, semantics_fn=semantics_fn, price=price, pipe=pipe, dtypes=dtypes, summary=summary,
+                  operands=operands_text)
+    CUSTOM[name] = {"primitive": prim, "pipe": pipe, "dtypes": dtypes, "reference": reference,
+                    "reads_gm": loc if reads_gm else None}
 
     def op(*args, **params):
-        return prim.bind(*args, **params)
+        return _bind_custom(name, prim, args, params)
     op.__name__ = name
     op.primitive = prim
     return op
@@ -539,29 +582,60 @@ def unregister_op(name: str) -> None:
     _isa.unregister(name)
 
 
+def _bind_custom(name, prim, args, params):
+    """Bind a registered op, its first operand's dtype checked against the op's ``dtypes``."""
+    args = operands(f"pj.tiles.{name}", *args)
+    dtypes = CUSTOM.get(name, {}).get("dtypes")
+    if dtypes and np.dtype(args[0].dtype) not in dtypes:
+        raise PtoDtypeError(f"pj.tiles.{name}: first operand is {np.dtype(args[0].dtype).name}; pto.{name} takes "
+                            f"{', '.join(d.name for d in dtypes)}")
+    return prim.bind(*args, **params)
+
+
 def _via_jax(reference, args, params):
     out = reference(*args, **params)
     return tuple(np.asarray(o) for o in out) if isinstance(out, (list, tuple)) else np.asarray(out)
 
 
-def _price(name, cost, pipe):
+def _gm_bytes(instr):
+    return sum(t.v_row * t.v_col * t.np_dtype.itemsize for t in (o.type for o in instr.outs)
+               if isinstance(t, asm.TileBuf))
+
+
+def _price(name, cost, pipe, reads_gm=False):
+    """``price(instr, target, l2_hit) -> (pipe, cycles, flops[, GM bytes in, GM bytes out])`` for cost.CUSTOM."""
+    def moved(result, instr):
+        return (*result, _gm_bytes(instr), 0) if reads_gm else result
+
+    if isinstance(cost, str):
+        if not reads_gm or cost not in ("gather", "load"):
+            raise PtoArgumentError(f"pj.tiles.register_op '{name}': cost {cost!r}: 'gather' and 'load' price a GM "
+                                   "reader (reads_gm=True); give a function, a cycles-per-byte rate or vector pass "
+                                   f"classes from {sorted(_cost.VECTOR_CLASSES)}")
+
+        def price(instr, tgt, l2_hit=1.0):
+            _, cycles, nbytes = _cost.gm_read(instr, tgt, rows=cost == "gather", l2_hit=l2_hit)
+            return pipe, cycles, 0.0, nbytes, 0
+        return price
     if callable(cost):
-        def price(instr, tgt):
+        def price(instr, tgt, l2_hit=1.0):
             ins = [o.type for o in instr.ins if isinstance(o.type, asm.TileBuf)]
             outs = [o.type for o in instr.outs if isinstance(o.type, asm.TileBuf)]
-            cycles = float(cost(ins, outs, tgt))
+            views = [o.type for o in instr.ins[:1] if reads_gm and isinstance(o.type, asm.ViewType)]
+            cycles = float(cost(views + ins, outs, tgt))
             big = max(ins + outs, key=lambda t: t.v_row * t.v_col, default=None)
-            return pipe, cycles, float(big.v_row * big.v_col) if big else 0.0
+            return moved((pipe, cycles, float(big.v_row * big.v_col) if big else 0.0), instr)
         return price
     if isinstance(cost, (int, float, np.integer, np.floating)) and not isinstance(cost, bool):
         rate = float(cost)
         if rate < 0:
             raise PtoArgumentError(f"pj.tiles.register_op: cost rate {cost} must be >= 0 cycles per byte")
 
-        def price(instr, tgt):
+        def price(instr, tgt, l2_hit=1.0):
             tiles = [o.type for o in (*instr.ins, *instr.outs) if isinstance(o.type, asm.TileBuf)]
             big = max(tiles, key=lambda t: t.v_row * t.v_col * t.np_dtype.itemsize)
-            return pipe, rate * big.v_row * big.v_col * big.np_dtype.itemsize, float(big.v_row * big.v_col)
+            return moved((pipe, rate * big.v_row * big.v_col * big.np_dtype.itemsize, float(big.v_row * big.v_col)),
+                         instr)
         return price
     passes = tuple(cost)
     unknown = [p for p in passes if p.partition(":")[0] not in _cost.VECTOR_CLASSES]
@@ -569,9 +643,9 @@ def _price(name, cost, pipe):
         raise PtoArgumentError(f"pj.tiles.register_op: cost {cost!r}: give a function, a cycles-per-byte rate or "
                                f"vector pass classes from {sorted(_cost.VECTOR_CLASSES)}")
 
-    def price(instr, tgt):
+    def price(instr, tgt, l2_hit=1.0):
         _, cycles, flops = _cost._vector(instr, tgt, passes)
-        return pipe, cycles, flops
+        return moved((pipe, cycles, flops), instr)
     return price
 
 

@@ -23,6 +23,7 @@ MASK = np.asarray(X > 0)
 Q = jnp.asarray(_rng.integers(-128, 128, (3, 4)), jnp.int8)
 IDX = jnp.array([2, 0, -1, 2], jnp.int32)
 SLOTS = jnp.array([1, 3, -1], jnp.int32)
+LISTS = np.arange(12, dtype=np.int32).reshape(3, 4)
 
 # name -> (function, arguments); the function calls exactly that one op.
 CASES = {
@@ -78,6 +79,7 @@ CASES = {
     "scatter_update": (lambda a, u: O.scatter_update(a, SLOTS, u, 1), (X, _normal(3, 3))),
     "topk": (lambda a: O.topk(a, 6)[0], (X,)),
     "sort": (lambda a: O.sort(a, 0, descending=True)[0], (X,)),
+    "merge_topk": (lambda a: O.merge_topk(a, LISTS, 5)[0], (X,)),
     "softmax": (lambda a: O.softmax(a, 0), (X,)),
     "rms_norm": (lambda a, g: O.rms_norm(a, g), (X, ROW)),
     "layer_norm": (lambda a, g, b: O.layer_norm(a, g, b), (X, ROW, _normal(4))),

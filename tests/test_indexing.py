@@ -413,3 +413,59 @@ def test_topk_bool():
 
 def test_sort_axis_out_of_range():
     _raises(pj.PtoArgumentError, lambda: ops.sort(np.zeros((4,), np.float32), axis=1), "pto.sort", "axis 1")
+
+
+# ------------------------------------------------------------------------------------- merge_topk
+MERGE_CASES = [
+    # row shape (lead..., n), chunks (the lists), top-k per chunk, k merged, largest
+    ((4, 32), 4, 8, 8, True),
+    ((2, 3, 64), 4, 16, 5, False),
+    ((3, 30), 3, 10, 10, True),         # each chunk sorted whole
+    ((45,), 3, 15, 50, True),           # k past the 45 pairs: padded
+]
+
+
+def _chunked_topk(x, chunks, kk, largest):
+    """Per-chunk top-``kk`` lists ``[..., chunks, kk]`` of the rows of ``x`` (the last axis cut into
+    ``chunks``), indices offset to the row."""
+    *lead, n = x.shape
+    v, i = np_select(x.reshape(*lead, chunks, n // chunks), kk, len(lead) + 1, largest)
+    return v, np.where(i >= 0, i + (np.arange(chunks) * (n // chunks)).reshape(chunks, 1), -1).astype(np.int32)
+
+
+@pytest.mark.parametrize("shape,chunks,kk,k,largest,dtype", rotate_dtypes(MERGE_CASES, NUMERIC, per_case=2))
+def test_merge_topk_of_chunk_lists_equals_topk_of_the_row(shape, chunks, kk, k, largest, dtype):
+    x = _with_ties(rand(shape, dtype, seed=20))
+    v, i = _chunked_topk(x, chunks, kk, largest)
+    vals, idx = assert_eager_matches_jit(lambda a, b: ops.merge_topk(a, b, k, largest=largest), v, i)
+    assert vals.shape == shape[:-1] + (k,) and vals.dtype == dtype and idx.dtype == np.int32
+    want_v, want_i = np_select(x, k, len(shape) - 1, largest)
+    np.testing.assert_array_equal(np.asarray(idx), want_i)
+    np.testing.assert_array_equal(np.asarray(vals), want_v)
+
+
+def test_merge_topk_nan_ties_and_padding_order():
+    v = np.array([[[np.nan, 3.0, 1.0], [np.inf, 3.0, -np.inf]]], np.float32)
+    i = np.array([[[5, 7, 2], [9, 1, -1]]], np.int32)
+    vals, idx = ops.merge_topk(v, i, 8)
+    np.testing.assert_array_equal(np.asarray(idx), [[5, 9, 1, 7, 2, -1, -1, -1]])
+    np.testing.assert_array_equal(np.asarray(vals), [[np.nan, np.inf, 3, 3, 1, -np.inf, -np.inf, -np.inf]])
+    vals, idx = ops.merge_topk(v, i, 6, largest=False)
+    np.testing.assert_array_equal(np.asarray(idx), [[-1, 2, 1, 7, 9, 5]])
+
+
+@pytest.mark.parametrize("in_axes", [(0, 0), (1, None), (2, 2)])
+def test_merge_topk_vmap(in_axes):
+    v = _with_ties(rand((3, 4, 2, 3), F32, seed=21))
+    i = np.argsort(rand((3, 4, 2, 3), F32, seed=22), axis=-1).astype(np.int32)
+    if in_axes[1] is None:
+        i = i[:, 0]
+    assert_vmap_matches_loop(lambda a, b: ops.merge_topk(a, b, 5), (v, i), in_axes)
+
+
+def test_merge_topk_bad_inputs():
+    v, i = np.zeros((2, 4), np.float32), np.zeros((2, 4), np.int32)
+    _raises(pj.PtoShapeError, lambda: ops.merge_topk(v, i[:, :3], 2), "pto.merge_topk", "(2, 3)", "[..., lists, length]")
+    _raises(pj.PtoShapeError, lambda: ops.merge_topk(v[0], i[0], 2), "pto.merge_topk", "[..., lists, length]")
+    _raises(pj.PtoDtypeError, lambda: ops.merge_topk(v, v, 2), "pto.merge_topk", "indices")
+    _raises(pj.PtoArgumentError, lambda: ops.merge_topk(v, i, 0), "pto.merge_topk", "positive int")

@@ -111,6 +111,11 @@ def test_staged_api_and_profile(tmp_path):
     assert (tmp_path / "trace.json").read_text().startswith('{"traceEvents":')
     out, trace = compiled.run(*args, executor="threads")
     _close(out, seed_kernel(*args))
+    quick = compiled.profile(*args, compute=False)       # the same timeline, no task bodies run
+    assert quick.trace.records == prof.trace.records
+    assert compiled.run(*args, compute=False)[0] is None
+    with pytest.raises(pj.PtoArgumentError, match="compute=False needs the simulated executor, not 'threads'"):
+        compiled.run(*args, executor="threads", compute=False)
 
 
 def test_pytrees_in_and_out():

@@ -245,10 +245,16 @@ for dt in NUMERIC:
         case("ttopk", [small_ints(rng, (3, 5), dt)], k=7, axis=0, largest=largest)   # padded past n
         case("tsort", [small_ints(rng, (3, 5), dt)], k=5, axis=1, largest=largest)
     case("tsort", [rand(rng, (1,), dt)], k=1, axis=0, largest=False)
+    for largest in (True, False):      # lists of (value, index) pairs with ties and -1 padding
+        case("tmrgsort", [small_ints(rng, (2, 3, 4), dt), rng.integers(-1, 9, (2, 3, 4)).astype(I32)], k=6,
+             largest=largest)
+        case("tmrgsort", [small_ints(rng, (1, 2, 3), dt), rng.integers(0, 9, (1, 2, 3)).astype(I32)], k=8,
+             largest=largest)          # padded past the 6 pairs
 for largest in (True, False):
     nan_row = np.array([[1.0, np.nan, np.inf, -np.inf, 1.0, np.nan, -2.0]], F32)
     case("ttopk", [nan_row.astype(F16)], k=9, axis=1, largest=largest)
     case("tsort", [nan_row], k=7, axis=1, largest=largest)
+    case("tmrgsort", [nan_row, np.arange(7, dtype=I32).reshape(1, 7)], k=7, largest=largest)
 
 # -------------------------------------------------------------------------------------- composite
 for dt in FLOATS:

@@ -8,7 +8,8 @@
 - :func:`lightning_indexer` — ``npu_quant_lightning_indexer`` (int8, sparse_mode 3, PA_BSND key):
   ``Gather`` (key blocks by block_table) → ``Score`` (int8 QK^T on the cube, merged over the S1·N
   query rows of a batch) → ``Reduce`` (ReLU, w·q_scale head sum, k_scale, causal mask from
-  ``actual_seq_lengths_key``) → ``TopK``. The lengths are runtime inputs, so one compiled kernel
+  ``actual_seq_lengths_key``) → ``TopK`` (two-stage past 2 048 columns: a partial top-k per chunk, then
+  merges). The lengths are runtime inputs, so one compiled kernel
   serves every length up to the cache's (block_table width × block size).
 
 The functions are ordinary JAX functions (``pj.tile`` is metadata outside lowering); wrap them with
@@ -33,7 +34,9 @@ PROLOG_TILES = dict(q_cube=(16, 512, 64), kw_cube=(16, 512, 64), had_cube=(64, 1
                     vec_dequant=(8, 1024), vec_head=(2, 64, 128), vec_quant=(64, 128), vec_row=(8, 128),
                     vec_w=(8, 64))
 PROLOG_OPTIONS = {"tiles_per_block": {"QMatmul": 6}}
-INDEXER_TILES = dict(score_cube=(64, 128, 128), vec=(1, 8, 128), topk_vec=(1, 1, 512))
+# topk_vec: the top-k's rows and chunk — a KV row wider than the chunk is selected in two stages
+# (a partial top-k per chunk, then merges of four sorted lists); a row that fits is sorted whole.
+INDEXER_TILES = dict(score_cube=(64, 128, 128), vec=(1, 8, 128), topk_vec=(1, 1, 2048))
 
 
 def _rope_head(x, cos, sin, out_dtype):
@@ -47,8 +50,13 @@ def _rope_head(x, cos, sin, out_dtype):
 
 def indexer_prolog(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_proj, ln_gamma_k, ln_beta_k,
                    cos_idx_rope, sin_idx_rope, hadamard_q, hadamard_k, idx_k_cache, idx_k_scale_cache,
-                   idx_k_cache_index, *, n_heads: int, layernorm_epsilon_k: float = 1e-6, tiles=None):
+                   idx_k_cache_index, *, n_heads: int, layernorm_epsilon_k: float = 1e-6, tiles=None,
+                   q_rows: int | None = None):
     """The Indexer Prolog (shapes as :func:`.reference.indexer_prolog`; ``idx_k_cache_index`` int32).
+
+    ``q_rows``: the Q matmul's M per batch of tokens. None (the seed's tuned form) merges all
+    T = B·S1 tokens into M; ``q_rows=S1`` runs one matmul per batch (M = S1 rows, the weights read
+    once per batch) — the knob the seed turns by merging b·s1 into M.
 
     Returns ``(query int8 [T, N, D], query_scale fp16 [T, N], weights fp16 [T, N], idx_k_cache,
     idx_k_scale_cache)``.
@@ -58,7 +66,11 @@ def indexer_prolog(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_
     d = hadamard_q.shape[0]
     # ---- Q stream
     with pj.tile(cube=tl["q_cube"]), jax.named_scope("QMatmul"):
-        acc = ops.matmul(q_norm, wq_b)                                        # int32 [T, N*D]
+        if q_rows is None:
+            acc = ops.matmul(q_norm, wq_b)                                    # int32 [T, N*D]
+        else:
+            acc = ops.matmul(ops.reshape(q_norm, (t // q_rows, q_rows, -1)), wq_b)
+            acc = ops.reshape(acc, (t, -1))
     with pj.tile(vec=tl["vec_dequant"]), jax.named_scope("Dequant"):
         q = ops.dequantize(acc, q_norm_scale * ops.reshape(wq_b_scale, (1, -1)))
         q = ops.cast(q, BF16)
@@ -122,7 +134,7 @@ def lightning_indexer(query, key, weights, query_dequant_scale, key_dequant_scal
         limit = ops.reshape(actual_seq_lengths_key, (b, 1, 1)) - jnp.arange(s1 - 1, -1, -1, dtype=I32).reshape(1, s1, 1)
         visible = jnp.arange(s2, dtype=I32).reshape(1, 1, s2) < limit
         score = ops.where(visible, score, np.float32(-np.inf))
-    with pj.tile(vec=tl["topk_vec"][:2] + (s2,)), jax.named_scope("TopK"):
+    with pj.tile(vec=tl["topk_vec"][:2] + (min(s2, tl["topk_vec"][2]),)), jax.named_scope("TopK"):
         values, idx = ops.topk(score, sparse_count, axis=-1)
         idx = ops.where(values == np.float32(-np.inf), np.int32(-1), idx)
     return ops.reshape(idx, (t, 1, sparse_count))
@@ -143,7 +155,134 @@ def make_kernels(n_heads: int, sparse_count: int, backend: str = "sim", target: 
 
 # ---------------------------------------------------------------------------------- sparse attention
 SFA_TILES = dict(gather_vec=(1, 64), qk_cube=(128, 128, 128), softmax_vec=(1, 8, None),
-                 pv_cube=(128, 128, 128), slot_vec=(1, None), out_vec=(1, 8, None))
+                 pv_cube=(128, 128, 128), slot_vec=(1, None), out_vec=(1, 8, None),
+                 gather_l1=False, qk_l1=(None, None, 4), softmax_l1_vec=(1, 4, None), pv_l1=(None, None, 1),
+                 out_l1_vec=(1, 32, None))
+GATHER_ROWS = "tgather_rows"
+
+
+def _gather_rows_abstract(table, idx):
+    if len(table.shape) != 2:
+        raise pj.PtoShapeError(f"pto.{GATHER_ROWS}: the GM table must be 2-D [rows, D], got shape {tuple(table.shape)}")
+    if np.dtype(idx.dtype) != np.int32:
+        raise pj.PtoDtypeError(f"pto.{GATHER_ROWS}: the index tile must be int32, got {np.dtype(idx.dtype).name}")
+    return jax.ShapeDtypeStruct((int(np.prod(idx.shape, dtype=np.int64)), table.shape[1]), table.dtype)
+
+
+def _gather_rows_reference(table, idx):
+    flat = jnp.reshape(idx, (-1,))
+    ok = (flat >= 0) & (flat < table.shape[0])
+    rows = jnp.take(table, jnp.clip(flat, 0, table.shape[0] - 1), axis=0)
+    return jnp.where(ok[:, None], rows, jnp.zeros((), table.dtype))
+
+
+def _gather_rows_numpy(table, idx):
+    flat = np.asarray(idx).reshape(-1)
+    ok = (flat >= 0) & (flat < table.shape[0])
+    out = np.zeros((flat.size, table.shape[1]), table.dtype)
+    out[ok] = table[flat[ok]]
+    return out
+
+
+def gather_rows(table, idx):
+    """``pto.tgather_rows``: rows ``idx`` (an int32 tile in L1, flattened) of GM tensor ``table``
+    [rows, D] straight into an L1 (``mat``) tile [idx.size, D] on a cube core, for a matmul to read;
+    an index outside ``[0, rows)`` gives a zero row. A user-defined tile op (``pj.tiles.register_op``
+    with ``reads_gm=True``), registered on first use, priced like ``mgather`` on MTE2."""
+    if GATHER_ROWS not in pj.tiles.CUSTOM:
+        pj.tiles.register_op(GATHER_ROWS, reference=_gather_rows_reference, numpy=_gather_rows_numpy,
+                             abstract=_gather_rows_abstract, reads_gm=True, loc="mat",
+                             summary="rows of a GM table selected by an index tile, into L1 (out of range: zeros)")
+    return pj.tiles.compute(GATHER_ROWS, table, idx)
+
+
+L0AB_BYTES, L0C_BYTES = 64 * 1024, 128 * 1024       # a cube operand tile (L0A / L0B), the accumulator (L0C)
+
+
+def _l1_split(what, total, size, count, budget):
+    """``(size, count)`` clamped to ``total``; ``size * count`` must divide it. ``size`` None: the most
+    rows that fit ``budget = (bytes, bytes per row)`` and divide ``total``."""
+    if size is None:
+        size = max(1, min(total, budget[0] // budget[1]))
+        while total % size:
+            size -= 1
+    size = min(size, total)
+    count = max(1, min(count, total // size))
+    if total % (size * count):
+        raise pj.PtoShapeError(f"sparse_attention(gather_l1): {what} {size} x {count} does not divide {total}")
+    return size, count
+
+
+def _qk_l1(query, query_rope, kv, kr, slot, tl):
+    """``QK`` as a hand-written cube grid over (token, top-k block): the selected latent and rope rows
+    are gathered straight into L1, moved to L0B once, and multiplied by the L1-resident query heads;
+    rope and latent accumulate in one L0C tile. Returns fp32 logits [T, N, k]."""
+    t, n, dv = query.shape
+    dr, kk = query_rope.shape[-1], slot.shape[-1]
+    heads, _ = _l1_split("heads per tile", n, tl["qk_l1"][0], 1, (L0AB_BYTES, dv * query.dtype.itemsize))
+    rows, chunks = _l1_split("top-k rows x chunks per task", kk, tl["qk_l1"][1], tl["qk_l1"][2],
+                             (L0AB_BYTES, dv * kv.dtype.itemsize))
+    span = rows * chunks
+    T = pj.tiles
+
+    def head_tile(d, h):
+        return T.window((1, heads, d), index=(0, None, None), base=(0, h * heads, 0))
+
+    def qk(index, ins, outs):
+        q, qr, kv_rows, kr_rows, slots = ins
+        out = outs[0]
+        qs = [T.load(q, index, head_tile(dv, h), "mat") for h in range(n // heads)]
+        qrs = [T.load(qr, index, head_tile(dr, h), "mat") for h in range(n // heads)]
+        for c in range(chunks):
+            idx = T.load(slots, index, T.window((1, rows), index=(0, 1), stride=(1, span), base=(0, c * rows)), "mat")
+            latent = T.mov(gather_rows(kv_rows, idx), "right")
+            accs = [T.matmul(T.mov(x, "left"), latent, transpose_b=True) for x in qs]
+            rope = T.mov(gather_rows(kr_rows, idx), "right")
+            accs = [T.matmul_acc(a, T.mov(x, "left"), rope, transpose_b=True) for a, x in zip(accs, qrs)]
+            for h, a in enumerate(accs):
+                w = T.window((1, heads, rows), index=(0, None, 1), stride=(1, 0, span), base=(0, h * heads, c * rows))
+                out = T.store(out, a, index, w)
+        return [out]
+
+    return T.grid(qk, (t, kk // span), (query, query_rope, kv, kr, slot), jax.ShapeDtypeStruct((t, n, kk), F32),
+                  name="gather_qk")
+
+
+def _pv_l1(ps, kv, slot, tl):
+    """``PV`` as a hand-written cube grid over (token, head tile, top-k split): a K chain over the
+    split's selected rows, each block of them gathered straight into L1 and moved to L0B, times every
+    P part (``ps``: P, or its high and low halves in the value dtype). Returns fp32 partial sums
+    [T, N, splits, Dv]."""
+    t, n, kk = ps[0].shape
+    dv = kv.shape[-1]
+    heads, _ = _l1_split("heads per tile", n, tl["pv_l1"][0], 1, (L0C_BYTES, dv * 4))
+    rows, splits = _l1_split("top-k rows x splits", kk, tl["pv_l1"][1], tl["pv_l1"][2],
+                             (L0AB_BYTES, dv * kv.dtype.itemsize))
+    span = kk // splits
+    T = pj.tiles
+    # The split is a dim of its own (GM views), so every window follows one index: (t, h, split, step).
+    ps = [ops.reshape(p, (t, n, splits, span)) for p in ps]
+    slot = ops.reshape(slot, (t, splits, span))
+
+    def pv(index, ins, outs):
+        *parts, kv_rows, slots = ins
+
+        def step(j, acc):
+            at = (*index, j)
+            idx = T.load(slots, at, T.window((1, 1, rows), index=(0, 2, 3)), "mat")
+            v = T.mov(gather_rows(kv_rows, idx), "right")
+            for p in parts:     # a [1, heads, 1, rows] tile: heads rows of P times the gathered rows
+                left = T.mov(T.load(p, at, T.window((1, heads, 1, rows), index=(0, 1, 2, 3)), "mat"), "left")
+                acc = T.matmul(left, v) if acc is None else T.matmul_acc(acc, left, v)
+            return acc
+
+        acc = step(jnp.int32(0), None)
+        if span > rows:
+            acc = jax.lax.fori_loop(1, span // rows, step, acc)
+        return [T.store(outs[0], acc, index, T.window((1, heads, 1, dv), index=(0, 1, 2, None)))]
+
+    return T.grid(pv, (t, n // heads, splits), (*ps, kv, slot), jax.ShapeDtypeStruct((t, n, splits, dv), F32),
+                  name="gather_pv")
 
 
 def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_lengths_kv, query_rope, kr_cache, *,
@@ -160,6 +299,14 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
     with ``p_dtype=float32``, the default, the gathered rows are cast to fp32 for it: CANN's tolerance
     rtol 5e-3 on 99.5 % of the elements holds; ``p_dtype=None`` keeps P in the value dtype — faster, but
     about 15 % of bf16 outputs then differ by more than 5e-3). Returns [T, N, Dv] in the query's dtype.
+
+    Tile option ``gather_l1=True`` replaces ``Gather`` of the rows, ``QK`` and ``PV`` by hand-written cube
+    grids that load the selected rows straight into L1 with the custom tile op :func:`gather_rows`
+    (``qk_l1 = (heads, rows, chunks)``: heads per L0A tile, rows per gather (None: as many as fit
+    L0A / L0B / L0C), gathers per task;
+    ``softmax_l1_vec``; ``pv_l1 = (heads, rows, splits)``: split-K over the top-k, the fp32 partial
+    sums added by a vector stage; ``out_l1_vec``); with fp32 ``p_dtype`` and bf16 rows, P is split into a bf16 high and
+    low part, both multiplied on the cube (fp32-accurate, the same cube time as an fp32 P·V).
     """
     tl = dict(SFA_TILES, **(tiles or {}))
     b, mb = block_table.shape
@@ -180,6 +327,9 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
         slot = blk * np.int32(bs) + (safe - blk_pos * np.int32(bs))
         slot = ops.where(ops.logical_and(valid, blk >= 0), slot, np.int32(nb * bs))  # out of range -> zeros
         slot = ops.reshape(slot, (t, kk))
+    if tl["gather_l1"]:
+        return _sparse_attention_l1(query, ops.reshape(kv_cache, (nb * bs, dv)), slot, valid, query_rope,
+                                    ops.reshape(kr_cache, (nb * bs, dr)), scale_value, p_dtype, tl)
     with pj.tile(vec=tl["gather_vec"]), jax.named_scope("Gather"):     # a tile of indices
         sel = ops.gather(ops.reshape(kv_cache, (nb * bs, dv)), slot, axis=0)          # [T, k, Dv]
     with pj.tile(vec=tl["gather_vec"]), jax.named_scope("Gather"):
@@ -198,6 +348,39 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
         out = ops.matmul(p, sel)                                                      # fp32 [T, N, Dv]
     with pj.tile(vec=fill(tl["out_vec"], dv)), jax.named_scope("PV"):
         return ops.cast(out, query.dtype)
+
+
+def _sparse_attention_l1(query, kv, slot, valid, query_rope, kr, scale_value, p_dtype, tl):
+    """:func:`sparse_attention` after the cache slots, with the rows gathered straight into L1 by
+    :func:`gather_rows` in the QK and PV cube grids (no [T, k, D] GM intermediate)."""
+    t, n, dv = query.shape
+    kk = slot.shape[-1]
+    fill = lambda tile, last: tuple(last if v is None else v for v in tile)  # noqa: E731
+    mask = ops.reshape(valid, (t, 1, kk))        # before the logits, so the Softmax grids fuse
+    with jax.named_scope("QK"):
+        logits = _qk_l1(query, query_rope, kv, kr, slot, tl)                           # fp32 [T, N, k]
+    p_dtype = np.dtype(p_dtype or kv.dtype)
+    if p_dtype not in (np.dtype(F32), np.dtype(kv.dtype)):
+        raise pj.PtoArgumentError(f"sparse_attention(gather_l1): p_dtype {p_dtype.name} must be float32 or the "
+                                  f"value dtype {np.dtype(kv.dtype).name}: the gathered rows stay in L1 as they are")
+    split = p_dtype != np.dtype(kv.dtype)          # fp32 P on bf16/fp16 rows: P = hi + lo in the value dtype
+    with pj.tile(vec=fill(tl["softmax_l1_vec"], kk)), jax.named_scope("Softmax"):
+        z = logits * np.float32(scale_value)
+        z = ops.where(mask, z, np.float32(-np.inf))
+        p = ops.softmax(z, axis=-1)
+        if split:
+            hi = ops.cast(p, kv.dtype)
+            ps = (hi, ops.cast(p - ops.cast(hi, F32), kv.dtype))
+        else:
+            ps = (p if p_dtype == np.dtype(F32) else ops.cast(p, p_dtype),)
+    with jax.named_scope("PV"):
+        out = _pv_l1(ps, kv, slot, tl)                                       # fp32 [T, N, splits, Dv]
+    lead, rows, _ = fill(tl["out_l1_vec"], dv)
+    splits = out.shape[2]
+    with pj.tile(vec=(lead, max(1, rows // splits), splits, dv)), jax.named_scope("PV"):
+        if out.shape[2] > 1:
+            out = ops.sum(out, axis=2, keepdims=True)
+        return ops.reshape(ops.cast(out, query.dtype), (t, n, dv))
 
 
 def dia(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_proj, ln_gamma_k, ln_beta_k, cos_idx_rope,

@@ -233,12 +233,8 @@ class _Codegen:
             self.code.append(asm.Instr("mscatter", (self.operand(idx), self.operand(rows)),
                                        (asm.Operand(name, vtype),), attrs))
             self.views[eqn.outvars[0]] = self.views[gm]
-        elif prim is T.mgather_p:
-            gm, idx = eqn.invars
-            name, vtype = self.view_of(gm)
-            attrs = (("axis", eqn.params["axis"]), ("shapes", (tuple(idx.aval.shape),)))
-            self.code.append(asm.Instr("mgather", (asm.Operand(name, vtype), self.operand(idx)),
-                                       (self.new_tile(eqn.outvars[0], "vec"),), attrs))
+        elif T.reads_gm(prim):
+            self.gm_read(eqn)
         elif prim is T.tmatmul_acc_p:
             acc, a, b = eqn.invars
             name = self.names[acc]
@@ -255,6 +251,18 @@ class _Codegen:
         else:
             raise PtoUnsupportedError(f"pto codegen: '{prim.name}' cannot appear in a block program "
                                       f"('{self.program.name}')")
+
+    def gm_read(self, eqn):
+        """``mgather`` or a registered GM reader: the GM tensor's view, then tile operands (their logical
+        shapes in ``shapes``), into new tiles in the primitive's buffer."""
+        gm, *rest = eqn.invars
+        name, vtype = self.view_of(gm)
+        ins = (asm.Operand(name, vtype), *(self.operand(v) for v in rest))
+        shapes = tuple(tuple(v.aval.shape) for v, o in zip(rest, ins[1:]) if isinstance(o.type, asm.TileBuf))
+        attrs = tuple((k, _param(v)) for k, v in sorted(eqn.params.items())) + (("shapes", shapes),)
+        loc = T.GM_READERS[eqn.primitive]
+        outs = tuple(self.new_tile(v, loc) for v in eqn.outvars)
+        self.code.append(asm.Instr(eqn.primitive.name[len("pto."):], ins, outs, attrs))
 
     def compute(self, eqn):
         op = eqn.primitive.name[len("pto."):]

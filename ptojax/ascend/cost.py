@@ -3,11 +3,12 @@
 Per instruction (:func:`instr_cost`) -- the pipe it occupies and for how many cycles (throughput
 cost; a fixed memory latency is not occupancy and is only charged once per block, see below):
 
-- ``MTE2`` (GM -> L1/UB/L0; ``tload``, ``mgather``): bytes / GM read rate + DMA issue. The rate mixes
-  the per-core L2 read rate (110 B/cycle) and DDR rate (32 B/cycle) by the fraction of bytes that hit
-  L2 (``l2_hit``: the ``l2_hit`` attribute of the instruction, else the caller's value, default 1.0 --
-  operands re-read by many blocks stay in the 192 MiB L2; pass 0.0 for data streamed once from HBM,
-  e.g. weights). Indexed rows add ``row_access_cycles`` per row.
+- ``MTE2`` (GM -> L1/UB/L0; ``tload``, ``mgather``, registered GM readers: :func:`gm_read`): bytes /
+  GM read rate + DMA issue. The rate mixes the per-core L2 read rate (110 B/cycle) and DDR rate
+  (32 B/cycle) by the fraction of bytes that hit L2 (``l2_hit``: the ``l2_hit`` attribute of the
+  instruction, else the caller's value, default 1.0 -- operands re-read by many blocks stay in the
+  192 MiB L2; pass 0.0 for data streamed once from HBM, e.g. weights). Indexed rows add
+  ``row_access_cycles`` per row.
 - ``MTE1`` (L1 -> L0A at 512 B/cycle, L1 -> L0B at 256), ``MTE3`` (UB -> GM at 64), ``FIXPIPE``
   (L0C -> UB/L1 at 256, L0C -> GM at min(256, L2 write 86)).
 - ``CUBE``: MACs over the fractal-padded shape, ceil16(m) * ceil_fk(k) * ceil16(n) (fk = 16 fp16/bf16,
@@ -109,7 +110,8 @@ _REDUCE = {"tsum": ("ROWSUM", "ADD"), "tprod": ("ROWSUM", "MUL"), "tamax": ("ROW
 _SCALAR_OPS = {"tview", "treshape", "tsubview", "tassign", "tsync", "tprefetch", "tget_scale_addr"}
 _SORT_OPS = {"ttopk", "tsort", "tsort32", "tmrgsort"}
 _FUSED_EXPAND = ("trowexpand", "tcolexpand")
-# User-registered instructions (``isa.register``): mnemonic -> price(instr, target) -> (pipe, cycles, flops).
+# User-registered instructions (``isa.register``): mnemonic -> price(instr, target, l2_hit) -> (pipe, cycles,
+# flops) or (pipe, cycles, flops, GM bytes in, GM bytes out).
 CUSTOM: dict = {}
 
 
@@ -161,7 +163,8 @@ def _l2_hit(instr, l2_hit):
 
 
 # --------------------------------------------------------------------------------- per instruction
-def _dma_in(instr, tgt: Target, l2_hit):
+def _dma_in(instr, tgt: Target, l2_hit, rows=None):
+    """MTE2 into the first destination tile; ``rows`` (default: ``mgather``) adds the per-row access."""
     dst = _tiles(instr.outs)
     if not dst:
         raise _fail(instr, "expects a tile_buf destination")
@@ -169,9 +172,15 @@ def _dma_in(instr, tgt: Target, l2_hit):
         raise _fail(instr, "GM -> acc (L0C) is not a data path; load into mat/left/right/vec")
     nbytes = _valid_bytes(dst[0])
     cycles = nbytes / tgt.gm_read_rate(_l2_hit(instr, l2_hit)) + tgt.dma_issue_cycles
-    if instr.op == "mgather":
+    if (instr.op == "mgather") if rows is None else rows:
         cycles += dst[0].v_row * tgt.row_access_cycles
     return "MTE2", cycles, nbytes
+
+
+def gm_read(instr: asm.Instr, target, *, rows: bool, l2_hit: float = 1.0) -> tuple[str, float, int]:
+    """(pipe, cycles, GM bytes) of a GM -> tile move into ``instr``'s first destination, priced like
+    ``tload`` (``rows=False``) or ``mgather`` (``rows=True``: one row access per destination row)."""
+    return _dma_in(instr, _target(target), l2_hit, rows)
 
 
 def _dma_out(instr, tgt: Target):
@@ -286,11 +295,20 @@ def _sort(instr, tgt: Target):
     """Top-k / sort on the vector unit as AscendC does it: VBS32 sorts groups of 32 (value, index)
     pairs, VMS4 merges 4 lists at a time; compare work per row ~ 4.36*S + 3.32*k elements (Monte-Carlo
     fit in the AscendC LightningIndexer guide, HW notes §2.6), priced as ADD passes over
-    (value + 4-byte index) pairs, with one startup per sort/merge stage."""
+    (value + 4-byte index) pairs, with one startup per sort/merge stage. ``tmrgsort`` (merging sorted
+    lists) is one VMS4 pass over all pairs per factor of 4 lists."""
     ins, outs = _tiles(instr.ins), _tiles(instr.outs)
     if not ins:
         raise _fail(instr, "expects a tile operand")
     src = ins[0]
+    if instr.op == "tmrgsort":        # one VMS4 pass over all pairs per factor of 4 lists (the tile's rows)
+        lists = max(1, src.v_row // max(1, outs[0].v_row)) if outs else 1
+        stages = max(1, math.ceil(math.log(lists, 4)))
+        pairs = src.v_row * src.v_col
+        rel, startup = VECTOR_CLASSES["ADD"]
+        work = stages * pairs * (src.np_dtype.itemsize + 4)
+        cycles = stages * startup + math.ceil(work / tgt.vector_bytes_per_repeat) * tgt.vector_cycles_per_repeat * rel
+        return "VECTOR", cycles, float(stages * pairs)
     length = src.v_col
     k = outs[0].v_col if outs and instr.op == "ttopk" else length
     work = src.v_row * (4.36 * length + 3.32 * k) * (src.np_dtype.itemsize + 4)
@@ -325,8 +343,9 @@ def _price(instr: asm.Instr, tgt: Target, l2_hit: float):
     """(pipe, cycles, gm bytes in, gm bytes out, flops)."""
     op = instr.op
     if op in CUSTOM:
-        pipe, cycles, flops = CUSTOM[op](instr, tgt)
-        return pipe, cycles, 0, 0, flops
+        pipe, cycles, flops, *gm = CUSTOM[op](instr, tgt, _l2_hit(instr, l2_hit))
+        b_in, b_out = (list(gm) + [0, 0])[:2]
+        return pipe, cycles, b_in, b_out, flops
     if op in ("tload", "mgather"):
         pipe, cycles, nbytes = _dma_in(instr, tgt, l2_hit)
         return pipe, cycles, nbytes, 0, 0.0

@@ -24,7 +24,8 @@ _CUBE_DTYPES = {("i8", "i8"): "i32", ("f16", "f16"): "f32", ("bf16", "bf16"): "f
 # Tensor ops whose tile twin is one PTO-ISA instruction (family); the rest are tile-library composites.
 _NATIVE = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "exp", "log", "sqrt", "rsqrt", "reciprocal",
            "abs", "neg", "relu", "cast", "where", "eq", "ne", "lt", "le", "gt", "ge", "sum", "amax", "amin", "prod",
-           "argmax", "argmin", "transpose", "concat", "expand", "gather", "sort", "quantize", "dequantize"}
+           "argmax", "argmin", "transpose", "concat", "expand", "gather", "sort", "merge_topk", "quantize",
+           "dequantize"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,13 +72,14 @@ def _table():
 TABLE: dict[str, Instruction] = _table()
 
 
-def register(mnemonic: str, *, semantics_fn, price, pipe: str = "VECTOR", dtypes=(), summary: str = "") -> Instruction:
+def register(mnemonic: str, *, semantics_fn, price, pipe: str = "VECTOR", dtypes=(), summary: str = "",
+             operands: str = "tiles and scalar immediates -> tiles") -> Instruction:
     """Add a user-defined instruction: its table entry, NumPy semantics (``semantics.SEMANTICS``) and
-    price (``cost.CUSTOM``: ``price(instr, target) -> (pipe, cycles, flops)``). ``pj.tiles.register_op``
-    calls this."""
+    price (``cost.CUSTOM``: ``price(instr, target, l2_hit) -> (pipe, cycles, flops)``, plus GM bytes in
+    and out for an instruction that moves data). ``pj.tiles.register_op`` calls this."""
     if pipe not in cost.PIPES:
         raise PtoUnsupportedError(f"pto isa: pipe {pipe!r} of 'pto.{mnemonic}' is not one of {cost.PIPES}")
-    entry = Instruction(mnemonic, pipe, "user-defined: tiles and scalar immediates -> tiles",
+    entry = Instruction(mnemonic, pipe, f"user-defined: {operands}",
                         tuple(asm.dtype_name(d) for d in dtypes), False, summary or f"user-defined pto.{mnemonic}")
     TABLE[mnemonic] = entry
     semantics.SEMANTICS[mnemonic] = semantics_fn

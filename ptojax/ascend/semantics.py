@@ -383,6 +383,24 @@ def topk(x, *, k, axis, largest):
     return values, idx
 
 
+@_register("tmrgsort")
+def merge_topk(values, indices, *, k, largest):
+    """The ``k`` best (value, index) pairs of ``[..., lists, length]``: by value (NaN above +inf), ties
+    by the lower index, -1 after every real index; padded past the available pairs as ``ttopk``."""
+    v, idx = (a.reshape(a.shape[:-2] + (-1,)) for a in (values, indices))
+    keys = _widen(v).astype(np.float64) if v.dtype in FLOAT else v.astype(np.int64)
+    nan = np.isnan(keys) if v.dtype in FLOAT else np.zeros(keys.shape, bool)
+    keys = np.where(nan, 0, -keys if largest else keys) + 0.0          # -0.0 ties with 0.0
+    rank = ~nan if largest else nan
+    order = np.lexsort((idx.astype(np.uint32), keys, rank), axis=-1)[..., :min(k, v.shape[-1])]
+    out_v, out_i = np.take_along_axis(v, order, -1), np.take_along_axis(idx, order, -1).astype(I32)
+    if k > v.shape[-1]:
+        pads = [(0, 0)] * (v.ndim - 1) + [(0, k - v.shape[-1])]
+        out_v = np.pad(out_v, pads, constant_values=np.asarray(_pad_value(v.dtype, largest), v.dtype))
+        out_i = np.pad(out_i, pads, constant_values=-1)
+    return out_v, out_i
+
+
 # -------------------------------------------------------------------------------------- composite
 @_register("tsoftmax")
 @_float_op

@@ -52,7 +52,7 @@ def _location(eqn) -> str:
         return eqn.params["loc"]
     if eqn.primitive in (T.tmatmul_p, T.tmatmul_acc_p):
         return "acc"
-    return "vec"
+    return T.GM_READERS.get(eqn.primitive, "vec")
 
 
 def footprint(jaxpr, memory: CoreMemory) -> dict[str, int]:

@@ -147,7 +147,7 @@ def _stores(spec: ir.Grid):
         index = jaxpr.invars[:len(part.shape)]
         windows = {}
         for eqn in jaxpr.eqns:
-            if eqn.primitive in (T.mgather_p, T.mscatter_p) or eqn.primitive.name in CONTROL:
+            if T.reads_gm(eqn.primitive) or eqn.primitive is T.mscatter_p or eqn.primitive.name in CONTROL:
                 return None
             if eqn.primitive is T.tstore_p:
                 if list(eqn.invars[2:]) != list(index):
@@ -213,6 +213,13 @@ def _plan(jaxpr) -> list:
     return [g.eqns if isinstance(g, _Group) else g for g in groups]
 
 
+def _canonical(window, grid):
+    """``window`` with the grid dims of extent 1 read as fixed offsets (the same GM box)."""
+    fixed = [i >= 0 and grid[i] == 1 for i in window.index]
+    return dataclasses.replace(window, index=tuple(-1 if f else i for f, i in zip(fixed, window.index)),
+                               stride=tuple(0 if f else s for f, s in zip(fixed, window.stride)))
+
+
 def _joins(group: _Group, eqn, spec: ir.Grid, producer) -> bool:
     """Depth merging only: ``eqn`` reads something the group produced, tile for tile, and nothing
     produced after the group started elsewhere."""
@@ -225,7 +232,9 @@ def _joins(group: _Group, eqn, spec: ir.Grid, producer) -> bool:
             continue
         if v in group.produced:
             loads = _loads(spec, pos)
-            if pos in aliases or loads is None or any(l != {w} for l, w in zip(loads, group.produced[v])):
+            if pos in aliases or loads is None or any(
+                    {_canonical(x, p.shape) for x in l} != {_canonical(w, p.shape)}
+                    for l, w, p in zip(loads, group.produced[v], spec.parts)):
                 return False
             reads_group = True
         elif producer.get(v, -1) > group.first:

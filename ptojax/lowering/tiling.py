@@ -18,13 +18,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._jax import ClosedJaxpr
+from .._jax import ClosedJaxpr, Literal
 from ..errors import PtoArgumentError, PtoShapeError
 from ..primitives import tile as T
 from ..primitives.tile import Window
 from . import ir
 from .memory import ASCEND_CORE, CoreMemory
 from .scope import TileConfig, read
+from .topk import staged_topk
 from .walk import CONTROL, by_rule, control, retrace
 
 # Ops that keep some axes whole: name -> function(params, rank) giving those axes.
@@ -32,7 +33,7 @@ _WHOLE_AXES = {
     "sum": lambda p, r: p["axes"], "amax": lambda p, r: p["axes"], "amin": lambda p, r: p["axes"],
     "prod": lambda p, r: p["axes"], "argmax": lambda p, r: p["axes"], "argmin": lambda p, r: p["axes"],
     "cumsum": lambda p, r: p["axes"], "softmax": lambda p, r: p["axes"], "quantize": lambda p, r: p["axes"],
-    "topk": lambda p, r: (p["axis"],), "sort": lambda p, r: (p["axis"],),
+    "topk": lambda p, r: (p["axis"],), "sort": lambda p, r: (p["axis"],), "merge_topk": lambda p, r: (r - 2, r - 1),
     "rms_norm": lambda p, r: (r - 1,), "layer_norm": lambda p, r: (r - 1,),
 }
 _INDEXED = ("gather", "index_add", "scatter_update")
@@ -222,6 +223,8 @@ def _output_dims(op, p, aval, space, whole):
         return [None if d in p["axes"] else d for d in kept]
     if op in ("topk", "sort", "quantize"):
         return [None if d in whole else d for d in range(len(space))]
+    if op == "merge_topk":                     # [..., lists, length] -> [..., k]
+        return list(range(len(space) - 2)) + [None]
     lead = len(space) - len(aval.shape)
     return [lead + j for j in range(len(aval.shape))]
 
@@ -358,6 +361,48 @@ def _indexed(ctx, eqn, invals):
                 None if gather else [x])
 
 
+def _is_staged_topk(ctx, eqn, x) -> bool:
+    """A ``topk`` along the last axis that is wider than a tile row or than its ``vec`` setting."""
+    if ctx.op != "topk" or eqn.params["axis"] != x.ndim - 1:
+        return False
+    n = x.shape[-1]
+    return n > ctx.memory.max_cols or bool(ctx.config.vec and ctx.config.vec[-1] < n)
+
+
+STAGED_TOPK_CHUNK = 2048      # columns per partial top-k when the row is wider than a tile
+
+
+def _staged_topk(ctx, eqn, invals):
+    """``topk`` in stages (``topk.py``): the ``vec`` setting's last dim is the chunk (default
+    :data:`STAGED_TOPK_CHUNK`), its other dims the rows of every stage's tiles."""
+    x = invals[0]
+    n = x.shape[-1]
+    chunk = ctx.config.vec[-1] if ctx.config.vec and ctx.config.vec[-1] < n else STAGED_TOPK_CHUNK
+    size = np.dtype(x.dtype).itemsize
+    if chunk * size % ctx.memory.align:
+        raise PtoArgumentError(f"pto.topk{_at(ctx)}: a staged top-k chunk of {chunk} x {size} bytes = {chunk * size} "
+                               f"bytes must be a multiple of {ctx.memory.align} bytes")
+    rows = vector_tile(ctx, x.shape, [x.dtype], whole=(x.ndim - 1,))[:-1]
+    p = eqn.params
+    stages = jax.make_jaxpr(lambda a: staged_topk(a, k=p["k"], largest=p["largest"], chunk=chunk,
+                                                  max_cols=ctx.memory.max_cols, where=f"pto.topk{_at(ctx)}"))(
+        jax.ShapeDtypeStruct(x.shape, x.dtype))
+    env = dict(zip(stages.jaxpr.constvars, stages.consts))
+    env[stages.jaxpr.invars[0]] = x
+    for inner in stages.jaxpr.eqns:
+        args = [v.val if isinstance(v, Literal) else env[v] for v in inner.invars]
+        op = inner.primitive.name[len("pto."):]
+        if op == "reshape":
+            outs = [inner.primitive.bind(*args, **inner.params)]
+        else:
+            shape = inner.invars[0].aval.shape
+            vec = rows + (1,) * (len(shape) - len(rows) - 1) + (min(shape[-1], chunk),)
+            sub = _Context(op, TileConfig(vec=vec), ctx.label, ctx.memory)
+            outs = _copies(sub, inner, args) if op in _COPIES else _mapped(sub, inner, args)
+        env.update(zip(inner.outvars, outs))
+    return [env[v] for v in stages.jaxpr.outvars]
+
+
 def _rule(memory, tiles=None, seen=None):
     """``tiles``: label -> TileConfig overriding the ``pj.tile`` setting of that label's ops
     (``"DEFAULT"``: under every op's own setting); ``seen`` collects the labels met."""
@@ -400,6 +445,8 @@ def _rule(memory, tiles=None, seen=None):
             return on_device(_indexed(ctx, eqn, invals))
         if any(0 in v.aval.shape for v in eqn.outvars):
             raise PtoShapeError(f"pto.{op}{_at(ctx)}: empty output {[v.aval.shape for v in eqn.outvars]}")
+        if _is_staged_topk(ctx, eqn, invals[0]):
+            return on_device(_staged_topk(ctx, eqn, invals))
         return on_device(_mapped(ctx, eqn, invals))
     return rule
 

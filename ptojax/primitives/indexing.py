@@ -301,3 +301,83 @@ def sort(x, axis: int = -1, *, descending: bool = False):
     axis = normalize_axis("sort", axis, x.ndim)
     values, indices = sort_p.bind(x, k=x.shape[axis], axis=axis, largest=bool(descending))
     return values, indices
+
+
+# ------------------------------------------------------------------------------------- merge_topk
+def _merge_order(v, indices, k, largest):
+    """Positions along the (flattened) last axis of the ``k`` best (value, index) pairs: by value
+    (NaN above +inf), ties by the lower index, -1 (padding) after every real index."""
+    i = indices.astype(jnp.uint32)
+    if jnp.issubdtype(v.dtype, jnp.floating):
+        nan = jnp.isnan(v)
+        w = v.astype(jnp.float32) + jnp.float32(0)              # -0.0 ties with 0.0
+        key = jnp.where(nan, jnp.float32(0), -w if largest else w)
+        rank = (~nan if largest else nan).astype(jnp.int32)
+    else:
+        key = ~v if largest else v                              # ~v reverses the order without overflow
+        rank = jnp.zeros(v.shape, jnp.int32)
+    pos = jax.lax.broadcasted_iota(jnp.int32, v.shape, v.ndim - 1)
+    order = jax.lax.sort((rank, key, i, pos), dimension=v.ndim - 1, num_keys=3)[-1]
+    return order[..., :min(k, v.shape[-1])]
+
+
+def _merge_topk_reference(values, indices, *, k, largest):
+    v, indices = (jnp.reshape(a, a.shape[:-2] + (-1,)) for a in (values, indices))
+    order = _merge_order(v, indices, k, largest)
+    out_v = jnp.take_along_axis(v, order, axis=-1)
+    out_i = jnp.take_along_axis(indices, order, axis=-1)
+    if k > v.shape[-1]:
+        pads = [(0, 0)] * (v.ndim - 1) + [(0, k - v.shape[-1])]
+        out_v = jnp.pad(out_v, pads, constant_values=np.asarray(_pad_value(v.dtype, largest), v.dtype))
+        out_i = jnp.pad(out_i, pads, constant_values=-1)
+    return [out_v, out_i]
+
+
+def _merge_topk_abstract(values, indices, *, k, largest):
+    check_dtype("merge_topk", "values", values, NUMERIC)
+    _check_index("merge_topk", indices)
+    if values.ndim < 2 or tuple(values.shape) != tuple(indices.shape):
+        raise op_error(PtoShapeError, "merge_topk", f"values {tuple(values.shape)} and indices "
+                       f"{tuple(indices.shape)} must have one shape [..., lists, length]")
+    shape = tuple(values.shape[:-2]) + (k,)
+    return [shaped(shape, values.dtype), shaped(shape, I32)]
+
+
+def _merge_topk_jvp(primals, tangents, *, k, largest):
+    values, indices = primals
+    out = merge_topk_p.bind(values, indices, k=k, largest=largest)
+    flat = lambda a: jnp.reshape(a, a.shape[:-2] + (-1,))  # noqa: E731
+    order = _merge_order(flat(values), flat(indices), k, largest)
+    picked = jnp.take_along_axis(flat(ad.instantiate_zeros(tangents[0])), order, axis=-1)
+    if k > order.shape[-1]:
+        picked = jnp.pad(picked, [(0, 0)] * (picked.ndim - 1) + [(0, k - order.shape[-1])])
+    return out, [picked, ad.Zero(jax.typeof(out[1]).to_tangent_aval())]
+
+
+def _merge_topk_batch(args, dims, *, k, largest):
+    size = batch_size(args, dims)
+    values, indices = (layout._front_or_broadcast(a, d, size) for a, d in zip(args, dims))
+    return merge_topk_p.bind(values, indices, k=k, largest=largest), [0, 0]
+
+
+merge_topk_p = define("merge_topk", "indexing", abstract=_merge_topk_abstract, reference=_merge_topk_reference,
+                      multiple_results=True, dtypes=NUMERIC)
+ad.primitive_jvps[merge_topk_p] = _merge_topk_jvp
+batching.primitive_batchers[merge_topk_p] = _merge_topk_batch
+
+
+def merge_topk(values, indices, k: int, *, largest: bool = True):
+    """The ``k`` best (value, index) pairs of several lists (PTO's TMRGSORT merges sorted lists):
+    ``values`` / ``indices`` ``[..., lists, length]`` — typically per-chunk :func:`topk` results,
+    indices already offset to the row; returns ``[..., k]`` values and int32 indices.
+
+    Order as :func:`topk` over the whole row: larger values first (NaN above +inf), ties by the lower
+    index, padding (-1) after every real index; past the ``lists * length`` pairs the tail is padded
+    like :func:`topk`. Merging per-chunk top-k lists equals ``topk`` over the row: this is how rows
+    wider than a tile (4 095 columns) are selected, in stages (the tile pass does it for ``topk``).
+    """
+    values, indices = tensor("merge_topk", values), tensor("merge_topk", indices)
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+        raise op_error(PtoArgumentError, "merge_topk", f"k must be a positive int, got {k!r}")
+    out_v, out_i = merge_topk_p.bind(values, indices, k=int(k), largest=bool(largest))
+    return out_v, out_i

@@ -4,8 +4,9 @@ A tile is a JAX array whose shape is its valid shape (static); the buffer it liv
 ``loc`` of the ``tload``/``tmov`` that made it (``vec`` = UB, ``mat`` = L1, ``left``/``right`` =
 L0A/L0B, ``acc`` = L0C). Data moves between GM tensors and tiles through ``tload``/``tstore`` over a
 :class:`Window` (an affine map from loop indices to GM offsets, like a Pallas BlockSpec), or through
-``mgather``/``mscatter`` for indexed rows. Compute ops ``pto.t<op>`` apply the tensor op's semantics to
-tiles, so every Tile-level jaxpr evaluates to the same numbers as the Tensor-level one.
+``mgather``/``mscatter`` (or a user-defined :data:`GM_READERS` op) for indexed rows. Compute ops
+``pto.t<op>`` apply the tensor op's semantics to tiles, so every Tile-level jaxpr evaluates to the
+same numbers as the Tensor-level one.
 """
 from __future__ import annotations
 
@@ -98,6 +99,17 @@ def _mscatter_reference(gm, idx, rows, *, axis, accumulate):
 mscatter_p = _primitive("mscatter", lambda gm, idx, rows, *, axis, accumulate: shaped(gm.shape, gm.dtype),
                         _mscatter_reference)
 
+# Tile ops that read a GM tensor (their first operand) as indexed rows into a tile: primitive -> the
+# buffer of the result (``vec`` = UB on a vector core, ``mat``/``left``/``right`` = L1/L0 on a cube
+# core). They read the whole tensor as far as dependencies go, like ``mgather``; codegen, the memory
+# planner, fusion, the ``pj.tiles`` checker and the runtime's region analysis consult this table.
+GM_READERS: dict[Primitive, str] = {mgather_p: "vec"}
+
+
+def reads_gm(prim) -> bool:
+    """Whether tile primitive ``prim`` reads its first operand, a GM tensor, as indexed rows."""
+    return prim in GM_READERS
+
 
 # ------------------------------------------------------------------------------------------ compute
 # PTO-ISA mnemonics where one instruction implements the op; other ops keep their tensor name.
@@ -105,7 +117,7 @@ MNEMONIC = {"add": "tadd", "sub": "tsub", "mul": "tmul", "div": "tdiv", "maximum
             "pow": "tpow", "exp": "texp", "log": "tlog", "sqrt": "tsqrt", "rsqrt": "trsqrt", "reciprocal": "trecip",
             "abs": "tabs", "neg": "tneg", "relu": "trelu", "cast": "tcvt", "where": "tsel", "transpose": "ttrans",
             "concat": "tconcat", "expand": "texpand", "gather": "tgather", "sort": "tsort", "quantize": "tquant",
-            "dequantize": "tdequant", "matmul": "tmatmul"}
+            "dequantize": "tdequant", "matmul": "tmatmul", "merge_topk": "tmrgsort"}
 
 
 def _mirror(tensor_op):
@@ -137,10 +149,14 @@ def compute(name, *args, **params):
 
 
 # ------------------------------------------------------------------------------- user-defined ops
-def define_compute(name, abstract, reference, multiple_results=False):
-    """A user-defined tile compute primitive ``pto.<name>`` in :data:`TILE_OPS` (``pj.tiles.register_op``)."""
-    return _primitive(name, abstract, reference, multiple_results)
+def define_compute(name, abstract, reference, multiple_results=False, reads_gm: str | None = None):
+    """A user-defined tile primitive ``pto.<name>`` in :data:`TILE_OPS` (``pj.tiles.register_op``);
+    ``reads_gm``: the result's buffer when its first operand is a GM tensor (:data:`GM_READERS`)."""
+    prim = _primitive(name, abstract, reference, multiple_results)
+    if reads_gm is not None:
+        GM_READERS[prim] = reads_gm
+    return prim
 
 
 def undefine_compute(name):
-    TILE_OPS.pop(name, None)
+    GM_READERS.pop(TILE_OPS.pop(name, None), None)

@@ -1,0 +1,75 @@
+"""Top-k over rows wider than a tile: the tile pass selects them in stages (partial top-k per chunk,
+then merges of four lists), and the result equals the one-stage top-k."""
+import jax
+import numpy as np
+import pytest
+
+import ptojax as pj
+from helpers import rand
+
+O = pj.ops
+
+
+def _topk_kernel(k, vec, largest=True):
+    def fn(x):
+        with jax.named_scope("TopK"):
+            if vec is None:
+                return O.topk(x, k, largest=largest)
+            with pj.tile(vec=vec):
+                return O.topk(x, k, largest=largest)
+    return fn
+
+
+def _programs(fn, *args):
+    return [line.split()[1] for line in pj.lower(fn, *args).as_text("block").splitlines()
+            if line.startswith("program ")]
+
+
+@pytest.mark.parametrize("shape,k,vec,largest,dtype", [
+    ((3, 10000), 300, (1, 1024), True, np.float32),     # 10 chunks (tail of 784): two merge rounds
+    ((2, 4096), 64, (2, 512), False, np.float32),       # 8 chunks, smallest first, 2 rows per tile
+    ((2, 2, 1000), 200, (1, 1, 128), True, np.int32),   # k > chunk: chunks sorted whole, then merged
+    ((1, 300), 320, (1, 64), True, np.float32),         # k > n: the tail is -1 / -inf, as one stage
+    ((2, 5000), 40, None, True, np.float32),            # wider than a tile row: default chunk 2048
+])
+def test_staged_topk_equals_xla(shape, k, vec, largest, dtype):
+    x = rand(shape, dtype, seed=3, low=-40, high=40)
+    if dtype == np.float32:
+        x = np.round(x) + 0.0                            # ties (no -0.0): the lower index comes first
+    fn = _topk_kernel(k, vec, largest)
+    got_v, got_i = pj.kernel(fn)(x)
+    want_v, want_i = pj.kernel(fn, backend="xla")(x)
+    np.testing.assert_array_equal(np.asarray(got_i), np.asarray(want_i))
+    np.testing.assert_array_equal(np.asarray(got_v), np.asarray(want_v))
+    ref_v, ref_i = jax.lax.top_k(-x if not largest else x, min(k, shape[-1]))
+    np.testing.assert_array_equal(np.asarray(got_i)[..., :min(k, shape[-1])], np.asarray(ref_i))
+    assert "merge_topk" in " ".join(_programs(fn, x))
+
+
+def test_a_row_that_fits_its_tile_is_sorted_in_one_stage():
+    x = rand((2, 512), np.float32, seed=4)
+    programs = _programs(_topk_kernel(16, (1, 512)), x)
+    assert programs == ["topk"]
+
+
+def test_the_chunk_is_a_per_label_override():
+    """The same kernel, two chunk sizes from pass options: more chunks, more stage-1 tasks."""
+    x = rand((2, 8192), np.float32, seed=5)
+    fn = _topk_kernel(128, (1, 2048))
+    tasks = {}
+    for chunk in (2048, 512):
+        compiled = pj.kernel(fn, options={"tiles": {"TopK": {"vec": (1, chunk)}}}).lower(x).compile()
+        (v, i), trace = compiled.run(x)
+        np.testing.assert_array_equal(np.asarray(i), np.asarray(jax.lax.top_k(x, 128)[1]))
+        tasks[chunk] = sum(1 for t in trace.graph.tasks if t.name.startswith("topk"))
+    assert tasks == {2048: 2 * 4, 512: 2 * 16}
+
+
+def test_staged_topk_errors():
+    x = np.zeros((1, 10000), np.float32)
+    with pytest.raises(pj.PtoArgumentError, match=r"pto\.topk \(label 'TopK'\): k=5000 does not fit a tile row "
+                                                  r"\(at most 4095 columns\)"):
+        pj.lower(_topk_kernel(5000, (1, 2048)), x)
+    with pytest.raises(pj.PtoArgumentError, match=r"pto\.topk \(label 'TopK'\): a staged top-k chunk of 100 x 4 "
+                                                  r"bytes = 400 bytes must be a multiple of 32 bytes"):
+        pj.lower(_topk_kernel(10, (1, 100)), x)
