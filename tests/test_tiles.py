@@ -1,4 +1,6 @@
-"""pj.tiles: hand-written Tile-level grids inside kernels, and user-defined tile ops (issue 13, parts 1-2)."""
+"""pj.tiles: hand-written Tile-level grids inside kernels, and user-defined tile ops."""
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -105,6 +107,32 @@ def test_hand_written_k_chain_matmul():
     np.testing.assert_allclose(np.asarray(pj.kernel(hand_matmul, backend="xla")(x, w)), want, rtol=1e-5, atol=1e-5)
     pto = pj.kernel(hand_matmul).lower(x, w).compile().as_text("pto")
     assert "pto.tmatmul ins(" in pto and "pto.tmatmul_acc ins(" in pto and "scf.for" in pto
+
+
+def _instructions(fn, *args):
+    """Per block program: its PTO-AS statements' mnemonics, in order."""
+    text = pj.kernel(fn).lower(*args).compile().as_text("pto")
+    return [re.findall(r"^\s*(?:%\S+ = )?(pto\.\w+|scf\.for)", prog, re.M) for prog in text.split("// program ")[1:]]
+
+
+def test_seed_gemm_relu_by_hand_equals_the_tensor_level():
+    """The seed's fused GEMM + ReLU written at the Tile level (a K chain on the cube, ReLU on vector
+    tiles) gives the Tensor-level version's numbers and its PTO instructions, program by program."""
+    x, w = rand((64, 128), np.float16, 2, -1, 1), rand((128, 64), np.float16, 3, -1, 1)
+
+    def tensor_level(a, b):
+        with pj.tile(cube=(32, 32, 32)):
+            y = pj.ops.matmul(a, b)
+        with pj.tile(vec=(32, 32)):
+            return pj.ops.relu(y)
+
+    def tile_level(a, b):
+        return pj.tiles.map_tiles(pj.tiles.relu, hand_matmul(a, b), (32, 32))
+
+    np.testing.assert_array_equal(np.asarray(pj.kernel(tile_level)(x, w)), np.asarray(pj.kernel(tensor_level)(x, w)))
+    by_hand, lowered = _instructions(tile_level, x, w), _instructions(tensor_level, x, w)
+    assert by_hand == lowered
+    assert [p.count("pto.tmatmul_acc") for p in by_hand] == [1, 0] and by_hand[1].count("pto.trelu") == 1
 
 
 def test_tensor_ops_before_and_after_a_hand_written_grid(ab):
