@@ -9,6 +9,7 @@ a run (acyclic, every wait satisfiable) and ranked by HEFT's upward rank for the
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Callable
 
 from ..errors import PtoError
@@ -70,6 +71,74 @@ class Task:
         return f"task {self.tid} '{self.name}{index}'{label} on {self.core}"
 
 
+class _Boxes(list):
+    """The boxes ``(lo, hi, position)`` accessed so far in one GM buffer (its reads, or its writes), in
+    the order they were added, indexed so that :meth:`near` finds the ones a new box may meet without
+    scanning them all.
+
+    The index is a uniform grid hash, built once the buffer has more than ``_SCAN`` boxes, with the
+    extent of the first box as cell size (at least 1 per dim). A box is listed in every cell it covers;
+    one that covers more than ``_CELLS`` cells, or whose rank differs from the first box's, goes on the
+    ``large`` list instead, which every query scans. A query covering more than ``_CELLS`` cells scans all.
+    """
+
+    __slots__ = ("step", "cells", "large")
+    _SCAN = 8
+    _CELLS = 64
+
+    def __init__(self):
+        self.cells: dict[tuple, list[int]] | None = None    # cell -> indices of its boxes, once built
+
+    def _cells(self, lo, hi):
+        """The cells of box ``[lo, hi)``, or None for more than ``_CELLS`` cells or another rank.
+
+        Per dim, ``_meet``'s test ``a < d and c < b`` implies that the integer ranges
+        ``[min(a, b - 1), max(a, b - 1)]`` and ``[min(c, d - 1), max(c, d - 1)]`` intersect — for empty
+        and inverted boxes too — so boxes that meet share a cell.
+        """
+        if len(lo) != len(self.step) or len(hi) != len(self.step):
+            return None
+        ranges, count = [], 1
+        for a, b, step in zip(lo, hi, self.step):
+            first, last = (a, b - 1) if a < b else (b - 1, a)
+            cells = range(first // step, last // step + 1)
+            count *= len(cells)
+            if count > self._CELLS:
+                return None
+            ranges.append(cells)
+        return itertools.product(*ranges)
+
+    def _file(self, k):
+        lo, hi, _ = self[k]
+        cells = self._cells(lo, hi)
+        if cells is None:
+            self.large.append(k)
+        else:
+            for cell in cells:
+                self.cells.setdefault(cell, []).append(k)
+
+    def add(self, lo, hi, position):
+        self.append((lo, hi, position))
+        if self.cells is not None:
+            self._file(len(self) - 1)
+        elif len(self) > self._SCAN:
+            first_lo, first_hi, _ = self[0]
+            self.step = tuple(max(1, b - a) for a, b in zip(first_lo, first_hi))
+            self.cells, self.large = {}, []
+            for k in range(len(self)):
+                self._file(k)
+
+    def near(self, lo, hi) -> list[tuple]:
+        """A superset of the boxes that meet ``[lo, hi)``, in the order they were added."""
+        cells = None if self.cells is None else self._cells(lo, hi)
+        if cells is None:
+            return self
+        found = set(self.large)
+        for cell in cells:
+            found.update(self.cells.get(cell, ()))
+        return [self[k] for k in sorted(found)]
+
+
 class TaskGraph:
     """Tasks in program order with dependencies from region overlap."""
 
@@ -80,21 +149,22 @@ class TaskGraph:
 
     def _link(self):
         tasks = self.tasks
-        writers: dict[int, list[tuple]] = {}            # buffer -> (lo, hi, position in tasks) per access so far
-        readers: dict[int, list[tuple]] = {}
+        writers: dict[int, _Boxes] = {}                 # buffer -> the boxes written so far
+        readers: dict[int, _Boxes] = {}
+        nothing = _Boxes()
         for i, task in enumerate(tasks):
             preds = {}
             for region in task.reads:                        # read after write
-                for lo, hi, j in writers.get(region.buffer, ()):
+                for lo, hi, j in writers.get(region.buffer, nothing).near(region.lo, region.hi):
                     other = tasks[j]
                     if other.tid not in preds and _meet(lo, hi, region.lo, region.hi):
                         preds[other.tid] = other
             for region in task.writes:                       # write after write / after read
-                for lo, hi, j in writers.get(region.buffer, ()):
+                for lo, hi, j in writers.get(region.buffer, nothing).near(region.lo, region.hi):
                     other = tasks[j]
                     if other.tid not in preds and _meet(lo, hi, region.lo, region.hi):
                         preds[other.tid] = other
-                for lo, hi, j in readers.get(region.buffer, ()):
+                for lo, hi, j in readers.get(region.buffer, nothing).near(region.lo, region.hi):
                     other = tasks[j]
                     if other is not task and other.tid not in preds and _meet(lo, hi, region.lo, region.hi):
                         preds[other.tid] = other
@@ -103,9 +173,15 @@ class TaskGraph:
             for p in task.preds:
                 p.succs.append(task)
             for region in task.reads:
-                readers.setdefault(region.buffer, []).append((region.lo, region.hi, i))
+                boxes = readers.get(region.buffer)
+                if boxes is None:
+                    boxes = readers[region.buffer] = _Boxes()
+                boxes.add(region.lo, region.hi, i)
             for region in task.writes:
-                writers.setdefault(region.buffer, []).append((region.lo, region.hi, i))
+                boxes = writers.get(region.buffer)
+                if boxes is None:
+                    boxes = writers[region.buffer] = _Boxes()
+                boxes.add(region.lo, region.hi, i)
 
     def validate(self):
         """Every predecessor is a task of this graph and the graph is acyclic (Kahn's algorithm)."""

@@ -155,9 +155,9 @@ class _Orchestrator:
         return buf
 
     def region(self, buf: Buffer, lo, hi) -> Region:
-        if buf.base != buf.id:                 # a reshaped view: depend on the whole base tensor
-            return self.full[buf.base]
-        return Region(buf.id, tuple(lo), tuple(hi))
+        if buf.base != buf.id:                 # a reshaped view: the box it covers in the base tensor
+            lo, hi = _base_box(buf.array.shape, self.buffers[buf.base].array.shape, lo, hi)
+        return Region(buf.base, tuple(int(v) for v in lo), tuple(int(v) for v in hi))
 
     # ------------------------------------------------------------------------------------- walking
     def run(self, jaxpr, consts, args):
@@ -269,13 +269,74 @@ class _Orchestrator:
         for kind, position, window in windows:
             buf = buffers[position]
             if window is None:
-                box = self.full[buf.base] if buf.base != buf.id else self.full[buf.id]
+                box = self.full[buf.base]
             else:
                 lo = np.min([_box(window, t, buf.array.shape)[0] for t in tiles], axis=0)
                 hi = np.max([_box(window, t, buf.array.shape)[1] for t in tiles], axis=0)
                 box = self.region(buf, lo, hi)
             (reads if kind == "read" else writes).append(box)
         return tuple(reads), tuple(writes)
+
+
+def _base_box(view, base, lo, hi):
+    """A box ``[lo, hi)`` of a reshaped view as a box of its base tensor that contains it.
+
+    Both shapes are cut into groups of consecutive dims with equal products (a reshape splits or
+    merges dims within a group). Per group the view box spans a range of the group's row-major flat
+    index; that range maps back to the group's base dims exactly when it is one contiguous box there,
+    and to the smallest enclosing box otherwise."""
+    groups = _groups(tuple(view), tuple(base))
+    if groups is None or any(a >= b for a, b in zip(lo, hi)):
+        return (0,) * len(base), tuple(base)
+    out_lo, out_hi = [], []
+    for vdims, bdims in groups:
+        first = last = 0
+        for d in vdims:
+            first, last = first * view[d] + int(lo[d]), last * view[d] + int(hi[d]) - 1
+        _enclose(first, last, [base[d] for d in bdims], out_lo, out_hi)
+    return out_lo, out_hi
+
+
+def _groups(view, base):
+    """(view dims, base dims) pairs of consecutive dims with equal products covering both shapes
+    (trailing size-1 dims join the last group); None if they do not line up."""
+    if 0 in view or 0 in base or not view or not base:
+        return None
+    groups, i, j = [], 0, 0
+    while i < len(view) and j < len(base):
+        vd, bd, pv, pb = [i], [j], view[i], base[j]
+        i, j = i + 1, j + 1
+        while pv != pb:
+            if pv < pb and i < len(view):
+                vd.append(i)
+                pv, i = pv * view[i], i + 1
+            elif pb < pv and j < len(base):
+                bd.append(j)
+                pb, j = pb * base[j], j + 1
+            else:
+                return None
+        groups.append((vd, bd))
+    for shape, k, g in ((view, i, 0), (base, j, 1)):
+        for d in range(k, len(shape)):
+            if shape[d] != 1:
+                return None
+            groups[-1][g].append(d)
+    return groups
+
+
+def _enclose(first, last, shape, lo, hi):
+    """Append to ``lo``/``hi`` the smallest box of ``shape`` holding flat indices ``first..last``."""
+    inner = 1
+    for n in shape[1:]:
+        inner *= n
+    top, bottom = first // inner, last // inner
+    lo.append(top), hi.append(bottom + 1)
+    if len(shape) == 1:
+        return
+    if top == bottom:
+        _enclose(first % inner, last % inner, shape[1:], lo, hi)
+    else:
+        lo.extend(0 for _ in shape[1:]), hi.extend(shape[1:])
 
 
 def _box(window, tile, shape):

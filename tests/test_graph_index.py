@@ -1,0 +1,133 @@
+"""TaskGraph's per-buffer spatial index gives the same dependencies as comparing every pair of accesses."""
+import random
+
+import numpy as np
+import pytest
+
+from ptojax.mpmd.graph import Region, Task, TaskGraph
+from ptojax.mpmd.orchestrator import _base_box
+
+
+def _meets(a: Region, b: Region) -> bool:
+    """``_meet``'s test, written out: per dim ``lo < other hi`` and ``other lo < hi``."""
+    return a.buffer == b.buffer and all(l1 < h2 and l2 < h1 for l1, h1, l2, h2 in zip(a.lo, a.hi, b.lo, b.hi))
+
+
+def brute_force(tasks):
+    """Preds (tids) per task, in program order: a read waits on earlier overlapping writes; a write on
+    earlier overlapping writes and reads (by other tasks); never on itself."""
+    out = []
+    for i, task in enumerate(tasks):
+        preds = set()
+        for other in tasks[:i]:
+            if any(_meets(r, w) for r in task.reads + task.writes for w in other.writes) or \
+                    any(_meets(w, r) for w in task.writes for r in other.reads):
+                preds.add(other.tid)
+        preds.discard(task.tid)
+        out.append(sorted(preds))
+    return out
+
+
+def random_box(rng, shape):
+    lo, hi = [], []
+    for n in shape:
+        kind = rng.random()
+        if kind < 0.15:                              # the whole dim
+            a, b = 0, n
+        elif kind < 0.25:                            # empty (may still be inside another box: _meet's rule)
+            a = rng.randrange(n + 1)
+            b = a
+        elif kind < 0.6:                             # an aligned tile
+            t = max(1, n // rng.choice((2, 4, 8)))
+            a = rng.randrange(0, n, t)
+            b = min(n, a + t)
+        else:                                        # anywhere
+            a = rng.randrange(n)
+            b = rng.randrange(a + 1, n + 1)
+        lo.append(a)
+        hi.append(b)
+    return tuple(lo), tuple(hi)
+
+
+def random_tasks(seed, count):
+    rng = random.Random(seed)
+    shapes = {b: tuple(rng.choice((1, 3, 8, 16, 64)) for _ in range(rng.randint(1, 4))) for b in range(rng.randint(1, 4))}
+    shapes[-1] = (rng.randint(1, 6),)                # a host-sync token buffer
+    full = rng.random() < 0.5                        # some buffers read or written whole, often
+
+    def regions(k):
+        out = []
+        for _ in range(k):
+            b = rng.choice(list(shapes))
+            lo, hi = ((0,) * len(shapes[b]), shapes[b]) if full and rng.random() < 0.1 else random_box(rng, shapes[b])
+            out.append(Region(b, lo, hi))
+        return tuple(out)
+
+    tasks = []
+    for tid in range(count):
+        reads, writes = regions(rng.randint(0, 3)), regions(rng.randint(0, 2))
+        if writes and rng.random() < 0.2:            # the same task reads what it writes
+            reads += (writes[0],)
+        tasks.append(Task(tid, "t", "AIV", "", 1.0, None, reads, writes))
+    return tasks
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_workloads_match_brute_force(seed):
+    tasks = random_tasks(seed, 60 if seed % 4 else 150)
+    expected = brute_force(tasks)
+    TaskGraph(tasks)
+    assert [[p.tid for p in t.preds] for t in tasks] == expected
+    succs = {t.tid: [] for t in tasks}
+    for t in tasks:                                  # succs in program order of the successor
+        for p in t.preds:
+            succs[p.tid].append(t.tid)
+    assert [[s.tid for s in t.succs] for t in tasks] == [succs[t.tid] for t in tasks]
+
+
+def test_many_disjoint_tiles_and_whole_buffer_reads():
+    """Tiles of one buffer written, read back tile by tile, then read whole: the grid and its fallbacks."""
+    tasks, tid = [], 0
+    tiles = [((i, j), (i + 2, j + 4)) for i in range(0, 16, 2) for j in range(0, 32, 4)]
+    for lo, hi in tiles:
+        tasks.append(Task(tid, "w", "AIV", "", 1.0, None, (), (Region(0, lo, hi),)))
+        tid += 1
+    for lo, hi in tiles:                              # misaligned reads straddle up to four tiles
+        lo, hi = (lo[0] + 1, lo[1] + 2), (min(16, hi[0] + 1), min(32, hi[1] + 2))
+        tasks.append(Task(tid, "r", "AIV", "", 1.0, None, (Region(0, lo, hi),), (Region(1, (tid,), (tid + 1,)),)))
+        tid += 1
+    for _ in range(3):
+        tasks.append(Task(tid, "all", "AIV", "", 1.0, None, (Region(0, (0, 0), (16, 32)),), ()))
+        tid += 1
+    tasks.append(Task(tid, "rewrite", "AIV", "", 1.0, None, (), (Region(0, (3, 3), (4, 4)),)))
+    expected = brute_force(tasks)
+    TaskGraph(tasks)
+    assert [[p.tid for p in t.preds] for t in tasks] == expected
+    assert len(tasks[-1].preds) == 1 + 1 + 3       # its tile's writer, the one reader of (3, 3), the whole reads
+
+
+# ------------------------------------------------------------------- boxes of reshaped views
+@pytest.mark.parametrize("view,base", [((4, 2, 64, 8), (4, 128, 8)), ((6, 4), (24,)), ((24,), (2, 3, 4)),
+                                       ((2, 3, 4), (6, 4)), ((2, 1, 3), (6,)), ((1, 6), (6, 1)), ((2, 6), (3, 4)),
+                                       ((3, 1, 1, 4), (12,)), ((4, 6), (4, 6, 1, 1))])
+def test_a_view_box_maps_to_a_base_box_that_holds_it(view, base):
+    """The orchestrator's region of a tile read through a reshape: every element, nothing lost."""
+    rng = np.random.default_rng(len(view) * 10 + len(base))
+    exact = 0
+    for _ in range(200):
+        lo = [int(rng.integers(0, n)) for n in view]
+        hi = [int(rng.integers(a + 1, n + 1)) for a, n in zip(lo, view)]
+        blo, bhi = _base_box(view, base, lo, hi)
+        touched = np.zeros(view, bool)
+        touched[tuple(slice(a, b) for a, b in zip(lo, hi))] = True
+        box = np.zeros(base, bool)
+        box[tuple(slice(a, b) for a, b in zip(blo, bhi))] = True
+        assert not (touched.reshape(base) & ~box).any(), (lo, hi, blo, bhi)
+        exact += bool((touched.reshape(base) == box).all())
+    assert exact > 0
+
+
+def test_a_split_dim_keeps_tiles_apart():
+    """[b, h, 0:64, s] of a (4, 2, 64, 65536) view of (4, 128, 65536) is exactly [b, 64h:64h+64, s]."""
+    assert _base_box((4, 2, 64, 65536), (4, 128, 65536), (1, 1, 0, 256), (2, 2, 64, 384)) == (
+        [1, 64, 256], [2, 128, 384])
