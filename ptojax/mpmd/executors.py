@@ -22,13 +22,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import PtoArgumentError, PtoError
+from ..errors import PtoArgumentError
+from .graph import PtoTaskError
 from .orchestrator import Plan
 from .trace import FastRecord, Record, Trace
-
-
-class PtoTaskError(PtoError, RuntimeError):
-    """A task failed while running."""
 
 
 @dataclasses.dataclass(frozen=True)

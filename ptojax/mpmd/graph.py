@@ -15,6 +15,10 @@ from typing import Callable
 from ..errors import PtoError
 
 
+class PtoTaskError(PtoError, RuntimeError):
+    """A task failed while running."""
+
+
 class PtoTaskGraphError(PtoError, ValueError):
     """A task graph that cannot run: a cycle, or a task waiting on something that never completes."""
 
@@ -242,4 +246,4 @@ def make_graph(tasks: list[Task]) -> TaskGraph:
     return TaskGraph(tasks)
 
 
-__all__ = ["PtoTaskGraphError", "Region", "Task", "TaskGraph", "make_graph"]
+__all__ = ["PtoTaskError", "PtoTaskGraphError", "Region", "Task", "TaskGraph", "make_graph"]

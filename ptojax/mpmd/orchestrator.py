@@ -33,7 +33,7 @@ from ..errors import PtoError
 from ..lowering import ir
 from ..lowering.walk import body_of
 from ..primitives import tile as T
-from .graph import Region, Task, TaskGraph
+from .graph import PtoTaskError, Region, Task, TaskGraph
 
 
 class PtoOrchestrationError(PtoError, RuntimeError):
@@ -135,7 +135,6 @@ class _Orchestrator:
                 try:
                     task.run(self.ctx)
                 except Exception as exc:  # noqa: BLE001 - reported with the task's identity
-                    from .executors import PtoTaskError
                     raise PtoTaskError(f"pto runtime: {task.describe()} failed while the host read device data for "
                                        f"{what}: {type(exc).__name__}: {exc}") from exc
                 task.run = None
