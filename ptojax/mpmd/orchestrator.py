@@ -270,8 +270,9 @@ class _Orchestrator:
             if window is None:
                 box = self.full[buf.base]
             else:
-                lo = np.min([_box(window, t, buf.array.shape)[0] for t in tiles], axis=0)
-                hi = np.max([_box(window, t, buf.array.shape)[1] for t in tiles], axis=0)
+                boxes = [_box(window, t, buf.array.shape) for t in tiles]
+                lo = boxes[0][0] if len(boxes) == 1 else [min(d) for d in zip(*(b[0] for b in boxes))]
+                hi = boxes[0][1] if len(boxes) == 1 else [max(d) for d in zip(*(b[1] for b in boxes))]
                 box = self.region(buf, lo, hi)
             (reads if kind == "read" else writes).append(box)
         return tuple(reads), tuple(writes)
