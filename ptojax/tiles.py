@@ -51,7 +51,7 @@ from .primitives.tile import LOCATIONS, Window
 
 KINDS = ("vector", "cube")
 _MOVES = {("mat", "left"), ("mat", "right"), ("acc", "vec"), ("acc", "mat"), ("vec", "vec")}
-_GM_OPS = (T.tload_p, T.tstore_p, T.mgather_p, T.mscatter_p)
+_GM_OPS = (T.tload_p, T.tstore_p, T.mscatter_p)    # and the GM readers (T.GM_READERS)
 _BUFFERS = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B"}   # where a GM-reading op may load
 CUSTOM: dict[str, dict] = {}        # name -> what register_op was given (its primitive, pipe, ...)
 
@@ -300,15 +300,12 @@ class _Checker:
             self.tile(ins[1], ("vec",) if self.kind == "vector" else ("acc",), "stored tile")
             self.window(eqn, ins[0], ins[2:])
             self.gm[outs[0]] = self.gm[ins[0]]
-        elif prim in (T.mgather_p, T.mscatter_p):
+        elif prim is T.mscatter_p:
             if self.kind != "vector":
                 self.fail(f"{prim.name} runs on a vector core")
             for v in ins[1:]:
                 self.tile(v, ("vec",))
-            if prim is T.mgather_p:
-                self.loc[outs[0]] = "vec"
-            else:
-                self.gm[outs[0]] = self.gm[ins[0]]
+            self.gm[outs[0]] = self.gm[ins[0]]
         elif T.reads_gm(prim):
             loc = T.GM_READERS[prim]
             kind = "vector" if loc == "vec" else "cube"
@@ -585,7 +582,7 @@ def unregister_op(name: str) -> None:
 def _bind_custom(name, prim, args, params):
     """Bind a registered op, its first operand's dtype checked against the op's ``dtypes``."""
     args = operands(f"pj.tiles.{name}", *args)
-    dtypes = CUSTOM.get(name, {}).get("dtypes")
+    dtypes = CUSTOM[name]["dtypes"]
     if dtypes and np.dtype(args[0].dtype) not in dtypes:
         raise PtoDtypeError(f"pj.tiles.{name}: first operand is {np.dtype(args[0].dtype).name}; pto.{name} takes "
                             f"{', '.join(d.name for d in dtypes)}")

@@ -163,8 +163,8 @@ def _l2_hit(instr, l2_hit):
 
 
 # --------------------------------------------------------------------------------- per instruction
-def _dma_in(instr, tgt: Target, l2_hit, rows=None):
-    """MTE2 into the first destination tile; ``rows`` (default: ``mgather``) adds the per-row access."""
+def _dma_in(instr, tgt: Target, l2_hit, rows: bool):
+    """MTE2 into the first destination tile; ``rows`` adds one row access per destination row."""
     dst = _tiles(instr.outs)
     if not dst:
         raise _fail(instr, "expects a tile_buf destination")
@@ -172,7 +172,7 @@ def _dma_in(instr, tgt: Target, l2_hit, rows=None):
         raise _fail(instr, "GM -> acc (L0C) is not a data path; load into mat/left/right/vec")
     nbytes = _valid_bytes(dst[0])
     cycles = nbytes / tgt.gm_read_rate(_l2_hit(instr, l2_hit)) + tgt.dma_issue_cycles
-    if (instr.op == "mgather") if rows is None else rows:
+    if rows:
         cycles += dst[0].v_row * tgt.row_access_cycles
     return "MTE2", cycles, nbytes
 
@@ -301,21 +301,19 @@ def _sort(instr, tgt: Target):
     if not ins:
         raise _fail(instr, "expects a tile operand")
     src = ins[0]
-    if instr.op == "tmrgsort":        # one VMS4 pass over all pairs per factor of 4 lists (the tile's rows)
+    if instr.op == "tmrgsort":        # the lists are the tile's rows per output row
         lists = max(1, src.v_row // max(1, outs[0].v_row)) if outs else 1
         stages = max(1, math.ceil(math.log(lists, 4)))
-        pairs = src.v_row * src.v_col
-        rel, startup = VECTOR_CLASSES["ADD"]
-        work = stages * pairs * (src.np_dtype.itemsize + 4)
-        cycles = stages * startup + math.ceil(work / tgt.vector_bytes_per_repeat) * tgt.vector_cycles_per_repeat * rel
-        return "VECTOR", cycles, float(stages * pairs)
-    length = src.v_col
-    k = outs[0].v_col if outs and instr.op == "ttopk" else length
-    work = src.v_row * (4.36 * length + 3.32 * k) * (src.np_dtype.itemsize + 4)
+        compares = stages * src.v_row * src.v_col
+    else:
+        length = src.v_col
+        k = outs[0].v_col if outs and instr.op == "ttopk" else length
+        stages = 1 + max(0, math.ceil(math.log(max(length, 32) / 32, 4)))
+        compares = src.v_row * (4.36 * length + 3.32 * k)
     rel, startup = VECTOR_CLASSES["ADD"]
-    stages = 1 + max(0, math.ceil(math.log(max(length, 32) / 32, 4)))
+    work = compares * (src.np_dtype.itemsize + 4)
     cycles = stages * startup + math.ceil(work / tgt.vector_bytes_per_repeat) * tgt.vector_cycles_per_repeat * rel
-    return "VECTOR", cycles, src.v_row * (4.36 * length + 3.32 * k)
+    return "VECTOR", cycles, float(compares)
 
 
 def _cumsum(instr, tgt: Target):
@@ -347,7 +345,7 @@ def _price(instr: asm.Instr, tgt: Target, l2_hit: float):
         b_in, b_out = (list(gm) + [0, 0])[:2]
         return pipe, cycles, b_in, b_out, flops
     if op in ("tload", "mgather"):
-        pipe, cycles, nbytes = _dma_in(instr, tgt, l2_hit)
+        pipe, cycles, nbytes = _dma_in(instr, tgt, l2_hit, rows=op == "mgather")
         return pipe, cycles, nbytes, 0, 0.0
     if op in ("tstore", "mscatter"):
         pipe, cycles, nbytes = _dma_out(instr, tgt)
