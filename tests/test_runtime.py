@@ -94,6 +94,54 @@ def test_random_dags_mpmd_against_spmd_and_the_lower_bound():
     assert np.mean(ratios) < 1.0
 
 
+def _reference_schedule(plan, m, spmd):
+    """The simulator's policy written plainly (scans, no heaps): rows (start, tid, core, dispatch, end)."""
+    tasks = plan.graph.tasks
+    fanin = [len(t.preds) for t in tasks]
+    idle = {kind: set(range(n)) for kind, n in m.cores}
+    schedulers = [0.0] * m.schedulers
+    ready = {t.tid for t in tasks if not t.preds}
+    running, rows, now, seq = [], [], 0.0, 0
+    while True:
+        stage = min((t.stage for t in tasks if fanin[t.tid] >= 0), default=None)   # the oldest unfinished block call
+        for kind, _ in m.cores:
+            while True:
+                eligible = [t for t in ready if tasks[t].core == kind and (not spmd or tasks[t].stage == stage)]
+                if not eligible or not idle[kind]:
+                    break
+                tid = min(eligible, key=lambda t: (-tasks[t].rank, t))
+                core = min(idle[kind])
+                ready.remove(tid)
+                idle[kind].remove(core)
+                k = schedulers.index(min(schedulers))
+                decided = max(now, schedulers[k]) + m.schedule_cost
+                schedulers[k] = decided
+                start = decided + m.dispatch_latency
+                seq += 1
+                running.append((start + tasks[tid].cost, seq, tid, core))
+                rows.append((start, tid, core, decided, start + tasks[tid].cost))
+        if not running:
+            return sorted(rows)
+        now, _, tid, core = min(running)
+        running.remove(min(running))
+        idle[tasks[tid].core].add(core)
+        fanin[tid] = -1                                                            # finished
+        for s in tasks[tid].succs:
+            fanin[s.tid] -= 1
+            if fanin[s.tid] == 0:
+                ready.add(s.tid)
+
+
+@pytest.mark.parametrize("policy", ["mpmd", "spmd"])
+def test_simulator_matches_a_plain_reference_scheduler(policy):
+    m = Machine(cores=(("AIC", 3), ("AIV", 5)), schedulers=2, schedule_cost=1.5e-6, dispatch_latency=0.5e-6)
+    for seed in range(6):
+        plan = layered_dag(seed, width=(3, 25))
+        trace = simulate(plan, m, policy=policy, execute=False)
+        assert list(trace.rows) == _reference_schedule(plan, m, policy == "spmd")
+        assert [(r.start, r.tid, r.core, r.dispatch, r.end) for r in trace.records] == list(trace.rows)
+
+
 def test_graph_validation_rejects_cycles_and_missing_tasks():
     a = Task(0, "a", "AIV", "", 1e-6, None)
     b = Task(1, "b", "AIV", "", 1e-6, None)

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import PtoArgumentError
 from .graph import PtoTaskError
 from .orchestrator import Plan
-from .trace import FastRecord, Record, Trace
+from .trace import Trace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +76,15 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     stages = sorted(stage_left)
     current = 0                                         # index into stages (spmd)
     held: dict[int, list] = {}                          # spmd: ready tasks of later stages
-    schedulers = [0.0] * machine.schedulers             # when each AICPU scheduler is free: a heap
+    # Dispatch decisions are made in non-decreasing time, so the least busy AICPU scheduler is the one
+    # that decided ``schedulers`` dispatches ago (all are free at 0 before that).
+    schedulers = machine.schedulers
     schedule_cost, latency = machine.schedule_cost, machine.dispatch_latency
     events: list = []                                   # (end, dispatch number, task, core, idle heap): a heap
     done: list = []                                     # (start, tid, core, decided, end) per dispatch
     record = done.append
     seq = 0                                             # dispatches so far
-    push, pop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
+    push, pop = heapq.heappush, heapq.heappop
 
     for tid in [i for i, f in enumerate(fanin) if not f]:
         if spmd and tasks[tid].stage != stages[current]:
@@ -96,9 +98,8 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
                 tid = order[pop(rq)]
                 task = tasks[tid]
                 core = pop(iq)
-                free = schedulers[0]                    # the least busy AICPU scheduler
+                free = done[seq - schedulers][3] if seq >= schedulers else 0.0
                 decided = (now if now > free else free) + schedule_cost
-                replace(schedulers, decided)
                 start = decided + latency
                 end = start + task.cost
                 seq += 1
@@ -131,10 +132,7 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     if len(done) != n:
         raise PtoTaskError(f"pto runtime: {n - len(done)} task(s) never became ready")
     done.sort()                                         # by start, then tid
-    records = tuple([FastRecord(tid, t.name, t.label, t.core, core, decided, start, end, t.stage,
-                                tuple([p.tid for p in t.preds]), t.index)
-                     for start, tid, core, decided, end in done for t in (tasks[tid],)])
-    return Trace(records, machine, plan.graph, "simulated " + policy)
+    return Trace(tuple(done), machine, plan.graph, "simulated " + policy)
 
 
 def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Callable[[], object] | None = None) -> Trace:
@@ -147,7 +145,7 @@ def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Calla
     heapq.heapify(ready)
     cond = threading.Condition()
     state = {"left": len(tasks), "error": None}
-    records: list[Record] = []
+    rows: list = []
     origin = time.perf_counter()
 
     def loop(lane):
@@ -171,8 +169,7 @@ def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Calla
                 return
             end = time.perf_counter() - origin
             with cond:
-                records.append(Record(task.tid, task.name, task.label, task.core, lane, start, start, end, task.stage,
-                                      tuple(p.tid for p in task.preds), task.index, host=True))
+                rows.append((start, tid, lane, start, end))
                 for succ in task.succs:
                     fanin[succ.tid] -= 1
                     if fanin[succ.tid] == 0:
@@ -188,4 +185,4 @@ def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Calla
     if state["error"] is not None:
         task, lane, exc = state["error"]
         _fail(task, f"host thread {lane}", exc)
-    return Trace(tuple(sorted(records, key=lambda r: (r.start, r.tid))), machine, plan.graph, f"threads x{workers}")
+    return Trace(tuple(sorted(rows)), machine, plan.graph, f"threads x{workers}", host=True)

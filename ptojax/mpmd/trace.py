@@ -10,6 +10,7 @@ dependencies. ``Profile.swimlane(path)`` draws the same picture to PNG/SVG (need
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 
 from ..errors import PtoUnsupportedError
@@ -35,41 +36,33 @@ class Record:
         return self.label or self.name
 
 
-class FastRecord:
-    """Builds a :class:`Record` (same arguments) with plain slot stores, then makes it one: the frozen
-    dataclass's ``__init__`` pays a call per field, which shows on traces of 100 000 tasks."""
-
-    __slots__ = Record.__slots__
-
-    def __init__(self, tid, name, label, kind, core, dispatch, start, end, stage, preds, index, host=False):
-        self.tid = tid
-        self.name = name
-        self.label = label
-        self.kind = kind
-        self.core = core
-        self.dispatch = dispatch
-        self.start = start
-        self.end = end
-        self.stage = stage
-        self.preds = preds
-        self.index = index
-        self.host = host
-        self.__class__ = Record
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class Trace:
-    """What one run recorded: a :class:`Record` per task (core, start, end), the machine and task graph."""
+    """What one run recorded: where and when each task ran, the machine and task graph.
 
-    records: tuple[Record, ...]
+    ``rows`` holds one ``(start, tid, core, dispatch, end)`` tuple per task, sorted by start then task
+    id (times in seconds; ``core`` is the lane within the task's core kind, or the host thread);
+    :attr:`records` gives the same as :class:`Record` objects, built on first use.
+    """
+
+    rows: tuple[tuple[float, int, int, float, float], ...]
     machine: object
     graph: object
     mode: str
+    host: bool = False
 
     @property
     def makespan(self) -> float:
         """End of the last task, in seconds."""
-        return max((r.end for r in self.records), default=0.0)
+        return max([r[4] for r in self.rows], default=0.0)
+
+    @functools.cached_property
+    def records(self) -> tuple[Record, ...]:
+        """A :class:`Record` per task, in :attr:`rows` order."""
+        tasks, host = self.graph.tasks, self.host
+        return tuple([Record(tid, t.name, t.label, t.core, core, dispatch, start, end, t.stage,
+                             tuple([p.tid for p in t.preds]), t.index, host)
+                      for start, tid, core, dispatch, end in self.rows for t in (tasks[tid],)])
 
     def profile(self) -> "Profile":
         """The figures of this run: a :class:`Profile`."""
