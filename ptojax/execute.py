@@ -42,6 +42,7 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
     else:
         raise PtoArgumentError(f"pto run: executor {executor!r} is not 'simulated' or 'threads'")
     outputs = jax.tree.unflatten(lowering.out_tree, plan.results()) if compute else None
+    plan.release()
     return outputs, trace
 
 

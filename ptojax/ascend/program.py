@@ -15,6 +15,7 @@ from ..lowering.pipeline import Lowering
 from ..lowering.walk import body_of
 from . import asm, isa
 from .codegen import codegen
+from .batched import extents, run_batch
 from .interpreter import Core, run
 
 
@@ -27,9 +28,16 @@ class AscendKernel:
     kernels: dict
     text: str
     _costs: dict = dataclasses.field(default_factory=dict, repr=False)   # target name -> {key: BlockCost}
+    _extents: dict = dataclasses.field(default_factory=dict, repr=False)  # key -> {location: bytes}
 
     def kernel(self, part) -> asm.Kernel:
         return self.kernels[(part.program.name, tuple(part.shape))]
+
+    def extents(self, key) -> dict:
+        """Bytes of each core buffer that kernel ``key``'s tiles reach, computed once."""
+        if key not in self._extents:
+            self._extents[key] = extents(self.kernels[key])
+        return self._extents[key]
 
     def costs(self, target) -> dict:
         """Each kernel's predicted block cost on ``target``, computed once."""
@@ -87,6 +95,18 @@ class AscendBackend:
                 run(kernel, index, arrays, core)
 
         return work, cost.seconds * len(tiles), int(cost.bytes_in + cost.bytes_out) * len(tiles)
+
+    def batch(self, part, arrays):
+        """Run many block instances of ``part`` (equal tile counts) at once: their tiles at position j
+        as one batch (:func:`~ptojax.ascend.batched.run_batch`), for j in order."""
+        key = (part.program.name, tuple(part.shape))
+        kernel, extent, memory = self.compiled.kernels[key], self.compiled.extents(key), self.compiled.memory
+
+        def work(tile_lists, _core):
+            for j in range(len(tile_lists[0])):
+                run_batch(kernel, [tiles[j] for tiles in tile_lists], arrays, memory, extent)
+
+        return work
 
     def copy_cost(self, nbytes: int) -> float:
         """A GM-to-GM copy reads and writes every byte through HBM."""

@@ -59,7 +59,7 @@ def _float_op(fn):
     """A float instruction: compute ``fn`` on float32 operands, round once to the operands' dtype."""
     def run(*args, **params):
         dtype = args[0].dtype
-        return np.asarray(fn(*[_f32(a) for a in args], **params), F32).astype(dtype)
+        return np.asarray(fn(*[_f32(a) for a in args], **params), F32).astype(dtype, copy=False)
     return run
 
 
@@ -238,17 +238,22 @@ def cumsum(x, *, axes, reverse, dtype):
 
 # ----------------------------------------------------------------------------------------- matmul
 ACCUMULATOR = {I8: I32, F16: F32, BF16: F32, F32: F32}
+_EXACT_F32_TERMS = 2**24 // 2**14      # int8 x int8 terms whose every partial sum float32 holds exactly
 
 
 def _product(a, b, transpose_a, transpose_b):
     """``a @ b`` in the cube's accumulator: int8 exactly in int32, floats in float32.
 
-    int8 products run through float64 BLAS: every partial sum is an integer below 2**53, so the result
-    is exact; it then wraps to int32 as the accumulator does."""
+    int8 products run through float BLAS where every partial sum is an integer the float holds exactly,
+    whatever the summation order: a product is at most 2**14 in magnitude, so K <= 1024 terms stay
+    within float32's 2**24, and longer sums within float64's 2**53. The result then wraps to int32 as
+    the accumulator does."""
     acc = ACCUMULATOR[a.dtype]
     a = np.swapaxes(a, -1, -2) if transpose_a else a
     b = np.swapaxes(b, -1, -2) if transpose_b else b
     if acc == I32:
+        if a.shape[-1] <= _EXACT_F32_TERMS:           # |sum| <= 2**24: int32 holds it without wrapping
+            return np.matmul(a.astype(F32), b.astype(F32)).astype(I32), acc
         exact = np.matmul(a.astype(np.float64), b.astype(np.float64))
         return exact.astype(np.int64).astype(I32), acc
     return np.matmul(a.astype(acc), b.astype(acc)), acc

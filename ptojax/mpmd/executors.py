@@ -4,8 +4,11 @@
   highest-ranked ready task as soon as they are idle; each dispatch costs AICPU scheduler time (on the
   least busy of the machine's schedulers) plus a dispatch latency; a task runs for its predicted
   cost. Policy ``"mpmd"`` releases a task when its inputs are ready; ``"spmd"`` adds a global barrier
-  after every block call (the baseline). Task bodies execute in simulated completion order, so the
-  numbers are those of a real schedule. Same plan → the same trace, byte for byte.
+  after every block call (the baseline). Same plan → the same trace, byte for byte. The task bodies
+  run after the timeline is built: when the plan has batch runners (``Plan.batches``), in a
+  dependency order that runs the ready tasks of one group as one batch; otherwise one by one in
+  simulated completion order. Tasks that are ready together never touch each other's GM regions, so
+  every dependency order gives the same numbers.
 * :func:`run_threads` — the same tasks on host threads with real concurrency (``workers`` threads
   pulling from one ranked ready queue); the trace holds wall-clock times.
 
@@ -108,11 +111,6 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
         if not events:
             break
         now, _, task, core, iq = pop(events)
-        if execute and task.run is not None:
-            try:
-                task.run(ctx)
-            except Exception as exc:  # noqa: BLE001 - reported with the task's identity
-                _fail(task, f"{task.core} {core}", exc)
         push(iq, core)
         for succ in task.succs:
             s = succ.tid
@@ -131,8 +129,62 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
                     push(queue[s], place[s])
     if len(done) != n:
         raise PtoTaskError(f"pto runtime: {n - len(done)} task(s) never became ready")
+    if execute:
+        lane = {tid: core for _, tid, core, _, _ in done}
+        if plan.batches:
+            _run_batched(plan, ctx, lane)
+        else:                                           # in simulated completion order: by end, then dispatch
+            for tid in [row[1] for row in sorted(done, key=lambda row: row[4])]:
+                _run(tasks[tid], ctx, lane)
     done.sort()                                         # by start, then tid
     return Trace(tuple(done), machine, plan.graph, "simulated " + policy)
+
+
+def _run(task, ctx, lane):
+    if task.run is not None:
+        try:
+            task.run(ctx)
+        except Exception as exc:  # noqa: BLE001 - reported with the task's identity
+            _fail(task, f"{task.core} {lane[task.tid]}", exc)
+
+
+def _run_batched(plan: Plan, ctx, lane) -> None:
+    """Run the task bodies in a dependency order that puts tasks of one group (``Task.batch``) that are
+    ready together into one call of the group's batch runner. Ready tasks never depend on each other,
+    so the results equal any one-by-one run. A failing batch is rerun task by task to name the task."""
+    tasks = plan.graph.tasks
+    fanin = [len(t.preds) for t in tasks]
+    finished = [False] * len(tasks)
+    ready = [t.tid for t in tasks if not t.preds]       # a heap: the lowest ready task id goes first
+    waiting: dict = {}                                  # group -> its ready task ids
+    for tid in ready:
+        if tasks[tid].batch is not None:
+            waiting.setdefault(tasks[tid].batch[0], []).append(tid)
+    while ready:
+        tid = heapq.heappop(ready)
+        if finished[tid]:
+            continue
+        task = tasks[tid]
+        members = [tid] if task.batch is None else sorted(waiting.pop(task.batch[0]))
+        group = [tasks[m] for m in members if tasks[m].run is not None]    # not run already at a host sync
+        if len(group) == 1:
+            _run(group[0], ctx, lane)
+        elif group:
+            try:
+                plan.batches[task.batch[0]]([t.batch[1] for t in group], ctx)
+            except Exception as exc:  # noqa: BLE001 - find the task that fails on its own
+                for t in group:
+                    _run(t, ctx, lane)
+                _fail(group[0], f"{group[0].core} {lane[group[0].tid]}", exc)
+        for m in members:
+            finished[m] = True
+            for succ in tasks[m].succs:
+                s = succ.tid
+                fanin[s] -= 1
+                if not fanin[s]:
+                    heapq.heappush(ready, s)
+                    if succ.batch is not None:
+                        waiting.setdefault(succ.batch[0], []).append(s)
 
 
 def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Callable[[], object] | None = None) -> Trace:

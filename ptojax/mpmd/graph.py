@@ -65,6 +65,7 @@ class Task:
     index: tuple[int, ...] = ()     # tile coordinates of the block instance
     stage: int = 0                  # the block call it came from (for the barrier-per-stage baseline)
     bytes: int = 0                  # GM bytes it moves
+    batch: tuple | None = None      # (group, item): tasks of one group may run together (Plan.batches)
     preds: list = dataclasses.field(default_factory=list)
     succs: list = dataclasses.field(default_factory=list)
     rank: float = 0.0

@@ -24,6 +24,7 @@ callable and a predicted cost.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Callable, Protocol
 
 import numpy as np
@@ -34,6 +35,10 @@ from ..lowering import ir
 from ..lowering.walk import body_of
 from ..primitives import tile as T
 from .graph import PtoTaskError, Region, Task, TaskGraph
+
+
+_POOL = threading.local()       # per thread: (shape, dtype) -> GM arrays free for reuse
+_POOL_DEPTH = 4                 # arrays kept per (shape, dtype)
 
 
 class PtoOrchestrationError(PtoError, RuntimeError):
@@ -53,6 +58,10 @@ class Backend(Protocol):
 
     def worker(self) -> object:
         """A fresh per-worker context (a simulated core's buffers)."""
+
+    def batch(self, part, arrays) -> Callable[[list, object], None]:
+        """Optional: a callable running many block instances of ``part`` at once, given their tiles
+        (one list per instance, equal lengths) and a worker context."""
 
 
 @dataclasses.dataclass
@@ -74,9 +83,26 @@ class Plan:
     outputs: list                     # Buffer or scalar per kernel output
     stages: int
     syncs: int = 0                    # reads of device data by the host (each waited for its producers)
+    batches: dict = dataclasses.field(default_factory=dict)   # task group -> its batch runner
+    owned: list = dataclasses.field(default_factory=list)     # GM arrays the orchestrator allocated
 
     def results(self):
         return [b.array if isinstance(b, Buffer) else b for b in self.outputs]
+
+    def release(self) -> None:
+        """After the run, once the results are read: drop the task bodies (they hold the GM arrays;
+        the graph, which the trace keeps, links its tasks in cycles) and return the scratch arrays —
+        owned, not results — to the pool of later orchestrations (fresh pages cost more than a fill)."""
+        for task in self.graph.tasks:
+            task.run, task.batch = None, None
+        self.batches.clear()
+        results = {id(self.buffers[b.base].array) for b in self.outputs if isinstance(b, Buffer)}
+        for array in self.owned:
+            if id(array) not in results:
+                free = _POOL.__dict__.setdefault((array.shape, array.dtype), [])
+                if len(free) < _POOL_DEPTH:
+                    free.append(array)
+        self.owned, self.buffers = [], []
 
 
 class _Orchestrator:
@@ -95,6 +121,8 @@ class _Orchestrator:
         self.holders: list[Task] = []               # the tasks that write it
         self.since = 0                              # the first tid emitted after the last sync
         self.syncs = 0
+        self.batches: dict = {}                     # (stage, part, tiles per task) -> batch runner
+        self.owned: list[np.ndarray] = []           # GM arrays allocated here (outputs and scratch)
 
     def emit(self, task: Task):
         if self.token is not None:
@@ -147,6 +175,21 @@ class _Orchestrator:
         self.buffers.append(buf)
         self.full[buf.id] = Region(buf.id, (0,) * array.ndim, tuple(array.shape))
         return buf
+
+    def scratch(self, shape, dtype, fill=None) -> np.ndarray:
+        """A GM array the kernel owns (filled with ``fill`` unless None), from the pool when it can."""
+        free = _POOL.__dict__.get((tuple(shape), np.dtype(dtype)))
+        if free:
+            array = free.pop()
+            if fill is not None:
+                array.fill(fill)
+        elif fill is None:
+            array = np.empty(shape, dtype)
+        else:                                                   # np.zeros: the pages are zeroed lazily
+            zero = fill == 0 and not np.signbit(fill)
+            array = np.zeros(shape, dtype) if zero else np.full(shape, fill, dtype)
+        self.owned.append(array)
+        return array
 
     def view(self, base: Buffer, shape) -> Buffer:
         buf = Buffer(len(self.buffers), base.array.reshape(shape), base.base, base.external)
@@ -231,7 +274,7 @@ class _Orchestrator:
         outputs = []
         for o, aval in zip(spec.outputs, avals):
             if o.alias is None:
-                outputs.append(self.buffer(np.full(aval.shape, o.fill, aval.dtype)))
+                outputs.append(self.buffer(self.scratch(aval.shape, aval.dtype, o.fill)))
                 continue
             target = inputs[o.alias]
             if (not target.external and sum(b.base == target.base for b in inputs) == 1
@@ -240,20 +283,26 @@ class _Orchestrator:
             else:
                 outputs.append(self.copy(target))
         arrays = [b.array for b in inputs + outputs]
-        for part in spec.parts:
+        batch = getattr(self.backend, "batch", None)
+        for number, part in enumerate(spec.parts):
             windows = _windows(part.body.jaxpr, len(part.shape))
             points = list(np.ndindex(*part.shape))
+            runner = batch(part, arrays) if batch is not None else None
             for start in range(0, len(points), part.tiles_per_block):
                 tiles = points[start:start + part.tiles_per_block]
                 run, cost, nbytes = self.backend.task(part, tiles, arrays)
                 reads, writes = self.regions(windows, tiles, inputs + outputs)
+                group = None
+                if runner is not None:
+                    group = (self.stage, number, len(tiles))
+                    self.batches[group] = runner
                 self.emit(Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
-                               run, reads, writes, tiles[0], self.stage, nbytes))
+                               run, reads, writes, tiles[0], self.stage, nbytes, None if group is None else (group, tiles)))
         self.stage += 1
         return outputs
 
     def copy(self, src: Buffer) -> Buffer:
-        dst = self.buffer(np.empty_like(src.array))
+        dst = self.buffer(self.scratch(src.array.shape, src.array.dtype))
         nbytes = src.array.nbytes
 
         def run(_ctx, src=src.array, dst=dst.array):
@@ -265,15 +314,14 @@ class _Orchestrator:
 
     def regions(self, windows, tiles, buffers):
         reads, writes = [], []
+        first, last = (tiles[0], tiles[0]) if len(tiles) == 1 else (tuple(map(min, zip(*tiles))),
+                                                                   tuple(map(max, zip(*tiles))))
         for kind, position, window in windows:
             buf = buffers[position]
             if window is None:
                 box = self.full[buf.base]
             else:
-                boxes = [_box(window, t, buf.array.shape) for t in tiles]
-                lo = boxes[0][0] if len(boxes) == 1 else [min(d) for d in zip(*(b[0] for b in boxes))]
-                hi = boxes[0][1] if len(boxes) == 1 else [max(d) for d in zip(*(b[1] for b in boxes))]
-                box = self.region(buf, lo, hi)
+                box = self.region(buf, *_box(window, first, last, buf.array.shape))
             (reads if kind == "read" else writes).append(box)
         return tuple(reads), tuple(writes)
 
@@ -339,7 +387,9 @@ def _enclose(first, last, shape, lo, hi):
         lo.extend(0 for _ in shape[1:]), hi.extend(shape[1:])
 
 
-def _box(window, tile, shape):
+def _box(window, first, last, shape):
+    """The box ``window`` covers over the tiles whose grid coordinates range from ``first`` to ``last``
+    (per dim; the window's offset is affine in each coordinate, so the extremes bound every tile)."""
     lo, hi = [], []
     for n, i, s, b, size in zip(shape, window.index, window.stride, window.base, window.shape):
         if i is None:                       # driven by a loop counter: the whole dimension
@@ -347,7 +397,8 @@ def _box(window, tile, shape):
         elif i < 0:
             lo.append(b), hi.append(b + size)
         else:
-            lo.append(b + s * tile[i]), hi.append(b + s * tile[i] + size)
+            a, z = (b + s * first[i], b + s * last[i]) if s >= 0 else (b + s * last[i], b + s * first[i])
+            lo.append(a), hi.append(z + size)
     return lo, hi
 
 
@@ -402,7 +453,7 @@ def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, exec
     inputs = [orch.buffer(a, external=i not in donated) if np.ndim(a) else np.asarray(a) for i, a in enumerate(args)]
     consts = [orch.buffer(c, external=True) if np.ndim(c) else np.asarray(c) for c in consts]
     outputs = orch.run(block_jaxpr, consts, inputs)
-    return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs)
+    return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned)
 
 
 __all__ = ["Backend", "Buffer", "Plan", "PtoOrchestrationError", "orchestrate"]

@@ -1,0 +1,372 @@
+"""Batched execution: one PTO kernel at many grid points at once, one NumPy call per instruction.
+
+Block instances of one block call run the same program on the same GM tensors at different grid
+points. :func:`run_batch` executes the kernel once for ``n`` grid points: every core-local buffer
+gets a leading lane axis (``n`` byte buffers of the program's extent, so tiles keep their addresses
+and dtypes), index arithmetic is carried per lane, a window whose offsets differ per lane is
+loaded and stored for all lanes at once, row by row, and each compute instruction
+runs once on the stacked tiles. The results are those of :func:`ptojax.ascend.interpreter.run` at
+each grid point in turn, bit for bit (tests/test_batched.py checks every instruction): the
+instances must be independent — the runtime batches only tasks that are ready together.
+
+Instructions whose NumPy semantics do not take a leading lane axis (indexed scatters, gathers from
+tiles, user-defined instructions) run lane by lane inside the batch. Errors are the interpreter's
+:class:`~ptojax.ascend.interpreter.PtoExecutionError`, naming the program, the instruction and the
+first failing grid point.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..errors import PtoError
+from . import asm, isa
+from ..lowering.memory import CoreMemory
+from .interpreter import _BASE, _DTYPE_PARAMS, PtoExecutionError
+
+# How an instruction's params change when its operands gain a leading lane axis.
+_SHIFT_AXES = {"tsum", "tprod", "tamax", "tamin", "tcumsum", "tsoftmax", "tquant", "targmax", "targmin"}
+_SHIFT_AXIS = {"ttopk", "tsort", "tconcat"}
+_LANE_SAFE = {  # rank-polymorphic over leading axes as they are
+    "tadd", "tsub", "tmul", "tmax", "tmin", "tdiv", "tpow", "texp", "tlog", "tsqrt", "trsqrt", "trecip", "ttanh",
+    "tsigmoid", "tsilu", "tround", "tgelu", "tabs", "tneg", "trelu", "tclip", "teq", "tne", "tlt", "tle", "tgt",
+    "tge", "tlogical_and", "tlogical_or", "tlogical_not", "tsel", "tcvt", "tmatmul", "tmatmul_acc", "tmrgsort",
+    "trms_norm", "tlayer_norm", "tdequant"}
+
+
+def _lane_params(op: str, params: dict, rank: int, n: int) -> dict | None:
+    """``params`` for tile operands of rank ``rank`` with a leading axis of ``n`` lanes, or None if the
+    instruction must run lane by lane."""
+    if op in _LANE_SAFE:
+        return params
+    p = dict(params)
+    if op in _SHIFT_AXES:
+        p["axes"] = tuple(a % rank + 1 for a in p["axes"])
+    elif op in _SHIFT_AXIS:
+        p["axis"] = p["axis"] % rank + 1
+    elif op == "treshape":
+        p["new_shape"] = (n,) + tuple(p["new_shape"])
+    elif op == "texpand":
+        p["shape"] = (n,) + tuple(p["shape"])
+    elif op == "ttrans":
+        p["permutation"] = (0,) + tuple(a + 1 for a in p["permutation"])
+    elif op == "tview":
+        p.update(shape=(n,) + tuple(p["shape"]), offsets=(0,) + tuple(p["offsets"]),
+                 valid_shape=(n,) + tuple(p["valid_shape"]))
+    elif op == "tassemble":
+        p["offsets"] = (0,) + tuple(p["offsets"])
+    elif op == "tpad":
+        p["pads"] = ((0, 0),) + tuple(tuple(x) for x in p["pads"])
+    else:
+        return None
+    return p
+
+
+def execute_lanes(name: str, args, laned, params: dict, n: int):
+    """Instruction ``name`` on ``n`` lanes: ``args[i]`` has a leading lane axis where ``laned[i]``,
+    else (a scalar, a GM tensor) it is shared by every lane. One NumPy call when the instruction's
+    semantics take the lane axis, else one call per lane; the results have the lane axis."""
+    rank = max((a.ndim - 1 for a, t in zip(args, laned) if t), default=0)
+    if name == "texpand":                               # broadcasting may add leading axes
+        rank = max(rank, len(params["shape"]))
+    shared_scalars = all(t or np.ndim(a) == 0 for a, t in zip(args, laned))
+    lane_params = _lane_params(name, params, rank, n) if shared_scalars else None
+    if lane_params is not None:                         # lanes first, then NumPy's broadcasting of the rest
+        args = [a.reshape(a.shape[:1] + (1,) * (rank + 1 - a.ndim) + a.shape[1:]) if t else a
+                for a, t in zip(args, laned)]
+        return isa.execute(name, *args, **lane_params)
+    results = [isa.execute(name, *[a[i] if t else a for a, t in zip(args, laned)], **params) for i in range(n)]
+    return tuple(np.stack(r) for r in zip(*results)) if isinstance(results[0], tuple) else np.stack(results)
+
+
+class Lanes:
+    """An index value that differs per lane (an ``int64`` array of the lane count)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values):
+        self.values = values
+
+
+def _arith(op, a, b):
+    va = a.values if isinstance(a, Lanes) else a
+    vb = b.values if isinstance(b, Lanes) else b
+    out = va + vb if op == "addi" else va * vb
+    return Lanes(out) if isinstance(out, np.ndarray) else out
+
+
+class _Window:
+    """A GM window whose offsets differ per lane: ``offsets`` is an ``[n, rank]`` array.
+
+    Lanes move by rows: the window's innermost extent is contiguous in GM, so a strided view whose
+    row ``k`` starts at element ``k`` of the tensor, indexed by every lane's row starts, reads or
+    writes all lanes in one NumPy call."""
+
+    __slots__ = ("view", "offsets", "sizes")
+
+    def __init__(self, view, offsets, sizes):
+        self.view, self.offsets, self.sizes = view, offsets, sizes
+
+    def _rows(self):
+        view, sizes = self.view, self.sizes
+        if not sizes or not view.flags.c_contiguous:
+            return None, None
+        step = np.asarray(view.strides, np.int64) // view.itemsize
+        lead = np.zeros(1, np.int64)                     # each row's start within the window
+        if len(sizes) > 1:
+            lead = np.indices(sizes[:-1], dtype=np.int64).reshape(len(sizes) - 1, -1).T @ step[:-1]
+        starts = (self.offsets @ step)[:, None] + lead[None, :]                     # [lanes, rows]
+        flat = view.reshape(-1)
+        rows = np.lib.stride_tricks.as_strided(flat, (flat.size - sizes[-1] + 1, sizes[-1]),
+                                               (view.itemsize, view.itemsize))
+        return rows, starts
+
+    def _slices(self, lane):
+        return tuple(slice(o, o + s) for o, s in zip(self.offsets[lane].tolist(), self.sizes))
+
+    def load(self, dst):
+        """Copy every lane's window into ``dst`` (``[n, ...]`` of the window's size per lane)."""
+        rows, starts = self._rows()
+        if rows is None:
+            for i in range(len(self.offsets)):
+                dst[i] = self.view[self._slices(i)].reshape(dst.shape[1:])
+        else:
+            dst[...] = rows[starts].reshape(dst.shape)
+
+    def store(self, value):
+        rows, starts = self._rows()
+        if rows is None:
+            value = value.reshape((len(self.offsets),) + tuple(self.sizes))
+            for i in range(len(self.offsets)):
+                self.view[self._slices(i)] = value[i]
+        else:
+            rows[starts] = value.reshape(starts.shape + (self.sizes[-1],))
+
+
+_LANES = threading.local()   # per thread: location -> lane buffers, grown on demand and kept for later batches
+
+
+def _lane_buffer(loc: str, n: int, extent: int) -> np.ndarray:
+    """``n`` lanes of ``extent`` bytes of core buffer ``loc`` (reused: fresh pages cost more than the work)."""
+    pool = _LANES.__dict__
+    buf = pool.get(loc)
+    if buf is None or buf.shape[0] < n or buf.shape[1] < extent:
+        rows, cols = (n, extent) if buf is None else (max(n, buf.shape[0]), max(extent, buf.shape[1]))
+        buf = pool[loc] = np.zeros((rows, cols), np.uint8)
+    return buf[:n, :extent]
+
+
+def extents(kernel: asm.Kernel) -> dict[str, int]:
+    """Bytes of each core-local buffer the kernel's tiles reach (its highest tile end per location)."""
+    out: dict[str, int] = {}
+
+    def walk(body):
+        for stmt in body:
+            if isinstance(stmt, asm.For):
+                walk(stmt.body)
+            elif isinstance(stmt, asm.Alloc):
+                t = stmt.type
+                end = stmt.addr + t.rows * t.cols * t.np_dtype.itemsize
+                out[t.loc] = max(out.get(t.loc, 0), end)
+    walk(kernel.body)
+    return out
+
+
+def run_batch(kernel: asm.Kernel, indices, args, memory: CoreMemory, extent: dict[str, int]) -> None:
+    """Execute ``kernel`` at every grid point of ``indices`` (a list of tuples) on GM arrays ``args``;
+    ``memory`` gives the buffer capacities, ``extent`` the bytes the kernel uses (:func:`extents`)."""
+    n = len(indices)
+    grid = np.asarray(indices, dtype=np.int64).reshape(n, -1)
+    env = {}
+    it = iter(args)
+    g = 0
+    for name, ptype in kernel.params:
+        if ptype == "index":
+            if g >= grid.shape[1]:
+                raise PtoExecutionError(f"pto run: program '{kernel.name}' expects {len(kernel.grid)} grid indices")
+            column = grid[:, g]
+            env[name] = int(column[0]) if (column == column[0]).all() else Lanes(column)
+            g += 1
+        else:
+            env[name] = next(it, None)
+            if env[name] is None:
+                raise PtoExecutionError(f"pto run: program '{kernel.name}' expects a GM tensor for {name}")
+    buffers = {loc: _lane_buffer(loc, n, size) for loc, size in extent.items()}
+    _Batch(kernel, n, grid, env, buffers, memory).block(kernel.body)
+
+
+class _Tile:
+    __slots__ = ("type", "addr")
+
+    def __init__(self, type_, addr):
+        self.type, self.addr = type_, addr
+
+
+class _Batch:
+    def __init__(self, kernel, n, grid, env, buffers, memory):
+        self.kernel, self.n, self.grid, self.env, self.buffers, self.memory = kernel, n, grid, env, buffers, memory
+
+    def fail(self, stmt, message, lane=None):
+        text = stmt.text() if hasattr(stmt, "text") else str(stmt)
+        at = "" if lane is None else f" at grid point {tuple(self.grid[lane].tolist())}"
+        raise PtoExecutionError(f"pto run: program '{self.kernel.name}'{at}: {message} in `{text[:160]}`")
+
+    def block(self, body):
+        env = self.env
+        for stmt in body:
+            if isinstance(stmt, asm.Instr):
+                self.instr(stmt)
+            elif isinstance(stmt, asm.Const):
+                env[stmt.name] = stmt.value if stmt.type == "index" else np.asarray(stmt.value, asm.DTYPES[stmt.type])
+            elif isinstance(stmt, asm.Arith):
+                env[stmt.name] = _arith(stmt.op, env[stmt.lhs], env[stmt.rhs])
+            elif isinstance(stmt, asm.PartitionView):
+                self.partition(stmt)
+            elif isinstance(stmt, asm.Alloc):
+                self.alloc(stmt)
+            elif isinstance(stmt, asm.MakeView):
+                self.make_view(stmt)
+            elif isinstance(stmt, asm.For):
+                bounds = [self.uniform(stmt, env[b], "loop bound") for b in (stmt.lower, stmt.upper, stmt.step)]
+                for k in range(*bounds):
+                    env[stmt.var] = k
+                    self.block(stmt.body)
+
+    def uniform(self, stmt, value, what):
+        if isinstance(value, Lanes):
+            values = value.values
+            if (values == values[0]).all():
+                return int(values[0])
+            self.fail(stmt, f"the {what} differs between the batched grid points ({values[:4].tolist()} ...)")
+        return value
+
+    # ------------------------------------------------------------------------------------- memory
+    def make_view(self, stmt):
+        gm = self.env[stmt.ptr]
+        shape = tuple(self.uniform(stmt, self.env[s], "view shape") for s in stmt.shape)
+        if gm.dtype != asm.DTYPES[stmt.type.dtype] or gm.size != int(np.prod(shape, dtype=np.int64)):
+            self.fail(stmt, f"GM tensor {gm.dtype.name}{list(gm.shape)} does not match the view {stmt.type}")
+        self.env[stmt.name] = gm.reshape(shape)
+
+    def partition(self, stmt):
+        view = self.env[stmt.view]
+        offsets = [self.env[o] for o in stmt.offsets]
+        sizes = [self.uniform(stmt, self.env[s], "window size") for s in stmt.sizes]
+        if not any(isinstance(o, Lanes) for o in offsets):
+            if any(o < 0 or o + s > d for o, s, d in zip(offsets, sizes, view.shape)):
+                self.fail(stmt, f"window offsets {offsets} sizes {sizes} fall outside the tensor {list(view.shape)}")
+            self.env[stmt.name] = view[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))] if view.ndim else view[...]
+            return
+        table = np.stack([o.values if isinstance(o, Lanes) else np.full(self.n, o, np.int64) for o in offsets], axis=1)
+        bad = ((table < 0) | (table + np.asarray(sizes) > np.asarray(view.shape))).any(axis=1)
+        if bad.any():
+            lane = int(np.argmax(bad))
+            self.fail(stmt, f"window offsets {table[lane].tolist()} sizes {sizes} fall outside the tensor "
+                            f"{list(view.shape)}", lane)
+        self.env[stmt.name] = _Window(view, table, sizes)
+
+    def alloc(self, stmt):
+        t = stmt.type
+        size = t.rows * t.cols * t.np_dtype.itemsize
+        capacity = self.memory.buffer(t.loc)
+        if stmt.addr < 0 or stmt.addr + size > capacity or stmt.addr % t.np_dtype.itemsize:
+            self.fail(stmt, f"tile of {size} bytes at address {stmt.addr} does not fit the {capacity}-byte {t.loc} buffer")
+        if t.v_row > t.rows or t.v_col > t.cols:
+            self.fail(stmt, f"valid region {t.v_row}x{t.v_col} exceeds the tile {t.rows}x{t.cols}")
+        self.env[stmt.name] = _Tile(t, stmt.addr)
+
+    def view(self, tile: _Tile) -> np.ndarray:
+        t = tile.type
+        raw = self.buffers[t.loc][:, tile.addr:tile.addr + t.rows * t.cols * t.np_dtype.itemsize]
+        return raw.view(t.np_dtype).reshape(self.n, t.rows, t.cols)[:, :t.v_row, :t.v_col]
+
+    def read(self, operand, shape=None, copy=True):
+        """A tile's lanes (a contiguous copy for compute: NumPy's summation order follows the layout)."""
+        value = self.env[operand.name]
+        if isinstance(value, _Tile):
+            arr = self.view(value).copy() if copy else self.view(value)
+            return arr.reshape((self.n,) + tuple(shape)) if shape is not None else arr
+        return value
+
+    def write(self, stmt, operand, value):
+        tile = self.env[operand.name]
+        dst = self.view(tile)
+        value = np.asarray(value)
+        self.check_fill(stmt, tile, value.dtype, value.shape[1:], value.size, dst)
+        dst[...] = value.reshape(dst.shape)
+
+    def check_fill(self, stmt, tile, dtype, shape, size, dst):
+        if dtype != dst.dtype:
+            self.fail(stmt, f"result dtype {dtype.name} does not match the destination tile {tile.type.dtype}")
+        if size != dst.size:
+            self.fail(stmt, f"result of shape {list(shape)} does not fill the destination's valid region "
+                            f"{tile.type.v_row}x{tile.type.v_col}")
+
+    # ------------------------------------------------------------------------------- instructions
+    def instr(self, stmt: asm.Instr):
+        isa.check(stmt, self.kernel.name)
+        op = stmt.op
+        if op == "tload":
+            src = self.env[stmt.ins[0].name]
+            if not isinstance(src, _Window):
+                self.write(stmt, stmt.outs[0], np.broadcast_to(src, (self.n,) + src.shape))
+                return
+            tile = self.env[stmt.outs[0].name]
+            dst = self.view(tile)
+            self.check_fill(stmt, tile, src.view.dtype, src.sizes, int(np.prod(src.sizes)) * self.n, dst)
+            src.load(dst)
+        elif op == "tstore":
+            dst = self.env[stmt.outs[0].name]
+            src = self.read(stmt.ins[0], copy=False)
+            if isinstance(dst, _Window):
+                if src.dtype != dst.view.dtype or src.size != self.n * int(np.prod(dst.sizes)):
+                    self.fail(stmt, f"tile {src.dtype.name}{list(src.shape[1:])} does not match the window "
+                                    f"{dst.view.dtype.name}{list(dst.sizes)}")
+                dst.store(src)
+            else:
+                if src.dtype != dst.dtype or src.size != self.n * dst.size:
+                    self.fail(stmt, f"tile {src.dtype.name}{list(src.shape[1:])} does not match the window "
+                                    f"{dst.dtype.name}{list(dst.shape)}")
+                if self.n > 1:
+                    self.fail(stmt, "batched grid points store to the same window; they are not independent")
+                dst[...] = src.reshape(dst.shape)
+        elif op == "tmov":
+            self.write(stmt, stmt.outs[0], self.read(stmt.ins[0], copy=False))
+        elif op == "mgather":
+            gm = self.env[stmt.ins[0].name]
+            (idx_shape,) = stmt.attr("shapes")
+            axis = stmt.attr("axis")
+            out = isa.execute("mgather", gm, self.read(stmt.ins[1], idx_shape), axis=axis)
+            self.write(stmt, stmt.outs[0], np.moveaxis(out, axis, 0))
+        elif op == "mscatter":
+            gm = self.env[stmt.outs[0].name]
+            idx_shape, rows_shape = stmt.attr("shapes")
+            idx, rows = self.read(stmt.ins[0], idx_shape), self.read(stmt.ins[1], rows_shape)
+            for lane in range(self.n):                   # in grid order, as one instance after another
+                gm[...] = isa.execute("mscatter", gm, idx[lane], rows[lane], axis=stmt.attr("axis"),
+                                      accumulate=stmt.attr("accumulate"))
+        else:
+            self.compute(stmt)
+
+    def compute(self, stmt: asm.Instr):
+        params = {k: (asm.DTYPES[v] if k in _DTYPE_PARAMS else v) for k, v in stmt.attrs
+                  if k not in ("shapes", "scalar_first")}
+        shapes = stmt.attr("shapes")
+        it = iter(shapes or ())
+        args, lane_axis = [], []
+        for operand in stmt.ins:
+            is_tile = isinstance(operand.type, asm.TileBuf)
+            args.append(self.read(operand, next(it, None) if shapes and is_tile else None))
+            lane_axis.append(is_tile)
+        try:
+            result = execute_lanes(_BASE.get(stmt.op, stmt.op), args, lane_axis, params, self.n)
+        except PtoError:
+            raise
+        except Exception as err:  # noqa: BLE001 - report the instruction, not a NumPy traceback
+            self.fail(stmt, f"{type(err).__name__}: {err}")
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        if len(results) != len(stmt.outs):
+            self.fail(stmt, f"{len(results)} results for {len(stmt.outs)} destinations")
+        for operand, value in zip(stmt.outs, results):
+            self.write(stmt, operand, value)

@@ -1,0 +1,104 @@
+"""Batched execution of block instances: the same bits as running them one by one."""
+import jax
+import numpy as np
+import pytest
+
+import ptojax as pj
+from ptojax.ascend.batched import _lane_params, execute_lanes
+from ptojax.ascend.cost import CUSTOM
+from ptojax.ascend.program import AscendBackend
+from ptojax.ascend.semantics import SEMANTICS, execute
+from ptojax.ascend.targets import A3
+from ptojax.execute import machine
+from ptojax.mpmd import PtoTaskError, orchestrate, simulate
+from test_lowering import KERNELS
+from test_semantics import CASES as SEMANTIC_CASES
+
+
+def _outputs(compiled, args, batched: bool):
+    """The kernel's outputs on the simulator, with or without its batch runners."""
+    lowering = compiled.lowering
+    flat = [np.array(x) for x in jax.tree.leaves(args)]
+    plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, flat, AscendBackend(compiled._code(), A3))
+    groups = len(plan.batches)
+    if not batched:
+        plan.batches.clear()
+    backend = AscendBackend(compiled._code(), A3)
+    trace = simulate(plan, machine(A3), worker=backend.worker)
+    return plan.results(), trace, groups
+
+
+def _bits(x):
+    x = np.asarray(x)
+    return x.view(f"u{x.dtype.itemsize}") if x.dtype.kind == "f" or x.dtype.itemsize == 2 else x
+
+
+@pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
+def test_batched_run_equals_one_by_one(name, kernel, args):
+    compiled = pj.kernel(kernel).compiled_for(*args)
+    want, trace_one, groups = _outputs(compiled, args, batched=False)
+    got, trace_batched, _ = _outputs(compiled, args, batched=True)
+    assert groups > 0
+    assert trace_one.rows == trace_batched.rows                 # batching never changes the timeline
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        np.testing.assert_array_equal(_bits(g), _bits(w))
+
+
+def _lane_variants(a, lanes=3):
+    """``a`` and variants with the same shape and dtype but other values (rolled, reversed)."""
+    flat = np.asarray(a).reshape(-1)
+    out = [flat, np.roll(flat, 1), flat[::-1]]
+    return np.stack([v.reshape(np.shape(a)) for v in out[:lanes]])
+
+
+@pytest.mark.parametrize("name,args,params,tol,atol_scale", SEMANTIC_CASES)
+def test_every_instruction_on_lanes_equals_lane_by_lane(name, args, params, tol, atol_scale):
+    """Each semantics case on three lanes of different data: one call with the lane axis (or the
+    lane-by-lane fallback) gives each lane's own result, bit for bit; 0-d operands are shared scalars."""
+    laned = [np.ndim(a) > 0 for a in args]
+    stacked = [_lane_variants(a) if t else np.asarray(a) for a, t in zip(args, laned)]
+    got = execute_lanes(name, stacked, laned, params, 3)
+    want = [execute(name, *[s[i] if t else s for s, t in zip(stacked, laned)], **params) for i in range(3)]
+    got = got if isinstance(got, tuple) else (got,)
+    want = [w if isinstance(w, tuple) else (w,) for w in want]
+    for k, g in enumerate(got):
+        w = np.stack([lane[k] for lane in want])
+        assert g.dtype == w.dtype and g.shape == w.shape, (name, g.shape, w.shape)
+        np.testing.assert_array_equal(_bits(g), _bits(w))
+
+
+def test_the_lane_axis_is_used_by_most_instructions():
+    """The fallback (one call per lane) is the exception among the built-in instructions: indexed
+    updates and gathers."""
+    fallback = {name for name in set(SEMANTICS) - set(CUSTOM) if _lane_params(name, {"axes": (0,), "axis": 0, "new_shape": (1,),
+                                                                "shape": (1,), "permutation": (0,),
+                                                                "offsets": (0,), "valid_shape": (1,),
+                                                                "pads": ((0, 0),)}, 1, 2) is None}
+    assert fallback <= {"tgather", "mgather", "tindex_add", "tscatter_update", "mscatter"}, fallback
+
+
+def test_a_failing_grid_point_in_a_batch_names_its_own_task():
+    """A batch that raises is rerun task by task: the error names the task whose tile fails."""
+    def check(x):
+        if (x > 100).any():
+            raise ValueError("a value above 100")
+        return x
+
+    op = pj.tiles.register_op("tcheck_small", reference=lambda x: x, numpy=check)
+    try:
+        window = pj.tiles.window((32, 32))
+
+        def f(x):
+            body = lambda i, ins, outs: [pj.tiles.store(outs[0], op(pj.tiles.load(ins[0], i, window)), i, window)]
+            return pj.tiles.grid(body, (4, 2), x, jax.ShapeDtypeStruct(x.shape, x.dtype))
+
+        x = np.zeros((128, 64), np.float32)
+        x[70, 40] = 101.0                                        # in the tile at grid point (2, 1)
+        compiled = pj.kernel(f).compiled_for(x)
+        with pytest.raises(PtoTaskError, match=r"task 5 'lambda\(2,1\)'.*a value above 100"):
+            compiled.run(x)
+        out, _ = compiled.run(np.ones_like(x))
+        np.testing.assert_array_equal(out, np.ones_like(x))
+    finally:
+        pj.tiles.unregister_op("tcheck_small")
