@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from . import ascend
-from ._jax import Primitive, ShapedArray, ad, batching, mlir, xla
+from ._jax import Primitive, ShapedArray, ad, batching, host_call_lowering, mlir, xla
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError
 from .execute import execute
@@ -258,19 +258,16 @@ def _xla(*args, call: Compiled):
     return jax.core.eval_jaxpr(tensor.jaxpr, tensor.consts, *args)
 
 
-def _sim(*args, call: Compiled):
-    shapes = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in call.lowering.traced.jaxpr.outvars]
+def _lowering(ctx, *args, call: Compiled):
+    if call.options.backend != "sim":
+        return mlir.lower_fun(functools.partial(_xla, call=call), multiple_results=True)(ctx, *args)
+    dtypes = [v.aval.dtype for v in call.lowering.traced.jaxpr.outvars]
 
     def host(*flat):
-        outs, _ = call.run(*jax.tree.unflatten(call.lowering.in_tree, [np.asarray(x) for x in flat]))
-        return [np.asarray(o, s.dtype) for o, s in zip(jax.tree.leaves(outs), shapes)]
+        outs, _ = call.run(*jax.tree.unflatten(call.lowering.in_tree, list(flat)))
+        return tuple(np.asarray(o, d) for o, d in zip(jax.tree.leaves(outs), dtypes))
 
-    return jax.pure_callback(host, shapes, *args, vmap_method="sequential")
-
-
-def _lowering(ctx, *args, call: Compiled):
-    fn = _sim if call.options.backend == "sim" else _xla
-    return mlir.lower_fun(functools.partial(fn, call=call), multiple_results=True)(ctx, *args)
+    return host_call_lowering(ctx, host, *args)
 
 
 mlir.register_lowering(pto_call_p, _lowering)

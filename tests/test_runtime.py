@@ -252,3 +252,24 @@ def test_donated_cache_is_updated_in_place_without_a_copy_task():
     np.testing.assert_array_equal(out, want)
     assert "copy" not in {r.name for r in trace.records}
     np.testing.assert_array_equal(buffer, want)          # the donated array holds the result
+
+
+def test_donated_read_only_arrays_are_copied_not_written():
+    """Inside jax.jit the kernel gets XLA's read-only arrays: a donated one is copied, never written."""
+    def write(cache, rows, slots):
+        with pj.tile(vec=(4,)):
+            return pj.ops.scatter_update(cache, slots, rows, 0)
+
+    cache = rand((64, 128), np.float32)
+    rows = rand((4, 128), np.float32, 1)
+    slots = np.array([3, 60, -1, 7], np.int32)
+    want = np.asarray(write(cache, rows, slots))
+    kernel = pj.kernel(write, donate_argnums=0)
+    frozen = cache.copy()
+    frozen.flags.writeable = False
+    out, trace = kernel.lower(cache, rows, slots).compile().run(frozen, rows, slots)
+    np.testing.assert_array_equal(out, want)
+    assert "copy" in {r.name for r in trace.records}
+    np.testing.assert_array_equal(frozen, cache)
+    jitted = jax.jit(kernel)(jax.numpy.asarray(cache), rows, slots)
+    np.testing.assert_array_equal(np.asarray(jitted), want)

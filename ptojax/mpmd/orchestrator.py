@@ -445,12 +445,15 @@ def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, exec
     """Unroll ``block_jaxpr`` on concrete kernel inputs into a :class:`Plan`.
 
     Inputs are never written, except those whose positions are in ``donated``: their buffers may be
-    updated in place (like ``jax.jit``'s donated arguments — the caller gives them up). A value the
+    updated in place (like ``jax.jit``'s donated arguments — the caller gives them up) unless they are
+    read-only arrays (XLA's, inside ``jax.jit``), which are copied first. A value the
     host needs from device data runs the tasks that produce it (``execute=False``: an error instead);
     ``Plan.syncs`` counts those reads.
     """
     orch = _Orchestrator(backend, execute)
-    inputs = [orch.buffer(a, external=i not in donated) if np.ndim(a) else np.asarray(a) for i, a in enumerate(args)]
+    args = [np.asarray(a) for a in args]
+    inputs = [orch.buffer(a, external=i not in donated or not a.flags.writeable) if a.ndim else a   # read-only: copied
+              for i, a in enumerate(args)]
     consts = [orch.buffer(c, external=True) if np.ndim(c) else np.asarray(c) for c in consts]
     outputs = orch.run(block_jaxpr, consts, inputs)
     return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned)
