@@ -28,11 +28,11 @@ from .interpreter import _BASE, _DTYPE_PARAMS, PtoExecutionError
 # How an instruction's params change when its operands gain a leading lane axis.
 _SHIFT_AXES = {"tsum", "tprod", "tamax", "tamin", "tcumsum", "tsoftmax", "tquant", "targmax", "targmin"}
 _SHIFT_AXIS = {"ttopk", "tsort", "tconcat"}
-_LANE_SAFE = {  # rank-polymorphic over leading axes as they are
+_ELEMENTWISE = {  # each result element from the same elements of the operands: any memory layout will do
     "tadd", "tsub", "tmul", "tmax", "tmin", "tdiv", "tpow", "texp", "tlog", "tsqrt", "trsqrt", "trecip", "ttanh",
     "tsigmoid", "tsilu", "tround", "tgelu", "tabs", "tneg", "trelu", "tclip", "teq", "tne", "tlt", "tle", "tgt",
-    "tge", "tlogical_and", "tlogical_or", "tlogical_not", "tsel", "tcvt", "tmatmul", "tmatmul_acc", "tmrgsort",
-    "trms_norm", "tlayer_norm", "tdequant"}
+    "tge", "tlogical_and", "tlogical_or", "tlogical_not", "tsel", "tcvt", "tdequant"}
+_LANE_SAFE = _ELEMENTWISE | {"tmatmul", "tmatmul_acc", "tmrgsort", "trms_norm", "tlayer_norm"}  # take leading axes
 
 
 def _lane_params(op: str, params: dict, rank: int, n: int) -> dict | None:
@@ -282,7 +282,8 @@ class _Batch:
         return raw.view(t.np_dtype).reshape(self.n, t.rows, t.cols)[:, :t.v_row, :t.v_col]
 
     def read(self, operand, shape=None, copy=True):
-        """A tile's lanes (a contiguous copy for compute: NumPy's summation order follows the layout)."""
+        """A tile's lanes: a view, or a contiguous copy (NumPy's summation order follows the layout, and
+        instructions must not see their destination change under them)."""
         value = self.env[operand.name]
         if isinstance(value, _Tile):
             arr = self.view(value).copy() if copy else self.view(value)
@@ -355,12 +356,14 @@ class _Batch:
         shapes = stmt.attr("shapes")
         it = iter(shapes or ())
         args, lane_axis = [], []
+        name = _BASE.get(stmt.op, stmt.op)
         for operand in stmt.ins:
             is_tile = isinstance(operand.type, asm.TileBuf)
-            args.append(self.read(operand, next(it, None) if shapes and is_tile else None))
+            args.append(self.read(operand, next(it, None) if shapes and is_tile else None,
+                                  copy=name not in _ELEMENTWISE))
             lane_axis.append(is_tile)
         try:
-            result = execute_lanes(_BASE.get(stmt.op, stmt.op), args, lane_axis, params, self.n)
+            result = execute_lanes(name, args, lane_axis, params, self.n)
         except PtoError:
             raise
         except Exception as err:  # noqa: BLE001 - report the instruction, not a NumPy traceback
