@@ -51,9 +51,14 @@ INDEXER_STEPS = [
       "tiles_per_block": {"Score": 16, "Reduce": 16, "Gather": 8, "TopK": 2}}),
 ]
 INDEXER_OPTIONS = INDEXER_STEPS[-1][1]
+# Sparse attention: the top-k rows gathered straight into L1, PV split in two along top-k (twice the
+# PV tasks for 24 cube cores), four softmax tiles per task (the AICPU schedulers bound it).
+ATTENTION_TILES = {"gather_l1": True, "pv_l1": (None, None, 2)}
+ATTENTION_OPTIONS = {"tiles_per_block": {"Softmax": 4}}
 DIA_OPTIONS = {"tiles": {"Reduce": {"vec": (64, 256)}},
-               "tiles_per_block": {"QMatmul": 6, **INDEXER_OPTIONS["tiles_per_block"], "Softmax": 2}}
-DIA_TILES = {"indexer": {"gather_vec": (1, 8)}, "attention": {"gather_l1": True}}
+               "tiles_per_block": {"QMatmul": 6, **INDEXER_OPTIONS["tiles_per_block"],
+                                   **ATTENTION_OPTIONS["tiles_per_block"]}}
+DIA_TILES = {"indexer": {"gather_vec": (1, 8)}, "attention": ATTENTION_TILES}
 SUMMARY: list = []               # (kernel, profile) of each kernel's final setting
 
 
@@ -184,16 +189,18 @@ def attention_main(kv, out):
           f"top-k {TOPK}, KV {kv}")
     args = R.attention_inputs(B, S1, MLA_HEADS, [kv] * B, TOPK, seed=0)
     previous = None
-    for name, tiles in [("vector Gather of the top-k rows to GM, then QK / PV", None),
-                        ("gather_l1: the top-k rows straight into L1 (custom tile op)", {"gather_l1": True})]:
-        sfa, _ = K.make_dsa_kernels(N_IDX, TOPK, tiles={"attention": tiles})
+    for name, tiles, options in [
+            ("vector Gather of the top-k rows to GM, then QK / PV", None, None),
+            ("gather_l1: the top-k rows straight into L1 (custom tile op)", {"gather_l1": True}, None),
+            ("PV split in two along top-k, 4 softmax tiles per task", ATTENTION_TILES, ATTENTION_OPTIONS)]:
+        sfa, _ = K.make_dsa_kernels(N_IDX, TOPK, tiles={"attention": tiles}, options=options)
         compiled, prof, seconds = _profile(sfa, args)
         _line(name, prof, seconds, previous)
         print(f"    per label (us, summed over cores): {_per_label(prof, ['Gather', 'QK', 'Softmax', 'PV'])}")
         previous = prof
     t0 = time.perf_counter()
     got, trace = compiled.run(*args)
-    print(f"\n  numerics, gather_l1 on the simulator vs reference.py [{time.perf_counter() - t0:.1f} s]:")
+    print(f"\n  numerics, the last setting on the simulator vs reference.py [{time.perf_counter() - t0:.1f} s]:")
     ok = _attention_check("attention output bf16", got, _sfa_reference(args))
     _save(out, "sparse_attention", trace.profile())
     SUMMARY.append(("Sparse attention", trace.profile(), ok))

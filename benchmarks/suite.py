@@ -70,6 +70,7 @@ INDEXER_OPTIONS = getattr(D, "INDEXER_OPTIONS", {"tiles": {"Gather": {"vec": (1,
 DIA_OPTIONS = D.DIA_OPTIONS
 DIA_TILES = getattr(D, "DIA_TILES", {"indexer": {"gather_vec": (1, 8)}})
 ATTENTION_TILES = DIA_TILES.get("attention")       # sparse attention alone as inside DIA
+ATTENTION_OPTIONS = getattr(D, "ATTENTION_OPTIONS", None)
 KERNELS = ("prolog", "indexer", "attention", "dia")
 TITLES = {"prolog": "Indexer Prolog", "indexer": "Lightning Indexer",
           "attention": "sparse attention" + (" (gather_l1)" if (ATTENTION_TILES or {}).get("gather_l1") else ""),
@@ -129,7 +130,9 @@ def make_kernel(which: str, s: Shape, backend: str = "sim", donate: bool = False
         fn = functools.partial(K.lightning_indexer, sparse_count=s.topk)
         return pj.kernel(fn, backend=backend, options=INDEXER_OPTIONS)
     if which == "attention":
-        return K.make_dsa_kernels(s.n_idx, s.topk, backend=backend, tiles={"attention": attention_tiles})[0]
+        options = ATTENTION_OPTIONS if attention_tiles is ATTENTION_TILES else None
+        return K.make_dsa_kernels(s.n_idx, s.topk, backend=backend, tiles={"attention": attention_tiles},
+                                  options=options)[0]
     if which == "dia":
         fn = functools.partial(K.dia, n_heads=s.n_idx, sparse_count=s.topk, scale_value=K.SOFTMAX_SCALE,
                                tiles=DIA_TILES)
