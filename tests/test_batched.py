@@ -2,6 +2,9 @@
 import jax
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+
+import fuzz
 
 import ptojax as pj
 from ptojax.ascend.batched import _lane_params, execute_lanes
@@ -102,3 +105,16 @@ def test_a_failing_grid_point_in_a_batch_names_its_own_task():
         np.testing.assert_array_equal(out, np.ones_like(x))
     finally:
         pj.tiles.unregister_op("tcheck_small")
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(fuzz.kernels(max_ops=5))
+def test_random_kernels_batched_equal_one_by_one(spec):
+    """Random op chains (tests/fuzz.py: tiles reused across ops, layouts, reductions, casts)."""
+    fn, args = fuzz.build(spec)
+    compiled = pj.kernel(fn).compiled_for(*args)
+    want, _, _ = _outputs(compiled, args, batched=False)
+    got, _, _ = _outputs(compiled, args, batched=True)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(_bits(g), _bits(w), err_msg=fuzz.describe(spec))

@@ -125,14 +125,12 @@ class _Window:
     def _slices(self, lane):
         return tuple(slice(o, o + s) for o, s in zip(self.offsets[lane].tolist(), self.sizes))
 
-    def load(self, dst):
-        """Copy every lane's window into ``dst`` (``[n, ...]`` of the window's size per lane)."""
+    def load(self):
+        """Every lane's window: ``[n, *sizes]``."""
         rows, starts = self._rows()
         if rows is None:
-            for i in range(len(self.offsets)):
-                dst[i] = self.view[self._slices(i)].reshape(dst.shape[1:])
-        else:
-            dst[...] = rows[starts].reshape(dst.shape)
+            return np.stack([self.view[self._slices(i)] for i in range(len(self.offsets))])
+        return rows[starts].reshape((len(self.offsets),) + tuple(self.sizes))
 
     def store(self, value):
         rows, starts = self._rows()
@@ -197,15 +195,23 @@ def run_batch(kernel: asm.Kernel, indices, args, memory: CoreMemory, extent: dic
 
 
 class _Tile:
-    __slots__ = ("type", "addr")
+    """A tile buffer; ``value``: its lanes' valid region while the lane buffer's bytes lag behind."""
+
+    __slots__ = ("type", "addr", "end", "value")
 
     def __init__(self, type_, addr):
-        self.type, self.addr = type_, addr
+        self.type, self.addr, self.value = type_, addr, None
+        self.end = addr + type_.rows * type_.cols * type_.np_dtype.itemsize
 
 
 class _Batch:
+    """One kernel run over ``n`` lanes. A written tile keeps its result as an array (``_Tile.value``) and
+    reaches the lane buffer's bytes only when a tile sharing bytes with it is read or written: most
+    tiles are never reinterpreted, so most writes cost nothing."""
+
     def __init__(self, kernel, n, grid, env, buffers, memory):
         self.kernel, self.n, self.grid, self.env, self.buffers, self.memory = kernel, n, grid, env, buffers, memory
+        self.pending: list[_Tile] = []              # tiles whose value the lane buffer does not hold yet
 
     def fail(self, stmt, message, lane=None):
         text = stmt.text() if hasattr(stmt, "text") else str(stmt)
@@ -281,26 +287,41 @@ class _Batch:
         raw = self.buffers[t.loc][:, tile.addr:tile.addr + t.rows * t.cols * t.np_dtype.itemsize]
         return raw.view(t.np_dtype).reshape(self.n, t.rows, t.cols)[:, :t.v_row, :t.v_col]
 
+    def flush(self, tile: _Tile) -> None:
+        """Bring the lane buffer up to date for every byte ``tile`` covers (other tiles' values)."""
+        for other in [p for p in self.pending if p is not tile and p.type.loc == tile.type.loc
+                      and p.addr < tile.end and tile.addr < p.end]:
+            self.view(other)[...] = other.value
+            other.value = None
+            self.pending.remove(other)
+
     def read(self, operand, shape=None, copy=True):
-        """A tile's lanes: a view, or a contiguous copy (NumPy's summation order follows the layout, and
-        instructions must not see their destination change under them)."""
+        """A tile's lanes: its value, a view of the lane buffer, or (``copy``) a contiguous array —
+        NumPy's summation order follows the layout."""
         value = self.env[operand.name]
         if isinstance(value, _Tile):
-            arr = self.view(value).copy() if copy else self.view(value)
+            if value.value is not None:
+                arr = np.ascontiguousarray(value.value) if copy else value.value
+            else:
+                self.flush(value)
+                arr = self.view(value).copy() if copy else self.view(value)
             return arr.reshape((self.n,) + tuple(shape)) if shape is not None else arr
         return value
 
     def write(self, stmt, operand, value):
         tile = self.env[operand.name]
-        dst = self.view(tile)
+        t = tile.type
         value = np.asarray(value)
-        self.check_fill(stmt, tile, value.dtype, value.shape[1:], value.size, dst)
-        dst[...] = value.reshape(dst.shape)
+        self.check_fill(stmt, tile, value.dtype, value.shape[1:], value.size, self.n * t.v_row * t.v_col)
+        self.flush(tile)
+        if tile.value is None:
+            self.pending.append(tile)
+        tile.value = value.reshape(self.n, t.v_row, t.v_col)
 
-    def check_fill(self, stmt, tile, dtype, shape, size, dst):
-        if dtype != dst.dtype:
+    def check_fill(self, stmt, tile, dtype, shape, size, expected):
+        if dtype != tile.type.np_dtype:
             self.fail(stmt, f"result dtype {dtype.name} does not match the destination tile {tile.type.dtype}")
-        if size != dst.size:
+        if size != expected:
             self.fail(stmt, f"result of shape {list(shape)} does not fill the destination's valid region "
                             f"{tile.type.v_row}x{tile.type.v_col}")
 
@@ -310,13 +331,8 @@ class _Batch:
         op = stmt.op
         if op == "tload":
             src = self.env[stmt.ins[0].name]
-            if not isinstance(src, _Window):
-                self.write(stmt, stmt.outs[0], np.broadcast_to(src, (self.n,) + src.shape))
-                return
-            tile = self.env[stmt.outs[0].name]
-            dst = self.view(tile)
-            self.check_fill(stmt, tile, src.view.dtype, src.sizes, int(np.prod(src.sizes)) * self.n, dst)
-            src.load(dst)
+            value = src.load() if isinstance(src, _Window) else np.broadcast_to(src, (self.n,) + src.shape)
+            self.write(stmt, stmt.outs[0], value)
         elif op == "tstore":
             dst = self.env[stmt.outs[0].name]
             src = self.read(stmt.ins[0], copy=False)
@@ -333,7 +349,7 @@ class _Batch:
                     self.fail(stmt, "batched grid points store to the same window; they are not independent")
                 dst[...] = src.reshape(dst.shape)
         elif op == "tmov":
-            self.write(stmt, stmt.outs[0], self.read(stmt.ins[0], copy=False))
+            self.write(stmt, stmt.outs[0], self.read(stmt.ins[0]))     # a value, or a copy of the bytes
         elif op == "mgather":
             gm = self.env[stmt.ins[0].name]
             (idx_shape,) = stmt.attr("shapes")
