@@ -378,3 +378,21 @@ def test_int8_matmul_is_exact_on_both_sides_of_the_float32_limit(k):
     want = a.astype(np.int64) @ b.astype(np.int64)
     assert got.dtype == I32 and got[0, 0] == k * 128 * 128
     np.testing.assert_array_equal(got, want.astype(I32))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_mscatter_in_place_equals_the_returned_form(accumulate, axis):
+    """The interpreter's in-place mscatter makes the same updates as the semantics' returned array:
+    repeated indices in order (last write wins, or one rounding per add), -1 and out-of-range skipped."""
+    rng = np.random.default_rng(axis + 2 * accumulate)
+    for dtype in (F16, BF16, F32, I8):
+        gm = rand(rng, (6, 5, 3), dtype)
+        idx = np.array([[2, -1, 2], [5, 9, 0]], np.int32)
+        shape = list(gm.shape)
+        shape[axis:axis + 1] = idx.shape
+        rows = rand(rng, tuple(shape), dtype)
+        want = execute("mscatter", gm, idx, rows, axis=axis, accumulate=accumulate)
+        got = gm.copy()
+        semantics.mscatter_into(got, idx, rows, axis=axis, accumulate=accumulate)
+        np.testing.assert_array_equal(got.view(f"u{dtype.itemsize}"), want.view(f"u{dtype.itemsize}"))

@@ -24,6 +24,7 @@ from ..errors import PtoError
 from . import asm, isa
 from ..lowering.memory import CoreMemory
 from .interpreter import _BASE, _DTYPE_PARAMS, PtoExecutionError
+from .semantics import mscatter_into
 
 # How an instruction's params change when its operands gain a leading lane axis.
 _SHIFT_AXES = {"tsum", "tprod", "tamax", "tamin", "tcumsum", "tsoftmax", "tquant", "targmax", "targmin"}
@@ -361,8 +362,7 @@ class _Batch:
             idx_shape, rows_shape = stmt.attr("shapes")
             idx, rows = self.read(stmt.ins[0], idx_shape), self.read(stmt.ins[1], rows_shape)
             for lane in range(self.n):                   # in grid order, as one instance after another
-                gm[...] = isa.execute("mscatter", gm, idx[lane], rows[lane], axis=stmt.attr("axis"),
-                                      accumulate=stmt.attr("accumulate"))
+                mscatter_into(gm, idx[lane], rows[lane], axis=stmt.attr("axis"), accumulate=stmt.attr("accumulate"))
         else:
             self.compute(stmt)
 

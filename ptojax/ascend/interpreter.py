@@ -15,6 +15,7 @@ from ..errors import PtoError
 from ..lowering.memory import CoreMemory
 from . import asm, isa
 from .codegen import SCALAR_FORM
+from .semantics import mscatter_into
 
 _BASE = {v: k for k, v in SCALAR_FORM.items()}
 _DTYPE_PARAMS = ("dtype", "out_dtype", "scale_dtype")
@@ -158,8 +159,8 @@ class _Runner:
         elif op == "mscatter":
             gm = self.env[stmt.outs[0].name]
             idx_shape, rows_shape = stmt.attr("shapes")
-            gm[...] = isa.execute("mscatter", gm, self.read(stmt.ins[0], idx_shape), self.read(stmt.ins[1], rows_shape),
-                                  axis=stmt.attr("axis"), accumulate=stmt.attr("accumulate"))
+            mscatter_into(gm, self.read(stmt.ins[0], idx_shape), self.read(stmt.ins[1], rows_shape),
+                          axis=stmt.attr("axis"), accumulate=stmt.attr("accumulate"))
         else:
             self.compute(stmt)
 

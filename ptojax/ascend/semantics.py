@@ -362,6 +362,19 @@ def mscatter(gm, idx, rows, *, axis, accumulate):
     return (index_add if accumulate else scatter_update)(gm, idx, rows, axis=axis)
 
 
+def mscatter_into(gm, idx, rows, *, axis, accumulate):
+    """``gm[...] = mscatter(gm, idx, rows, ...)`` without copying ``gm``: the same row updates, in the
+    same order, made in place (a paged KV cache takes a few rows per call)."""
+    k = idx.ndim
+    target = np.moveaxis(gm, axis, 0)                                  # a view: writes reach gm
+    updates = np.moveaxis(rows, tuple(range(axis, axis + k)), tuple(range(k))).reshape((-1,) + target.shape[1:])
+    add = SEMANTICS["tadd"]
+    with np.errstate(all="ignore"):
+        for i, t in enumerate(idx.reshape(-1)):
+            if 0 <= t < target.shape[0]:
+                target[t] = add(target[t], updates[i]) if accumulate else updates[i]
+
+
 def _pad_value(dtype, largest):
     if dtype in FLOAT:
         return -np.inf if largest else np.inf
