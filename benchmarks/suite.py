@@ -21,7 +21,8 @@ Measures, each with its target where the issue sets one (PASS / FAIL; "—": no 
 (c) predicted makespan over the lower bound of each DeepSeek kernel at the seed's shape
     (``profile(compute=False)``: the same timeline, task bodies not run), and DIA's SPMD over MPMD
     makespan. Targets: ≤ 1.2× the bound; MPMD ≥ 1.25× faster than SPMD.
-(d) the event-driven executor's throughput on a 100 000-task DAG (``benchmarks/runtime.py``).
+(d) the event-driven executor's throughput on a 100 000-task DAG (``benchmarks/runtime.py``; the
+    median of three runs).
     Target ≥ 250 000 tasks/s.
 
 The DeepSeek-V3.2 kernels (``examples/deepseek_v32``) run with the tuned settings of
