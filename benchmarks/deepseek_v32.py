@@ -167,6 +167,10 @@ def indexer_main(kv, out):
         _line(name, prof, seconds, previous)
         print(f"    per label (us, summed over cores): {_per_label(prof, ['Gather', 'Score', 'Reduce', 'TopK'])}")
         previous = prof
+    auto = {"tiles": INDEXER_OPTIONS["tiles"], "tiles_per_block": "auto"}
+    _, auto_prof, seconds = _profile(pj.kernel(fn, options=auto), args)
+    _line("for comparison: the step-2 tiles with tiles_per_block='auto' (no hand-picked counts)", auto_prof, seconds,
+          previous)
     t0 = time.perf_counter()
     got, trace = compiled.run(*args)
     agree = _topk_agreement(np.asarray(got), np.asarray(R.lightning_indexer(*args, sparse_count=TOPK)))

@@ -229,7 +229,8 @@ def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "si
 
     ``target``: "a3" or "a2"; ``backend``: "sim" runs the PTO programs on the simulated chip,
     "xla" runs the Tensor-level jaxpr with XLA; ``executor``: "simulated" (event-driven, cost model
-    clock) or "threads"; ``options``: pass options keyed by label (``{"tiles_per_block": {"V1": 4}}``,
+    clock) or "threads"; ``options``: pass options keyed by label (``{"tiles_per_block": {"V1": 4}}``;
+    ``"auto"`` for a label or all of them lets the runtime choose from the tile's cost and the machine;
     ``{"tiles": {"Score": {"vec": (64, 256)}, "QMatmul": {"cube": (16, 512, 64)}}}`` — tile shapes that
     override the kernel's ``pj.tile`` for the ops of that label);
     ``donate_argnums``: arguments the kernel may update in place (a paged KV cache), as in ``jax.jit``.

@@ -507,7 +507,8 @@ def _graph_svg(data: dict) -> str:
             fill, stroke = CORE_STYLE.get(n["core"], CORE_STYLE["host"])
             parts = n["parts"]
             progs = "; ".join(f"{p['program']} grid {'x'.join(map(str, p['grid'])) or '1'} x{p['instances']}"
-                              + (f" ({p['tiles_per_block']} tiles/block)" if p["tiles_per_block"] > 1 else "")
+                              + (f" ({p['tiles_per_block']} tiles/block)" if p["tiles_per_block"] > 1 else
+                                 " (auto tiles/block)" if p["tiles_per_block"] == 0 else "")
                               for p in parts)
             tip = f"{n['title']} on {n['core']}: {progs}\nwrites {n['detail']}" + (f"\ninside {n['loop']}" if n["loop"] else "")
             line2 = f"{parts[0]['program']}" + (f" +{len(parts) - 1} part" + ("s" if len(parts) > 2 else "") if len(parts) > 1 else "")

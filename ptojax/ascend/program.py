@@ -8,6 +8,7 @@ kernel at each tile of the instance, and the cost model predicts its time.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ..lowering import ir
 from ..lowering.memory import ASCEND_CORE, CoreMemory
@@ -95,6 +96,16 @@ class AscendBackend:
                 run(kernel, index, arrays, core)
 
         return work, cost.seconds * len(tiles), int(cost.bytes_in + cost.bytes_out) * len(tiles)
+
+    def tiles_per_task(self, part) -> int:
+        """``tiles_per_block="auto"``: enough tiles per task that a task outlasts the AICPU schedulers'
+        time to dispatch one task to every core of its kind (so dispatch does not bound the run), but
+        no more than leaves every core of that kind a task."""
+        tile_s = self._cost[(part.program.name, tuple(part.shape))].seconds
+        cores = self.target.cores(part.program.core)
+        dispatch_round = cores * self.target.aicpu_task_s / self.target.aicpu
+        per_task = max(1, math.ceil(dispatch_round / max(tile_s, 1e-12)))
+        return max(1, min(per_task, part.size // cores))
 
     def batch(self, part, arrays):
         """Run many block instances of ``part`` (equal tile counts) at once: their tiles at position j

@@ -13,7 +13,8 @@ Partition follows PyPTO's rules for A2/A3 (separate cube and vector cores):
 
 Knobs keyed by label, with ``"DEFAULT"`` for the rest (PyPTO's ``vec_nbuffer_setting`` /
 ``cube_nbuffer_setting`` style): ``tiles_per_block`` — how many consecutive tiles one block instance
-processes; ``tiles`` — ``{"vec": (...), "cube": (m, k, n)}`` overriding the ``pj.tile`` setting of
+processes (``"auto"``: chosen when the kernel runs, from the tile's predicted time, the core count and
+the scheduler's cost per task); ``tiles`` — ``{"vec": (...), "cube": (m, k, n)}`` overriding the ``pj.tile`` setting of
 the ops with that label (applied by the tile pass, so the kernel's source needs no edit).
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .scope import _shape as _tile_shape
 from .walk import CONTROL, control, interpret, read
 
 CORE = {"vector": "AIV", "cube": "AIC"}
+AUTO = "auto"       # tiles_per_block chosen by the runtime's backend (BlockPart.tiles_per_block == 0)
 _BUFFER_NAME = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B", "acc": "L0C"}
 
 
@@ -53,8 +55,11 @@ class Options:
         per_label = options.get("tiles_per_block", {})
         per_label = _mapping(per_label) if _is_mapping(per_label) else {"DEFAULT": per_label}
         for label, n in per_label.items():
-            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                raise PtoArgumentError(f"pto partition: tiles_per_block[{label!r}] must be a positive int, got {n!r}")
+            if n == AUTO:
+                per_label[label] = 0
+            elif not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise PtoArgumentError(f"pto partition: tiles_per_block[{label!r}] must be a positive int or "
+                                       f"{AUTO!r}, got {n!r}")
         tiles = {label: tile_override(label, cfg) for label, cfg in _mapping(options.get("tiles", {})).items()}
         return Options(tuple(sorted(per_label.items())), tuple(sorted(tiles.items())))
 
@@ -111,7 +116,8 @@ class Program:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class BlockPart:
-    """``program`` run over a grid of ``shape`` tiles, ``tiles_per_block`` tiles per block instance."""
+    """``program`` run over a grid of ``shape`` tiles, ``tiles_per_block`` tiles per block instance
+    (0: ``"auto"``, the runtime's backend chooses from the tile's cost and the machine)."""
 
     program: Program
     shape: tuple[int, ...]
@@ -119,7 +125,7 @@ class BlockPart:
 
     body = property(lambda self: self.program.body)
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
-    instances = property(lambda self: -(-self.size // self.tiles_per_block))
+    instances = property(lambda self: -(-self.size // (self.tiles_per_block or 1)))   # auto: at most this many
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

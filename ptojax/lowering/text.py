@@ -93,7 +93,8 @@ def _describe_grid(spec: ir.Grid) -> str:
 
 
 def _describe_block(spec) -> str:
-    return "block_call[" + ", ".join(f"{p.program.name}<{p.program.core}> x{p.instances}" for p in spec.parts) + "]"
+    return "block_call[" + ", ".join(f"{p.program.name}<{p.program.core}> x{p.instances}"
+                                    + ("" if p.tiles_per_block else " tiles, auto per task") for p in spec.parts) + "]"
 
 
 def _header(closed, names):

@@ -59,6 +59,9 @@ class Backend(Protocol):
     def worker(self) -> object:
         """A fresh per-worker context (a simulated core's buffers)."""
 
+    def tiles_per_task(self, part) -> int:
+        """Optional: how many tiles one task of ``part`` takes when its ``tiles_per_block`` is 0 (auto)."""
+
     def batch(self, part, arrays) -> Callable[[list, object], None]:
         """Optional: a callable running many block instances of ``part`` at once, given their tiles
         (one list per instance, equal lengths) and a worker context."""
@@ -288,8 +291,9 @@ class _Orchestrator:
             windows = _windows(part.body.jaxpr, len(part.shape))
             points = list(np.ndindex(*part.shape))
             runner = batch(part, arrays) if batch is not None else None
-            for start in range(0, len(points), part.tiles_per_block):
-                tiles = points[start:start + part.tiles_per_block]
+            per_task = part.tiles_per_block or getattr(self.backend, "tiles_per_task", lambda _: 1)(part)
+            for start in range(0, len(points), per_task):
+                tiles = points[start:start + per_task]
                 run, cost, nbytes = self.backend.task(part, tiles, arrays)
                 reads, writes = self.regions(windows, tiles, inputs + outputs)
                 group = None
