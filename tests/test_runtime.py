@@ -296,3 +296,29 @@ def test_auto_tiles_per_block_outlasts_a_dispatch_round_and_keeps_every_core_bus
     assert auto.profile(x).makespan_us < 0.5 * default.profile(x).makespan_us
     with pytest.raises(pj.PtoArgumentError, match="positive int or 'auto'"):
         pj.kernel(scale, options={"tiles_per_block": {"DEFAULT": "fast"}}).lower(x)
+
+
+def test_phase_bound_adds_up_chained_phases_and_never_exceeds_a_schedule():
+    """One wave of 24 vector tasks, then 8 cube tasks on 4 cube cores that each wait for all of them:
+    the critical path (two tasks) and the work bounds (each phase alone) miss that the cube phase
+    starts only after the vector phase; the phase bound adds them."""
+    m = Machine(cores=(("AIC", 4), ("AIV", 24)), schedulers=6, schedule_cost=2e-6, dispatch_latency=1e-6)
+    first = [Task(i, "a", "AIV", "A", 10e-6, None, (), (Region(i, (0,), (1,)),)) for i in range(24)]
+    reads = tuple(Region(i, (0,), (1,)) for i in range(24))
+    second = [Task(24 + i, "b", "AIC", "B", 10e-6, None, reads, (Region(24 + i, (0,), (1,)),)) for i in range(8)]
+    plan = Plan(TaskGraph(first + second), [], [], 2)
+    profile = simulate(plan, m, execute=False).profile()
+    b = profile.bound
+    overhead = m.schedule_cost + m.dispatch_latency
+    assert b.critical_path == pytest.approx(2 * (overhead + 10e-6))
+    assert b.phases == pytest.approx(overhead + 10e-6 + overhead + 8 * 10e-6 / 4)     # release, then the work
+    assert b.phases > max(b.critical_path, b.cube, b.vector, b.scheduler, b.bandwidth)
+    assert profile.makespan_us >= profile.lower_bound_us == pytest.approx(b.phases * 1e6)
+    for seed in range(30):                                   # never above a real schedule
+        plan = layered_dag(seed)
+        for policy in ("mpmd", "spmd"):
+            p = simulate(plan, MACHINE, policy=policy, execute=False).profile()
+            assert p.makespan_us >= p.bound.phases * 1e6 * (1 - 1e-9), (seed, policy)
+    for name, kernel, args in KERNELS:
+        p = pj.kernel(kernel).compiled_for(*args).profile(*args, compute=False)
+        assert p.makespan_us >= p.lower_bound_us * (1 - 1e-9), name

@@ -2,8 +2,9 @@
 
 ``Trace.profile()`` gives the makespan, the lower bound
 ``max(critical path, cube work / AIC count, vector work / AIV count, bytes / bandwidth,
-tasks × scheduler cost / schedulers)``, where the critical path counts each task's dispatch overhead, utilisation per core kind, time per label, the critical path's
-tasks and the largest idle gaps. ``Profile.save(path)`` writes a Chrome trace (Perfetto reads it): one
+tasks × scheduler cost / schedulers, phases)``, where the critical path counts each task's dispatch
+overhead and ``phases`` is the release / delivery bound of chained phases (:func:`_phase_bound`),
+utilisation per core kind, time per label, the critical path's tasks and the largest idle gaps. ``Profile.save(path)`` writes a Chrome trace (Perfetto reads it): one
 lane per core (cube lanes first), a complete event per task with its details, flow arrows for
 dependencies. ``Profile.swimlane(path)`` draws the same picture to PNG/SVG (needs matplotlib).
 """
@@ -76,17 +77,46 @@ class Bound:
     vector: float
     bandwidth: float
     scheduler: float
+    phases: float = 0.0
 
     @property
     def value(self) -> float:
         return max(dataclasses.astuple(self))
 
 
+def _phase_bound(graph, m, overhead: float) -> float:
+    """The release / delivery bound of chained phases: for the tasks of one core kind (or of the AICPU
+    schedulers) that cannot start before ``r`` — their earliest start over their dependency chains —
+    the run lasts at least ``r`` + their work over the cores + the shortest chain after one of them.
+    (The machines can process at most that work after ``r``; the task finishing last still has its
+    successors' chain ahead.) Maximised over ``r``; phases that wait for one another add up."""
+    order = graph.topological()
+    head: dict = {}                         # earliest start: the predecessors' ends plus the dispatch overhead
+    for t in order:
+        head[t.tid] = overhead + max([head[p.tid] + p.cost for p in t.preds], default=0.0)
+    tail: dict = {}                         # from a task's end to the end of the run, at least
+    for t in reversed(order):
+        tail[t.tid] = max([overhead + s.cost + tail[s.tid] for s in t.succs], default=0.0)
+    best = 0.0
+    lanes = [(kind, count, [(head[t.tid], t.cost, tail[t.tid]) for t in graph.tasks if t.core == kind])
+             for kind, count in m.cores]
+    lanes.append(("AICPU", m.schedulers, [(head[t.tid] - overhead, m.schedule_cost,
+                                           m.dispatch_latency + t.cost + tail[t.tid]) for t in graph.tasks]))
+    for _, count, items in lanes:
+        items.sort(key=lambda x: -x[0])
+        work, after = 0.0, float("inf")
+        for release, cost, deliver in items:            # the tasks released at ``release`` or later
+            work += cost
+            after = min(after, deliver)
+            best = max(best, release + work / count + after)
+    return best
+
+
 class Profile:
     """Figures of one run; times in microseconds unless the name says otherwise.
 
     Attributes: ``makespan_us``; ``lower_bound_us`` and ``bound`` (its terms, in seconds:
-    ``critical_path``, ``cube``, ``vector``, ``bandwidth``, ``scheduler``); ``tasks`` (count);
+    ``critical_path``, ``cube``, ``vector``, ``bandwidth``, ``scheduler``, ``phases``); ``tasks`` (count);
     ``utilisation`` and ``idle_us`` per core kind; ``label_us`` (summed task time per label, largest
     first); ``critical_path`` (task ids); ``trace`` (the :class:`Trace`).
     """
@@ -104,7 +134,8 @@ class Profile:
         cp = max(chain.values(), default=0.0)
         counts = dict(m.cores)
         self.bound = Bound(cp, work.get("AIC", 0.0) / counts.get("AIC", 1), work.get("AIV", 0.0) / counts.get("AIV", 1),
-                           sum(t.bytes for t in tasks) / m.bandwidth, len(tasks) * m.schedule_cost / m.schedulers)
+                           sum(t.bytes for t in tasks) / m.bandwidth, len(tasks) * m.schedule_cost / m.schedulers,
+                           _phase_bound(trace.graph, m, overhead))
         self.makespan_us = trace.makespan * 1e6
         self.lower_bound_us = self.bound.value * 1e6
         self.tasks = len(tasks)
