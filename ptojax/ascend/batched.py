@@ -20,10 +20,9 @@ import threading
 
 import numpy as np
 
-from ..errors import PtoError
 from . import asm, isa
 from ..lowering.memory import CoreMemory
-from .interpreter import _BASE, _DTYPE_PARAMS, PtoExecutionError
+from .interpreter import _BASE, _DTYPE_PARAMS, PtoExecutionError, compute_into
 from .semantics import mscatter_into
 
 # How an instruction's params change when its operands gain a leading lane axis.
@@ -378,14 +377,4 @@ class _Batch:
             args.append(self.read(operand, next(it, None) if shapes and is_tile else None,
                                   copy=name not in _ELEMENTWISE))
             lane_axis.append(is_tile)
-        try:
-            result = execute_lanes(name, args, lane_axis, params, self.n)
-        except PtoError:
-            raise
-        except Exception as err:  # noqa: BLE001 - report the instruction, not a NumPy traceback
-            self.fail(stmt, f"{type(err).__name__}: {err}")
-        results = result if isinstance(result, (tuple, list)) else (result,)
-        if len(results) != len(stmt.outs):
-            self.fail(stmt, f"{len(results)} results for {len(stmt.outs)} destinations")
-        for operand, value in zip(stmt.outs, results):
-            self.write(stmt, operand, value)
+        compute_into(self, stmt, lambda: execute_lanes(name, args, lane_axis, params, self.n))

@@ -172,14 +172,20 @@ class _Runner:
         for operand in stmt.ins:
             is_tile = isinstance(operand.type, asm.TileBuf)
             args.append(self.read(operand, next(shapes, None) if stmt.attr("shapes") and is_tile else None))
-        try:
-            result = isa.execute(_BASE.get(stmt.op, stmt.op), *args, **params)
-        except PtoError:
-            raise
-        except Exception as err:  # noqa: BLE001 - report the instruction, not a NumPy traceback
-            self.fail(stmt, f"{type(err).__name__}: {err}")
-        results = result if isinstance(result, (tuple, list)) else (result,)
-        if len(results) != len(stmt.outs):
-            self.fail(stmt, f"{len(results)} results for {len(stmt.outs)} destinations")
-        for operand, value in zip(stmt.outs, results):
-            self.write(stmt, operand, value)
+        compute_into(self, stmt, lambda: isa.execute(_BASE.get(stmt.op, stmt.op), *args, **params))
+
+
+def compute_into(runner, stmt: asm.Instr, call) -> None:
+    """Run ``call()`` (an instruction's semantics) and write its result(s) to ``stmt``'s destinations
+    with ``runner.write``; a NumPy failure becomes ``runner.fail`` naming the instruction."""
+    try:
+        result = call()
+    except PtoError:
+        raise
+    except Exception as err:  # noqa: BLE001 - report the instruction, not a NumPy traceback
+        runner.fail(stmt, f"{type(err).__name__}: {err}")
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    if len(results) != len(stmt.outs):
+        runner.fail(stmt, f"{len(results)} results for {len(stmt.outs)} destinations")
+    for operand, value in zip(stmt.outs, results):
+        runner.write(stmt, operand, value)
