@@ -118,3 +118,28 @@ def test_random_kernels_batched_equal_one_by_one(spec):
     got, _, _ = _outputs(compiled, args, batched=True)
     for w, g in zip(want, got):
         np.testing.assert_array_equal(_bits(g), _bits(w), err_msg=fuzz.describe(spec))
+
+
+def test_outputs_written_tile_by_tile_skip_the_fill_and_others_keep_it():
+    """A GM output that the tasks write completely, tile by tile, is not filled first (its scratch array
+    may hold an earlier run's data); one they write only in part (a padded copy) keeps its fill."""
+    from ptojax.mpmd import orchestrator as O
+
+    x = np.arange(64 * 96, dtype=np.float32).reshape(64, 96)
+
+    def f(x):
+        with pj.tile(vec=(16, 32)):
+            return x * 2.0, pj.ops.pad(x, [(0, 8), (0, 0)], -1.0)
+
+    compiled = pj.kernel(f).compiled_for(x)
+    for _ in range(3):                                   # later runs reuse the pooled scratch arrays
+        doubled, padded = compiled.run(x)[0]
+        np.testing.assert_array_equal(doubled, x * 2)
+        np.testing.assert_array_equal(padded, np.pad(x, [(0, 8), (0, 0)], constant_values=-1.0))
+    w = O._windows
+    calls = [e for e in compiled.lowering.block.jaxpr.eqns if e.primitive.name == "pto.block_call"]
+    volumes = {v.aval.shape: sum(O._tiled_volume(w(p.body.jaxpr, len(p.shape)), len(e.invars) + k, p.shape,
+                                                 v.aval.shape) for p in e.params["spec"].parts)
+               for e in calls for k, v in enumerate(e.outvars)}
+    assert volumes[(64, 96)] == 64 * 96                  # x * 2: every element written once
+    assert volumes[(72, 96)] < 72 * 96                   # the pad's copy leaves the padding to the fill

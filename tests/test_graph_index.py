@@ -131,3 +131,15 @@ def test_a_split_dim_keeps_tiles_apart():
     """[b, h, 0:64, s] of a (4, 2, 64, 65536) view of (4, 128, 65536) is exactly [b, 64h:64h+64, s]."""
     assert _base_box((4, 2, 64, 65536), (4, 128, 65536), (1, 1, 0, 256), (2, 2, 64, 384)) == (
         [1, 64, 256], [2, 128, 384])
+
+
+def test_span_of_consecutive_grid_points_is_their_per_dim_min_and_max():
+    from ptojax.mpmd.orchestrator import _span
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        grid = tuple(int(x) for x in rng.integers(1, 6, rng.integers(1, 5)))
+        points = list(np.ndindex(*grid))
+        a = int(rng.integers(0, len(points)))
+        b = int(rng.integers(a, len(points)))
+        chunk = points[a:b + 1]
+        assert _span(grid, a, b) == ([min(c) for c in zip(*chunk)], [max(c) for c in zip(*chunk)]), (grid, a, b)

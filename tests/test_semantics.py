@@ -396,3 +396,28 @@ def test_mscatter_in_place_equals_the_returned_form(accumulate, axis):
         got = gm.copy()
         semantics.mscatter_into(got, idx, rows, axis=axis, accumulate=accumulate)
         np.testing.assert_array_equal(got.view(f"u{dtype.itemsize}"), want.view(f"u{dtype.itemsize}"))
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype", [F32, BF16, I32, I8])
+def test_merge_topk_order_against_a_python_sort(dtype, largest):
+    """tmrgsort's order equals Python's sort of (value, index) pairs: best value first, NaN above +inf,
+    -0.0 tied with 0.0, ties by the lower index with -1 after every real index; the extremes of the
+    integer types and the infinities included."""
+    rng = np.random.default_rng(7)
+    if dtype in FLOATS:
+        pool = np.array([0.0, -0.0, 1.5, -1.5, np.inf, -np.inf, np.nan, 3.0], np.float32)
+    else:
+        info = np.iinfo(dtype)
+        pool = np.array([info.min, info.max, 0, -1, 1, info.min + 1, 5], np.int64)
+    values = rng.choice(pool, (3, 4, 6)).astype(dtype)
+    indices = rng.integers(-1, 12, (3, 4, 6)).astype(I32)
+    got_v, got_i = execute("tmrgsort", values, indices, k=10, largest=largest)
+    for row in range(3):
+        pairs = []
+        for val, ix in zip(values[row].reshape(-1).astype(np.float64), indices[row].reshape(-1)):
+            nan = bool(np.isnan(val))
+            key = 0.0 if nan else (-val if largest else val) + 0.0
+            pairs.append(((not nan) if largest else nan, key, int(np.uint32(ix)), ix))
+        want = [p[3] for p in sorted(pairs)][:10]
+        assert got_i[row].tolist() == want, (row, got_i[row].tolist(), want)

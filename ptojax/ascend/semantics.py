@@ -401,16 +401,27 @@ def topk(x, *, k, axis, largest):
     return values, idx
 
 
+def _merge_key(v, largest):
+    """A uint64 per value whose ascending order is the merge's order: best value first (NaN above +inf),
+    -0.0 tied with 0.0. Floats (float16 / bfloat16 widened exactly) map through their IEEE bits."""
+    if v.dtype in FLOAT:
+        f = _f32(v)
+        f = (-f if largest else f) + np.float32(0.0)                    # -0.0 -> 0.0
+        bits = f.view(np.uint32)
+        key = np.where(bits >> np.uint32(31), ~bits, bits | np.uint32(0x80000000))
+        key = np.where(np.isnan(f), np.uint32(0 if largest else 0xFFFFFFFF), key)
+        return key.astype(np.uint64)
+    wide = v.astype(np.int64)
+    return (np.int64(2**31 - 1) - wide if largest else wide + np.int64(2**31)).astype(np.uint64)
+
+
 @_register("tmrgsort")
 def merge_topk(values, indices, *, k, largest):
     """The ``k`` best (value, index) pairs of ``[..., lists, length]``: by value (NaN above +inf), ties
     by the lower index, -1 after every real index; padded past the available pairs as ``ttopk``."""
     v, idx = (a.reshape(a.shape[:-2] + (-1,)) for a in (values, indices))
-    keys = _widen(v).astype(np.float64) if v.dtype in FLOAT else v.astype(np.int64)
-    nan = np.isnan(keys) if v.dtype in FLOAT else np.zeros(keys.shape, bool)
-    keys = np.where(nan, 0, -keys if largest else keys) + 0.0          # -0.0 ties with 0.0
-    rank = ~nan if largest else nan
-    order = np.lexsort((idx.astype(np.uint32), keys, rank), axis=-1)[..., :min(k, v.shape[-1])]
+    order = np.argsort(_merge_key(v, largest) << np.uint64(32) | idx.astype(np.uint32).astype(np.uint64),
+                       axis=-1)[..., :min(k, v.shape[-1])]
     out_v, out_i = np.take_along_axis(v, order, -1), np.take_along_axis(idx, order, -1).astype(I32)
     if k > v.shape[-1]:
         pads = [(0, 0)] * (v.ndim - 1) + [(0, k - v.shape[-1])]

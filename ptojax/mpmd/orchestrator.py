@@ -274,10 +274,11 @@ class _Orchestrator:
         spec = eqn.params["spec"]
         inputs = [x if isinstance(x, Buffer) else self.buffer(x, external=True) for x in invals]
         avals = [v.aval for v in spec.parts[0].body.jaxpr.outvars]
-        outputs = []
+        outputs, fills = [], {}
         for o, aval in zip(spec.outputs, avals):
-            if o.alias is None:
-                outputs.append(self.buffer(self.scratch(aval.shape, aval.dtype, o.fill)))
+            if o.alias is None:                      # filled below unless the tasks write all of it
+                fills[len(outputs)] = o.fill
+                outputs.append(self.buffer(self.scratch(aval.shape, aval.dtype)))
                 continue
             target = inputs[o.alias]
             if (not target.external and sum(b.base == target.base for b in inputs) == 1
@@ -287,21 +288,28 @@ class _Orchestrator:
                 outputs.append(self.copy(target))
         arrays = [b.array for b in inputs + outputs]
         batch = getattr(self.backend, "batch", None)
+        covered = dict.fromkeys(fills, 0)
         for number, part in enumerate(spec.parts):
             windows = _windows(part.body.jaxpr, len(part.shape))
+            for k in covered:
+                covered[k] += _tiled_volume(windows, len(inputs) + k, part.shape, outputs[k].array.shape)
             points = list(np.ndindex(*part.shape))
             runner = batch(part, arrays) if batch is not None else None
             per_task = part.tiles_per_block or getattr(self.backend, "tiles_per_task", lambda _: 1)(part)
             for start in range(0, len(points), per_task):
                 tiles = points[start:start + per_task]
                 run, cost, nbytes = self.backend.task(part, tiles, arrays)
-                reads, writes = self.regions(windows, tiles, inputs + outputs)
+                reads, writes = self.regions(windows, *_span(part.shape, start, start + len(tiles) - 1),
+                                             inputs + outputs)
                 group = None
                 if runner is not None:
                     group = (self.stage, number, len(tiles))
                     self.batches[group] = runner
                 self.emit(Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
                                run, reads, writes, tiles[0], self.stage, nbytes, None if group is None else (group, tiles)))
+        for k, fill in fills.items():
+            if covered[k] != outputs[k].array.size:
+                outputs[k].array.fill(fill)
         self.stage += 1
         return outputs
 
@@ -316,10 +324,9 @@ class _Orchestrator:
                        (self.full[src.base],), (self.full[dst.id],), (), self.stage, 2 * nbytes))
         return dst
 
-    def regions(self, windows, tiles, buffers):
+    def regions(self, windows, first, last, buffers):
+        """The GM regions of a task whose tiles' grid coordinates range from ``first`` to ``last``."""
         reads, writes = [], []
-        first, last = (tiles[0], tiles[0]) if len(tiles) == 1 else (tuple(map(min, zip(*tiles))),
-                                                                   tuple(map(max, zip(*tiles))))
         for kind, position, window in windows:
             buf = buffers[position]
             if window is None:
@@ -391,6 +398,21 @@ def _enclose(first, last, shape, lo, hi):
         lo.extend(0 for _ in shape[1:]), hi.extend(shape[1:])
 
 
+def _span(grid, a, b):
+    """Per dim, the least and greatest coordinate of the grid points with row-major numbers ``a..b``:
+    a dim's coordinate is ``(number // inner) % extent``, monotonic unless the range wraps it."""
+    first, last, inner = [0] * len(grid), [0] * len(grid), 1
+    for d in range(len(grid) - 1, -1, -1):
+        n = grid[d]
+        qa, qb = a // inner, b // inner
+        if qa // n == qb // n:
+            first[d], last[d] = qa % n, qb % n
+        else:
+            first[d], last[d] = 0, n - 1
+        inner *= n
+    return first, last
+
+
 def _box(window, first, last, shape):
     """The box ``window`` covers over the tiles whose grid coordinates range from ``first`` to ``last``
     (per dim; the window's offset is affine in each coordinate, so the extremes bound every tile)."""
@@ -404,6 +426,28 @@ def _box(window, first, last, shape):
             a, z = (b + s * first[i], b + s * last[i]) if s >= 0 else (b + s * last[i], b + s * first[i])
             lo.append(a), hi.append(z + size)
     return lo, hi
+
+
+def _tiled_volume(windows, position, grid, shape) -> int:
+    """Elements of GM parameter ``position`` that a part's grid writes exactly once, when it writes
+    the parameter through one window laid out tile by tile (stride = tile, inside the tensor) and
+    never reads it; 0 when it writes it otherwise (several windows, a loop-driven or indexed write),
+    reads it, or does not write it."""
+    writes = [w for kind, pos, w in windows if pos == position and kind == "write"]
+    reads = [w for kind, pos, w in windows if pos == position and kind == "read"]
+    if len(writes) != 1 or writes[0] is None or reads:      # a part reading its output needs the fill
+        return 0
+    w = writes[0]
+    used = [i for i in w.index if i is not None and i >= 0]
+    if None in w.index or len(used) != len(set(used)):
+        return 0
+    volume = 1
+    for n, i, stride, base, size in zip(shape, w.index, w.stride, w.base, w.shape):
+        extent = 1 if i < 0 else grid[i]
+        if (extent > 1 and stride != size) or base < 0 or base + stride * (extent - 1) + size > n:
+            return 0
+        volume *= extent * size
+    return volume
 
 
 def _windows(body, n):
