@@ -143,3 +143,20 @@ def test_outputs_written_tile_by_tile_skip_the_fill_and_others_keep_it():
                for e in calls for k, v in enumerate(e.outvars)}
     assert volumes[(64, 96)] == 64 * 96                  # x * 2: every element written once
     assert volumes[(72, 96)] < 72 * 96                   # the pad's copy leaves the padding to the fill
+
+
+def test_a_large_batch_shared_by_threads_equals_one_by_one():
+    """A block call of 512 instances: its batch is split between threads (when the machine has more
+    than one CPU), with the same bits as running the instances one by one."""
+    x = np.random.default_rng(5).standard_normal((256, 512)).astype(np.float32)
+
+    def f(x):
+        with pj.tile(vec=(8, 32)):
+            return jax.numpy.sum(jax.numpy.exp(x * 0.5) - x, axis=-1, keepdims=True) + x
+
+    compiled = pj.kernel(f).compiled_for(x)
+    want, _, _ = _outputs(compiled, (x,), batched=False)
+    got, trace, _ = _outputs(compiled, (x,), batched=True)
+    assert len(trace.records) >= 512
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(_bits(g), _bits(w))

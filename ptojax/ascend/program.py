@@ -7,8 +7,10 @@ kernel at each tile of the instance, and the cost model predicts its time.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import math
+import os
 
 from ..lowering import ir
 from ..lowering.memory import ASCEND_CORE, CoreMemory
@@ -77,6 +79,17 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> Asce
     return AscendKernel(lowering, memory, kernels, "\n".join(texts))
 
 
+_THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances is shared by this many threads
+_LANES_PER_THREAD = 32              # (NumPy releases the GIL in its loops; small batches stay on one thread)
+_POOL: list = []
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    if not _POOL:
+        _POOL.append(concurrent.futures.ThreadPoolExecutor(_THREADS - 1, thread_name_prefix="ptojax-lanes"))
+    return _POOL[0]
+
+
 class AscendBackend:
     """Runs block instances on the MPMD runtime: the parsed kernels, the interpreter and the cost model.
 
@@ -113,9 +126,19 @@ class AscendBackend:
         key = (part.program.name, tuple(part.shape))
         kernel, extent, memory = self.compiled.kernels[key], self.compiled.extents(key), self.compiled.memory
 
-        def work(tile_lists, _core):
+        def lanes(tile_lists):
             for j in range(len(tile_lists[0])):
                 run_batch(kernel, [tiles[j] for tiles in tile_lists], arrays, memory, extent)
+
+        def work(tile_lists, _core):
+            shares = min(_THREADS, len(tile_lists) // _LANES_PER_THREAD)
+            if shares < 2:
+                return lanes(tile_lists)
+            cut = [len(tile_lists) * i // shares for i in range(shares + 1)]
+            futures = [_pool().submit(lanes, tile_lists[a:b]) for a, b in zip(cut[1:-1], cut[2:])]
+            lanes(tile_lists[:cut[1]])
+            for f in futures:
+                f.result()
 
         return work
 
