@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import weakref
 from typing import Callable, Protocol
 
 import numpy as np
@@ -290,7 +291,7 @@ class _Orchestrator:
         batch = getattr(self.backend, "batch", None)
         covered = dict.fromkeys(fills, 0)
         for number, part in enumerate(spec.parts):
-            windows = _windows(part.body.jaxpr, len(part.shape))
+            windows = _part_windows(part)
             for k in covered:
                 covered[k] += _tiled_volume(windows, len(inputs) + k, part.shape, outputs[k].array.shape)
             points = list(np.ndindex(*part.shape))
@@ -448,6 +449,17 @@ def _tiled_volume(windows, position, grid, shape) -> int:
             return 0
         volume *= extent * size
     return volume
+
+
+_WINDOWS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # block part -> its windows
+
+
+def _part_windows(part):
+    """:func:`_windows` of a block part, computed once per part (loops call a part many times)."""
+    windows = _WINDOWS.get(part)
+    if windows is None:
+        windows = _WINDOWS[part] = _windows(part.body.jaxpr, len(part.shape))
+    return windows
 
 
 def _windows(body, n):
