@@ -81,8 +81,10 @@ def test_the_lane_axis_is_used_by_most_instructions():
     assert fallback <= {"tgather", "mgather", "tindex_add", "tscatter_update", "mscatter"}, fallback
 
 
-def test_a_failing_grid_point_in_a_batch_names_its_own_task():
-    """A batch that raises is rerun task by task: the error names the task whose tile fails."""
+@pytest.mark.parametrize("cols", [2, 64])
+def test_a_failing_grid_point_in_a_batch_names_its_own_task(cols):
+    """A batch that raises (on one thread, or shared by several: 256 instances) is rerun task by task:
+    the error names the task whose tile fails."""
     def check(x):
         if (x > 100).any():
             raise ValueError("a value above 100")
@@ -94,12 +96,12 @@ def test_a_failing_grid_point_in_a_batch_names_its_own_task():
 
         def f(x):
             body = lambda i, ins, outs: [pj.tiles.store(outs[0], op(pj.tiles.load(ins[0], i, window)), i, window)]
-            return pj.tiles.grid(body, (4, 2), x, jax.ShapeDtypeStruct(x.shape, x.dtype))
+            return pj.tiles.grid(body, (4, cols), x, jax.ShapeDtypeStruct(x.shape, x.dtype))
 
-        x = np.zeros((128, 64), np.float32)
+        x = np.zeros((128, 32 * cols), np.float32)
         x[70, 40] = 101.0                                        # in the tile at grid point (2, 1)
         compiled = pj.kernel(f).compiled_for(x)
-        with pytest.raises(PtoTaskError, match=r"task 5 'lambda\(2,1\)'.*a value above 100"):
+        with pytest.raises(PtoTaskError, match=rf"task {2 * cols + 1} 'lambda\(2,1\)'.*a value above 100"):
             compiled.run(x)
         out, _ = compiled.run(np.ones_like(x))
         np.testing.assert_array_equal(out, np.ones_like(x))

@@ -81,6 +81,7 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> Asce
 
 _THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances is shared by this many threads
 _LANES_PER_THREAD = 32              # (NumPy releases the GIL in its loops; small batches stay on one thread)
+_LANE_BYTES = 64 << 20              # core-buffer bytes of one batch's lanes (larger batches run in chunks)
 _POOL: list = []
 
 
@@ -125,10 +126,12 @@ class AscendBackend:
         as one batch (:func:`~ptojax.ascend.batched.run_batch`), for j in order."""
         key = (part.program.name, tuple(part.shape))
         kernel, extent, memory = self.compiled.kernels[key], self.compiled.extents(key), self.compiled.memory
+        chunk = max(1, _LANE_BYTES // max(1, sum(extent.values())))
 
         def lanes(tile_lists):
-            for j in range(len(tile_lists[0])):
-                run_batch(kernel, [tiles[j] for tiles in tile_lists], arrays, memory, extent)
+            for c in range(0, len(tile_lists), chunk):          # lane buffers stay within _LANE_BYTES
+                for j in range(len(tile_lists[c])):
+                    run_batch(kernel, [tiles[j] for tiles in tile_lists[c:c + chunk]], arrays, memory, extent)
 
         def work(tile_lists, _core):
             shares = min(_THREADS, len(tile_lists) // _LANES_PER_THREAD)
@@ -136,7 +139,10 @@ class AscendBackend:
                 return lanes(tile_lists)
             cut = [len(tile_lists) * i // shares for i in range(shares + 1)]
             futures = [_pool().submit(lanes, tile_lists[a:b]) for a, b in zip(cut[1:-1], cut[2:])]
-            lanes(tile_lists[:cut[1]])
+            try:
+                lanes(tile_lists[:cut[1]])
+            finally:                                            # never leave a share running on an error
+                concurrent.futures.wait(futures)
             for f in futures:
                 f.result()
 
