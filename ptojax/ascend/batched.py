@@ -96,12 +96,15 @@ def _arith(op, a, b):
     return Lanes(out) if isinstance(out, np.ndarray) else out
 
 
+_SLICE_ROWS = 256     # windows of this many rows or more move lane by lane (one strided copy each is cheaper)
+
+
 class _Window:
     """A GM window whose offsets differ per lane: ``offsets`` is an ``[n, rank]`` array.
 
     Lanes move by rows: the window's innermost extent is contiguous in GM, so a strided view whose
     row ``k`` starts at element ``k`` of the tensor, indexed by every lane's row starts, reads or
-    writes all lanes in one NumPy call."""
+    writes all lanes in one NumPy call. Windows of many rows move lane by lane, by slicing."""
 
     __slots__ = ("view", "offsets", "sizes")
 
@@ -110,7 +113,7 @@ class _Window:
 
     def _rows(self):
         view, sizes = self.view, self.sizes
-        if not sizes or not view.flags.c_contiguous:
+        if not sizes or not view.flags.c_contiguous or np.prod(sizes[:-1]) >= _SLICE_ROWS:
             return None, None
         step = np.asarray(view.strides, np.int64) // view.itemsize
         lead = np.zeros(1, np.int64)                     # each row's start within the window
