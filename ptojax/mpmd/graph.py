@@ -31,7 +31,7 @@ def _meet(lo, hi, lo2, hi2) -> bool:
     return True
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Region:
     """A box ``[lo, hi)`` of GM buffer ``buffer``."""
 
@@ -50,7 +50,7 @@ class Region:
         return n
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class Task:
     """One unit of work for one core."""
 
