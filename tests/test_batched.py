@@ -13,13 +13,14 @@ from ptojax.ascend.program import AscendBackend
 from ptojax.ascend.semantics import SEMANTICS, execute
 from ptojax.ascend.targets import A3
 from ptojax.execute import machine
-from ptojax.mpmd import PtoTaskError, orchestrate, simulate
+from ptojax.mpmd import PtoTaskError, executors, orchestrate, simulate
 from test_lowering import KERNELS
 from test_semantics import CASES as SEMANTIC_CASES
 
 
 def _outputs(compiled, args, batched: bool):
-    """The kernel's outputs on the simulator, with or without its batch runners."""
+    """The kernel's outputs on the simulator, with or without its batch runners (with them, every group
+    of ready tasks runs as a batch, however small)."""
     lowering = compiled.lowering
     flat = [np.array(x) for x in jax.tree.leaves(args)]
     plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, flat, AscendBackend(compiled._code(), A3))
@@ -27,7 +28,11 @@ def _outputs(compiled, args, batched: bool):
     if not batched:
         plan.batches.clear()
     backend = AscendBackend(compiled._code(), A3)
-    trace = simulate(plan, machine(A3), worker=backend.worker)
+    smallest, executors.BATCH_MIN = executors.BATCH_MIN, 1
+    try:
+        trace = simulate(plan, machine(A3), worker=backend.worker)
+    finally:
+        executors.BATCH_MIN = smallest
     return plan.results(), trace, groups
 
 

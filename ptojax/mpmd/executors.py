@@ -6,8 +6,8 @@
   cost. Policy ``"mpmd"`` releases a task when its inputs are ready; ``"spmd"`` adds a global barrier
   after every block call (the baseline). Same plan → the same trace, byte for byte. The task bodies
   run after the timeline is built: when the plan has batch runners (``Plan.batches``), in a
-  dependency order that runs the ready tasks of one group as one batch; otherwise one by one in
-  simulated completion order. Tasks that are ready together never touch each other's GM regions, so
+  dependency order that runs the ready tasks of one group as one batch (``BATCH_MIN`` of them or
+  more); otherwise one by one in simulated completion order. Tasks that are ready together never touch each other's GM regions, so
   every dependency order gives the same numbers.
 * :func:`run_threads` — the same tasks on host threads with real concurrency (``workers`` threads
   pulling from one ranked ready queue); the trace holds wall-clock times.
@@ -148,6 +148,9 @@ def _run(task, ctx, lane):
             _fail(task, f"{task.core} {lane[task.tid]}", exc)
 
 
+BATCH_MIN = 4          # ready tasks of one group that run as one batch; fewer run one by one (faster)
+
+
 def _run_batched(plan: Plan, ctx, lane) -> None:
     """Run the task bodies in a dependency order that puts tasks of one group (``Task.batch``) that are
     ready together into one call of the group's batch runner. Ready tasks never depend on each other,
@@ -167,9 +170,10 @@ def _run_batched(plan: Plan, ctx, lane) -> None:
         task = tasks[tid]
         members = [tid] if task.batch is None else sorted(waiting.pop(task.batch[0]))
         group = [tasks[m] for m in members if tasks[m].run is not None]    # not run already at a host sync
-        if len(group) == 1:
-            _run(group[0], ctx, lane)
-        elif group:
+        if task.batch is None or len(group) < BATCH_MIN:    # a few tasks run faster one by one
+            for t in group:
+                _run(t, ctx, lane)
+        else:
             try:
                 plan.batches[task.batch[0]]([t.batch[1] for t in group], ctx)
             except Exception as exc:  # noqa: BLE001 - find the task that fails on its own
