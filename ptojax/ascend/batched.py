@@ -22,7 +22,7 @@ import numpy as np
 
 from . import asm, isa
 from ..lowering.memory import CoreMemory
-from .interpreter import _BASE, _DTYPE_PARAMS, PtoExecutionError, compute_into
+from .interpreter import _BASE, _DTYPE_PARAMS, PtoExecutionError, _Runner, compute_into
 from .semantics import mscatter_into
 
 # How an instruction's params change when its operands gain a leading lane axis.
@@ -207,13 +207,14 @@ class _Tile:
         self.end = addr + type_.rows * type_.cols * type_.np_dtype.itemsize
 
 
-class _Batch:
+class _Batch(_Runner):
     """One kernel run over ``n`` lanes. A written tile keeps its result as an array (``_Tile.value``) and
     reaches the lane buffer's bytes only when a tile sharing bytes with it is read or written: most
     tiles are never reinterpreted, so most writes cost nothing."""
 
     def __init__(self, kernel, n, grid, env, buffers, memory):
-        self.kernel, self.n, self.grid, self.env, self.buffers, self.memory = kernel, n, grid, env, buffers, memory
+        super().__init__(kernel, None, env)
+        self.n, self.grid, self.buffers, self.memory = n, grid, buffers, memory
         self.pending: list[_Tile] = []              # tiles whose value the lane buffer does not hold yet
 
     def fail(self, stmt, message, lane=None):
@@ -221,28 +222,9 @@ class _Batch:
         at = "" if lane is None else f" at grid point {tuple(self.grid[lane].tolist())}"
         raise PtoExecutionError(f"pto run: program '{self.kernel.name}'{at}: {message} in `{text[:160]}`")
 
-    def block(self, body):
-        env = self.env
-        for stmt in body:
-            if isinstance(stmt, asm.Instr):
-                self.instr(stmt)
-            elif isinstance(stmt, asm.Const):
-                env[stmt.name] = stmt.value if stmt.type == "index" else np.asarray(stmt.value, asm.DTYPES[stmt.type])
-            elif isinstance(stmt, asm.Arith):
-                env[stmt.name] = _arith(stmt.op, env[stmt.lhs], env[stmt.rhs])
-            elif isinstance(stmt, asm.PartitionView):
-                self.partition(stmt)
-            elif isinstance(stmt, asm.Alloc):
-                self.alloc(stmt)
-            elif isinstance(stmt, asm.MakeView):
-                self.make_view(stmt)
-            elif isinstance(stmt, asm.For):
-                bounds = [self.uniform(stmt, env[b], "loop bound") for b in (stmt.lower, stmt.upper, stmt.step)]
-                for k in range(*bounds):
-                    env[stmt.var] = k
-                    self.block(stmt.body)
+    arith = staticmethod(_arith)
 
-    def uniform(self, stmt, value, what):
+    def index(self, stmt, value, what):
         if isinstance(value, Lanes):
             values = value.values
             if (values == values[0]).all():
@@ -251,17 +233,10 @@ class _Batch:
         return value
 
     # ------------------------------------------------------------------------------------- memory
-    def make_view(self, stmt):
-        gm = self.env[stmt.ptr]
-        shape = tuple(self.uniform(stmt, self.env[s], "view shape") for s in stmt.shape)
-        if gm.dtype != asm.DTYPES[stmt.type.dtype] or gm.size != int(np.prod(shape, dtype=np.int64)):
-            self.fail(stmt, f"GM tensor {gm.dtype.name}{list(gm.shape)} does not match the view {stmt.type}")
-        self.env[stmt.name] = gm.reshape(shape)
-
     def partition(self, stmt):
         view = self.env[stmt.view]
         offsets = [self.env[o] for o in stmt.offsets]
-        sizes = [self.uniform(stmt, self.env[s], "window size") for s in stmt.sizes]
+        sizes = [self.index(stmt, self.env[s], "window size") for s in stmt.sizes]
         if not any(isinstance(o, Lanes) for o in offsets):
             if any(o < 0 or o + s > d for o, s, d in zip(offsets, sizes, view.shape)):
                 self.fail(stmt, f"window offsets {offsets} sizes {sizes} fall outside the tensor {list(view.shape)}")
@@ -275,15 +250,11 @@ class _Batch:
                             f"{list(view.shape)}", lane)
         self.env[stmt.name] = _Window(view, table, sizes)
 
-    def alloc(self, stmt):
-        t = stmt.type
-        size = t.rows * t.cols * t.np_dtype.itemsize
-        capacity = self.memory.buffer(t.loc)
-        if stmt.addr < 0 or stmt.addr + size > capacity or stmt.addr % t.np_dtype.itemsize:
-            self.fail(stmt, f"tile of {size} bytes at address {stmt.addr} does not fit the {capacity}-byte {t.loc} buffer")
-        if t.v_row > t.rows or t.v_col > t.cols:
-            self.fail(stmt, f"valid region {t.v_row}x{t.v_col} exceeds the tile {t.rows}x{t.cols}")
-        self.env[stmt.name] = _Tile(t, stmt.addr)
+    def capacity(self, loc: str) -> int:
+        return self.memory.buffer(loc)
+
+    def new_tile(self, stmt):
+        return _Tile(stmt.type, stmt.addr)
 
     def view(self, tile: _Tile) -> np.ndarray:
         t = tile.type
@@ -320,13 +291,6 @@ class _Batch:
         if tile.value is None:
             self.pending.append(tile)
         tile.value = value.reshape(self.n, t.v_row, t.v_col)
-
-    def check_fill(self, stmt, tile, dtype, shape, size, expected):
-        if dtype != tile.type.np_dtype:
-            self.fail(stmt, f"result dtype {dtype.name} does not match the destination tile {tile.type.dtype}")
-        if size != expected:
-            self.fail(stmt, f"result of shape {list(shape)} does not fill the destination's valid region "
-                            f"{tile.type.v_row}x{tile.type.v_col}")
 
     # ------------------------------------------------------------------------------- instructions
     def instr(self, stmt: asm.Instr):

@@ -58,6 +58,9 @@ def run(kernel: asm.Kernel, index, args, core: Core) -> None:
 
 
 class _Runner:
+    """Walks a kernel's statements on one core. The batched runner (``batched.py``) subclasses it: the
+    hooks ``arith``, ``index``, ``capacity`` and ``new_tile`` are where lanes differ."""
+
     def __init__(self, kernel, core, env):
         self.kernel, self.core, self.env = kernel, core, env
 
@@ -66,13 +69,12 @@ class _Runner:
         raise PtoExecutionError(f"pto run: program '{self.kernel.name}': {message} in `{text[:160]}`")
 
     def block(self, body):
+        env = self.env
         for stmt in body:
             if isinstance(stmt, asm.Const):
-                self.env[stmt.name] = (stmt.value if stmt.type == "index"
-                                       else np.asarray(stmt.value, asm.DTYPES[stmt.type]))
+                env[stmt.name] = stmt.value if stmt.type == "index" else np.asarray(stmt.value, asm.DTYPES[stmt.type])
             elif isinstance(stmt, asm.Arith):
-                a, b = self.env[stmt.lhs], self.env[stmt.rhs]
-                self.env[stmt.name] = a + b if stmt.op == "addi" else a * b
+                env[stmt.name] = self.arith(stmt.op, env[stmt.lhs], env[stmt.rhs])
             elif isinstance(stmt, asm.MakeView):
                 self.make_view(stmt)
             elif isinstance(stmt, asm.PartitionView):
@@ -80,16 +82,24 @@ class _Runner:
             elif isinstance(stmt, asm.Alloc):
                 self.alloc(stmt)
             elif isinstance(stmt, asm.For):
-                for k in range(self.env[stmt.lower], self.env[stmt.upper], self.env[stmt.step]):
-                    self.env[stmt.var] = k
+                for k in range(*(self.index(stmt, env[b], "loop bound") for b in (stmt.lower, stmt.upper, stmt.step))):
+                    env[stmt.var] = k
                     self.block(stmt.body)
             else:
                 self.instr(stmt)
 
+    @staticmethod
+    def arith(op, a, b):
+        return a + b if op == "addi" else a * b
+
+    def index(self, stmt, value, what):
+        """An index value a statement needs as one number (a loop bound, a view or window size)."""
+        return value
+
     # ------------------------------------------------------------------------------------- memory
     def make_view(self, stmt):
         gm = self.env[stmt.ptr]
-        shape = tuple(self.env[s] for s in stmt.shape)
+        shape = tuple(self.index(stmt, self.env[s], "view shape") for s in stmt.shape)
         if gm.dtype != asm.DTYPES[stmt.type.dtype] or gm.size != int(np.prod(shape, dtype=np.int64)):
             self.fail(stmt, f"GM tensor {gm.dtype.name}{list(gm.shape)} does not match the view {stmt.type}")
         self.env[stmt.name] = gm.reshape(shape)
@@ -105,12 +115,18 @@ class _Runner:
     def alloc(self, stmt):
         t = stmt.type
         size = t.rows * t.cols * t.np_dtype.itemsize
-        capacity = self.core.buffers[t.loc].size
+        capacity = self.capacity(t.loc)
         if stmt.addr < 0 or stmt.addr + size > capacity or stmt.addr % t.np_dtype.itemsize:
             self.fail(stmt, f"tile of {size} bytes at address {stmt.addr} does not fit the {capacity}-byte {t.loc} buffer")
         if t.v_row > t.rows or t.v_col > t.cols:
             self.fail(stmt, f"valid region {t.v_row}x{t.v_col} exceeds the tile {t.rows}x{t.cols}")
-        self.env[stmt.name] = _Tile(stmt.name, t, stmt.addr)
+        self.env[stmt.name] = self.new_tile(stmt)
+
+    def capacity(self, loc: str) -> int:
+        return self.core.buffers[loc].size
+
+    def new_tile(self, stmt):
+        return _Tile(stmt.name, stmt.type, stmt.addr)
 
     def view(self, tile: _Tile) -> np.ndarray:
         t = tile.type
@@ -128,12 +144,16 @@ class _Runner:
         tile = self.env[operand.name]
         dst = self.view(tile)
         value = np.asarray(value)
-        if value.dtype != dst.dtype:
-            self.fail(stmt, f"result dtype {value.dtype.name} does not match the destination tile {tile.type.dtype}")
-        if value.size != dst.size:
-            self.fail(stmt, f"result of shape {list(value.shape)} does not fill the destination's valid region "
-                            f"{tile.type.v_row}x{tile.type.v_col}")
+        self.check_fill(stmt, tile, value.dtype, value.shape, value.size, dst.size)
         dst[...] = value.reshape(dst.shape)
+
+    def check_fill(self, stmt, tile, dtype, shape, size, expected):
+        """A result of ``dtype``, ``shape`` (``size`` elements) must fill ``tile``'s valid region."""
+        if dtype != tile.type.np_dtype:
+            self.fail(stmt, f"result dtype {dtype.name} does not match the destination tile {tile.type.dtype}")
+        if size != expected:
+            self.fail(stmt, f"result of shape {list(shape)} does not fill the destination's valid region "
+                            f"{tile.type.v_row}x{tile.type.v_col}")
 
     # ------------------------------------------------------------------------------- instructions
     def instr(self, stmt: asm.Instr):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import math
 import os
 
@@ -82,13 +83,11 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> Asce
 _THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances is shared by this many threads
 _LANES_PER_THREAD = 32              # (NumPy releases the GIL in its loops; small batches stay on one thread)
 _LANE_BYTES = 64 << 20              # core-buffer bytes of one batch's lanes (larger batches run in chunks)
-_POOL: list = []
 
 
+@functools.cache
 def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    if not _POOL:
-        _POOL.append(concurrent.futures.ThreadPoolExecutor(_THREADS - 1, thread_name_prefix="ptojax-lanes"))
-    return _POOL[0]
+    return concurrent.futures.ThreadPoolExecutor(_THREADS - 1, thread_name_prefix="ptojax-lanes")
 
 
 class AscendBackend:

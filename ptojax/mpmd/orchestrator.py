@@ -180,18 +180,10 @@ class _Orchestrator:
         self.full[buf.id] = Region(buf.id, (0,) * array.ndim, tuple(array.shape))
         return buf
 
-    def scratch(self, shape, dtype, fill=None) -> np.ndarray:
-        """A GM array the kernel owns (filled with ``fill`` unless None), from the pool when it can."""
+    def scratch(self, shape, dtype) -> np.ndarray:
+        """A GM array the kernel owns (uninitialised), from the pool when it can."""
         free = _POOL.__dict__.get((tuple(shape), np.dtype(dtype)))
-        if free:
-            array = free.pop()
-            if fill is not None:
-                array.fill(fill)
-        elif fill is None:
-            array = np.empty(shape, dtype)
-        else:                                                   # np.zeros: the pages are zeroed lazily
-            zero = fill == 0 and not np.signbit(fill)
-            array = np.zeros(shape, dtype) if zero else np.full(shape, fill, dtype)
+        array = free.pop() if free else np.empty(shape, dtype)
         self.owned.append(array)
         return array
 

@@ -4,7 +4,8 @@
 ``max(critical path, cube work / AIC count, vector work / AIV count, bytes / bandwidth,
 tasks × scheduler cost / schedulers, phases)``, where the critical path counts each task's dispatch
 overhead and ``phases`` is the release / delivery bound of chained phases (:func:`_phase_bound`),
-utilisation per core kind, time per label, the critical path's tasks and the largest idle gaps. ``Profile.save(path)`` writes a Chrome trace (Perfetto reads it): one
+utilisation per core kind, time per label, the critical path's tasks and the largest idle gaps.
+``Profile.save(path)`` writes a Chrome trace (Perfetto reads it): one
 lane per core (cube lanes first), a complete event per task with its details, flow arrows for
 dependencies. ``Profile.swimlane(path)`` draws the same picture to PNG/SVG (needs matplotlib).
 """
@@ -84,16 +85,13 @@ class Bound:
         return max(dataclasses.astuple(self))
 
 
-def _phase_bound(graph, m, overhead: float) -> float:
+def _phase_bound(graph, m, overhead: float, order, head: dict) -> float:
     """The release / delivery bound of chained phases: for the tasks of one core kind (or of the AICPU
     schedulers) that cannot start before ``r`` — their earliest start over their dependency chains —
     the run lasts at least ``r`` + their work over the cores + the shortest chain after one of them.
     (The machines can process at most that work after ``r``; the task finishing last still has its
-    successors' chain ahead.) Maximised over ``r``; phases that wait for one another add up."""
-    order = graph.topological()
-    head: dict = {}                         # earliest start: the predecessors' ends plus the dispatch overhead
-    for t in order:
-        head[t.tid] = overhead + max([head[p.tid] + p.cost for p in t.preds], default=0.0)
+    successors' chain ahead.) Maximised over ``r``; phases that wait for one another add up. ``order``:
+    the tasks in a dependency order; ``head``: each task's earliest start."""
     tail: dict = {}                         # from a task's end to the end of the run, at least
     for t in reversed(order):
         tail[t.tid] = max([overhead + s.cost + tail[s.tid] for s in t.succs], default=0.0)
@@ -128,14 +126,15 @@ class Profile:
         for t in tasks:
             work[t.core] = work.get(t.core, 0.0) + t.cost
         overhead = m.schedule_cost + m.dispatch_latency     # every task waits this long after it is ready
-        chain: dict = {}
-        for t in trace.graph.topological():
-            chain[t.tid] = t.cost + overhead + max((chain[p.tid] for p in t.preds), default=0.0)
-        cp = max(chain.values(), default=0.0)
+        order = trace.graph.topological()
+        head: dict = {}                     # earliest start: the predecessors' ends plus the dispatch overhead
+        for t in order:
+            head[t.tid] = overhead + max([head[p.tid] + p.cost for p in t.preds], default=0.0)
+        cp = max([head[t.tid] + t.cost for t in tasks], default=0.0)
         counts = dict(m.cores)
         self.bound = Bound(cp, work.get("AIC", 0.0) / counts.get("AIC", 1), work.get("AIV", 0.0) / counts.get("AIV", 1),
                            sum(t.bytes for t in tasks) / m.bandwidth, len(tasks) * m.schedule_cost / m.schedulers,
-                           _phase_bound(trace.graph, m, overhead))
+                           _phase_bound(trace.graph, m, overhead, order, head))
         self.makespan_us = trace.makespan * 1e6
         self.lower_bound_us = self.bound.value * 1e6
         self.tasks = len(tasks)
