@@ -281,39 +281,37 @@ def host_nn(repeats=9, only=None, **shape):
 
 
 # ------------------------------------------------------------------------------ (b) compile time
-def compile_seconds(which: str, s: Shape, repeats=1, warm_up=False):
-    """Median seconds of ``make_kernel(...).lower(*specs).compile()``, a fresh kernel each time
-    (``warm_up``: one untimed compile first, so that the process's one-time costs are not counted)."""
-    specs = make_specs(which, s)
-    if warm_up:
-        make_kernel(which, s).lower(*specs).compile()
-    times = []
+def compile_seconds(which: str, shapes, repeats=1):
+    """Median seconds of ``make_kernel(...).lower(*specs).compile()`` at each of ``shapes``, a fresh
+    kernel each time, after one untimed compile at the first shape (the process's one-time costs). The
+    shapes take turns within each repeat, so that a change of the machine's load hits them alike."""
+    specs = [make_specs(which, s) for s in shapes]
+    make_kernel(which, shapes[0]).lower(*specs[0]).compile()
+    times = [[] for _ in shapes]
     for _ in range(repeats):
-        gc.collect()                                 # start each from the same heap: less noise
-        start = time.perf_counter()
-        make_kernel(which, s).lower(*specs).compile()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for s, spec, ts in zip(shapes, specs, times):
+            gc.collect()                                 # start each from the same heap: less noise
+            start = time.perf_counter()
+            make_kernel(which, s).lower(*spec).compile()
+            ts.append(time.perf_counter() - start)
+    return [statistics.median(ts) for ts in times]
 
 
 def compile_times(kvs=(8192, 32768, 65536, 131072), kernels=KERNELS, base=SEED, repeats=3):
-    """(b) Lower + compile time per kernel and KV length (after one untimed compile at the first KV);
-    targets at 64K (≤ 2 s) and 128K / 8K (≤ 1.2)."""
+    """(b) Lower + compile time per kernel and KV length; targets at 64K (≤ 2 s) and 128K / 8K (≤ 1.2)."""
     rows = []
     for which in kernels:
-        seconds = {}
+        try:
+            seconds = dict(zip(kvs, compile_seconds(which, [base.at_kv(kv) for kv in kvs], repeats)))
+        except Exception as e:  # noqa: BLE001
+            rows.append(failed_row("b", f"{TITLES[which]} lower+compile", "s", "≤ 2 s", e))
+            continue
         for kv in kvs:
             target = "≤ 2 s" if kv == 65536 else None
-            name = f"{TITLES[which]} lower+compile, KV {kv_text(kv)}"
-            try:
-                seconds[kv] = compile_seconds(which, base.at_kv(kv), repeats, warm_up=kv == kvs[0])
-            except Exception as e:  # noqa: BLE001
-                rows.append(failed_row("b", name, "s", target, e))
-                continue
-            rows.append(row("b", name, seconds[kv], "s", target, at_most(seconds[kv], 2.0) if target else None,
-                            repeats=repeats))
+            rows.append(row("b", f"{TITLES[which]} lower+compile, KV {kv_text(kv)}", seconds[kv], "s", target,
+                            at_most(seconds[kv], 2.0) if target else None, repeats=repeats))
         lo, hi = min(kvs), max(kvs)
-        if lo in seconds and hi in seconds and lo != hi:
+        if lo != hi:
             target = "≤ 1.2×" if (lo, hi) == (8192, 131072) else None
             growth = seconds[hi] / seconds[lo]
             rows.append(row("b", f"{TITLES[which]} compile time {kv_text(hi)} / {kv_text(lo)}", growth, "x", target,

@@ -58,6 +58,23 @@ def test_fused_block_keeps_the_intermediate_in_ub():
     assert names == ["pto.tload", "pto.tmul", "pto.tload", "pto.tadd", "pto.tstore"]  # no store/load of A*c
 
 
+def test_fusion_follows_the_group_that_emits_an_operand_not_its_eqn():
+    """``d`` reads ``b`` (group B) and ``c``; ``c``'s eqn comes after B's first eqn, but it joined group
+    A, emitted before B — so ``d`` joins B: two blocks, not three."""
+    def kernel(x, y):
+        with pj.tile(vec=(8, 16)):
+            a = x * 2.0
+            b = y + 1.0
+            c = a - 3.0
+            return b * c
+
+    x, y = rand((16, 32), np.float32), rand((16, 32), np.float32, 1)
+    low = pj.lower(kernel, x, y)
+    calls = [e.params["spec"] for e in low.block.jaxpr.eqns if e.primitive is ir.block_call_p]
+    assert [c.parts[0].program.name for c in calls] == ["mul+sub", "add+mul"]
+    np.testing.assert_array_equal(np.asarray(pj.kernel(kernel)(x, y)), np.asarray(jax.jit(kernel)(x, y)))
+
+
 def _kernels():
     """(name, kernel, args): every op family, tails, size-1 dims, int8/fp16/bf16, a fori_loop."""
     f32 = lambda *s, seed=0: rand(s, np.float32, seed)  # noqa: E731

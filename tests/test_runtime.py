@@ -300,9 +300,26 @@ def test_phase_bound_adds_up_chained_phases_and_never_exceeds_a_schedule():
     b = profile.bound
     overhead = m.schedule_cost + m.dispatch_latency
     assert b.critical_path == pytest.approx(2 * (overhead + 10e-6))
-    assert b.phases == pytest.approx(overhead + 10e-6 + overhead + 8 * 10e-6 / 4)     # release, then the work
+    # release, then two waves of cube tasks; a core gets its next task ``overhead`` after it is idle
+    assert b.phases == pytest.approx(overhead + 10e-6 + overhead + 10e-6 + overhead + 10e-6)
     assert b.phases > max(b.critical_path, b.cube, b.vector, b.scheduler, b.bandwidth)
     assert profile.makespan_us >= profile.lower_bound_us == pytest.approx(b.phases * 1e6)
+    # Waves: five equal cube tasks on four cores take two task times (and a dispatch), not 5/4 of one.
+    plan = Plan(TaskGraph([Task(i, "a", "AIC", "A", 10e-6, None, (), (Region(i, (0,), (1,)),)) for i in range(5)]),
+                [], [], 1)
+    profile = simulate(plan, m, execute=False).profile()
+    assert profile.bound.phases == pytest.approx(2 * (overhead + 10e-6)) == profile.makespan_us * 1e-6
+    # Tails: eight cube tasks feed 30 us vector tasks, eight others feed nothing. All sixteen share the
+    # cube cores, but the run still needs the eight fed ones' two waves plus their tail.
+    fed = [Task(i, "qk", "AIC", "QK", 10e-6, None, (), (Region(i, (0,), (1,)),)) for i in range(8)]
+    other = [Task(8 + i, "pv", "AIC", "PV", 10e-6, None, (), (Region(8 + i, (0,), (1,)),)) for i in range(8)]
+    tail = [Task(16 + i, "v", "AIV", "V", 30e-6, None, (Region(i, (0,), (1,)),), (Region(16 + i, (0,), (1,)),))
+            for i in range(8)]
+    profile = simulate(Plan(TaskGraph(fed + other + tail), [], [], 2), m, execute=False).profile()
+    b = profile.bound
+    assert b.phases == pytest.approx(2 * (overhead + 10e-6) + overhead + 30e-6)
+    assert b.phases > max(b.critical_path, overhead + 16 * 10e-6 / 4)       # the path; all cube work at once
+    assert profile.makespan_us >= profile.lower_bound_us
     for seed in range(30):                                   # never above a real schedule
         plan = layered_dag(seed)
         for policy in ("mpmd", "spmd"):

@@ -212,10 +212,12 @@ def _plan(jaxpr) -> list:
                 group = _Group([eqn], spec, produced, position)
                 open_groups.append(group)
                 groups.append(group)
+            emitted = group.first
         else:
             groups.append([eqn])
+            emitted = position
         for v in eqn.outvars:
-            producer[v] = position
+            producer[v] = emitted
     return [g.eqns if isinstance(g, _Group) else g for g in groups]
 
 
@@ -228,7 +230,8 @@ def _canonical(window, grid):
 
 def _joins(group: _Group, eqn, spec: ir.Grid, producer) -> bool:
     """Depth merging only: ``eqn`` reads something the group produced, tile for tile, and nothing
-    produced after the group started elsewhere."""
+    that a group emitted after this one produces (``producer``: var -> where its group is emitted; a
+    group only reads groups emitted before it, so joining one never makes a cycle)."""
     if [p.shape for p in spec.parts] != [p.shape for p in group.spec.parts] or spec.label != group.spec.label:
         return False
     aliases = {o.alias for o in spec.outputs if o.alias is not None}

@@ -15,6 +15,8 @@ import dataclasses
 import functools
 import json
 
+import numpy as np
+
 from ..errors import PtoUnsupportedError
 
 
@@ -86,27 +88,41 @@ class Bound:
 
 
 def _phase_bound(graph, m, overhead: float, order, head: dict) -> float:
-    """The release / delivery bound of chained phases: for the tasks of one core kind (or of the AICPU
-    schedulers) that cannot start before ``r`` — their earliest start over their dependency chains —
-    the run lasts at least ``r`` + their work over the cores + the shortest chain after one of them.
-    (The machines can process at most that work after ``r``; the task finishing last still has its
-    successors' chain ahead.) Maximised over ``r``; phases that wait for one another add up. ``order``:
-    the tasks in a dependency order; ``head``: each task's earliest start."""
+    """The release / delivery bound of chained phases. Take a set S of the tasks of one core kind (or
+    of the AICPU schedulers), none of which can start before ``r`` (their earliest start over their
+    dependency chains) and each of which has a chain of at least ``q`` still to run after it. The run
+    lasts at least ``r`` + the time the cores need for S + ``q``. A core runs one task at a time and
+    gets the next one ``overhead`` after it is idle (the schedulers decide and dispatch then), so the
+    cores need at least S's work plus a gap per task over the cores, and -- tasks not splitting --
+    ``ceil(|S| / cores)`` of S's shortest tasks and their gaps on one core (the waves). S ranges over
+    the tasks released at ``r`` or later with a tail of ``q`` or more, for every release and up to
+    32 tails; phases that wait for one another add up. ``order``: the tasks in a dependency order;
+    ``head``: each task's earliest start."""
     tail: dict = {}                         # from a task's end to the end of the run, at least
     for t in reversed(order):
         tail[t.tid] = max([overhead + s.cost + tail[s.tid] for s in t.succs], default=0.0)
+    tasks = graph.tasks
+    if not tasks:
+        return 0.0
+    release = np.array([head[t.tid] for t in tasks])
+    cost = np.array([t.cost for t in tasks])
+    after = np.array([tail[t.tid] for t in tasks])
+    kind = np.array([t.core for t in tasks])
+    lanes = [(kind == k, count, release, cost, after, overhead) for k, count in m.cores]
+    lanes.append((np.ones(len(tasks), bool), m.schedulers, release - overhead, np.full(len(tasks), m.schedule_cost),
+                  m.dispatch_latency + cost + after, 0.0))
     best = 0.0
-    lanes = [(kind, count, [(head[t.tid], t.cost, tail[t.tid]) for t in graph.tasks if t.core == kind])
-             for kind, count in m.cores]
-    lanes.append(("AICPU", m.schedulers, [(head[t.tid] - overhead, m.schedule_cost,
-                                           m.dispatch_latency + t.cost + tail[t.tid]) for t in graph.tasks]))
-    for _, count, items in lanes:
-        items.sort(key=lambda x: -x[0])
-        work, after = 0.0, float("inf")
-        for release, cost, deliver in items:            # the tasks released at ``release`` or later
-            work += cost
-            after = min(after, deliver)
-            best = max(best, release + work / count + after)
+    for mine, count, r, c, q, gap in lanes:
+        by_release = np.argsort(-r[mine], kind="stable")
+        r, c, q = r[mine][by_release], c[mine][by_release], q[mine][by_release]
+        tails = np.unique(q)
+        for floor in tails[np.linspace(0, len(tails) - 1, min(len(tails), 32)).astype(int)]:
+            keep = q >= floor               # prefixes: the tasks released at r[i] or later
+            rk, ck = r[keep], c[keep]
+            n = np.arange(1, len(ck) + 1)
+            need = np.maximum((np.cumsum(ck) + n * gap) / count,
+                              np.ceil(n / count) * (np.minimum.accumulate(ck) + gap)) - gap
+            best = max(best, float(np.max(rk + need + np.minimum.accumulate(q[keep]))))
     return best
 
 
