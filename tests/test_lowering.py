@@ -7,6 +7,8 @@ import pytest
 import ptojax as pj
 from helpers import BF16, F16, rand
 from ptojax.lowering import ir
+from ptojax.lowering.memory import ASCEND_CORE
+from ptojax.lowering.partition import _plan
 from ptojax.lowering.pipeline import TOLERANCE
 
 O = pj.ops
@@ -59,8 +61,8 @@ def test_fused_block_keeps_the_intermediate_in_ub():
 
 
 def test_fusion_follows_the_group_that_emits_an_operand_not_its_eqn():
-    """``d`` reads ``b`` (group B) and ``c``; ``c``'s eqn comes after B's first eqn, but it joined group
-    A, emitted before B — so ``d`` joins B: two blocks, not three."""
+    """Depth merging alone: ``d`` reads ``b`` (group B) and ``c``; ``c``'s eqn comes after B's first eqn,
+    but it joined group A, emitted before B — so ``d`` joins B: two groups, not three."""
     def kernel(x, y):
         with pj.tile(vec=(8, 16)):
             a = x * 2.0
@@ -70,9 +72,44 @@ def test_fusion_follows_the_group_that_emits_an_operand_not_its_eqn():
 
     x, y = rand((16, 32), np.float32), rand((16, 32), np.float32, 1)
     low = pj.lower(kernel, x, y)
-    calls = [e.params["spec"] for e in low.block.jaxpr.eqns if e.primitive is ir.block_call_p]
-    assert [c.parts[0].program.name for c in calls] == ["mul+sub", "add+mul"]
+    groups = _plan(low.tile.jaxpr, siblings=False)
+    assert [[op for e in g for op in e.params["spec"].ops] for g in groups] == [["mul", "sub"], ["add", "mul"]]
+    assert [p.name for p in low.programs] == ["mul+sub+add+mul"]           # with sibling merging: one block
     np.testing.assert_array_equal(np.asarray(pj.kernel(kernel)(x, y)), np.asarray(jax.jit(kernel)(x, y)))
+
+
+def _siblings(rows):
+    def kernel(x, y, z):
+        with pj.tile(vec=(rows, 512)):
+            a, b, c = x * 2.0, y + 1.0, z - 1.0     # three groups, each reading only inputs
+            return a * 3.0 + b, c + a               # each result reads two of them
+    return kernel
+
+
+def test_sibling_groups_share_a_block_unless_that_overfills_ub():
+    """Groups over the same tiles whose results one op reads together run in one block (one task per
+    tile, not three); when keeping ``a`` in UB across the others would overfill UB (tiles of 64 KiB),
+    depth merging only."""
+    x, y, z = (rand((64, 1024), np.float32, seed) for seed in range(3))
+    for rows, names in ((16, ["mul+mul+add+add+sub+add"]), (32, ["mul+mul", "add+add", "sub+add"])):
+        kernel = _siblings(rows)
+        low = pj.lower(kernel, x, y, z)
+        assert [p.name for p in low.programs] == names, rows
+        assert all(used <= ASCEND_CORE.buffer(loc) for p in low.programs for loc, used in p.footprint)
+        a = x * np.float32(2)                       # NumPy float32: no fused multiply-adds
+        for got, want in zip(pj.kernel(kernel)(x, y, z), (a * np.float32(3) + (y + np.float32(1)), z - np.float32(1) + a)):
+            np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_siblings_without_a_common_reader_stay_apart():
+    """Two results read by different ops: merging would make each reader wait for both."""
+    def kernel(x, y):
+        with pj.tile(vec=(8, 16)):
+            a, b = x * 2.0, y + 1.0
+            return jnp.exp(a), b * 3.0
+
+    x, y = rand((16, 32), np.float32), rand((16, 32), np.float32, 1)
+    assert [p.name for p in pj.lower(kernel, x, y).programs] == ["mul+exp", "add+mul"]
 
 
 def _kernels():

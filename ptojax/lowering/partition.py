@@ -5,6 +5,9 @@ Partition follows PyPTO's rules for A2/A3 (separate cube and vector cores):
 * a vector grid joins an earlier vector group over the same grid when every tensor it reads from the
   group is read tile-for-tile where the group stored it; the tile is then forwarded in UB and the GM
   round trip disappears unless someone outside the group still reads that tensor ("depth merging");
+  then a group joins an earlier one over the same grid whose emission its operands precede when it
+  reads that group's results tile for tile or a later op reads results of both ("sibling
+  merging": one task per tile instead of two), unless that overfills a buffer;
 * cube grids (matmul with its K chain) and indexed grids stay blocks of their own;
 * groups with the same body are one *program* run by several block instances — isomorphic subgraphs
   share code and differ only in their tile offsets;
@@ -191,34 +194,64 @@ class _Group:
     first: int         # position of the first member
 
 
-def _plan(jaxpr) -> list:
-    """Group the eqns of ``jaxpr``: a list of groups (lists of eqns) in emission order."""
-    producer = {}
+def _plan(jaxpr, siblings: bool = True) -> list:
+    """Group the eqns of ``jaxpr``: a list of groups (lists of eqns) in emission order; ``siblings``:
+    then merge groups over the same tiles (:func:`_merge_siblings`)."""
+    producer = {}                       # var -> the position its group is emitted at
     groups: list[_Group | list] = []
     open_groups: list[_Group] = []
     for position, eqn in enumerate(jaxpr.eqns):
         spec = _grid(eqn)
         stores = _stores(spec) if spec is not None and spec.kind == "vector" else None
-        joined = False
         if stores is not None:
             produced = {v: [s[pos] for s in stores] for pos, v in enumerate(eqn.outvars)}
-            for group in reversed(open_groups):
-                if _joins(group, eqn, spec, producer):
-                    group.eqns.append(eqn)
-                    group.produced.update(produced)
-                    joined = True
-                    break
-            if not joined:
+            group = next((g for g in reversed(open_groups) if _joins(g, eqn, spec, producer)), None)
+            if group is None:
                 group = _Group([eqn], spec, produced, position)
                 open_groups.append(group)
                 groups.append(group)
+            else:
+                group.eqns.append(eqn)
+                group.produced.update(produced)
             emitted = group.first
         else:
             groups.append([eqn])
             emitted = position
         for v in eqn.outvars:
             producer[v] = emitted
+    if siblings:
+        groups = _merge_siblings(groups, producer)
     return [g.eqns if isinstance(g, _Group) else g for g in groups]
+
+
+def _merge_siblings(groups, producer) -> list:
+    """Each group joins the latest earlier group over the same grid and label whose emission its
+    operands precede, when it reads that group's results tile for tile (a depth merge its first op
+    did not start) or a later op reads results of both (ops on the same tiles feeding one consumer);
+    one task per tile instead of two. A merge delays no reader that needs only one of them."""
+    owner, readers = {}, {}             # eqn -> its group; var -> the eqns that read it
+    for g in groups:
+        for eqn in (g.eqns if isinstance(g, _Group) else g):
+            owner[id(eqn)] = id(g)
+            for v in eqn.invars:
+                if isinstance(v, Var):
+                    readers.setdefault(v, []).append(id(eqn))
+    kept: list = []
+    for g in groups:
+        target = None
+        if isinstance(g, _Group):
+            target = next((h for h in reversed(kept) if isinstance(h, _Group) and _sibling(h, g, producer, owner, readers)),
+                          None)
+        if target is None:
+            kept.append(g)
+            continue
+        target.eqns += g.eqns
+        target.produced.update(g.produced)
+        for v in g.produced:
+            producer[v] = target.first
+        for eqn in g.eqns:
+            owner[id(eqn)] = id(target)
+    return kept
 
 
 def _canonical(window, grid):
@@ -228,27 +261,61 @@ def _canonical(window, grid):
                                stride=tuple(0 if f else s for f, s in zip(fixed, window.stride)))
 
 
+def _same_tiles(group: _Group, spec: ir.Grid) -> bool:
+    return [p.shape for p in spec.parts] == [p.shape for p in group.spec.parts] and spec.label == group.spec.label
+
+
+def _forwardable(group: _Group, spec: ir.Grid, pos: int, v) -> bool:
+    """Input ``pos`` (``v``, a result of ``group``) of a grid is read tile for tile where the group
+    stored it, and not updated in place: the tile can stay in UB."""
+    loads = _loads(spec, pos)
+    return (pos not in {o.alias for o in spec.outputs} and loads is not None
+            and all({_canonical(x, p.shape) for x in l} == {_canonical(w, p.shape)}
+                    for l, w, p in zip(loads, group.produced[v], spec.parts)))
+
+
 def _joins(group: _Group, eqn, spec: ir.Grid, producer) -> bool:
-    """Depth merging only: ``eqn`` reads something the group produced, tile for tile, and nothing
-    that a group emitted after this one produces (``producer``: var -> where its group is emitted; a
-    group only reads groups emitted before it, so joining one never makes a cycle)."""
-    if [p.shape for p in spec.parts] != [p.shape for p in group.spec.parts] or spec.label != group.spec.label:
+    """Depth merging: ``eqn`` reads something the group produced, tile for tile, and nothing that a
+    group emitted after this one produces (``producer``: var -> where its group is emitted; a group
+    only reads groups emitted before it, so joining one never makes a cycle)."""
+    if not _same_tiles(group, spec):
         return False
-    aliases = {o.alias for o in spec.outputs if o.alias is not None}
     reads_group = False
     for pos, v in enumerate(eqn.invars):
         if isinstance(v, Literal):
             continue
         if v in group.produced:
-            loads = _loads(spec, pos)
-            if pos in aliases or loads is None or any(
-                    {_canonical(x, p.shape) for x in l} != {_canonical(w, p.shape)}
-                    for l, w, p in zip(loads, group.produced[v], spec.parts)):
+            if not _forwardable(group, spec, pos, v):
                 return False
             reads_group = True
         elif producer.get(v, -1) > group.first:
             return False
     return reads_group
+
+
+def _sibling(group: _Group, other: _Group, producer, owner, readers) -> bool:
+    """Whether ``other`` (a later group) can and should run in ``group``'s tasks (:func:`_merge_siblings`)."""
+    if not _same_tiles(group, other.spec):
+        return False
+    depth = False
+    for eqn in other.eqns:
+        spec = eqn.params["spec"]
+        if any(o.alias is not None for o in spec.outputs):
+            return False
+        for pos, v in enumerate(eqn.invars):
+            if isinstance(v, Literal) or v in other.produced:
+                continue
+            if v in group.produced:
+                if not _forwardable(group, spec, pos, v):
+                    return False
+                depth = True
+            elif producer.get(v, -1) >= group.first:
+                return False
+
+    def consumers(g):
+        return {owner[e] for v in g.produced for e in readers.get(v, ())} - {id(g)}
+
+    return depth or bool(consumers(group) & consumers(other))
 
 
 # ---------------------------------------------------------------------------------------- fusion
@@ -363,23 +430,40 @@ class _Partitioner:
     def run(self, jaxpr, consts, args, stack=""):
         env = dict(zip(jaxpr.constvars, consts))
         env.update(zip(jaxpr.invars, args))
-        for group in _plan(jaxpr):
-            if len(group) == 1 and _grid(group[0]) is None:
+        plan = _plan(jaxpr)
+        known = dict(self.programs)
+        try:
+            blocks = [self.block(jaxpr, group) for group in plan]
+        except PtoCapacityError:
+            fallback = _plan(jaxpr, siblings=False)
+            if len(fallback) == len(plan):
+                raise
+            self.programs = known               # siblings overfilled a buffer: depth merging only
+            plan, blocks = fallback, [self.block(jaxpr, group) for group in fallback]
+        for group, block in zip(plan, blocks):
+            if block is None:
                 eqn = group[0]
                 invals = [read(env, v) for v in eqn.invars]
                 outs = control(eqn, invals, stack, self.run) if eqn.primitive.name in CONTROL else _bind(eqn, invals)
                 env.update(zip(eqn.outvars, outs))
                 continue
-            bodies, out_specs, inputs, outputs = _fuse(group, _escaping(jaxpr, group))
-            specs = [e.params["spec"] for e in group]
-            label, kind = specs[0].label, specs[0].kind
-            ops = tuple(op for sp in specs for op in sp.ops)
-            tpb = self.options.get("tiles_per_block", label, 1)
-            parts = tuple(BlockPart(self.program(ops, kind, body, label), part.shape, tpb)
-                          for body, part in zip(bodies, specs[0].parts))
-            outs = ir.block_call_p.bind(*[read(env, v) for v in inputs], spec=Block(parts, out_specs))
+            spec, inputs, outputs = block
+            outs = ir.block_call_p.bind(*[read(env, v) for v in inputs], spec=spec)
             env.update(zip(outputs, outs))
         return [read(env, v) for v in jaxpr.outvars]
+
+    def block(self, jaxpr, group):
+        """The block of a group of grid eqns: (Block, input vars, output vars); None for another eqn."""
+        if len(group) == 1 and _grid(group[0]) is None:
+            return None
+        bodies, out_specs, inputs, outputs = _fuse(group, _escaping(jaxpr, group))
+        specs = [e.params["spec"] for e in group]
+        label, kind = specs[0].label, specs[0].kind
+        ops = tuple(op for sp in specs for op in sp.ops)
+        tpb = self.options.get("tiles_per_block", label, 1)
+        parts = tuple(BlockPart(self.program(ops, kind, body, label), part.shape, tpb)
+                      for body, part in zip(bodies, specs[0].parts))
+        return Block(parts, out_specs), inputs, outputs
 
 
 def to_block_level(tile: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, options: Options = Options()):
