@@ -112,6 +112,7 @@ class Compiled:
     options: Options
     avals: tuple
     code: ascend.AscendKernel | None
+    plans: dict = dataclasses.field(default_factory=dict, repr=False)   # replayable plans (execute)
 
     def __repr__(self):
         return f"{self.name}{_describe(self.avals)}@{self.options.target}/{self.options.backend}"
@@ -153,7 +154,7 @@ class Compiled:
             start += n
         return execute(self.lowering, *args, target=self.options.target, executor=executor or self.options.executor,
                        policy=policy, workers=self.options.workers, compiled=self._code(), donated=donated,
-                       compute=compute)
+                       compute=compute, plans=self.plans)
 
     def profile(self, *args, policy: str = "mpmd", compute: bool = True):
         """A simulated run on the target's cost model: a :class:`~ptojax.mpmd.Profile`

@@ -130,14 +130,26 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     if len(done) != n:
         raise PtoTaskError(f"pto runtime: {n - len(done)} task(s) never became ready")
     if execute:
-        lane = {tid: core for _, tid, core, _, _ in done}
-        if plan.batches:
-            _run_batched(plan, ctx, lane)
-        else:                                           # in simulated completion order: by end, then dispatch
-            for tid in [row[1] for row in sorted(done, key=lambda row: row[4])]:
-                _run(tasks[tid], ctx, lane)
+        _execute(plan, ctx, done)
     done.sort()                                         # by start, then tid
     return Trace(tuple(done), machine, plan.graph, "simulated " + policy)
+
+
+def replay(plan: Plan, trace: Trace, worker: Callable[[], object] | None = None) -> None:
+    """Run the task bodies of ``plan`` again (after :meth:`Plan.rebind`) as :func:`simulate` ran them
+    for ``trace``, its trace: the timeline does not depend on the inputs' values, so it is not rebuilt."""
+    _execute(plan, worker() if worker else None, trace.rows)
+
+
+def _execute(plan: Plan, ctx, done) -> None:
+    """Run the task bodies, given the timeline's rows ``done``."""
+    tasks = plan.graph.tasks
+    lane = {tid: core for _, tid, core, _, _ in done}
+    if plan.batches:
+        _run_batched(plan, ctx, lane)
+    else:                                               # in simulated completion order
+        for tid in [row[1] for row in sorted(done, key=lambda row: row[4])]:
+            _run(tasks[tid], ctx, lane)
 
 
 def _run(task, ctx, lane):

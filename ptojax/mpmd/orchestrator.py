@@ -76,6 +76,7 @@ class Buffer:
     array: np.ndarray
     base: int
     external: bool = False            # a kernel input or constant: never updated in place
+    source: int | str | None = None   # kernel argument position, "scratch" (the kernel's own), or None
 
 
 @dataclasses.dataclass
@@ -89,24 +90,56 @@ class Plan:
     syncs: int = 0                    # reads of device data by the host (each waited for its producers)
     batches: dict = dataclasses.field(default_factory=dict)   # task group -> its batch runner
     owned: list = dataclasses.field(default_factory=list)     # GM arrays the orchestrator allocated
+    replayable: bool = False          # the tasks did not depend on the inputs' values (no host reads)
+    bindings: list = dataclasses.field(default_factory=list)  # (array list a task body reads, buffer ids)
+    fills: list = dataclasses.field(default_factory=list)     # (buffer id, value) filled before the tasks
 
     def results(self):
         return [b.array if isinstance(b, Buffer) else b for b in self.outputs]
 
-    def release(self) -> None:
-        """After the run, once the results are read: drop the task bodies (they hold the GM arrays;
-        the graph, which the trace keeps, links its tasks in cycles) and return the scratch arrays —
-        owned, not results — to the pool of later orchestrations (fresh pages cost more than a fill)."""
-        for task in self.graph.tasks:
-            task.run, task.batch = None, None
-        self.batches.clear()
+    def rebind(self, args) -> None:
+        """Give a replayable plan new kernel inputs ``args`` (the signature it was made for) and fresh
+        scratch arrays, filled as orchestration filled them: running its tasks again computes the
+        kernel on ``args``, with no orchestration."""
+        owned = []
+        for buf in self.buffers:
+            if buf.base != buf.id:
+                buf.array = self.buffers[buf.base].array.reshape(buf.array.shape)
+            elif buf.source == "scratch":
+                buf.array = _scratch(buf.array.shape, buf.array.dtype, owned)
+            elif buf.source is not None:
+                buf.array = np.asarray(args[buf.source])
+        self.owned = owned
+        for arrays, ids in self.bindings:
+            arrays[:] = [self.buffers[i].array for i in ids]
+        for i, value in self.fills:
+            self.buffers[i].array.fill(value)
+
+    def recycle(self) -> None:
+        """After the run, once the results are read: return the scratch arrays — owned, not results —
+        to the pool of later runs (fresh pages cost more than a fill) and let go of the inputs' and the
+        scratch arrays (their buffers keep only shape and dtype; constants stay)."""
         results = {id(self.buffers[b.base].array) for b in self.outputs if isinstance(b, Buffer)}
         for array in self.owned:
             if id(array) not in results:
                 free = _POOL.__dict__.setdefault((array.shape, array.dtype), [])
                 if len(free) < _POOL_DEPTH:
                     free.append(array)
-        self.owned, self.buffers = [], []
+        self.owned = []
+        for buf in self.buffers:
+            if buf.source is not None or buf.base != buf.id:      # constants stay
+                buf.array = np.broadcast_to(np.zeros((), buf.array.dtype), buf.array.shape)
+        for arrays, _ in self.bindings:
+            arrays[:] = [None] * len(arrays)
+
+    def release(self) -> None:
+        """:meth:`recycle`, and drop the task bodies (the graph, which the trace keeps, links its tasks
+        in cycles): for a plan that will not run again."""
+        self.recycle()
+        for task in self.graph.tasks:
+            task.run, task.batch = None, None
+        self.batches.clear()
+        self.buffers, self.bindings = [], []
 
 
 class _Orchestrator:
@@ -127,6 +160,9 @@ class _Orchestrator:
         self.syncs = 0
         self.batches: dict = {}                     # (stage, part, tiles per task) -> batch runner
         self.owned: list[np.ndarray] = []           # GM arrays allocated here (outputs and scratch)
+        self.bindings: list = []                    # (array list a task body reads, buffer ids)
+        self.fills: list = []                       # (buffer id, value)
+        self.replayable = True                      # no host read of the inputs' values so far
 
     def emit(self, task: Task):
         if self.token is not None:
@@ -138,6 +174,7 @@ class _Orchestrator:
     # --------------------------------------------------------------------------------- device data
     def sync(self, buf: "Buffer", what: str) -> np.ndarray:
         """The value of GM tensor ``buf`` once the tasks that write it have run (see the module docstring)."""
+        self.replayable = False
         producers = [t for t in self.writers.get(buf.base, ()) if t.tid not in self.waited]
         if producers and not self.execute:
             raise PtoOrchestrationError(
@@ -173,19 +210,16 @@ class _Orchestrator:
         self.ran = max(self.ran, upto)
 
     # ------------------------------------------------------------------------------------ buffers
-    def buffer(self, array, external=False) -> Buffer:
+    def buffer(self, array, external=False, source=None) -> Buffer:
         array = np.asarray(array)
-        buf = Buffer(len(self.buffers), array, len(self.buffers), external)
+        buf = Buffer(len(self.buffers), array, len(self.buffers), external, source)
         self.buffers.append(buf)
         self.full[buf.id] = Region(buf.id, (0,) * array.ndim, tuple(array.shape))
         return buf
 
-    def scratch(self, shape, dtype) -> np.ndarray:
-        """A GM array the kernel owns (uninitialised), from the pool when it can."""
-        free = _POOL.__dict__.get((tuple(shape), np.dtype(dtype)))
-        array = free.pop() if free else np.empty(shape, dtype)
-        self.owned.append(array)
-        return array
+    def scratch(self, shape, dtype) -> Buffer:
+        """A GM tensor the kernel owns (uninitialised)."""
+        return self.buffer(_scratch(shape, dtype, self.owned), source="scratch")
 
     def view(self, base: Buffer, shape) -> Buffer:
         buf = Buffer(len(self.buffers), base.array.reshape(shape), base.base, base.external)
@@ -271,7 +305,7 @@ class _Orchestrator:
         for o, aval in zip(spec.outputs, avals):
             if o.alias is None:                      # filled below unless the tasks write all of it
                 fills[len(outputs)] = o.fill
-                outputs.append(self.buffer(self.scratch(aval.shape, aval.dtype)))
+                outputs.append(self.scratch(aval.shape, aval.dtype))
                 continue
             target = inputs[o.alias]
             if (not target.external and sum(b.base == target.base for b in inputs) == 1
@@ -280,6 +314,7 @@ class _Orchestrator:
             else:
                 outputs.append(self.copy(target))
         arrays = [b.array for b in inputs + outputs]
+        self.bindings.append((arrays, tuple(b.id for b in inputs + outputs)))
         batch = getattr(self.backend, "batch", None)
         covered = dict.fromkeys(fills, 0)
         for number, part in enumerate(spec.parts):
@@ -303,15 +338,18 @@ class _Orchestrator:
         for k, fill in fills.items():
             if covered[k] != outputs[k].array.size:
                 outputs[k].array.fill(fill)
+                self.fills.append((outputs[k].id, fill))
         self.stage += 1
         return outputs
 
     def copy(self, src: Buffer) -> Buffer:
-        dst = self.buffer(self.scratch(src.array.shape, src.array.dtype))
+        dst = self.scratch(src.array.shape, src.array.dtype)
         nbytes = src.array.nbytes
+        pair = [src.array, dst.array]
+        self.bindings.append((pair, (src.id, dst.id)))
 
-        def run(_ctx, src=src.array, dst=dst.array):
-            dst[...] = src
+        def run(_ctx, pair=pair):
+            pair[1][...] = pair[0]
 
         self.emit(Task(len(self.tasks), "copy", "AIV", "", self.backend.copy_cost(nbytes), run,
                        (self.full[src.base],), (self.full[dst.id],), (), self.stage, 2 * nbytes))
@@ -504,11 +542,21 @@ def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, exec
     """
     orch = _Orchestrator(backend, execute)
     args = [np.asarray(a) for a in args]
-    inputs = [orch.buffer(a, external=i not in donated or not a.flags.writeable) if a.ndim else a   # read-only: copied
-              for i, a in enumerate(args)]
+    inputs = [orch.buffer(a, external=i not in donated or not a.flags.writeable, source=i) if a.ndim else a
+              for i, a in enumerate(args)]                          # read-only donated arrays: copied
     consts = [orch.buffer(c, external=True) if np.ndim(c) else np.asarray(c) for c in consts]
     outputs = orch.run(block_jaxpr, consts, inputs)
-    return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned)
+    replayable = orch.replayable and all(a.ndim for a in args)      # scalar inputs steer the host directly
+    return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned,
+                replayable, orch.bindings, orch.fills)
+
+
+def _scratch(shape, dtype, owned: list) -> np.ndarray:
+    """An uninitialised GM array, from this thread's pool when it can; recorded in ``owned``."""
+    free = _POOL.__dict__.get((tuple(shape), np.dtype(dtype)))
+    array = free.pop() if free else np.empty(shape, dtype)
+    owned.append(array)
+    return array
 
 
 __all__ = ["Backend", "Buffer", "Plan", "PtoOrchestrationError", "orchestrate"]
