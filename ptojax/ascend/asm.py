@@ -23,6 +23,7 @@ with line and column.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 import ml_dtypes
@@ -64,7 +65,7 @@ class TileBuf:
                 f"v_row={self.v_row}, v_col={self.v_col}, blayout={self.blayout}, slayout={self.slayout}, "
                 f"fractal={self.fractal}, pad={self.pad}>")
 
-    @property
+    @functools.cached_property
     def np_dtype(self) -> np.dtype:
         return DTYPES[self.dtype]
 

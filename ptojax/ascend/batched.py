@@ -16,6 +16,7 @@ first failing grid point.
 """
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -113,7 +114,7 @@ class _Window:
 
     def _rows(self):
         view, sizes = self.view, self.sizes
-        if not sizes or not view.flags.c_contiguous or np.prod(sizes[:-1]) >= _SLICE_ROWS:
+        if not sizes or not view.flags.c_contiguous or math.prod(sizes[:-1]) >= _SLICE_ROWS:
             return None, None
         step = np.asarray(view.strides, np.int64) // view.itemsize
         lead = np.zeros(1, np.int64)                     # each row's start within the window
@@ -200,10 +201,10 @@ def run_batch(kernel: asm.Kernel, indices, args, memory: CoreMemory, extent: dic
 class _Tile:
     """A tile buffer; ``value``: its lanes' valid region while the lane buffer's bytes lag behind."""
 
-    __slots__ = ("type", "addr", "end", "value")
+    __slots__ = ("type", "addr", "end", "value", "array")
 
     def __init__(self, type_, addr):
-        self.type, self.addr, self.value = type_, addr, None
+        self.type, self.addr, self.value, self.array = type_, addr, None, None     # array: its lanes' view
         self.end = addr + type_.rows * type_.cols * type_.np_dtype.itemsize
 
 
@@ -257,9 +258,11 @@ class _Batch(_Runner):
         return _Tile(stmt.type, stmt.addr)
 
     def view(self, tile: _Tile) -> np.ndarray:
-        t = tile.type
-        raw = self.buffers[t.loc][:, tile.addr:tile.addr + t.rows * t.cols * t.np_dtype.itemsize]
-        return raw.view(t.np_dtype).reshape(self.n, t.rows, t.cols)[:, :t.v_row, :t.v_col]
+        if tile.array is None:
+            t = tile.type
+            raw = self.buffers[t.loc][:, tile.addr:tile.addr + t.rows * t.cols * t.np_dtype.itemsize]
+            tile.array = raw.view(t.np_dtype).reshape(self.n, t.rows, t.cols)[:, :t.v_row, :t.v_col]
+        return tile.array
 
     def flush(self, tile: _Tile) -> None:
         """Bring the lane buffer up to date for every byte ``tile`` covers (other tiles' values)."""
@@ -304,7 +307,7 @@ class _Batch(_Runner):
             dst = self.env[stmt.outs[0].name]
             src = self.read(stmt.ins[0], copy=False)
             if isinstance(dst, _Window):
-                if src.dtype != dst.view.dtype or src.size != self.n * int(np.prod(dst.sizes)):
+                if src.dtype != dst.view.dtype or src.size != self.n * math.prod(dst.sizes):
                     self.fail(stmt, f"tile {src.dtype.name}{list(src.shape[1:])} does not match the window "
                                     f"{dst.view.dtype.name}{list(dst.sizes)}")
                 dst.store(src)

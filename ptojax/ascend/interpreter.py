@@ -9,6 +9,8 @@ shapes disagree with the destination's valid region or an illegal dtype combinat
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import PtoError
@@ -34,10 +36,10 @@ class Core:
 
 
 class _Tile:
-    __slots__ = ("name", "type", "addr")
+    __slots__ = ("name", "type", "addr", "array")
 
     def __init__(self, name, type_, addr):
-        self.name, self.type, self.addr = name, type_, addr
+        self.name, self.type, self.addr, self.array = name, type_, addr, None     # array: its view, once made
 
 
 def run(kernel: asm.Kernel, index, args, core: Core) -> None:
@@ -71,17 +73,18 @@ class _Runner:
     def block(self, body):
         env = self.env
         for stmt in body:
-            if isinstance(stmt, asm.Const):
-                env[stmt.name] = stmt.value if stmt.type == "index" else np.asarray(stmt.value, asm.DTYPES[stmt.type])
-            elif isinstance(stmt, asm.Arith):
+            kind = type(stmt)                           # (exact types: cheaper than isinstance chains)
+            if kind is asm.Arith:
                 env[stmt.name] = self.arith(stmt.op, env[stmt.lhs], env[stmt.rhs])
-            elif isinstance(stmt, asm.MakeView):
-                self.make_view(stmt)
-            elif isinstance(stmt, asm.PartitionView):
+            elif kind is asm.Const:
+                env[stmt.name] = stmt.value if stmt.type == "index" else np.asarray(stmt.value, asm.DTYPES[stmt.type])
+            elif kind is asm.PartitionView:
                 self.partition(stmt)
-            elif isinstance(stmt, asm.Alloc):
+            elif kind is asm.Alloc:
                 self.alloc(stmt)
-            elif isinstance(stmt, asm.For):
+            elif kind is asm.MakeView:
+                self.make_view(stmt)
+            elif kind is asm.For:
                 for k in range(*(self.index(stmt, env[b], "loop bound") for b in (stmt.lower, stmt.upper, stmt.step))):
                     env[stmt.var] = k
                     self.block(stmt.body)
@@ -100,7 +103,7 @@ class _Runner:
     def make_view(self, stmt):
         gm = self.env[stmt.ptr]
         shape = tuple(self.index(stmt, self.env[s], "view shape") for s in stmt.shape)
-        if gm.dtype != asm.DTYPES[stmt.type.dtype] or gm.size != int(np.prod(shape, dtype=np.int64)):
+        if gm.dtype != asm.DTYPES[stmt.type.dtype] or gm.size != math.prod(shape):
             self.fail(stmt, f"GM tensor {gm.dtype.name}{list(gm.shape)} does not match the view {stmt.type}")
         self.env[stmt.name] = gm.reshape(shape)
 
@@ -129,9 +132,11 @@ class _Runner:
         return _Tile(stmt.name, stmt.type, stmt.addr)
 
     def view(self, tile: _Tile) -> np.ndarray:
-        t = tile.type
-        raw = self.core.buffers[t.loc][tile.addr:tile.addr + t.rows * t.cols * t.np_dtype.itemsize]
-        return raw.view(t.np_dtype).reshape(t.rows, t.cols)[:t.v_row, :t.v_col]
+        if tile.array is None:
+            t = tile.type
+            raw = self.core.buffers[t.loc][tile.addr:tile.addr + t.rows * t.cols * t.np_dtype.itemsize]
+            tile.array = raw.view(t.np_dtype).reshape(t.rows, t.cols)[:t.v_row, :t.v_col]
+        return tile.array
 
     def read(self, operand, shape=None):
         value = self.env[operand.name]
