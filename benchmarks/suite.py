@@ -203,16 +203,23 @@ def at_least(value, bound):
     return bool(value >= bound)
 
 
-def _times(fns, repeats):
-    """Warm each fn up once, then call them alternately ``repeats`` times: the seconds of each call."""
+def _times(fns, repeats, sample_s=0.01):
+    """Warm each fn up, then time them alternately ``repeats`` times: seconds per call, each
+    sample the mean over enough back-to-back calls to last about ``sample_s`` (a single call of a few
+    microseconds is mostly timer and scheduler noise)."""
+    calls = []
     for fn in fns:
         jax.block_until_ready(fn())
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        calls.append(max(1, int(sample_s / max(time.perf_counter() - start, 1e-6))))
     times = [[] for _ in fns]
     for _ in range(repeats):
-        for fn, ts in zip(fns, times):
+        for fn, n, ts in zip(fns, calls, times):
             start = time.perf_counter()
-            jax.block_until_ready(fn())
-            ts.append(time.perf_counter() - start)
+            for _ in range(n):
+                jax.block_until_ready(fn())
+            ts.append((time.perf_counter() - start) / n)
     return times
 
 
