@@ -160,7 +160,7 @@ def _run(task, ctx, lane):
             _fail(task, f"{task.core} {lane[task.tid]}", exc)
 
 
-BATCH_MIN = 4          # ready tasks of one group that run as one batch; fewer run one by one (faster)
+BATCH_MIN = 5          # ready tasks of one group that run as one batch; fewer run one by one (faster)
 
 
 def _run_batched(plan: Plan, ctx, lane) -> None:
