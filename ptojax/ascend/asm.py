@@ -168,7 +168,11 @@ class Instr:
         return f"pto.{self.op} ins({', '.join(map(str, self.ins))}) outs({', '.join(map(str, self.outs))}){attrs}"
 
     def attr(self, key, default=None):
-        return dict(self.attrs).get(key, default)
+        return self._attrs.get(key, default)
+
+    @functools.cached_property
+    def _attrs(self) -> dict:
+        return dict(self.attrs)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -175,9 +175,11 @@ def extents(kernel: asm.Kernel) -> dict[str, int]:
     return out
 
 
-def run_batch(kernel: asm.Kernel, indices, args, memory: CoreMemory, extent: dict[str, int]) -> None:
+def run_batch(kernel: asm.Kernel, indices, args, memory: CoreMemory, extent: dict[str, int], *,
+              verified: bool = False) -> None:
     """Execute ``kernel`` at every grid point of ``indices`` (a list of tuples) on GM arrays ``args``;
-    ``memory`` gives the buffer capacities, ``extent`` the bytes the kernel uses (:func:`extents`)."""
+    ``memory`` gives the buffer capacities, ``extent`` the bytes the kernel uses (:func:`extents`);
+    ``verified`` as for :func:`~ptojax.ascend.interpreter.run`."""
     n = len(indices)
     grid = np.asarray(indices, dtype=np.int64).reshape(n, -1)
     env = {}
@@ -195,7 +197,7 @@ def run_batch(kernel: asm.Kernel, indices, args, memory: CoreMemory, extent: dic
             if env[name] is None:
                 raise PtoExecutionError(f"pto run: program '{kernel.name}' expects a GM tensor for {name}")
     buffers = {loc: _lane_buffer(loc, n, size) for loc, size in extent.items()}
-    _Batch(kernel, n, grid, env, buffers, memory).block(kernel.body)
+    _Batch(kernel, n, grid, env, buffers, memory, verified).block(kernel.body)
 
 
 class _Tile:
@@ -213,8 +215,8 @@ class _Batch(_Runner):
     reaches the lane buffer's bytes only when a tile sharing bytes with it is read or written: most
     tiles are never reinterpreted, so most writes cost nothing."""
 
-    def __init__(self, kernel, n, grid, env, buffers, memory):
-        super().__init__(kernel, None, env)
+    def __init__(self, kernel, n, grid, env, buffers, memory, verified=False):
+        super().__init__(kernel, None, env, verified)
         self.n, self.grid, self.buffers, self.memory = n, grid, buffers, memory
         self.pending: list[_Tile] = []              # tiles whose value the lane buffer does not hold yet
 
@@ -297,7 +299,8 @@ class _Batch(_Runner):
 
     # ------------------------------------------------------------------------------- instructions
     def instr(self, stmt: asm.Instr):
-        isa.check(stmt, self.kernel.name)
+        if not self.verified:
+            isa.check(stmt, self.kernel.name)
         op = stmt.op
         if op == "tload":
             src = self.env[stmt.ins[0].name]

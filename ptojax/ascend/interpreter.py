@@ -42,8 +42,10 @@ class _Tile:
         self.name, self.type, self.addr, self.array = name, type_, addr, None     # array: its view, once made
 
 
-def run(kernel: asm.Kernel, index, args, core: Core) -> None:
-    """Execute ``kernel`` at grid point ``index`` with GM arrays ``args`` (pointer params, in order)."""
+def run(kernel: asm.Kernel, index, args, core: Core, *, verified: bool = False) -> None:
+    """Execute ``kernel`` at grid point ``index`` with GM arrays ``args`` (pointer params, in order).
+    ``verified``: the kernel passed :func:`~ptojax.ascend.isa.verify`, so its instructions are not
+    checked again as they run."""
     env = {}
     it = iter(args)
     indices = list(index)
@@ -56,15 +58,15 @@ def run(kernel: asm.Kernel, index, args, core: Core) -> None:
             env[name] = next(it, None)
             if env[name] is None:
                 raise PtoExecutionError(f"pto run: program '{kernel.name}' expects a GM tensor for {name}")
-    _Runner(kernel, core, env).block(kernel.body)
+    _Runner(kernel, core, env, verified).block(kernel.body)
 
 
 class _Runner:
     """Walks a kernel's statements on one core. The batched runner (``batched.py``) subclasses it: the
     hooks ``arith``, ``index``, ``capacity`` and ``new_tile`` are where lanes differ."""
 
-    def __init__(self, kernel, core, env):
-        self.kernel, self.core, self.env = kernel, core, env
+    def __init__(self, kernel, core, env, verified=False):
+        self.kernel, self.core, self.env, self.verified = kernel, core, env, verified
 
     def fail(self, stmt, message):
         text = stmt.text() if hasattr(stmt, "text") else str(stmt)
@@ -162,7 +164,8 @@ class _Runner:
 
     # ------------------------------------------------------------------------------- instructions
     def instr(self, stmt: asm.Instr):
-        isa.check(stmt, self.kernel.name)
+        if not self.verified:
+            isa.check(stmt, self.kernel.name)
         op = stmt.op
         if op == "tload":
             src = self.env[stmt.ins[0].name]

@@ -106,7 +106,7 @@ class AscendBackend:
 
         def work(core):
             for index in tiles:
-                run(kernel, index, arrays, core)
+                run(kernel, index, arrays, core, verified=True)
 
         return work, cost.seconds * len(tiles), int(cost.bytes_in + cost.bytes_out) * len(tiles)
 
@@ -130,7 +130,8 @@ class AscendBackend:
         def lanes(tile_lists):
             for c in range(0, len(tile_lists), chunk):          # lane buffers stay within _LANE_BYTES
                 for j in range(len(tile_lists[c])):
-                    run_batch(kernel, [tiles[j] for tiles in tile_lists[c:c + chunk]], arrays, memory, extent)
+                    run_batch(kernel, [tiles[j] for tiles in tile_lists[c:c + chunk]], arrays, memory, extent,
+                              verified=True)
 
         def work(tile_lists, _core):
             shares = min(_THREADS, len(tile_lists) // _LANES_PER_THREAD)
