@@ -8,7 +8,9 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
+import fuzz
 import ptojax as pj
 from helpers import rand
 from ptojax.execute import execute
@@ -46,6 +48,21 @@ def test_replay_equals_a_fresh_orchestration(name, kernel, args):
     _same(got, want)
     assert replayed is trace and replayed.rows == fresh.rows
     _same(first, _fresh(compiled, args)[0])                # the replay wrote new arrays, not the first results
+
+
+@settings(max_examples=40, derandomize=True, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(fuzz.kernels(max_ops=5))
+def test_random_kernels_replay_equal_a_fresh_orchestration(spec):
+    """Random op chains (tests/fuzz.py), run on one input set and replayed on another."""
+    fn, args = fuzz.build(spec)
+    other = [fuzz.make_input(tuple(s), d, k, spec["seed"] * 1000 + 500 + i) for i, (s, d, k) in enumerate(spec["inputs"])]
+    compiled = pj.kernel(fn).compiled_for(*args)
+    first, _ = compiled.run(*args)
+    got, _ = compiled.run(*other)
+    assert compiled.plans
+    _same(got, _fresh(compiled, other)[0])
+    _same(first, _fresh(compiled, args)[0])
 
 
 def test_plans_that_read_inputs_on_the_host_are_not_kept():
