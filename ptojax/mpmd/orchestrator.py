@@ -81,7 +81,9 @@ class Buffer:
 
 @dataclasses.dataclass
 class Plan:
-    """The outcome of orchestration: the task graph, the buffers, and the kernel's output buffers."""
+    """The outcome of orchestration: the task graph, the buffers, and the kernel's output buffers. A
+    ``replayable`` plan (no host read of an input's value) runs again on new inputs: :meth:`rebind`,
+    run its tasks (``executors.replay``), read the results, :meth:`recycle`."""
 
     graph: TaskGraph
     buffers: list[Buffer]
