@@ -299,8 +299,6 @@ class _Batch(_Runner):
 
     # ------------------------------------------------------------------------------- instructions
     def instr(self, stmt: asm.Instr):
-        if not self.verified:
-            isa.check(stmt, self.kernel.name)
         op = stmt.op
         if op == "tload":
             src = self.env[stmt.ins[0].name]

@@ -91,6 +91,8 @@ class _Runner:
                     env[stmt.var] = k
                     self.block(stmt.body)
             else:
+                if not self.verified:                   # kernels compiled by the backend were verified
+                    isa.check(stmt, self.kernel.name)
                 self.instr(stmt)
 
     @staticmethod
@@ -164,8 +166,6 @@ class _Runner:
 
     # ------------------------------------------------------------------------------- instructions
     def instr(self, stmt: asm.Instr):
-        if not self.verified:
-            isa.check(stmt, self.kernel.name)
         op = stmt.op
         if op == "tload":
             src = self.env[stmt.ins[0].name]
