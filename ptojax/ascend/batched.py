@@ -23,7 +23,7 @@ import numpy as np
 
 from . import asm, isa
 from ..lowering.memory import CoreMemory
-from .interpreter import _BASE, _DTYPE_PARAMS, PtoExecutionError, _Runner, compute_into
+from .interpreter import _BASE, PtoExecutionError, _Runner, compute_into, semantic_params
 from .semantics import mscatter_into
 
 # How an instruction's params change when its operands gain a leading lane axis.
@@ -337,8 +337,7 @@ class _Batch(_Runner):
             self.compute(stmt)
 
     def compute(self, stmt: asm.Instr):
-        params = {k: (asm.DTYPES[v] if k in _DTYPE_PARAMS else v) for k, v in stmt.attrs
-                  if k not in ("shapes", "scalar_first")}
+        params = semantic_params(stmt)
         shapes = stmt.attr("shapes")
         it = iter(shapes or ())
         args, lane_axis = [], []

@@ -193,14 +193,20 @@ class _Runner:
             self.compute(stmt)
 
     def compute(self, stmt: asm.Instr):
-        params = {k: (asm.DTYPES[v] if k in _DTYPE_PARAMS else v) for k, v in stmt.attrs
-                  if k not in ("shapes", "scalar_first")}
+        params = semantic_params(stmt)
         shapes = iter(stmt.attr("shapes") or ())
         args = []
         for operand in stmt.ins:
             is_tile = isinstance(operand.type, asm.TileBuf)
             args.append(self.read(operand, next(shapes, None) if stmt.attr("shapes") and is_tile else None))
         compute_into(self, stmt, lambda: isa.execute(_BASE.get(stmt.op, stmt.op), *args, **params))
+
+
+def semantic_params(stmt: asm.Instr) -> dict:
+    """An instruction's attributes as its NumPy semantics take them (dtype names as dtypes; the
+    operand shapes and the scalar's side are the runner's business)."""
+    return {k: (asm.DTYPES[v] if k in _DTYPE_PARAMS else v) for k, v in stmt.attrs
+            if k not in ("shapes", "scalar_first")}
 
 
 def compute_into(runner, stmt: asm.Instr, call) -> None:
