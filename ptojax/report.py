@@ -32,7 +32,7 @@ LEVELS = ("tensor", "tile", "block", "pto")
 _BOUND_TERMS = (("critical_path", "critical path (each task + its dispatch overhead)"),
                 ("cube", "cube work / AIC cores"), ("vector", "vector work / AIV cores"),
                 ("bandwidth", "GM bytes / bandwidth"), ("scheduler", "tasks x scheduler cost / schedulers"),
-                ("phases", "chained phases: earliest start + work / cores + shortest chain after"))
+                ("phases", "chained phases: earliest start + the cores' time (work, dispatch gaps, waves) + the chain after"))
 # Distinct colours for labels (Tableau 10, then lighter companions).
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac", "#86bcb6", "#f1ce63", "#a0cbe8", "#ffbe7d", "#8cd17d", "#d4a6c8", "#fabfd2", "#d7b5a6",

@@ -7,8 +7,9 @@
   after every block call (the baseline). Same plan → the same trace, byte for byte. The task bodies
   run after the timeline is built: when the plan has batch runners (``Plan.batches``), in a
   dependency order that runs the ready tasks of one group as one batch (``BATCH_MIN`` of them or
-  more); otherwise one by one in simulated completion order. Tasks that are ready together never touch each other's GM regions, so
-  every dependency order gives the same numbers.
+  more); otherwise one by one in simulated completion order. Tasks that are ready together never
+  touch each other's GM regions, so every dependency order gives the same numbers. :func:`replay`
+  runs a replayable plan's bodies again the same way, on the trace it already has.
 * :func:`run_threads` — the same tasks on host threads with real concurrency (``workers`` threads
   pulling from one ranked ready queue); the trace holds wall-clock times.
 
