@@ -22,10 +22,12 @@ def machine(target) -> Machine:
 
 @dataclasses.dataclass
 class _Replay:
-    """A replayable plan kept between calls, its trace, and whether a call is using it."""
+    """A replayable plan kept between calls, its trace, the core its bodies run on, and whether a
+    call is using them."""
 
     plan: Plan
     trace: Trace
+    core: object
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
 
@@ -56,7 +58,7 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
     if kept is not None and kept.lock.acquire(blocking=False):
         try:
             kept.plan.rebind(arrays)
-            replay(kept.plan, kept.trace, worker=backend.worker)
+            replay(kept.plan, kept.trace, ctx=kept.core)
             return jax.tree.unflatten(lowering.out_tree, kept.plan.results()), kept.trace
         finally:
             kept.plan.recycle()
@@ -72,7 +74,7 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
     outputs = jax.tree.unflatten(lowering.out_tree, plan.results()) if compute else None
     if keep and plan.replayable and key not in plans:
         plan.recycle()
-        plans[key] = _Replay(plan, trace)
+        plans[key] = _Replay(plan, trace, backend.worker())
     else:
         plan.release()
     return outputs, trace

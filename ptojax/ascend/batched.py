@@ -23,7 +23,7 @@ import numpy as np
 
 from . import asm, isa
 from ..lowering.memory import CoreMemory
-from .interpreter import _BASE, PtoExecutionError, _Runner, compute_into, semantic_params
+from .interpreter import _BASE, PtoExecutionError, _Runner, compute_into, semantic_params, window_error
 from .semantics import mscatter_into
 
 # How an instruction's params change when its operands gain a leading lane axis.
@@ -242,15 +242,14 @@ class _Batch(_Runner):
         sizes = [self.index(stmt, self.env[s], "window size") for s in stmt.sizes]
         if not any(isinstance(o, Lanes) for o in offsets):
             if any(o < 0 or o + s > d for o, s, d in zip(offsets, sizes, view.shape)):
-                self.fail(stmt, f"window offsets {offsets} sizes {sizes} fall outside the tensor {list(view.shape)}")
+                self.fail(stmt, window_error(offsets, sizes, view.shape))
             self.env[stmt.name] = view[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))] if view.ndim else view[...]
             return
         table = np.stack([o.values if isinstance(o, Lanes) else np.full(self.n, o, np.int64) for o in offsets], axis=1)
         bad = ((table < 0) | (table + np.asarray(sizes) > np.asarray(view.shape))).any(axis=1)
         if bad.any():
             lane = int(np.argmax(bad))
-            self.fail(stmt, f"window offsets {table[lane].tolist()} sizes {sizes} fall outside the tensor "
-                            f"{list(view.shape)}", lane)
+            self.fail(stmt, window_error(table[lane].tolist(), sizes, view.shape), lane)
         self.env[stmt.name] = _Window(view, table, sizes)
 
     def capacity(self, loc: str) -> int:

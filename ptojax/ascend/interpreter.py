@@ -33,6 +33,26 @@ class Core:
     def __init__(self, memory: CoreMemory):
         self.memory = memory
         self.buffers = {loc: np.zeros(memory.buffer(loc), np.uint8) for loc in ("vec", "mat", "left", "right", "acc")}
+        self.views: dict = {}           # host code -> its tiles' views of these buffers (hostcode.py)
+
+
+def statement_error(kernel: asm.Kernel, stmt, message: str) -> PtoExecutionError:
+    text = stmt.text() if hasattr(stmt, "text") else str(stmt)
+    return PtoExecutionError(f"pto run: program '{kernel.name}': {message} in `{text[:160]}`")
+
+
+def window_error(offsets, sizes, shape) -> str:
+    return f"window offsets {list(offsets)} sizes {list(sizes)} fall outside the tensor {list(shape)}"
+
+
+def fill_error(tile: asm.TileBuf, dtype, shape, size, expected) -> str | None:
+    """Why a result of ``dtype``, ``shape`` (``size`` elements) cannot fill ``tile``'s valid region
+    (``expected`` elements), or None."""
+    if dtype != tile.np_dtype:
+        return f"result dtype {dtype.name} does not match the destination tile {tile.dtype}"
+    if size != expected:
+        return f"result of shape {list(shape)} does not fill the destination's valid region {tile.v_row}x{tile.v_col}"
+    return None
 
 
 class _Tile:
@@ -69,8 +89,7 @@ class _Runner:
         self.kernel, self.core, self.env, self.verified = kernel, core, env, verified
 
     def fail(self, stmt, message):
-        text = stmt.text() if hasattr(stmt, "text") else str(stmt)
-        raise PtoExecutionError(f"pto run: program '{self.kernel.name}': {message} in `{text[:160]}`")
+        raise statement_error(self.kernel, stmt, message)
 
     def block(self, body):
         env = self.env
@@ -116,7 +135,7 @@ class _Runner:
         offsets = [self.env[o] for o in stmt.offsets]
         sizes = [self.env[s] for s in stmt.sizes]
         if any(o < 0 or o + s > n for o, s, n in zip(offsets, sizes, view.shape)):
-            self.fail(stmt, f"window offsets {offsets} sizes {sizes} fall outside the tensor {list(view.shape)}")
+            self.fail(stmt, window_error(offsets, sizes, view.shape))
         self.env[stmt.name] = view[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))] if view.ndim else view[...]
 
     def alloc(self, stmt):
@@ -158,11 +177,9 @@ class _Runner:
 
     def check_fill(self, stmt, tile, dtype, shape, size, expected):
         """A result of ``dtype``, ``shape`` (``size`` elements) must fill ``tile``'s valid region."""
-        if dtype != tile.type.np_dtype:
-            self.fail(stmt, f"result dtype {dtype.name} does not match the destination tile {tile.type.dtype}")
-        if size != expected:
-            self.fail(stmt, f"result of shape {list(shape)} does not fill the destination's valid region "
-                            f"{tile.type.v_row}x{tile.type.v_col}")
+        message = fill_error(tile.type, dtype, shape, size, expected)
+        if message:
+            self.fail(stmt, message)
 
     # ------------------------------------------------------------------------------- instructions
     def instr(self, stmt: asm.Instr):
@@ -194,12 +211,15 @@ class _Runner:
 
     def compute(self, stmt: asm.Instr):
         params = semantic_params(stmt)
-        shapes = iter(stmt.attr("shapes") or ())
-        args = []
-        for operand in stmt.ins:
-            is_tile = isinstance(operand.type, asm.TileBuf)
-            args.append(self.read(operand, next(shapes, None) if stmt.attr("shapes") and is_tile else None))
-        compute_into(self, stmt, lambda: isa.execute(_BASE.get(stmt.op, stmt.op), *args, **params))
+        shapes = stmt.attr("shapes")
+
+        def call():
+            it = iter(shapes or ())
+            args = [self.read(o, next(it, None) if shapes and isinstance(o.type, asm.TileBuf) else None)
+                    for o in stmt.ins]
+            return isa.execute(_BASE.get(stmt.op, stmt.op), *args, **params)
+
+        compute_into(self, stmt, call)
 
 
 def semantic_params(stmt: asm.Instr) -> dict:

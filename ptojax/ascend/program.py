@@ -19,6 +19,7 @@ from ..lowering.pipeline import Lowering
 from ..lowering.walk import body_of
 from . import asm, isa
 from .codegen import codegen
+from .hostcode import host_kernel
 from .batched import extents, run_batch
 from .interpreter import Core, run
 
@@ -31,8 +32,10 @@ class AscendKernel:
     memory: CoreMemory
     kernels: dict
     text: str
-    _costs: dict = dataclasses.field(default_factory=dict, repr=False)   # target name -> {key: BlockCost}
-    _extents: dict = dataclasses.field(default_factory=dict, repr=False)  # key -> {location: bytes}
+    # Made from ``kernels`` once (``init=False``: ``dataclasses.replace`` with other kernels starts afresh).
+    _costs: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # target -> {key: BlockCost}
+    _extents: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # key -> {location: bytes}
+    _host: dict = dataclasses.field(default_factory=dict, init=False, repr=False)     # key -> HostKernel or None
 
     def kernel(self, part) -> asm.Kernel:
         return self.kernels[(part.program.name, tuple(part.shape))]
@@ -42,6 +45,13 @@ class AscendKernel:
         if key not in self._extents:
             self._extents[key] = extents(self.kernels[key])
         return self._extents[key]
+
+    def host(self, key):
+        """Kernel ``key`` as host code (:func:`~ptojax.ascend.hostcode.host_kernel`), made once;
+        None where the interpreter runs it."""
+        if key not in self._host:
+            self._host[key] = host_kernel(self.kernels[key], self.memory)
+        return self._host[key]
 
     def costs(self, target) -> dict:
         """Each kernel's predicted block cost on ``target``, computed once."""
@@ -102,11 +112,14 @@ class AscendBackend:
 
     def task(self, part, tiles, arrays):
         key = (part.program.name, tuple(part.shape))
-        kernel, cost = self.compiled.kernels[key], self._cost[key]
+        kernel, cost, host = self.compiled.kernels[key], self._cost[key], self.compiled.host(key)
 
         def work(core):
             for index in tiles:
-                run(kernel, index, arrays, core, verified=True)
+                if host is None:
+                    run(kernel, index, arrays, core, verified=True)
+                else:
+                    host(core, index, arrays)
 
         return work, cost.seconds * len(tiles), int(cost.bytes_in + cost.bytes_out) * len(tiles)
 

@@ -136,39 +136,33 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     return Trace(tuple(done), machine, plan.graph, "simulated " + policy)
 
 
-def replay(plan: Plan, trace: Trace, worker: Callable[[], object] | None = None) -> None:
+def replay(plan: Plan, trace: Trace, worker: Callable[[], object] | None = None, *, ctx=None) -> None:
     """Run the task bodies of ``plan`` again (after :meth:`Plan.rebind`) as :func:`simulate` ran them
-    for ``trace``, its trace: the timeline does not depend on the inputs' values, so it is not rebuilt."""
-    _execute(plan, worker() if worker else None, trace.rows)
+    for ``trace``, its trace: the timeline does not depend on the inputs' values, so it is not rebuilt,
+    nor is the order of the bodies (kept on the plan). ``ctx``: a worker context to run them with
+    (default: a new one from ``worker``)."""
+    if plan.steps is None:
+        plan.steps = _steps(plan, trace.rows)
+    _run_steps(plan, ctx if ctx is not None else (worker() if worker else None), plan.steps, trace.rows)
 
 
 def _execute(plan: Plan, ctx, done) -> None:
     """Run the task bodies, given the timeline's rows ``done``."""
-    tasks = plan.graph.tasks
-    lane = {tid: core for _, tid, core, _, _ in done}
-    if plan.batches:
-        _run_batched(plan, ctx, lane)
-    else:                                               # in simulated completion order
-        for tid in [row[1] for row in sorted(done, key=lambda row: row[4])]:
-            _run(tasks[tid], ctx, lane)
-
-
-def _run(task, ctx, lane):
-    if task.run is not None:
-        try:
-            task.run(ctx)
-        except Exception as exc:  # noqa: BLE001 - reported with the task's identity
-            _fail(task, f"{task.core} {lane[task.tid]}", exc)
+    _run_steps(plan, ctx, _steps(plan, done), done)
 
 
 BATCH_MIN = 5          # ready tasks of one group that run as one batch; fewer run one by one (faster)
 
 
-def _run_batched(plan: Plan, ctx, lane) -> None:
-    """Run the task bodies in a dependency order that puts tasks of one group (``Task.batch``) that are
-    ready together into one call of the group's batch runner. Ready tasks never depend on each other,
-    so the results equal any one-by-one run. A failing batch is rerun task by task to name the task."""
+def _steps(plan: Plan, done) -> list:
+    """The order the task bodies run in: (batch group or None, tasks). With batch runners
+    (``Plan.batches``): a dependency order that puts tasks of one group (``Task.batch``) that are ready
+    together into one step (``BATCH_MIN`` of them or more; ready tasks never depend on each other, so
+    the results equal any one-by-one run). Otherwise one task per step, in simulated completion order."""
     tasks = plan.graph.tasks
+    if not plan.batches:
+        return [(None, [tasks[row[1]]]) for row in sorted(done, key=lambda row: row[4]) if tasks[row[1]].run is not None]
+    steps = []
     fanin = [len(t.preds) for t in tasks]
     finished = [False] * len(tasks)
     ready = [t.tid for t in tasks if not t.preds]       # a heap: the lowest ready task id goes first
@@ -184,15 +178,9 @@ def _run_batched(plan: Plan, ctx, lane) -> None:
         members = [tid] if task.batch is None else sorted(waiting.pop(task.batch[0]))
         group = [tasks[m] for m in members if tasks[m].run is not None]    # not run already at a host sync
         if task.batch is None or len(group) < BATCH_MIN:    # a few tasks run faster one by one
-            for t in group:
-                _run(t, ctx, lane)
+            steps += [(None, [t]) for t in group]
         else:
-            try:
-                plan.batches[task.batch[0]]([t.batch[1] for t in group], ctx)
-            except Exception as exc:  # noqa: BLE001 - find the task that fails on its own
-                for t in group:
-                    _run(t, ctx, lane)
-                _fail(group[0], f"{group[0].core} {lane[group[0].tid]}", exc)
+            steps.append((task.batch[0], group))
         for m in members:
             finished[m] = True
             for succ in tasks[m].succs:
@@ -202,6 +190,34 @@ def _run_batched(plan: Plan, ctx, lane) -> None:
                     heapq.heappush(ready, s)
                     if succ.batch is not None:
                         waiting.setdefault(succ.batch[0], []).append(s)
+    return steps
+
+
+def _run_steps(plan: Plan, ctx, steps, done) -> None:
+    """Run ``steps`` (:func:`_steps`). A task that fails is reported with its core (from ``done``); a
+    failing batch is rerun task by task to name the task."""
+    for group, members in steps:
+        if group is None:
+            (task,) = members
+            try:
+                task.run(ctx)
+            except Exception as exc:  # noqa: BLE001 - reported with the task's identity
+                _fail_on_core(task, done, exc)
+            continue
+        try:
+            plan.batches[group]([t.batch[1] for t in members], ctx)
+        except Exception as batch_exc:  # noqa: BLE001 - find the task that fails on its own
+            for task in members:
+                try:
+                    task.run(ctx)
+                except Exception as exc:  # noqa: BLE001
+                    _fail_on_core(task, done, exc)
+            _fail_on_core(members[0], done, batch_exc)
+
+
+def _fail_on_core(task, done, exc):
+    core = next(row[2] for row in done if row[1] == task.tid)
+    _fail(task, f"{task.core} {core}", exc)
 
 
 def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Callable[[], object] | None = None) -> Trace:

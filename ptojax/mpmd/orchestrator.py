@@ -24,6 +24,7 @@ callable and a predicted cost.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import weakref
 from typing import Callable, Protocol
@@ -95,6 +96,7 @@ class Plan:
     replayable: bool = False          # the tasks did not depend on the inputs' values (no host reads)
     bindings: list = dataclasses.field(default_factory=list)  # (array list a task body reads, buffer ids)
     fills: list = dataclasses.field(default_factory=list)     # (buffer id, value) filled before the tasks
+    steps: list | None = None         # the order a replay runs the task bodies in (executors.replay)
 
     def results(self):
         return [b.array if isinstance(b, Buffer) else b for b in self.outputs]
@@ -130,7 +132,7 @@ class Plan:
         self.owned = []
         for buf in self.buffers:
             if buf.source is not None or buf.base != buf.id:      # constants stay
-                buf.array = np.broadcast_to(np.zeros((), buf.array.dtype), buf.array.shape)
+                buf.array = _placeholder(buf.array.shape, buf.array.dtype)
         for arrays, _ in self.bindings:
             arrays[:] = [None] * len(arrays)
 
@@ -141,7 +143,7 @@ class Plan:
         for task in self.graph.tasks:
             task.run, task.batch = None, None
         self.batches.clear()
-        self.buffers, self.bindings = [], []
+        self.buffers, self.bindings, self.steps = [], [], None
 
 
 class _Orchestrator:
@@ -551,6 +553,12 @@ def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, exec
     replayable = orch.replayable and all(a.ndim for a in args)      # scalar inputs steer the host directly
     return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned,
                 replayable, orch.bindings, orch.fills)
+
+
+@functools.lru_cache(maxsize=1024)
+def _placeholder(shape, dtype) -> np.ndarray:
+    """A read-only array of ``shape`` and ``dtype`` that holds no memory (one zero, broadcast)."""
+    return np.broadcast_to(np.zeros((), dtype), shape)
 
 
 def _scratch(shape, dtype, owned: list) -> np.ndarray:

@@ -1,0 +1,268 @@
+"""PTO kernels compiled to host code: one straight-line Python function per kernel.
+
+The interpreter (``interpreter.py``) walks a kernel's statements at every block instance it runs:
+it looks each statement up, resolves its operands by name, makes the windows' slices and the tiles'
+views, and checks every value. For a kernel the backend compiled (verified when it was compiled),
+:func:`host_kernel` does that walk once and prints a Python function: index arithmetic as Python
+expressions, windows as slices, tile views made once per core, each compute instruction one call of
+its NumPy semantics (``semantics.py``). Running it is running the interpreter, bit for bit and error
+for error (the same checks, the same messages; ``tests/test_hostcode.py``), without the walk.
+``HostKernel.source`` is the function's text.
+
+A kernel the generator cannot take as a whole (an instruction without NumPy semantics, a tile that
+does not fit its buffer) has no host code: the interpreter runs it and reports the error as it runs.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from ..errors import PtoError
+from ..lowering.memory import CoreMemory
+from . import asm
+from .batched import _ELEMENTWISE
+from .interpreter import _BASE, Core, PtoExecutionError, fill_error, semantic_params, statement_error, window_error
+from .semantics import SEMANTICS, mscatter_into
+
+
+class HostKernel:
+    """A kernel as a Python function of (a core's tile views, grid indices, GM arrays)."""
+
+    def __init__(self, kernel: asm.Kernel, source: str, namespace: dict, allocs: list):
+        self.kernel, self.source, self.allocs = kernel, source, allocs
+        exec(compile(source, f"<pto host code: {kernel.name}>", "exec"), namespace)   # noqa: S102 - our own text
+        self.fn = namespace["run"]
+        self.n_index = sum(t == "index" for _, t in kernel.params)
+        self.n_ptr = len(kernel.params) - self.n_index
+
+    def views(self, core: Core) -> tuple:
+        """The kernel's tiles as views of ``core``'s buffers, made once per core."""
+        views = core.views.get(self)
+        if views is None:
+            views = core.views[self] = tuple(_tile_view(core, t, addr) for _, t, addr in self.allocs)
+        return views
+
+    def __call__(self, core: Core, index, arrays) -> None:
+        if len(index) != self.n_index or len(arrays) != self.n_ptr:
+            from .interpreter import run                  # the interpreter's own message (or its leniency)
+            return run(self.kernel, index, arrays, core, verified=True)
+        self.fn(self.views(core), *index, *arrays)
+
+
+def _tile_view(core: Core, t: asm.TileBuf, addr: int) -> np.ndarray:
+    raw = core.buffers[t.loc][addr:addr + t.rows * t.cols * t.np_dtype.itemsize]
+    return raw.view(t.np_dtype).reshape(t.rows, t.cols)[:t.v_row, :t.v_col]
+
+
+class _Errors:
+    """The interpreter's errors, raised from host code by statement number."""
+
+    def __init__(self, kernel: asm.Kernel, stmts: list):
+        self.kernel, self.stmts = kernel, stmts
+
+    def fail(self, k, message):
+        raise statement_error(self.kernel, self.stmts[k], message)
+
+    def view(self, k, gm):
+        self.fail(k, f"GM tensor {gm.dtype.name}{list(gm.shape)} does not match the view {self.stmts[k].type}")
+
+    def window(self, k, offsets, sizes, shape):
+        self.fail(k, window_error(offsets, sizes, shape))
+
+    def store(self, k, src, dst):
+        self.fail(k, f"tile {src.dtype.name}{list(src.shape)} does not match the window {dst.dtype.name}{list(dst.shape)}")
+
+    def fill(self, k, j, value):
+        value, tile = np.asarray(value), self.stmts[k].outs[j].type
+        self.fail(k, fill_error(tile, value.dtype, value.shape, value.size, tile.v_row * tile.v_col))
+
+    def compute(self, k, err):
+        if isinstance(err, PtoError):
+            raise err
+        self.fail(k, f"{type(err).__name__}: {err}")
+
+    def results(self, k, result, n):
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        if len(results) != n:
+            self.fail(k, f"{len(results)} results for {n} destinations")
+        return tuple(np.asarray(r) for r in results)
+
+
+class _Unsupported(Exception):
+    """The generator does not take this kernel: the interpreter runs it."""
+
+
+class _Writer:
+    def __init__(self, kernel: asm.Kernel, memory: CoreMemory):
+        self.kernel, self.memory = kernel, memory
+        self.lines: list[str] = []
+        self.stmts: list = []                           # statement number -> statement (for errors)
+        self.names: dict[str, str] = {}                 # SSA name -> Python expression
+        self.tiles: dict[str, asm.TileBuf] = {}         # SSA name -> its tile type
+        self.allocs: list = []
+        self.ns = {"_np": np, "_nd": np.ndarray, "_asarray": np.asarray, "_scatter": mscatter_into}
+
+    def const(self, value, stem="K") -> str:
+        name = f"_{stem}{len(self.ns)}"
+        self.ns[name] = value
+        return name
+
+    def var(self, name: str) -> str:
+        if name not in self.names:
+            raise _Unsupported(f"{name} is used before it is defined")
+        return self.names[name]
+
+    def define(self, name: str) -> str:
+        py = "v_" + re.sub(r"\W", "_", name.lstrip("%"))
+        self.names[name] = py
+        return py
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+    def number(self, stmt) -> int:
+        self.stmts.append(stmt)
+        return len(self.stmts) - 1
+
+    # ------------------------------------------------------------------------------------- walk
+    def body(self, body, depth):
+        for stmt in body:
+            kind = type(stmt)
+            if kind is asm.Arith:
+                op = "+" if stmt.op == "addi" else "*"
+                self.emit(depth, f"{self.define(stmt.name)} = {self.var(stmt.lhs)} {op} {self.var(stmt.rhs)}")
+            elif kind is asm.Const:
+                value = stmt.value if stmt.type == "index" else np.asarray(stmt.value, asm.DTYPES[stmt.type])
+                self.names[stmt.name] = repr(value) if stmt.type == "index" else self.const(value, "C")
+            elif kind is asm.MakeView:
+                self.make_view(stmt, depth)
+            elif kind is asm.PartitionView:
+                self.partition(stmt, depth)
+            elif kind is asm.Alloc:
+                self.alloc(stmt)
+            elif kind is asm.For:
+                bounds = ", ".join(self.var(b) for b in (stmt.lower, stmt.upper, stmt.step))
+                self.emit(depth, f"for {self.define(stmt.var)} in range({bounds}):")
+                self.body(stmt.body, depth + 1)
+                self.emit(depth + 1, "pass")
+            else:
+                self.instr(stmt, depth)
+
+    def make_view(self, stmt, depth):
+        k = self.number(stmt)
+        gm, shape = self.var(stmt.ptr), [self.var(s) for s in stmt.shape]
+        dtype = self.const(asm.DTYPES[stmt.type.dtype], "D")
+        size = " * ".join(shape) or "1"
+        self.emit(depth, f"if {gm}.dtype != {dtype} or {gm}.size != {size}: _E.view({k}, {gm})")
+        self.emit(depth, f"{self.define(stmt.name)} = {gm}.reshape(({', '.join(shape)}{',' if shape else ''}))")
+
+    def partition(self, stmt, depth):
+        k = self.number(stmt)
+        view = self.var(stmt.view)
+        offsets, sizes = [self.var(o) for o in stmt.offsets], [self.var(s) for s in stmt.sizes]
+        name = self.define(stmt.name)
+        if not stmt.source.shape:
+            self.emit(depth, f"{name} = {view}[...]")
+            return
+        bad = " or ".join(f"{o} < 0 or {o} + {s} > {view}.shape[{i}]" for i, (o, s) in enumerate(zip(offsets, sizes)))
+        self.emit(depth, f"if {bad}: _E.window({k}, [{', '.join(offsets)}], [{', '.join(sizes)}], {view}.shape)")
+        self.emit(depth, f"{name} = {view}[{', '.join(f'{o}:{o} + {s}' for o, s in zip(offsets, sizes))}]")
+
+    def alloc(self, stmt):
+        t = stmt.type
+        size = t.rows * t.cols * t.np_dtype.itemsize
+        if (stmt.addr < 0 or stmt.addr + size > self.memory.buffer(t.loc) or stmt.addr % t.np_dtype.itemsize
+                or t.v_row > t.rows or t.v_col > t.cols):
+            raise _Unsupported("a tile outside its buffer")          # the interpreter reports it as it runs
+        if stmt.name not in self.names:
+            self.allocs.append((self.define(stmt.name), t, stmt.addr))
+        self.tiles[stmt.name] = t
+
+    # ------------------------------------------------------------------------------- instructions
+    def operand(self, operand, shape=None, copy=False) -> str:
+        """An operand as an expression: a tile's valid region (a copy where the layout matters; reshaped
+        to ``shape``), a scalar or a GM window (as an array)."""
+        expr = self.var(operand.name)
+        if operand.name in self.tiles:
+            t = self.tiles[operand.name]
+            if shape is not None and tuple(shape) != (t.v_row, t.v_col):
+                return f"{expr}.copy().reshape({tuple(shape)})" if copy else f"{expr}.reshape({tuple(shape)})"
+            return f"{expr}.copy()" if copy else expr
+        return expr if expr.startswith("_C") else f"_asarray({expr})"
+
+    def fill(self, k, j, operand, value, depth):
+        """Write ``value`` to tile ``operand`` (result ``j`` of statement ``k``), checked as the interpreter does."""
+        t = self.tiles.get(operand.name)
+        if t is None:
+            raise _Unsupported(f"{operand.name} is not a tile")
+        dst, dtype = self.var(operand.name), self.const(t.np_dtype, "D")
+        self.emit(depth, f"if {value}.dtype != {dtype} or {value}.size != {t.v_row * t.v_col}: _E.fill({k}, {j}, {value})")
+        self.emit(depth, f"{dst}[...] = {value}.reshape({t.v_row}, {t.v_col})")
+
+    def instr(self, stmt: asm.Instr, depth):
+        k, op = self.number(stmt), stmt.op
+        if op == "tload":
+            self.fill(k, 0, stmt.outs[0], self.var(stmt.ins[0].name), depth)
+        elif op == "tmov":
+            self.fill(k, 0, stmt.outs[0], self.operand(stmt.ins[0]), depth)
+        elif op == "tstore":
+            src, dst = self.operand(stmt.ins[0]), self.var(stmt.outs[0].name)
+            self.emit(depth, f"if {src}.dtype != {dst}.dtype or {src}.size != {dst}.size: _E.store({k}, {src}, {dst})")
+            self.emit(depth, f"{dst}[...] = {src}.reshape({dst}.shape)")
+        elif op == "mscatter":
+            idx_shape, rows_shape = stmt.attr("shapes")
+            self.emit(depth, f"_scatter({self.var(stmt.outs[0].name)}, {self.operand(stmt.ins[0], idx_shape)}, "
+                             f"{self.operand(stmt.ins[1], rows_shape)}, axis={stmt.attr('axis')!r}, "
+                             f"accumulate={stmt.attr('accumulate')!r})")
+        else:
+            self.compute(k, stmt, depth)
+
+    def compute(self, k, stmt: asm.Instr, depth):
+        name = _BASE.get(stmt.op, stmt.op)
+        fn = SEMANTICS.get(name)
+        if fn is None:
+            raise _Unsupported(f"pto.{name} has no NumPy semantics")
+        shapes = iter(stmt.attr("shapes") or ())
+        copy = name not in _ELEMENTWISE                 # NumPy's summation order follows the layout
+        args = [self.operand(o, next(shapes, None) if stmt.attr("shapes") and o.name in self.tiles else None, copy)
+                for o in stmt.ins]
+        params = semantic_params(stmt)
+        call = f"{self.const(fn, 'F')}({', '.join(args)}{', **' + self.const(params, 'P') if params else ''})"
+        self.emit(depth, "try:")
+        self.emit(depth + 1, f"r = {call}")
+        self.emit(depth, "except Exception as err:")
+        self.emit(depth + 1, f"_E.compute({k}, err)")
+        if len(stmt.outs) == 1:
+            self.emit(depth, f"if type(r) is not _nd: (r,) = _E.results({k}, r, 1)")
+            self.fill(k, 0, stmt.outs[0], "r", depth)
+            return
+        self.emit(depth, f"r = _E.results({k}, r, {len(stmt.outs)})")
+        for j, operand in enumerate(stmt.outs):
+            self.fill(k, j, operand, f"r[{j}]", depth)
+
+    def source(self) -> str:
+        params = [self.names[name] for name, _ in self.kernel.params]
+        head = [f"def run(_T, {', '.join(params)}):"]
+        if self.allocs:
+            head.append(f"    {', '.join(py for py, _, _ in self.allocs)}, = _T")
+        head.append("    with _np.errstate(all='ignore'):")
+        return "\n".join(head + self.lines + ["        pass"]) + "\n"
+
+
+def host_kernel(kernel: asm.Kernel, memory: CoreMemory) -> HostKernel | None:
+    """``kernel`` (verified: :func:`~ptojax.ascend.isa.verify`) as host code, or None where the
+    interpreter must run it (see the module docstring)."""
+    writer = _Writer(kernel, memory)
+    try:
+        for name, _ in kernel.params:
+            writer.define(name)
+        writer.body(kernel.body, 2)
+    except _Unsupported:
+        return None
+    writer.ns["_E"] = _Errors(kernel, writer.stmts)
+    return HostKernel(kernel, writer.source(), writer.ns, writer.allocs)
+
+
+__all__ = ["HostKernel", "PtoExecutionError", "host_kernel"]

@@ -1,0 +1,130 @@
+"""PTO kernels compiled to host code: the interpreter's results bit for bit, and its errors."""
+import dataclasses
+import re
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import fuzz
+import ptojax as pj
+from helpers import F16, rand
+from ptojax.ascend import asm
+from ptojax.ascend.hostcode import host_kernel
+from ptojax.ascend.interpreter import Core, PtoExecutionError, run
+from ptojax.ascend.program import compile_kernel
+from ptojax.execute import execute
+from ptojax.lowering import CoreMemory
+from test_lowering import KERNELS, seed_kernel
+
+
+def _interpreted(code):
+    """``code`` (an AscendKernel) with no host code: every block instance runs on the interpreter."""
+    fresh = dataclasses.replace(code)
+    fresh._host.update(dict.fromkeys(fresh.kernels))
+    return fresh
+
+
+def _same(got, want):
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g.reshape(-1).view(np.uint8), w.reshape(-1).view(np.uint8))
+
+
+def _both(fn, args):
+    """The kernel's outputs and traces with host code, and on the interpreter."""
+    code = pj.kernel(fn).compiled_for(*args)._code()
+    assert all(code.host(key) is not None for key in code.kernels)           # every program has host code
+    lowering = code.lowering
+    return execute(lowering, *args, compiled=code), execute(lowering, *args, compiled=_interpreted(code))
+
+
+@pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
+def test_host_code_equals_the_interpreter(name, kernel, args):
+    (got, trace), (want, reference) = _both(kernel, args)
+    _same(got, want)
+    assert trace.rows == reference.rows
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(fuzz.kernels(max_ops=6))
+def test_random_kernels_host_code_equals_the_interpreter(spec):
+    """Random op chains (tests/fuzz.py): every op family, tails, dtypes."""
+    fn, args = fuzz.build(spec)
+    (got, _), (want, _) = _both(fn, args)
+    _same(got, want)
+
+
+def test_host_code_is_python_that_reads_like_the_kernel():
+    args = rand((64, 64), F16, 1), rand((64, 64), F16, 2), rand((64, 32), F16, 3)
+    code = compile_kernel(pj.lower(seed_kernel, *args))
+    source = code.host(("mul+add", (2, 2))).source
+    assert source.startswith("def run(_T, v_i0, v_i1, v_arg0, v_arg1, v_arg2):")
+    assert "v_p3 = v_v0[v_o1:v_o1 + 32, v_o2:v_o2 + 32]" in source         # a window is a slice
+    assert source.count("try:") == 2                                         # tmuls, tadd: one call each
+
+
+# ----------------------------------------------------------------------------------------- errors
+def _seed_kernel(key, edit):
+    args = rand((64, 64), F16, 1), rand((64, 64), F16, 2), rand((64, 32), F16, 3)
+    compiled = compile_kernel(pj.lower(seed_kernel, *args))
+    kernel = compiled.kernels[key]
+    return dataclasses.replace(kernel, body=tuple(edit(s) for s in kernel.body)), compiled.memory
+
+
+def _error(call):
+    with pytest.raises(PtoExecutionError) as err:
+        call()
+    return str(err.value)
+
+
+def _wide_window(s):
+    return dataclasses.replace(s, sizes=("%c64", "%c32")) if isinstance(s, asm.PartitionView) and s.name == "%p3" else s
+
+
+def _short_view(s):
+    return dataclasses.replace(s, shape=("%c32", "%c32")) if isinstance(s, asm.MakeView) and s.name == "%v0" else s
+
+
+def _bad_reshape(s):
+    return dataclasses.replace(s, attrs=(("axes", (1,)), ("keepdims", False), ("shapes", ((33, 32),)))) \
+        if isinstance(s, asm.Instr) and s.op == "tsum" else s
+
+
+@pytest.mark.parametrize("edit,index,arrays,message", [
+    (_wide_window, (1, 0), ((64, 32), (64,)), r"window offsets \[32, 0\] sizes \[64, 32\] fall outside the tensor \[64, 32\]"),
+    (_wide_window, (0, 0), ((64, 32), (64,)), r"result of shape \[64, 32\] does not fill the destination's valid region 32x32"),
+    (_short_view, (0, 0), ((64, 32), (64,)), r"GM tensor float32\[64, 32\] does not match the view"),
+    (_bad_reshape, (0, 0), ((64, 32), (64,)), r"ValueError: cannot reshape array of size 1024 into shape \(33,32\)"),
+    (lambda s: s, (0, 0), ((64, 16), (64,)), r"GM tensor float32\[64, 16\] does not match the view"),
+], ids=["window", "fill", "view", "compute", "argument"])
+def test_host_code_raises_the_interpreters_errors(edit, index, arrays, message):
+    kernel, memory = _seed_kernel(("sum", (2, 1)), edit)
+    host = host_kernel(kernel, memory)
+    assert host is not None
+    gm = [np.zeros(shape, np.float32) for shape in arrays]
+    want = _error(lambda: run(kernel, index, gm, Core(memory), verified=True))
+    got = _error(lambda: host(Core(memory), index, gm))
+    assert got == want
+    assert re.search(message, got), got
+
+
+def test_kernels_host_code_cannot_take_run_on_the_interpreter():
+    """A tile outside its buffer: no host code; the interpreter reports it when the kernel runs."""
+    kernel, memory = _seed_kernel(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, addr=196608 - 1024)
+                                  if isinstance(s, asm.Alloc) else s)
+    assert host_kernel(kernel, memory) is None
+    assert host_kernel(*_seed_kernel(("mul+add", (2, 2)), lambda s: s)) is not None
+    with pytest.raises(PtoExecutionError, match="does not fit the 196608-byte vec buffer"):
+        run(kernel, (0, 0), [np.zeros((64, 64), F16)] * 3, Core(CoreMemory()), verified=True)
+
+
+def test_host_code_with_missing_arguments_reports_as_the_interpreter():
+    kernel, memory = _seed_kernel(("sum", (2, 1)), lambda s: s)
+    host = host_kernel(kernel, memory)
+    with pytest.raises(PtoExecutionError, match="expects a GM tensor for %arg1"):
+        host(Core(memory), (0, 0), [np.zeros((64, 32), np.float32)])
+    with pytest.raises(PtoExecutionError, match="expects 2 grid indices"):
+        host(Core(memory), (0,), [np.zeros((64, 32), np.float32), np.zeros(64, np.float32)])
