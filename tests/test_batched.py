@@ -9,6 +9,7 @@ import fuzz
 import ptojax as pj
 from ptojax.ascend.batched import _lane_params, execute_lanes
 from ptojax.ascend.cost import CUSTOM
+from ptojax.ascend import program
 from ptojax.ascend.program import AscendBackend
 from ptojax.ascend.semantics import SEMANTICS, execute
 from ptojax.ascend.targets import A3
@@ -51,6 +52,22 @@ def test_batched_run_equals_one_by_one(name, kernel, args):
     for w, g in zip(want, got):
         assert w.dtype == g.dtype and w.shape == g.shape
         np.testing.assert_array_equal(_bits(g), _bits(w))
+
+
+def test_batches_shared_by_threads_equal_one_by_one(monkeypatch):
+    """Every batch split between three threads (however small): the same bits."""
+    monkeypatch.setattr(program, "_THREADS", 3)
+    monkeypatch.setattr(program, "_BYTES_PER_THREAD", 1)
+    program._pool.cache_clear()
+    try:
+        for name, kernel, args in KERNELS:
+            compiled = pj.kernel(kernel).compiled_for(*args)
+            want, _, _ = _outputs(compiled, args, batched=False)
+            got, _, _ = _outputs(compiled, args, batched=True)
+            for w, g in zip(want, got):
+                np.testing.assert_array_equal(_bits(g), _bits(w), err_msg=name)
+    finally:
+        program._pool.cache_clear()
 
 
 def _lane_variants(a, lanes=3):

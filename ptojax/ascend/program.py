@@ -91,7 +91,8 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> Asce
 
 
 _THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances is shared by this many threads
-_LANES_PER_THREAD = 32              # (NumPy releases the GIL in its loops; small batches stay on one thread)
+_BYTES_PER_THREAD = 6 << 20         # core-buffer bytes a thread's share of a batch takes at least (NumPy releases
+                                    # the GIL in its loops, but handing the GIL over costs: small batches stay on one)
 _LANE_BYTES = 64 << 20              # core-buffer bytes of one batch's lanes (larger batches run in chunks)
 
 
@@ -138,7 +139,8 @@ class AscendBackend:
         as one batch (:func:`~ptojax.ascend.batched.run_batch`), for j in order."""
         key = (part.program.name, tuple(part.shape))
         kernel, extent, memory = self.compiled.kernels[key], self.compiled.extents(key), self.compiled.memory
-        chunk = max(1, _LANE_BYTES // max(1, sum(extent.values())))
+        lane_bytes = max(1, sum(extent.values()))
+        chunk = max(1, _LANE_BYTES // lane_bytes)
 
         def lanes(tile_lists):
             for c in range(0, len(tile_lists), chunk):          # lane buffers stay within _LANE_BYTES
@@ -147,7 +149,7 @@ class AscendBackend:
                               verified=True)
 
         def work(tile_lists, _core):
-            shares = min(_THREADS, len(tile_lists) // _LANES_PER_THREAD)
+            shares = min(_THREADS, len(tile_lists) * len(tile_lists[0]) * lane_bytes // _BYTES_PER_THREAD)
             if shares < 2:
                 return lanes(tile_lists)
             cut = [len(tile_lists) * i // shares for i in range(shares + 1)]
