@@ -29,11 +29,11 @@ def _outputs(compiled, args, batched: bool):
     if not batched:
         plan.batches.clear()
     backend = AscendBackend(compiled._code(), A3)
-    smallest, executors.BATCH_MIN = executors.BATCH_MIN, 1
+    smallest, executors.BATCH_MIN, lanes, program._LANES_MIN = executors.BATCH_MIN, 1, program._LANES_MIN, 1
     try:
         trace = simulate(plan, machine(A3), worker=backend.worker)
     finally:
-        executors.BATCH_MIN = smallest
+        executors.BATCH_MIN, program._LANES_MIN = smallest, lanes
     return plan.results(), trace, groups
 
 

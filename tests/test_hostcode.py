@@ -16,6 +16,7 @@ from ptojax.ascend.interpreter import Core, PtoExecutionError, run
 from ptojax.ascend.program import compile_kernel
 from ptojax.execute import execute
 from ptojax.lowering import CoreMemory
+from ptojax.mpmd import executors
 from test_lowering import KERNELS, seed_kernel
 
 
@@ -33,11 +34,16 @@ def _same(got, want):
 
 
 def _both(fn, args):
-    """The kernel's outputs and traces with host code, and on the interpreter."""
+    """The kernel's outputs and traces with host code, and on the interpreter (one task at a time)."""
     code = pj.kernel(fn).compiled_for(*args)._code()
     assert all(code.host(key) is not None for key in code.kernels)           # every program has host code
     lowering = code.lowering
-    return execute(lowering, *args, compiled=code), execute(lowering, *args, compiled=_interpreted(code))
+    host = execute(lowering, *args, compiled=code)
+    smallest, executors.BATCH_MIN = executors.BATCH_MIN, 1 << 30
+    try:
+        return host, execute(lowering, *args, compiled=_interpreted(code))
+    finally:
+        executors.BATCH_MIN = smallest
 
 
 @pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
@@ -61,8 +67,10 @@ def test_host_code_is_python_that_reads_like_the_kernel():
     args = rand((64, 64), F16, 1), rand((64, 64), F16, 2), rand((64, 32), F16, 3)
     code = compile_kernel(pj.lower(seed_kernel, *args))
     source = code.host(("mul+add", (2, 2))).source
-    assert source.startswith("def run(_T, v_i0, v_i1, v_arg0, v_arg1, v_arg2):")
+    assert source.startswith("def run(_T, _tiles, v_arg0, v_arg1, v_arg2):")
+    assert source.index("v_v0 = v_arg0.reshape((64, 64,))") < source.index("for v_i0, v_i1, in _tiles:")
     assert "v_p3 = v_v0[v_o1:v_o1 + 32, v_o2:v_o2 + 32]" in source         # a window is a slice
+    assert "v_t4[...] = v_p3\n" in source                                   # a tload of a window of the tile's shape
     assert source.count("try:") == 2                                         # tmuls, tadd: one call each
 
 
@@ -106,7 +114,7 @@ def test_host_code_raises_the_interpreters_errors(edit, index, arrays, message):
     assert host is not None
     gm = [np.zeros(shape, np.float32) for shape in arrays]
     want = _error(lambda: run(kernel, index, gm, Core(memory), verified=True))
-    got = _error(lambda: host(Core(memory), index, gm))
+    got = _error(lambda: host(Core(memory), [index], gm))
     assert got == want
     assert re.search(message, got), got
 
@@ -125,6 +133,6 @@ def test_host_code_with_missing_arguments_reports_as_the_interpreter():
     kernel, memory = _seed_kernel(("sum", (2, 1)), lambda s: s)
     host = host_kernel(kernel, memory)
     with pytest.raises(PtoExecutionError, match="expects a GM tensor for %arg1"):
-        host(Core(memory), (0, 0), [np.zeros((64, 32), np.float32)])
+        host(Core(memory), [(0, 0)], [np.zeros((64, 32), np.float32)])
     with pytest.raises(PtoExecutionError, match="expects 2 grid indices"):
-        host(Core(memory), (0,), [np.zeros((64, 32), np.float32), np.zeros(64, np.float32)])
+        host(Core(memory), [(0,)], [np.zeros((64, 32), np.float32), np.zeros(64, np.float32)])

@@ -28,7 +28,7 @@ from .semantics import SEMANTICS, mscatter_into
 
 
 class HostKernel:
-    """A kernel as a Python function of (a core's tile views, grid indices, GM arrays)."""
+    """A kernel as a Python function of (a core's tile views, grid points, GM arrays)."""
 
     def __init__(self, kernel: asm.Kernel, source: str, namespace: dict, allocs: list):
         self.kernel, self.source, self.allocs = kernel, source, allocs
@@ -44,11 +44,14 @@ class HostKernel:
             views = core.views[self] = tuple(_tile_view(core, t, addr) for _, t, addr in self.allocs)
         return views
 
-    def __call__(self, core: Core, index, arrays) -> None:
-        if len(index) != self.n_index or len(arrays) != self.n_ptr:
+    def __call__(self, core: Core, tiles, arrays) -> None:
+        """Run the kernel at each grid point of ``tiles`` in turn, on ``core`` with GM ``arrays``."""
+        if len(tiles[0]) != self.n_index or len(arrays) != self.n_ptr:
             from .interpreter import run                  # the interpreter's own message (or its leniency)
-            return run(self.kernel, index, arrays, core, verified=True)
-        self.fn(self.views(core), *index, *arrays)
+            for index in tiles:
+                run(self.kernel, index, arrays, core, verified=True)
+            return
+        self.fn(self.views(core), tiles, *arrays)
 
 
 def _tile_view(core: Core, t: asm.TileBuf, addr: int) -> np.ndarray:
@@ -101,6 +104,7 @@ class _Writer:
         self.stmts: list = []                           # statement number -> statement (for errors)
         self.names: dict[str, str] = {}                 # SSA name -> Python expression
         self.tiles: dict[str, asm.TileBuf] = {}         # SSA name -> its tile type
+        self.static: dict[str, tuple] = {}              # SSA name of a view -> (shape, dtype) known now
         self.allocs: list = []
         self.ns = {"_np": np, "_nd": np.ndarray, "_asarray": np.asarray, "_scatter": mscatter_into}
 
@@ -150,6 +154,11 @@ class _Writer:
             else:
                 self.instr(stmt, depth)
 
+    def literal(self, name):
+        """An index value known now (a constant), or None."""
+        expr = self.var(name)
+        return int(expr) if expr.lstrip("-").isdigit() else None
+
     def make_view(self, stmt, depth):
         k = self.number(stmt)
         gm, shape = self.var(stmt.ptr), [self.var(s) for s in stmt.shape]
@@ -157,6 +166,9 @@ class _Writer:
         size = " * ".join(shape) or "1"
         self.emit(depth, f"if {gm}.dtype != {dtype} or {gm}.size != {size}: _E.view({k}, {gm})")
         self.emit(depth, f"{self.define(stmt.name)} = {gm}.reshape(({', '.join(shape)}{',' if shape else ''}))")
+        dims = [self.literal(s) for s in stmt.shape]
+        if None not in dims:
+            self.static[stmt.name] = (tuple(dims), asm.DTYPES[stmt.type.dtype])
 
     def partition(self, stmt, depth):
         k = self.number(stmt)
@@ -166,9 +178,18 @@ class _Writer:
         if not stmt.source.shape:
             self.emit(depth, f"{name} = {view}[...]")
             return
-        bad = " or ".join(f"{o} < 0 or {o} + {s} > {view}.shape[{i}]" for i, (o, s) in enumerate(zip(offsets, sizes)))
-        self.emit(depth, f"if {bad}: _E.window({k}, [{', '.join(offsets)}], [{', '.join(sizes)}], {view}.shape)")
+        known = self.static.get(stmt.view)
+        bad = []
+        for i, (o, s) in enumerate(zip(stmt.offsets, stmt.sizes)):
+            lo, n, dim = self.literal(o), self.literal(s), known[0][i] if known else None
+            if None in (lo, n, dim) or lo < 0 or lo + n > dim:          # (a window inside, known now: no test)
+                bad.append(f"{self.var(o)} < 0 or {self.var(o)} + {self.var(s)} > {dim if dim is not None else f'{view}.shape[{i}]'}")
+        if bad:
+            self.emit(depth, f"if {' or '.join(bad)}: _E.window({k}, [{', '.join(offsets)}], [{', '.join(sizes)}], {view}.shape)")
         self.emit(depth, f"{name} = {view}[{', '.join(f'{o}:{o} + {s}' for o, s in zip(offsets, sizes))}]")
+        dims = [self.literal(s) for s in stmt.sizes]
+        if known and None not in dims:
+            self.static[stmt.name] = (tuple(dims), known[1])
 
     def alloc(self, stmt):
         t = stmt.type
@@ -192,24 +213,37 @@ class _Writer:
             return f"{expr}.copy()" if copy else expr
         return expr if expr.startswith("_C") else f"_asarray({expr})"
 
-    def fill(self, k, j, operand, value, depth):
-        """Write ``value`` to tile ``operand`` (result ``j`` of statement ``k``), checked as the interpreter does."""
+    def fill(self, k, j, operand, value, depth, known=None):
+        """Write ``value`` to tile ``operand`` (result ``j`` of statement ``k``), checked as the interpreter
+        does; ``known``: the value's (shape, dtype) if known now."""
         t = self.tiles.get(operand.name)
         if t is None:
             raise _Unsupported(f"{operand.name} is not a tile")
         dst, dtype = self.var(operand.name), self.const(t.np_dtype, "D")
-        self.emit(depth, f"if {value}.dtype != {dtype} or {value}.size != {t.v_row * t.v_col}: _E.fill({k}, {j}, {value})")
+        if known and known[1] == t.np_dtype and math.prod(known[0]) == t.v_row * t.v_col:
+            if known[0] == (t.v_row, t.v_col):
+                self.emit(depth, f"{dst}[...] = {value}")
+                return
+        else:
+            self.emit(depth, f"if {value}.dtype != {dtype} or {value}.size != {t.v_row * t.v_col}: _E.fill({k}, {j}, {value})")
         self.emit(depth, f"{dst}[...] = {value}.reshape({t.v_row}, {t.v_col})")
 
     def instr(self, stmt: asm.Instr, depth):
         k, op = self.number(stmt), stmt.op
         if op == "tload":
-            self.fill(k, 0, stmt.outs[0], self.var(stmt.ins[0].name), depth)
+            self.fill(k, 0, stmt.outs[0], self.var(stmt.ins[0].name), depth, self.static.get(stmt.ins[0].name))
         elif op == "tmov":
-            self.fill(k, 0, stmt.outs[0], self.operand(stmt.ins[0]), depth)
+            src = self.tiles.get(stmt.ins[0].name)
+            known = ((src.v_row, src.v_col), src.np_dtype) if src else None
+            self.fill(k, 0, stmt.outs[0], self.operand(stmt.ins[0]), depth, known)
         elif op == "tstore":
             src, dst = self.operand(stmt.ins[0]), self.var(stmt.outs[0].name)
-            self.emit(depth, f"if {src}.dtype != {dst}.dtype or {src}.size != {dst}.size: _E.store({k}, {src}, {dst})")
+            tile, window = self.tiles.get(stmt.ins[0].name), self.static.get(stmt.outs[0].name)
+            if not (tile and window and tile.np_dtype == window[1] and tile.v_row * tile.v_col == math.prod(window[0])):
+                self.emit(depth, f"if {src}.dtype != {dst}.dtype or {src}.size != {dst}.size: _E.store({k}, {src}, {dst})")
+            elif window[0] == (tile.v_row, tile.v_col):
+                self.emit(depth, f"{dst}[...] = {src}")
+                return
             self.emit(depth, f"{dst}[...] = {src}.reshape({dst}.shape)")
         elif op == "mscatter":
             idx_shape, rows_shape = stmt.attr("shapes")
@@ -242,13 +276,25 @@ class _Writer:
         for j, operand in enumerate(stmt.outs):
             self.fill(k, j, operand, f"r[{j}]", depth)
 
-    def source(self) -> str:
-        params = [self.names[name] for name, _ in self.kernel.params]
-        head = [f"def run(_T, {', '.join(params)}):"]
+    def write(self) -> str:
+        """The function: statements that do not depend on the grid point (the leading views and
+        constants) once, then the rest for each grid point of ``_tiles``."""
+        index = [name for name, t in self.kernel.params if t == "index"]
+        ptrs = [self.define(name) for name, t in self.kernel.params if t != "index"]
+        points = [self.define(name) for name in index]
+        body, split = self.kernel.body, 0
+        while split < len(body) and (type(body[split]) in (asm.Const, asm.Alloc) or (
+                type(body[split]) is asm.MakeView and not set(body[split].shape) & set(index))):
+            split += 1
+        self.body(body[:split], 2)
+        self.emit(2, f"for {', '.join(points) + ',' if points else '_'} in _tiles:")
+        self.body(body[split:], 3)
+        self.emit(3, "pass")
+        head = [f"def run(_T, _tiles, {', '.join(ptrs)}):"]
         if self.allocs:
             head.append(f"    {', '.join(py for py, _, _ in self.allocs)}, = _T")
         head.append("    with _np.errstate(all='ignore'):")
-        return "\n".join(head + self.lines + ["        pass"]) + "\n"
+        return "\n".join(head + self.lines) + "\n"
 
 
 def host_kernel(kernel: asm.Kernel, memory: CoreMemory) -> HostKernel | None:
@@ -256,13 +302,11 @@ def host_kernel(kernel: asm.Kernel, memory: CoreMemory) -> HostKernel | None:
     interpreter must run it (see the module docstring)."""
     writer = _Writer(kernel, memory)
     try:
-        for name, _ in kernel.params:
-            writer.define(name)
-        writer.body(kernel.body, 2)
+        source = writer.write()
     except _Unsupported:
         return None
     writer.ns["_E"] = _Errors(kernel, writer.stmts)
-    return HostKernel(kernel, writer.source(), writer.ns, writer.allocs)
+    return HostKernel(kernel, source, writer.ns, writer.allocs)
 
 
 __all__ = ["HostKernel", "PtoExecutionError", "host_kernel"]

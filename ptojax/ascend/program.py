@@ -90,6 +90,7 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> Asce
     return AscendKernel(lowering, memory, kernels, "\n".join(texts))
 
 
+_LANES_MIN = 20                     # block instances that run as lanes of one batch; fewer run on host code (faster)
 _THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances is shared by this many threads
 _BYTES_PER_THREAD = 6 << 20         # core-buffer bytes a thread's share of a batch takes at least (NumPy releases
                                     # the GIL in its loops, but handing the GIL over costs: small batches stay on one)
@@ -116,11 +117,10 @@ class AscendBackend:
         kernel, cost, host = self.compiled.kernels[key], self._cost[key], self.compiled.host(key)
 
         def work(core):
+            if host is not None:
+                return host(core, tiles, arrays)
             for index in tiles:
-                if host is None:
-                    run(kernel, index, arrays, core, verified=True)
-                else:
-                    host(core, index, arrays)
+                run(kernel, index, arrays, core, verified=True)
 
         return work, cost.seconds * len(tiles), int(cost.bytes_in + cost.bytes_out) * len(tiles)
 
@@ -135,10 +135,12 @@ class AscendBackend:
         return max(1, min(per_task, part.size // cores))
 
     def batch(self, part, arrays):
-        """Run many block instances of ``part`` (equal tile counts) at once: their tiles at position j
-        as one batch (:func:`~ptojax.ascend.batched.run_batch`), for j in order."""
+        """Run many block instances of ``part`` (equal tile counts) at once. Fewer than ``_LANES_MIN``:
+        one call of the host code over all their tiles, instance after instance; more: their tiles at
+        position j as one batch of lanes (:func:`~ptojax.ascend.batched.run_batch`), for j in order."""
         key = (part.program.name, tuple(part.shape))
         kernel, extent, memory = self.compiled.kernels[key], self.compiled.extents(key), self.compiled.memory
+        host = self.compiled.host(key)
         lane_bytes = max(1, sum(extent.values()))
         chunk = max(1, _LANE_BYTES // lane_bytes)
 
@@ -148,7 +150,9 @@ class AscendBackend:
                     run_batch(kernel, [tiles[j] for tiles in tile_lists[c:c + chunk]], arrays, memory, extent,
                               verified=True)
 
-        def work(tile_lists, _core):
+        def work(tile_lists, core):
+            if host is not None and len(tile_lists) < _LANES_MIN:
+                return host(core, [index for tiles in tile_lists for index in tiles], arrays)
             shares = min(_THREADS, len(tile_lists) * len(tile_lists[0]) * lane_bytes // _BYTES_PER_THREAD)
             if shares < 2:
                 return lanes(tile_lists)

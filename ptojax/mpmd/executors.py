@@ -151,7 +151,7 @@ def _execute(plan: Plan, ctx, done) -> None:
     _run_steps(plan, ctx, _steps(plan, done), done)
 
 
-BATCH_MIN = 20         # ready tasks of one group that run as one batch; fewer run one by one (faster)
+BATCH_MIN = 2          # ready tasks of one group that run as one batch (the backend runs it as it sees fit)
 
 
 def _steps(plan: Plan, done) -> list:
