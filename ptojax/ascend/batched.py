@@ -23,7 +23,8 @@ import numpy as np
 
 from . import asm, isa
 from ..lowering.memory import CoreMemory
-from .interpreter import _BASE, PtoExecutionError, _Runner, compute_into, semantic_params, window_error
+from .interpreter import (_BASE, PtoExecutionError, _Runner, compute_into, semantic_params, store_error,
+                          window_error)
 from .semantics import mscatter_into
 
 # How an instruction's params change when its operands gain a leading lane axis.
@@ -308,13 +309,11 @@ class _Batch(_Runner):
             src = self.read(stmt.ins[0], copy=False)
             if isinstance(dst, _Window):
                 if src.dtype != dst.view.dtype or src.size != self.n * math.prod(dst.sizes):
-                    self.fail(stmt, f"tile {src.dtype.name}{list(src.shape[1:])} does not match the window "
-                                    f"{dst.view.dtype.name}{list(dst.sizes)}")
+                    self.fail(stmt, store_error(src.dtype, src.shape[1:], dst.view.dtype, dst.sizes))
                 dst.store(src)
             else:
                 if src.dtype != dst.dtype or src.size != self.n * dst.size:
-                    self.fail(stmt, f"tile {src.dtype.name}{list(src.shape[1:])} does not match the window "
-                                    f"{dst.dtype.name}{list(dst.shape)}")
+                    self.fail(stmt, store_error(src.dtype, src.shape[1:], dst.dtype, dst.shape))
                 if self.n > 1:
                     self.fail(stmt, "batched grid points store to the same window; they are not independent")
                 dst[...] = src.reshape(dst.shape)

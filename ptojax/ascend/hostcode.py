@@ -23,7 +23,8 @@ from ..errors import PtoError
 from ..lowering.memory import CoreMemory
 from . import asm
 from .batched import _ELEMENTWISE
-from .interpreter import _BASE, Core, PtoExecutionError, fill_error, semantic_params, statement_error, window_error
+from .interpreter import (_BASE, Core, PtoExecutionError, fill_error, results_error, semantic_params, statement_error,
+                          store_error, view_error, window_error)
 from .semantics import SEMANTICS, mscatter_into
 
 
@@ -69,13 +70,13 @@ class _Errors:
         raise statement_error(self.kernel, self.stmts[k], message)
 
     def view(self, k, gm):
-        self.fail(k, f"GM tensor {gm.dtype.name}{list(gm.shape)} does not match the view {self.stmts[k].type}")
+        self.fail(k, view_error(gm, self.stmts[k].type))
 
     def window(self, k, offsets, sizes, shape):
         self.fail(k, window_error(offsets, sizes, shape))
 
     def store(self, k, src, dst):
-        self.fail(k, f"tile {src.dtype.name}{list(src.shape)} does not match the window {dst.dtype.name}{list(dst.shape)}")
+        self.fail(k, store_error(src.dtype, src.shape, dst.dtype, dst.shape))
 
     def fill(self, k, j, value):
         value, tile = np.asarray(value), self.stmts[k].outs[j].type
@@ -89,7 +90,7 @@ class _Errors:
     def results(self, k, result, n):
         results = result if isinstance(result, (tuple, list)) else (result,)
         if len(results) != n:
-            self.fail(k, f"{len(results)} results for {n} destinations")
+            self.fail(k, results_error(results, n))
         return tuple(np.asarray(r) for r in results)
 
 

@@ -41,6 +41,18 @@ def statement_error(kernel: asm.Kernel, stmt, message: str) -> PtoExecutionError
     return PtoExecutionError(f"pto run: program '{kernel.name}': {message} in `{text[:160]}`")
 
 
+def view_error(gm: np.ndarray, view: asm.ViewType) -> str:
+    return f"GM tensor {gm.dtype.name}{list(gm.shape)} does not match the view {view}"
+
+
+def store_error(dtype, shape, window_dtype, window_shape) -> str:
+    return f"tile {dtype.name}{list(shape)} does not match the window {window_dtype.name}{list(window_shape)}"
+
+
+def results_error(results, n: int) -> str:
+    return f"{len(results)} results for {n} destinations"
+
+
 def window_error(offsets, sizes, shape) -> str:
     return f"window offsets {list(offsets)} sizes {list(sizes)} fall outside the tensor {list(shape)}"
 
@@ -127,7 +139,7 @@ class _Runner:
         gm = self.env[stmt.ptr]
         shape = tuple(self.index(stmt, self.env[s], "view shape") for s in stmt.shape)
         if gm.dtype != asm.DTYPES[stmt.type.dtype] or gm.size != math.prod(shape):
-            self.fail(stmt, f"GM tensor {gm.dtype.name}{list(gm.shape)} does not match the view {stmt.type}")
+            self.fail(stmt, view_error(gm, stmt.type))
         self.env[stmt.name] = gm.reshape(shape)
 
     def partition(self, stmt):
@@ -191,8 +203,7 @@ class _Runner:
             dst = self.env[stmt.outs[0].name]
             src = self.read(stmt.ins[0])
             if src.dtype != dst.dtype or src.size != dst.size:
-                self.fail(stmt, f"tile {src.dtype.name}{list(src.shape)} does not match the window "
-                                f"{dst.dtype.name}{list(dst.shape)}")
+                self.fail(stmt, store_error(src.dtype, src.shape, dst.dtype, dst.shape))
             dst[...] = src.reshape(dst.shape)
         elif op == "tmov":
             self.write(stmt, stmt.outs[0], self.read(stmt.ins[0]))
@@ -240,6 +251,6 @@ def compute_into(runner, stmt: asm.Instr, call) -> None:
         runner.fail(stmt, f"{type(err).__name__}: {err}")
     results = result if isinstance(result, (tuple, list)) else (result,)
     if len(results) != len(stmt.outs):
-        runner.fail(stmt, f"{len(results)} results for {len(stmt.outs)} destinations")
+        runner.fail(stmt, results_error(results, len(stmt.outs)))
     for operand, value in zip(stmt.outs, results):
         runner.write(stmt, operand, value)
