@@ -136,3 +136,34 @@ def test_host_code_with_missing_arguments_reports_as_the_interpreter():
         host(Core(memory), [(0, 0)], [np.zeros((64, 32), np.float32)])
     with pytest.raises(PtoExecutionError, match="expects 2 grid indices"):
         host(Core(memory), [(0,)], [np.zeros((64, 32), np.float32), np.zeros(64, np.float32)])
+
+
+def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics():
+    """tadd/tsub/tmul/tdiv/tmax/tmin on float32 run as one ufunc into the destination: the same bits as
+    the semantics on any operands (NaN payloads, infinities, subnormals), in place too. float16 ones
+    keep the semantics call (NumPy's float16 loops choose other NaN payloads)."""
+    from ptojax.ascend.hostcode import _UFUNCS
+    from ptojax.ascend.semantics import SEMANTICS
+
+    rng = np.random.default_rng(0)
+    special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7FA00000, 0xFFC00001, 0x7F800001, 1,
+                        0x80000001, 0x3F800000, 0x7F7FFFFF], np.uint32)
+    bits = np.concatenate([rng.integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32), np.repeat(special, 200)])
+    a, b = bits.view(np.float32), np.roll(bits, 7).view(np.float32)
+    with np.errstate(all="ignore"):
+        for name, ufunc in _UFUNCS.items():
+            for x, y in ((a, b), (b, a), (a, np.asarray(np.float32(np.nan))), (a, np.asarray(np.float32(-0.0)))):
+                want = SEMANTICS[name](x, y)
+                out = x.copy()
+                getattr(np, ufunc)(out, y, out=out)
+                np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32), err_msg=name)
+
+    def add(x, y):
+        with pj.tile(vec=(8, 32)):
+            return x + y
+
+    for dtype, native in ((np.float32, True), (F16, False)):
+        x = rand((16, 32), dtype, 1)
+        code = pj.kernel(add).compiled_for(x, x)._code()
+        sources = [code.host(key).source for key in code.kernels]
+        assert any("_np.add(" in s for s in sources) == native

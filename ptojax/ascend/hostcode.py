@@ -94,6 +94,13 @@ class _Errors:
         return tuple(np.asarray(r) for r in results)
 
 
+# float32 instructions whose semantics is exactly this NumPy ufunc (no widening, one IEEE rounding);
+# float16 / bfloat16 ones are not: NumPy's own loops for them pick other NaN payloads.
+_UFUNCS = {"tadd": "add", "tsub": "subtract", "tmul": "multiply", "tdiv": "divide", "tmax": "maximum",
+           "tmin": "minimum"}
+_F32 = np.dtype(np.float32)
+
+
 class _Unsupported(Exception):
     """The generator does not take this kernel: the interpreter runs it."""
 
@@ -254,11 +261,34 @@ class _Writer:
         else:
             self.compute(k, stmt, depth)
 
+    def ufunc(self, name, stmt: asm.Instr) -> str | None:
+        """The instruction as one NumPy ufunc writing its destination, where that is its semantics bit
+        for bit: float32 operands of the destination's region (or float32 constants), exact IEEE ops."""
+        if name not in _UFUNCS or len(stmt.outs) != 1 or stmt.outs[0].name not in self.tiles or stmt.attr("shapes"):
+            return None
+        out = self.tiles[stmt.outs[0].name]
+        args = []
+        for o in stmt.ins:
+            tile, expr = self.tiles.get(o.name), self.var(o.name)
+            if tile is not None and tile.np_dtype == _F32 and (tile.v_row, tile.v_col) == (out.v_row, out.v_col):
+                args.append(expr)
+            elif tile is None and expr.startswith("_C") and self.ns[expr].dtype == _F32:
+                args.append(expr)
+            else:
+                return None
+        if out.np_dtype != _F32:
+            return None
+        return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={self.var(stmt.outs[0].name)})"
+
     def compute(self, k, stmt: asm.Instr, depth):
         name = _BASE.get(stmt.op, stmt.op)
         fn = SEMANTICS.get(name)
         if fn is None:
             raise _Unsupported(f"pto.{name} has no NumPy semantics")
+        native = self.ufunc(name, stmt)
+        if native is not None:
+            self.emit(depth, native)
+            return
         shapes = iter(stmt.attr("shapes") or ())
         copy = name not in _ELEMENTWISE                 # NumPy's summation order follows the layout
         args = [self.operand(o, next(shapes, None) if stmt.attr("shapes") and o.name in self.tiles else None, copy)
