@@ -13,7 +13,8 @@ Measures, each with its target where the issue sets one (PASS / FAIL; "—": no 
     (the ``backend="xla"`` kernel, same options; for the ``pj.nn`` ops ``jax.grad`` of a scalar loss with
     ``backend="sim"`` vs ``"xla"``). Both are wrapped in ``jax.jit``, called once each to warm up, then
     alternately ``repeats`` times on device-resident inputs (``block_until_ready``); the ratio of the
-    medians. Target ≤ 2× on the seed example and on each DeepSeek kernel at the seed's shape.
+    medians. Target ≤ 2× on the seed example and on each DeepSeek kernel at the seed's shape. Beside
+    the seed example, a floor: its compute instructions alone through their NumPy semantics.
 (b) lower + compile time of the DeepSeek kernels from ``jax.ShapeDtypeStruct`` specs, a fresh
     ``pj.kernel`` each time (no compile cache), at KV 8K / 32K / 64K / 128K: the median of ``repeats``,
     after one untimed compile per kernel (the process's one-time costs: JAX's own caches, imports).
@@ -243,6 +244,38 @@ def host_seed_example(repeats=9):
                       target="≤ 2×")
 
 
+def host_seed_arithmetic(repeats=9):
+    """(a) What NumPy alone needs for the seed example's compute instructions (each instance's
+    ``pto.tmuls``, ``pto.tadd``, ``pto.tmatmul``, ``pto.tsum`` on tiles of their types, through their
+    semantics; no loads, stores or runtime) over jax.jit of the whole function: a floor under the
+    simulator's ratio, set by NumPy's float16 arithmetic (element by element conversions)."""
+    from ptojax.ascend import asm
+    from ptojax.ascend.interpreter import _BASE, semantic_params
+    from ptojax.ascend.semantics import SEMANTICS
+
+    make = dict((name, mk) for name, _, mk in DEMOS)["seed_example"]
+    args = [jnp.asarray(a) for a in make()]
+    code = pj.kernel(seed_example).compiled_for(*args)._code()
+    calls, rng = [], np.random.default_rng(0)
+    for (_, grid), kernel in code.kernels.items():
+        consts = {s.name: np.asarray(s.value, asm.DTYPES[s.type]) for s in kernel.body
+                  if isinstance(s, asm.Const) and s.type != "index"}
+        for stmt in kernel.body:
+            if not isinstance(stmt, asm.Instr) or stmt.op in ("tload", "tstore", "tmov"):
+                continue
+            ins = [rng.uniform(-1, 1, (o.type.v_row, o.type.v_col)).astype(o.type.np_dtype)
+                   if isinstance(o.type, asm.TileBuf) else consts[o.name] for o in stmt.ins]
+            calls += [(SEMANTICS[_BASE.get(stmt.op, stmt.op)], ins, semantic_params(stmt))] * int(np.prod(grid))
+
+    def arithmetic():
+        for fn, ins, params in calls:
+            fn(*ins, **params)
+
+    xla = jax.jit(pj.kernel(seed_example, backend="xla"))
+    return _ratio_row(f"seed example: its {len(calls)} compute instructions alone in NumPy (a floor)", arithmetic,
+                      lambda: xla(*args), repeats)
+
+
 def host_deepseek(which: str, s: Shape, repeats=3, target=None):
     """(a) One DeepSeek kernel at shape ``s``: sim vs the xla-backend kernel (same options), under jax.jit."""
     args = [jnp.asarray(a) for a in make_args(which, s)]
@@ -437,7 +470,7 @@ def measures(mode: str):
     def small(k):
         return lambda: [host_deepseek(k, SMALL, repeats=9)]
 
-    out = [("seed example", "a", "≤ 2×", lambda: [host_seed_example()])]
+    out = [("seed example", "a", "≤ 2×", lambda: [host_seed_example(), host_seed_arithmetic()])]
     out += [(f"{TITLES[k]}, small", "a", None, small(k)) for k in KERNELS]
     out += [("pj.nn", "a", None, host_nn)]
     if mode != "quick":
