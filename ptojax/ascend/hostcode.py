@@ -5,9 +5,12 @@ it looks each statement up, resolves its operands by name, makes the windows' sl
 views, and checks every value. For a kernel the backend compiled (verified when it was compiled),
 :func:`host_kernel` does that walk once and prints a Python function: index arithmetic as Python
 expressions, windows as slices, tile views made once per core, each compute instruction one call of
-its NumPy semantics (``semantics.py``). Running it is running the interpreter, bit for bit and error
-for error (the same checks, the same messages; ``tests/test_hostcode.py``), without the walk.
-``HostKernel.source`` is the function's text.
+its NumPy semantics (``semantics.py``; a float32 add, sub, mul, div, max or min of whole tiles: the
+ufunc itself, writing the destination). Checks whose outcome the kernel's text decides (a window
+inside its tensor, a load of the tile's shape) are decided once. The function runs every grid point
+of a task (or of several ready tasks) in one call. Running it is running the interpreter, bit for bit
+and error for error (the same checks, the same messages; ``tests/test_hostcode.py``), without the
+walk. ``HostKernel.source`` is the function's text.
 
 A kernel the generator cannot take as a whole (an instruction without NumPy semantics, a tile that
 does not fit its buffer) has no host code: the interpreter runs it and reports the error as it runs.
@@ -23,8 +26,8 @@ from ..errors import PtoError
 from ..lowering.memory import CoreMemory
 from . import asm
 from .batched import _ELEMENTWISE
-from .interpreter import (_BASE, Core, PtoExecutionError, fill_error, results_error, semantic_params, statement_error,
-                          store_error, view_error, window_error)
+from .interpreter import (_BASE, Core, PtoExecutionError, fill_error, results_error, run, semantic_params,
+                          statement_error, store_error, view_error, window_error)
 from .semantics import SEMANTICS, mscatter_into
 
 
@@ -47,8 +50,7 @@ class HostKernel:
 
     def __call__(self, core: Core, tiles, arrays) -> None:
         """Run the kernel at each grid point of ``tiles`` in turn, on ``core`` with GM ``arrays``."""
-        if len(tiles[0]) != self.n_index or len(arrays) != self.n_ptr:
-            from .interpreter import run                  # the interpreter's own message (or its leniency)
+        if len(tiles[0]) != self.n_index or len(arrays) != self.n_ptr:   # the interpreter's message (or leniency)
             for index in tiles:
                 run(self.kernel, index, arrays, core, verified=True)
             return
@@ -191,9 +193,11 @@ class _Writer:
         for i, (o, s) in enumerate(zip(stmt.offsets, stmt.sizes)):
             lo, n, dim = self.literal(o), self.literal(s), known[0][i] if known else None
             if None in (lo, n, dim) or lo < 0 or lo + n > dim:          # (a window inside, known now: no test)
-                bad.append(f"{self.var(o)} < 0 or {self.var(o)} + {self.var(s)} > {dim if dim is not None else f'{view}.shape[{i}]'}")
+                end = dim if dim is not None else f"{view}.shape[{i}]"
+                bad.append(f"{self.var(o)} < 0 or {self.var(o)} + {self.var(s)} > {end}")
         if bad:
-            self.emit(depth, f"if {' or '.join(bad)}: _E.window({k}, [{', '.join(offsets)}], [{', '.join(sizes)}], {view}.shape)")
+            where = f"[{', '.join(offsets)}], [{', '.join(sizes)}], {view}.shape"
+            self.emit(depth, f"if {' or '.join(bad)}: _E.window({k}, {where})")
         self.emit(depth, f"{name} = {view}[{', '.join(f'{o}:{o} + {s}' for o, s in zip(offsets, sizes))}]")
         dims = [self.literal(s) for s in stmt.sizes]
         if known and None not in dims:
@@ -233,7 +237,8 @@ class _Writer:
                 self.emit(depth, f"{dst}[...] = {value}")
                 return
         else:
-            self.emit(depth, f"if {value}.dtype != {dtype} or {value}.size != {t.v_row * t.v_col}: _E.fill({k}, {j}, {value})")
+            size = t.v_row * t.v_col
+            self.emit(depth, f"if {value}.dtype != {dtype} or {value}.size != {size}: _E.fill({k}, {j}, {value})")
         self.emit(depth, f"{dst}[...] = {value}.reshape({t.v_row}, {t.v_col})")
 
     def instr(self, stmt: asm.Instr, depth):
@@ -248,7 +253,8 @@ class _Writer:
             src, dst = self.operand(stmt.ins[0]), self.var(stmt.outs[0].name)
             tile, window = self.tiles.get(stmt.ins[0].name), self.static.get(stmt.outs[0].name)
             if not (tile and window and tile.np_dtype == window[1] and tile.v_row * tile.v_col == math.prod(window[0])):
-                self.emit(depth, f"if {src}.dtype != {dst}.dtype or {src}.size != {dst}.size: _E.store({k}, {src}, {dst})")
+                check = f"{src}.dtype != {dst}.dtype or {src}.size != {dst}.size"
+                self.emit(depth, f"if {check}: _E.store({k}, {src}, {dst})")
             elif window[0] == (tile.v_row, tile.v_col):
                 self.emit(depth, f"{dst}[...] = {src}")
                 return
@@ -264,9 +270,9 @@ class _Writer:
     def ufunc(self, name, stmt: asm.Instr) -> str | None:
         """The instruction as one NumPy ufunc writing its destination, where that is its semantics bit
         for bit: float32 operands of the destination's region (or float32 constants), exact IEEE ops."""
-        if name not in _UFUNCS or len(stmt.outs) != 1 or stmt.outs[0].name not in self.tiles or stmt.attr("shapes"):
+        out = self.tiles.get(stmt.outs[0].name)
+        if name not in _UFUNCS or len(stmt.outs) != 1 or out is None or out.np_dtype != _F32 or stmt.attr("shapes"):
             return None
-        out = self.tiles[stmt.outs[0].name]
         args = []
         for o in stmt.ins:
             tile, expr = self.tiles.get(o.name), self.var(o.name)
@@ -276,8 +282,6 @@ class _Writer:
                 args.append(expr)
             else:
                 return None
-        if out.np_dtype != _F32:
-            return None
         return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={self.var(stmt.outs[0].name)})"
 
     def compute(self, k, stmt: asm.Instr, depth):

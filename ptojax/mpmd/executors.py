@@ -177,7 +177,7 @@ def _steps(plan: Plan, done) -> list:
         task = tasks[tid]
         members = [tid] if task.batch is None else sorted(waiting.pop(task.batch[0]))
         group = [tasks[m] for m in members if tasks[m].run is not None]    # not run already at a host sync
-        if task.batch is None or len(group) < BATCH_MIN:    # a few tasks run faster one by one
+        if task.batch is None or len(group) < BATCH_MIN:
             steps += [(None, [t]) for t in group]
         else:
             steps.append((task.batch[0], group))
