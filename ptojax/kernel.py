@@ -95,7 +95,8 @@ class Lowered:
     avals: tuple
 
     def as_text(self, level: str = "block") -> str:
-        """``tensor``, ``tile``, ``block`` or ``pto`` (the PTO-AS of every block program)."""
+        """``tensor``, ``tile``, ``block``, ``pto`` (the PTO-AS of every block program) or ``host`` (the
+        Python each program runs as on the simulator)."""
         return self.lowering.as_text(level)
 
     def compile(self) -> "Compiled":
@@ -136,8 +137,11 @@ class Compiled:
         return jax.tree.unflatten(self.lowering.out_tree, outs)
 
     def as_text(self, level: str = "pto") -> str:
-        """The compiled PTO-AS text (``"pto"``), or a lowering level's: ``tensor``, ``tile``, ``block``."""
-        return self.code.text if level == "pto" and self.code is not None else self.lowering.as_text(level)
+        """The compiled PTO-AS text (``"pto"``), its host code (``"host"``), or a lowering level's:
+        ``tensor``, ``tile``, ``block``."""
+        if self.code is not None and level in ("pto", "host"):
+            return self.code.text if level == "pto" else self.code.host_text()
+        return self.lowering.as_text(level)
 
     def run(self, *args, executor: str | None = None, policy: str = "mpmd", compute: bool = True):
         """Execute on the runtime: (outputs as NumPy arrays, :class:`~ptojax.mpmd.Trace`).

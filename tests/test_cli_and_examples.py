@@ -82,6 +82,10 @@ def test_lower_and_profile_commands(tmp_path, capsys):
     assert main(["lower", f"{path}:scale_rows", "--shape", "32x64:float32", "--shape", "32:float32",
                  "--level", "pto"]) == 0
     assert "pto.tsum" in capsys.readouterr().out
+    assert main(["lower", f"{path}:scale_rows", "--shape", "32x64:float32", "--shape", "32:float32",
+                 "--level", "host"]) == 0
+    host = capsys.readouterr().out
+    assert host.startswith("// program ") and "def run(_T, _tiles, " in host
     trace = tmp_path / "t.json"
     assert main(["profile", f"{path}:scale_rows", "--shape", "32x64:float32", "--shape", "32:float32",
                  "--trace", str(trace)]) == 0

@@ -72,6 +72,8 @@ def test_host_code_is_python_that_reads_like_the_kernel():
     assert "v_p3 = v_v0[v_o1:v_o1 + 32, v_o2:v_o2 + 32]" in source         # a window is a slice
     assert "v_t4[...] = v_p3\n" in source                                   # a tload of a window of the tile's shape
     assert source.count("try:") == 2                                         # tmuls, tadd: one call each
+    text = pj.kernel(seed_kernel).lower(*args).compile().as_text("host")
+    assert text.count("// program ") == text.count("def run(_T, _tiles, ") == 3
 
 
 # ----------------------------------------------------------------------------------------- errors

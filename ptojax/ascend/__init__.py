@@ -1,9 +1,9 @@
 """The Ascend A2/A3 backend: targets, the PTO ISA table, PTO-AS emission and parsing, the
-interpreter and the cost model.
+interpreter, host code and the cost model.
 
 ``compile_kernel(lowering)`` turns every block program into PTO-AS text (parsed back and verified);
-``AscendBackend`` runs it on the MPMD runtime (``ptojax.execute``); importing this package adds the
-``pto`` level to ``Lowering.as_text``.
+``AscendBackend`` runs it on the MPMD runtime (``ptojax.execute``) as host code (``hostcode.py``) or
+on the interpreter; importing this package adds the ``pto`` and ``host`` levels to ``Lowering.as_text``.
 """
 from ..lowering import pipeline as _pipeline
 from .asm import Kernel, PtoAsmError, emit, parse
@@ -11,6 +11,7 @@ from .interpreter import PtoExecutionError
 from .program import AscendBackend, AscendKernel, compile_kernel
 
 _pipeline.TEXT["pto"] = lambda lowering: compile_kernel(lowering).text
+_pipeline.TEXT["host"] = lambda lowering: compile_kernel(lowering).host_text()
 
 __all__ = ["AscendBackend", "AscendKernel", "Kernel", "PtoAsmError", "PtoExecutionError", "compile_kernel", "emit",
            "parse"]

@@ -53,6 +53,14 @@ class AscendKernel:
             self._host[key] = host_kernel(self.kernels[key], self.memory)
         return self._host[key]
 
+    def host_text(self) -> str:
+        """The host code of every program (its ``// program`` header, then the Python function)."""
+        out = []
+        for key, kernel in self.kernels.items():
+            host = self.host(key)
+            out.append(f"{kernel.header()}\n{host.source if host else '# no host code: runs on the interpreter'}")
+        return "\n".join(out)
+
     def costs(self, target) -> dict:
         """Each kernel's predicted block cost on ``target``, computed once."""
         if target.name not in self._costs:
