@@ -48,7 +48,6 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
     flat, tree = jax.tree.flatten(args)
     if tree != lowering.in_tree:
         raise PtoArgumentError(f"pto run: arguments {tree} do not match the lowered signature {lowering.in_tree}")
-    backend = AscendBackend(compiled, tgt)
     if not compute and executor != "simulated":
         raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
     arrays = [np.asarray(x) for x in flat]
@@ -63,6 +62,7 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
         finally:
             kept.plan.recycle()
             kept.lock.release()
+    backend = AscendBackend(compiled, tgt)
     plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, arrays, backend, frozenset(donated),
                        execute=compute)
     if executor == "simulated":

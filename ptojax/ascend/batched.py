@@ -23,8 +23,8 @@ import numpy as np
 
 from . import asm, isa
 from ..lowering.memory import CoreMemory
-from .interpreter import (_BASE, PtoExecutionError, _Runner, compute_into, semantic_params, store_error,
-                          window_error)
+from .interpreter import (_BASE, PtoExecutionError, _Runner, compute_into, semantic_params, statement_error,
+                          store_error, window_error)
 from .semantics import mscatter_into
 
 # How an instruction's params change when its operands gain a leading lane axis.
@@ -222,9 +222,8 @@ class _Batch(_Runner):
         self.pending: list[_Tile] = []              # tiles whose value the lane buffer does not hold yet
 
     def fail(self, stmt, message, lane=None):
-        text = stmt.text() if hasattr(stmt, "text") else str(stmt)
         at = "" if lane is None else f" at grid point {tuple(self.grid[lane].tolist())}"
-        raise PtoExecutionError(f"pto run: program '{self.kernel.name}'{at}: {message} in `{text[:160]}`")
+        raise statement_error(self.kernel, stmt, message, at)
 
     arith = staticmethod(_arith)
 

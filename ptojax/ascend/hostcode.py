@@ -26,8 +26,8 @@ from ..errors import PtoError
 from ..lowering.memory import CoreMemory
 from . import asm
 from .batched import _ELEMENTWISE
-from .interpreter import (_BASE, Core, PtoExecutionError, fill_error, results_error, run, semantic_params,
-                          statement_error, store_error, view_error, window_error)
+from .interpreter import (_BASE, Core, PtoExecutionError, alloc_error, fill_error, results_error, run,
+                          semantic_params, statement_error, store_error, view_error, window_error)
 from .semantics import SEMANTICS, mscatter_into
 
 
@@ -204,14 +204,11 @@ class _Writer:
             self.static[stmt.name] = (tuple(dims), known[1])
 
     def alloc(self, stmt):
-        t = stmt.type
-        size = t.rows * t.cols * t.np_dtype.itemsize
-        if (stmt.addr < 0 or stmt.addr + size > self.memory.buffer(t.loc) or stmt.addr % t.np_dtype.itemsize
-                or t.v_row > t.rows or t.v_col > t.cols):
+        if alloc_error(stmt, self.memory.buffer(stmt.type.loc)):
             raise _Unsupported("a tile outside its buffer")          # the interpreter reports it as it runs
         if stmt.name not in self.names:
-            self.allocs.append((self.define(stmt.name), t, stmt.addr))
-        self.tiles[stmt.name] = t
+            self.allocs.append((self.define(stmt.name), stmt.type, stmt.addr))
+        self.tiles[stmt.name] = stmt.type
 
     # ------------------------------------------------------------------------------- instructions
     def operand(self, operand, shape=None, copy=False) -> str:

@@ -36,9 +36,20 @@ class Core:
         self.views: dict = {}           # host code -> its tiles' views of these buffers (hostcode.py)
 
 
-def statement_error(kernel: asm.Kernel, stmt, message: str) -> PtoExecutionError:
+def statement_error(kernel: asm.Kernel, stmt, message: str, at: str = "") -> PtoExecutionError:
     text = stmt.text() if hasattr(stmt, "text") else str(stmt)
-    return PtoExecutionError(f"pto run: program '{kernel.name}': {message} in `{text[:160]}`")
+    return PtoExecutionError(f"pto run: program '{kernel.name}'{at}: {message} in `{text[:160]}`")
+
+
+def alloc_error(stmt: asm.Alloc, capacity: int) -> str | None:
+    """Why tile ``stmt`` does not fit its ``capacity``-byte buffer, or None."""
+    t = stmt.type
+    size = t.rows * t.cols * t.np_dtype.itemsize
+    if stmt.addr < 0 or stmt.addr + size > capacity or stmt.addr % t.np_dtype.itemsize:
+        return f"tile of {size} bytes at address {stmt.addr} does not fit the {capacity}-byte {t.loc} buffer"
+    if t.v_row > t.rows or t.v_col > t.cols:
+        return f"valid region {t.v_row}x{t.v_col} exceeds the tile {t.rows}x{t.cols}"
+    return None
 
 
 def view_error(gm: np.ndarray, view: asm.ViewType) -> str:
@@ -151,13 +162,9 @@ class _Runner:
         self.env[stmt.name] = view[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))] if view.ndim else view[...]
 
     def alloc(self, stmt):
-        t = stmt.type
-        size = t.rows * t.cols * t.np_dtype.itemsize
-        capacity = self.capacity(t.loc)
-        if stmt.addr < 0 or stmt.addr + size > capacity or stmt.addr % t.np_dtype.itemsize:
-            self.fail(stmt, f"tile of {size} bytes at address {stmt.addr} does not fit the {capacity}-byte {t.loc} buffer")
-        if t.v_row > t.rows or t.v_col > t.cols:
-            self.fail(stmt, f"valid region {t.v_row}x{t.v_col} exceeds the tile {t.rows}x{t.cols}")
+        message = alloc_error(stmt, self.capacity(stmt.type.loc))
+        if message:
+            self.fail(stmt, message)
         self.env[stmt.name] = self.new_tile(stmt)
 
     def capacity(self, loc: str) -> int:
