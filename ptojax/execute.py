@@ -9,6 +9,7 @@ import numpy as np
 
 from .ascend.program import AscendBackend, compile_kernel
 from .ascend.targets import target as get_target
+from ._fpenv import ieee
 from .errors import PtoArgumentError
 from .lowering.pipeline import Lowering
 from .mpmd import Machine, Plan, Trace, orchestrate, replay, run_threads, simulate
@@ -43,41 +44,42 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
     inputs, the same trace — without orchestrating again (a call that finds its plan in use by
     another thread orchestrates its own).
     """
-    tgt = get_target(target) if isinstance(target, str) else target
-    compiled = compiled or compile_kernel(lowering, tgt.memory)
-    flat, tree = jax.tree.flatten(args)
-    if tree != lowering.in_tree:
-        raise PtoArgumentError(f"pto run: arguments {tree} do not match the lowered signature {lowering.in_tree}")
-    if not compute and executor != "simulated":
-        raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
-    arrays = [np.asarray(x) for x in flat]
-    key = (policy, tuple(sorted((i, arrays[i].flags.writeable) for i in donated)))
-    keep = plans is not None and compute and executor == "simulated"
-    kept = plans.get(key) if keep else None
-    if kept is not None and kept.lock.acquire(blocking=False):
-        try:
-            kept.plan.rebind(arrays)
-            replay(kept.plan, kept.trace, ctx=kept.core)
-            return jax.tree.unflatten(lowering.out_tree, kept.plan.results()), kept.trace
-        finally:
-            kept.plan.recycle()
-            kept.lock.release()
-    backend = AscendBackend(compiled, tgt)
-    plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, arrays, backend, frozenset(donated),
-                       execute=compute)
-    if executor == "simulated":
-        trace = simulate(plan, machine(tgt), policy=policy, execute=compute, worker=backend.worker)
-    elif executor == "threads":
-        trace = run_threads(plan, machine(tgt), workers=workers, worker=backend.worker)
-    else:
-        raise PtoArgumentError(f"pto run: executor {executor!r} is not 'simulated' or 'threads'")
-    outputs = jax.tree.unflatten(lowering.out_tree, plan.results()) if compute else None
-    if keep and plan.replayable and key not in plans:
-        plan.recycle()
-        plans[key] = _Replay(plan, trace, backend.worker())
-    else:
-        plan.release()
-    return outputs, trace
+    with ieee():   # IEEE subnormals even on XLA's threads (see _fpenv); threads started here inherit it
+        tgt = get_target(target) if isinstance(target, str) else target
+        compiled = compiled or compile_kernel(lowering, tgt.memory)
+        flat, tree = jax.tree.flatten(args)
+        if tree != lowering.in_tree:
+            raise PtoArgumentError(f"pto run: arguments {tree} do not match the lowered signature {lowering.in_tree}")
+        if not compute and executor != "simulated":
+            raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
+        arrays = [np.asarray(x) for x in flat]
+        key = (policy, tuple(sorted((i, arrays[i].flags.writeable) for i in donated)))
+        keep = plans is not None and compute and executor == "simulated"
+        kept = plans.get(key) if keep else None
+        if kept is not None and kept.lock.acquire(blocking=False):
+            try:
+                kept.plan.rebind(arrays)
+                replay(kept.plan, kept.trace, ctx=kept.core)
+                return jax.tree.unflatten(lowering.out_tree, kept.plan.results()), kept.trace
+            finally:
+                kept.plan.recycle()
+                kept.lock.release()
+        backend = AscendBackend(compiled, tgt)
+        plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, arrays, backend, frozenset(donated),
+                           execute=compute)
+        if executor == "simulated":
+            trace = simulate(plan, machine(tgt), policy=policy, execute=compute, worker=backend.worker)
+        elif executor == "threads":
+            trace = run_threads(plan, machine(tgt), workers=workers, worker=backend.worker)
+        else:
+            raise PtoArgumentError(f"pto run: executor {executor!r} is not 'simulated' or 'threads'")
+        outputs = jax.tree.unflatten(lowering.out_tree, plan.results()) if compute else None
+        if keep and plan.replayable and key not in plans:
+            plan.recycle()
+            plans[key] = _Replay(plan, trace, backend.worker())
+        else:
+            plan.release()
+        return outputs, trace
 
 
 __all__ = ["Trace", "execute", "machine"]

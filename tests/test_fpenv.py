@@ -1,0 +1,71 @@
+"""Subnormal floats under jax.jit: XLA's CPU threads flush them to zero; the simulator keeps them."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from ptojax import tile
+from ptojax._fpenv import flushing, ieee
+from ptojax.ascend import program
+
+
+def _scaled_sum(x, y):
+    with tile(vec=(8, 128)):
+        return jnp.sum(x * y, axis=-1, keepdims=True) + x
+
+
+def _subnormal_inputs(rows=64):
+    rng = np.random.default_rng(0)
+    x = (rng.uniform(-1, 1, (rows, 256)) * 1e-38).astype(np.float32)      # subnormal or near it
+    y = rng.uniform(0.01, 1, (rows, 256)).astype(np.float32)              # products below 1.2e-38: subnormal
+    return x, y
+
+
+def _ieee_reference(x, y):
+    """NumPy on this (main, IEEE) thread, in the kernel's order: the products, each row's sum, plus x."""
+    assert not flushing()
+    return np.sum(x * y, axis=-1, keepdims=True, dtype=np.float32) + x
+
+
+def test_xla_threads_flush_and_ieee_turns_it_off_and_back():
+    seen = {}
+
+    def host(x):
+        seen["callback"] = flushing()
+        with ieee():
+            seen["inside"] = flushing()
+        seen["after"] = flushing()
+        return x
+
+    f = jax.jit(lambda x: jax.pure_callback(host, jax.ShapeDtypeStruct((1,), jnp.float32), x))
+    jax.block_until_ready(f(jnp.ones(1, jnp.float32)))
+    assert seen == {"callback": True, "inside": False, "after": True}
+
+
+@pytest.mark.parametrize("executor", ["simulated", "threads"])
+def test_jit_keeps_subnormals_as_the_eager_call_does(executor):
+    x, y = _subnormal_inputs()
+    kernel = pj.kernel(_scaled_sum, executor=executor)
+    eager = np.asarray(kernel(x, y))
+    jitted = np.asarray(jax.jit(kernel)(x, y))
+    assert np.count_nonzero(eager) > eager.size // 2                       # subnormals survived
+    np.testing.assert_array_equal(jitted.view(np.uint32), eager.view(np.uint32))
+    np.testing.assert_allclose(eager, _ieee_reference(x, y), rtol=1e-5, atol=1e-44)
+
+
+def test_batch_threads_started_under_jit_keep_subnormals(monkeypatch):
+    """Lanes shared by pool threads that a jitted call starts (threads inherit the float modes)."""
+    monkeypatch.setattr(program, "_THREADS", 3)
+    monkeypatch.setattr(program, "_BYTES_PER_THREAD", 1)
+    monkeypatch.setattr(program, "_LANES_MIN", 1)
+    program._pool.cache_clear()
+    try:
+        x, y = _subnormal_inputs(rows=256)
+        kernel = pj.kernel(_scaled_sum)
+        jitted = np.asarray(jax.jit(kernel)(x, y))
+        eager = np.asarray(kernel(x, y))
+    finally:
+        program._pool.cache_clear()
+    assert np.count_nonzero(eager) > eager.size // 2
+    np.testing.assert_array_equal(jitted.view(np.uint32), eager.view(np.uint32))
