@@ -24,8 +24,6 @@ import threading
 import time
 from typing import Callable
 
-import numpy as np
-
 from ..errors import PtoArgumentError
 from .graph import PtoTaskError
 from .orchestrator import Plan
@@ -66,10 +64,7 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     ctx = worker() if (execute and worker) else None
     n = len(tasks)
     fanin = [len(t.preds) for t in tasks]
-    ranked = np.argsort(np.array([-t.rank for t in tasks], dtype=float), kind="stable")   # by (-rank, tid)
-    place = np.empty(n, dtype=np.int64)
-    place[ranked] = np.arange(n)
-    order, place = ranked.tolist(), place.tolist()      # a task's place in order: ints compare faster than tuples
+    order, place = plan.graph.by_rank, plan.graph.place
     idle = [list(range(count)) for _, count in machine.cores]
     lanes = list(zip(ready, idle))
     spmd = policy == "spmd"

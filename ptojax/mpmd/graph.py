@@ -12,6 +12,8 @@ import dataclasses
 import itertools
 from typing import Callable
 
+import numpy as np
+
 from ..errors import PtoError
 
 
@@ -213,10 +215,15 @@ class TaskGraph:
         return order
 
     def _rank(self, order: list[Task]):
-        """HEFT upward rank: a task's cost plus the longest chain of costs after it."""
+        """HEFT upward rank: a task's cost plus the longest chain of costs after it; ``place[tid]``: the
+        task's position in the ready queues' order (rank descending, then task id)."""
         for task in reversed(order):
             succs = task.succs
             task.rank = task.cost + (max([s.rank for s in succs]) if succs else 0.0)
+        ranked = np.argsort(np.array([-t.rank for t in self.tasks], dtype=float), kind="stable")
+        place = np.empty(len(ranked), dtype=np.int64)
+        place[ranked] = np.arange(len(ranked))
+        self.by_rank, self.place = ranked.tolist(), place.tolist()   # ints compare faster than (rank, tid)
 
     def topological(self) -> list[Task]:
         fanin = {t: len(t.preds) for t in self.tasks}
