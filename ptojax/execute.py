@@ -44,12 +44,20 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
     inputs, the same trace — without orchestrating again (a call that finds its plan in use by
     another thread orchestrates its own).
     """
+    flat, tree = jax.tree.flatten(args)
+    if tree != lowering.in_tree:
+        raise PtoArgumentError(f"pto run: arguments {tree} do not match the lowered signature {lowering.in_tree}")
+    outputs, trace = execute_flat(lowering, flat, target=target, executor=executor, policy=policy, workers=workers,
+                                  compiled=compiled, donated=donated, compute=compute, plans=plans)
+    return (jax.tree.unflatten(lowering.out_tree, outputs) if compute else None), trace
+
+
+def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simulated", policy: str = "mpmd",
+                 workers: int = 4, compiled=None, donated=(), compute: bool = True, plans: dict | None = None):
+    """:func:`execute` on the flat list of arguments: (the flat list of outputs, or None, :class:`Trace`)."""
     with ieee():   # IEEE subnormals even on XLA's threads (see _fpenv); threads started here inherit it
         tgt = get_target(target) if isinstance(target, str) else target
         compiled = compiled or compile_kernel(lowering, tgt.memory)
-        flat, tree = jax.tree.flatten(args)
-        if tree != lowering.in_tree:
-            raise PtoArgumentError(f"pto run: arguments {tree} do not match the lowered signature {lowering.in_tree}")
         if not compute and executor != "simulated":
             raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
         arrays = [np.asarray(x) for x in flat]
@@ -60,7 +68,7 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
             try:
                 kept.plan.rebind(arrays)
                 replay(kept.plan, kept.trace, ctx=kept.core)
-                return jax.tree.unflatten(lowering.out_tree, kept.plan.results()), kept.trace
+                return kept.plan.results(), kept.trace
             finally:
                 kept.plan.recycle()
                 kept.lock.release()
@@ -73,7 +81,7 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
             trace = run_threads(plan, machine(tgt), workers=workers, worker=backend.worker)
         else:
             raise PtoArgumentError(f"pto run: executor {executor!r} is not 'simulated' or 'threads'")
-        outputs = jax.tree.unflatten(lowering.out_tree, plan.results()) if compute else None
+        outputs = plan.results() if compute else None
         if keep and plan.replayable and key not in plans:
             plan.recycle()
             plans[key] = _Replay(plan, trace, backend.worker())
@@ -82,4 +90,4 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
         return outputs, trace
 
 
-__all__ = ["Trace", "execute", "machine"]
+__all__ = ["Trace", "execute", "execute_flat", "machine"]

@@ -27,7 +27,7 @@ from . import ascend
 from ._jax import Primitive, ShapedArray, ad, batching, host_call_lowering, mlir, xla
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError
-from .execute import execute
+from .execute import execute_flat
 from .lowering.pipeline import Lowering, lower
 
 BACKENDS = ("sim", "xla")
@@ -118,7 +118,9 @@ class Compiled:
     def __repr__(self):
         return f"{self.name}{_describe(self.avals)}@{self.options.target}/{self.options.backend}"
 
-    def _check(self, flat):
+    def _check(self, flat, tree):
+        if tree != self.lowering.in_tree:
+            raise PtoArgumentError(f"pj.kernel '{self.name}': arguments {tree} do not match {self.lowering.in_tree}")
         avals = _avals(flat)
         if avals != self.avals:
             raise PtoArgumentError(f"pj.kernel '{self.name}': compiled for {_describe(self.avals)} but called with "
@@ -126,9 +128,7 @@ class Compiled:
 
     def __call__(self, *args):
         flat, tree = jax.tree.flatten(args)
-        if tree != self.lowering.in_tree:
-            raise PtoArgumentError(f"pj.kernel '{self.name}': arguments {tree} do not match {self.lowering.in_tree}")
-        self._check(flat)
+        self._check(flat, tree)
         if self.options.backend == "sim" and not any(isinstance(x, jax.core.Tracer) for x in flat):
             # Eager call on concrete arrays: run on the runtime directly (runtime errors keep their type).
             outs, _ = self.run(*args)
@@ -148,17 +148,26 @@ class Compiled:
 
         Arrays of ``donate_argnums`` arguments may be overwritten (the kernel updates them in place).
         ``compute=False``: schedule on the cost model without running the task bodies (outputs None)."""
-        flat, _ = jax.tree.flatten(args)
-        self._check(flat)
+        flat, tree = jax.tree.flatten(args)
+        self._check(flat, tree)
+        outs, trace = self._run_flat(flat, executor or self.options.executor, policy, compute)
+        return (jax.tree.unflatten(self.lowering.out_tree, outs) if compute else None), trace
+
+    def _run_flat(self, flat, executor: str, policy: str = "mpmd", compute: bool = True):
+        """:meth:`run` on flat arguments of the compiled signature: (flat outputs, trace)."""
+        return execute_flat(self.lowering, flat, target=self.options.target, executor=executor, policy=policy,
+                            workers=self.options.workers, compiled=self._code(), donated=self._donated,
+                            compute=compute, plans=self.plans)
+
+    @functools.cached_property
+    def _donated(self) -> frozenset:
+        """Flat argument positions of the ``donate_argnums`` arguments."""
         donated, start = set(), 0
-        for i, arg in enumerate(args):
-            n = len(jax.tree.leaves(arg))
+        for i, arg in enumerate(self.lowering.in_tree.children()):
             if i in self.options.donate_argnums:
-                donated.update(range(start, start + n))
-            start += n
-        return execute(self.lowering, *args, target=self.options.target, executor=executor or self.options.executor,
-                       policy=policy, workers=self.options.workers, compiled=self._code(), donated=donated,
-                       compute=compute, plans=self.plans)
+                donated.update(range(start, start + arg.num_leaves))
+            start += arg.num_leaves
+        return frozenset(donated)
 
     def profile(self, *args, policy: str = "mpmd", compute: bool = True):
         """A simulated run on the target's cost model: a :class:`~ptojax.mpmd.Profile`
@@ -269,9 +278,9 @@ def _lowering(ctx, *args, call: Compiled):
         return mlir.lower_fun(functools.partial(_xla, call=call), multiple_results=True)(ctx, *args)
     dtypes = [v.aval.dtype for v in call.lowering.traced.jaxpr.outvars]
 
-    def host(*flat):
-        outs, _ = call.run(*jax.tree.unflatten(call.lowering.in_tree, list(flat)))
-        return tuple(np.asarray(o, d) for o, d in zip(jax.tree.leaves(outs), dtypes))
+    def host(*flat):   # XLA's arrays, of the compiled signature
+        outs, _ = call._run_flat(flat, call.options.executor)
+        return tuple(np.asarray(o, d) for o, d in zip(outs, dtypes))
 
     return host_call_lowering(ctx, host, *args)
 
