@@ -23,7 +23,7 @@ import numpy as np
 
 from . import asm, isa
 from ..lowering.memory import CoreMemory
-from .interpreter import (_BASE, PtoExecutionError, _Runner, compute_into, semantic_params, statement_error,
+from .interpreter import (_BASE, _Runner, bind, compute_into, semantic_params, statement_error,
                           store_error, window_error)
 from .semantics import mscatter_into
 
@@ -183,20 +183,7 @@ def run_batch(kernel: asm.Kernel, indices, args, memory: CoreMemory, extent: dic
     ``verified`` as for :func:`~ptojax.ascend.interpreter.run`."""
     n = len(indices)
     grid = np.asarray(indices, dtype=np.int64).reshape(n, -1)
-    env = {}
-    it = iter(args)
-    g = 0
-    for name, ptype in kernel.params:
-        if ptype == "index":
-            if g >= grid.shape[1]:
-                raise PtoExecutionError(f"pto run: program '{kernel.name}' expects {len(kernel.grid)} grid indices")
-            column = grid[:, g]
-            env[name] = int(column[0]) if (column == column[0]).all() else Lanes(column)
-            g += 1
-        else:
-            env[name] = next(it, None)
-            if env[name] is None:
-                raise PtoExecutionError(f"pto run: program '{kernel.name}' expects a GM tensor for {name}")
+    env = bind(kernel, [int(c[0]) if (c == c[0]).all() else Lanes(c) for c in grid.T], args)
     buffers = {loc: _lane_buffer(loc, n, size) for loc, size in extent.items()}
     _Batch(kernel, n, grid, env, buffers, memory, verified).block(kernel.body)
 

@@ -89,19 +89,19 @@ def run(kernel: asm.Kernel, index, args, core: Core, *, verified: bool = False) 
     """Execute ``kernel`` at grid point ``index`` with GM arrays ``args`` (pointer params, in order).
     ``verified``: the kernel passed :func:`~ptojax.ascend.isa.verify`, so its instructions are not
     checked again as they run."""
-    env = {}
-    it = iter(args)
-    indices = list(index)
+    _Runner(kernel, core, bind(kernel, [int(i) for i in index], args), verified).block(kernel.body)
+
+
+def bind(kernel: asm.Kernel, indices, args) -> dict:
+    """``kernel``'s parameters by name: its grid index parameters bound to ``indices``, its pointer
+    parameters to the GM arrays ``args``, in order."""
+    env, indices, args = {}, iter(indices), iter(args)
     for name, ptype in kernel.params:
-        if ptype == "index":
-            if not indices:
-                raise PtoExecutionError(f"pto run: program '{kernel.name}' expects {len(kernel.grid)} grid indices")
-            env[name] = int(indices.pop(0))
-        else:
-            env[name] = next(it, None)
-            if env[name] is None:
-                raise PtoExecutionError(f"pto run: program '{kernel.name}' expects a GM tensor for {name}")
-    _Runner(kernel, core, env, verified).block(kernel.body)
+        env[name] = next(indices if ptype == "index" else args, None)
+        if env[name] is None:
+            wanted = f"{len(kernel.grid)} grid indices" if ptype == "index" else f"a GM tensor for {name}"
+            raise PtoExecutionError(f"pto run: program '{kernel.name}' expects {wanted}")
+    return env
 
 
 class _Runner:
