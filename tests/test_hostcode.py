@@ -142,8 +142,9 @@ def test_host_code_with_missing_arguments_reports_as_the_interpreter():
 
 def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics():
     """tadd/tsub/tmul/tdiv/tmax/tmin on float32 run as one ufunc into the destination: the same bits as
-    the semantics on any operands (NaN payloads, infinities, subnormals), in place too. float16 ones
-    keep the semantics call (NumPy's float16 loops choose other NaN payloads)."""
+    the semantics on any operands (NaN payloads, infinities, subnormals), broadcast ones (a column or a
+    row against the destination's region) and in place too. float16 ones keep the semantics call
+    (NumPy's float16 loops choose other NaN payloads)."""
     from ptojax.ascend.hostcode import _UFUNCS
     from ptojax.ascend.semantics import SEMANTICS
 
@@ -154,7 +155,9 @@ def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics()
     a, b = bits.view(np.float32), np.roll(bits, 7).view(np.float32)
     with np.errstate(all="ignore"):
         for name, ufunc in _UFUNCS.items():
-            for x, y in ((a, b), (b, a), (a, np.asarray(np.float32(np.nan))), (a, np.asarray(np.float32(-0.0)))):
+            grid, column, row = a.reshape(-1, 8), b.reshape(-1, 8)[:, :1], b[:8].reshape(1, 8)
+            for x, y in ((a, b), (b, a), (a, np.asarray(np.float32(np.nan))), (a, np.asarray(np.float32(-0.0))),
+                         (grid, column), (grid, row)):
                 want = SEMANTICS[name](x, y)
                 out = x.copy()
                 getattr(np, ufunc)(out, y, out=out)
@@ -166,6 +169,7 @@ def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics()
 
     for dtype, native in ((np.float32, True), (F16, False)):
         x = rand((16, 32), dtype, 1)
-        code = pj.kernel(add).compiled_for(x, x)._code()
-        sources = [code.host(key).source for key in code.kernels]
-        assert any("_np.add(" in s for s in sources) == native
+        for y in (x, rand((16, 1), dtype, 2), rand((1, 32), dtype, 3)):
+            code = pj.kernel(add).compiled_for(x, y)._code()
+            sources = [code.host(key).source for key in code.kernels]
+            assert any("_np.add(" in s for s in sources) == native

@@ -270,15 +270,19 @@ class _Writer:
         out = self.tiles.get(stmt.outs[0].name)
         if name not in _UFUNCS or len(stmt.outs) != 1 or out is None or out.np_dtype != _F32 or stmt.attr("shapes"):
             return None
-        args = []
+        args, shapes = [], []
         for o in stmt.ins:
             tile, expr = self.tiles.get(o.name), self.var(o.name)
-            if tile is not None and tile.np_dtype == _F32 and (tile.v_row, tile.v_col) == (out.v_row, out.v_col):
-                args.append(expr)
-            elif tile is None and expr.startswith("_C") and self.ns[expr].dtype == _F32:
-                args.append(expr)
-            else:
+            if tile is not None and tile.np_dtype == _F32:
+                shapes.append((tile.v_row, tile.v_col))
+            elif not (tile is None and expr.startswith("_C") and self.ns[expr].dtype == _F32):
                 return None
+            args.append(expr)
+        try:                                            # operands that broadcast to the destination's region
+            if np.broadcast_shapes(*shapes) != (out.v_row, out.v_col):
+                return None
+        except ValueError:
+            return None
         return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={self.var(stmt.outs[0].name)})"
 
     def compute(self, k, stmt: asm.Instr, depth):
