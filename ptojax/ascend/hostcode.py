@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import PtoError
@@ -96,11 +97,14 @@ class _Errors:
         return tuple(np.asarray(r) for r in results)
 
 
-# float32 instructions whose semantics is exactly this NumPy ufunc (no widening, one IEEE rounding);
-# float16 / bfloat16 ones are not: NumPy's own loops for them pick other NaN payloads.
+# Instructions whose float32 semantics is exactly this NumPy ufunc. On float16 /
+# bfloat16 their semantics is the ufunc on the operands widened to float32, rounded once to the
+# destination's dtype (NumPy's own float16 loops are not that: they pick other NaN payloads).
 _UFUNCS = {"tadd": "add", "tsub": "subtract", "tmul": "multiply", "tdiv": "divide", "tmax": "maximum",
-           "tmin": "minimum"}
+           "tmin": "minimum", "texp": "exp", "tlog": "log", "tsqrt": "sqrt", "ttanh": "tanh", "tround": "rint",
+           "tabs": "absolute", "tneg": "negative"}
 _F32 = np.dtype(np.float32)
+_HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 
 class _Unsupported(Exception):
@@ -116,7 +120,7 @@ class _Writer:
         self.tiles: dict[str, asm.TileBuf] = {}         # SSA name -> its tile type
         self.static: dict[str, tuple] = {}              # SSA name of a view -> (shape, dtype) known now
         self.allocs: list = []
-        self.ns = {"_np": np, "_nd": np.ndarray, "_asarray": np.asarray, "_scatter": mscatter_into}
+        self.ns = {"_np": np, "_nd": np.ndarray, "_asarray": np.asarray, "_scatter": mscatter_into, "_F32": _F32}
 
     def const(self, value, stem="K") -> str:
         name = f"_{stem}{len(self.ns)}"
@@ -265,25 +269,34 @@ class _Writer:
             self.compute(k, stmt, depth)
 
     def ufunc(self, name, stmt: asm.Instr) -> str | None:
-        """The instruction as one NumPy ufunc writing its destination, where that is its semantics bit
-        for bit: float32 operands of the destination's region (or float32 constants), exact IEEE ops."""
+        """The instruction as one NumPy ufunc into its destination, where that is its semantics bit for
+        bit: operands (tiles or constants) of the destination's dtype whose regions broadcast to its
+        region; float32 in place, float16 / bfloat16 widened and rounded as the semantics does (the
+        assignment casts as ``astype`` does)."""
         out = self.tiles.get(stmt.outs[0].name)
-        if name not in _UFUNCS or len(stmt.outs) != 1 or out is None or out.np_dtype != _F32 or stmt.attr("shapes"):
+        if name not in _UFUNCS or len(stmt.outs) != 1 or out is None or stmt.attr("shapes") or semantic_params(stmt):
+            return None
+        dtype, dst = out.np_dtype, self.var(stmt.outs[0].name)
+        if dtype != _F32 and dtype not in _HALF:
             return None
         args, shapes = [], []
         for o in stmt.ins:
             tile, expr = self.tiles.get(o.name), self.var(o.name)
-            if tile is not None and tile.np_dtype == _F32:
+            if tile is not None and tile.np_dtype == dtype:
                 shapes.append((tile.v_row, tile.v_col))
-            elif not (tile is None and expr.startswith("_C") and self.ns[expr].dtype == _F32):
+                args.append(expr if dtype == _F32 else f"{expr}.astype(_F32)")
+            elif tile is None and expr.startswith("_C") and self.ns[expr].dtype == dtype:
+                args.append(expr if dtype == _F32 else self.const(self.ns[expr].astype(_F32), "C"))
+            else:
                 return None
-            args.append(expr)
         try:                                            # operands that broadcast to the destination's region
             if np.broadcast_shapes(*shapes) != (out.v_row, out.v_col):
                 return None
         except ValueError:
             return None
-        return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={self.var(stmt.outs[0].name)})"
+        if dtype == _F32:
+            return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={dst})"
+        return f"{dst}[...] = _np.{_UFUNCS[name]}({', '.join(args)})"
 
     def compute(self, k, stmt: asm.Instr, depth):
         name = _BASE.get(stmt.op, stmt.op)
