@@ -194,13 +194,13 @@ def _accumulate(fn):
 @_register("tsum")
 @_accumulate
 def sum_(x, *, axes, keepdims, dtype):
-    return np.sum(x, axis=tuple(axes), dtype=dtype, keepdims=keepdims)
+    return np.add.reduce(x, axis=tuple(axes), dtype=dtype, keepdims=keepdims)       # np.sum, minus its wrapper
 
 
 @_register("tprod")
 @_accumulate
 def prod(x, *, axes, keepdims, dtype):
-    return np.prod(x, axis=tuple(axes), dtype=dtype, keepdims=keepdims)
+    return np.multiply.reduce(x, axis=tuple(axes), dtype=dtype, keepdims=keepdims)
 
 
 def _widen(x):
@@ -209,12 +209,12 @@ def _widen(x):
 
 @_register("tamax")
 def amax(x, *, axes, keepdims):
-    return np.asarray(np.max(_widen(x), axis=tuple(axes), keepdims=keepdims)).astype(x.dtype)
+    return np.asarray(np.maximum.reduce(_widen(x), axis=tuple(axes), keepdims=keepdims)).astype(x.dtype)
 
 
 @_register("tamin")
 def amin(x, *, axes, keepdims):
-    return np.asarray(np.min(_widen(x), axis=tuple(axes), keepdims=keepdims)).astype(x.dtype)
+    return np.asarray(np.minimum.reduce(_widen(x), axis=tuple(axes), keepdims=keepdims)).astype(x.dtype)
 
 
 @_register("targmax")
