@@ -5,8 +5,8 @@ it looks each statement up, resolves its operands by name, makes the windows' sl
 views, and checks every value. For a kernel the backend compiled (verified when it was compiled),
 :func:`host_kernel` does that walk once and prints a Python function: index arithmetic as Python
 expressions, windows as slices, tile views made once per core, each compute instruction one call of
-its NumPy semantics (``semantics.py``; a float32 add, sub, mul, div, max or min of whole tiles: the
-ufunc itself, writing the destination). Checks whose outcome the kernel's text decides (a window
+its NumPy semantics (``semantics.py``; a float arithmetic or elementwise math instruction whose
+semantics is one ufunc: that ufunc, writing the destination). Checks whose outcome the kernel's text decides (a window
 inside its tensor, a load of the tile's shape) are decided once. The function runs every grid point
 of a task (or of several ready tasks) in one call. Running it is running the interpreter, bit for bit
 and error for error (the same checks, the same messages; ``tests/test_hostcode.py``), without the
@@ -97,9 +97,9 @@ class _Errors:
         return tuple(np.asarray(r) for r in results)
 
 
-# Instructions whose float32 semantics is exactly this NumPy ufunc. On float16 /
-# bfloat16 their semantics is the ufunc on the operands widened to float32, rounded once to the
-# destination's dtype (NumPy's own float16 loops are not that: they pick other NaN payloads).
+# Instructions whose float32 semantics is exactly this NumPy ufunc. On float16 / bfloat16 their
+# semantics is the ufunc on the operands widened to float32, rounded once to the destination's dtype
+# (NumPy's own float16 loops are not that: they pick other NaN payloads).
 _UFUNCS = {"tadd": "add", "tsub": "subtract", "tmul": "multiply", "tdiv": "divide", "tmax": "maximum",
            "tmin": "minimum", "texp": "exp", "tlog": "log", "tsqrt": "sqrt", "ttanh": "tanh", "tround": "rint",
            "tabs": "absolute", "tneg": "negative"}
