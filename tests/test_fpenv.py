@@ -43,6 +43,23 @@ def test_xla_threads_flush_and_ieee_turns_it_off_and_back():
     assert seen == {"callback": True, "inside": False, "after": True}
 
 
+def test_a_platform_without_the_switch_warns(monkeypatch):
+    from ptojax import _fpenv
+
+    monkeypatch.setattr(_fpenv, "_libm", lambda: None)
+    seen = {}
+
+    def host(x):
+        with pytest.warns(RuntimeWarning, match="flushes subnormals to zero and ptojax cannot turn that off"):
+            with ieee():
+                seen["inside"] = flushing()
+        return x
+
+    f = jax.jit(lambda x: jax.pure_callback(host, jax.ShapeDtypeStruct((1,), jnp.float32), x))
+    jax.block_until_ready(f(jnp.ones(1, jnp.float32)))
+    assert seen == {"inside": True}
+
+
 @pytest.mark.parametrize("executor", ["simulated", "threads"])
 def test_jit_keeps_subnormals_as_the_eager_call_does(executor):
     x, y = _subnormal_inputs()
