@@ -64,7 +64,8 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     ctx = worker() if (execute and worker) else None
     n = len(tasks)
     fanin = [len(t.preds) for t in tasks]
-    order, place = plan.graph.by_rank, plan.graph.place
+    graph = plan.graph
+    order, place, succs, costs = graph.by_rank, graph.place, graph.succ_ids, graph.costs
     idle = [list(range(count)) for _, count in machine.cores]
     lanes = list(zip(ready, idle))
     spmd = policy == "spmd"
@@ -79,7 +80,7 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     # that decided ``schedulers`` dispatches ago (all are free at 0 before that).
     schedulers = machine.schedulers
     schedule_cost, latency = machine.schedule_cost, machine.dispatch_latency
-    events: list = []                                   # (end, dispatch number, task, core, idle heap): a heap
+    events: list = []                                   # (end, dispatch number, tid, core, idle heap): a heap
     done: list = []                                     # (start, tid, core, decided, end) per dispatch
     record = done.append
     seq = 0                                             # dispatches so far
@@ -95,30 +96,28 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
         for rq, iq in lanes:                            # idle cores take the highest-ranked ready tasks
             while rq and iq:
                 tid = order[pop(rq)]
-                task = tasks[tid]
                 core = pop(iq)
                 free = done[seq - schedulers][3] if seq >= schedulers else 0.0
                 decided = (now if now > free else free) + schedule_cost
                 start = decided + latency
-                end = start + task.cost
+                end = start + costs[tid]
                 seq += 1
-                push(events, (end, seq, task, core, iq))
+                push(events, (end, seq, tid, core, iq))
                 record((start, tid, core, decided, end))
         if not events:
             break
-        now, _, task, core, iq = pop(events)
+        now, _, tid, core, iq = pop(events)
         push(iq, core)
-        for succ in task.succs:
-            s = succ.tid
+        for s in succs[tid]:
             left = fanin[s] - 1
             fanin[s] = left
             if not left:
-                if spmd and succ.stage != stages[current]:
-                    held.setdefault(succ.stage, []).append(s)
+                if spmd and tasks[s].stage != stages[current]:
+                    held.setdefault(tasks[s].stage, []).append(s)
                 else:
                     push(queue[s], place[s])
         if spmd:
-            stage_left[task.stage] -= 1
+            stage_left[tasks[tid].stage] -= 1
             while current < len(stages) - 1 and stage_left[stages[current]] == 0:
                 current += 1
                 for s in held.pop(stages[current], []):

@@ -216,7 +216,8 @@ class TaskGraph:
 
     def _rank(self, order: list[Task]):
         """HEFT upward rank: a task's cost plus the longest chain of costs after it; ``place[tid]``: the
-        task's position in the ready queues' order (rank descending, then task id)."""
+        task's position in the ready queues' order (rank descending, then task id). The executor reads
+        the graph by task id: ``by_rank``, ``place``, ``succ_ids`` and ``costs``, plain lists."""
         for task in reversed(order):
             succs = task.succs
             task.rank = task.cost + (max([s.rank for s in succs]) if succs else 0.0)
@@ -224,6 +225,8 @@ class TaskGraph:
         place = np.empty(len(ranked), dtype=np.int64)
         place[ranked] = np.arange(len(ranked))
         self.by_rank, self.place = ranked.tolist(), place.tolist()   # ints compare faster than (rank, tid)
+        self.succ_ids = [[s.tid for s in t.succs] for t in self.tasks]
+        self.costs = [t.cost for t in self.tasks]
 
     def topological(self) -> list[Task]:
         fanin = {t: len(t.preds) for t in self.tasks}
