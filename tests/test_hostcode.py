@@ -74,6 +74,8 @@ def test_host_code_is_python_that_reads_like_the_kernel():
     assert "v_t6[...] = _np.multiply(v_t4.astype(_F32), _C" in source        # tmuls, tadd: widened, one ufunc
     assert "v_t11[...] = _np.add(v_t6.astype(_F32), v_t10.astype(_F32))" in source
     assert "try:" not in source
+    matmul = code.host(("matmul", (1, 1))).source                          # float16 operands, float32 product
+    assert "v_t11[...] = _np.matmul(v_t5.astype(_F32), v_t10.astype(_F32))" in matmul
     text = pj.kernel(seed_kernel).lower(*args).compile().as_text("host")
     assert text.count("// program ") == text.count("def run(_T, _tiles, ") == 3
 

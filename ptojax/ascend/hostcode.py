@@ -298,12 +298,27 @@ class _Writer:
             return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={dst})"
         return f"{dst}[...] = _np.{_UFUNCS[name]}({', '.join(args)})"
 
+    def matmul(self, name, stmt: asm.Instr) -> str | None:
+        """A float ``tmatmul`` (no bias, no transposes) as its semantics' own steps: both tiles widened
+        to float32, one BLAS product, rounded to the destination's dtype by the assignment."""
+        params = semantic_params(stmt)
+        if name != "tmatmul" or len(stmt.ins) != 2 or stmt.attr("shapes") or params.get("transpose_a", True) \
+                or params.get("transpose_b", True):
+            return None
+        out, a, b = (self.tiles.get(o.name) for o in (stmt.outs[0], *stmt.ins))
+        if out is None or a is None or b is None or a.np_dtype != b.np_dtype or a.np_dtype not in (_F32, *_HALF):
+            return None
+        if out.np_dtype != params.get("out_dtype") or (a.v_row, a.v_col, b.v_col) != (out.v_row, b.v_row, out.v_col):
+            return None
+        lhs, rhs, dst = (self.var(o.name) for o in (*stmt.ins, stmt.outs[0]))
+        return f"{dst}[...] = _np.matmul({lhs}.astype(_F32), {rhs}.astype(_F32))"
+
     def compute(self, k, stmt: asm.Instr, depth):
         name = _BASE.get(stmt.op, stmt.op)
         fn = SEMANTICS.get(name)
         if fn is None:
             raise _Unsupported(f"pto.{name} has no NumPy semantics")
-        native = self.ufunc(name, stmt)
+        native = self.ufunc(name, stmt) or self.matmul(name, stmt)
         if native is not None:
             self.emit(depth, native)
             return
