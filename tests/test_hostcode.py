@@ -193,3 +193,37 @@ def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics()
             assert any("_np.add(" in code.host(key).source for key in code.kernels)
     code = pj.kernel(add).compiled_for(rand((16, 32), np.int32, 4), rand((16, 32), np.int32, 5))._code()
     assert not any("_np.add(" in code.host(key).source for key in code.kernels)      # integers: the semantics
+
+
+def test_float_casts_run_as_the_assignment_with_the_semantics_bits():
+    """tcvt between float32, float16 and bfloat16 is the assignment into the destination tile (half to
+    half through float32): the semantics' bits on every 16-bit pattern and on float32 specials
+    (NaN payloads, infinities, overflow, subnormals, ties)."""
+    from ptojax.ascend.semantics import SEMANTICS
+
+    rng = np.random.default_rng(0)
+    every = np.arange(2**16, dtype=np.uint16)
+    special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7FA00000, 0xFFC00001, 0x7F800001, 1,
+                        0x477FF000, 0x477FEFFF, 0x33000000, 0x33000001, 0x3F808000, 0x3F818000], np.uint32)
+    f32 = np.concatenate([rng.integers(0, 2**32, 50000, dtype=np.uint64).astype(np.uint32), special])
+    sources = {F16: every.view(F16), BF16: every.view(BF16), np.dtype(np.float32): f32.view(np.float32)}
+    with np.errstate(all="ignore"):
+        for src, x in sources.items():
+            for dst in sources:
+                want = SEMANTICS["tcvt"](x, dtype=dst, rounding="rint", saturate=True)
+                out = np.empty(x.shape, dst)
+                out[...] = x.astype(np.float32) if {src, dst} == {F16, BF16} else x
+                np.testing.assert_array_equal(out.view(f"u{dst.itemsize}"), want.view(f"u{dst.itemsize}"),
+                                              err_msg=f"{src} -> {dst}")
+
+    def to(dtype):
+        def cast(x):
+            with pj.tile(vec=(8, 32)):
+                return pj.ops.cast(x, dtype)
+        return cast
+
+    for src, dst, line in ((np.float32, BF16, "] = v_t"), (F16, BF16, ".astype(_F32)"), (BF16, np.float32, "] = v_t")):
+        x = rand((16, 32), src, 1)
+        code = pj.kernel(to(dst)).compiled_for(x)._code()
+        source = "".join(code.host(key).source for key in code.kernels)
+        assert line in source and "_F" not in source.replace("_F32", ""), source

@@ -313,12 +313,27 @@ class _Writer:
         lhs, rhs, dst = (self.var(o.name) for o in (*stmt.ins, stmt.outs[0]))
         return f"{dst}[...] = _np.matmul({lhs}.astype(_F32), {rhs}.astype(_F32))"
 
+    def cast(self, name, stmt: asm.Instr) -> str | None:
+        """A float-to-float ``tcvt`` as its semantics' steps: the assignment converts (float16 and
+        bfloat16 to each other through float32, which holds both exactly)."""
+        if name != "tcvt" or stmt.attr("shapes"):
+            return None
+        src, out = self.tiles.get(stmt.ins[0].name), self.tiles.get(stmt.outs[0].name)
+        floats = (_F32, *_HALF)
+        if src is None or out is None or src.np_dtype not in floats or out.np_dtype not in floats \
+                or (src.v_row, src.v_col) != (out.v_row, out.v_col):
+            return None
+        value = self.var(stmt.ins[0].name)
+        if src.np_dtype in _HALF and out.np_dtype in _HALF and src.np_dtype != out.np_dtype:
+            value += ".astype(_F32)"
+        return f"{self.var(stmt.outs[0].name)}[...] = {value}"
+
     def compute(self, k, stmt: asm.Instr, depth):
         name = _BASE.get(stmt.op, stmt.op)
         fn = SEMANTICS.get(name)
         if fn is None:
             raise _Unsupported(f"pto.{name} has no NumPy semantics")
-        native = self.ufunc(name, stmt) or self.matmul(name, stmt)
+        native = self.ufunc(name, stmt) or self.matmul(name, stmt) or self.cast(name, stmt)
         if native is not None:
             self.emit(depth, native)
             return
