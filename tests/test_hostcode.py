@@ -3,6 +3,7 @@ import dataclasses
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -227,3 +228,27 @@ def test_float_casts_run_as_the_assignment_with_the_semantics_bits():
         code = pj.kernel(to(dst)).compiled_for(x)._code()
         source = "".join(code.host(key).source for key in code.kernels)
         assert line in source and "_F" not in source.replace("_F32", ""), source
+
+
+@pytest.mark.parametrize("dtype", [np.float32, F16, BF16], ids=["f32", "f16", "bf16"])
+def test_float_reductions_run_inline_with_the_interpreters_bits(dtype):
+    """tsum / tamax / tamin on float tiles run as the ufunc's reduce on a float32 copy (no semantics
+    call): the interpreter's bits on values with NaNs of several payloads, infinities and signed zeros."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(16, 64)).astype(np.float32)
+    bits = x.view(np.uint32)
+    bits[0, :4] = [0x7FC00001, 0xFFC00002, 0x7F800000, 0xFF800000]
+    bits[1, :3] = [0x80000000, 0, 0x7FA00003]
+    with np.errstate(invalid="ignore"):
+        x = x.astype(dtype)
+
+    def reductions(x):
+        with pj.tile(vec=(8, 64)):
+            return jnp.sum(x, axis=-1), jnp.max(x, axis=-1, keepdims=True), jnp.min(x, axis=0)
+
+    (got, _), (want, _) = _both(reductions, (x,))
+    _same(got, want)
+    code = pj.kernel(reductions).compiled_for(x)._code()
+    source = "".join(code.host(key).source for key in code.kernels)
+    for ufunc in ("add", "maximum", "minimum"):
+        assert f"_np.{ufunc}.reduce(" in source

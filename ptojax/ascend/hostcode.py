@@ -103,6 +103,7 @@ class _Errors:
 _UFUNCS = {"tadd": "add", "tsub": "subtract", "tmul": "multiply", "tdiv": "divide", "tmax": "maximum",
            "tmin": "minimum", "texp": "exp", "tlog": "log", "tsqrt": "sqrt", "ttanh": "tanh", "tround": "rint",
            "tabs": "absolute", "tneg": "negative"}
+_REDUCE = {"tsum": "add", "tamax": "maximum", "tamin": "minimum"}     # float semantics: the ufunc's reduce
 _F32 = np.dtype(np.float32)
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
@@ -328,12 +329,38 @@ class _Writer:
             value += ".astype(_F32)"
         return f"{self.var(stmt.outs[0].name)}[...] = {value}"
 
+    def reduce(self, name, stmt: asm.Instr) -> str | None:
+        """A float ``tsum`` / ``tamax`` / ``tamin`` as its semantics' steps: a float32 copy of the tile (in
+        its own layout, so the summation order is the semantics'), the ufunc's reduce, the assignment
+        rounding to the tile's dtype."""
+        if name not in _REDUCE or len(stmt.ins) != 1 or len(stmt.outs) != 1:
+            return None
+        src, out = self.tiles.get(stmt.ins[0].name), self.tiles.get(stmt.outs[0].name)
+        if src is None or out is None or src.np_dtype not in (_F32, *_HALF) or out.np_dtype != src.np_dtype:
+            return None
+        params, shapes = semantic_params(stmt), stmt.attr("shapes") or ((src.v_row, src.v_col),)
+        if set(params) != {"axes", "keepdims"} or math.prod(shapes[0]) != src.v_row * src.v_col:
+            return None
+        axes, keepdims = tuple(params["axes"]), bool(params["keepdims"])
+        result = np.add.reduce(np.zeros(shapes[0], _F32), axis=axes, keepdims=keepdims).shape
+        if math.prod(result) != out.v_row * out.v_col:
+            return None
+        x = self.var(stmt.ins[0].name) + (".copy()" if src.np_dtype == _F32 else ".astype(_F32)")
+        if tuple(shapes[0]) != (src.v_row, src.v_col):
+            x += f".reshape({tuple(shapes[0])})"
+        dtype = ", dtype=_F32" if name == "tsum" else ""
+        value = f"_np.{_REDUCE[name]}.reduce({x}, axis={axes}{dtype}, keepdims={keepdims})"
+        if result != (out.v_row, out.v_col):
+            value = f"_np.reshape({value}, ({out.v_row}, {out.v_col}))"
+        return f"{self.var(stmt.outs[0].name)}[...] = {value}"
+
     def compute(self, k, stmt: asm.Instr, depth):
         name = _BASE.get(stmt.op, stmt.op)
         fn = SEMANTICS.get(name)
         if fn is None:
             raise _Unsupported(f"pto.{name} has no NumPy semantics")
-        native = self.ufunc(name, stmt) or self.matmul(name, stmt) or self.cast(name, stmt)
+        native = (self.ufunc(name, stmt) or self.matmul(name, stmt) or self.cast(name, stmt)
+                  or self.reduce(name, stmt))
         if native is not None:
             self.emit(depth, native)
             return
