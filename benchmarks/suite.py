@@ -479,7 +479,7 @@ def measures(mode: str):
         out += [(f"{TITLES[k]}, seed shape", "a", "≤ 2×", seed_shape(k)) for k in KERNELS
                 if k != "dia" or mode == "full"]
     kvs = (8192, 32768) if mode == "quick" else (8192, 32768, 65536, 131072)
-    out.append(("compile", "b", None, functools.partial(compile_times, kvs, repeats=3 if mode == "quick" else 7)))
+    out.append(("compile", "b", None, functools.partial(compile_times, kvs, repeats=3 if mode == "quick" else 11)))
     if mode != "quick":
         out.append(("makespans", "c", None, makespans))
     out.append(("executor", "d", None, executor_throughput))
