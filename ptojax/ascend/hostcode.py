@@ -5,8 +5,9 @@ it looks each statement up, resolves its operands by name, makes the windows' sl
 views, and checks every value. For a kernel the backend compiled (verified when it was compiled),
 :func:`host_kernel` does that walk once and prints a Python function: index arithmetic as Python
 expressions, windows as slices, tile views made once per core, each compute instruction one call of
-its NumPy semantics (``semantics.py``; a float arithmetic or elementwise math instruction whose
-semantics is one ufunc: that ufunc, writing the destination). Checks whose outcome the kernel's text decides (a window
+its NumPy semantics (``semantics.py``; where that semantics is one NumPy operation — float
+arithmetic and math, a float matmul, cast or sum / max / min — the operation inline, writing the
+destination). Checks whose outcome the kernel's text decides (a window
 inside its tensor, a load of the tile's shape) are decided once. The function runs every grid point
 of a task (or of several ready tasks) in one call. Running it is running the interpreter, bit for bit
 and error for error (the same checks, the same messages; ``tests/test_hostcode.py``), without the
