@@ -122,7 +122,7 @@ class _Writer:
         self.tiles: dict[str, asm.TileBuf] = {}         # SSA name -> its tile type
         self.static: dict[str, tuple] = {}              # SSA name of a view -> (shape, dtype) known now
         self.allocs: list = []
-        self.ns = {"_np": np, "_nd": np.ndarray, "_asarray": np.asarray, "_scatter": mscatter_into, "_F32": _F32}
+        self.ns = {"_np": np, "_nd": np.ndarray, "_asarray": np.asarray, "_scatter": mscatter_into}
 
     def const(self, value, stem="K") -> str:
         name = f"_{stem}{len(self.ns)}"
@@ -286,7 +286,7 @@ class _Writer:
             tile, expr = self.tiles.get(o.name), self.var(o.name)
             if tile is not None and tile.np_dtype == dtype:
                 shapes.append((tile.v_row, tile.v_col))
-                args.append(expr if dtype == _F32 else f"{expr}.astype(_F32)")
+                args.append(expr if dtype == _F32 else f"{expr}.astype(_np.float32)")
             elif tile is None and expr.startswith("_C") and self.ns[expr].dtype == dtype:
                 args.append(expr if dtype == _F32 else self.const(self.ns[expr].astype(_F32), "C"))
             else:
@@ -313,7 +313,7 @@ class _Writer:
         if out.np_dtype != params.get("out_dtype") or (a.v_row, a.v_col, b.v_col) != (out.v_row, b.v_row, out.v_col):
             return None
         lhs, rhs, dst = (self.var(o.name) for o in (*stmt.ins, stmt.outs[0]))
-        return f"{dst}[...] = _np.matmul({lhs}.astype(_F32), {rhs}.astype(_F32))"
+        return f"{dst}[...] = _np.matmul({lhs}.astype(_np.float32), {rhs}.astype(_np.float32))"
 
     def cast(self, name, stmt: asm.Instr) -> str | None:
         """A float-to-float ``tcvt`` as its semantics' steps: the assignment converts (float16 and
@@ -327,7 +327,7 @@ class _Writer:
             return None
         value = self.var(stmt.ins[0].name)
         if src.np_dtype in _HALF and out.np_dtype in _HALF and src.np_dtype != out.np_dtype:
-            value += ".astype(_F32)"
+            value += ".astype(_np.float32)"
         return f"{self.var(stmt.outs[0].name)}[...] = {value}"
 
     def reduce(self, name, stmt: asm.Instr) -> str | None:
@@ -346,10 +346,10 @@ class _Writer:
         result = np.add.reduce(np.zeros(shapes[0], _F32), axis=axes, keepdims=keepdims).shape
         if math.prod(result) != out.v_row * out.v_col:
             return None
-        x = self.var(stmt.ins[0].name) + (".copy()" if src.np_dtype == _F32 else ".astype(_F32)")
+        x = self.var(stmt.ins[0].name) + (".copy()" if src.np_dtype == _F32 else ".astype(_np.float32)")
         if tuple(shapes[0]) != (src.v_row, src.v_col):
             x += f".reshape({tuple(shapes[0])})"
-        dtype = ", dtype=_F32" if name == "tsum" else ""
+        dtype = ", dtype=_np.float32" if name == "tsum" else ""
         value = f"_np.{_REDUCE[name]}.reduce({x}, axis={axes}{dtype}, keepdims={keepdims})"
         if result != (out.v_row, out.v_col):
             value = f"_np.reshape({value}, ({out.v_row}, {out.v_col}))"
