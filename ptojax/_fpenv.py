@@ -1,9 +1,9 @@
 """IEEE float arithmetic on the host thread that runs a kernel: subnormals kept, never flushed.
 
-XLA's CPU threads run with the float unit's flush-to-zero and denormals-are-zero modes on, and
-``jax.jit`` calls a ``sim`` kernel's host callback on one of them (threads inherit the modes of the
-thread that starts them). NumPy then flushes subnormal results and operands to zero there but not in
-an eager call, and the two would disagree. ``with ieee():`` turns both modes off in the current
+XLA:CPU turns the float unit's flush-to-zero and denormals-are-zero modes on while it executes a
+computation, and a ``sim`` kernel under ``jax.jit`` runs inside one (its host callback; threads
+started there inherit the modes). NumPy then flushes subnormal results and operands to zero there but
+not in an eager call, and the two would disagree. ``with ieee():`` turns both modes off in the current
 thread and restores them on exit; it costs one float multiply when they are already off.
 """
 from __future__ import annotations

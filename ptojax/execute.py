@@ -55,7 +55,7 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
 def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simulated", policy: str = "mpmd",
                  workers: int = 4, compiled=None, donated=(), compute: bool = True, plans: dict | None = None):
     """:func:`execute` on the flat list of arguments: (the flat list of outputs, or None, :class:`Trace`)."""
-    with ieee():   # IEEE subnormals even on XLA's threads (see _fpenv); threads started here inherit it
+    with ieee():   # IEEE subnormals inside XLA's execution too (see _fpenv); threads started here inherit it
         tgt = get_target(target) if isinstance(target, str) else target
         compiled = compiled or compile_kernel(lowering, tgt.memory)
         if not compute and executor != "simulated":

@@ -1,4 +1,4 @@
-"""Subnormal floats under jax.jit: XLA's CPU threads flush them to zero; the simulator keeps them."""
+"""Subnormal floats under jax.jit: XLA:CPU flushes them to zero while it runs; the simulator keeps them."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,7 +28,7 @@ def _ieee_reference(x, y):
     return np.sum(x * y, axis=-1, keepdims=True, dtype=np.float32) + x
 
 
-def test_xla_threads_flush_and_ieee_turns_it_off_and_back():
+def test_xla_flushes_in_a_callback_and_ieee_turns_it_off_and_back():
     seen = {}
 
     def host(x):
