@@ -145,6 +145,20 @@ def test_host_code_with_missing_arguments_reports_as_the_interpreter():
         host(Core(memory), [(0,)], [np.zeros((64, 32), np.float32), np.zeros(64, np.float32)])
 
 
+# float32 bit patterns the fast paths must get right: zeros, infinities, NaNs of several payloads
+# (quiet, signalling, negative), subnormals, the largest finite, ties of float16 / bfloat16 rounding.
+_SPECIAL_F32 = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7FA00000, 0xFFC00001, 0x7F800001, 1,
+                         0x80000001, 0x3F800000, 0x7F7FFFFF, 0x477FF000, 0x477FEFFF, 0x33000000, 0x33000001,
+                         0x3F808000, 0x3F818000], np.uint32)
+
+
+def _float32_bits(count, repeat=1):
+    """``count`` random float32 bit patterns, then each special one ``repeat`` times."""
+    rng = np.random.default_rng(0)
+    return np.concatenate([rng.integers(0, 2**32, count, dtype=np.uint64).astype(np.uint32),
+                           np.repeat(_SPECIAL_F32, repeat)])
+
+
 def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics():
     """tadd/tsub/tmul/tdiv/tmax/tmin run as one ufunc into the destination: on float32 the same bits
     as the semantics on any operands (NaN payloads, infinities, subnormals), broadcast ones (a column
@@ -154,10 +168,7 @@ def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics()
     from ptojax.ascend.hostcode import _UFUNCS
     from ptojax.ascend.semantics import SEMANTICS
 
-    rng = np.random.default_rng(0)
-    special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7FA00000, 0xFFC00001, 0x7F800001, 1,
-                        0x80000001, 0x3F800000, 0x7F7FFFFF], np.uint32)
-    bits = np.concatenate([rng.integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32), np.repeat(special, 200)])
+    bits = _float32_bits(20000, repeat=200)
     a, b = bits.view(np.float32), np.roll(bits, 7).view(np.float32)
     with np.errstate(all="ignore"):
         for name, ufunc in _UFUNCS.items():
@@ -202,12 +213,9 @@ def test_float_casts_run_as_the_assignment_with_the_semantics_bits():
     (NaN payloads, infinities, overflow, subnormals, ties)."""
     from ptojax.ascend.semantics import SEMANTICS
 
-    rng = np.random.default_rng(0)
     every = np.arange(2**16, dtype=np.uint16)
-    special = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7FA00000, 0xFFC00001, 0x7F800001, 1,
-                        0x477FF000, 0x477FEFFF, 0x33000000, 0x33000001, 0x3F808000, 0x3F818000], np.uint32)
-    f32 = np.concatenate([rng.integers(0, 2**32, 50000, dtype=np.uint64).astype(np.uint32), special])
-    sources = {F16: every.view(F16), BF16: every.view(BF16), np.dtype(np.float32): f32.view(np.float32)}
+    sources = {F16: every.view(F16), BF16: every.view(BF16),
+               np.dtype(np.float32): _float32_bits(50000).view(np.float32)}
     with np.errstate(all="ignore"):
         for src, x in sources.items():
             for dst in sources:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import re
 
-import ml_dtypes
 import numpy as np
 
 from ..errors import PtoError
@@ -30,7 +29,7 @@ from . import asm
 from .batched import _ELEMENTWISE
 from .interpreter import (_BASE, Core, PtoExecutionError, alloc_error, fill_error, results_error, run,
                           semantic_params, statement_error, store_error, view_error, window_error)
-from .semantics import SEMANTICS, mscatter_into
+from .semantics import BF16, F16, F32, FLOAT, SEMANTICS, mscatter_into
 
 
 class HostKernel:
@@ -105,8 +104,6 @@ _UFUNCS = {"tadd": "add", "tsub": "subtract", "tmul": "multiply", "tdiv": "divid
            "tmin": "minimum", "texp": "exp", "tlog": "log", "tsqrt": "sqrt", "ttanh": "tanh", "tround": "rint",
            "tabs": "absolute", "tneg": "negative"}
 _REDUCE = {"tsum": "add", "tamax": "maximum", "tamin": "minimum"}     # float semantics: the ufunc's reduce
-_F32 = np.dtype(np.float32)
-_HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 
 class _Unsupported(Exception):
@@ -279,16 +276,16 @@ class _Writer:
         if name not in _UFUNCS or len(stmt.outs) != 1 or out is None or stmt.attr("shapes") or semantic_params(stmt):
             return None
         dtype, dst = out.np_dtype, self.var(stmt.outs[0].name)
-        if dtype != _F32 and dtype not in _HALF:
+        if dtype not in FLOAT:
             return None
         args, shapes = [], []
         for o in stmt.ins:
             tile, expr = self.tiles.get(o.name), self.var(o.name)
             if tile is not None and tile.np_dtype == dtype:
                 shapes.append((tile.v_row, tile.v_col))
-                args.append(expr if dtype == _F32 else f"{expr}.astype(_np.float32)")
+                args.append(expr if dtype == F32 else f"{expr}.astype(_np.float32)")
             elif tile is None and expr.startswith("_C") and self.ns[expr].dtype == dtype:
-                args.append(expr if dtype == _F32 else self.const(self.ns[expr].astype(_F32), "C"))
+                args.append(expr if dtype == F32 else self.const(self.ns[expr].astype(F32), "C"))
             else:
                 return None
         try:                                            # operands that broadcast to the destination's region
@@ -296,7 +293,7 @@ class _Writer:
                 return None
         except ValueError:
             return None
-        if dtype == _F32:
+        if dtype == F32:
             return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={dst})"
         return f"{dst}[...] = _np.{_UFUNCS[name]}({', '.join(args)})"
 
@@ -308,7 +305,7 @@ class _Writer:
                 or params.get("transpose_b", True):
             return None
         out, a, b = (self.tiles.get(o.name) for o in (stmt.outs[0], *stmt.ins))
-        if out is None or a is None or b is None or a.np_dtype != b.np_dtype or a.np_dtype not in (_F32, *_HALF):
+        if out is None or a is None or b is None or a.np_dtype != b.np_dtype or a.np_dtype not in FLOAT:
             return None
         if out.np_dtype != params.get("out_dtype") or (a.v_row, a.v_col, b.v_col) != (out.v_row, b.v_row, out.v_col):
             return None
@@ -321,12 +318,11 @@ class _Writer:
         if name != "tcvt" or stmt.attr("shapes"):
             return None
         src, out = self.tiles.get(stmt.ins[0].name), self.tiles.get(stmt.outs[0].name)
-        floats = (_F32, *_HALF)
-        if src is None or out is None or src.np_dtype not in floats or out.np_dtype not in floats \
+        if src is None or out is None or src.np_dtype not in FLOAT or out.np_dtype not in FLOAT \
                 or (src.v_row, src.v_col) != (out.v_row, out.v_col):
             return None
         value = self.var(stmt.ins[0].name)
-        if src.np_dtype in _HALF and out.np_dtype in _HALF and src.np_dtype != out.np_dtype:
+        if {src.np_dtype, out.np_dtype} == {F16, BF16}:
             value += ".astype(_np.float32)"
         return f"{self.var(stmt.outs[0].name)}[...] = {value}"
 
@@ -337,16 +333,16 @@ class _Writer:
         if name not in _REDUCE or len(stmt.ins) != 1 or len(stmt.outs) != 1:
             return None
         src, out = self.tiles.get(stmt.ins[0].name), self.tiles.get(stmt.outs[0].name)
-        if src is None or out is None or src.np_dtype not in (_F32, *_HALF) or out.np_dtype != src.np_dtype:
+        if src is None or out is None or src.np_dtype not in FLOAT or out.np_dtype != src.np_dtype:
             return None
         params, shapes = semantic_params(stmt), stmt.attr("shapes") or ((src.v_row, src.v_col),)
         if set(params) != {"axes", "keepdims"} or math.prod(shapes[0]) != src.v_row * src.v_col:
             return None
         axes, keepdims = tuple(params["axes"]), bool(params["keepdims"])
-        result = np.add.reduce(np.zeros(shapes[0], _F32), axis=axes, keepdims=keepdims).shape
+        result = np.add.reduce(np.zeros(shapes[0], F32), axis=axes, keepdims=keepdims).shape
         if math.prod(result) != out.v_row * out.v_col:
             return None
-        x = self.var(stmt.ins[0].name) + (".copy()" if src.np_dtype == _F32 else ".astype(_np.float32)")
+        x = self.var(stmt.ins[0].name) + (".copy()" if src.np_dtype == F32 else ".astype(_np.float32)")
         if tuple(shapes[0]) != (src.v_row, src.v_col):
             x += f".reshape({tuple(shapes[0])})"
         dtype = ", dtype=_np.float32" if name == "tsum" else ""
