@@ -261,3 +261,55 @@ def test_float_reductions_run_inline_with_the_interpreters_bits(dtype):
     source = "".join(code.host(key).source for key in code.kernels)
     for ufunc in ("add", "maximum", "minimum"):
         assert f"_np.{ufunc}.reduce(" in source
+
+
+def _specials(shape, dtype, seed):
+    """Random values of ``dtype`` with NaNs (two payloads), infinities and signed zeros among them."""
+    x = rand(shape, np.float32, seed).reshape(-1)
+    x.view(np.uint32)[:6] = [0x7FC00001, 0xFFC00002, 0x7F800000, 0xFF800000, 0x80000000, 0]
+    with np.errstate(invalid="ignore"):
+        return np.random.default_rng(seed).permutation(x).reshape(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, F16, BF16], ids=["f32", "f16", "bf16"])
+def test_batched_tiles_run_inline_with_the_interpreters_bits(dtype):
+    """Instructions on (heads, rows, cols) tensors carry logical shapes with a leading 1 (each tile is
+    one head's): elementwise ops, comparisons, ``tsel``, ``texpand`` and matmuls with transposed
+    operands still run inline (no semantics call) with the interpreter's bits, on NaNs, infinities and
+    signed zeros too."""
+    def fn(x, y, w):
+        with pj.tile(vec=(16, 32)):
+            masked = jnp.where(x <= y, x * 2.0, y - jnp.max(x, axis=-1, keepdims=True))
+        with pj.tile(cube=(16, 32, 32)):
+            scores = pj.ops.matmul(masked, w, transpose_b=True, out_dtype=jnp.float32)
+            grad = pj.ops.matmul(x, w, transpose_a=True, out_dtype=jnp.float32)
+        return masked, scores, grad
+
+    x, y, w = _specials((2, 32, 32), dtype, 1), _specials((2, 32, 32), dtype, 2), rand((2, 32, 32), dtype, 3)
+    (got, trace), (want, reference) = _both(fn, (x, y, w))
+    _same(got, want)
+    assert trace.rows == reference.rows
+    code = pj.kernel(fn).compiled_for(x, y, w)._code()
+    assert any(stmt.attr("shapes") for kernel in code.kernels.values() for stmt in kernel.body
+               if isinstance(stmt, asm.Instr))                           # the logical shapes this is about
+    source = "".join(code.host(key).source for key in code.kernels)
+    for line in ("_np.less_equal(", "_np.where(", ".T.astype(_np.float32)"):
+        assert line in source, line
+    assert "_F" not in source, source                                    # no semantics call left
+
+
+def test_logical_shapes_that_broadcast_otherwise_keep_the_semantics_call():
+    """A tile whose logical shape is not its region with leading 1s (here a (1, 32) row tile read as
+    a (32, 1) column) runs through the semantics: broadcasting the regions would give other values."""
+    from ptojax.ascend.hostcode import _Writer
+
+    row = asm.TileBuf(loc="vec", dtype="f32", rows=1, cols=32, v_row=1, v_col=32, blayout="row_major",
+                      slayout="none_box", fractal=512, pad=0)
+    full = dataclasses.replace(row, rows=32, v_row=32)
+    writer = _Writer.__new__(_Writer)
+    writer.tiles = {"%a": full, "%b": row, "%o": full}
+    operands = (asm.Operand("%a", full), asm.Operand("%b", row))
+    for shapes, inline in ((((32, 32), (1, 32)), True), (((1, 32, 32), (32,)), True),
+                           (((32, 32), (32, 1)), False), (((32, 32), (1, 1, 32)), True)):
+        stmt = asm.Instr("tadd", operands, (asm.Operand("%o", full),), (("shapes", shapes),))
+        assert writer.regions_broadcast(stmt) is inline, shapes

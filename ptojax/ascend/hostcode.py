@@ -29,7 +29,7 @@ from . import asm
 from .batched import _ELEMENTWISE
 from .interpreter import (_BASE, Core, PtoExecutionError, alloc_error, fill_error, results_error, run,
                           semantic_params, statement_error, store_error, view_error, window_error)
-from .semantics import BF16, F16, F32, FLOAT, SEMANTICS, mscatter_into
+from .semantics import BF16, BOOL, F16, F32, FLOAT, SEMANTICS, mscatter_into
 
 
 class HostKernel:
@@ -104,6 +104,16 @@ _UFUNCS = {"tadd": "add", "tsub": "subtract", "tmul": "multiply", "tdiv": "divid
            "tmin": "minimum", "texp": "exp", "tlog": "log", "tsqrt": "sqrt", "ttanh": "tanh", "tround": "rint",
            "tabs": "absolute", "tneg": "negative"}
 _REDUCE = {"tsum": "add", "tamax": "maximum", "tamin": "minimum"}     # float semantics: the ufunc's reduce
+_COMPARE = {"teq": "equal", "tne": "not_equal", "tlt": "less", "tle": "less_equal", "tgt": "greater",
+            "tge": "greater_equal"}
+
+
+def _squeezed(shape) -> tuple:
+    """``shape`` without its leading 1s: shapes equal so broadcast alike, right-aligned."""
+    shape = tuple(shape)
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape
 
 
 class _Unsupported(Exception):
@@ -267,49 +277,112 @@ class _Writer:
         else:
             self.compute(k, stmt, depth)
 
+    def regions_broadcast(self, stmt: asm.Instr) -> bool:
+        """Whether the instruction's tile operands broadcast as their regions do: each logical shape
+        (the ``shapes`` attribute) is its region's, but for leading 1s."""
+        shapes, tiles = stmt.attr("shapes"), [self.tiles[o.name] for o in stmt.ins if o.name in self.tiles]
+        return not shapes or (len(shapes) == len(tiles) and all(
+            _squeezed(s) == _squeezed((t.v_row, t.v_col)) for s, t in zip(shapes, tiles)))
+
+    def dtype_of(self, operand):
+        """An operand's dtype where it is a tile or a constant, else None."""
+        tile, expr = self.tiles.get(operand.name), self.var(operand.name)
+        if tile is not None:
+            return tile.np_dtype
+        return self.ns[expr].dtype if expr.startswith("_C") else None
+
+    def operands(self, stmt: asm.Instr, ins, dtype, out, widen=True) -> list | None:
+        """Expressions of operands ``ins`` (tiles or constants, all of ``dtype``; float16 / bfloat16 widened
+        to float32 as the semantics does, if ``widen``) whose regions broadcast to ``out``'s as their
+        logical shapes do; None where any is not so."""
+        if dtype is None or not self.regions_broadcast(stmt):
+            return None
+        widen, args, shapes = widen and dtype in (F16, BF16), [], []
+        for o in ins:
+            if self.dtype_of(o) != dtype:
+                return None
+            expr = self.var(o.name)
+            if o.name in self.tiles:
+                shapes.append((self.tiles[o.name].v_row, self.tiles[o.name].v_col))
+                args.append(f"{expr}.astype(_np.float32)" if widen else expr)
+            else:
+                args.append(self.const(self.ns[expr].astype(F32), "C") if widen else expr)
+        try:
+            return args if np.broadcast_shapes(*shapes) == (out.v_row, out.v_col) else None
+        except ValueError:
+            return None
+
     def ufunc(self, name, stmt: asm.Instr) -> str | None:
         """The instruction as one NumPy ufunc into its destination, where that is its semantics bit for
         bit: operands (tiles or constants) of the destination's dtype whose regions broadcast to its
         region; float32 in place, float16 / bfloat16 widened and rounded as the semantics does (the
         assignment casts as ``astype`` does)."""
         out = self.tiles.get(stmt.outs[0].name)
-        if name not in _UFUNCS or len(stmt.outs) != 1 or out is None or stmt.attr("shapes") or semantic_params(stmt):
+        if name not in _UFUNCS or len(stmt.outs) != 1 or out is None or semantic_params(stmt) \
+                or out.np_dtype not in FLOAT:
             return None
-        dtype, dst = out.np_dtype, self.var(stmt.outs[0].name)
-        if dtype not in FLOAT:
+        args, dst = self.operands(stmt, stmt.ins, out.np_dtype, out), self.var(stmt.outs[0].name)
+        if args is None:
             return None
-        args, shapes = [], []
-        for o in stmt.ins:
-            tile, expr = self.tiles.get(o.name), self.var(o.name)
-            if tile is not None and tile.np_dtype == dtype:
-                shapes.append((tile.v_row, tile.v_col))
-                args.append(expr if dtype == F32 else f"{expr}.astype(_np.float32)")
-            elif tile is None and expr.startswith("_C") and self.ns[expr].dtype == dtype:
-                args.append(expr if dtype == F32 else self.const(self.ns[expr].astype(F32), "C"))
-            else:
-                return None
-        try:                                            # operands that broadcast to the destination's region
-            if np.broadcast_shapes(*shapes) != (out.v_row, out.v_col):
-                return None
-        except ValueError:
-            return None
-        if dtype == F32:
+        if out.np_dtype == F32:
             return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={dst})"
         return f"{dst}[...] = _np.{_UFUNCS[name]}({', '.join(args)})"
 
+    def compare(self, name, stmt: asm.Instr) -> str | None:
+        """A comparison of two operands of one dtype as its semantics' ufunc (float16 / bfloat16
+        widened) into a bool tile."""
+        out = self.tiles.get(stmt.outs[0].name)
+        if name not in _COMPARE or len(stmt.ins) != 2 or len(stmt.outs) != 1 or out is None or out.np_dtype != BOOL:
+            return None
+        args = self.operands(stmt, stmt.ins, self.dtype_of(stmt.ins[0]), out)
+        return None if args is None else f"_np.{_COMPARE[name]}({', '.join(args)}, out={self.var(stmt.outs[0].name)})"
+
+    def where(self, name, stmt: asm.Instr) -> str | None:
+        """``tsel`` of a tile condition and values of the destination's dtype: ``np.where``."""
+        out = self.tiles.get(stmt.outs[0].name)
+        if name != "tsel" or len(stmt.ins) != 3 or len(stmt.outs) != 1 or out is None \
+                or stmt.ins[0].name not in self.tiles:
+            return None
+        cond = self.tiles[stmt.ins[0].name]
+        values = self.operands(stmt, stmt.ins[1:], out.np_dtype, out, widen=False)
+        try:
+            if values is None or np.broadcast_shapes((cond.v_row, cond.v_col), (out.v_row, out.v_col)) != (
+                    out.v_row, out.v_col):
+                return None
+        except ValueError:
+            return None
+        return f"{self.var(stmt.outs[0].name)}[...] = _np.where({self.var(stmt.ins[0].name)}, {', '.join(values)})"
+
+    def expand(self, name, stmt: asm.Instr) -> str | None:
+        """``texpand`` of a tile whose region broadcasts to the destination's as its logical shape does to
+        the ``shape`` attribute: the assignment."""
+        out, src = self.tiles.get(stmt.outs[0].name), self.tiles.get(stmt.ins[0].name)
+        if name != "texpand" or len(stmt.ins) != 1 or out is None or src is None \
+                or _squeezed(semantic_params(stmt)["shape"]) != _squeezed((out.v_row, out.v_col)):
+            return None
+        value = self.operands(stmt, stmt.ins, out.np_dtype, out, widen=False)
+        return None if value is None else f"{self.var(stmt.outs[0].name)}[...] = {value[0]}"
+
     def matmul(self, name, stmt: asm.Instr) -> str | None:
-        """A float ``tmatmul`` (no bias, no transposes) as its semantics' own steps: both tiles widened
-        to float32, one BLAS product, rounded to the destination's dtype by the assignment."""
-        params = semantic_params(stmt)
-        if name != "tmatmul" or len(stmt.ins) != 2 or stmt.attr("shapes") or params.get("transpose_a", True) \
-                or params.get("transpose_b", True):
+        """A float ``tmatmul`` without bias as its semantics' own steps: both tiles (transposed as asked)
+        widened to float32, one BLAS product, rounded to the destination's dtype by the assignment. Logical
+        shapes may add leading 1s to the tiles' matrices (a batch of one: the same BLAS call)."""
+        params, shapes = semantic_params(stmt), stmt.attr("shapes")
+        if name != "tmatmul" or len(stmt.ins) != 2 or set(params) != {"out_dtype", "transpose_a", "transpose_b"}:
             return None
         out, a, b = (self.tiles.get(o.name) for o in (stmt.outs[0], *stmt.ins))
-        if out is None or a is None or b is None or a.np_dtype != b.np_dtype or a.np_dtype not in FLOAT:
+        if out is None or a is None or b is None or a.np_dtype != b.np_dtype or a.np_dtype not in FLOAT \
+                or out.np_dtype != params["out_dtype"]:
             return None
-        if out.np_dtype != params.get("out_dtype") or (a.v_row, a.v_col, b.v_col) != (out.v_row, b.v_row, out.v_col):
+        if shapes and len(shapes) != 2 or shapes and not all(len(s) >= 2 and math.prod(s[:-2]) == 1 and tuple(s[-2:]) == (t.v_row, t.v_col)
+                              for s, t in zip(shapes, (a, b))):
+            return None
+        (m, k), (k2, n) = ((a.v_col, a.v_row) if params["transpose_a"] else (a.v_row, a.v_col),
+                           (b.v_col, b.v_row) if params["transpose_b"] else (b.v_row, b.v_col))
+        if k != k2 or (m, n) != (out.v_row, out.v_col):
             return None
         lhs, rhs, dst = (self.var(o.name) for o in (*stmt.ins, stmt.outs[0]))
+        lhs, rhs = lhs + ".T" * params["transpose_a"], rhs + ".T" * params["transpose_b"]
         return f"{dst}[...] = _np.matmul({lhs}.astype(_np.float32), {rhs}.astype(_np.float32))"
 
     def cast(self, name, stmt: asm.Instr) -> str | None:
@@ -356,8 +429,8 @@ class _Writer:
         fn = SEMANTICS.get(name)
         if fn is None:
             raise _Unsupported(f"pto.{name} has no NumPy semantics")
-        native = (self.ufunc(name, stmt) or self.matmul(name, stmt) or self.cast(name, stmt)
-                  or self.reduce(name, stmt))
+        native = (self.ufunc(name, stmt) or self.compare(name, stmt) or self.where(name, stmt)
+                  or self.expand(name, stmt) or self.matmul(name, stmt) or self.cast(name, stmt) or self.reduce(name, stmt))
         if native is not None:
             self.emit(depth, native)
             return
