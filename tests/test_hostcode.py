@@ -313,3 +313,23 @@ def test_logical_shapes_that_broadcast_otherwise_keep_the_semantics_call():
                            (((32, 32), (32, 1)), False), (((32, 32), (1, 1, 32)), True)):
         stmt = asm.Instr("tadd", operands, (asm.Operand("%o", full),), (("shapes", shapes),))
         assert writer.regions_broadcast(stmt) is inline, shapes
+
+
+@pytest.mark.parametrize("src", [np.int32, np.int8], ids=["i32", "i8"])
+def test_integer_to_float_casts_run_as_the_assignment_with_the_interpreters_bits(src):
+    """tcvt from int32 / int8 to float32 / float16 / bfloat16 (also on (heads, rows, cols) tiles) is the
+    assignment: the interpreter's bits on values that round (past 2**24, past bfloat16's 8 bits) and
+    overflow float16."""
+    info = np.iinfo(src)
+    x = np.random.default_rng(5).integers(info.min, info.max, size=(2, 16, 32), endpoint=True).astype(src)
+    x.reshape(-1)[:4] = [info.min, info.max, 0, -1]
+
+    def casts(x):
+        with pj.tile(vec=(16, 32)):
+            return tuple(pj.ops.cast(x, d) for d in (jnp.float32, jnp.float16, jnp.bfloat16))
+
+    (got, _), (want, _) = _both(casts, (x,))
+    _same(got, want)
+    code = pj.kernel(casts).compiled_for(x)._code()
+    source = "".join(code.host(key).source for key in code.kernels)
+    assert "_F" not in source, source

@@ -6,8 +6,8 @@ views, and checks every value. For a kernel the backend compiled (verified when 
 :func:`host_kernel` does that walk once and prints a Python function: index arithmetic as Python
 expressions, windows as slices, tile views made once per core, each compute instruction one call of
 its NumPy semantics (``semantics.py``; where that semantics is one NumPy operation — float
-arithmetic and math, a float matmul, cast or sum / max / min — the operation inline, writing the
-destination). Checks whose outcome the kernel's text decides (a window
+arithmetic and math, a comparison, a select, a broadcast, a float matmul, cast or sum / max / min —
+the operation inline, writing the destination). Checks whose outcome the kernel's text decides (a window
 inside its tensor, a load of the tile's shape) are decided once. The function runs every grid point
 of a task (or of several ready tasks) in one call. Running it is running the interpreter, bit for bit
 and error for error (the same checks, the same messages; ``tests/test_hostcode.py``), without the
@@ -29,7 +29,7 @@ from . import asm
 from .batched import _ELEMENTWISE
 from .interpreter import (_BASE, Core, PtoExecutionError, alloc_error, fill_error, results_error, run,
                           semantic_params, statement_error, store_error, view_error, window_error)
-from .semantics import BF16, BOOL, F16, F32, FLOAT, SEMANTICS, mscatter_into
+from .semantics import BF16, BOOL, F16, F32, FLOAT, INT, SEMANTICS, mscatter_into
 
 
 class HostKernel:
@@ -374,8 +374,9 @@ class _Writer:
         if out is None or a is None or b is None or a.np_dtype != b.np_dtype or a.np_dtype not in FLOAT \
                 or out.np_dtype != params["out_dtype"]:
             return None
-        if shapes and len(shapes) != 2 or shapes and not all(len(s) >= 2 and math.prod(s[:-2]) == 1 and tuple(s[-2:]) == (t.v_row, t.v_col)
-                              for s, t in zip(shapes, (a, b))):
+        if shapes and (len(shapes) != 2 or not all(                 # a batch of one of the tiles' matrices
+                len(s) >= 2 and math.prod(s[:-2]) == 1 and tuple(s[-2:]) == (t.v_row, t.v_col)
+                for s, t in zip(shapes, (a, b)))):
             return None
         (m, k), (k2, n) = ((a.v_col, a.v_row) if params["transpose_a"] else (a.v_row, a.v_col),
                            (b.v_col, b.v_row) if params["transpose_b"] else (b.v_row, b.v_col))
@@ -386,12 +387,12 @@ class _Writer:
         return f"{dst}[...] = _np.matmul({lhs}.astype(_np.float32), {rhs}.astype(_np.float32))"
 
     def cast(self, name, stmt: asm.Instr) -> str | None:
-        """A float-to-float ``tcvt`` as its semantics' steps: the assignment converts (float16 and
-        bfloat16 to each other through float32, which holds both exactly)."""
-        if name != "tcvt" or stmt.attr("shapes"):
+        """A ``tcvt`` to a float dtype from a float or an integer one as its semantics' steps: the
+        assignment converts (float16 and bfloat16 to each other through float32, which holds both exactly)."""
+        if name != "tcvt" or not self.regions_broadcast(stmt):
             return None
         src, out = self.tiles.get(stmt.ins[0].name), self.tiles.get(stmt.outs[0].name)
-        if src is None or out is None or src.np_dtype not in FLOAT or out.np_dtype not in FLOAT \
+        if src is None or out is None or src.np_dtype not in FLOAT + INT or out.np_dtype not in FLOAT \
                 or (src.v_row, src.v_col) != (out.v_row, out.v_col):
             return None
         value = self.var(stmt.ins[0].name)
@@ -429,11 +430,11 @@ class _Writer:
         fn = SEMANTICS.get(name)
         if fn is None:
             raise _Unsupported(f"pto.{name} has no NumPy semantics")
-        native = (self.ufunc(name, stmt) or self.compare(name, stmt) or self.where(name, stmt)
-                  or self.expand(name, stmt) or self.matmul(name, stmt) or self.cast(name, stmt) or self.reduce(name, stmt))
-        if native is not None:
-            self.emit(depth, native)
-            return
+        for inline in (self.ufunc, self.compare, self.where, self.expand, self.matmul, self.cast, self.reduce):
+            line = inline(name, stmt)
+            if line is not None:
+                self.emit(depth, line)
+                return
         shapes = iter(stmt.attr("shapes") or ())
         copy = name not in _ELEMENTWISE                 # NumPy's summation order follows the layout
         args = [self.operand(o, next(shapes, None) if stmt.attr("shapes") and o.name in self.tiles else None, copy)
