@@ -333,3 +333,40 @@ def test_integer_to_float_casts_run_as_the_assignment_with_the_interpreters_bits
     code = pj.kernel(casts).compiled_for(x)._code()
     source = "".join(code.host(key).source for key in code.kernels)
     assert "_F" not in source, source
+
+
+def test_float_expressions_are_their_semantics_bit_for_bit():
+    """rsqrt / recip / sigmoid / silu / relu / clip run inline as the semantics' own NumPy steps: the same
+    bits on float32 specials (NaN payloads, infinities, subnormals) and on every float16 / bfloat16
+    pattern (widened, computed, rounded once by the assignment); in kernels no semantics call is left."""
+    from ptojax.ascend.hostcode import _ARITY, _EXPRESSIONS
+    from ptojax.ascend.semantics import SEMANTICS
+
+    bits = _float32_bits(20000, repeat=50)
+    every = np.arange(2**16, dtype=np.uint16)
+    inputs = {np.dtype(np.float32): bits.view(np.float32), F16: every.view(F16), BF16: every.view(BF16)}
+    with np.errstate(all="ignore"):
+        for dtype, x in inputs.items():
+            operands = [x, np.roll(x, 7), np.roll(x, 1234)]
+            for name, text in _EXPRESSIONS.items():
+                ins = operands[:_ARITY[name]]
+                want = SEMANTICS[name](*ins)
+                got = np.empty_like(x)
+                got[...] = eval(text.format(*(f"ins[{i}].astype(np.float32)" for i in range(len(ins)))),  # noqa: S307
+                                {"_np": np, "np": np, "ins": ins})
+                np.testing.assert_array_equal(got.view(f"u{dtype.itemsize}"), want.view(f"u{dtype.itemsize}"),
+                                              err_msg=f"{name} {dtype}")
+
+    def activations(x, lo, hi):
+        with pj.tile(vec=(8, 32)):
+            return (jax.lax.rsqrt(x), 1.0 / x, jax.nn.sigmoid(x), jax.nn.silu(x), jax.nn.relu(x),
+                    jnp.clip(x, lo, hi), x ** 3.0)
+
+    for dtype in (np.float32, F16, BF16):
+        x = _specials((16, 32), dtype, 4)
+        lo, hi = rand((16, 32), dtype, 5, -1, 0), rand((16, 32), dtype, 6, 0, 1)
+        (got, _), (want, _) = _both(activations, (x, lo, hi))
+        _same(got, want)
+        code = pj.kernel(activations).compiled_for(x, lo, hi)._code()
+        source = "".join(code.host(key).source for key in code.kernels)
+        assert "_F" not in source, source

@@ -421,3 +421,33 @@ def test_merge_topk_order_against_a_python_sort(dtype, largest):
             pairs.append(((not nan) if largest else nan, key, int(np.uint32(ix)), ix))
         want = [p[3] for p in sorted(pairs)][:10]
         assert got_i[row].tolist() == want, (row, got_i[row].tolist(), want)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16], ids=["f32", "f16"])
+def test_elementwise_semantics_do_not_depend_on_the_array_size(dtype):
+    """An elementwise instruction gives each element the same bits on a large array as on small pieces
+    of it, NaN payloads too. (NumPy computes ``a * tmp`` as ``tmp *= a`` — the other NaN first — once the
+    temporary reaches 256 KiB; silu once did, and its batched lanes then differed from one instance.)"""
+    from ptojax.ascend.batched import _ELEMENTWISE
+
+    rng = np.random.default_rng(0)
+    n = 2**17
+    if dtype == F32:
+        bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+        bits[::7] = rng.integers(0x7F800001, 0x7FFFFFFF, len(bits[::7]), dtype=np.uint64)   # NaNs, payloads
+    else:
+        bits = np.tile(np.arange(2**16, dtype=np.uint16), n // 2**16)
+    operands = (bits.view(dtype), np.roll(bits, 3).view(dtype), np.roll(bits, 11).view(dtype))
+    checked = []
+    with np.errstate(all="ignore"):
+        for name in sorted(_ELEMENTWISE):
+            for arity in (1, 2, 3):
+                try:
+                    whole = SEMANTICS[name](*operands[:arity])
+                except TypeError:                           # another arity, or params this check does not pass
+                    continue
+                pieces = [SEMANTICS[name](*(a[i:i + 64] for a in operands[:arity])) for i in range(0, n, 64)]
+                assert whole.tobytes() == np.concatenate(pieces).tobytes(), name
+                checked.append(name)
+                break
+    assert {"tadd", "tmul", "tsilu", "tsigmoid", "tclip", "tsel"} <= set(checked), checked

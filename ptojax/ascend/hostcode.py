@@ -102,7 +102,16 @@ class _Errors:
 # (NumPy's own float16 loops are not that: they pick other NaN payloads).
 _UFUNCS = {"tadd": "add", "tsub": "subtract", "tmul": "multiply", "tdiv": "divide", "tmax": "maximum",
            "tmin": "minimum", "texp": "exp", "tlog": "log", "tsqrt": "sqrt", "ttanh": "tanh", "tround": "rint",
-           "tabs": "absolute", "tneg": "negative"}
+           "tabs": "absolute", "tneg": "negative", "tpow": "power"}
+# Float instructions whose semantics is this NumPy expression of their float32 operands ({0}, {1}, ...:
+# the semantics' own steps, in its order), rounded once to the destination's dtype.
+_EXPRESSIONS = {
+    "trsqrt": "_np.float32(1) / _np.sqrt({0})", "trecip": "_np.float32(1) / {0}",
+    "tsigmoid": "_np.float32(1) / (_np.float32(1) + _np.exp(-{0}))",
+    "tsilu": "_np.multiply({0}, _np.float32(1) / (_np.float32(1) + _np.exp(-{0})))",
+    "trelu": "_np.maximum({0}, _np.float32(0))", "tclip": "_np.minimum(_np.maximum({0}, {1}), {2})",
+}
+_ARITY = {name: len(set(re.findall(r"\{\d\}", text))) for name, text in _EXPRESSIONS.items()}
 _REDUCE = {"tsum": "add", "tamax": "maximum", "tamin": "minimum"}     # float semantics: the ufunc's reduce
 _COMPARE = {"teq": "equal", "tne": "not_equal", "tlt": "less", "tle": "less_equal", "tgt": "greater",
             "tge": "greater_equal"}
@@ -313,17 +322,20 @@ class _Writer:
             return None
 
     def ufunc(self, name, stmt: asm.Instr) -> str | None:
-        """The instruction as one NumPy ufunc into its destination, where that is its semantics bit for
-        bit: operands (tiles or constants) of the destination's dtype whose regions broadcast to its
-        region; float32 in place, float16 / bfloat16 widened and rounded as the semantics does (the
-        assignment casts as ``astype`` does)."""
+        """The instruction as one NumPy ufunc into its destination (or the few of ``_EXPRESSIONS``), where
+        that is its semantics bit for bit: operands (tiles or constants) of the destination's dtype whose
+        regions broadcast to its region; float32 in place, float16 / bfloat16 widened and rounded as the
+        semantics does (the assignment casts as ``astype`` does)."""
         out = self.tiles.get(stmt.outs[0].name)
-        if name not in _UFUNCS or len(stmt.outs) != 1 or out is None or semantic_params(stmt) \
+        arity = getattr(np, _UFUNCS[name]).nin if name in _UFUNCS else _ARITY.get(name)
+        if arity != len(stmt.ins) or len(stmt.outs) != 1 or out is None or semantic_params(stmt) \
                 or out.np_dtype not in FLOAT:
             return None
         args, dst = self.operands(stmt, stmt.ins, out.np_dtype, out), self.var(stmt.outs[0].name)
         if args is None:
             return None
+        if name in _EXPRESSIONS:
+            return f"{dst}[...] = {_EXPRESSIONS[name].format(*args)}"
         if out.np_dtype == F32:
             return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={dst})"
         return f"{dst}[...] = _np.{_UFUNCS[name]}({', '.join(args)})"

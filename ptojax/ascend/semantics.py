@@ -113,7 +113,7 @@ SEMANTICS["tpow"] = _float_op(np.power)
 _UNARY_FLOAT = {
     "texp": np.exp, "tlog": np.log, "tsqrt": np.sqrt, "trsqrt": lambda x: np.float32(1) / np.sqrt(x),
     "trecip": lambda x: np.float32(1) / x, "ttanh": np.tanh, "tsigmoid": _sigmoid,
-    "tsilu": lambda x: x * _sigmoid(x), "tround": np.rint,
+    "tsilu": lambda x: np.multiply(x, _sigmoid(x)), "tround": np.rint,
 }
 for _name, _fn in _UNARY_FLOAT.items():
     SEMANTICS[_name] = _float_op(_fn)
