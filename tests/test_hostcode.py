@@ -370,3 +370,25 @@ def test_float_expressions_are_their_semantics_bit_for_bit():
         code = pj.kernel(activations).compiled_for(x, lo, hi)._code()
         source = "".join(code.host(key).source for key in code.kernels)
         assert "_F" not in source, source
+
+
+@pytest.mark.parametrize("dtype", [np.float32, F16, BF16], ids=["f32", "f16", "bf16"])
+def test_k_chains_accumulate_inline_with_the_interpreters_bits(dtype):
+    """A K-tiled matmul is a tmatmul then tmatmul_accs into a float32 accumulator: inline (one BLAS
+    product, one float32 add each), transposed operands and (heads, rows, cols) tiles too."""
+    def chains(a, b):
+        with pj.tile(cube=(32, 32, 32)):
+            return (pj.ops.matmul(a, b, out_dtype=jnp.float32),
+                    pj.ops.matmul(b, a, transpose_a=True, transpose_b=True, out_dtype=jnp.float32))
+
+    a, b = _specials((2, 32, 128), dtype, 7), rand((2, 128, 32), dtype, 8)
+    (got, _), (want, _) = _both(chains, (a, b))
+    _same(got, want)
+    code = pj.kernel(chains).compiled_for(a, b)._code()
+    def ops(body):
+        return {op for stmt in body for op in (ops(stmt.body) if isinstance(stmt, asm.For) else {
+            getattr(stmt, "op", None)})}
+
+    assert "tmatmul_acc" in set().union(*(ops(kernel.body) for kernel in code.kernels.values()))
+    source = "".join(code.host(key).source for key in code.kernels)
+    assert "_np.add(" in source and "_F" not in source, source

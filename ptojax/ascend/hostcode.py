@@ -376,27 +376,33 @@ class _Writer:
         return None if value is None else f"{self.var(stmt.outs[0].name)}[...] = {value[0]}"
 
     def matmul(self, name, stmt: asm.Instr) -> str | None:
-        """A float ``tmatmul`` without bias as its semantics' own steps: both tiles (transposed as asked)
-        widened to float32, one BLAS product, rounded to the destination's dtype by the assignment. Logical
-        shapes may add leading 1s to the tiles' matrices (a batch of one: the same BLAS call)."""
-        params, shapes = semantic_params(stmt), stmt.attr("shapes")
-        if name != "tmatmul" or len(stmt.ins) != 2 or set(params) != {"out_dtype", "transpose_a", "transpose_b"}:
+        """A float ``tmatmul`` without bias, or a ``tmatmul_acc`` into a float32 accumulator, as the
+        semantics' own steps: both tiles (transposed as asked) widened to float32, one BLAS product, then
+        rounded to the destination's dtype by the assignment, or added to the accumulator. Logical shapes
+        may add leading 1s to the tiles' matrices (a batch of one: the same BLAS call)."""
+        params, shapes, acc = semantic_params(stmt), stmt.attr("shapes"), name == "tmatmul_acc"
+        if name not in ("tmatmul", "tmatmul_acc") or len(stmt.ins) != 2 + acc \
+                or set(params) != {"transpose_a", "transpose_b", *(() if acc else ("out_dtype",))}:
             return None
-        out, a, b = (self.tiles.get(o.name) for o in (stmt.outs[0], *stmt.ins))
-        if out is None or a is None or b is None or a.np_dtype != b.np_dtype or a.np_dtype not in FLOAT \
-                or out.np_dtype != params["out_dtype"]:
+        out, *ins = (self.tiles.get(o.name) for o in (stmt.outs[0], *stmt.ins))
+        a, b = ins[-2:]
+        if out is None or None in ins or a.np_dtype != b.np_dtype or a.np_dtype not in FLOAT \
+                or out.np_dtype != (F32 if acc else params["out_dtype"]):
             return None
-        if shapes and (len(shapes) != 2 or not all(                 # a batch of one of the tiles' matrices
+        if acc and (ins[0].np_dtype != F32 or (ins[0].v_row, ins[0].v_col) != (out.v_row, out.v_col)):
+            return None
+        if shapes and (len(shapes) != len(ins) or not all(        # a batch of one of the tiles' matrices
                 len(s) >= 2 and math.prod(s[:-2]) == 1 and tuple(s[-2:]) == (t.v_row, t.v_col)
-                for s, t in zip(shapes, (a, b)))):
+                for s, t in zip(shapes, ins))):
             return None
         (m, k), (k2, n) = ((a.v_col, a.v_row) if params["transpose_a"] else (a.v_row, a.v_col),
                            (b.v_col, b.v_row) if params["transpose_b"] else (b.v_row, b.v_col))
         if k != k2 or (m, n) != (out.v_row, out.v_col):
             return None
-        lhs, rhs, dst = (self.var(o.name) for o in (*stmt.ins, stmt.outs[0]))
+        *first, lhs, rhs = (self.var(o.name) for o in stmt.ins)
         lhs, rhs = lhs + ".T" * params["transpose_a"], rhs + ".T" * params["transpose_b"]
-        return f"{dst}[...] = _np.matmul({lhs}.astype(_np.float32), {rhs}.astype(_np.float32))"
+        product, dst = f"_np.matmul({lhs}.astype(_np.float32), {rhs}.astype(_np.float32))", self.var(stmt.outs[0].name)
+        return f"_np.add({first[0]}, {product}, out={dst})" if acc else f"{dst}[...] = {product}"
 
     def cast(self, name, stmt: asm.Instr) -> str | None:
         """A ``tcvt`` to a float dtype from a float or an integer one as its semantics' steps: the
