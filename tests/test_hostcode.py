@@ -372,16 +372,19 @@ def test_float_expressions_are_their_semantics_bit_for_bit():
         assert "_F" not in source, source
 
 
-@pytest.mark.parametrize("dtype", [np.float32, F16, BF16], ids=["f32", "f16", "bf16"])
+@pytest.mark.parametrize("dtype", [np.float32, F16, BF16, np.int8], ids=["f32", "f16", "bf16", "i8"])
 def test_k_chains_accumulate_inline_with_the_interpreters_bits(dtype):
-    """A K-tiled matmul is a tmatmul then tmatmul_accs into a float32 accumulator: inline (one BLAS
-    product, one float32 add each), transposed operands and (heads, rows, cols) tiles too."""
+    """A K-tiled matmul is a tmatmul then tmatmul_accs into a float32 (int32) accumulator: inline (one
+    BLAS product, exact for int8, one add each), transposed operands and (heads, rows, cols) tiles too."""
+    acc = jnp.int32 if dtype == np.int8 else jnp.float32
+
     def chains(a, b):
         with pj.tile(cube=(32, 32, 32)):
-            return (pj.ops.matmul(a, b, out_dtype=jnp.float32),
-                    pj.ops.matmul(b, a, transpose_a=True, transpose_b=True, out_dtype=jnp.float32))
+            return (pj.ops.matmul(a, b, out_dtype=acc),
+                    pj.ops.matmul(b, a, transpose_a=True, transpose_b=True, out_dtype=acc))
 
-    a, b = _specials((2, 32, 128), dtype, 7), rand((2, 128, 32), dtype, 8)
+    a = rand((2, 32, 128), dtype, 7) if dtype == np.int8 else _specials((2, 32, 128), dtype, 7)
+    b = rand((2, 128, 32), dtype, 8)
     (got, _), (want, _) = _both(chains, (a, b))
     _same(got, want)
     code = pj.kernel(chains).compiled_for(a, b)._code()

@@ -29,7 +29,8 @@ from . import asm
 from .batched import _ELEMENTWISE
 from .interpreter import (_BASE, Core, PtoExecutionError, alloc_error, fill_error, results_error, run,
                           semantic_params, statement_error, store_error, view_error, window_error)
-from .semantics import BF16, BOOL, F16, F32, FLOAT, INT, SEMANTICS, mscatter_into
+from .semantics import (ACCUMULATOR, BF16, BOOL, EXACT_F32_TERMS, F16, F32, FLOAT, I8, I32, INT, SEMANTICS,
+                        mscatter_into)
 
 
 class HostKernel:
@@ -376,20 +377,22 @@ class _Writer:
         return None if value is None else f"{self.var(stmt.outs[0].name)}[...] = {value[0]}"
 
     def matmul(self, name, stmt: asm.Instr) -> str | None:
-        """A float ``tmatmul`` without bias, or a ``tmatmul_acc`` into a float32 accumulator, as the
-        semantics' own steps: both tiles (transposed as asked) widened to float32, one BLAS product, then
-        rounded to the destination's dtype by the assignment, or added to the accumulator. Logical shapes
-        may add leading 1s to the tiles' matrices (a batch of one: the same BLAS call)."""
+        """A ``tmatmul`` without bias, or a ``tmatmul_acc``, as the semantics' own steps: both tiles
+        (transposed as asked) widened to float32, one BLAS product (int8 ones where every partial sum is
+        exact: K <= 1024), then rounded to the destination's dtype by the assignment, or added to the
+        float32 / int32 accumulator. Logical shapes may add leading 1s to the tiles' matrices (a batch of
+        one: the same BLAS call)."""
         params, shapes, acc = semantic_params(stmt), stmt.attr("shapes"), name == "tmatmul_acc"
         if name not in ("tmatmul", "tmatmul_acc") or len(stmt.ins) != 2 + acc \
                 or set(params) != {"transpose_a", "transpose_b", *(() if acc else ("out_dtype",))}:
             return None
         out, *ins = (self.tiles.get(o.name) for o in (stmt.outs[0], *stmt.ins))
-        a, b = ins[-2:]
-        if out is None or None in ins or a.np_dtype != b.np_dtype or a.np_dtype not in FLOAT \
-                or out.np_dtype != (F32 if acc else params["out_dtype"]):
+        if out is None or None in ins or ins[-2].np_dtype != ins[-1].np_dtype:
             return None
-        if acc and (ins[0].np_dtype != F32 or (ins[0].v_row, ins[0].v_col) != (out.v_row, out.v_col)):
+        a, b, accumulator = ins[-2], ins[-1], ACCUMULATOR.get(ins[-1].np_dtype)
+        if accumulator is None or out.np_dtype != (accumulator if acc else params["out_dtype"]):
+            return None
+        if acc and (ins[0].np_dtype != accumulator or (ins[0].v_row, ins[0].v_col) != (out.v_row, out.v_col)):
             return None
         if shapes and (len(shapes) != len(ins) or not all(        # a batch of one of the tiles' matrices
                 len(s) >= 2 and math.prod(s[:-2]) == 1 and tuple(s[-2:]) == (t.v_row, t.v_col)
@@ -397,12 +400,14 @@ class _Writer:
             return None
         (m, k), (k2, n) = ((a.v_col, a.v_row) if params["transpose_a"] else (a.v_row, a.v_col),
                            (b.v_col, b.v_row) if params["transpose_b"] else (b.v_row, b.v_col))
-        if k != k2 or (m, n) != (out.v_row, out.v_col):
+        if k != k2 or (m, n) != (out.v_row, out.v_col) or (a.np_dtype == I8 and k > EXACT_F32_TERMS):
             return None
         *first, lhs, rhs = (self.var(o.name) for o in stmt.ins)
         lhs, rhs = lhs + ".T" * params["transpose_a"], rhs + ".T" * params["transpose_b"]
         product, dst = f"_np.matmul({lhs}.astype(_np.float32), {rhs}.astype(_np.float32))", self.var(stmt.outs[0].name)
-        return f"_np.add({first[0]}, {product}, out={dst})" if acc else f"{dst}[...] = {product}"
+        if not acc:
+            return f"{dst}[...] = {product}"
+        return f"_np.add({first[0]}, {product}{'.astype(_np.int32)' * (accumulator == I32)}, out={dst})"
 
     def cast(self, name, stmt: asm.Instr) -> str | None:
         """A ``tcvt`` to a float dtype from a float or an integer one as its semantics' steps: the

@@ -238,7 +238,7 @@ def cumsum(x, *, axes, reverse, dtype):
 
 # ----------------------------------------------------------------------------------------- matmul
 ACCUMULATOR = {I8: I32, F16: F32, BF16: F32, F32: F32}
-_EXACT_F32_TERMS = 2**24 // 2**14      # int8 x int8 terms whose every partial sum float32 holds exactly
+EXACT_F32_TERMS = 2**24 // 2**14      # int8 x int8 terms whose every partial sum float32 holds exactly
 
 
 def _product(a, b, transpose_a, transpose_b):
@@ -252,7 +252,7 @@ def _product(a, b, transpose_a, transpose_b):
     a = np.swapaxes(a, -1, -2) if transpose_a else a
     b = np.swapaxes(b, -1, -2) if transpose_b else b
     if acc == I32:
-        if a.shape[-1] <= _EXACT_F32_TERMS:           # |sum| <= 2**24: int32 holds it without wrapping
+        if a.shape[-1] <= EXACT_F32_TERMS:           # |sum| <= 2**24: int32 holds it without wrapping
             return np.matmul(a.astype(F32), b.astype(F32)).astype(I32), acc
         exact = np.matmul(a.astype(np.float64), b.astype(np.float64))
         return exact.astype(np.int64).astype(I32), acc
