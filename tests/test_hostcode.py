@@ -203,8 +203,14 @@ def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics()
         for y in (x, rand((16, 1), dtype, 2), rand((1, 32), dtype, 3)):
             code = pj.kernel(add).compiled_for(x, y)._code()
             assert any("_np.add(" in code.host(key).source for key in code.kernels)
-    code = pj.kernel(add).compiled_for(rand((16, 32), np.int32, 4), rand((16, 32), np.int32, 5))._code()
-    assert not any("_np.add(" in code.host(key).source for key in code.kernels)      # integers: the semantics
+    for dtype in (np.int32, np.int8):                   # integers wrap in NumPy as in the semantics
+        info = np.iinfo(dtype)
+        x, y = rand((16, 32), dtype, 4), rand((16, 32), dtype, 5)
+        x[0, :3], y[0, :3] = [info.max, info.min, info.min], [1, -1, info.min]
+        (got, _), (want, _) = _both(add, (x, y))
+        _same(got, want)
+        code = pj.kernel(add).compiled_for(x, y)._code()
+        assert any("_np.add(v_t" in code.host(key).source for key in code.kernels)
 
 
 def test_float_casts_run_as_the_assignment_with_the_semantics_bits():
@@ -300,17 +306,20 @@ def test_batched_tiles_run_inline_with_the_interpreters_bits(dtype):
 
 def test_logical_shapes_that_broadcast_otherwise_keep_the_semantics_call():
     """A tile whose logical shape is not its region with leading 1s (here a (1, 32) row tile read as
-    a (32, 1) column) runs through the semantics: broadcasting the regions would give other values."""
+    a (32, 1) column) runs through the semantics: broadcasting the regions would give other values.
+    Operands of one logical shape over regions of one shape broadcast nothing: inline either way."""
     from ptojax.ascend.hostcode import _Writer
 
     row = asm.TileBuf(loc="vec", dtype="f32", rows=1, cols=32, v_row=1, v_col=32, blayout="row_major",
                       slayout="none_box", fractal=512, pad=0)
     full = dataclasses.replace(row, rows=32, v_row=32)
     writer = _Writer.__new__(_Writer)
-    writer.tiles = {"%a": full, "%b": row, "%o": full}
-    operands = (asm.Operand("%a", full), asm.Operand("%b", row))
-    for shapes, inline in ((((32, 32), (1, 32)), True), (((1, 32, 32), (32,)), True),
-                           (((32, 32), (32, 1)), False), (((32, 32), (1, 1, 32)), True)):
+    writer.tiles = {"%a": full, "%b": row, "%c": full, "%o": full}
+    for b, shapes, inline in (("%b", ((32, 32), (1, 32)), True), ("%b", ((1, 32, 32), (32,)), True),
+                              ("%b", ((32, 32), (32, 1)), False), ("%b", ((32, 32), (1, 1, 32)), True),
+                              ("%c", ((2, 16, 32), (2, 16, 32)), True), ("%c", ((2, 16, 32), (1, 16, 32)), False),
+                              ("%b", ((2, 16, 32), (2, 16, 32)), False)):
+        operands = (asm.Operand("%a", full), asm.Operand(b, writer.tiles[b]))
         stmt = asm.Instr("tadd", operands, (asm.Operand("%o", full),), (("shapes", shapes),))
         assert writer.regions_broadcast(stmt) is inline, shapes
 

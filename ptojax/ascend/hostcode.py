@@ -104,6 +104,7 @@ class _Errors:
 _UFUNCS = {"tadd": "add", "tsub": "subtract", "tmul": "multiply", "tdiv": "divide", "tmax": "maximum",
            "tmin": "minimum", "texp": "exp", "tlog": "log", "tsqrt": "sqrt", "ttanh": "tanh", "tround": "rint",
            "tabs": "absolute", "tneg": "negative", "tpow": "power"}
+_INTEGER_UFUNCS = {"tadd", "tsub", "tmul", "tmax", "tmin", "tabs", "tneg"}   # on integers too: they wrap alike
 # Float instructions whose semantics is this NumPy expression of their float32 operands ({0}, {1}, ...:
 # the semantics' own steps, in its order), rounded once to the destination's dtype.
 _EXPRESSIONS = {
@@ -289,10 +290,16 @@ class _Writer:
 
     def regions_broadcast(self, stmt: asm.Instr) -> bool:
         """Whether the instruction's tile operands broadcast as their regions do: each logical shape
-        (the ``shapes`` attribute) is its region's, but for leading 1s."""
+        (the ``shapes`` attribute) is its region's but for leading 1s, or all are one shape over regions
+        of one shape and size (nothing broadcasts: an elementwise result is the same either way)."""
         shapes, tiles = stmt.attr("shapes"), [self.tiles[o.name] for o in stmt.ins if o.name in self.tiles]
-        return not shapes or (len(shapes) == len(tiles) and all(
-            _squeezed(s) == _squeezed((t.v_row, t.v_col)) for s, t in zip(shapes, tiles)))
+        if not shapes:
+            return True
+        regions = [(t.v_row, t.v_col) for t in tiles]
+        return len(shapes) == len(tiles) and (
+            all(_squeezed(s) == _squeezed(r) for s, r in zip(shapes, regions))
+            or (len(set(map(tuple, shapes))) == 1 and len(set(regions)) == 1
+                and math.prod(shapes[0]) == math.prod(regions[0])))
 
     def dtype_of(self, operand):
         """An operand's dtype where it is a tile or a constant, else None."""
@@ -325,19 +332,19 @@ class _Writer:
     def ufunc(self, name, stmt: asm.Instr) -> str | None:
         """The instruction as one NumPy ufunc into its destination (or the few of ``_EXPRESSIONS``), where
         that is its semantics bit for bit: operands (tiles or constants) of the destination's dtype whose
-        regions broadcast to its region; float32 in place, float16 / bfloat16 widened and rounded as the
-        semantics does (the assignment casts as ``astype`` does)."""
+        regions broadcast to its region; float32 and integers (``_INTEGER_UFUNCS``) in place, float16 /
+        bfloat16 widened and rounded as the semantics does (the assignment casts as ``astype`` does)."""
         out = self.tiles.get(stmt.outs[0].name)
         arity = getattr(np, _UFUNCS[name]).nin if name in _UFUNCS else _ARITY.get(name)
         if arity != len(stmt.ins) or len(stmt.outs) != 1 or out is None or semantic_params(stmt) \
-                or out.np_dtype not in FLOAT:
+                or out.np_dtype not in FLOAT + INT * (name in _INTEGER_UFUNCS):
             return None
         args, dst = self.operands(stmt, stmt.ins, out.np_dtype, out), self.var(stmt.outs[0].name)
         if args is None:
             return None
         if name in _EXPRESSIONS:
             return f"{dst}[...] = {_EXPRESSIONS[name].format(*args)}"
-        if out.np_dtype == F32:
+        if out.np_dtype not in (F16, BF16):
             return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={dst})"
         return f"{dst}[...] = _np.{_UFUNCS[name]}({', '.join(args)})"
 
@@ -369,9 +376,10 @@ class _Writer:
     def expand(self, name, stmt: asm.Instr) -> str | None:
         """``texpand`` of a tile whose region broadcasts to the destination's as its logical shape does to
         the ``shape`` attribute: the assignment."""
-        out, src = self.tiles.get(stmt.outs[0].name), self.tiles.get(stmt.ins[0].name)
+        out, src, shapes = self.tiles.get(stmt.outs[0].name), self.tiles.get(stmt.ins[0].name), stmt.attr("shapes")
         if name != "texpand" or len(stmt.ins) != 1 or out is None or src is None \
-                or _squeezed(semantic_params(stmt)["shape"]) != _squeezed((out.v_row, out.v_col)):
+                or _squeezed(semantic_params(stmt)["shape"]) != _squeezed((out.v_row, out.v_col)) \
+                or (shapes and _squeezed(shapes[0]) != _squeezed((src.v_row, src.v_col))):   # it broadcasts
             return None
         value = self.operands(stmt, stmt.ins, out.np_dtype, out, widen=False)
         return None if value is None else f"{self.var(stmt.outs[0].name)}[...] = {value[0]}"
