@@ -336,8 +336,9 @@ class _Writer:
         bfloat16 widened and rounded as the semantics does (the assignment casts as ``astype`` does)."""
         out = self.tiles.get(stmt.outs[0].name)
         arity = getattr(np, _UFUNCS[name]).nin if name in _UFUNCS else _ARITY.get(name)
+        dtypes = FLOAT + INT if name in _INTEGER_UFUNCS else FLOAT
         if arity != len(stmt.ins) or len(stmt.outs) != 1 or out is None or semantic_params(stmt) \
-                or out.np_dtype not in FLOAT + INT * (name in _INTEGER_UFUNCS):
+                or out.np_dtype not in dtypes:
             return None
         args, dst = self.operands(stmt, stmt.ins, out.np_dtype, out), self.var(stmt.outs[0].name)
         if args is None:
@@ -415,7 +416,9 @@ class _Writer:
         product, dst = f"_np.matmul({lhs}.astype(_np.float32), {rhs}.astype(_np.float32))", self.var(stmt.outs[0].name)
         if not acc:
             return f"{dst}[...] = {product}"
-        return f"_np.add({first[0]}, {product}{'.astype(_np.int32)' * (accumulator == I32)}, out={dst})"
+        if accumulator == I32:
+            product += ".astype(_np.int32)"
+        return f"_np.add({first[0]}, {product}, out={dst})"
 
     def cast(self, name, stmt: asm.Instr) -> str | None:
         """A ``tcvt`` to a float dtype from a float or an integer one as its semantics' steps: the
