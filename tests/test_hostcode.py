@@ -108,13 +108,19 @@ def _bad_reshape(s):
         if isinstance(s, asm.Instr) and s.op == "tsum" else s
 
 
+def _bad_axis(s):
+    return dataclasses.replace(s, attrs=(("axes", (2,)), ("keepdims", False))) \
+        if isinstance(s, asm.Instr) and s.op == "tsum" else s
+
+
 @pytest.mark.parametrize("edit,index,arrays,message", [
     (_wide_window, (1, 0), ((64, 32), (64,)), r"window offsets \[32, 0\] sizes \[64, 32\] fall outside the tensor \[64, 32\]"),
     (_wide_window, (0, 0), ((64, 32), (64,)), r"result of shape \[64, 32\] does not fill the destination's valid region 32x32"),
     (_short_view, (0, 0), ((64, 32), (64,)), r"GM tensor float32\[64, 32\] does not match the view"),
     (_bad_reshape, (0, 0), ((64, 32), (64,)), r"ValueError: cannot reshape array of size 1024 into shape \(33,32\)"),
+    (_bad_axis, (0, 0), ((64, 32), (64,)), r"AxisError: axis 2 is out of bounds for array of dimension 2"),
     (lambda s: s, (0, 0), ((64, 16), (64,)), r"GM tensor float32\[64, 16\] does not match the view"),
-], ids=["window", "fill", "view", "compute", "argument"])
+], ids=["window", "fill", "view", "compute", "axis", "argument"])
 def test_host_code_raises_the_interpreters_errors(edit, index, arrays, message):
     kernel, memory = _seed_kernel(("sum", (2, 1)), edit)
     host = host_kernel(kernel, memory)
@@ -404,3 +410,53 @@ def test_k_chains_accumulate_inline_with_the_interpreters_bits(dtype):
     assert "tmatmul_acc" in set().union(*(ops(kernel.body) for kernel in code.kernels.values()))
     source = "".join(code.host(key).source for key in code.kernels)
     assert "_np.add(" in source and "_F" not in source, source
+
+
+def test_nan_plus_nan_takes_the_interpreters_payload_on_every_layout():
+    """NumPy's float32 vector loops give a NaN + NaN the first operand's payload in the loop's body and
+    the second's in its remainder, so the payload follows the layout: host code computes on copies of
+    the valid regions, as the interpreter reads them, into fresh results — the interpreter's bits on
+    regions narrower than their tiles (one loop per row otherwise), and for a 1x1 accumulator (NumPy's
+    in-place one-element loop)."""
+    def add(x, y):
+        with pj.tile(vec=(2, 32)):
+            return x + y, x * y, jax.nn.silu(x)
+
+    def add_default(x, y):
+        return x + y
+
+    def k_chain(a, b):
+        with pj.tile(cube=(16, 32, 16)):
+            return pj.ops.matmul(a, b, out_dtype=jnp.float32)
+
+    nan1, nan2 = np.uint32(0x7FC00001), np.uint32(0xFFC00002)
+    x, y = (np.full((2, 17), bits).view(np.float32) for bits in (nan1, nan2))
+    x3, y3 = (np.full((3, 33), bits).view(np.float32) for bits in (nan1, nan2))
+    a, b = np.zeros((1, 64), np.float32), np.ones((64, 1), np.float32)
+    a.view(np.uint32)[0, [0, 32]] = [nan2, nan1]              # the K steps' products: two NaNs
+    a2, b2 = np.zeros((2, 64), np.float32), np.ones((64, 17), np.float32)
+    a2.view(np.uint32)[:, 0], a2.view(np.uint32)[:, 32] = nan2, nan1
+    for fn, args in ((add, (x, y)), (add_default, (x3, y3)), (add_default, (x3, y3[:, :1])),
+                     (k_chain, (a, b)), (k_chain, (a2, b2))):
+        (got, _), (want, _) = _both(fn, args)
+        _same(got, want)
+
+
+def test_texpand_to_fewer_dims_raises_the_interpreters_error():
+    """A texpand whose operand's logical shape has more dims than its ``shape`` (a hand-edited kernel):
+    NumPy cannot broadcast it, and host code reports that as the interpreter does (no inline copy)."""
+    def f(x, y):
+        with pj.tile(vec=(16, 32)):
+            return jnp.broadcast_to(x, y.shape) + y
+
+    x, y = np.ones((1, 16, 32), np.float32), np.ones((2, 16, 32), np.float32)
+    code = pj.kernel(f).compiled_for(x, y)._code()
+    kernel = next(iter(code.kernels.values()))
+    assert any(isinstance(s, asm.Instr) and s.op == "texpand" for s in kernel.body)
+    kernel = dataclasses.replace(kernel, body=tuple(
+        dataclasses.replace(s, attrs=(("shape", (16, 32)), ("shapes", ((1, 16, 32),))))
+        if isinstance(s, asm.Instr) and s.op == "texpand" else s for s in kernel.body))
+    gm = [x.copy(), y.copy(), np.zeros((2, 16, 32), np.float32)]
+    want = _error(lambda: run(kernel, (0, 0, 0), gm, Core(code.memory), verified=True))
+    got = _error(lambda: host_kernel(kernel, code.memory)(Core(code.memory), [(0, 0, 0)], gm))
+    assert got == want and "more dimensions" in got, got

@@ -6,8 +6,10 @@ gets a leading lane axis (``n`` byte buffers of the program's extent, so tiles k
 and dtypes), index arithmetic is carried per lane, a window whose offsets differ per lane is
 loaded and stored for all lanes at once, row by row, and each compute instruction
 runs once on the stacked tiles. The results are those of :func:`ptojax.ascend.interpreter.run` at
-each grid point in turn, bit for bit (tests/test_batched.py checks every instruction): the
-instances must be independent — the runtime batches only tasks that are ready together.
+each grid point in turn, bit for bit (tests/test_batched.py checks every instruction), but for the
+payload of a NaN computed from two NaNs (NumPy's vector loops take the first operand's in their body,
+the second's in their remainder, and a batch's loops run longer): the instances must be independent —
+the runtime batches only tasks that are ready together.
 
 Instructions whose NumPy semantics do not take a leading lane axis (indexed scatters, gathers from
 tiles, user-defined instructions) run lane by lane inside the batch. Errors are the interpreter's

@@ -26,7 +26,6 @@ import numpy as np
 from ..errors import PtoError
 from ..lowering.memory import CoreMemory
 from . import asm
-from .batched import _ELEMENTWISE
 from .interpreter import (_BASE, Core, PtoExecutionError, alloc_error, fill_error, results_error, run,
                           semantic_params, statement_error, store_error, view_error, window_error)
 from .semantics import (ACCUMULATOR, BF16, BOOL, EXACT_F32_TERMS, F16, F32, FLOAT, I8, I32, INT, SEMANTICS,
@@ -235,15 +234,16 @@ class _Writer:
         self.tiles[stmt.name] = stmt.type
 
     # ------------------------------------------------------------------------------- instructions
-    def operand(self, operand, shape=None, copy=False) -> str:
-        """An operand as an expression: a tile's valid region (a copy where the layout matters; reshaped
-        to ``shape``), a scalar or a GM window (as an array)."""
+    def operand(self, operand, shape=None) -> str:
+        """An operand as an expression: a copy of a tile's valid region, as the interpreter reads it
+        (NumPy's loops, and so a NaN + NaN's payload or a sum's order, follow the layout; reshaped to
+        ``shape``), a scalar or a GM window (as an array)."""
         expr = self.var(operand.name)
         if operand.name in self.tiles:
             t = self.tiles[operand.name]
             if shape is not None and tuple(shape) != (t.v_row, t.v_col):
-                return f"{expr}.copy().reshape({tuple(shape)})" if copy else f"{expr}.reshape({tuple(shape)})"
-            return f"{expr}.copy()" if copy else expr
+                return f"{expr}.copy().reshape({tuple(shape)})"
+            return f"{expr}.copy()"
         return expr if expr.startswith("_C") else f"_asarray({expr})"
 
     def fill(self, k, j, operand, value, depth, known=None):
@@ -308,10 +308,11 @@ class _Writer:
             return tile.np_dtype
         return self.ns[expr].dtype if expr.startswith("_C") else None
 
-    def operands(self, stmt: asm.Instr, ins, dtype, out, widen=True) -> list | None:
-        """Expressions of operands ``ins`` (tiles or constants, all of ``dtype``; float16 / bfloat16 widened
-        to float32 as the semantics does, if ``widen``) whose regions broadcast to ``out``'s as their
-        logical shapes do; None where any is not so."""
+    def operands(self, stmt: asm.Instr, ins, dtype, out, widen=True, copy=True) -> list | None:
+        """Expressions of operands ``ins`` (tiles or constants, all of ``dtype``) whose regions broadcast
+        to ``out``'s as their logical shapes do, None where any is not so: float16 / bfloat16 tiles widened
+        to float32 as the semantics does (if ``widen``), others copied as the interpreter reads them (if
+        ``copy``: NumPy's loops follow the layout, and with them the payload of a NaN + NaN)."""
         if dtype is None or not self.regions_broadcast(stmt):
             return None
         widen, args, shapes = widen and dtype in (F16, BF16), [], []
@@ -321,7 +322,7 @@ class _Writer:
             expr = self.var(o.name)
             if o.name in self.tiles:
                 shapes.append((self.tiles[o.name].v_row, self.tiles[o.name].v_col))
-                args.append(f"{expr}.astype(_np.float32)" if widen else expr)
+                args.append(f"{expr}.astype(_np.float32)" if widen else f"{expr}.copy()" if copy else expr)
             else:
                 args.append(self.const(self.ns[expr].astype(F32), "C") if widen else expr)
         try:
@@ -340,12 +341,13 @@ class _Writer:
         if arity != len(stmt.ins) or len(stmt.outs) != 1 or out is None or semantic_params(stmt) \
                 or out.np_dtype not in dtypes:
             return None
-        args, dst = self.operands(stmt, stmt.ins, out.np_dtype, out), self.var(stmt.outs[0].name)
+        args = self.operands(stmt, stmt.ins, out.np_dtype, out, copy=out.np_dtype not in INT)
+        dst = self.var(stmt.outs[0].name)
         if args is None:
             return None
         if name in _EXPRESSIONS:
             return f"{dst}[...] = {_EXPRESSIONS[name].format(*args)}"
-        if out.np_dtype not in (F16, BF16):
+        if out.np_dtype in INT:                         # integers: no NaN, in place
             return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={dst})"
         return f"{dst}[...] = _np.{_UFUNCS[name]}({', '.join(args)})"
 
@@ -355,7 +357,7 @@ class _Writer:
         out = self.tiles.get(stmt.outs[0].name)
         if name not in _COMPARE or len(stmt.ins) != 2 or len(stmt.outs) != 1 or out is None or out.np_dtype != BOOL:
             return None
-        args = self.operands(stmt, stmt.ins, self.dtype_of(stmt.ins[0]), out)
+        args = self.operands(stmt, stmt.ins, self.dtype_of(stmt.ins[0]), out, copy=False)   # no arithmetic
         return None if args is None else f"_np.{_COMPARE[name]}({', '.join(args)}, out={self.var(stmt.outs[0].name)})"
 
     def where(self, name, stmt: asm.Instr) -> str | None:
@@ -365,7 +367,7 @@ class _Writer:
                 or stmt.ins[0].name not in self.tiles:
             return None
         cond = self.tiles[stmt.ins[0].name]
-        values = self.operands(stmt, stmt.ins[1:], out.np_dtype, out, widen=False)
+        values = self.operands(stmt, stmt.ins[1:], out.np_dtype, out, widen=False, copy=False)
         try:
             if values is None or np.broadcast_shapes((cond.v_row, cond.v_col), (out.v_row, out.v_col)) != (
                     out.v_row, out.v_col):
@@ -378,11 +380,17 @@ class _Writer:
         """``texpand`` of a tile whose region broadcasts to the destination's as its logical shape does to
         the ``shape`` attribute: the assignment."""
         out, src, shapes = self.tiles.get(stmt.outs[0].name), self.tiles.get(stmt.ins[0].name), stmt.attr("shapes")
-        if name != "texpand" or len(stmt.ins) != 1 or out is None or src is None \
-                or _squeezed(semantic_params(stmt)["shape"]) != _squeezed((out.v_row, out.v_col)) \
-                or (shapes and _squeezed(shapes[0]) != _squeezed((src.v_row, src.v_col))):   # it broadcasts
+        if name != "texpand" or len(stmt.ins) != 1 or out is None or src is None:
             return None
-        value = self.operands(stmt, stmt.ins, out.np_dtype, out, widen=False)
+        shape, logical = tuple(semantic_params(stmt).get("shape", ())), tuple(shapes[0]) if shapes else None
+        try:                                            # np.broadcast_to(logical, shape) is valid
+            valid = logical is None or len(logical) <= len(shape) and np.broadcast_shapes(logical, shape) == shape
+        except ValueError:
+            valid = False
+        if not valid or _squeezed(shape) != _squeezed((out.v_row, out.v_col)) \
+                or (logical and _squeezed(logical) != _squeezed((src.v_row, src.v_col))):   # it broadcasts
+            return None
+        value = self.operands(stmt, stmt.ins, out.np_dtype, out, widen=False, copy=False)
         return None if value is None else f"{self.var(stmt.outs[0].name)}[...] = {value[0]}"
 
     def matmul(self, name, stmt: asm.Instr) -> str | None:
@@ -416,9 +424,9 @@ class _Writer:
         product, dst = f"_np.matmul({lhs}.astype(_np.float32), {rhs}.astype(_np.float32))", self.var(stmt.outs[0].name)
         if not acc:
             return f"{dst}[...] = {product}"
-        if accumulator == I32:
-            product += ".astype(_np.int32)"
-        return f"_np.add({first[0]}, {product}, out={dst})"
+        if accumulator == I32:                          # integers: no NaN, in place
+            return f"_np.add({first[0]}, {product}.astype(_np.int32), out={dst})"
+        return f"{dst}[...] = _np.add({first[0]}.copy(), {product})"
 
     def cast(self, name, stmt: asm.Instr) -> str | None:
         """A ``tcvt`` to a float dtype from a float or an integer one as its semantics' steps: the
@@ -447,7 +455,10 @@ class _Writer:
         if set(params) != {"axes", "keepdims"} or math.prod(shapes[0]) != src.v_row * src.v_col:
             return None
         axes, keepdims = tuple(params["axes"]), bool(params["keepdims"])
-        result = np.add.reduce(np.zeros(shapes[0], F32), axis=axes, keepdims=keepdims).shape
+        try:
+            result = np.add.reduce(np.zeros(shapes[0], F32), axis=axes, keepdims=keepdims).shape
+        except (ValueError, TypeError, IndexError):     # the semantics call reports it as the interpreter does
+            return None
         if math.prod(result) != out.v_row * out.v_col:
             return None
         x = self.var(stmt.ins[0].name) + (".copy()" if src.np_dtype == F32 else ".astype(_np.float32)")
@@ -470,8 +481,7 @@ class _Writer:
                 self.emit(depth, line)
                 return
         shapes = iter(stmt.attr("shapes") or ())
-        copy = name not in _ELEMENTWISE                 # NumPy's summation order follows the layout
-        args = [self.operand(o, next(shapes, None) if stmt.attr("shapes") and o.name in self.tiles else None, copy)
+        args = [self.operand(o, next(shapes, None) if stmt.attr("shapes") and o.name in self.tiles else None)
                 for o in stmt.ins]
         params = semantic_params(stmt)
         call = f"{self.const(fn, 'F')}({', '.join(args)}{', **' + self.const(params, 'P') if params else ''})"
