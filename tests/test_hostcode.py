@@ -171,7 +171,7 @@ def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics()
     or a row against the destination's region) and in place too; on float16 / bfloat16 the ufunc on
     the operands widened to float32, rounded by the assignment: the same bits on every 16-bit pattern
     (not NumPy's own float16 loops, which choose other NaN payloads)."""
-    from ptojax.ascend.hostcode import _UFUNCS
+    from ptojax.ascend.inline import _UFUNCS
     from ptojax.ascend.semantics import SEMANTICS
 
     bits = _float32_bits(20000, repeat=200)
@@ -314,12 +314,12 @@ def test_logical_shapes_that_broadcast_otherwise_keep_the_semantics_call():
     """A tile whose logical shape is not its region with leading 1s (here a (1, 32) row tile read as
     a (32, 1) column) runs through the semantics: broadcasting the regions would give other values.
     Operands of one logical shape over regions of one shape broadcast nothing: inline either way."""
-    from ptojax.ascend.hostcode import _Writer
+    from ptojax.ascend.inline import InlineForms
 
     row = asm.TileBuf(loc="vec", dtype="f32", rows=1, cols=32, v_row=1, v_col=32, blayout="row_major",
                       slayout="none_box", fractal=512, pad=0)
     full = dataclasses.replace(row, rows=32, v_row=32)
-    writer = _Writer.__new__(_Writer)
+    writer = InlineForms()
     writer.tiles = {"%a": full, "%b": row, "%c": full, "%o": full}
     for b, shapes, inline in (("%b", ((32, 32), (1, 32)), True), ("%b", ((1, 32, 32), (32,)), True),
                               ("%b", ((32, 32), (32, 1)), False), ("%b", ((32, 32), (1, 1, 32)), True),
@@ -354,7 +354,7 @@ def test_float_expressions_are_their_semantics_bit_for_bit():
     """rsqrt / recip / sigmoid / silu / relu / clip run inline as the semantics' own NumPy steps: the same
     bits on float32 specials (NaN payloads, infinities, subnormals) and on every float16 / bfloat16
     pattern (widened, computed, rounded once by the assignment); in kernels no semantics call is left."""
-    from ptojax.ascend.hostcode import _ARITY, _EXPRESSIONS
+    from ptojax.ascend.inline import _ARITY, _EXPRESSIONS
     from ptojax.ascend.semantics import SEMANTICS
 
     bits = _float32_bits(20000, repeat=50)
