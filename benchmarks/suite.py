@@ -14,7 +14,8 @@ Measures, each with its target where the issue sets one (PASS / FAIL; "—": no 
     ``backend="sim"`` vs ``"xla"``). Both are wrapped in ``jax.jit``, called once each to warm up, then
     alternately ``repeats`` times on device-resident inputs (``block_until_ready``); the ratio of the
     medians. Target ≤ 2× on the seed example and on each DeepSeek kernel at the seed's shape. Beside
-    the seed example, a floor: its compute instructions alone through their NumPy semantics.
+    the seed example, a floor: its compute instructions alone through their NumPy semantics. The
+    ``pj.nn`` ops at tests/test_nn.py's small shapes and (not --quick) at a training step's, ``TRAINING``.
 (b) lower + compile time of the DeepSeek kernels from ``jax.ShapeDtypeStruct`` specs, a fresh
     ``pj.kernel`` each time (no compile cache), at KV 8K / 32K / 64K / 128K: the median of ``repeats``,
     after one untimed compile per kernel (the process's one-time costs: JAX's own caches, imports).
@@ -118,6 +119,7 @@ def kv_text(kv: int) -> str:
     return f"{kv // 1024}K" if kv % 1024 == 0 else str(kv)
 
 
+TRAINING = dict(rows=1024, d=256, seq=256)      # pj.nn at a training step's shape: (1024, 256); attention (2, 256, 16)
 SEED = Shape("seed: B=4 S1=2 KV 64K top-k 2048", 4, 2, 7168, 1536, 64, 128, 2048, (65536,) * 4)
 SMALL = Shape("small: B=2 S1=2 KV 500/300 top-k 64", 2, 2, 256, 128, 4, 4, 64, (500, 300), 4)  # tests/test_deepseek
 
@@ -476,6 +478,7 @@ def measures(mode: str):
     out += [(f"{TITLES[k]}, small", "a", None, small(k)) for k in KERNELS]
     out += [("pj.nn", "a", None, host_nn)]
     if mode != "quick":
+        out += [("pj.nn, training shape", "a", None, functools.partial(host_nn, repeats=3, **TRAINING))]
         out += [(f"{TITLES[k]}, seed shape", "a", "≤ 2×", seed_shape(k)) for k in KERNELS
                 if k != "dia" or mode == "full"]
     kvs = (8192, 32768) if mode == "quick" else (8192, 32768, 65536, 131072)
