@@ -106,10 +106,10 @@ class InlineForms:
             return None
 
     def ufunc(self, name, stmt: asm.Instr) -> str | None:
-        """The instruction as one NumPy ufunc into its destination (or the few of ``_EXPRESSIONS``), where
-        that is its semantics bit for bit: operands (tiles or constants) of the destination's dtype whose
-        regions broadcast to its region; float32 and integers (``_INTEGER_UFUNCS``) in place, float16 /
-        bfloat16 widened and rounded as the semantics does (the assignment casts as ``astype`` does)."""
+        """The instruction as one NumPy ufunc (or the few of ``_EXPRESSIONS``), where that is its semantics
+        bit for bit: operands (tiles or constants) of the destination's dtype whose regions broadcast to
+        its region. Integers (``_INTEGER_UFUNCS``) in place; floats on copies (float16 / bfloat16 widened
+        to float32), the fresh result assigned to the tile (which rounds as ``astype`` does)."""
         out = self.tiles.get(stmt.outs[0].name)
         arity = getattr(np, _UFUNCS[name]).nin if name in _UFUNCS else _ARITY.get(name)
         dtypes = FLOAT + INT if name in _INTEGER_UFUNCS else FLOAT
