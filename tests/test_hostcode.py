@@ -166,11 +166,11 @@ def _float32_bits(count, repeat=1):
 
 
 def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics():
-    """tadd/tsub/tmul/tdiv/tmax/tmin run as one ufunc into the destination: on float32 the same bits
-    as the semantics on any operands (NaN payloads, infinities, subnormals), broadcast ones (a column
-    or a row against the destination's region) and in place too; on float16 / bfloat16 the ufunc on
-    the operands widened to float32, rounded by the assignment: the same bits on every 16-bit pattern
-    (not NumPy's own float16 loops, which choose other NaN payloads)."""
+    """Each of ``_UFUNCS`` is its instruction's semantics: on float32 the ufunc gives the semantics'
+    bits on any operands (NaN payloads, infinities, subnormals) and broadcast ones (a column or a row
+    against the destination's region), assigned to the destination; on float16 / bfloat16 the ufunc
+    on the operands widened to float32, rounded by the assignment: the same bits on every 16-bit
+    pattern (not NumPy's own float16 loops, which choose other NaN payloads)."""
     from ptojax.ascend.inline import _UFUNCS
     from ptojax.ascend.semantics import SEMANTICS
 
@@ -183,8 +183,8 @@ def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics()
                          (grid, column), (grid, row)):
                 ins = (x, y)[:getattr(np, ufunc).nin]
                 want = SEMANTICS[name](*ins)
-                out = x.copy()
-                getattr(np, ufunc)(out, *ins[1:], out=out)
+                out = np.empty_like(x)
+                out[...] = getattr(np, ufunc)(*ins)
                 np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32), err_msg=name)
 
     for dtype in (F16, BF16):
