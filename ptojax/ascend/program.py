@@ -98,7 +98,8 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> Asce
     return AscendKernel(lowering, memory, kernels, "\n".join(texts))
 
 
-_LANES_MIN = 20                     # block instances that run as lanes of one batch; fewer run on host code (faster)
+_LANES_MIN = 64                     # block instances that run as lanes of one batch; fewer run on host code (faster:
+                                    # ~1 µs per instruction and instance there, the lanes ~50-100 µs per instruction)
 _THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances is shared by this many threads
 _BYTES_PER_THREAD = 6 << 20         # core-buffer bytes a thread's share of a batch takes at least (NumPy releases
                                     # the GIL in its loops, but handing the GIL over costs: small batches stay on one)
