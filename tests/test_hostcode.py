@@ -276,10 +276,11 @@ def test_float_reductions_run_inline_with_the_interpreters_bits(dtype):
 
 
 def _specials(shape, dtype, seed):
-    """Random values of ``dtype`` with NaNs (two payloads), infinities and signed zeros among them."""
+    """Random values of ``dtype`` with the float32 special values (NaN payloads, infinities, signed zeros,
+    subnormals, ties) among them."""
     x = rand(shape, np.float32, seed).reshape(-1)
-    x.view(np.uint32)[:6] = [0x7FC00001, 0xFFC00002, 0x7F800000, 0xFF800000, 0x80000000, 0]
-    with np.errstate(invalid="ignore"):
+    x.view(np.uint32)[:len(_SPECIAL_F32)] = _SPECIAL_F32
+    with np.errstate(invalid="ignore", over="ignore"):
         return np.random.default_rng(seed).permutation(x).reshape(shape).astype(dtype)
 
 

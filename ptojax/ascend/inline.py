@@ -50,6 +50,14 @@ def _squeezed(shape) -> tuple:
     return shape
 
 
+def _broadcasts_to(regions, out) -> bool:
+    """Whether tile regions ``regions`` broadcast to ``out``'s region."""
+    try:
+        return np.broadcast_shapes(*regions) == (out.v_row, out.v_col)
+    except ValueError:
+        return False
+
+
 class InlineForms:
     """The host-code writer's inline forms (a mixin): :meth:`inline` is an instruction's line, or None.
     The writer provides ``tiles`` (SSA name -> ``TileBuf``), ``var(name)`` (an SSA name's expression),
@@ -100,10 +108,7 @@ class InlineForms:
                 args.append(f"{expr}.astype(_np.float32)" if widen else f"{expr}.copy()" if copy else expr)
             else:
                 args.append(self.const(self.ns[expr].astype(F32), "C") if widen else expr)
-        try:
-            return args if np.broadcast_shapes(*shapes) == (out.v_row, out.v_col) else None
-        except ValueError:
-            return None
+        return args if _broadcasts_to(shapes, out) else None
 
     def ufunc(self, name, stmt: asm.Instr) -> str | None:
         """The instruction as one NumPy ufunc (or the few of ``_EXPRESSIONS``), where that is its semantics
@@ -117,9 +122,9 @@ class InlineForms:
                 or out.np_dtype not in dtypes:
             return None
         args = self.operands(stmt, stmt.ins, out.np_dtype, out, copy=out.np_dtype not in INT)
-        dst = self.var(stmt.outs[0].name)
         if args is None:
             return None
+        dst = self.var(stmt.outs[0].name)
         if name in _EXPRESSIONS:
             return f"{dst}[...] = {_EXPRESSIONS[name].format(*args)}"
         if out.np_dtype in INT:                         # integers: no NaN, in place
@@ -143,11 +148,7 @@ class InlineForms:
             return None
         cond = self.tiles[stmt.ins[0].name]
         values = self.operands(stmt, stmt.ins[1:], out.np_dtype, out, widen=False, copy=False)
-        try:
-            if values is None or np.broadcast_shapes((cond.v_row, cond.v_col), (out.v_row, out.v_col)) != (
-                    out.v_row, out.v_col):
-                return None
-        except ValueError:
+        if values is None or not _broadcasts_to([(cond.v_row, cond.v_col), (out.v_row, out.v_col)], out):
             return None
         return f"{self.var(stmt.outs[0].name)}[...] = _np.where({self.var(stmt.ins[0].name)}, {', '.join(values)})"
 
