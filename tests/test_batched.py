@@ -1,4 +1,6 @@
 """Batched execution of block instances: the same bits as running them one by one."""
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -19,21 +21,25 @@ from test_lowering import KERNELS
 from test_semantics import CASES as SEMANTIC_CASES
 
 
-def _outputs(compiled, args, batched: bool):
+def _outputs(compiled, args, batched: bool, lane_code: bool = True):
     """The kernel's outputs on the simulator, with or without its batch runners (with them, every group
-    of ready tasks runs as a batch, however small)."""
-    lowering = compiled.lowering
+    of ready tasks runs as a batch, however small: as lane code, or without it on the interpreter's lanes)."""
+    lowering, code = compiled.lowering, compiled._code()
+    if not lane_code:
+        code = dataclasses.replace(code)
+        code._lanes.update(dict.fromkeys(code.kernels))
     flat = [np.array(x) for x in jax.tree.leaves(args)]
-    plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, flat, AscendBackend(compiled._code(), A3))
+    backend = AscendBackend(code, A3)
+    plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, flat, backend)
     groups = len(plan.batches)
     if not batched:
         plan.batches.clear()
-    backend = AscendBackend(compiled._code(), A3)
-    smallest, executors.BATCH_MIN, lanes, program._LANES_MIN = executors.BATCH_MIN, 1, program._LANES_MIN, 1
+    saved = executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN
+    executors.BATCH_MIN = program._LANES_MIN = program._LANE_CODE_MIN = 1
     try:
         trace = simulate(plan, machine(A3), worker=backend.worker)
     finally:
-        executors.BATCH_MIN, program._LANES_MIN = smallest, lanes
+        executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN = saved
     return plan.results(), trace, groups
 
 
@@ -42,11 +48,12 @@ def _bits(x):
     return x.view(f"u{x.dtype.itemsize}") if x.dtype.kind == "f" or x.dtype.itemsize == 2 else x
 
 
+@pytest.mark.parametrize("lane_code", [True, False], ids=["lane-code", "interpreter-lanes"])
 @pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
-def test_batched_run_equals_one_by_one(name, kernel, args):
+def test_batched_run_equals_one_by_one(name, kernel, args, lane_code):
     compiled = pj.kernel(kernel).compiled_for(*args)
     want, trace_one, groups = _outputs(compiled, args, batched=False)
-    got, trace_batched, _ = _outputs(compiled, args, batched=True)
+    got, trace_batched, _ = _outputs(compiled, args, batched=True, lane_code=lane_code)
     assert groups > 0
     assert trace_one.rows == trace_batched.rows                 # batching never changes the timeline
     for w, g in zip(want, got):
@@ -135,13 +142,15 @@ def test_a_failing_grid_point_in_a_batch_names_its_own_task(cols):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(fuzz.kernels(max_ops=5))
 def test_random_kernels_batched_equal_one_by_one(spec):
-    """Random op chains (tests/fuzz.py: tiles reused across ops, layouts, reductions, casts)."""
+    """Random op chains (tests/fuzz.py: tiles reused across ops, layouts, reductions, casts), as lane
+    code and on the interpreter's lanes."""
     fn, args = fuzz.build(spec)
     compiled = pj.kernel(fn).compiled_for(*args)
     want, _, _ = _outputs(compiled, args, batched=False)
-    got, _, _ = _outputs(compiled, args, batched=True)
-    for w, g in zip(want, got):
-        np.testing.assert_array_equal(_bits(g), _bits(w), err_msg=fuzz.describe(spec))
+    for lane_code in (True, False):
+        got, _, _ = _outputs(compiled, args, batched=True, lane_code=lane_code)
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(_bits(g), _bits(w), err_msg=f"{fuzz.describe(spec)} lane code {lane_code}")
 
 
 def test_outputs_written_tile_by_tile_skip_the_fill_and_others_keep_it():

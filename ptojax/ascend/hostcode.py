@@ -126,6 +126,14 @@ class _Writer(InlineForms):
         self.names[name] = py
         return py
 
+    def shape(self, dims) -> str:
+        """A tile value's shape as an expression (lane code puts the lane count first)."""
+        return repr(tuple(dims))
+
+    def size(self, elements: int) -> str:
+        """A tile value's element count as an expression."""
+        return str(elements)
+
     def emit(self, depth: int, line: str) -> None:
         self.lines.append("    " * depth + line)
 
@@ -138,8 +146,7 @@ class _Writer(InlineForms):
         for stmt in body:
             kind = type(stmt)
             if kind is asm.Arith:
-                op = "+" if stmt.op == "addi" else "*"
-                self.emit(depth, f"{self.define(stmt.name)} = {self.var(stmt.lhs)} {op} {self.var(stmt.rhs)}")
+                self.arith(stmt, depth)
             elif kind is asm.Const:
                 value = stmt.value if stmt.type == "index" else np.asarray(stmt.value, asm.DTYPES[stmt.type])
                 self.names[stmt.name] = repr(value) if stmt.type == "index" else self.const(value, "C")
@@ -156,6 +163,10 @@ class _Writer(InlineForms):
                 self.emit(depth + 1, "pass")
             else:
                 self.instr(stmt, depth)
+
+    def arith(self, stmt: asm.Arith, depth):
+        op = "+" if stmt.op == "addi" else "*"
+        self.emit(depth, f"{self.define(stmt.name)} = {self.var(stmt.lhs)} {op} {self.var(stmt.rhs)}")
 
     def literal(self, name):
         """An index value known now (a constant), or None."""
@@ -212,7 +223,7 @@ class _Writer(InlineForms):
         if operand.name in self.tiles:
             t = self.tiles[operand.name]
             if shape is not None and tuple(shape) != (t.v_row, t.v_col):
-                return f"{expr}.copy().reshape({tuple(shape)})"
+                return f"{expr}.copy().reshape({self.shape(shape)})"
             return f"{expr}.copy()"
         return expr if expr.startswith("_C") else f"_asarray({expr})"
 
@@ -228,9 +239,9 @@ class _Writer(InlineForms):
                 self.emit(depth, f"{dst}[...] = {value}")
                 return
         else:
-            size = t.v_row * t.v_col
+            size = self.size(t.v_row * t.v_col)
             self.emit(depth, f"if {value}.dtype != {dtype} or {value}.size != {size}: _E.fill({k}, {j}, {value})")
-        self.emit(depth, f"{dst}[...] = {value}.reshape({t.v_row}, {t.v_col})")
+        self.emit(depth, f"{dst}[...] = {value}.reshape({self.shape((t.v_row, t.v_col))})")
 
     def instr(self, stmt: asm.Instr, depth):
         k, op = self.number(stmt), stmt.op

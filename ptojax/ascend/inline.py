@@ -61,7 +61,13 @@ def _broadcasts_to(regions, out) -> bool:
 class InlineForms:
     """The host-code writer's inline forms (a mixin): :meth:`inline` is an instruction's line, or None.
     The writer provides ``tiles`` (SSA name -> ``TileBuf``), ``var(name)`` (an SSA name's expression),
-    ``const(value, stem)`` (a namespace constant's name) and ``ns`` (the namespace)."""
+    ``const(value, stem)`` (a namespace constant's name), ``ns`` (the namespace) and ``shape(dims)`` (a tile
+    value's shape as an expression). Tiles may carry leading axes (lane code's lanes): transposes swap
+    the last two axes, and :meth:`axes` says where a tile's axes are."""
+
+    def axes(self, axes: tuple) -> tuple:
+        """Reduction ``axes`` of a tile value (of the logical shape) as axes of the tile expression."""
+        return axes
 
     def inline(self, name, stmt: asm.Instr) -> str | None:
         """Instruction ``stmt`` (semantics ``name``) as one line of NumPy, or None."""
@@ -196,7 +202,7 @@ class InlineForms:
         if k != k2 or (m, n) != (out.v_row, out.v_col) or (a.np_dtype == I8 and k > EXACT_F32_TERMS):
             return None
         *first, lhs, rhs = (self.var(o.name) for o in stmt.ins)
-        lhs, rhs = lhs + ".T" * params["transpose_a"], rhs + ".T" * params["transpose_b"]
+        lhs, rhs = (x + ".swapaxes(-1, -2)" * t for x, t in ((lhs, params["transpose_a"]), (rhs, params["transpose_b"])))
         product, dst = f"_np.matmul({lhs}.astype(_np.float32), {rhs}.astype(_np.float32))", self.var(stmt.outs[0].name)
         if not acc:
             return f"{dst}[...] = {product}"
@@ -239,11 +245,11 @@ class InlineForms:
             return None
         x = self.var(stmt.ins[0].name) + (".copy()" if src.np_dtype == F32 else ".astype(_np.float32)")
         if tuple(shapes[0]) != (src.v_row, src.v_col):
-            x += f".reshape({tuple(shapes[0])})"
+            x += f".reshape({self.shape(shapes[0])})"
         dtype = ", dtype=_np.float32" if name == "tsum" else ""
-        value = f"_np.{_REDUCE[name]}.reduce({x}, axis={axes}{dtype}, keepdims={keepdims})"
+        value = f"_np.{_REDUCE[name]}.reduce({x}, axis={self.axes(axes)}{dtype}, keepdims={keepdims})"
         if result != (out.v_row, out.v_col):
-            value = f"_np.reshape({value}, ({out.v_row}, {out.v_col}))"
+            value = f"_np.reshape({value}, {self.shape((out.v_row, out.v_col))})"
         return f"{self.var(stmt.outs[0].name)}[...] = {value}"
 
 

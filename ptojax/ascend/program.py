@@ -20,6 +20,7 @@ from ..lowering.walk import body_of
 from . import asm, isa
 from .codegen import codegen
 from .hostcode import host_kernel
+from .lanecode import lane_kernel
 from .batched import extents, run_batch
 from .interpreter import Core, run
 
@@ -36,6 +37,7 @@ class AscendKernel:
     _costs: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # target -> {key: BlockCost}
     _extents: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # key -> {location: bytes}
     _host: dict = dataclasses.field(default_factory=dict, init=False, repr=False)     # key -> HostKernel or None
+    _lanes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # key -> LaneKernel or None
 
     def kernel(self, part) -> asm.Kernel:
         return self.kernels[(part.program.name, tuple(part.shape))]
@@ -52,6 +54,13 @@ class AscendKernel:
         if key not in self._host:
             self._host[key] = host_kernel(self.kernels[key], self.memory)
         return self._host[key]
+
+    def lanes(self, key):
+        """Kernel ``key`` as lane code (:func:`~ptojax.ascend.lanecode.lane_kernel`), made once; None
+        where independent instances run one after another on host code or as the interpreter's lanes."""
+        if key not in self._lanes:
+            self._lanes[key] = lane_kernel(self.host(key), self.memory)
+        return self._lanes[key]
 
     def host_text(self) -> str:
         """The host code of every program (its ``// program`` header, then the Python function)."""
@@ -98,8 +107,9 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> Asce
     return AscendKernel(lowering, memory, kernels, "\n".join(texts))
 
 
-_LANES_MIN = 64                     # block instances that run as lanes of one batch; fewer run on host code (faster:
-                                    # ~1 µs per instruction and instance there, the lanes ~50-100 µs per instruction)
+_LANE_CODE_MIN = 4                  # block instances that run as lanes of lane code; fewer run on host code
+_LANES_MIN = 64                     # the same without lane code: on the interpreter's lanes (~50-100 µs per
+                                    # instruction; host code ~1 µs per instruction and instance)
 _THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances is shared by this many threads
 _BYTES_PER_THREAD = 6 << 20         # core-buffer bytes a thread's share of a batch takes at least (NumPy releases
                                     # the GIL in its loops, but handing the GIL over costs: small batches stay on one)
@@ -144,23 +154,27 @@ class AscendBackend:
         return max(1, min(per_task, part.size // cores))
 
     def batch(self, part, arrays):
-        """Run many block instances of ``part`` (equal tile counts) at once. Fewer than ``_LANES_MIN``:
-        one call of the host code over all their tiles, instance after instance; more: their tiles at
-        position j as one batch of lanes (:func:`~ptojax.ascend.batched.run_batch`), for j in order."""
+        """Run many block instances of ``part`` (equal tile counts) at once: their tiles at position j as
+        lanes of one pass (lane code; else, from ``_LANES_MIN`` instances, the interpreter's lanes:
+        :func:`~ptojax.ascend.batched.run_batch`), for j in order; fewer instances than that, or a single
+        one, one call of the host code over all their tiles, instance after instance."""
         key = (part.program.name, tuple(part.shape))
         kernel, extent, memory = self.compiled.kernels[key], self.compiled.extents(key), self.compiled.memory
-        host = self.compiled.host(key)
+        host, lane = self.compiled.host(key), self.compiled.lanes(key)
         lane_bytes = max(1, sum(extent.values()))
         chunk = max(1, _LANE_BYTES // lane_bytes)
 
         def lanes(tile_lists):
             for c in range(0, len(tile_lists), chunk):          # lane buffers stay within _LANE_BYTES
                 for j in range(len(tile_lists[c])):
-                    run_batch(kernel, [tiles[j] for tiles in tile_lists[c:c + chunk]], arrays, memory, extent,
-                              verified=True)
+                    points = [tiles[j] for tiles in tile_lists[c:c + chunk]]
+                    if lane is not None:
+                        lane(points, arrays)
+                    else:
+                        run_batch(kernel, points, arrays, memory, extent, verified=True)
 
         def work(tile_lists, core):
-            if host is not None and len(tile_lists) < _LANES_MIN:
+            if host is not None and len(tile_lists) < (_LANES_MIN if lane is None else _LANE_CODE_MIN):
                 return host(core, [index for tiles in tile_lists for index in tiles], arrays)
             shares = min(_THREADS, len(tile_lists) * len(tile_lists[0]) * lane_bytes // _BYTES_PER_THREAD)
             if shares < 2:
