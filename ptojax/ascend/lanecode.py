@@ -145,7 +145,6 @@ class _LaneWriter(_Writer):
         its offsets are affine in the grid indices (the grid points are checked once per run), else per lane."""
         if stmt.name not in self.windows:
             return super().partition(stmt, depth)
-        self.number(stmt)
         known, sizes = self.static.get(stmt.view), [self.literal(s) for s in stmt.sizes]
         rows = self.rows.get((stmt.view, stmt.sizes[-1]))
         if known is None or None in sizes or rows is None:
@@ -200,7 +199,6 @@ class _LaneWriter(_Writer):
         known, tile = self.static.get(stmt.ins[0].name), self.tiles.get(stmt.outs[0].name)
         if known is None or tile is None or known[1] != tile.np_dtype or math.prod(known[0]) != tile.v_row * tile.v_col:
             raise _Unsupported("a load the interpreter reports")
-        self.number(stmt)
         self.emit(depth, f"{self.var(stmt.outs[0].name)}[...] = {self.var(stmt.ins[0].name)}"
                          f".reshape((1, {tile.v_row}, {tile.v_col}))")
 
@@ -248,6 +246,7 @@ class LaneKernel:
         exec(compile(source, f"<pto lane code: {kernel.name}>", "exec"), namespace)   # noqa: S102 - our own text
         self.fn = namespace["run"]
         self.extent = extents(kernel)
+        self._views = threading.local()     # per thread: (lanes, its buffers' ids) and the tile views
 
     def __call__(self, tiles, arrays) -> None:
         """Run the kernel at the grid points ``tiles`` (independent of each other) as lanes."""
@@ -255,18 +254,14 @@ class LaneKernel:
         self.fn(self.views(n), n, np.asarray(tiles, np.int64).reshape(n, -1), *arrays)
 
     def views(self, n: int) -> tuple:
-        """The tiles of ``n`` lanes: views of this thread's lane buffers, made once per buffer."""
-        buffers = tuple(_lane_buffer(loc, n, size) for loc, size in self.extent.items())
-        key, bases = (self, n), tuple(b.base for b in buffers)
-        cached = _VIEWS.__dict__.get(key)
-        if cached is None or cached[0] != tuple(map(id, bases)):
+        """The tiles of ``n`` lanes: views of this thread's lane buffers, kept while those stay the same."""
+        buffers = [_lane_buffer(loc, n, size) for loc, size in self.extent.items()]
+        key = (n, *(id(b.base) for b in buffers))
+        kept = getattr(self._views, "kept", None)
+        if kept is None or kept[0] != key:
             at = dict(zip(self.extent, buffers))
-            views = tuple(_lane_view(at[t.loc], t, addr, n) for _, t, addr in self.allocs)
-            cached = _VIEWS.__dict__[key] = (tuple(map(id, bases)), bases, views)
-        return cached[2]
-
-
-_VIEWS = threading.local()   # per thread: (lane kernel, lanes) -> (its buffers' ids, the buffers, the tile views)
+            kept = self._views.kept = (key, tuple(_lane_view(at[t.loc], t, addr, n) for _, t, addr in self.allocs))
+        return kept[1]
 
 
 def _lane_view(buffer: np.ndarray, t: asm.TileBuf, addr: int, n: int) -> np.ndarray:

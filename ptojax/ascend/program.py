@@ -107,7 +107,7 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> Asce
     return AscendKernel(lowering, memory, kernels, "\n".join(texts))
 
 
-_LANE_CODE_MIN = 4                  # block instances that run as lanes of lane code; fewer run on host code
+_LANE_CODE_MIN = 8                  # block instances that run as lanes of lane code; fewer run on host code
 _LANES_MIN = 64                     # the same without lane code: on the interpreter's lanes (~50-100 µs per
                                     # instruction; host code ~1 µs per instruction and instance)
 _THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances is shared by this many threads
