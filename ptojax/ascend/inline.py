@@ -65,6 +65,8 @@ class InlineForms:
     value's shape as an expression). Tiles may carry leading axes (lane code's lanes): transposes swap
     the last two axes, and :meth:`axes` says where a tile's axes are."""
 
+    nan_layout = True    # float operands of elementwise arithmetic copied, as the interpreter reads them
+
     def axes(self, axes: tuple) -> tuple:
         """Reduction ``axes`` of a tile value (of the logical shape) as axes of the tile expression."""
         return axes
@@ -127,7 +129,7 @@ class InlineForms:
         if arity != len(stmt.ins) or len(stmt.outs) != 1 or out is None or semantic_params(stmt) \
                 or out.np_dtype not in dtypes:
             return None
-        args = self.operands(stmt, stmt.ins, out.np_dtype, out, copy=out.np_dtype not in INT)
+        args = self.operands(stmt, stmt.ins, out.np_dtype, out, copy=out.np_dtype not in INT and self.nan_layout)
         if args is None:
             return None
         dst = self.var(stmt.outs[0].name)

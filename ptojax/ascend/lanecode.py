@@ -108,6 +108,8 @@ class _Plan:
 
 
 class _LaneWriter(_Writer):
+    nan_layout = False   # a batch's vector loops run longer than one instance's: its NaN + NaN payloads may differ
+
     def __init__(self, kernel: asm.Kernel, memory: CoreMemory):
         super().__init__(kernel, memory)
         self.plan = _Plan(kernel)
@@ -192,7 +194,7 @@ class _LaneWriter(_Writer):
         tile = self.tiles.get(stmt.ins[0].name)
         if tile is None or tile.np_dtype != dtype or tile.v_row * tile.v_col != math.prod(sizes):
             raise _Unsupported("a store the interpreter reports")
-        self.emit(depth, f"{w}[0][{w}[1]] = {self.operand(stmt.ins[0])}.reshape({self.shape(rows)})")
+        self.emit(depth, f"{w}[0][{w}[1]] = {self.var(stmt.ins[0].name)}.reshape({self.shape(rows)})")
 
     def shared_load(self, stmt, depth):
         """A load of one window into every lane."""
