@@ -137,8 +137,8 @@ class Compiled:
         return jax.tree.unflatten(self.lowering.out_tree, outs)
 
     def as_text(self, level: str = "pto") -> str:
-        """The compiled PTO-AS text (``"pto"``), its host code (``"host"``), or a lowering level's:
-        ``tensor``, ``tile``, ``block``."""
+        """The compiled PTO-AS text (``"pto"``), its host code and lane code (``"host"``), or a lowering
+        level's: ``tensor``, ``tile``, ``block``."""
         if self.code is not None and level in ("pto", "host"):
             return self.code.text if level == "pto" else self.code.host_text()
         return self.lowering.as_text(level)

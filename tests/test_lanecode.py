@@ -4,6 +4,7 @@
 time; tests/test_hostcode.py checks host code against the interpreter.)"""
 import dataclasses
 
+import jax
 import numpy as np
 import pytest
 
@@ -29,11 +30,11 @@ def test_lane_code_reads_like_the_kernel():
     assert "if ((_G < 0) | (_G >= _L" in source                  # the grid points are the grid's ...
     assert "_E.window" not in source                              # ... so the windows are inside: checked now
     assert "_r0 = _rows(v_v0, 32)" in source                      # a tensor's rows of the windows' width
-    assert "v_t4[...] = v_p3[0][v_p3[1]]" in source               # every lane's window: one gather
-    assert "v_t11[...] = _np.add(v_t6.astype(_np.float32), v_t10.astype(_np.float32))" in source
+    assert "v_t4 = _reg(v_p3[0][v_p3[1]], _D" in source          # every lane's window: one gather, its tile a
+    assert "v_t11 = _reg(_np.add(v_t6.astype(_np.float32), v_t10.astype(_np.float32)), _D" in source   # variable
     assert "v_p14[0][v_p14[1]] = v_t11.reshape((_n, 32, 32))" in source           # one scatter
     rowsum = code.lanes(("sum", (2, 1))).source                    # the reduction's axis after the lanes'
-    assert "_np.add.reduce(v_t4.copy(), axis=(2,), dtype=_np.float32, keepdims=False)" in rowsum
+    assert "_np.add.reduce(_np.ascontiguousarray(v_t4), axis=(2,), dtype=_np.float32, keepdims=False)" in rowsum
 
 
 def _gm(key):
@@ -116,3 +117,49 @@ def test_kernels_lane_code_cannot_take_run_on_host_code():
     kernel, memory = _seed_kernel(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, offsets=("%c32", "%c32"))
                                   if isinstance(s, asm.PartitionView) and s.name == "%p14" else s)
     assert host_kernel(kernel, memory) is not None and lane_kernel(host_kernel(kernel, memory), memory) is None
+
+
+def _add_the_clobbered_tile(s):
+    """tadd reads %t4, whose bytes the load of %t10 (the same address) has overwritten since."""
+    if isinstance(s, asm.Instr) and s.op == "tadd":
+        return dataclasses.replace(s, ins=(s.ins[0], dataclasses.replace(s.ins[1], name="%t4")))
+    return s
+
+
+def test_a_tile_read_through_another_tiles_bytes_keeps_the_lane_buffers():
+    """Tiles are variables only where every read of a tile reads its own last write; here one reads the
+    bytes another tile wrote (the interpreter's semantics: bytes), so the lanes keep their buffers."""
+    kernel, memory = _seed_kernel(("mul+add", (2, 2)), _add_the_clobbered_tile)
+    host = host_kernel(kernel, memory)
+    lanes = lane_kernel(host, memory)
+    assert "_reg(" not in lanes.source and "v_t4, v_t6, v_t10, v_t11, = _T" in lanes.source
+    points = list(np.ndindex(2, 2))
+    want, got = _gm(("mul+add",)), _gm(("mul+add",))
+    host(Core(memory), points, want)
+    lanes(points, got)
+    np.testing.assert_array_equal(got[-1].view(np.uint16), want[-1].view(np.uint16))
+    a, b, _ = SEED_ARGS             # 2a + b: %t4 holds b's window (as variables, the tiles would give 2a + a)
+    np.testing.assert_array_equal(want[-1], ((a.astype(np.float32) * 2).astype(F16).astype(np.float32)
+                                             + b.astype(np.float32)).astype(F16))
+
+
+def test_windows_of_many_rows_move_lane_by_lane():
+    """A window of 256 rows or more a lane moves by slicing, lane by lane (a row gather of short rows
+    costs more): the same bits as one task at a time."""
+    from test_batched import _bits, _outputs
+
+    x = rand((512, 64), np.float32, 6)
+
+    def f(x):
+        with pj.tile(vec=(512, 16)):
+            return jax.numpy.sum(x, axis=0), x * 2.0
+
+    compiled = pj.kernel(f).compiled_for(x)
+    code = compiled._code()
+    sources = "".join(code.lanes(key).source for key in code.kernels)
+    assert "_load_slices(" in sources and "_store_slices(" in sources
+    want, _, _ = _outputs(compiled, (x,), batched=False)
+    got, _, _ = _outputs(compiled, (x,), batched=True)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(_bits(g), _bits(w))
+    np.testing.assert_array_equal(got[1], x * 2)

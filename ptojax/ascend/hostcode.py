@@ -233,15 +233,19 @@ class _Writer(InlineForms):
         t = self.tiles.get(operand.name)
         if t is None:
             raise _Unsupported(f"{operand.name} is not a tile")
-        dst, dtype = self.var(operand.name), self.const(t.np_dtype, "D")
+        dtype = self.const(t.np_dtype, "D")
         if known and known[1] == t.np_dtype and math.prod(known[0]) == t.v_row * t.v_col:
             if known[0] == (t.v_row, t.v_col):
-                self.emit(depth, f"{dst}[...] = {value}")
+                self.emit(depth, self.assign(operand.name, value))
                 return
         else:
             size = self.size(t.v_row * t.v_col)
             self.emit(depth, f"if {value}.dtype != {dtype} or {value}.size != {size}: _E.fill({k}, {j}, {value})")
-        self.emit(depth, f"{dst}[...] = {value}.reshape({self.shape((t.v_row, t.v_col))})")
+        self.emit(depth, self.assign(operand.name, f"{value}.reshape({self.shape((t.v_row, t.v_col))})"))
+
+    def assign(self, name: str, value: str) -> str:
+        """The line that writes expression ``value`` to tile ``name``'s valid region."""
+        return f"{self.var(name)}[...] = {value}"
 
     def instr(self, stmt: asm.Instr, depth):
         k, op = self.number(stmt), stmt.op

@@ -61,11 +61,19 @@ def _broadcasts_to(regions, out) -> bool:
 class InlineForms:
     """The host-code writer's inline forms (a mixin): :meth:`inline` is an instruction's line, or None.
     The writer provides ``tiles`` (SSA name -> ``TileBuf``), ``var(name)`` (an SSA name's expression),
-    ``const(value, stem)`` (a namespace constant's name), ``ns`` (the namespace) and ``shape(dims)`` (a tile
-    value's shape as an expression). Tiles may carry leading axes (lane code's lanes): transposes swap
+    ``const(value, stem)`` (a namespace constant's name), ``ns`` (the namespace), ``shape(dims)`` (a tile
+    value's shape as an expression) and ``assign(name, value)`` (the line writing a value to a tile). Tiles may carry leading axes (lane code's lanes): transposes swap
     the last two axes, and :meth:`axes` says where a tile's axes are."""
 
     nan_layout = True    # float operands of elementwise arithmetic copied, as the interpreter reads them
+
+    def set_tile(self, stmt: asm.Instr, value: str, in_place: bool = False) -> str:
+        """The line that writes expression ``value`` to the instruction's destination tile (its valid
+        region: the assignment casts and broadcasts); ``in_place``: ``value`` is a ufunc call that may
+        write the tile itself (``out=``), as integer arithmetic and comparisons do."""
+        if in_place:
+            return f"{value[:-1]}, out={self.var(stmt.outs[0].name)})"
+        return self.assign(stmt.outs[0].name, value)
 
     def axes(self, axes: tuple) -> tuple:
         """Reduction ``axes`` of a tile value (of the logical shape) as axes of the tile expression."""
@@ -132,12 +140,11 @@ class InlineForms:
         args = self.operands(stmt, stmt.ins, out.np_dtype, out, copy=out.np_dtype not in INT and self.nan_layout)
         if args is None:
             return None
-        dst = self.var(stmt.outs[0].name)
         if name in _EXPRESSIONS:
-            return f"{dst}[...] = {_EXPRESSIONS[name].format(*args)}"
+            return self.set_tile(stmt, _EXPRESSIONS[name].format(*args))
         if out.np_dtype in INT:                         # integers: no NaN, in place
-            return f"_np.{_UFUNCS[name]}({', '.join(args)}, out={dst})"
-        return f"{dst}[...] = _np.{_UFUNCS[name]}({', '.join(args)})"
+            return self.set_tile(stmt, f"_np.{_UFUNCS[name]}({', '.join(args)})", in_place=True)
+        return self.set_tile(stmt, f"_np.{_UFUNCS[name]}({', '.join(args)})")
 
     def compare(self, name, stmt: asm.Instr) -> str | None:
         """A comparison of two operands of one dtype as its semantics' ufunc (float16 / bfloat16
@@ -146,7 +153,7 @@ class InlineForms:
         if name not in _COMPARE or len(stmt.ins) != 2 or len(stmt.outs) != 1 or out is None or out.np_dtype != BOOL:
             return None
         args = self.operands(stmt, stmt.ins, self.dtype_of(stmt.ins[0]), out, copy=False)   # no arithmetic
-        return None if args is None else f"_np.{_COMPARE[name]}({', '.join(args)}, out={self.var(stmt.outs[0].name)})"
+        return None if args is None else self.set_tile(stmt, f"_np.{_COMPARE[name]}({', '.join(args)})", in_place=True)
 
     def where(self, name, stmt: asm.Instr) -> str | None:
         """``tsel`` of a tile condition and values of the destination's dtype: ``np.where``."""
@@ -158,7 +165,7 @@ class InlineForms:
         values = self.operands(stmt, stmt.ins[1:], out.np_dtype, out, widen=False, copy=False)
         if values is None or not _broadcasts_to([(cond.v_row, cond.v_col), (out.v_row, out.v_col)], out):
             return None
-        return f"{self.var(stmt.outs[0].name)}[...] = _np.where({self.var(stmt.ins[0].name)}, {', '.join(values)})"
+        return self.set_tile(stmt, f"_np.where({self.var(stmt.ins[0].name)}, {', '.join(values)})")
 
     def expand(self, name, stmt: asm.Instr) -> str | None:
         """``texpand`` of a tile whose region broadcasts to the destination's as its logical shape does to
@@ -175,7 +182,7 @@ class InlineForms:
                 or (logical and _squeezed(logical) != _squeezed((src.v_row, src.v_col))):   # it broadcasts
             return None
         value = self.operands(stmt, stmt.ins, out.np_dtype, out, widen=False, copy=False)
-        return None if value is None else f"{self.var(stmt.outs[0].name)}[...] = {value[0]}"
+        return None if value is None else self.set_tile(stmt, value[0])
 
     def matmul(self, name, stmt: asm.Instr) -> str | None:
         """A ``tmatmul`` without bias, or a ``tmatmul_acc``, as the semantics' own steps: both tiles
@@ -205,12 +212,12 @@ class InlineForms:
             return None
         *first, lhs, rhs = (self.var(o.name) for o in stmt.ins)
         lhs, rhs = (x + ".swapaxes(-1, -2)" * t for x, t in ((lhs, params["transpose_a"]), (rhs, params["transpose_b"])))
-        product, dst = f"_np.matmul({lhs}.astype(_np.float32), {rhs}.astype(_np.float32))", self.var(stmt.outs[0].name)
+        product = f"_np.matmul({lhs}.astype(_np.float32), {rhs}.astype(_np.float32))"
         if not acc:
-            return f"{dst}[...] = {product}"
+            return self.set_tile(stmt, product)
         if accumulator == I32:                          # integers: no NaN, in place
-            return f"_np.add({first[0]}, {product}.astype(_np.int32), out={dst})"
-        return f"{dst}[...] = _np.add({first[0]}.copy(), {product})"
+            return self.set_tile(stmt, f"_np.add({first[0]}, {product}.astype(_np.int32))", in_place=True)
+        return self.set_tile(stmt, f"_np.add({first[0]}.copy(), {product})")
 
     def cast(self, name, stmt: asm.Instr) -> str | None:
         """A ``tcvt`` to a float dtype from a float or an integer one as its semantics' steps: the
@@ -224,12 +231,12 @@ class InlineForms:
         value = self.var(stmt.ins[0].name)
         if {src.np_dtype, out.np_dtype} == {F16, BF16}:
             value += ".astype(_np.float32)"
-        return f"{self.var(stmt.outs[0].name)}[...] = {value}"
+        return self.set_tile(stmt, value)
 
     def reduce(self, name, stmt: asm.Instr) -> str | None:
-        """A float ``tsum`` / ``tamax`` / ``tamin`` as its semantics' steps: a float32 copy of the tile (in
-        its own layout, so the summation order is the semantics'), the ufunc's reduce, the assignment
-        rounding to the tile's dtype."""
+        """A float ``tsum`` / ``tamax`` / ``tamin`` as its semantics' steps: the tile as a C-ordered float32
+        array (as the interpreter reads it, so the summation order is the semantics'), the ufunc's reduce,
+        the assignment rounding to the tile's dtype."""
         if name not in _REDUCE or len(stmt.ins) != 1 or len(stmt.outs) != 1:
             return None
         src, out = self.tiles.get(stmt.ins[0].name), self.tiles.get(stmt.outs[0].name)
@@ -245,14 +252,15 @@ class InlineForms:
             return None
         if math.prod(result) != out.v_row * out.v_col:
             return None
-        x = self.var(stmt.ins[0].name) + (".copy()" if src.np_dtype == F32 else ".astype(_np.float32)")
+        x = self.var(stmt.ins[0].name)
+        x = f"_np.ascontiguousarray({x})" if src.np_dtype == F32 else f"{x}.astype(_np.float32)"
         if tuple(shapes[0]) != (src.v_row, src.v_col):
             x += f".reshape({self.shape(shapes[0])})"
         dtype = ", dtype=_np.float32" if name == "tsum" else ""
         value = f"_np.{_REDUCE[name]}.reduce({x}, axis={self.axes(axes)}{dtype}, keepdims={keepdims})"
         if result != (out.v_row, out.v_col):
             value = f"_np.reshape({value}, {self.shape((out.v_row, out.v_col))})"
-        return f"{self.var(stmt.outs[0].name)}[...] = {value}"
+        return self.set_tile(stmt, value)
 
 
 __all__ = ["InlineForms"]

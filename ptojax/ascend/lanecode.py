@@ -2,12 +2,15 @@
 
 Host code (``hostcode.py``) runs a kernel's grid points one after another: a NumPy call per instruction
 and grid point. Lane code runs ``n`` independent grid points (ready block instances of one block call)
-in one pass: every tile has a leading lane axis (``n`` copies of the core's buffers), index values that
-depend on the grid point are ``int64`` arrays of the lanes, a window whose offsets differ per lane
-moves every lane's rows in one gather or scatter, and each compute instruction is one NumPy call on the
-stacked tiles — its inline form (``inline.py``) or its semantics over lanes
-(:func:`~ptojax.ascend.batched.execute_lanes`). The results are the interpreter's at each grid point in
-turn, bit for bit, but for the payload of a NaN computed from two NaNs (as in ``batched.py``).
+in one pass: every tile has a leading lane axis, index values that depend on the grid point are
+``int64`` arrays of the lanes, a window whose offsets differ per lane moves every lane's rows in one
+gather or scatter (lane by lane, by slicing, for windows of many rows), and each compute instruction
+is one NumPy call on the stacked tiles — its inline form (``inline.py``) or its semantics over lanes
+(:func:`~ptojax.ascend.batched.execute_lanes`). Where every read of a tile reads that tile's own last
+write (no bytes reinterpreted through another tile), a tile is a variable holding its lanes' values and
+an instruction binds it a new array; otherwise tiles are views of ``n`` copies of the core's buffers.
+The results are the interpreter's at each grid point in turn, bit for bit, but for the payload of a
+NaN computed from two NaNs (as in ``batched.py``).
 
 The writer takes a kernel only where that holds by construction: loop bounds, view shapes and window
 sizes the same on every lane, stores to windows that differ per lane, no indexed gathers or scatters;
@@ -23,9 +26,9 @@ import numpy as np
 
 from ..lowering.memory import CoreMemory
 from . import asm
-from .batched import _lane_buffer, execute_lanes, extents
+from .batched import _SLICE_ROWS, _lane_buffer, execute_lanes, extents
 from .hostcode import HostKernel, _Unsupported, _Writer
-from .interpreter import _BASE, semantic_params
+from .interpreter import _BASE, alloc_error, semantic_params
 from .semantics import SEMANTICS
 
 
@@ -40,6 +43,35 @@ class _Fail:
         def fail(*args):
             raise LaneFailure(f"the {check} check")
         return fail
+
+
+def _fresh(value, dtype, shape) -> np.ndarray:
+    """A new array of ``dtype`` and ``shape`` holding ``value`` as the assignment to a tile leaves it (it
+    casts and broadcasts)."""
+    out = np.empty(shape, dtype)
+    out[...] = value
+    return out
+
+
+def _reg(value, dtype, shape) -> np.ndarray:
+    """A register tile's new value: ``value`` itself where it is an array of ``dtype`` and ``shape`` (no
+    register is written in place), else :func:`_fresh`."""
+    if type(value) is np.ndarray and value.dtype == dtype and value.shape == shape:
+        return value
+    return _fresh(value, dtype, shape)
+
+
+def _load_slices(window) -> np.ndarray:
+    """Every lane's window ``(view, per-dim offset arrays, sizes)``, lane by lane: ``[lanes, *sizes]``."""
+    view, offsets, sizes = window
+    return np.stack([view[tuple(slice(o, o + s) for o, s in zip(point, sizes))] for point in zip(*offsets)])
+
+
+def _store_slices(window, value) -> None:
+    view, offsets, sizes = window
+    value = value.reshape((len(offsets[0]),) + sizes)
+    for lane, point in enumerate(zip(*offsets)):
+        view[tuple(slice(o, o + s) for o, s in zip(point, sizes))] = value[lane]
 
 
 def _rows(view: np.ndarray, width: int) -> np.ndarray:
@@ -62,6 +94,8 @@ class _Plan:
         self.affine = {name: (tuple(int(i == j) for j in range(len(index))), 0) for i, name in enumerate(index)}
         self.zero = (0,) * len(index)
         self.walk(kernel.body)
+        self.bytes: dict = {}                            # tile -> (location, first byte, end)
+        self.registers = self.reads_own_writes(kernel.body, frozenset()) is not None
 
     def arith(self, stmt: asm.Arith):
         if {stmt.lhs, stmt.rhs} & self.varying:
@@ -97,6 +131,31 @@ class _Plan:
             elif kind is asm.Instr:
                 self.instr(stmt)
 
+    def reads_own_writes(self, body, valid: frozenset) -> frozenset | None:
+        """The tiles whose bytes hold their own last write after ``body`` (``valid`` before it), or None if
+        an instruction reads a tile that does not (never written, or overwritten through another tile
+        sharing its bytes). Loops: a second pass over the body sees every later iteration's state."""
+        for stmt in body:
+            kind = type(stmt)
+            if kind is asm.Alloc:
+                t = stmt.type
+                self.bytes[stmt.name] = (t.loc, stmt.addr, stmt.addr + t.rows * t.cols * t.np_dtype.itemsize)
+            elif kind is asm.For:
+                once = self.reads_own_writes(stmt.body, valid)
+                again = once if once is None else self.reads_own_writes(stmt.body, once)
+                if again is None:
+                    return None
+                valid = valid & again                   # the loop may also run no iteration
+            elif kind is asm.Instr:
+                if any(o.name in self.bytes and o.name not in valid for o in stmt.ins):
+                    return None
+                for o in stmt.outs:
+                    if o.name in self.bytes:
+                        loc, lo, hi = self.bytes[o.name]
+                        valid = frozenset(v for v in valid if not (self.bytes[v][0] == loc and self.bytes[v][1] < hi
+                                                                   and lo < self.bytes[v][2])) | {o.name}
+        return valid
+
     def instr(self, stmt: asm.Instr):
         if stmt.op in ("mgather", "mscatter"):
             raise _Unsupported("indexed GM access")
@@ -116,10 +175,32 @@ class _LaneWriter(_Writer):
         self.windows = self.plan.windows
         self.rows: dict = {}                            # (view, row length) -> its rows view's name
         self.grid_checked = False                       # whether the function checks the grid points
-        self.ns.update(_rows=_rows, _X=execute_lanes)
+        self.sliced: set = set()                        # per-lane windows moved by slicing
+        self.ns.update(_rows=_rows, _X=execute_lanes, _reg=_reg, _fresh=_fresh, _load_slices=_load_slices,
+                       _store_slices=_store_slices)
 
     def shape(self, dims) -> str:
         return f"(_n, {', '.join(map(str, dims))})"
+
+    # Register tiles (where every read of a tile reads its own last write: ``_Plan.registers``): a tile is a
+    # variable holding its lanes' values, an instruction binds a new array to it — no lane buffers.
+    def alloc(self, stmt):
+        if not self.plan.registers:
+            return super().alloc(stmt)
+        if alloc_error(stmt, self.memory.buffer(stmt.type.loc)):
+            raise _Unsupported("a tile outside its buffer")
+        self.define(stmt.name)
+        self.tiles[stmt.name] = stmt.type
+
+    def assign(self, name: str, value: str, fresh: bool = False) -> str:
+        if not self.plan.registers:
+            return super().assign(name, value)
+        t = self.tiles[name]
+        return f"{self.var(name)} = {'_fresh' if fresh else '_reg'}({value}, {self.const(t.np_dtype, 'D')}, " \
+               f"{self.shape((t.v_row, t.v_col))})"
+
+    def set_tile(self, stmt: asm.Instr, value: str, in_place: bool = False) -> str:
+        return self.assign(stmt.outs[0].name, value) if self.plan.registers else super().set_tile(stmt, value, in_place)
 
     def size(self, elements: int) -> str:
         return f"_n * {elements}"
@@ -155,18 +236,26 @@ class _LaneWriter(_Writer):
         strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
         lead = np.indices(sizes[:-1], dtype=np.int64).reshape(len(sizes) - 1, -1).T @ np.asarray(strides[:-1], np.int64) \
             if len(sizes) > 1 else np.zeros(1, np.int64)
-        if None not in forms and self.inside(forms, sizes, shape):
+        affine = None not in forms and self.inside(forms, sizes, shape)
+        if not affine:
+            offsets = [self.var(o) for o in stmt.offsets]
+            outside = [f"({o} < 0) | ({o} + {s} > {d})" for o, s, d in zip(offsets, sizes, shape)]
+            self.emit(depth, f"if _np.any({' | '.join(outside)}): _E.window()")
+        self.static[stmt.name] = (tuple(sizes), known[1])
+        if len(lead) >= _SLICE_ROWS:                    # many rows a lane: its window by slicing, lane by lane
+            self.sliced.add(stmt.name)
+            offsets = [self.var(o) for o in stmt.offsets]
+            self.emit(depth, f"{self.define(stmt.name)} = ({self.var(stmt.view)}, _np.broadcast_arrays("
+                             f"{', '.join(offsets)}), {tuple(sizes)})")
+            return
+        if affine:
             coefs = np.asarray([f[0] for f in forms], np.int64).T @ np.asarray(strides, np.int64)
             const = sum(f[1] * s for f, s in zip(forms, strides))
             starts = f"_np.add.outer(_G.dot({self.const(coefs, 'L')}), {self.const(lead + const, 'L')})"
         else:
-            offsets = [self.var(o) for o in stmt.offsets]
-            outside = [f"({o} < 0) | ({o} + {s} > {d})" for o, s, d in zip(offsets, sizes, shape)]
-            self.emit(depth, f"if _np.any({' | '.join(outside)}): _E.window()")
             start = " + ".join(f"{o} * {s}" for o, s in zip(offsets, strides))
             starts = f"_np.add.outer({start}, {self.const(lead, 'L')})"
         self.emit(depth, f"{self.define(stmt.name)} = ({rows}, {starts})")
-        self.static[stmt.name] = (tuple(sizes), known[1])
 
     def inside(self, forms, sizes, shape) -> bool:
         """Whether affine offsets ``forms`` put the window inside ``shape`` at every point of the grid."""
@@ -188,21 +277,26 @@ class _LaneWriter(_Writer):
             return super().instr(stmt, depth)
         k, (sizes, dtype) = self.number(stmt), self.static[window]
         w, rows = self.var(window), (math.prod(sizes[:-1]), sizes[-1])
-        if stmt.op == "tload":          # every lane's window: [lanes, rows, row length]
-            self.fill(k, 0, stmt.outs[0], f"{w}[0][{w}[1]]", depth, (rows, dtype))
+        sliced = window in self.sliced
+        if stmt.op == "tload":          # every lane's window: [lanes, rows, row length] (or [lanes, *sizes])
+            value, shape = (f"_load_slices({w})", sizes) if sliced else (f"{w}[0][{w}[1]]", rows)
+            self.fill(k, 0, stmt.outs[0], value, depth, (shape, dtype))
             return
         tile = self.tiles.get(stmt.ins[0].name)
         if tile is None or tile.np_dtype != dtype or tile.v_row * tile.v_col != math.prod(sizes):
             raise _Unsupported("a store the interpreter reports")
-        self.emit(depth, f"{w}[0][{w}[1]] = {self.var(stmt.ins[0].name)}.reshape({self.shape(rows)})")
+        if sliced:
+            self.emit(depth, f"_store_slices({w}, {self.var(stmt.ins[0].name)})")
+        else:
+            self.emit(depth, f"{w}[0][{w}[1]] = {self.var(stmt.ins[0].name)}.reshape({self.shape(rows)})")
 
     def shared_load(self, stmt, depth):
         """A load of one window into every lane."""
         known, tile = self.static.get(stmt.ins[0].name), self.tiles.get(stmt.outs[0].name)
         if known is None or tile is None or known[1] != tile.np_dtype or math.prod(known[0]) != tile.v_row * tile.v_col:
             raise _Unsupported("a load the interpreter reports")
-        self.emit(depth, f"{self.var(stmt.outs[0].name)}[...] = {self.var(stmt.ins[0].name)}"
-                         f".reshape((1, {tile.v_row}, {tile.v_col}))")
+        value = f"{self.var(stmt.ins[0].name)}.reshape((1, {tile.v_row}, {tile.v_col}))"
+        self.emit(depth, self.assign(stmt.outs[0].name, value, fresh=True))     # (a register never views GM)
 
     def compute(self, k, stmt: asm.Instr, depth):
         name = _BASE.get(stmt.op, stmt.op)
@@ -229,7 +323,15 @@ class _LaneWriter(_Writer):
         ptrs = [self.define(name) for name, t in self.kernel.params if t != "index"]
         for i, name in enumerate(index):
             self.emit(2, f"{name} = _G[:, {i}]")
-        self.body(self.kernel.body, 2)
+        last = {}                                       # register -> the top-level statement that uses it last
+        if self.plan.registers:
+            for i, stmt in enumerate(self.kernel.body):
+                last.update(dict.fromkeys(_tiles_used(stmt), i))
+        for i, stmt in enumerate(self.kernel.body):
+            self.body([stmt], 2)
+            dead = [self.var(t) for t, at in last.items() if at == i and t in self.tiles]
+            if dead:                                    # let NumPy reuse its memory (warm in cache)
+                self.emit(2, f"{' = '.join(dead)} = None")
         if self.grid_checked:                           # windows checked for the grid: the points are in it
             grid = self.const(np.asarray(self.kernel.grid, np.int64), "L")
             self.lines.insert(0, f"        if ((_G < 0) | (_G >= {grid})).any(): _E.grid()")
@@ -240,6 +342,13 @@ class _LaneWriter(_Writer):
         return "\n".join(head + self.lines) + "\n"
 
 
+def _tiles_used(stmt) -> set:
+    """The operand names of ``stmt``'s instructions (of its body's, for a loop)."""
+    if isinstance(stmt, asm.For):
+        return set().union(*map(_tiles_used, stmt.body))
+    return {o.name for o in (*stmt.ins, *stmt.outs)} if isinstance(stmt, asm.Instr) else set()
+
+
 class LaneKernel:
     """A kernel as a Python function of (lane tile views, the lane count, the grid points, GM arrays)."""
 
@@ -247,7 +356,7 @@ class LaneKernel:
         self.kernel, self.source, self.allocs = kernel, source, allocs
         exec(compile(source, f"<pto lane code: {kernel.name}>", "exec"), namespace)   # noqa: S102 - our own text
         self.fn = namespace["run"]
-        self.extent = extents(kernel)
+        self.extent = extents(kernel) if allocs else {}     # (register tiles: no lane buffers)
         self._views = threading.local()     # per thread: (lanes, its buffers' ids) and the tile views
 
     def __call__(self, tiles, arrays) -> None:

@@ -63,11 +63,13 @@ class AscendKernel:
         return self._lanes[key]
 
     def host_text(self) -> str:
-        """The host code of every program (its ``// program`` header, then the Python function)."""
+        """The host code of every program (its ``// program`` header, then the Python function), and its
+        lane code (the ready tasks of one block call at once)."""
         out = []
         for key, kernel in self.kernels.items():
-            host = self.host(key)
+            host, lanes = self.host(key), self.lanes(key)
             out.append(f"{kernel.header()}\n{host.source if host else '# no host code: runs on the interpreter'}")
+            out.append(f"# lane code\n{lanes.source}" if lanes else "# no lane code: ready tasks run one by one")
         return "\n".join(out)
 
     def costs(self, target) -> dict:
