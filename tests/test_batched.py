@@ -30,16 +30,17 @@ def _outputs(compiled, args, batched: bool, lane_code: bool = True):
         code._lanes.update(dict.fromkeys(code.kernels))
     flat = [np.array(x) for x in jax.tree.leaves(args)]
     backend = AscendBackend(code, A3)
-    plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, flat, backend)
-    groups = len(plan.batches)
-    if not batched:
-        plan.batches.clear()
-    saved = executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN
+    saved = executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN, program._LANE_CODE_BYTES
     executors.BATCH_MIN = program._LANES_MIN = program._LANE_CODE_MIN = 1
+    program._LANE_CODE_BYTES = 1 << 40
     try:
+        plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, flat, backend)   # (batch runners)
+        groups = len(plan.batches)
+        if not batched:
+            plan.batches.clear()
         trace = simulate(plan, machine(A3), worker=backend.worker)
     finally:
-        executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN = saved
+        executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN, program._LANE_CODE_BYTES = saved
     return plan.results(), trace, groups
 
 

@@ -77,6 +77,7 @@ def test_batch_threads_started_under_jit_keep_subnormals(monkeypatch):
     monkeypatch.setattr(program, "_BYTES_PER_THREAD", 1)
     monkeypatch.setattr(program, "_LANES_MIN", 1)
     monkeypatch.setattr(program, "_LANE_CODE_MIN", 1)
+    monkeypatch.setattr(program, "_LANE_CODE_BYTES", 1 << 40)
     program._pool.cache_clear()
     try:
         x, y = _subnormal_inputs(rows=256)

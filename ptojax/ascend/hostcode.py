@@ -191,6 +191,8 @@ class _Writer(InlineForms):
         name = self.define(stmt.name)
         if not stmt.source.shape:
             self.emit(depth, f"{name} = {view}[...]")
+            if stmt.view in self.static:
+                self.static[stmt.name] = self.static[stmt.view]
             return
         known = self.static.get(stmt.view)
         bad = []

@@ -217,7 +217,7 @@ class InlineForms:
             return self.set_tile(stmt, product)
         if accumulator == I32:                          # integers: no NaN, in place
             return self.set_tile(stmt, f"_np.add({first[0]}, {product}.astype(_np.int32))", in_place=True)
-        return self.set_tile(stmt, f"_np.add({first[0]}.copy(), {product})")
+        return self.set_tile(stmt, f"_np.add({first[0]}{'.copy()' * self.nan_layout}, {product})")
 
     def cast(self, name, stmt: asm.Instr) -> str | None:
         """A ``tcvt`` to a float dtype from a float or an integer one as its semantics' steps: the

@@ -110,6 +110,8 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> Asce
 
 
 _LANE_CODE_MIN = 8                  # block instances that run as lanes of lane code; fewer run on host code
+_LANE_CODE_BYTES = 64 << 10         # core-buffer bytes of an instance above which its tiles run one by one on
+                                    # host code (each instance's tiles stay in cache; its calls are few per byte)
 _LANES_MIN = 64                     # the same without lane code: on the interpreter's lanes (~50-100 µs per
                                     # instruction; host code ~1 µs per instruction and instance)
 _THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances is shared by this many threads
@@ -164,6 +166,8 @@ class AscendBackend:
         kernel, extent, memory = self.compiled.kernels[key], self.compiled.extents(key), self.compiled.memory
         host, lane = self.compiled.host(key), self.compiled.lanes(key)
         lane_bytes = max(1, sum(extent.values()))
+        if lane_bytes > _LANE_CODE_BYTES:               # large tiles: one by one, each instance's tiles in cache
+            lane = None
         chunk = max(1, _LANE_BYTES // lane_bytes)
 
         def lanes(tile_lists):
