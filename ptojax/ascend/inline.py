@@ -62,8 +62,9 @@ class InlineForms:
     """The host-code writer's inline forms (a mixin): :meth:`inline` is an instruction's line, or None.
     The writer provides ``tiles`` (SSA name -> ``TileBuf``), ``var(name)`` (an SSA name's expression),
     ``const(value, stem)`` (a namespace constant's name), ``ns`` (the namespace), ``shape(dims)`` (a tile
-    value's shape as an expression) and ``assign(name, value)`` (the line writing a value to a tile). Tiles may carry leading axes (lane code's lanes): transposes swap
-    the last two axes, and :meth:`axes` says where a tile's axes are."""
+    value's shape as an expression) and ``assign(name, value)`` (the line writing a value to a tile).
+    Tiles may carry leading axes (lane code's lanes): transposes swap the last two axes, and :meth:`axes`
+    says where a tile's axes are."""
 
     nan_layout = True    # float operands of elementwise arithmetic copied, as the interpreter reads them
 

@@ -54,9 +54,10 @@ def _fresh(value, dtype, shape) -> np.ndarray:
 
 
 def _reg(value, dtype, shape) -> np.ndarray:
-    """A register tile's new value: ``value`` itself where it is an array of ``dtype`` and ``shape`` (no
-    register is written in place), else :func:`_fresh`."""
-    if type(value) is np.ndarray and value.dtype == dtype and value.shape == shape:
+    """A register tile's new value: ``value`` itself where it is a C-ordered array of ``dtype`` and
+    ``shape`` (no register is written in place; C order, as the interpreter reads a tile, so that sums and
+    products take its order), else :func:`_fresh`."""
+    if type(value) is np.ndarray and value.dtype == dtype and value.shape == shape and value.flags.c_contiguous:
         return value
     return _fresh(value, dtype, shape)
 

@@ -110,8 +110,7 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> Asce
 
 
 _LANE_CODE_MIN = 8                  # block instances that run as lanes of lane code; fewer run on host code
-_LANE_CODE_BYTES = 64 << 10         # core-buffer bytes of an instance above which its tiles run one by one on
-                                    # host code (each instance's tiles stay in cache; its calls are few per byte)
+_LANE_CODE_BYTES = 64 << 10         # core-buffer bytes of an instance above which it does not run as lane code
 _LANES_MIN = 64                     # the same without lane code: on the interpreter's lanes (~50-100 µs per
                                     # instruction; host code ~1 µs per instruction and instance)
 _THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances is shared by this many threads
@@ -158,16 +157,17 @@ class AscendBackend:
         return max(1, min(per_task, part.size // cores))
 
     def batch(self, part, arrays):
-        """Run many block instances of ``part`` (equal tile counts) at once: their tiles at position j as
-        lanes of one pass (lane code; else, from ``_LANES_MIN`` instances, the interpreter's lanes:
-        :func:`~ptojax.ascend.batched.run_batch`), for j in order; fewer instances than that, or a single
-        one, one call of the host code over all their tiles, instance after instance."""
+        """Run many block instances of ``part`` (equal tile counts) at once, their tiles at position j
+        together, for j in order: as the lanes of lane code from ``_LANE_CODE_MIN`` instances (of at most
+        ``_LANE_CODE_BYTES`` of tiles each), else as the interpreter's lanes from ``_LANES_MIN``
+        (:func:`~ptojax.ascend.batched.run_batch`); fewer instances, one call of the host code over all
+        their tiles, instance after instance."""
         key = (part.program.name, tuple(part.shape))
         kernel, extent, memory = self.compiled.kernels[key], self.compiled.extents(key), self.compiled.memory
         host, lane = self.compiled.host(key), self.compiled.lanes(key)
         lane_bytes = max(1, sum(extent.values()))
-        if lane_bytes > _LANE_CODE_BYTES:               # large tiles: one by one, each instance's tiles in cache
-            lane = None
+        if lane_bytes > _LANE_CODE_BYTES:               # large tiles: few calls per byte, and one instance's
+            lane = None                                 # tiles stay in cache (a K chain's accumulator)
         chunk = max(1, _LANE_BYTES // lane_bytes)
 
         def lanes(tile_lists):
