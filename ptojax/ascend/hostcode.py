@@ -277,8 +277,7 @@ class _Writer(InlineForms):
 
     def compute(self, k, stmt: asm.Instr, depth):
         name = _BASE.get(stmt.op, stmt.op)
-        fn = SEMANTICS.get(name)
-        if fn is None:
+        if name not in SEMANTICS:
             raise _Unsupported(f"pto.{name} has no NumPy semantics")
         line = self.inline(name, stmt)
         if line is not None:
@@ -287,8 +286,14 @@ class _Writer(InlineForms):
         shapes = iter(stmt.attr("shapes") or ())
         args = [self.operand(o, next(shapes, None) if stmt.attr("shapes") and o.name in self.tiles else None)
                 for o in stmt.ins]
+        self.call(k, stmt, name, args, depth)
+
+    def call(self, k, stmt: asm.Instr, name: str, args: list, depth):
+        """A call of the instruction's semantics ``name`` on operand expressions ``args``, its results
+        written to the destinations."""
         params = semantic_params(stmt)
-        call = f"{self.const(fn, 'F')}({', '.join(args)}{', **' + self.const(params, 'P') if params else ''})"
+        params = f", **{self.const(params, 'P')}" if params else ""
+        call = f"{self.const(SEMANTICS[name], 'F')}({', '.join(args)}{params})"
         self.emit(depth, "try:")
         self.emit(depth + 1, f"r = {call}")
         self.emit(depth, "except Exception as err:")

@@ -28,8 +28,7 @@ from ..lowering.memory import CoreMemory
 from . import asm
 from .batched import _SLICE_ROWS, _lane_buffer, execute_lanes, extents
 from .hostcode import HostKernel, _Unsupported, _Writer
-from .interpreter import _BASE, alloc_error, semantic_params
-from .semantics import SEMANTICS
+from .interpreter import alloc_error, semantic_params
 
 
 class LaneFailure(Exception):
@@ -299,17 +298,9 @@ class _LaneWriter(_Writer):
         value = f"{self.var(stmt.ins[0].name)}.reshape((1, {tile.v_row}, {tile.v_col}))"
         self.emit(depth, self.assign(stmt.outs[0].name, value, fresh=True))     # (a register never views GM)
 
-    def compute(self, k, stmt: asm.Instr, depth):
-        name = _BASE.get(stmt.op, stmt.op)
-        if name not in SEMANTICS:
-            raise _Unsupported(f"pto.{name} has no NumPy semantics")
-        line = self.inline(name, stmt)
-        if line is not None:
-            self.emit(depth, line)
-            return
-        shapes = iter(stmt.attr("shapes") or ())
-        args = [self.operand(o, next(shapes, None) if stmt.attr("shapes") and o.name in self.tiles else None)
-                for o in stmt.ins]
+    def call(self, k, stmt: asm.Instr, name: str, args: list, depth):
+        """The semantics over the lanes (:func:`~ptojax.ascend.batched.execute_lanes`): tile operands have
+        the lane axis, the others are shared."""
         laned = tuple(o.name in self.tiles for o in stmt.ins)
         params = self.const(semantic_params(stmt), "P")
         self.emit(depth, f"r = _X({name!r}, [{', '.join(args)}], {laned}, {params}, _n)")
