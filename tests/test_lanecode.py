@@ -5,11 +5,12 @@ time; tests/test_hostcode.py checks host code against the interpreter.)"""
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import ptojax as pj
-from helpers import F16, rand
+from helpers import BF16, F16, rand
 from ptojax.ascend import asm, program
 from ptojax.ascend.hostcode import host_kernel
 from ptojax.ascend.interpreter import Core
@@ -17,7 +18,8 @@ from ptojax.ascend.lanecode import LaneFailure, lane_kernel
 from ptojax.ascend.program import compile_kernel
 from ptojax.execute import execute
 from ptojax.mpmd import PtoTaskError, executors
-from test_hostcode import _seed_kernel, _wide_window
+from test_batched import _bits, _outputs
+from test_hostcode import _seed_kernel, _specials, _wide_window
 from test_lowering import seed_kernel
 
 SEED_ARGS = rand((64, 64), F16, 1), rand((64, 64), F16, 2), rand((64, 32), F16, 3)
@@ -146,13 +148,11 @@ def test_a_tile_read_through_another_tiles_bytes_keeps_the_lane_buffers():
 def test_windows_of_many_rows_move_lane_by_lane():
     """A window of 256 rows or more a lane moves by slicing, lane by lane (a row gather of short rows
     costs more): the same bits as one task at a time."""
-    from test_batched import _bits, _outputs
-
     x = rand((512, 64), np.float32, 6)
 
     def f(x):
         with pj.tile(vec=(512, 16)):
-            return jax.numpy.sum(x, axis=0), x * 2.0
+            return jnp.sum(x, axis=0), x * 2.0
 
     compiled = pj.kernel(f).compiled_for(x)
     code = compiled._code()
@@ -163,3 +163,30 @@ def test_windows_of_many_rows_move_lane_by_lane():
     for w, g in zip(want, got):
         np.testing.assert_array_equal(_bits(g), _bits(w))
     np.testing.assert_array_equal(got[1], x * 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, F16, BF16], ids=["f32", "f16", "bf16"])
+def test_lanes_give_one_by_ones_bits_on_special_values(dtype):
+    """NaN payloads, infinities, signed zeros, subnormals and rounding ties through elementwise math,
+    selects, reductions, casts and matmuls, 16 lanes a batch: the bits of one task at a time (a NaN
+    computed from two NaNs may carry the other one's payload: NaN there on both sides is enough)."""
+    def fn(x, y, w):
+        with pj.tile(vec=(8, 32)):
+            z = jnp.where(x <= y, jnp.exp(x) * 2.0, y - jnp.max(x, axis=-1, keepdims=True))
+            s = jnp.sum(z.astype(jnp.float32), axis=-1) + jax.nn.sigmoid(x[:, 0].astype(jnp.float32))
+        with pj.tile(cube=(32, 32, 32)):
+            p = pj.ops.matmul(z, w, out_dtype=jnp.float32)
+        return z, s, p
+
+    args = _specials((128, 32), dtype, 1), _specials((128, 32), dtype, 2), rand((32, 32), dtype, 3)
+    compiled = pj.kernel(fn).compiled_for(*args)
+    code = compiled._code()
+    assert all(code.lanes(key) is not None for key in code.kernels)
+    want, _, _ = _outputs(compiled, args, batched=False)
+    got, _, _ = _outputs(compiled, args, batched=True)
+    for w, g in zip(want, got):
+        w, g = np.asarray(w), np.asarray(g)
+        both_nan = np.isnan(w.astype(np.float32)) & np.isnan(g.astype(np.float32))
+        np.testing.assert_array_equal(np.where(both_nan, 0, w.view(f"u{w.dtype.itemsize}")),
+                                      np.where(both_nan, 0, g.view(f"u{g.dtype.itemsize}")))
+    assert any(np.isnan(np.asarray(w, np.float32)).any() for w in want)      # the specials reached the outputs
