@@ -85,8 +85,9 @@ def _rows(view: np.ndarray, width: int) -> np.ndarray:
 class _Plan:
     """What lane code needs to know of a kernel before writing it: ``varying`` (SSA names whose value
     differs per lane), ``windows`` (partitions whose offsets do), ``affine`` (index values as
-    ``(coefficients of the grid indices, constant)``, where they are that) and ``widths`` (view -> the row
-    lengths of its per-lane windows). Raises ``_Unsupported`` where lane code cannot run the kernel."""
+    ``(coefficients of the grid indices, constant)``, where they are that), ``widths`` (view -> the row
+    lengths of its per-lane windows) and ``registers`` (whether its tiles can be variables: every read of
+    a tile reads its own last write). Raises ``_Unsupported`` where lane code cannot run the kernel."""
 
     def __init__(self, kernel: asm.Kernel):
         index = [name for name, t in kernel.params if t == "index"]
