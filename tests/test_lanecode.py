@@ -33,7 +33,9 @@ def test_lane_code_reads_like_the_kernel():
     assert "_E.window" not in source                              # ... so the windows are inside: checked now
     assert "_r0 = _rows(v_v0, 32)" in source                      # a tensor's rows of the windows' width
     assert "v_t4 = _reg(v_p3[0][v_p3[1]], _D" in source          # every lane's window: one gather, its tile a
-    assert "v_t11 = _reg(_np.add(v_t6.astype(_np.float32), v_t10.astype(_np.float32)), _D" in source   # variable
+    assert "v_t6 = _np.multiply(v_t4.astype(_np.float32), _C" in source   # variable, whose array the result
+    assert ", out=v_t4)\n        v_t4 = None" in source                  # takes where it is not read again
+    assert "v_t11 = _np.add(v_t6.astype(_np.float32), v_t10.astype(_np.float32), out=v_t6)" in source
     assert "v_p14[0][v_p14[1]] = v_t11.reshape((_n, 32, 32))" in source           # one scatter
     rowsum = code.lanes(("sum", (2, 1))).source                    # the reduction's axis after the lanes'
     assert "_np.add.reduce(_np.ascontiguousarray(v_t4), axis=(2,), dtype=_np.float32, keepdims=False)" in rowsum

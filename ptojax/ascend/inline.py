@@ -68,10 +68,11 @@ class InlineForms:
 
     nan_layout = True    # float operands of elementwise arithmetic copied, as the interpreter reads them
 
-    def set_tile(self, stmt: asm.Instr, value: str, in_place: bool = False) -> str:
+    def set_tile(self, stmt: asm.Instr, value: str, in_place: bool = False, reuse=()) -> str:
         """The line that writes expression ``value`` to the instruction's destination tile (its valid
         region: the assignment casts and broadcasts); ``in_place``: ``value`` is a ufunc call that may
-        write the tile itself (``out=``), as integer arithmetic and comparisons do."""
+        write the tile itself (``out=``), as integer arithmetic and comparisons do; ``reuse``: operand
+        tiles of the destination's region and dtype that ufunc call ``value`` could write instead."""
         if in_place:
             return f"{value[:-1]}, out={self.var(stmt.outs[0].name)})"
         return self.assign(stmt.outs[0].name, value)
@@ -145,7 +146,9 @@ class InlineForms:
             return self.set_tile(stmt, _EXPRESSIONS[name].format(*args))
         if out.np_dtype in INT:                         # integers: no NaN, in place
             return self.set_tile(stmt, f"_np.{_UFUNCS[name]}({', '.join(args)})", in_place=True)
-        return self.set_tile(stmt, f"_np.{_UFUNCS[name]}({', '.join(args)})")
+        reuse = [o.name for o in stmt.ins if o.name in self.tiles
+                 and (self.tiles[o.name].v_row, self.tiles[o.name].v_col) == (out.v_row, out.v_col)]
+        return self.set_tile(stmt, f"_np.{_UFUNCS[name]}({', '.join(args)})", reuse=reuse)
 
     def compare(self, name, stmt: asm.Instr) -> str | None:
         """A comparison of two operands of one dtype as its semantics' ufunc (float16 / bfloat16

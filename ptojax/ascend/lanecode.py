@@ -20,6 +20,7 @@ runs the batch's tasks one by one, which raises the interpreter's error for the 
 from __future__ import annotations
 
 import math
+import re
 import threading
 
 import numpy as np
@@ -177,6 +178,9 @@ class _LaneWriter(_Writer):
         self.rows: dict = {}                            # (view, row length) -> its rows view's name
         self.grid_checked = False                       # whether the function checks the grid points
         self.sliced: set = set()                        # per-lane windows moved by slicing
+        self.owned: set = set()                         # registers whose array no other register or GM shares
+        self.last: dict = {}                            # register -> the top-level statement that uses it last
+        self.top, self.top_index = None, -1             # the top-level statement being written
         self.ns.update(_rows=_rows, _X=execute_lanes, _reg=_reg, _fresh=_fresh, _load_slices=_load_slices,
                        _store_slices=_store_slices)
 
@@ -197,11 +201,21 @@ class _LaneWriter(_Writer):
         if not self.plan.registers:
             return super().assign(name, value)
         t = self.tiles[name]
+        if fresh or value.startswith(_FRESH):           # a new array: the register owns it
+            self.owned.add(name)
+        else:                                           # it may hold (a view of) another register's array
+            self.owned.difference_update([name, *re.findall(r"\bv_\w+", value)])
         return f"{self.var(name)} = {'_fresh' if fresh else '_reg'}({value}, {self.const(t.np_dtype, 'D')}, " \
                f"{self.shape((t.v_row, t.v_col))})"
 
-    def set_tile(self, stmt: asm.Instr, value: str, in_place: bool = False) -> str:
-        return self.assign(stmt.outs[0].name, value) if self.plan.registers else super().set_tile(stmt, value, in_place)
+    def set_tile(self, stmt: asm.Instr, value: str, in_place: bool = False, reuse=()) -> str:
+        if not self.plan.registers:
+            return super().set_tile(stmt, value, in_place)
+        for name in reuse:                              # an operand's array that dies here takes the result
+            if name in self.owned and stmt is self.top and self.last.get(name) == self.top_index:
+                self.owned.add(stmt.outs[0].name)
+                return f"{self.var(stmt.outs[0].name)} = {value[:-1]}, out={self.var(name)})"
+        return self.assign(stmt.outs[0].name, value)
 
     def size(self, elements: int) -> str:
         return f"_n * {elements}"
@@ -282,6 +296,8 @@ class _LaneWriter(_Writer):
         if stmt.op == "tload":          # every lane's window: [lanes, rows, row length] (or [lanes, *sizes])
             value, shape = (f"_load_slices({w})", sizes) if sliced else (f"{w}[0][{w}[1]]", rows)
             self.fill(k, 0, stmt.outs[0], value, depth, (shape, dtype))
+            if self.plan.registers:
+                self.owned.add(stmt.outs[0].name)       # (a gather's new array)
             return
         tile = self.tiles.get(stmt.ins[0].name)
         if tile is None or tile.np_dtype != dtype or tile.v_row * tile.v_col != math.prod(sizes):
@@ -316,11 +332,12 @@ class _LaneWriter(_Writer):
         ptrs = [self.define(name) for name, t in self.kernel.params if t != "index"]
         for i, name in enumerate(index):
             self.emit(2, f"{name} = _G[:, {i}]")
-        last = {}                                       # register -> the top-level statement that uses it last
+        last = self.last                                # register -> the top-level statement that uses it last
         if self.plan.registers:
             for i, stmt in enumerate(self.kernel.body):
                 last.update(dict.fromkeys(_tiles_used(stmt), i))
         for i, stmt in enumerate(self.kernel.body):
+            self.top, self.top_index = stmt, i
             self.body([stmt], 2)
             dead = [self.var(t) for t, at in last.items() if at == i and t in self.tiles]
             if dead:                                    # let NumPy reuse its memory (warm in cache)
@@ -333,6 +350,12 @@ class _LaneWriter(_Writer):
             head.append(f"    {', '.join(py for py, _, _ in self.allocs)}, = _T")
         head.append("    with _np.errstate(all='ignore'):")
         return "\n".join(head + self.lines) + "\n"
+
+
+# Register values that are new arrays: NumPy calls that allocate their result, and window loads.
+_FRESH = tuple(f"_np.{f}(" for f in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "exp", "log",
+                                      "sqrt", "tanh", "rint", "absolute", "negative", "power", "where", "matmul")) \
+    + ("_load_slices(",)
 
 
 def _tiles_used(stmt) -> set:
