@@ -103,6 +103,14 @@ def _arith(op, a, b):
 _SLICE_ROWS = 256     # windows of this many rows or more move lane by lane (one strided copy each is cheaper)
 
 
+def row_starts(sizes, strides) -> np.ndarray:
+    """Where each row of a window of ``sizes`` starts, in elements from the window's first, in a tensor of
+    element ``strides`` (the last dim is the row)."""
+    if len(sizes) < 2:
+        return np.zeros(1, np.int64)
+    return np.indices(sizes[:-1], dtype=np.int64).reshape(len(sizes) - 1, -1).T @ np.asarray(strides[:-1], np.int64)
+
+
 class _Window:
     """A GM window whose offsets differ per lane: ``offsets`` is an ``[n, rank]`` array.
 
@@ -120,10 +128,7 @@ class _Window:
         if not sizes or not view.flags.c_contiguous or math.prod(sizes[:-1]) >= _SLICE_ROWS:
             return None, None
         step = np.asarray(view.strides, np.int64) // view.itemsize
-        lead = np.zeros(1, np.int64)                     # each row's start within the window
-        if len(sizes) > 1:
-            lead = np.indices(sizes[:-1], dtype=np.int64).reshape(len(sizes) - 1, -1).T @ step[:-1]
-        starts = (self.offsets @ step)[:, None] + lead[None, :]                     # [lanes, rows]
+        starts = (self.offsets @ step)[:, None] + row_starts(sizes, step)[None, :]  # [lanes, rows]
         flat = view.reshape(-1)
         rows = np.lib.stride_tricks.as_strided(flat, (flat.size - sizes[-1] + 1, sizes[-1]),
                                                (view.itemsize, view.itemsize))

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..lowering.memory import CoreMemory
 from . import asm
-from .batched import _SLICE_ROWS, _lane_buffer, execute_lanes, extents
+from .batched import _SLICE_ROWS, _lane_buffer, execute_lanes, extents, row_starts
 from .hostcode import HostKernel, _Unsupported, _Writer
 from .interpreter import alloc_error, semantic_params
 
@@ -249,8 +249,7 @@ class _LaneWriter(_Writer):
             raise _Unsupported("a per-lane window of a view of unknown shape")
         shape, forms = known[0], [self.plan.affine.get(o) for o in stmt.offsets]
         strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
-        lead = np.indices(sizes[:-1], dtype=np.int64).reshape(len(sizes) - 1, -1).T @ np.asarray(strides[:-1], np.int64) \
-            if len(sizes) > 1 else np.zeros(1, np.int64)
+        lead = row_starts(sizes, strides)
         affine = None not in forms and self.inside(forms, sizes, shape)
         if not affine:
             offsets = [self.var(o) for o in stmt.offsets]
