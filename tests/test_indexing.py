@@ -1,6 +1,7 @@
 """gather, index_add, scatter_update, topk, sort against independent NumPy goldens."""
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
@@ -469,3 +470,49 @@ def test_merge_topk_bad_inputs():
     _raises(pj.PtoShapeError, lambda: ops.merge_topk(v[0], i[0], 2), "pto.merge_topk", "[..., lists, length]")
     _raises(pj.PtoDtypeError, lambda: ops.merge_topk(v, v, 2), "pto.merge_topk", "indices")
     _raises(pj.PtoArgumentError, lambda: ops.merge_topk(v, i, 0), "pto.merge_topk", "positive int")
+
+
+# ------------------------------------------------------------- indexed rows along an inner axis, in kernels
+def _sim_and_xla(fn, *args):
+    got = pj.kernel(fn)(*args)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(pj.kernel(fn, backend="xla")(*args)))
+    return np.asarray(got)
+
+
+@pytest.mark.parametrize("shape,axis", [((64, 40, 128), 1), ((3, 4, 9, 32), 2), ((5, 12, 16), 1)])
+def test_inner_axis_gather_moves_rows_not_slabs(shape, axis):
+    """The leading dims fold into the rows: a tile of 16 indices into (64, 40, 128) fp32 moves 16 x 128
+    values per leading position — the (64, 16, 128) slab (512 KiB) would not fit the 192 KiB UB."""
+    x = rand(shape, F32, seed=21)
+    n = shape[axis]
+    idx = _idx([n - 1, -1, 0, n, 3, 3, 1, n - 2, -5, 2, 0, 7 % n, 5, 6 % n, 1, 4])
+    got = _sim_and_xla(lambda a, i: ops.gather(a, i, axis=axis), x, idx)
+    np.testing.assert_array_equal(got, np_gather(x, idx, axis))     # out of range: zeros, never a neighbour's row
+
+
+@pytest.mark.parametrize("op", ["scatter_update", "index_add"])
+def test_inner_axis_scatter_folds_rows(op):
+    x = _exact_grid(rand((48, 10, 128), F32, seed=22))
+    idx = _idx([9, -1, 4, 4, 10, 0])                     # repeats, -1 and n: the last write wins / adds nothing
+    src = _exact_grid(rand((48, 6, 128), F32, seed=23))
+    got = _sim_and_xla(lambda a, i, s: getattr(ops, op)(a, i, s, axis=1), x, idx, src)
+    want = np_scatter(x, idx, src, 1) if op == "scatter_update" else np_index_add(x, idx, src, 1)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_dynamic_slices_along_an_inner_axis_of_many_heads():
+    """lax.dynamic_slice / dynamic_update_slice on axis 1 of (64 heads, 48, 128) (flash attention's KV
+    blocks): clamped starts as XLA clamps them, no UB overflow."""
+    x = rand((64, 48, 128), F32, seed=24)
+    upd = rand((64, 16, 128), F32, seed=25)
+
+    def fn(a, u, j):
+        return jax.lax.dynamic_slice(a, (0, j, 0), (64, 16, 128)), jax.lax.dynamic_update_slice(a, u, (0, j, 0))
+
+    for j in (0, 17, 40):                                   # 40: clamped to 32
+        start = min(j, 32)
+        got_slice, got_update = pj.kernel(fn)(x, upd, np.int32(j))
+        np.testing.assert_array_equal(np.asarray(got_slice), x[:, start:start + 16])
+        want = x.copy()
+        want[:, start:start + 16] = upd
+        np.testing.assert_array_equal(np.asarray(got_update), want)

@@ -172,7 +172,7 @@ def _largest_gm(seq, backend="xla"):
     h, d = 2, 16
     q = np.zeros((h, seq, d), np.float32)
     lse = np.zeros((h, seq), np.float32)
-    bwd = pj.nn._common.make("flash_attention_bwd", A._fa_bwd_kernel, backend, block=A.BLOCK)
+    bwd = pj.nn._common.make("flash_attention_bwd", A._fa_bwd_kernel, backend, block=A.FRACTAL)
     low = bwd.lower(q, q, q, q, lse, q).lowering
     # GM tensors of the Block graph: the outputs of block calls (and every other top-level value)
     sizes = [int(np.prod(a.shape)) for _, avals in _avals(low.block.jaxpr) for a in avals if hasattr(a, "shape")]
@@ -180,7 +180,7 @@ def _largest_gm(seq, backend="xla"):
 
 
 def test_flash_attention_backward_workspace_is_linear_in_seq():
-    h, d, block = 2, 16, pj.nn._attention.BLOCK
+    h, d, block = 2, 16, pj.nn._attention.FRACTAL
     small, low = _largest_gm(40)
     assert any(e.primitive.name in ("scan", "while") for e in low.block.jaxpr.eqns)   # the KV loop stays a loop
     assert small < h * 40 * 40                                                 # no (seq x seq) score matrix
@@ -213,3 +213,17 @@ def test_errors():
         pj.nn.softmax_cross_entropy(X, LABELS.astype(np.float32))
     with pytest.raises(pj.PtoShapeError, match="flash_attention"):
         pj.nn.flash_attention(Q, K[:, :8], V)
+
+
+def test_flash_attention_default_block_and_many_heads():
+    from ptojax.nn._attention import MAX_BLOCK, default_block
+    assert default_block(2, 40) == 48                          # the sequence, padded to the 16-row fractal
+    assert default_block(4, 4096) == MAX_BLOCK
+    assert default_block(64, 8192) == 32                       # the (64, 8192, block) score tile stays <= 64 MiB
+    assert default_block(1024, 1 << 16) == 16
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.normal(size=(4, 16, 24, 128)).astype(np.float32) for _ in range(3))   # 64 heads of 128
+    np.testing.assert_allclose(pj.nn.flash_attention(q, k, v), ref_attention(q, k, v), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(pj.nn.flash_attention(q, k, v, block=16), ref_attention(q, k, v), rtol=1e-4, atol=1e-5)
+    with pytest.raises(pj.PtoShapeError, match="block 0"):
+        pj.nn.flash_attention(q, k, v, block=0)

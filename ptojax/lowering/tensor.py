@@ -123,13 +123,36 @@ def _window_indices(start, size, n):
     return ops.add(ops.expand(ops.reshape(start, (1,)), (size,)), np.arange(size, dtype=np.int32))
 
 
+def _rows_of(op, x, idx, *update, axis):
+    """``op`` (``gather``, ``scatter_update`` or ``index_add``) along ``axis`` as the same op along axis
+    0 of ``x`` with its leading dims folded into the rows: index ``i`` of leading position ``p`` becomes
+    row ``p * n + i`` (one out of range stays out of range). A tile of indices then moves rows of
+    ``x.shape[axis+1:]``, not slabs of every leading position (which need not fit a core's buffer)."""
+    pre, n, post = tuple(x.shape[:axis]), x.shape[axis], tuple(x.shape[axis + 1:])
+    lead, k = int(np.prod(pre)), int(np.prod(idx.shape))
+    if not axis or lead * n > np.iinfo(np.int32).max:
+        return op(x, idx, *update, axis)
+    flat = ops.reshape(x, (lead * n,) + post)
+    if lead == 1:
+        rows = ops.reshape(idx, (k,))
+    else:
+        base = (np.arange(lead, dtype=np.int32) * n)[:, None]
+        i = ops.reshape(idx, (1, k))
+        inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
+        rows = ops.reshape(ops.where(inside, ops.add(i, base), -1), (lead * k,))
+    if op is ops.gather:
+        return ops.reshape(ops.gather(flat, rows, 0), pre + tuple(idx.shape) + post)
+    (source,) = update
+    return ops.reshape(op(flat, rows, ops.reshape(source, (lead * k,) + post), 0), x.shape)
+
+
 def _dynamic_slice(eqn, x, *starts):
     sizes = eqn.params["slice_sizes"]
     static = [int(np.clip(int(s), 0, n - z)) if _is_const(s) else 0 for s, n, z in zip(starts, x.shape, sizes)]
     out = ops.view(x, [z if _is_const(s) else n for s, n, z in zip(starts, x.shape, sizes)], static)
     for axis, (s, n, z) in enumerate(zip(starts, x.shape, sizes)):
         if not _is_const(s):
-            out = ops.gather(out, _window_indices(s, z, n), axis)
+            out = _rows_of(ops.gather, out, _window_indices(s, z, n), axis=axis)
     return out
 
 
@@ -143,8 +166,8 @@ def _dynamic_update_slice(eqn, x, update, *starts):
         raise _unsupported(eqn, f"with dynamic offsets on {len(dynamic)} axes is not supported (at most one)")
     (axis,) = dynamic
     idx = _window_indices(starts[axis], update.shape[axis], x.shape[axis])
-    window = ops.assemble(update, static, ops.gather(x, idx, axis))
-    return ops.scatter_update(x, idx, window, axis)
+    window = ops.assemble(update, static, _rows_of(ops.gather, x, idx, axis=axis))
+    return _rows_of(ops.scatter_update, x, idx, window, axis=axis)
 
 
 def _gather(eqn, x, indices):
@@ -158,7 +181,7 @@ def _gather(eqn, x, indices):
     mode = str(eqn.params["mode"])
     if "CLIP" in mode:
         idx = ops.clip(idx, 0, x.shape[axis] - 1)
-    out = ops.gather(x, idx, axis)                     # x[:axis] + idx + x[axis+1:]
+    out = _rows_of(ops.gather, x, idx, axis=axis)      # x[:axis] + idx + x[axis+1:]
     k = idx.ndim
     natural = [d for d in range(out.ndim) if not axis <= d < axis + k]
     index_positions = [p for p in range(out.ndim) if p not in dnums.offset_dims]
@@ -251,6 +274,7 @@ RULES = {
     "split": lambda e, x: _split(e, x),
     "copy": lambda e, x: x, "copy_p": lambda e, x: x, "stop_gradient": lambda e, x: x,
 }
+_ROWS = {"pto.gather": ops.gather, "pto.scatter_update": ops.scatter_update, "pto.index_add": ops.index_add}
 _BOOL_RULES = {"and": ops.logical_and, "or": ops.logical_or, "not": ops.logical_not}
 _INLINE = ("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "remat2", "checkpoint")
 
@@ -266,7 +290,9 @@ RULES["div"] = _div
 
 def _rule(eqn, invals, stack):
     name = eqn.primitive.name
-    if name.startswith("pto."):
+    if name in _ROWS and eqn.params["axis"] and not all(_is_const(x) for x in invals):
+        out = _rows_of(_ROWS[name], *invals, axis=eqn.params["axis"])
+    elif name.startswith("pto."):
         out = eqn.primitive.bind(*invals, **eqn.params)
     elif name in _INLINE:
         body, consts = body_of(eqn.params.get("call_jaxpr") or eqn.params.get("jaxpr"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -97,7 +98,22 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
     return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
 
 
-def default_vector_tile(shape, itemsize, target=32 * 1024):
+DEFAULT_TILE_BYTES = 32 * 1024
+
+
+def _at_most(tile, count: int, step: int) -> tuple[int, ...]:
+    """``tile`` cut to at most ``count`` elements: leading dims to 1 first, then the last dim to a
+    multiple of ``step`` (its alignment) where it has to be cut."""
+    tile = list(tile)
+    for d in range(len(tile) - 1):
+        if math.prod(tile) > count:
+            tile[d] = max(1, count // math.prod(tile[d + 1:])) if math.prod(tile[d + 1:]) <= count else 1
+    if tile and math.prod(tile) > count:
+        tile[-1] = max(min(tile[-1], step), count // math.prod(tile[:-1]) // step * step)
+    return tuple(tile)
+
+
+def default_vector_tile(shape, itemsize, target=DEFAULT_TILE_BYTES):
     """About ``target`` bytes: whole rows where they fit, a 32-byte-aligned column block otherwise."""
     if not shape:
         return ()
@@ -340,8 +356,11 @@ def _indexed(ctx, eqn, invals):
     x, idx = invals[0], invals[1]
     out = eqn.outvars[0].aval
     space = tuple(idx.shape)
-    tile = vector_tile(ctx, space, [idx.dtype])
     pre, post = x.shape[:axis], x.shape[axis + 1:]
+    tile = vector_tile(ctx, space, [idx.dtype])
+    if ctx.config.vec is None:              # the rows an index tile moves: about a default tile's bytes
+        row = int(np.prod(pre)) * int(np.prod(post)) * np.dtype(x.dtype).itemsize
+        tile = _at_most(tile, max(1, DEFAULT_TILE_BYTES // max(1, row)), ctx.memory.align // np.dtype(idx.dtype).itemsize)
     row_dims = [None] * len(pre) + list(range(len(space))) + [None] * len(post)
     full = tuple(pre) + space + tuple(post)
 
