@@ -227,3 +227,25 @@ def test_flash_attention_default_block_and_many_heads():
     np.testing.assert_allclose(pj.nn.flash_attention(q, k, v, block=16), ref_attention(q, k, v), rtol=1e-4, atol=1e-5)
     with pytest.raises(pj.PtoShapeError, match="block 0"):
         pj.nn.flash_attention(q, k, v, block=0)
+
+
+WIDE = [  # rows wider than a tile holds (a vocabulary's logits, a wide hidden size), and many tokens
+    ("xent vocab 32000", lambda x: pj.nn.softmax_cross_entropy(x, LABELS[:4] * 997, backend="sim"),
+     lambda x: ref_xent(x, LABELS[:4] * 997), ((4, 32000),)),
+    ("softmax 5000", lambda x: pj.nn.softmax(x, backend="sim"), lambda x: jax.nn.softmax(x, -1), ((3, 5000),)),
+    ("layer_norm 8192", lambda x, g, b: pj.nn.layer_norm(x, g, b, 1e-5, backend="sim"), ref_ln,
+     ((2, 8192), (8192,), (8192,))),
+    ("rms_norm 16384 tokens", lambda x, g: pj.nn.rms_norm(x, g, 1e-6, backend="sim"), ref_rms, ((16384, 16), (16,))),
+]
+
+
+@pytest.mark.parametrize("index", range(len(WIDE)), ids=[w[0] for w in WIDE])
+def test_wide_rows_and_many_tokens(index):
+    """Rows past a tile's 4095 columns run in column blocks with staged reductions; a norm's dgamma over
+    16 384 tokens reduces in chunks that fit the UB."""
+    _, f, ref, shapes = WIDE[index]
+    args = [jnp.asarray(_rand(s, 30 + i)) for i, s in enumerate(shapes)]
+    np.testing.assert_allclose(np.asarray(f(*args)), np.asarray(ref(*args)), rtol=2e-5, atol=1e-5)
+    ct = jnp.asarray(_rand(np.shape(ref(*args)), 98))
+    for g, w in zip(jax.vjp(f, *args)[1](ct), jax.vjp(ref, *args)[1](ct)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=2e-5 * (1 + np.abs(w).max()))

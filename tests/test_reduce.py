@@ -299,3 +299,43 @@ def test_error_amax_empty_axis():
 def test_error_bool_operand():
     with _raises(pj.PtoDtypeError, "sum", "bool", "(2, 3)"):
         OPS.sum(jnp.zeros((2, 3), bool))
+
+
+# ------------------------------------------------------------------------- reductions over a long axis
+LONG_AXES = [  # shape, axis: the last axis past a tile's 4095 columns; other axes past half the UB
+    ((3, 32000), -1),     # 8 chunks of 4000: no padding
+    ((2, 9001), -1),      # padded with the identity
+    ((4, 70000), 1),      # two stages: 18 partials of 4088, then one
+    ((16384, 16), 0),     # a norm's dgamma over 16 384 tokens
+    ((2, 12000, 8), 1),   # a middle axis
+]
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+@pytest.mark.parametrize("shape,axis", LONG_AXES, ids=_id)
+def test_reduction_over_a_long_axis_runs_in_stages(name, shape, axis):
+    rng = np.random.default_rng(3)
+    if name == "prod":                                             # +-1: an exact product
+        x = np.where(rng.random(shape) < 0.999, 1, -1).astype(I32)
+    else:                                                          # integer sums are exact in any order
+        x = rng.integers(-50, 50, shape).astype(I32 if name == "sum" else F32)
+    k = pj.kernel(lambda v: getattr(OPS, name)(v, axis=axis, keepdims=True))
+    np.testing.assert_array_equal(np.asarray(k(x)), REDUCTIONS[name](x, axis, True))
+    text = k.compiled_for(x).as_text("tile")
+    tiles = [tuple(map(int, t.split(","))) for t in re.findall(r"%\d+:\w+\[([\d,]+)\] = pto\.tload", text)]
+    assert "pto.reshape" in text and tiles                         # chunks of the axis, reduced whole
+    assert all(t[-1] <= 4095 and 4 * int(np.prod(t)) <= 96 * 1024 for t in tiles), tiles
+
+
+def test_float32_sum_over_a_long_row_matches_float64():
+    x = rand((4, 50000), F32, seed=4)
+    got = np.asarray(pj.kernel(lambda v: OPS.sum(v, axis=-1))(x))
+    np.testing.assert_allclose(got, golden_sum(x, -1, False), rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype,rtol", [(F16, 2e-3), (BF16, 1e-2)], ids=["float16", "bfloat16"])
+def test_low_precision_sum_over_a_long_row(dtype, rtol):
+    x = rand((2, 9001), dtype, seed=5, low=0.0, high=1.0)
+    got = np.asarray(pj.kernel(lambda v: OPS.sum(v, axis=-1))(x))
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got.astype(np.float64), np.sum(x.astype(np.float64), -1), rtol=rtol)

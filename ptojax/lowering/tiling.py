@@ -24,7 +24,9 @@ from ..errors import PtoArgumentError, PtoShapeError
 from ..primitives import tile as T
 from ..primitives.tile import Window
 from . import ir
-from .memory import ASCEND_CORE, CoreMemory
+from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
+from .reduce import OPS as STAGED_REDUCTIONS
+from .reduce import staged_reduce
 from .scope import TileConfig, read
 from .topk import staged_topk
 from .walk import CONTROL, by_rule, control, retrace
@@ -94,7 +96,8 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
                     f"({np.dtype(dtype).name}) = {vec[-1] * size} bytes; it must be a multiple of {ctx.memory.align} bytes")
         tile = ((1,) * rank + tuple(vec))[-rank:] if rank else ()
     else:
-        tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4))
+        tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4),
+                                   max_cols=ctx.memory.max_cols)
     return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
 
 
@@ -113,11 +116,13 @@ def _at_most(tile, count: int, step: int) -> tuple[int, ...]:
     return tuple(tile)
 
 
-def default_vector_tile(shape, itemsize, target=DEFAULT_TILE_BYTES):
-    """About ``target`` bytes: whole rows where they fit, a 32-byte-aligned column block otherwise."""
+def default_vector_tile(shape, itemsize, *, max_cols: int, target=DEFAULT_TILE_BYTES):
+    """About ``target`` bytes: whole rows where they fit (half of it, in ``max_cols`` columns), a
+    power-of-two column block otherwise."""
     if not shape:
         return ()
-    cols = shape[-1] if shape[-1] * itemsize <= target // 2 else (target // 2) // itemsize
+    half = (target // 2) // itemsize
+    cols = shape[-1] if shape[-1] <= min(half, max_cols) else min(half, 1 << (max_cols.bit_length() - 1))
     rows = max(1, target // max(1, cols * itemsize))
     tile = [1] * len(shape)
     tile[-1] = cols
@@ -403,9 +408,46 @@ def _staged_topk(ctx, eqn, invals):
                                f"bytes must be a multiple of {ctx.memory.align} bytes")
     rows = vector_tile(ctx, x.shape, [x.dtype], whole=(x.ndim - 1,))[:-1]
     p = eqn.params
-    stages = jax.make_jaxpr(lambda a: staged_topk(a, k=p["k"], largest=p["largest"], chunk=chunk,
-                                                  max_cols=ctx.memory.max_cols, where=f"pto.topk{_at(ctx)}"))(
-        jax.ShapeDtypeStruct(x.shape, x.dtype))
+
+    def config(shape):
+        return TileConfig(vec=rows + (1,) * (len(shape) - len(rows) - 1) + (min(shape[-1], chunk),))
+
+    return _stages(ctx, lambda a: staged_topk(a, k=p["k"], largest=p["largest"], chunk=chunk,
+                                              max_cols=ctx.memory.max_cols, where=f"pto.topk{_at(ctx)}"), x, config)
+
+
+REDUCE_BYTES_SHARE = 2    # a reduced axis other than the last stages past 1/2 of the UB in one tile
+
+
+def _staged_reduce_axis(ctx, eqn, x):
+    """For a ``sum`` / ``prod`` / ``amax`` / ``amin`` over one axis too long for one tile to hold whole
+    (the last axis past ``max_cols`` columns; another axis past ``max_rows`` rows or half the UB):
+    (axis, chunk limit, chunk step); else None."""
+    if ctx.op not in STAGED_REDUCTIONS or len(eqn.params["axes"]) != 1:
+        return None
+    (axis,) = eqn.params["axes"]
+    n, size = x.shape[axis], np.dtype(x.dtype).itemsize
+    if axis == x.ndim - 1:
+        step = max(1, ctx.memory.align // size)
+        return (axis, ctx.memory.max_cols, step) if n > ctx.memory.max_cols else None
+    tile = vector_tile(ctx, x.shape, [x.dtype], whole=(axis,))
+    per_row = aligned_bytes(tile[:axis] + (1,) + tile[axis + 1:], x.dtype, ctx.memory.align)
+    limit = min(ctx.memory.max_rows // max(1, math.prod(tile[:-1]) // n),
+                ctx.memory.ub // REDUCE_BYTES_SHARE // max(1, per_row))
+    return (axis, max(1, limit), 1) if n > limit else None
+
+
+def _staged_reduce(ctx, eqn, invals, axis, limit, step):
+    """A reduction over a long axis in stages (``reduce.py``), every stage under the op's tile setting."""
+    keepdims = eqn.params["keepdims"]
+    return _stages(ctx, lambda a: staged_reduce(a, op=ctx.op, axis=axis, keepdims=keepdims, limit=limit, step=step),
+                   invals[0], lambda shape: ctx.config)
+
+
+def _stages(ctx, stages_fn, x, config):
+    """Tile the pto ops of ``stages_fn(x)`` (a staged form of one op) one by one, each under
+    ``config(its first operand's shape)``; reshapes stay GM reinterpretations."""
+    stages = jax.make_jaxpr(stages_fn)(jax.ShapeDtypeStruct(x.shape, x.dtype))
     env = dict(zip(stages.jaxpr.constvars, stages.consts))
     env[stages.jaxpr.invars[0]] = x
     for inner in stages.jaxpr.eqns:
@@ -414,9 +456,7 @@ def _staged_topk(ctx, eqn, invals):
         if op == "reshape":
             outs = [inner.primitive.bind(*args, **inner.params)]
         else:
-            shape = inner.invars[0].aval.shape
-            vec = rows + (1,) * (len(shape) - len(rows) - 1) + (min(shape[-1], chunk),)
-            sub = _Context(op, TileConfig(vec=vec), ctx.label, ctx.memory)
+            sub = _Context(op, config(inner.invars[0].aval.shape), ctx.label, ctx.memory)
             outs = _copies(sub, inner, args) if op in _COPIES else _mapped(sub, inner, args)
         env.update(zip(inner.outvars, outs))
     return [env[v] for v in stages.jaxpr.outvars]
@@ -466,6 +506,9 @@ def _rule(memory, tiles=None, seen=None):
             raise PtoShapeError(f"pto.{op}{_at(ctx)}: empty output {[v.aval.shape for v in eqn.outvars]}")
         if _is_staged_topk(ctx, eqn, invals[0]):
             return on_device(_staged_topk(ctx, eqn, invals))
+        staged = _staged_reduce_axis(ctx, eqn, invals[0])
+        if staged is not None:
+            return on_device(_staged_reduce(ctx, eqn, invals, *staged))
         return on_device(_mapped(ctx, eqn, invals))
     return rule
 

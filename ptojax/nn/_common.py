@@ -10,6 +10,7 @@ from .. import ops
 from ..errors import PtoArgumentError, PtoDtypeError
 from ..kernel import BACKENDS, Kernel, kernel
 from ..lowering import tile
+from ..lowering.memory import ASCEND_CORE
 
 F32 = jnp.float32
 FLOATS = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
@@ -55,6 +56,7 @@ def make(name: str, fn, backend: str, **static) -> Kernel:
 TILE_BYTES = 8 * 1024
 EW_COLS = 64          # elementwise column block: 64 x {2, 4} bytes, 32-byte aligned
 COL_REDUCE = 16       # column block of a reduction over rows: 16 x 4 bytes (rows taken whole)
+WIDE_COLS = 2048      # column block of a row wider than a tile (a vocabulary's logits): 8 KiB of fp32
 
 
 def ew_tile(rows_hint: int = 32):
@@ -63,7 +65,11 @@ def ew_tile(rows_hint: int = 32):
 
 
 def row_tile(d: int):
-    """A row-wise (softmax / norm) tile: whole rows of ``d`` elements, as many rows as fit ~8 KiB of fp32."""
+    """A row-wise (softmax / norm) tile: whole rows of ``d`` elements, as many rows as fit ~8 KiB of fp32;
+    rows wider than a tile holds (``max_cols``) go in :data:`WIDE_COLS`-column blocks (their reductions
+    then run in stages)."""
+    if d > ASCEND_CORE.max_cols:
+        return (1, WIDE_COLS)
     return (max(1, min(64, TILE_BYTES // (max(1, d) * 4))), d)
 
 
