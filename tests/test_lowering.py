@@ -325,3 +325,21 @@ def test_verify_catches_a_wrong_level():
     broken = jax.make_jaxpr(lambda a, b, w: seed_kernel(a, b, w) + 1.0)(a, b, w)
     with pytest.raises(pj.PtoVerifyError, match=r"level 'block' output 0 \(float32\[64\]\) differs"):
         type(low)(low.traced, low.tensor, low.tile, broken, low.programs, low.in_tree, low.out_tree).verify(a, b, w)
+
+
+def test_large_constant_broadcasts_run_on_the_cores_not_folded():
+    """jnp.where(mask, 1.0, 0.0) broadcasts two scalars to the mask's shape: folding that at trace time
+    would bake (rows x vocab) arrays into the kernel (4 GiB at 8192 x 128256); past FOLD_ELEMENTS the
+    broadcast is an op that fills a GM tensor on the cores."""
+    from ptojax.lowering.tensor import FOLD_ELEMENTS
+
+    def fn(x):
+        return jnp.where(x > 0, 1.0, 0.0) + jnp.zeros_like(x)
+
+    big = np.random.default_rng(0).normal(size=(1024, 2048)).astype(np.float32)     # 2M elements > 1M
+    low = pj.lower(fn, big)
+    consts = low.level("tensor").consts
+    assert all(np.size(c) <= FOLD_ELEMENTS for c in consts), [np.shape(c) for c in consts]
+    np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(big)), (big > 0).astype(np.float32))
+    small = big[:8, :16]
+    assert pj.lower(fn, small).level("tensor").consts                                 # small ones still fold

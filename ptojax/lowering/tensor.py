@@ -4,8 +4,8 @@
 ``custom_vjp_call`` and ``remat`` bodies are inlined (the kernel is lowered forward-only: training
 differentiates ``pj.kernel`` calls through ``jax.custom_vjp``, outside the kernel); ``scan``,
 ``while`` and ``cond`` stay as loops and branches with translated bodies. Eqns whose inputs are all
-constants are folded. Anything else is a :class:`PtoUnsupportedError` naming the primitive and the
-user's source line.
+constants are folded (up to :data:`FOLD_ELEMENTS` output elements). Anything else is a
+:class:`PtoUnsupportedError` naming the primitive and the user's source line.
 """
 from __future__ import annotations
 
@@ -288,6 +288,14 @@ def _div(eqn, x, y):
 RULES["div"] = _div
 
 
+FOLD_ELEMENTS = 1 << 20   # constant eqns fold at trace time up to this many output elements; a larger
+                          # one (jnp.where(mask, 1.0, 0.0) over a vocabulary's logits) runs on the cores
+
+
+def _elements(eqn) -> int:
+    return sum(int(np.prod(v.aval.shape)) for v in eqn.outvars)
+
+
 def _rule(eqn, invals, stack):
     name = eqn.primitive.name
     if name in _ROWS and eqn.params["axis"] and not all(_is_const(x) for x in invals):
@@ -303,12 +311,14 @@ def _rule(eqn, invals, stack):
             _ENCLOSING.pop()
     elif name in CONTROL:
         return control(eqn, invals, stack, by_rule(_rule))
-    elif all(_is_const(x) for x in invals):
+    elif all(_is_const(x) for x in invals) and (name not in RULES or _elements(eqn) <= FOLD_ELEMENTS):
         with jax.ensure_compile_time_eval():
             out = eqn.primitive.bind(*invals, **eqn.params)
         out = jax.tree.map(np.asarray, out)
     elif name in _BOOL_RULES and all(x.dtype == np.bool_ for x in invals if hasattr(x, "dtype")):
         out = _BOOL_RULES[name](*invals)
+    elif all(_is_const(x) for x in invals):      # too large to fold: computed on the cores
+        out = RULES[name](eqn, *[np.asarray(x, v.aval.dtype) for x, v in zip(invals, eqn.invars)])
     elif name in RULES:
         out = RULES[name](eqn, *invals)
     else:

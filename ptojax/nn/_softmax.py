@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import PtoDtypeError, PtoShapeError
 from ..lowering import tile
-from ._common import F32, check_backend, check_float, make, row_tile
+from ._common import F32, WIDE_COLS, check_backend, check_float, make, row_tile
 
 
 # -------------------------------------------------------------------------------------- softmax
@@ -65,7 +65,7 @@ def _xent_fwd_kernel(logits, labels):
         m = jnp.max(x, axis=-1)
         lse = m + jnp.log(jnp.sum(jnp.exp(x - m[:, None]), axis=-1))
         picked = jnp.sum(jnp.where(_onehot(labels, c), x, 0.0), axis=-1)
-    with tile(vec=(max(n, 1),)), jax.named_scope("Mean"):
+    with tile(vec=(min(max(n, 1), WIDE_COLS),)), jax.named_scope("Mean"):
         # (1,), not 0-d: the runtime keeps 0-d ops on the orchestrator, which cannot read GM results
         loss = jnp.sum(lse - picked, keepdims=True) * (1.0 / n)
         return loss, lse
