@@ -353,3 +353,28 @@ def test_quantize_of_int():
 def test_quantize_repeated_axis():
     _raises(pj.PtoArgumentError, lambda: ops.quantize(np.zeros((2, 3), np.float32), axis=(1, -1)),
             "pto.quantize", "repeated")
+
+
+# ---------------------------------------------------------------- row-wise composites over wide rows
+WIDE_ROWS = [  # op, x shape, axis: rows past a tile's 4095 columns, or whole axes past half the UB
+    ("softmax", (3, 7168), -1), ("softmax", (30000, 2), 0), ("rms_norm", (2, 7168), -1),
+    ("layer_norm", (3, 9000), -1), ("rms_norm", (1, 40000), -1),
+]
+
+
+@pytest.mark.parametrize("op,shape,axis", WIDE_ROWS, ids=lambda v: str(v))
+def test_composite_over_a_wide_row_runs_as_its_reference_ops(op, shape, axis):
+    """A composite whose whole axis does not fit one tile lowers as its reference's ops (reductions
+    in stages, elementwise ops in column blocks): every tile within 4095 columns, the result the golden."""
+    import re
+    x = rand(shape, F32, seed=7, low=-4, high=4)
+    g = rand(shape[-1:], F32, seed=8)
+    fn, want = {"softmax": (lambda a, b: ops.softmax(a, axis=axis), np_softmax(x, axis)),
+                "rms_norm": (lambda a, b: ops.rms_norm(a, b), np_rms_norm(x, g, 1e-6)),
+                "layer_norm": (lambda a, b: ops.layer_norm(a, b, b), np_layer_norm(x, g, g, 1e-5))}[op]
+    k = pj.kernel(fn)
+    assert_close(np.asarray(k(x, g)), want, F32)
+    text = k.compiled_for(x, g).as_text("tile")
+    tiles = [tuple(map(int, t.split(","))) for t in re.findall(r"%\d+:f32\[([\d,]+)\] = pto\.tload", text)]
+    assert tiles and all(t[-1] <= 4095 and 4 * int(np.prod(t)) <= 96 * 1024 for t in tiles), tiles
+    assert f"pto.{op}" not in text

@@ -293,11 +293,12 @@ def test_cube_tile_that_overflows_l0a_for_its_dtype():
 
 
 def test_whole_axis_that_overflows_ub_is_an_error():
+    """A scan keeps its axis whole (reductions and row-wise composites stage a long one instead)."""
     def kernel(x):
-        with pj.tile(vec=(8, 64)), jax.named_scope("Softmax"):
-            return O.softmax(x)
+        with pj.tile(vec=(8, 64)), jax.named_scope("Scan"):
+            return O.cumsum(x)
 
-    with pytest.raises(pj.PtoCapacityError, match=r"block 'softmax' \(AIV, label 'Softmax'\) needs \d+ bytes of UB"):
+    with pytest.raises(pj.PtoCapacityError, match=r"block 'cumsum' \(AIV, label 'Scan'\) needs \d+ bytes of UB"):
         pj.lower(kernel, jax.ShapeDtypeStruct((64, 65536), jnp.float32))
 
 
@@ -343,3 +344,12 @@ def test_large_constant_broadcasts_run_on_the_cores_not_folded():
     np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(big)), (big > 0).astype(np.float32))
     small = big[:8, :16]
     assert pj.lower(fn, small).level("tensor").consts                                 # small ones still fold
+
+
+def test_default_tiles_count_padded_rows():
+    """Narrow rows take a UB row of 32 bytes each: the default tile of (30000, 2) fp32 holds 32 KiB of
+    padded rows (1 024), not 4 096 rows of 8 bytes — whose fused program needed 256 KiB of UB."""
+    x = np.random.default_rng(1).normal(size=(30000, 2)).astype(np.float32)
+    fn = lambda a: jnp.exp(a) * 2 + 1  # noqa: E731
+    np.testing.assert_allclose(np.asarray(pj.kernel(fn)(x)), np.exp(x) * 2 + 1, rtol=1e-6)
+    assert "f32[1024,2] = pto.tload" in pj.kernel(fn).compiled_for(x).as_text("tile")

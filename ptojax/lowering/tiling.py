@@ -12,6 +12,7 @@ tiles and move rows with ``mgather``/``mscatter``. ``reshape`` stays a GM reinte
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 
@@ -22,6 +23,7 @@ import numpy as np
 from .._jax import ClosedJaxpr, Literal
 from ..errors import PtoArgumentError, PtoShapeError
 from ..primitives import tile as T
+from ..primitives._base import OPS
 from ..primitives.tile import Window
 from . import ir
 from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
@@ -29,7 +31,8 @@ from .reduce import OPS as STAGED_REDUCTIONS
 from .reduce import staged_reduce
 from .scope import TileConfig, read
 from .topk import staged_topk
-from .walk import CONTROL, by_rule, control, retrace
+from .tensor import to_tensor_level
+from .walk import CONTROL, by_rule, control, interpret, retrace
 
 # Ops that keep some axes whole: name -> function(params, rank) giving those axes.
 _WHOLE_AXES = {
@@ -96,8 +99,7 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
                     f"({np.dtype(dtype).name}) = {vec[-1] * size} bytes; it must be a multiple of {ctx.memory.align} bytes")
         tile = ((1,) * rank + tuple(vec))[-rank:] if rank else ()
     else:
-        tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4),
-                                   max_cols=ctx.memory.max_cols)
+        tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory)
     return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
 
 
@@ -116,14 +118,15 @@ def _at_most(tile, count: int, step: int) -> tuple[int, ...]:
     return tuple(tile)
 
 
-def default_vector_tile(shape, itemsize, *, max_cols: int, target=DEFAULT_TILE_BYTES):
-    """About ``target`` bytes: whole rows where they fit (half of it, in ``max_cols`` columns), a
-    power-of-two column block otherwise."""
+def default_vector_tile(shape, itemsize, memory: CoreMemory, target=DEFAULT_TILE_BYTES):
+    """About ``target`` bytes of ``memory``'s aligned rows: whole rows where they fit (half of it, in
+    ``max_cols`` columns), a power-of-two column block otherwise."""
     if not shape:
         return ()
-    half = (target // 2) // itemsize
+    half, max_cols = (target // 2) // itemsize, memory.max_cols
     cols = shape[-1] if shape[-1] <= min(half, max_cols) else min(half, 1 << (max_cols.bit_length() - 1))
-    rows = max(1, target // max(1, cols * itemsize))
+    row = -(-cols * itemsize // memory.align) * memory.align
+    rows = max(1, min(memory.max_rows, target // row))
     tile = [1] * len(shape)
     tile[-1] = cols
     if len(shape) > 1:
@@ -437,6 +440,20 @@ def _staged_reduce_axis(ctx, eqn, x):
     return (axis, max(1, limit), 1) if n > limit else None
 
 
+_COMPOSITES = ("softmax", "rms_norm", "layer_norm")
+
+
+def _is_wide_composite(ctx, eqn, x) -> bool:
+    """A row-wise composite whose whole axes do not fit one tile: a row past ``max_cols`` columns, or
+    the whole axes alone past half the UB."""
+    if ctx.op not in _COMPOSITES:
+        return False
+    whole = tuple(_WHOLE_AXES[ctx.op](eqn.params, x.ndim))
+    row = tuple(n if d in whole else 1 for d, n in enumerate(x.shape))
+    return (x.ndim - 1 in whole and x.shape[-1] > ctx.memory.max_cols) or \
+        aligned_bytes(row, np.float32, ctx.memory.align) > ctx.memory.ub // REDUCE_BYTES_SHARE
+
+
 def _staged_reduce(ctx, eqn, invals, axis, limit, step):
     """A reduction over a long axis in stages (``reduce.py``), every stage under the op's tile setting."""
     keepdims = eqn.params["keepdims"]
@@ -506,6 +523,11 @@ def _rule(memory, tiles=None, seen=None):
             raise PtoShapeError(f"pto.{op}{_at(ctx)}: empty output {[v.aval.shape for v in eqn.outvars]}")
         if _is_staged_topk(ctx, eqn, invals[0]):
             return on_device(_staged_topk(ctx, eqn, invals))
+        if _is_wide_composite(ctx, eqn, invals[0]):       # its reference's ops: staged reductions, blocks of columns
+            closed = jax.make_jaxpr(functools.partial(OPS[op].reference, **eqn.params))(
+                *[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in invals])
+            tensor = to_tensor_level(closed)
+            return interpret(tensor.jaxpr, tensor.consts, invals, rule, stack)
         staged = _staged_reduce_axis(ctx, eqn, invals[0])
         if staged is not None:
             return on_device(_staged_reduce(ctx, eqn, invals, *staged))
