@@ -353,3 +353,17 @@ def test_default_tiles_count_padded_rows():
     fn = lambda a: jnp.exp(a) * 2 + 1  # noqa: E731
     np.testing.assert_allclose(np.asarray(pj.kernel(fn)(x)), np.exp(x) * 2 + 1, rtol=1e-6)
     assert "f32[1024,2] = pto.tload" in pj.kernel(fn).compiled_for(x).as_text("tile")
+
+
+def test_logsumexp_sign_and_isfinite_translate():
+    """jax.nn.logsumexp (is_finite, sign) over a row past a tile's columns, with inf, -inf and NaN rows."""
+    x = np.random.default_rng(2).normal(size=(6, 20000)).astype(np.float32) * 5
+    x[1, 3], x[2, :], x[3, 7] = np.inf, -np.inf, np.nan
+    np.testing.assert_allclose(np.asarray(pj.kernel(lambda v: jax.nn.logsumexp(v, -1))(x)),
+                               np.asarray(jax.nn.logsumexp(x, -1)), rtol=1e-6)
+    y = np.array([1.0, np.inf, -np.inf, np.nan, -0.0, 0.0, 3e38, -2.5, 1e-30], np.float32)
+    for fn in (jnp.sign, jnp.isfinite):
+        got, want = np.asarray(pj.kernel(fn)(y)), np.asarray(fn(y))
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))   # -0.0 and NaN bits too
+    ints = np.array([-7, 0, 9], np.int32)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(jnp.sign)(ints)), [-1, 0, 1])

@@ -339,3 +339,23 @@ def test_low_precision_sum_over_a_long_row(dtype, rtol):
     got = np.asarray(pj.kernel(lambda v: OPS.sum(v, axis=-1))(x))
     assert got.dtype == dtype
     np.testing.assert_allclose(got.astype(np.float64), np.sum(x.astype(np.float64), -1), rtol=rtol)
+
+
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+def test_arg_reduction_over_a_vocabulary_row_runs_in_stages(kind):
+    """Greedy decoding's argmax over 50 257 logits: chunks' extrema and indices, then the first best
+    chunk — ties across chunks keep the first index, NaN wins as in the one-stage op, a row of -inf
+    (or +inf) gives 0, the padded last chunk's extremum at the very end is found."""
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(6, 50257)).astype(F32)
+    sign = 1 if kind == "argmax" else -1
+    x[1, [40000, 45000, 3]] = sign * 100          # a tie across chunks, and an earlier one
+    x[2, [30000, 7]] = np.nan
+    x[3, :] = -sign * np.inf
+    x[4, -1] = sign * 50
+    got = np.asarray(pj.kernel(lambda v: getattr(OPS, kind)(v, axis=-1))(x))
+    np.testing.assert_array_equal(got, golden_arg(kind, x, -1, False))
+    assert got[1] == 3 and got[2] == 7 and got[3] == 0 and got[4] == 50256
+    xi = rng.integers(-5, 5, (3, 9000, 4)).astype(I32)                  # a middle axis, integer ties
+    got = np.asarray(pj.kernel(lambda v: getattr(OPS, kind)(v, axis=1, keepdims=True))(xi))
+    np.testing.assert_array_equal(got, golden_arg(kind, xi, 1, True))

@@ -1,21 +1,24 @@
 """Reductions over an axis longer than one tile can hold, in stages.
 
-``sum``, ``prod``, ``amax`` and ``amin`` keep their reduced axis whole in a tile (PyPTO's advice: do
-not tile a reduce axis). An axis longer than that allows — a row past a tile's ``max_cols`` columns (a
-vocabulary's logits), a column past what fits the UB (16 384 tokens of a norm's ``dgamma``) — is cut
-into chunks: each chunk reduced whole in one tile, then the chunks' results reduced the same way,
-again in chunks while they are still too long. A length that no aligned chunk divides is padded with
-the reduction's identity. Low-precision float sums and products stage in float32 and round once.
+``sum``, ``prod``, ``amax``, ``amin``, ``argmax`` and ``argmin`` keep their reduced axis whole in a
+tile (PyPTO's advice: do not tile a reduce axis). An axis longer than that allows — a row past a
+tile's ``max_cols`` columns (a vocabulary's logits), a column past what fits the UB (16 384 tokens of a
+norm's ``dgamma``) — is cut into chunks: each chunk reduced whole in one tile, then the chunks' results
+reduced the same way, again in chunks while they are still too long. A length that no aligned chunk
+divides is padded with the reduction's identity. Low-precision float sums and products stage in
+float32 and round once.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..primitives import cast as C
+from ..primitives import elementwise as E
 from ..primitives import layout as L
 from ..primitives import reduce as R
 
-OPS = {"sum": R.sum, "prod": R.prod, "amax": R.amax, "amin": R.amin}
+OPS = {"sum": R.sum, "prod": R.prod, "amax": R.amax, "amin": R.amin, "argmax": R.argmax, "argmin": R.argmin}
+_EXTREMUM = {"argmax": "amax", "argmin": "amin"}
 _LOW_FLOATS = ("float16", "bfloat16")
 
 
@@ -42,21 +45,41 @@ def chunk_for(n: int, limit: int, step: int) -> int:
     return top
 
 
+def _chunked(x, op, axis, limit, step):
+    """``x`` with ``axis`` cut into (runs, chunk), padded with ``op``'s identity; and the chunk."""
+    n = x.shape[axis]
+    chunk = chunk_for(n, limit, step)
+    runs = -(-n // chunk)
+    if runs * chunk != n:
+        x = L.pad(x, [(0, runs * chunk - n) if d == axis else (0, 0) for d in range(x.ndim)], identity(op, x.dtype))
+    return L.reshape(x, x.shape[:axis] + (runs, chunk) + x.shape[axis + 1:]), chunk
+
+
 def staged_reduce(x, *, op: str, axis: int, keepdims: bool, limit: int, step: int):
     """``op`` of ``x`` over ``axis`` as reductions of chunks of at most ``limit`` (a multiple of
-    ``step``) entries, repeated until the axis fits one chunk (pto ops on tensors)."""
+    ``step``) entries, repeated until the axis fits one chunk (pto ops on tensors). ``argmax`` /
+    ``argmin``: each chunk's extremum and its index, the first chunk holding the extremum of those
+    (NaN counts as one, as in the one-stage op), and that chunk's index offset to the axis."""
+    if op in _EXTREMUM:
+        return _staged_arg(x, op, axis, keepdims, limit, step)
     dtype = np.dtype(x.dtype)
     wide = op in ("sum", "prod") and dtype.name in _LOW_FLOATS
     if wide:
         x = C.cast(x, np.float32)
     while x.shape[axis] > limit:
-        n = x.shape[axis]
-        chunk = chunk_for(n, limit, step)
-        runs = -(-n // chunk)
-        if runs * chunk != n:
-            pads = [(0, runs * chunk - n) if d == axis else (0, 0) for d in range(x.ndim)]
-            x = L.pad(x, pads, identity(op, x.dtype))
-        x = L.reshape(x, x.shape[:axis] + (runs, chunk) + x.shape[axis + 1:])
-        x = OPS[op](x, axis + 1)
+        x = OPS[op](_chunked(x, op, axis, limit, step)[0], axis + 1)
     y = OPS[op](x, axis, keepdims=keepdims)
     return C.cast(y, dtype) if wide else y
+
+
+def _staged_arg(x, op, axis, keepdims, limit, step):
+    if x.shape[axis] <= limit:
+        return OPS[op](x, axis, keepdims=keepdims)
+    chunks, chunk = _chunked(x, _EXTREMUM[op], axis, limit, step)
+    best = OPS[_EXTREMUM[op]](chunks, axis + 1)                      # (..., runs, ...)
+    at = OPS[op](chunks, axis + 1)
+    runs = best.shape[axis]
+    which = _staged_arg(best, op, axis, True, limit, step)           # (..., 1, ...): the first best chunk
+    order = np.arange(runs, dtype=np.int32).reshape((runs,) + (1,) * (x.ndim - axis - 1))
+    index = E.where(E.eq(which, order), E.add(at, order * np.int32(chunk)), np.int32(0))
+    return R.sum(index, axis, keepdims=keepdims)                     # the one nonzero term (or 0)

@@ -253,6 +253,9 @@ RULES = {
     "exp": lambda e, x: ops.exp(x), "log": lambda e, x: ops.log(x), "sqrt": lambda e, x: ops.sqrt(x),
     "rsqrt": lambda e, x: ops.rsqrt(x), "tanh": lambda e, x: ops.tanh(x), "logistic": lambda e, x: ops.sigmoid(x),
     "abs": lambda e, x: ops.abs(x), "neg": lambda e, x: ops.neg(x), "square": lambda e, x: ops.mul(x, x),
+    "is_finite": lambda e, x: ops.eq(ops.sub(x, x), np.zeros((), x.dtype)),    # inf - inf and NaN - NaN: NaN
+    "sign": lambda e, x: ops.where(ops.gt(x, np.zeros((), x.dtype)), np.ones((), x.dtype),   # keeps -0.0 and NaN
+                                   ops.where(ops.lt(x, np.zeros((), x.dtype)), -np.ones((), x.dtype), x)),
     "integer_pow": _integer_pow, "convert_element_type": _convert,
     "eq": lambda e, x, y: ops.eq(x, y), "ne": lambda e, x, y: ops.ne(x, y), "lt": lambda e, x, y: ops.lt(x, y),
     "le": lambda e, x, y: ops.le(x, y), "gt": lambda e, x, y: ops.gt(x, y), "ge": lambda e, x, y: ops.ge(x, y),
