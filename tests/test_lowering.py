@@ -367,3 +367,40 @@ def test_logsumexp_sign_and_isfinite_translate():
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))   # -0.0 and NaN bits too
     ints = np.array([-7, 0, 9], np.int32)
     np.testing.assert_array_equal(np.asarray(pj.kernel(jnp.sign)(ints)), [-1, 0, 1])
+
+
+SPECIALS = np.array([0.0, -0.0, 0.3, -0.3, 0.5, -0.5, 1.5, 2.5, -2.5, 7.7, -7.7, 8388607.5, -8388607.5, 1e30, -1e30,
+                     np.inf, -np.inf, np.nan, 1e-30, -1e-30, 123456.49], np.float32)
+
+
+@pytest.mark.parametrize("fn", [jnp.floor, jnp.ceil, jnp.round, jax.lax.round, jnp.trunc],
+                         ids=["floor", "ceil", "round-even", "round-away", "trunc"])
+def test_rounding_to_integers_is_exact(fn):
+    """Bit for bit against XLA: half-way cases, -0.0 from a negative fraction, |x| >= 2**23, inf, NaN."""
+    got, want = np.asarray(pj.kernel(fn)(SPECIALS)), np.asarray(jax.jit(fn)(SPECIALS))
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("name", ["log1p", "expm1"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_log1p_and_expm1_keep_small_arguments(name, dtype):
+    """Within 2 ulp of float64's, also where log(1 + x) and exp(x) - 1 would lose x (|x| << 1)."""
+    x = np.concatenate([np.random.default_rng(3).normal(size=200) * 3, 10.0 ** -np.arange(1, 30, 2),
+                        -(10.0 ** -np.arange(1, 30, 2)), [0.0, -0.0, -1.0, 88.0, 100.0, -100.0, np.inf, -np.inf, np.nan]])
+    x = x[np.abs(x) > 1e-4].astype(dtype) if dtype == np.float16 else x.astype(dtype)
+    x = x[(x > -1) | (name == "expm1") | (x == -1)]
+    got = np.asarray(pj.kernel(getattr(jnp, name))(x)).astype(np.float64)
+    with np.errstate(all="ignore"):      # log1p(-1) = -inf; inf past the dtype's range
+        want = getattr(np, name)(x.astype(np.float64)).astype(dtype).astype(np.float64)
+        ulp = np.spacing(np.abs(want).astype(dtype)).astype(np.float64)
+        err = np.abs(got - want)
+    finite = np.isfinite(want)
+    assert np.all(err[finite] <= 2 * ulp[finite]), x[finite][err[finite] > 2 * ulp[finite]]
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+
+
+def test_any_and_all():
+    x = np.random.default_rng(4).normal(size=(6, 9)).astype(np.float32)
+    x[2] = -1
+    for fn in (lambda v: jnp.any(v > 1.5, -1), lambda v: jnp.all(v < 1.5, 0), lambda v: jnp.any(v > 0)):
+        np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(x)), np.asarray(fn(x)))

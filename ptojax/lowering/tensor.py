@@ -97,6 +97,53 @@ def _arg_reduce(op):
     return rule
 
 
+def _bool_reduce(op):
+    """``reduce_or`` / ``reduce_and`` of booleans: the max / min of their int32 values."""
+    def rule(eqn, x):
+        if x.dtype != np.bool_:
+            raise _unsupported(eqn, f"is only translated on bool operands, not {x.dtype.name}")
+        return ops.gt(op(ops.cast(x, jnp.int32), tuple(eqn.params["axes"])), np.int32(0))
+    return rule
+
+
+def _to_integer(mode):
+    """``floor`` / ``ceil`` / ``round``: through int32 with that rounding where |x| < 2**23 (larger
+    floats, infinities and NaN are their own value); a zero result takes ``x``'s sign, as IEEE's."""
+    def rule(eqn, x):
+        how = mode(eqn) if callable(mode) else mode
+        r = ops.cast(ops.cast(x, jnp.int32, rounding=how), x.dtype)
+        r = ops.where(ops.lt(ops.abs(x), np.asarray(2.0 ** 23, x.dtype)), r, x)
+        return ops.where(ops.eq(r, np.zeros((), x.dtype)), ops.mul(x, np.zeros((), x.dtype)), r)
+    return rule
+
+
+def _in_float32(fn):
+    """Compute ``fn`` in float32 on float16/bfloat16 operands, rounding the result once."""
+    def rule(eqn, x):
+        if x.dtype == np.float32:
+            return fn(x)
+        return ops.cast(fn(ops.cast(x, jnp.float32)), x.dtype)
+    return rule
+
+
+def _log1p(x):
+    """Goldberg's ``log(u) * x / (u - 1)``, u = 1 + x: accurate where ``log(1 + x)`` loses ``x``."""
+    u = ops.add(x, np.float32(1))
+    r = ops.mul(ops.log(u), ops.div(x, ops.sub(u, np.float32(1))))
+    r = ops.where(ops.eq(u, np.float32(1)), x, r)
+    return ops.where(ops.eq(x, np.float32(np.inf)), x, r)
+
+
+def _expm1(x):
+    """Kahan's ``(u - 1) * x / log(u)``, u = exp(x): accurate where ``exp(x) - 1`` loses ``x``."""
+    u = ops.exp(x)
+    m = ops.sub(u, np.float32(1))
+    r = ops.mul(ops.div(m, ops.log(u)), x)             # (not (m * x) / log(u): that overflows near exp's limit)
+    r = ops.where(ops.eq(m, np.float32(-1)), m, r)
+    r = ops.where(ops.eq(u, np.float32(np.inf)), u, r)
+    return ops.where(ops.eq(u, np.float32(1)), x, r)
+
+
 def _select_n(eqn, pred, *cases):
     if len(cases) != 2 or pred.dtype != np.bool_:
         raise _unsupported(eqn, "is only translated with a boolean predicate and two cases")
@@ -254,6 +301,10 @@ RULES = {
     "rsqrt": lambda e, x: ops.rsqrt(x), "tanh": lambda e, x: ops.tanh(x), "logistic": lambda e, x: ops.sigmoid(x),
     "abs": lambda e, x: ops.abs(x), "neg": lambda e, x: ops.neg(x), "square": lambda e, x: ops.mul(x, x),
     "is_finite": lambda e, x: ops.eq(ops.sub(x, x), np.zeros((), x.dtype)),    # inf - inf and NaN - NaN: NaN
+    "reduce_or": _bool_reduce(ops.amax), "reduce_and": _bool_reduce(ops.amin),
+    "floor": _to_integer("floor"), "ceil": _to_integer("ceil"),
+    "round": _to_integer(lambda e: "rint" if int(e.params["rounding_method"]) else "round"),
+    "log1p": _in_float32(_log1p), "expm1": _in_float32(_expm1),
     "sign": lambda e, x: ops.where(ops.gt(x, np.zeros((), x.dtype)), np.ones((), x.dtype),   # keeps -0.0 and NaN
                                    ops.where(ops.lt(x, np.zeros((), x.dtype)), -np.ones((), x.dtype), x)),
     "integer_pow": _integer_pow, "convert_element_type": _convert,
