@@ -22,8 +22,8 @@ import numpy as np
 
 from .._jax import ClosedJaxpr, Literal
 from ..errors import PtoArgumentError, PtoShapeError
+from ..primitives import OPS
 from ..primitives import tile as T
-from ..primitives._base import OPS
 from ..primitives.tile import Window
 from . import ir
 from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
@@ -423,7 +423,7 @@ REDUCE_BYTES_SHARE = 2    # a reduced axis other than the last stages past 1/2 o
 
 
 def _staged_reduce_axis(ctx, eqn, x):
-    """For a ``sum`` / ``prod`` / ``amax`` / ``amin`` over one axis too long for one tile to hold whole
+    """For a reduction (``reduce.py``'s ``OPS``) over one axis too long for one tile to hold whole
     (the last axis past ``max_cols`` columns; another axis past ``max_rows`` rows or half the UB):
     (axis, chunk limit, chunk step); else None."""
     if ctx.op not in STAGED_REDUCTIONS or len(eqn.params["axes"]) != 1:
