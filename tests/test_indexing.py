@@ -516,3 +516,20 @@ def test_dynamic_slices_along_an_inner_axis_of_many_heads():
         want = x.copy()
         want[:, start:start + 16] = upd
         np.testing.assert_array_equal(np.asarray(got_update), want)
+
+
+def test_take_along_axis_in_kernels():
+    """jnp.take_along_axis (lax.gather with batching dims): negative indices wrap as in jnp, past the
+    axis reads NaN (jnp's fill); a cross-entropy written with it matches."""
+    rng = np.random.default_rng(26)
+    x = rng.normal(size=(6, 50)).astype(F32)
+    i = rng.integers(-3, 53, (6, 4)).astype(I32)
+    f = lambda a, b: jax.numpy.take_along_axis(a, b, -1)  # noqa: E731
+    np.testing.assert_array_equal(np.asarray(pj.kernel(f)(x, i)), np.asarray(f(x, i)))
+    x4 = rng.normal(size=(2, 4, 10, 5)).astype(F32)
+    i4 = rng.integers(0, 10, (2, 4, 3, 5)).astype(I32)
+    g = lambda a, b: jax.numpy.take_along_axis(a, b, 2)  # noqa: E731
+    np.testing.assert_array_equal(np.asarray(pj.kernel(g)(x4, i4)), np.asarray(g(x4, i4)))
+    labels = rng.integers(0, 50, 6).astype(I32)
+    h = lambda a, y: jax.numpy.mean(jax.nn.logsumexp(a, -1) - jax.numpy.take_along_axis(a, y[:, None], -1)[:, 0])  # noqa: E731
+    np.testing.assert_allclose(float(pj.kernel(h)(x, labels)), float(h(x, labels)), rtol=1e-6)

@@ -217,13 +217,47 @@ def _dynamic_update_slice(eqn, x, update, *starts):
     return _rows_of(ops.scatter_update, x, idx, window, axis=axis)
 
 
+def _gather_fill(eqn, x):
+    """The value an out-of-range index reads in ``FILL`` mode (jnp's defaults where not given)."""
+    fill = eqn.params.get("fill_value")
+    if fill is None:
+        fill = np.nan if x.dtype in _FLOAT else (True if x.dtype == np.bool_ else int(np.iinfo(x.dtype).min))
+    return fill
+
+
+def _take_along(eqn, x, idx, axis):
+    """``jnp.take_along_axis``: entry ``i`` of ``idx`` reads ``x`` at its own coordinates with ``i`` at
+    ``axis`` — one gather from ``x`` flattened, at ``base + i * stride`` (out of range: -1)."""
+    n, stride = x.shape[axis], int(np.prod(x.shape[axis + 1:]))
+    if x.size > np.iinfo(np.int32).max:
+        raise _unsupported(eqn, f"(take_along_axis) on {x.size} elements needs int32 offsets")
+    coords = np.indices(idx.shape, dtype=np.int64)
+    base = sum(c * int(np.prod(x.shape[d + 1:])) for d, c in enumerate(coords) if d != axis).astype(np.int32)
+    if "CLIP" in str(eqn.params["mode"]):
+        idx = ops.clip(idx, 0, n - 1)
+    valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, n))
+    flat = ops.where(valid, ops.add(ops.mul(idx, np.int32(stride)), base), np.int32(-1))
+    out = ops.gather(ops.reshape(x, (x.size,)), flat, 0)
+    fill = _gather_fill(eqn, x)
+    return ops.where(valid, out, fill) if "FILL" in str(eqn.params["mode"]) and fill != 0 else out
+
+
 def _gather(eqn, x, indices):
-    """``lax.gather`` in the index_select form ``jnp.take`` emits (one collapsed axis, whole slices)."""
+    """``lax.gather`` in the index_select form ``jnp.take`` emits (one collapsed axis, whole slices),
+    and in ``jnp.take_along_axis``'s (every other axis a batching axis, one entry per index)."""
     dnums, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
     (axis,) = dnums.start_index_map if len(dnums.start_index_map) == 1 else (None,)
+    others = tuple(d for d in range(x.ndim) if d != axis)
+    along = indices.shape[:-1]
+    if (axis is not None and indices.shape[-1] == 1 and tuple(dnums.collapsed_slice_dims) == (axis,)
+            and not dnums.offset_dims and tuple(dnums.operand_batching_dims) == others
+            and tuple(dnums.start_indices_batching_dims) == others and all(z == 1 for z in sizes)
+            and len(along) == x.ndim and all(along[d] == x.shape[d] for d in others)):
+        return _take_along(eqn, x, ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1]), axis)
     if (axis is None or tuple(dnums.collapsed_slice_dims) != (axis,) or dnums.operand_batching_dims
             or indices.shape[-1] != 1 or any(z != (1 if d == axis else x.shape[d]) for d, z in enumerate(sizes))):
-        raise _unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis)")
+        raise _unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis) and "
+                                "as jnp.take_along_axis")
     idx = ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1])
     mode = str(eqn.params["mode"])
     if "CLIP" in mode:
@@ -238,9 +272,7 @@ def _gather(eqn, x, indices):
     for j, p in enumerate(index_positions):
         perm[p] = axis + j
     out = ops.permute(out, perm)
-    fill = eqn.params.get("fill_value")
-    if fill is None:  # jnp's defaults for out-of-range reads
-        fill = np.nan if x.dtype in _FLOAT else (True if x.dtype == np.bool_ else int(np.iinfo(x.dtype).min))
+    fill = _gather_fill(eqn, x)
     if "FILL" in mode and fill != 0:
         valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, x.shape[axis]))
         shape = [1] * out.ndim
