@@ -404,3 +404,19 @@ def test_any_and_all():
     x[2] = -1
     for fn in (lambda v: jnp.any(v > 1.5, -1), lambda v: jnp.all(v < 1.5, 0), lambda v: jnp.any(v > 0)):
         np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(x)), np.asarray(fn(x)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, jnp.bfloat16], ids=["float32", "bfloat16"])
+def test_erf_translates_within_8_ulp(dtype):
+    import math
+    x = np.concatenate([np.linspace(-6, 6, 2001), [0.0, -0.0, 1e-30, 1e-5, np.inf, -np.inf, np.nan]]).astype(dtype)
+    got = np.asarray(pj.kernel(jax.scipy.special.erf)(x)).astype(np.float64)
+    xs = x.astype(np.float64)
+    want = np.array([math.erf(v) if not np.isnan(v) else np.nan for v in xs]).astype(dtype).astype(np.float64)
+    ulp = np.spacing(np.abs(want).astype(dtype).astype(np.float32)).astype(np.float64)
+    if dtype != np.float32:
+        ulp = np.maximum(ulp, np.abs(want) * 2.0 ** -7)                # bfloat16: one rounding of the f32 value
+    finite = np.isfinite(want)
+    assert np.all(np.abs(got - want)[finite] <= 8 * ulp[finite])
+    np.testing.assert_array_equal(np.signbit(got[xs == 0]), np.signbit(xs[xs == 0]))
+    assert np.isnan(got[-1])
