@@ -16,6 +16,7 @@ from ..primitives import cast as C
 from ..primitives import elementwise as E
 from ..primitives import layout as L
 from ..primitives import reduce as R
+from .topk import pad_value
 
 OPS = {"sum": R.sum, "prod": R.prod, "amax": R.amax, "amin": R.amin, "argmax": R.argmax, "argmin": R.argmin}
 _EXTREMUM = {"argmax": "amax", "argmin": "amin"}
@@ -24,15 +25,11 @@ _LOW_FLOATS = ("float16", "bfloat16")
 
 def identity(op: str, dtype):
     """What ``op`` ignores: padding of a chunk that runs past the axis."""
-    dtype = np.dtype(dtype)
     if op in ("sum", "prod"):
-        return 1 if op == "prod" else 0
-    if dtype.kind == "f" or dtype.name == "bfloat16":
-        return -np.inf if op == "amax" else np.inf
-    if dtype == np.bool_:
+        return int(op == "prod")
+    if np.dtype(dtype) == np.bool_:
         return op == "amin"
-    info = np.iinfo(dtype)
-    return int(info.min if op == "amax" else info.max)
+    return pad_value(dtype, largest=op == "amax")       # what sorts last sorts below every entry
 
 
 def chunk_for(n: int, limit: int, step: int) -> int:

@@ -403,7 +403,8 @@ def _elements(eqn) -> int:
 
 def _rule(eqn, invals, stack):
     name = eqn.primitive.name
-    if name in _ROWS and eqn.params["axis"] and not all(_is_const(x) for x in invals):
+    const = all(_is_const(x) for x in invals)
+    if name in _ROWS and eqn.params["axis"] and not const:
         out = _rows_of(_ROWS[name], *invals, axis=eqn.params["axis"])
     elif name.startswith("pto."):
         out = eqn.primitive.bind(*invals, **eqn.params)
@@ -416,13 +417,13 @@ def _rule(eqn, invals, stack):
             _ENCLOSING.pop()
     elif name in CONTROL:
         return control(eqn, invals, stack, by_rule(_rule))
-    elif all(_is_const(x) for x in invals) and (name not in RULES or _elements(eqn) <= FOLD_ELEMENTS):
+    elif const and (name not in RULES or _elements(eqn) <= FOLD_ELEMENTS):
         with jax.ensure_compile_time_eval():
             out = eqn.primitive.bind(*invals, **eqn.params)
         out = jax.tree.map(np.asarray, out)
     elif name in _BOOL_RULES and all(x.dtype == np.bool_ for x in invals if hasattr(x, "dtype")):
         out = _BOOL_RULES[name](*invals)
-    elif all(_is_const(x) for x in invals):      # too large to fold: computed on the cores
+    elif const:                                  # too large to fold: computed on the cores
         out = RULES[name](eqn, *[np.asarray(x, v.aval.dtype) for x, v in zip(invals, eqn.invars)])
     elif name in RULES:
         out = RULES[name](eqn, *invals)
