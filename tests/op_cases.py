@@ -34,6 +34,7 @@ CASES = {
     "maximum": (lambda a, b: O.maximum(a, b), (X, Y)),
     "minimum": (lambda a, b: O.minimum(a, b), (X, Y)),
     "pow": (lambda a, b: O.pow(a, b), (P, X)),
+    "fmod": (lambda a, b: O.fmod(a, b), (X, P)),
     "exp": (O.exp, (X,)),
     "log": (O.log, (P,)),
     "sqrt": (O.sqrt, (P,)),

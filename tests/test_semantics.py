@@ -79,6 +79,9 @@ for dt in FLOATS:
     for sx, sy in SHAPE_PAIRS:
         case("tdiv", [rand(rng, sx, dt), rand(rng, sy, dt, 0.5, 3.0) * np.asarray(-1, dt)])
         case("tpow", [rand(rng, sx, dt, 0.1, 4.0), rand(rng, sy, dt, -2.0, 2.0)], tol="math")
+for dt in NUMERIC:
+    for sx, sy in SHAPE_PAIRS:
+        case("tfmod", [rand(rng, sx, dt), rand(rng, sy, dt, 0.5, 3.0)])
 # int8 / int32 arithmetic wraps
 case("tadd", [np.array([127, -128, 100], I8), np.array([1, -1, 100], I8)])
 case("tmul", [np.array([2**30, -7, 2**31 - 1], I32), np.array([4, 2**29, 2], I32)])

@@ -22,7 +22,7 @@ _TILE = ("vec",)
 _CUBE_DTYPES = {("i8", "i8"): "i32", ("f16", "f16"): "f32", ("bf16", "bf16"): "f32", ("f32", "f32"): "f32"}
 
 # Tensor ops whose tile twin is one PTO-ISA instruction (family); the rest are tile-library composites.
-_NATIVE = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "exp", "log", "sqrt", "rsqrt", "reciprocal",
+_NATIVE = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "fmod", "exp", "log", "sqrt", "rsqrt", "reciprocal",
            "abs", "neg", "relu", "cast", "where", "eq", "ne", "lt", "le", "gt", "ge", "sum", "amax", "amin", "prod",
            "argmax", "argmin", "transpose", "concat", "expand", "gather", "sort", "merge_topk", "quantize",
            "dequantize"}

@@ -110,6 +110,16 @@ for _name, _fn in _BINARY.items():
 SEMANTICS["tdiv"] = _float_op(np.divide)
 SEMANTICS["tpow"] = _float_op(np.power)
 
+
+@_register("tfmod")
+def fmod(x, y):
+    """C's fmod (exact, so one rounding to fp16/bf16 changes nothing); integers: ``x`` where ``y`` is 0 and
+    0 for ``INT_MIN`` by -1 (as XLA defines them: the ISA leaves division by zero to the target)."""
+    if x.dtype in FLOAT:
+        return _float_op(np.fmod)(x, y)
+    zero = y == 0
+    return np.where(zero, x, np.fmod(x, np.where(zero, np.ones((), y.dtype), y))).astype(x.dtype, copy=False)
+
 _UNARY_FLOAT = {
     "texp": np.exp, "tlog": np.log, "tsqrt": np.sqrt, "trsqrt": lambda x: np.float32(1) / np.sqrt(x),
     "trecip": lambda x: np.float32(1) / x, "ttanh": np.tanh, "tsigmoid": _sigmoid,

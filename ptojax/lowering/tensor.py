@@ -16,6 +16,7 @@ import numpy as np
 from .. import ops
 from .._jax import ClosedJaxpr
 from ..errors import PtoUnsupportedError
+from . import libm
 from .walk import CONTROL, body_of, by_rule, control, interpret, retrace, where
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
@@ -124,43 +125,6 @@ def _in_float32(fn):
             return fn(x)
         return ops.cast(fn(ops.cast(x, jnp.float32)), x.dtype)
     return rule
-
-
-def _log1p(x):
-    """Goldberg's ``log(u) * x / (u - 1)``, u = 1 + x: accurate where ``log(1 + x)`` loses ``x``."""
-    u = ops.add(x, np.float32(1))
-    r = ops.mul(ops.log(u), ops.div(x, ops.sub(u, np.float32(1))))
-    r = ops.where(ops.eq(u, np.float32(1)), x, r)
-    return ops.where(ops.eq(x, np.float32(np.inf)), x, r)
-
-
-def _expm1(x):
-    """Kahan's ``(u - 1) * x / log(u)``, u = exp(x): accurate where ``exp(x) - 1`` loses ``x``."""
-    u = ops.exp(x)
-    m = ops.sub(u, np.float32(1))
-    r = ops.mul(ops.div(m, ops.log(u)), x)             # (not (m * x) / log(u): that overflows near exp's limit)
-    r = ops.where(ops.eq(m, np.float32(-1)), m, r)
-    r = ops.where(ops.eq(u, np.float32(np.inf)), u, r)
-    return ops.where(ops.eq(u, np.float32(1)), x, r)
-
-
-# erf(x) = x P(x²) / Q(x²) on x clamped to [-4, 4] (erf is ±1 in float32 past it): the rational
-# approximation Eigen and XLA use for float32, within 7 ulp of the exact value.
-_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-          -1.42647390514189e-02)
-
-
-def _erf(x):
-    x = ops.clip(x, np.float32(-4), np.float32(4))
-    x2 = ops.mul(x, x)
-    p, q = np.float32(_ERF_P[0]), np.float32(_ERF_Q[0])
-    for a in _ERF_P[1:]:
-        p = ops.add(ops.mul(p, x2), np.float32(a))
-    for b in _ERF_Q[1:]:
-        q = ops.add(ops.mul(q, x2), np.float32(b))
-    return ops.div(ops.mul(x, p), q)
 
 
 def _select_n(eqn, pred, *cases):
@@ -335,6 +299,21 @@ def _with_unit(shape, axis):
     return tuple(shape[:axis]) + (1,) + tuple(shape[axis:])
 
 
+def _rev(eqn, x):
+    """``jnp.flip``: a gather of the reversed indices along each reversed axis."""
+    for axis in eqn.params["dimensions"]:
+        x = _rows_of(ops.gather, x, np.arange(x.shape[axis] - 1, -1, -1, dtype=np.int32), axis=axis)
+    return x
+
+
+def _tile(eqn, x):
+    """``jnp.tile``: ``x`` as (1, n0, 1, n1, ...) broadcast to (r0, n0, r1, n1, ...), then merged."""
+    reps = tuple(eqn.params["reps"])
+    pairs = [(r, n) for r, n in zip(reps, x.shape)]
+    spread = ops.expand(ops.reshape(x, [d for _, n in pairs for d in (1, n)]), [d for p in pairs for d in p])
+    return ops.reshape(spread, [r * n for r, n in pairs])
+
+
 def _split(eqn, x):
     axis, start, out = eqn.params["axis"], 0, []
     for size in eqn.params["sizes"]:
@@ -348,6 +327,7 @@ RULES = {
     "add": lambda e, x, y: ops.add(x, y), "sub": lambda e, x, y: ops.sub(x, y),
     "mul": lambda e, x, y: ops.mul(x, y), "max": lambda e, x, y: ops.maximum(x, y),
     "min": lambda e, x, y: ops.minimum(x, y), "pow": lambda e, x, y: ops.pow(x, y),
+    "rem": lambda e, x, y: ops.fmod(x, y),
     "exp": lambda e, x: ops.exp(x), "log": lambda e, x: ops.log(x), "sqrt": lambda e, x: ops.sqrt(x),
     "rsqrt": lambda e, x: ops.rsqrt(x), "tanh": lambda e, x: ops.tanh(x), "logistic": lambda e, x: ops.sigmoid(x),
     "abs": lambda e, x: ops.abs(x), "neg": lambda e, x: ops.neg(x), "square": lambda e, x: ops.mul(x, x),
@@ -355,7 +335,7 @@ RULES = {
     "reduce_or": _bool_reduce(ops.amax), "reduce_and": _bool_reduce(ops.amin),
     "floor": _to_integer("floor"), "ceil": _to_integer("ceil"),
     "round": _to_integer(lambda e: "rint" if int(e.params["rounding_method"]) else "round"),
-    "log1p": _in_float32(_log1p), "expm1": _in_float32(_expm1), "erf": _in_float32(_erf),
+    **{name: _in_float32(getattr(libm, name)) for name in ("log1p", "expm1", "exp2", "erf", "erfc", "sin", "cos", "tan")},
     "sign": lambda e, x: ops.where(ops.gt(x, np.zeros((), x.dtype)), np.ones((), x.dtype),   # keeps -0.0 and NaN
                                    ops.where(ops.lt(x, np.zeros((), x.dtype)), -np.ones((), x.dtype), x)),
     "integer_pow": _integer_pow, "convert_element_type": _convert,
@@ -376,7 +356,7 @@ RULES = {
     "scatter_add": _scatter(ops.index_add), "sort": _sort, "top_k": _top_k,
     "stack": lambda e, *xs: ops.concat([ops.reshape(x, _with_unit(x.shape, e.params["axis"])) for x in xs],
                                        e.params["axis"]),
-    "split": lambda e, x: _split(e, x),
+    "split": lambda e, x: _split(e, x), "rev": _rev, "tile": _tile,
     "copy": lambda e, x: x, "copy_p": lambda e, x: x, "stop_gradient": lambda e, x: x,
 }
 _ROWS = {"pto.gather": ops.gather, "pto.scatter_update": ops.scatter_update, "pto.index_add": ops.index_add}

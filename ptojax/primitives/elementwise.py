@@ -87,6 +87,7 @@ div_p = _define("div", FLOAT, upcast(jnp.divide))
 maximum_p = _define("maximum", NUMERIC, jnp.maximum)
 minimum_p = _define("minimum", NUMERIC, jnp.minimum)
 pow_p = _define("pow", FLOAT, upcast(jnp.power))
+fmod_p = _define("fmod", NUMERIC, upcast(lax.rem))
 
 add = _public(add_p, "add", "``x + y``; integers wrap on overflow.", 2)
 sub = _public(sub_p, "sub", "``x - y``; integers wrap on overflow.", 2)
@@ -95,6 +96,8 @@ div = _public(div_p, "div", "``x / y`` for floating-point operands.", 2)
 maximum = _public(maximum_p, "maximum", "Elementwise maximum; NaN propagates.", 2)
 minimum = _public(minimum_p, "minimum", "Elementwise minimum; NaN propagates.", 2)
 pow = _public(pow_p, "pow", "``x ** y`` for floating-point operands.", 2)  # noqa: A001 - PyPTO's name
+fmod = _public(fmod_p, "fmod", "C's ``fmod``: the remainder of ``x / y`` truncated, with the sign of ``x`` "
+               "(``lax.rem``; exact). Integers: ``x`` where ``y`` is 0, 0 for ``INT_MIN`` by -1 (as XLA).", 2)
 
 
 def _extremum_weight(a, b, ans):
@@ -119,6 +122,8 @@ ad.defjvp2(minimum_p, lambda g, ans, x, y: mul(g, _extremum_weight(x, y, ans)),
            lambda g, ans, x, y: mul(g, _extremum_weight(y, x, ans)))
 ad.defjvp2(pow_p, lambda g, ans, x, y: mul(g, mul(y, pow(x, sub(y, 1.0)))),
            lambda g, ans, x, y: mul(g, mul(_safe_log(x), ans)))
+
+jvp_from_reference(fmod_p, upcast(lax.rem))
 
 _transpose(add_p, lambda ct, x, y: ct, lambda ct, x, y: ct)
 _transpose(sub_p, lambda ct, x, y: ct, lambda ct, x, y: neg(ct))

@@ -1,0 +1,171 @@
+"""float32 elementary functions that PTO has no instruction for, built from the ones it has.
+
+The Tensor level translates ``jnp.log1p``, ``expm1``, ``sin``, ``cos``, ``tan``, ``exp2`` and
+``jax.scipy.special.erf`` / ``erfc`` (so the exact ``jax.nn.gelu``) into these sequences of vector
+instructions, as a math library does on hardware without them. Each takes and returns float32 tensors
+(the translation computes float16 / bfloat16 in float32 and rounds once). Accuracy against the exact
+value (tests/test_libm.py checks each):
+
+* ``log1p``, ``expm1``: within 2 ulp, also where ``|x| << 1``.
+* ``erf``: within 7 ulp; ``erfc``: within 8 ulp wherever the result is a normal float.
+* ``sin``, ``cos``, ``tan``: within 3 ulp for ``|x| <`` :data:`TRIG_RANGE` (2**17: RoPE angles at 128K
+  positions); past it the argument reduction loses accuracy, growing with ``|x|``.
+* ``exp2``: ``exp(x * ln 2)``, as XLA computes it.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from .. import ops
+
+F32 = np.float32
+
+
+def log1p(x):
+    """Goldberg's ``log(u) * x / (u - 1)``, u = 1 + x: accurate where ``log(1 + x)`` loses ``x``."""
+    u = ops.add(x, F32(1))
+    r = ops.mul(ops.log(u), ops.div(x, ops.sub(u, F32(1))))
+    r = ops.where(ops.eq(u, F32(1)), x, r)
+    return ops.where(ops.eq(x, F32(np.inf)), x, r)
+
+
+def expm1(x):
+    """Kahan's ``(u - 1) * x / log(u)``, u = exp(x): accurate where ``exp(x) - 1`` loses ``x``."""
+    u = ops.exp(x)
+    m = ops.sub(u, F32(1))
+    r = ops.mul(ops.div(m, ops.log(u)), x)             # (not (m * x) / log(u): that overflows near exp's limit)
+    r = ops.where(ops.eq(m, F32(-1)), m, r)
+    r = ops.where(ops.eq(u, F32(np.inf)), u, r)
+    return ops.where(ops.eq(u, F32(1)), x, r)
+
+
+def exp2(x):
+    return ops.exp(ops.mul(x, F32(np.log(2))))
+
+
+def _horner(coefficients, t):
+    """``c[0] t^n + c[1] t^(n-1) + ... + c[n]``, highest power first."""
+    p = F32(coefficients[0])
+    for c in coefficients[1:]:
+        p = ops.add(ops.mul(p, t), F32(c))
+    return p
+
+
+# erf(x) = x P(x²) / Q(x²) on x clamped to [-4, 4] (erf is ±1 in float32 past it): the rational
+# approximation Eigen and XLA use for float32.
+_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+          -1.42647390514189e-02)
+
+
+def erf(x):
+    x = ops.clip(x, F32(-4), F32(4))
+    x2 = ops.mul(x, x)
+    return ops.div(ops.mul(x, _horner(_ERF_P, x2)), _horner(_ERF_Q, x2))
+
+
+# erfc(a) exp(a²) for a in [0.5, 10.1] as a polynomial in t = 1 / (1 + a): a least-squares fit of
+# degree 10 (highest power first), within 4 ulp in float32 arithmetic.
+_ERFC_H = (-1.247637391090393, 4.4210896492004395, -5.994089126586914, 3.083061695098877, 0.7950952053070068,
+           -1.3490279912948608, -0.09591518342494965, 0.25121474266052246, 0.5672188401222229, 0.5640264749526978,
+           3.7089318993821507e-06)
+_ERFC_SMALL = F32(0.5)     # below it, 1 - erf(x) loses nothing: erf(x) < 0.53
+_ERFC_ZERO = F32(10.1)     # erfc past it is 0 in float32 (below the smallest subnormal)
+
+
+def _square(a):
+    """``a * a`` as ``hi + lo`` exactly (Dekker: ``a`` split into two 12-bit halves)."""
+    c = ops.mul(a, F32(4097))
+    ah = ops.sub(c, ops.sub(c, a))
+    al = ops.sub(a, ah)
+    hi = ops.mul(a, a)
+    lo = ops.add(ops.add(ops.sub(ops.mul(ah, ah), hi), ops.mul(ops.mul(ah, al), F32(2))), ops.mul(al, al))
+    return hi, lo
+
+
+def erfc(x):
+    """``1 - erf(x)`` for ``|x| < 0.5``; else ``exp(-a²) h(a)`` (a = |x|, with ``a²`` exact in two floats:
+    its rounding would cost ``a² 2**-24`` of relative error), reflected as ``2 - erfc(a)`` for x < 0."""
+    a = ops.minimum(ops.abs(x), _ERFC_ZERO)
+    h = _horner(_ERFC_H, ops.reciprocal(ops.add(a, F32(1))))
+    hi, lo = _square(a)
+    tail = ops.mul(ops.mul(ops.exp(ops.neg(hi)), ops.sub(F32(1), lo)), h)
+    far = ops.where(ops.lt(x, F32(0)), ops.sub(F32(2), tail), tail)
+    return ops.where(ops.lt(ops.abs(x), _ERFC_SMALL), ops.sub(F32(1), erf(x)), far)
+
+
+# --------------------------------------------------------------------------------------- sin, cos, tan
+TRIG_RANGE = 2.0 ** 17
+_HALF_PI = Fraction(int("1921FB54442D18469898CC51701B839A252049C1", 16), 16 ** 39)   # π/2 to 156 bits
+
+
+def _split(value: Fraction, bits: int, parts: int) -> tuple:
+    """``value`` as ``parts`` floats: all but the last of ``bits`` significant bits (so that ``q * part``
+    is exact in float32 for ``|q| < 2**(24 - bits)``), the last the float32 nearest to what is left."""
+    out = []
+    for _ in range(parts - 1):
+        exponent = value.numerator.bit_length() - value.denominator.bit_length()
+        scale = Fraction(2) ** (bits - 1 - exponent)
+        part = Fraction(int(value * scale)) / scale                 # truncated to its top bits
+        out.append(F32(float(part)))
+        value -= part
+    return (*out, F32(float(value)))
+
+
+_HALF_PI_PARTS = _split(_HALF_PI, 7, 6)       # exact products for quadrants below 2**17: |x| < 2**17 π/2
+_SIN = (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)                  # Cephes' sinf / cosf on
+_COS = (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)    # [-π/4, π/4]
+_TINY = F32(2.0 ** -12)      # sin(x) and tan(x) round to x below it
+
+
+def _reduced(x):
+    """``(r, q)``: ``x = r + q π/2``, ``|r| <= π/4``, ``q`` integral (Cody and Waite's reduction)."""
+    q = ops.round(ops.mul(x, F32(2 / np.pi)))
+    r = x
+    for part in _HALF_PI_PARTS:
+        r = ops.sub(r, ops.mul(q, part))
+    return r, q
+
+
+def _sin_cos(r):
+    z = ops.mul(r, r)
+    s = ops.add(ops.mul(ops.mul(_horner(_SIN, z), z), r), r)
+    c = ops.add(ops.sub(ops.mul(ops.mul(_horner(_COS, z), z), z), ops.mul(z, F32(0.5))), F32(1))
+    return s, c
+
+
+def _quadrant(q):
+    """``(odd, negative)`` for quadrant ``q``: whether ``q mod 4`` is 1 or 3, and whether it is 2 or 3,
+    from ``f = q/4 - round(q/4)``: 0, 1/4, ±1/2, -1/4 for q mod 4 = 0, 1, 2, 3."""
+    quarter = ops.mul(q, F32(0.25))
+    f = ops.sub(quarter, ops.round(quarter))
+    return ops.eq(ops.abs(f), F32(0.25)), ops.logical_or(ops.lt(f, F32(0)), ops.eq(f, F32(0.5)))
+
+
+def _signed(negative, v):
+    return ops.where(negative, ops.neg(v), v)
+
+
+def sin(x):
+    r, q = _reduced(x)
+    s, c = _sin_cos(r)
+    odd, negative = _quadrant(q)
+    return ops.where(ops.lt(ops.abs(x), _TINY), x, _signed(negative, ops.where(odd, c, s)))
+
+
+def cos(x):
+    r, q = _reduced(x)
+    s, c = _sin_cos(r)
+    odd, negative = _quadrant(ops.add(q, F32(1)))     # cos(x) = sin(x + π/2)
+    return _signed(negative, ops.where(odd, c, s))
+
+
+def tan(x):
+    r, q = _reduced(x)
+    s, c = _sin_cos(r)
+    odd, _ = _quadrant(q)
+    t = ops.where(odd, ops.neg(ops.div(c, s)), ops.div(s, c))     # tan(r + π/2) = -cot(r)
+    return ops.where(ops.lt(ops.abs(x), _TINY), x, t)

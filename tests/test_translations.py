@@ -1,0 +1,145 @@
+"""jnp functions PTO has no single instruction for, inside kernels: sin / cos / tan, erfc (the exact GELU),
+exp2 (``ptojax/lowering/libm.py``), remainders (``pto.fmod``), flips and tiles.
+
+Expected values are float64 NumPy / ``math`` of the float32 operands rounded once, or XLA's result
+where it is exact (remainders, flips, tiles): never ptojax's.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from helpers import BF16, F16, F32, I8, I32
+from ptojax.lowering.libm import TRIG_RANGE
+
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 1e-45, 2.0 ** -13, 1.0, -1.0, np.pi / 2,
+                    np.pi, -np.pi, 3 * np.pi / 2, 2 * np.pi, 1e4 * np.pi, TRIG_RANGE * 0.999], np.float32)
+
+
+def _ulps(got, want, dtype=F32):
+    """|got - want| in units of the spacing of ``dtype`` at ``want`` (``want`` rounded to ``dtype`` once)."""
+    want = np.asarray(want, np.float64).astype(dtype).astype(np.float64)
+    spacing = np.spacing(np.abs(want).astype(dtype)).astype(np.float64)
+    return np.abs(np.asarray(got).astype(np.float64) - want) / np.maximum(spacing, 2.0 ** -149)
+
+
+@pytest.mark.parametrize("name, bound", [("sin", 3), ("cos", 3), ("tan", 4)])
+def test_trig_within_a_few_ulp_across_the_range(name, bound):
+    """Random arguments at three scales up to TRIG_RANGE, plus zeros (signed), infinities, NaN, subnormals
+    and multiples of π/2 (where the reduction cancels most)."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.uniform(-s, s, 4000) for s in (4.0, 1e3, TRIG_RANGE)] + [SPECIAL]).astype(F32)
+    got = np.asarray(pj.kernel(getattr(jnp, name))(x))
+    with np.errstate(invalid="ignore"):
+        want = getattr(np, name)(x.astype(np.float64))
+    finite = np.isfinite(x)
+    err = _ulps(got[finite], want[finite])
+    assert err.max() <= bound, (x[finite][err.argmax()], err.max())
+    assert np.isnan(got[~finite]).all()                                        # sin(±inf), sin(NaN)
+    zeros = x == 0
+    if name != "cos":
+        np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(x[zeros]))   # sin(-0) = -0
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=["float16", "bfloat16"])
+def test_trig_in_half_precision_rounds_the_float32_value_once(dtype):
+    x = np.random.default_rng(6).uniform(-60, 60, 3000).astype(dtype)
+    for name in ("sin", "cos"):
+        got = np.asarray(pj.kernel(getattr(jnp, name))(x))
+        assert got.dtype == dtype
+        err = _ulps(got, getattr(np, name)(x.astype(np.float64)), dtype)
+        assert err.max() <= 1, (name, err.max())          # within the one rounding of the float32 result
+
+
+def test_erfc_and_the_exact_gelu():
+    """erfc within 8 ulp wherever the result is a normal float (also deep in the tail, where rounding
+    x² would cost x² ulp), within 2 subnormal steps where it is subnormal; reflected for x < 0."""
+    x = np.concatenate([np.linspace(-10.5, 10.5, 20001), np.random.default_rng(7).uniform(0.4, 9.2, 5000),
+                        SPECIAL[:8]]).astype(F32)
+    got = np.asarray(pj.kernel(jax.scipy.special.erfc)(x))
+    want = np.array([math.erfc(v) if not np.isnan(v) else np.nan for v in x.astype(np.float64)])
+    normal = np.abs(want) >= np.finfo(F32).tiny
+    err = _ulps(got[normal], want[normal])
+    assert err.max() <= 8, (x[normal][err.argmax()], err.max())
+    tail = np.isfinite(want) & ~normal
+    assert tail.any() and np.abs(got[tail] - want[tail]).max() <= 2 * 2.0 ** -149
+    np.testing.assert_array_equal(got[np.isinf(x)], np.where(x[np.isinf(x)] > 0, 0.0, 2.0))
+    assert np.isnan(got[np.isnan(x)]).all()
+
+    y = np.linspace(-6, 6, 1001).astype(F32)
+    gelu = np.asarray(pj.kernel(lambda v: jax.nn.gelu(v, approximate=False))(y))
+    exact = np.array([0.5 * v * math.erfc(-v / math.sqrt(2)) for v in y.astype(np.float64)])
+    np.testing.assert_allclose(gelu, exact, rtol=3e-6, atol=1e-7)
+
+
+def test_exp2_is_exp_of_x_ln2_as_xla_computes_it():
+    x = np.concatenate([np.random.default_rng(8).uniform(-140, 127, 5000), [0.0, -0.0, np.inf, -np.inf, np.nan,
+                                                                            128.0, -150.0]]).astype(F32)
+    got, want = np.asarray(pj.kernel(jnp.exp2)(x)), np.asarray(jax.jit(jnp.exp2)(x))
+    normal = np.isfinite(want) & (np.abs(want) >= np.finfo(F32).tiny)
+    assert _ulps(got[normal], want[normal]).max() <= 2          # the two libraries' exp of one product
+    np.testing.assert_array_equal(got[~np.isfinite(want)], want[~np.isfinite(want)])
+    exact = np.exp2(x[normal].astype(np.float64))
+    assert np.all(np.abs(got[normal] - exact) <= (np.abs(x[normal]) * 2.0 ** -24 + 2.0 ** -22) * exact)
+
+
+# ------------------------------------------------------------------------------------------ remainders
+def test_fmod_op_is_c_fmod():
+    """Floats: exact (float64 np.fmod of the operands); integers: C's truncated remainder, ``x`` where
+    the divisor is 0 and 0 for INT_MIN by -1, as XLA's ``rem``; a Python scalar takes the dtype. Eager
+    (the op's reference) and in a kernel (``pto.tfmod``'s semantics) alike."""
+    for fmod in (pj.ops.fmod, pj.kernel(pj.ops.fmod)):
+        _check_fmod(fmod)
+
+
+def _check_fmod(fmod):
+    rng = np.random.default_rng(9)
+    x = (rng.normal(size=(6, 40)) * 100).astype(F32)
+    y = (rng.normal(size=(6, 40)) * 3).astype(F32)
+    x[0, :6], y[0, :6] = [5.5, -5.5, np.inf, 1.0, -0.0, 1e30], [2.0, 2.0, 2.0, 0.0, 1.0, 3.3]
+    for dtype in (F32, F16, BF16):
+        with np.errstate(over="ignore", invalid="ignore"):      # 1e30 is inf in float16
+            a, b = x.astype(dtype), y.astype(dtype)
+            got = np.asarray(fmod(a, b))
+            want = np.fmod(a.astype(np.float64), b.astype(np.float64)).astype(dtype)
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))   # NaN and -0.0 bits too
+    for dtype in (I8, I32):
+        info = np.iinfo(dtype)
+        a = np.array([7, -7, 7, -7, 5, info.min, info.min, info.max, 0], dtype)
+        b = np.array([3, 3, -3, -3, 0, -1, 7, -2, 0], dtype)
+        got = np.asarray(fmod(a, b))
+        np.testing.assert_array_equal(got, np.asarray(jax.lax.rem(a, b)))
+        np.testing.assert_array_equal(got[:4], [1, -1, 1, -1])
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(np.asarray(pj.kernel(lambda v: pj.ops.fmod(v, 1.5))(x)),
+                                      np.fmod(x, np.float32(1.5)))
+
+
+def test_remainders_translate_in_kernels():
+    """jnp.remainder / fmod / floor_divide / ``%`` (Python's floor remainder, built from ``rem``) in a
+    kernel give XLA's bits, on floats and on int32 paged-cache positions."""
+    rng = np.random.default_rng(10)
+    x, y = (rng.normal(size=(8, 64)) * 50).astype(F32), rng.uniform(0.5, 4, (8, 64)).astype(F32)
+    y[0] *= -1
+    for fn in (jnp.remainder, jnp.fmod, jnp.floor_divide, lambda a, b: a % b - a // b):
+        np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(x, y)), np.asarray(jax.jit(fn)(x, y)))
+    pos = rng.integers(-300, 70000, (4, 128)).astype(I32)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(lambda p: p % 128)(pos)), pos % 128)
+    with pytest.raises(pj.PtoUnsupportedError, match="'div' on int32"):          # no integer divide on A2/A3
+        pj.kernel(lambda p: p // 128)(pos)
+
+
+# ------------------------------------------------------------------------------------------ layout
+@pytest.mark.parametrize("fn", [lambda v: jnp.flip(v, -1), lambda v: jnp.flip(v, (0, 1)), jnp.flip,
+                                lambda v: jnp.tile(v, (2, 1, 3)), lambda v: jnp.tile(v[0], 3),
+                                lambda v: jnp.roll(v, 2, 1)],
+                         ids=["flip-last", "flip-two", "flip-all", "tile-3d", "tile-promoted", "roll"])
+@pytest.mark.parametrize("dtype", [F32, I8], ids=["float32", "int8"])
+def test_flips_and_tiles(fn, dtype):
+    x = np.arange(3 * 5 * 4).reshape(3, 5, 4).astype(dtype)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(x)), np.asarray(fn(x)))
