@@ -82,6 +82,16 @@ for dt in FLOATS:
 for dt in NUMERIC:
     for sx, sy in SHAPE_PAIRS:
         case("tfmod", [rand(rng, sx, dt), rand(rng, sy, dt, 0.5, 3.0)])
+for dt in (I8, I32):
+    for sx, sy in SHAPE_PAIRS:
+        for name in ("tand", "tor", "txor"):
+            case(name, [rand(rng, sx, dt), rand(rng, sy, dt)])
+    bits = 8 * np.dtype(dt).itemsize                       # counts past both ends: XLA's 0 / sign fill
+    counts = np.arange(-2, bits + 3).astype(dt)
+    values = np.resize(np.array([1, -1, 77, -77, np.iinfo(dt).min, np.iinfo(dt).max], dt), counts.shape)
+    case("tnot", [values])
+    case("tshl", [values, counts])
+    case("tshr", [values, counts])
 # int8 / int32 arithmetic wraps
 case("tadd", [np.array([127, -128, 100], I8), np.array([1, -1, 100], I8)])
 case("tmul", [np.array([2**30, -7, 2**31 - 1], I32), np.array([4, 2**29, 2], I32)])

@@ -143,3 +143,55 @@ def test_remainders_translate_in_kernels():
 def test_flips_and_tiles(fn, dtype):
     x = np.arange(3 * 5 * 4).reshape(3, 5, 4).astype(dtype)
     np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(x)), np.asarray(fn(x)))
+
+
+# ------------------------------------------------------------------------------------------ bitwise
+def _wrap(v, bits):
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def _bitwise_golden(name, a, b, bits):
+    """Python integers: shifts by a count outside [0, bits) give 0 (left) or the sign (right), as XLA."""
+    if name in ("shift_left", "shift_right") and not 0 <= b < bits:
+        return -1 if name == "shift_right" and a < 0 else 0
+    fn = {"bitwise_and": lambda: a & b, "bitwise_or": lambda: a | b, "bitwise_xor": lambda: a ^ b,
+          "bitwise_not": lambda: ~a, "shift_left": lambda: a << b, "shift_right": lambda: a >> b}[name]
+    return _wrap(fn(), bits)
+
+
+@pytest.mark.parametrize("dtype", [I8, I32], ids=["int8", "int32"])
+@pytest.mark.parametrize("name", ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
+                                  "shift_right"])
+def test_bitwise_ops_against_python_integers(name, dtype):
+    bits, info = 8 * np.dtype(dtype).itemsize, np.iinfo(dtype)
+    rng = np.random.default_rng(11)
+    a = np.concatenate([rng.integers(info.min, info.max, 200, dtype=np.int64), [info.min, info.max, -1, 0, 1] * 9])
+    b = np.concatenate([rng.integers(info.min, info.max, 200, dtype=np.int64), np.resize(np.arange(-3, bits + 3), 45)])
+    if name.startswith("shift"):
+        b[:200] = rng.integers(0, bits, 200)
+    a, b = a.astype(dtype), b.astype(dtype)
+    want = np.array([_bitwise_golden(name, int(x), int(y), bits) for x, y in zip(a, b)], dtype)
+    op = getattr(pj.ops, name)
+    fn = (lambda x, y: op(x)) if name == "bitwise_not" else op
+    for run in (fn, pj.kernel(fn)):                                   # the reference, pto.t<op>'s semantics
+        np.testing.assert_array_equal(np.asarray(run(a, b)), want)
+
+
+def test_int4_unpacking_and_logical_shifts_translate():
+    """Two int4 weights per int8 (``(p << 4) >> 4`` sign-extends the low nibble, ``p >> 4`` the high one),
+    ``&``, ``|``, ``^``, ``~`` and ``lax.shift_right_logical`` (also by a tensor of counts, 0 and past
+    the width among them) give XLA's bits in a kernel."""
+    rng = np.random.default_rng(12)
+    packed = rng.integers(-128, 128, (16, 64)).astype(I8)
+    unpack = lambda p: jnp.stack([(p << 4) >> 4, p >> 4], -1).reshape(16, 128)  # noqa: E731
+    np.testing.assert_array_equal(np.asarray(pj.kernel(unpack)(packed)), np.asarray(unpack(packed)))
+    lo = (packed.astype(np.int32) << 28) >> 28
+    np.testing.assert_array_equal(np.asarray(pj.kernel(unpack)(packed))[:, 0::2], lo)
+    for dtype in (I8, I32):
+        bits = 8 * np.dtype(dtype).itemsize
+        x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, (4, 64), dtype=np.int64).astype(dtype)
+        n = rng.integers(-2, bits + 3, (4, 64)).astype(dtype)
+        for fn in (jax.lax.shift_right_logical, lambda v, k: jax.lax.shift_right_logical(v, jnp.asarray(3, v.dtype)),
+                   lambda v, k: (v & k) | (v ^ ~k)):
+            np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(x, n)), np.asarray(jax.jit(fn)(x, n)))

@@ -35,7 +35,7 @@ _SHIFT_AXIS = {"ttopk", "tsort", "tconcat"}
 _ELEMENTWISE = {  # each result element from the same elements of the operands: any memory layout will do
     "tadd", "tsub", "tmul", "tmax", "tmin", "tdiv", "tpow", "tfmod", "texp", "tlog", "tsqrt", "trsqrt", "trecip", "ttanh",
     "tsigmoid", "tsilu", "tround", "tgelu", "tabs", "tneg", "trelu", "tclip", "teq", "tne", "tlt", "tle", "tgt",
-    "tge", "tlogical_and", "tlogical_or", "tlogical_not", "tsel", "tcvt", "tdequant"}
+    "tge", "tlogical_and", "tlogical_or", "tlogical_not", "tand", "tor", "txor", "tnot", "tshl", "tshr", "tsel", "tcvt", "tdequant"}
 _LANE_SAFE = _ELEMENTWISE | {"tmatmul", "tmatmul_acc", "tmrgsort", "trms_norm", "tlayer_norm"}  # take leading axes
 
 

@@ -25,7 +25,7 @@ _CUBE_DTYPES = {("i8", "i8"): "i32", ("f16", "f16"): "f32", ("bf16", "bf16"): "f
 _NATIVE = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "fmod", "exp", "log", "sqrt", "rsqrt", "reciprocal",
            "abs", "neg", "relu", "cast", "where", "eq", "ne", "lt", "le", "gt", "ge", "sum", "amax", "amin", "prod",
            "argmax", "argmin", "transpose", "concat", "expand", "gather", "sort", "merge_topk", "quantize",
-           "dequantize"}
+           "dequantize", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right"}
 
 
 @dataclasses.dataclass(frozen=True)

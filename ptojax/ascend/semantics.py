@@ -111,6 +111,27 @@ SEMANTICS["tdiv"] = _float_op(np.divide)
 SEMANTICS["tpow"] = _float_op(np.power)
 
 
+SEMANTICS["tand"] = lambda x, y: np.bitwise_and(x, y)
+SEMANTICS["tor"] = lambda x, y: np.bitwise_or(x, y)
+SEMANTICS["txor"] = lambda x, y: np.bitwise_xor(x, y)
+SEMANTICS["tnot"] = lambda x: np.invert(x)
+
+
+def _counted(shift, beyond):
+    """A shift whose counts outside ``[0, bits)`` give ``beyond(x)`` (C leaves them undefined; the x86
+    shift masks them), as XLA defines them."""
+    def run(x, n):
+        bits = 8 * x.dtype.itemsize
+        inside = (n >= 0) & (n < bits)
+        shifted = shift(x, np.where(inside, n, np.zeros((), n.dtype)))
+        return np.where(inside, shifted, beyond(x)).astype(x.dtype, copy=False)
+    return run
+
+
+SEMANTICS["tshl"] = _counted(np.left_shift, lambda x: np.zeros((), x.dtype))
+SEMANTICS["tshr"] = _counted(np.right_shift, lambda x: np.where(x < 0, np.array(-1, x.dtype), np.zeros((), x.dtype)))
+
+
 @_register("tfmod")
 def fmod(x, y):
     """C's fmod (exact, so one rounding to fp16/bf16 changes nothing); integers: ``x`` where ``y`` is 0 and

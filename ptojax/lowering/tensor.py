@@ -314,6 +314,23 @@ def _tile(eqn, x):
     return ops.reshape(spread, [r * n for r, n in pairs])
 
 
+def _shift_right_logical(eqn, x, n):
+    """``x >> n`` filling with zeros: the arithmetic shift with the sign's copies masked off
+    (``(1 << (bits - n)) - 1``); ``x`` for n = 0, 0 for counts outside ``[0, bits)`` (as XLA)."""
+    bits = 8 * x.dtype.itemsize
+    if _is_const(n):
+        n = np.asarray(n, x.dtype)
+        inside = (n > 0) & (n < bits)
+        mask = np.where(inside, (np.int64(1) << np.where(inside, bits - n, 0).astype(np.int64)) - 1, 0).astype(x.dtype)
+        r = ops.bitwise_and(ops.shift_right(x, np.where(inside, n, 0).astype(x.dtype)), mask)
+        return ops.where(np.asarray(n == 0), x, r)
+    one = np.ones((), x.dtype)
+    mask = ops.sub(ops.shift_left(one, ops.sub(np.asarray(bits, x.dtype), n)), one)
+    r = ops.where(ops.eq(n, np.zeros((), x.dtype)), x, ops.bitwise_and(ops.shift_right(x, n), mask))
+    return ops.where(ops.logical_or(ops.lt(n, np.zeros((), x.dtype)), ops.ge(n, np.asarray(bits, x.dtype))),
+                     np.zeros((), x.dtype), r)
+
+
 def _split(eqn, x):
     axis, start, out = eqn.params["axis"], 0, []
     for size in eqn.params["sizes"]:
@@ -328,6 +345,10 @@ RULES = {
     "mul": lambda e, x, y: ops.mul(x, y), "max": lambda e, x, y: ops.maximum(x, y),
     "min": lambda e, x, y: ops.minimum(x, y), "pow": lambda e, x, y: ops.pow(x, y),
     "rem": lambda e, x, y: ops.fmod(x, y),
+    "and": lambda e, x, y: ops.bitwise_and(x, y), "or": lambda e, x, y: ops.bitwise_or(x, y),
+    "xor": lambda e, x, y: ops.bitwise_xor(x, y), "not": lambda e, x: ops.bitwise_not(x),
+    "shift_left": lambda e, x, n: ops.shift_left(x, n), "shift_right_arithmetic": lambda e, x, n: ops.shift_right(x, n),
+    "shift_right_logical": _shift_right_logical,
     "exp": lambda e, x: ops.exp(x), "log": lambda e, x: ops.log(x), "sqrt": lambda e, x: ops.sqrt(x),
     "rsqrt": lambda e, x: ops.rsqrt(x), "tanh": lambda e, x: ops.tanh(x), "logistic": lambda e, x: ops.sigmoid(x),
     "abs": lambda e, x: ops.abs(x), "neg": lambda e, x: ops.neg(x), "square": lambda e, x: ops.mul(x, x),
@@ -360,7 +381,7 @@ RULES = {
     "copy": lambda e, x: x, "copy_p": lambda e, x: x, "stop_gradient": lambda e, x: x,
 }
 _ROWS = {"pto.gather": ops.gather, "pto.scatter_update": ops.scatter_update, "pto.index_add": ops.index_add}
-_BOOL_RULES = {"and": ops.logical_and, "or": ops.logical_or, "not": ops.logical_not}
+_BOOL_RULES = {"and": ops.logical_and, "or": ops.logical_or, "not": ops.logical_not, "xor": ops.ne}
 _INLINE = ("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "remat2", "checkpoint")
 
 

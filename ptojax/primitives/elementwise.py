@@ -14,7 +14,7 @@ from .._jax import ad, batching
 from ..errors import PtoArgumentError, op_error
 from . import cast as _cast
 from . import layout, reduce
-from ._base import (ANY, BOOL, FLOAT, NUMERIC, broadcast_shapes, check_dtype, check_same_dtype,
+from ._base import (ANY, BOOL, FLOAT, INT, NUMERIC, broadcast_shapes, check_dtype, check_same_dtype,
                     define, jvp_from_reference, jvp_zero, operands, shaped, tensor, upcast)
 
 
@@ -206,6 +206,25 @@ ge = _public(ge_p, "ge", "``x >= y`` as bool.", 2)
 logical_and = _public(logical_and_p, "logical_and", "Boolean and.", 2)
 logical_or = _public(logical_or_p, "logical_or", "Boolean or.", 2)
 logical_not = _public(logical_not_p, "logical_not", "Boolean not.", 1)
+
+
+# ------------------------------------------------------------------------------------------ bitwise
+bitwise_and_p = _define("bitwise_and", INT, lax.bitwise_and, differentiable=False)
+bitwise_or_p = _define("bitwise_or", INT, lax.bitwise_or, differentiable=False)
+bitwise_xor_p = _define("bitwise_xor", INT, lax.bitwise_xor, differentiable=False)
+bitwise_not_p = _define("bitwise_not", INT, lax.bitwise_not, differentiable=False)
+shift_left_p = _define("shift_left", INT, lax.shift_left, differentiable=False)
+shift_right_p = _define("shift_right", INT, lax.shift_right_arithmetic, differentiable=False)
+for _p in (bitwise_and_p, bitwise_or_p, bitwise_xor_p, bitwise_not_p, shift_left_p, shift_right_p):
+    jvp_zero(_p)
+
+bitwise_and = _public(bitwise_and_p, "bitwise_and", "``x & y`` on integers.", 2)
+bitwise_or = _public(bitwise_or_p, "bitwise_or", "``x | y`` on integers.", 2)
+bitwise_xor = _public(bitwise_xor_p, "bitwise_xor", "``x ^ y`` on integers.", 2)
+bitwise_not = _public(bitwise_not_p, "bitwise_not", "``~x`` on integers.", 1)
+shift_left = _public(shift_left_p, "shift_left", "``x << n`` (wrapping); a count outside ``[0, bits)`` gives 0.", 2)
+shift_right = _public(shift_right_p, "shift_right", "``x >> n``, arithmetic (the sign fills); a count outside "
+                      "``[0, bits)`` gives -1 for negative ``x``, else 0.", 2)
 
 
 # -------------------------------------------------------------------------------------------- where

@@ -117,7 +117,9 @@ MNEMONIC = {"add": "tadd", "sub": "tsub", "mul": "tmul", "div": "tdiv", "maximum
             "pow": "tpow", "exp": "texp", "log": "tlog", "sqrt": "tsqrt", "rsqrt": "trsqrt", "reciprocal": "trecip",
             "abs": "tabs", "neg": "tneg", "relu": "trelu", "cast": "tcvt", "where": "tsel", "transpose": "ttrans",
             "concat": "tconcat", "expand": "texpand", "gather": "tgather", "sort": "tsort", "quantize": "tquant",
-            "dequantize": "tdequant", "matmul": "tmatmul", "merge_topk": "tmrgsort"}
+            "dequantize": "tdequant", "matmul": "tmatmul", "merge_topk": "tmrgsort", "bitwise_and": "tand",
+            "bitwise_or": "tor", "bitwise_xor": "txor", "bitwise_not": "tnot", "shift_left": "tshl",
+            "shift_right": "tshr", "fmod": "tfmod"}
 
 
 def _mirror(tensor_op):
