@@ -133,13 +133,19 @@ def test_a_split_dim_keeps_tiles_apart():
         [1, 64, 256], [2, 128, 384])
 
 
-def test_span_of_consecutive_grid_points_is_their_per_dim_min_and_max():
-    from ptojax.mpmd.orchestrator import _span
+def test_spans_of_consecutive_grid_points_are_boxes_they_fill_exactly():
+    """Every point numbered a..b lies in exactly one box and every box point is numbered a..b, in at most
+    2 * rank - 1 boxes (one when the points form a box)."""
+    from ptojax.mpmd.orchestrator import _spans
     rng = np.random.default_rng(3)
     for _ in range(300):
         grid = tuple(int(x) for x in rng.integers(1, 6, rng.integers(1, 5)))
         points = list(np.ndindex(*grid))
         a = int(rng.integers(0, len(points)))
         b = int(rng.integers(a, len(points)))
-        chunk = points[a:b + 1]
-        assert _span(grid, a, b) == ([min(c) for c in zip(*chunk)], [max(c) for c in zip(*chunk)]), (grid, a, b)
+        boxes = _spans(grid, a, b)
+        covered = [tuple(f + c for f, c in zip(first, p)) for (first, last) in boxes
+                   for p in np.ndindex(*[z - f + 1 for f, z in zip(first, last)])]
+        assert sorted(covered) == points[a:b + 1], (grid, a, b, boxes)
+        assert len(boxes) <= 2 * len(grid) - 1
+    assert _spans((4, 8, 2), 16, 47) == [((1, 0, 0), (2, 7, 1))]

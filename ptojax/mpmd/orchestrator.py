@@ -331,7 +331,7 @@ class _Orchestrator:
             for start in range(0, len(points), per_task):
                 tiles = points[start:start + per_task]
                 run, cost, nbytes = self.backend.task(part, tiles, arrays)
-                reads, writes = self.regions(windows, *_span(part.shape, start, start + len(tiles) - 1),
+                reads, writes = self.regions(windows, _spans(part.shape, start, start + len(tiles) - 1),
                                              inputs + outputs)
                 group = None
                 if runner is not None:
@@ -359,16 +359,14 @@ class _Orchestrator:
                        (self.full[src.base],), (self.full[dst.id],), (), self.stage, 2 * nbytes))
         return dst
 
-    def regions(self, windows, first, last, buffers):
-        """The GM regions of a task whose tiles' grid coordinates range from ``first`` to ``last``."""
-        reads, writes = [], []
+    def regions(self, windows, spans, buffers):
+        """The GM regions of a task whose tiles fill the grid boxes ``spans`` (:func:`_spans`)."""
+        reads, writes = {}, {}
         for kind, position, window in windows:
             buf = buffers[position]
-            if window is None:
-                box = self.full[buf.base]
-            else:
-                box = self.region(buf, *_box(window, first, last, buf.array.shape))
-            (reads if kind == "read" else writes).append(box)
+            boxes = [self.full[buf.base]] if window is None else [
+                self.region(buf, *_box(window, first, last, buf.array.shape)) for first, last in spans]
+            (reads if kind == "read" else writes).update(dict.fromkeys(boxes))      # in order, once each
         return tuple(reads), tuple(writes)
 
 
@@ -433,19 +431,32 @@ def _enclose(first, last, shape, lo, hi):
         lo.extend(0 for _ in shape[1:]), hi.extend(shape[1:])
 
 
-def _span(grid, a, b):
-    """Per dim, the least and greatest coordinate of the grid points with row-major numbers ``a..b``:
-    a dim's coordinate is ``(number // inner) % extent``, monotonic unless the range wraps it."""
-    first, last, inner = [0] * len(grid), [0] * len(grid), 1
-    for d in range(len(grid) - 1, -1, -1):
-        n = grid[d]
-        qa, qb = a // inner, b // inner
-        if qa // n == qb // n:
-            first[d], last[d] = qa % n, qb % n
-        else:
-            first[d], last[d] = 0, n - 1
-        inner *= n
-    return first, last
+def _spans(grid, a, b) -> list:
+    """The grid points with row-major numbers ``a..b`` as at most ``2 * len(grid) - 1`` boxes of
+    coordinates ``(first, last)`` (inclusive per dim) that they fill exactly: a partial outer row, a
+    block of whole rows, a partial last row, recursively. (A task's tiles that wrap a row are not one
+    box: the box around them would take in tiles of other tasks and order the tasks of one call.)"""
+    if not grid:
+        return [((), ())]
+    n, rest = grid[0], grid[1:]
+    inner = int(np.prod(rest, dtype=np.int64))
+    (qa, ra), (qb, rb) = divmod(a, inner), divmod(b, inner)
+
+    def within(q, lo, hi):
+        return [((q, *f), (q, *z)) for f, z in _spans(rest, lo, hi)]
+
+    if qa == qb:
+        return within(qa, ra, rb)
+    out = []
+    if ra:
+        out += within(qa, ra, inner - 1)
+        qa += 1
+    whole_to = qb if rb == inner - 1 else qb - 1
+    if qa <= whole_to:
+        out.append(((qa, *(0,) * len(rest)), (whole_to, *(m - 1 for m in rest))))
+    if rb != inner - 1:
+        out += within(qb, 0, rb)
+    return out
 
 
 def _box(window, first, last, shape):
