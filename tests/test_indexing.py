@@ -231,6 +231,44 @@ def test_scatter_update_last_write_wins_and_minus_one_writes_nothing():
     np.testing.assert_array_equal(np.asarray(got), [[0, 0], [3, 3], [0, 0], [4, 4]])
 
 
+def _scatter_stage_edges(fn, *args):
+    """Per scatter_update block call of ``pj.kernel(fn)`` run on ``args``: (tasks, edges between them)."""
+    trace = pj.kernel(fn).compiled_for(*args).run(*args)[1]
+    stages = {}
+    for t in trace.graph.tasks:
+        if t.name.startswith("scatter_update"):
+            stages.setdefault(t.stage, []).append(t)
+    return [(len(ts), sum(p in ts for t in ts for p in t.preds)) for ts in stages.values()]
+
+
+def test_unique_index_scatters_need_no_order_within_a_call():
+    """A dynamic_update_slice (a window: distinct rows) and ``unique_indices=True`` scatter index tiles
+    in tasks with no dependencies on each other; a plain scatter_update (repeats: the last write wins)
+    keeps its tasks in program order. Results equal XLA's / NumPy's either way."""
+    rng = np.random.default_rng(20)
+    cache, rows = rng.normal(size=(8, 512, 64)).astype(F32), rng.normal(size=(8, 128, 64)).astype(F32)
+
+    def window(c, r, start):
+        return jax.lax.dynamic_update_slice(c, r, (0, start, 0))
+
+    start = np.int32(200)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(window)(cache, rows, start)),
+                                  np.asarray(window(cache, rows, start)))
+    calls = _scatter_stage_edges(window, cache, rows, start)
+    assert calls and all(n > 1 and edges == 0 for n, edges in calls), calls
+
+    flat, upd = cache.reshape(4096, 64), rows.reshape(1024, 64)
+    idx = rng.permutation(4096)[:1024].astype(np.int32)
+    for unique in (True, False):
+        fn = lambda c, i, u, unique=unique: ops.scatter_update(c, i, u, unique_indices=unique)  # noqa: E731
+        np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(flat, idx, upd)), np_scatter(flat, idx, upd, 0))
+        calls = _scatter_stage_edges(fn, flat, idx, upd)
+        assert all(n > 1 and (edges == 0) == unique for n, edges in calls), (unique, calls)
+    at = lambda c, i, u: c.at[i].set(u, unique_indices=True)  # noqa: E731 - jnp's flag reaches the runtime
+    np.testing.assert_array_equal(np.asarray(pj.kernel(at)(flat, idx, upd)), np_scatter(flat, idx, upd, 0))
+    assert all(edges == 0 for _, edges in _scatter_stage_edges(at, flat, idx, upd))
+
+
 SCATTER_VMAP = [
     # cache shape, idx shape, updates shape, in_axes (x, idx, upd), axis
     ((3, 8, 2, 3), (3, 4), (3, 4, 2, 3), (0, 0, 0), 0),      # per-sequence cache, slots, updates

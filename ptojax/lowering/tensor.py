@@ -153,7 +153,7 @@ def _window_indices(start, size, n):
     return ops.add(ops.expand(ops.reshape(start, (1,)), (size,)), np.arange(size, dtype=np.int32))
 
 
-def _rows_of(op, x, idx, *update, axis):
+def _rows_of(op, x, idx, *update, axis, **params):
     """``op`` (``gather``, ``scatter_update`` or ``index_add``) along ``axis`` as the same op along axis
     0 of ``x`` with its leading dims folded into the rows: index ``i`` of leading position ``p`` becomes
     row ``p * n + i`` (one out of range stays out of range). A tile of indices then moves rows of
@@ -161,7 +161,7 @@ def _rows_of(op, x, idx, *update, axis):
     pre, n, post = tuple(x.shape[:axis]), x.shape[axis], tuple(x.shape[axis + 1:])
     lead, k = int(np.prod(pre)), int(np.prod(idx.shape))
     if not axis or lead * n > np.iinfo(np.int32).max:
-        return op(x, idx, *update, axis)
+        return op(x, idx, *update, axis, **params)
     flat = ops.reshape(x, (lead * n,) + post)
     if lead == 1:
         rows = ops.reshape(idx, (k,))
@@ -173,7 +173,7 @@ def _rows_of(op, x, idx, *update, axis):
     if op is ops.gather:
         return ops.reshape(ops.gather(flat, rows, 0), pre + tuple(idx.shape) + post)
     (source,) = update
-    return ops.reshape(op(flat, rows, ops.reshape(source, (lead * k,) + post), 0), x.shape)
+    return ops.reshape(op(flat, rows, ops.reshape(source, (lead * k,) + post), 0, **params), x.shape)
 
 
 def _dynamic_slice(eqn, x, *starts):
@@ -197,7 +197,7 @@ def _dynamic_update_slice(eqn, x, update, *starts):
     (axis,) = dynamic
     idx = _window_indices(starts[axis], update.shape[axis], x.shape[axis])
     window = ops.assemble(update, static, _rows_of(ops.gather, x, idx, axis=axis))
-    return _rows_of(ops.scatter_update, x, idx, window, axis=axis)
+    return _rows_of(ops.scatter_update, x, idx, window, axis=axis, unique_indices=True)   # a window: distinct rows
 
 
 def _gather_fill(eqn, x):
@@ -273,7 +273,8 @@ def _scatter(op):
                 and tuple(d.update_window_dims) == tuple(range(1, x.ndim)) and updates.shape[1:] == x.shape[1:])
         if not rows or "CLIP" in str(eqn.params["mode"]):
             raise _unsupported(eqn, "is only translated for whole rows along axis 0 (x.at[idx].set/add(rows))")
-        return op(x, ops.reshape(ops.cast(indices, jnp.int32), (-1,)), updates, 0)
+        unique = {"unique_indices": True} if op is ops.scatter_update and eqn.params["unique_indices"] else {}
+        return op(x, ops.reshape(ops.cast(indices, jnp.int32), (-1,)), updates, 0, **unique)
     return rule
 
 

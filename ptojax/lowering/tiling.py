@@ -380,7 +380,8 @@ def _indexed(ctx, eqn, invals):
         if gather:
             return [T.tstore(outs[0], T.mgather_p.bind(ins[0], it, axis=axis), index, rows_window)]
         rows = T.tload(ins[1], index, rows_window)
-        return [T.mscatter_p.bind(outs[0], it, rows, axis=axis, accumulate=ctx.op == "index_add")]
+        return [T.mscatter_p.bind(outs[0], it, rows, axis=axis, accumulate=ctx.op == "index_add",
+                                  unique=bool(p.get("unique_indices", False)))]
 
     # gather reads x and writes a new tensor; index_add / scatter_update update x in place.
     inputs = [x, idx] if gather else [idx, invals[2]]

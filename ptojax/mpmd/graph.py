@@ -68,6 +68,8 @@ class Task:
     stage: int = 0                  # the block call it came from (for the barrier-per-stage baseline)
     bytes: int = 0                  # GM bytes it moves
     batch: tuple | None = None      # (group, item): tasks of one group may run together (Plan.batches)
+    scatters: frozenset = frozenset()   # buffers it writes only by unique-index scatters: the other tasks
+                                        # of its block call (stage) that do so write other rows of them
     preds: list = dataclasses.field(default_factory=list)
     succs: list = dataclasses.field(default_factory=list)
     rank: float = 0.0
@@ -167,8 +169,11 @@ class TaskGraph:
                     if other.tid not in preds and _meet(lo, hi, region.lo, region.hi):
                         preds[other.tid] = other
             for region in task.writes:                       # write after write / after read
+                disjoint = region.buffer in task.scatters
                 for lo, hi, j in writers.get(region.buffer, nothing).near(region.lo, region.hi):
                     other = tasks[j]
+                    if disjoint and other.stage == task.stage and region.buffer in other.scatters:
+                        continue
                     if other.tid not in preds and _meet(lo, hi, region.lo, region.hi):
                         preds[other.tid] = other
                 for lo, hi, j in readers.get(region.buffer, nothing).near(region.lo, region.hi):

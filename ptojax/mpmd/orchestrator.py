@@ -331,14 +331,15 @@ class _Orchestrator:
             for start in range(0, len(points), per_task):
                 tiles = points[start:start + per_task]
                 run, cost, nbytes = self.backend.task(part, tiles, arrays)
-                reads, writes = self.regions(windows, _spans(part.shape, start, start + len(tiles) - 1),
-                                             inputs + outputs)
+                reads, writes, scatters = self.regions(windows, _spans(part.shape, start, start + len(tiles) - 1),
+                                                       inputs + outputs)
                 group = None
                 if runner is not None:
                     group = (self.stage, number, len(tiles))
                     self.batches[group] = runner
                 self.emit(Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
-                               run, reads, writes, tiles[0], self.stage, nbytes, None if group is None else (group, tiles)))
+                               run, reads, writes, tiles[0], self.stage, nbytes, None if group is None else (group, tiles),
+                               scatters=scatters))
         for k, fill in fills.items():
             if covered[k] != outputs[k].array.size:
                 outputs[k].array.fill(fill)
@@ -360,14 +361,18 @@ class _Orchestrator:
         return dst
 
     def regions(self, windows, spans, buffers):
-        """The GM regions of a task whose tiles fill the grid boxes ``spans`` (:func:`_spans`)."""
-        reads, writes = {}, {}
+        """The GM regions of a task whose tiles fill the grid boxes ``spans`` (:func:`_spans`): (reads,
+        writes, the buffers it writes only by unique-index scatters)."""
+        reads, writes, scatters = {}, {}, set()
         for kind, position, window in windows:
             buf = buffers[position]
             boxes = [self.full[buf.base]] if window is None else [
                 self.region(buf, *_box(window, first, last, buf.array.shape)) for first, last in spans]
             (reads if kind == "read" else writes).update(dict.fromkeys(boxes))      # in order, once each
-        return tuple(reads), tuple(writes)
+            if kind == "scatter":
+                scatters.add(buf.base)
+        written = {b.base for kind, position, _ in windows if kind == "write" for b in [buffers[position]]}
+        return tuple(reads), tuple(writes), frozenset(scatters - written)
 
 
 def _base_box(view, base, lo, hi):
@@ -529,6 +534,8 @@ def _windows(body, n):
                     window = dataclasses.replace(window, index=tuple(
                         -1 if i < 0 else grid[i] for i in window.index))
                     out.append((kind, position, window))
+                elif eqn.primitive is T.mscatter_p and eqn.params.get("unique") and not eqn.params["accumulate"]:
+                    out.append(("scatter", position, None))      # disjoint rows per instance, nothing read
                 else:
                     out.append((kind, position, None))
                     if eqn.primitive is T.mscatter_p:

@@ -184,6 +184,10 @@ class Profile:
                  f"lower bound {self.lower_bound_us:.2f} us ({self.makespan_us / max(self.lower_bound_us, 1e-12):.2f}x)"]
         b = self.bound
         lines.append("  bound: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in dataclasses.asdict(b).items()))
+        if b.bandwidth > self.trace.makespan:
+            lines.append(f"  note: the tasks move {b.bandwidth * self.trace.machine.bandwidth / 1e9:.1f} GB through GM, more "
+                         f"than HBM serves in the makespan: the cost model prices reads as L2 hits unless told "
+                         f"otherwise (l2_hit), which a working set past the L2 does not earn")
         lines.append("  utilisation: " + ", ".join(f"{k} {u:.0%}" for k, u in self.utilisation.items()))
         lines.append("  time per label: " + ", ".join(f"{k} {v:.2f} us" for k, v in self.label_us.items()))
         return "\n".join(lines)

@@ -114,20 +114,20 @@ def gather(x, indices, axis: int = 0):
 def _batch_rows(prim, flat_indices):
     """vmap rule of index_add / scatter_update; batched indices fold the batch into the row axis."""
 
-    def rule(args, dims, *, axis):
+    def rule(args, dims, *, axis, **params):
         (x, idx, rows), (dx, di, dr) = args, dims
         size = batch_size(args, dims)
         x = layout._front_or_broadcast(x, dx, size)
         rows = layout._front_or_broadcast(rows, dr, size)
         if di is None:
-            return prim.bind(x, idx, rows, axis=axis + 1), 0
+            return prim.bind(x, idx, rows, axis=axis + 1, **params), 0
         idx = layout._front(idx, di)
         rows = _swap_blocks(rows, 1, axis, idx.ndim - 1)          # (B, idx..., pre, post)
         idx = _offset(idx, x.shape[axis + 1])
         if flat_indices:
             rows = layout.reshape(rows, (-1,) + tuple(rows.shape[idx.ndim:]))
             idx = layout.reshape(idx, (-1,))
-        return _unfold(prim.bind(_fold(x, axis), idx, rows, axis=0), size, axis), 0
+        return _unfold(prim.bind(_fold(x, axis), idx, rows, axis=0, **params), size, axis), 0
 
     batching.primitive_batchers[prim] = rule
 
@@ -135,7 +135,7 @@ def _batch_rows(prim, flat_indices):
 def _rows_abstract(op, dtypes, what, one_d=False):
     """Shape rule of ops writing rows ``what`` into ``x`` at ``indices`` along ``axis``."""
 
-    def abstract(x, idx, rows, *, axis):
+    def abstract(x, idx, rows, *, axis, **_):
         _check_index(op, idx)
         check_dtype(op, "operand", x, dtypes)
         check_same_dtype(op, x, rows)
@@ -186,20 +186,20 @@ def _winners(idx, n):
     return jnp.full((n,), -1, jnp.int32).at[target].max(jnp.arange(idx.shape[0], dtype=jnp.int32), mode="drop")
 
 
-def _scatter_reference(x, idx, updates, *, axis):
+def _scatter_reference(x, idx, updates, *, axis, unique_indices=False):
     winner = _winners(idx, x.shape[axis])
     picked = jnp.take(updates, jnp.maximum(winner, 0), axis=axis)
     written = (winner >= 0).reshape((1,) * axis + (-1,) + (1,) * (x.ndim - axis - 1))
     return jnp.where(written, picked, x)
 
 
-def _scatter_transpose(ct, x, idx, updates, *, axis):
+def _scatter_transpose(ct, x, idx, updates, *, axis, unique_indices):
     if type(ct) is ad.Zero:
         return [None, None, None]
     ct_x = ct_u = None
     u_shape = (updates.aval if ad.is_undefined_primal(updates) else updates).shape
     if ad.is_undefined_primal(x):
-        ct_x = scatter_update_p.bind(ct, idx, jnp.zeros(u_shape, ct.dtype), axis=axis)
+        ct_x = scatter_update_p.bind(ct, idx, jnp.zeros(u_shape, ct.dtype), axis=axis, unique_indices=unique_indices)
     if ad.is_undefined_primal(updates):
         n = ct.shape[axis]
         won = jnp.take(_winners(idx, n), jnp.where(_in_range(idx, n), idx, 0)) == jnp.arange(idx.shape[0])
@@ -211,22 +211,25 @@ def _scatter_transpose(ct, x, idx, updates, *, axis):
 scatter_update_p = define("scatter_update", "indexing",
                           abstract=_rows_abstract("scatter_update", ANY, "updates", one_d=True), reference=_scatter_reference)
 ad.defjvp(scatter_update_p,
-          lambda g, x, idx, u, *, axis: scatter_update_p.bind(g, idx, jnp.zeros(u.shape, g.dtype), axis=axis),
+          lambda g, x, idx, u, **p: scatter_update_p.bind(g, idx, jnp.zeros(u.shape, g.dtype), **p),
           None,
-          lambda g, x, idx, u, *, axis: scatter_update_p.bind(jnp.zeros(x.shape, g.dtype), idx, g, axis=axis))
+          lambda g, x, idx, u, **p: scatter_update_p.bind(jnp.zeros(x.shape, g.dtype), idx, g, **p))
 ad.primitive_transposes[scatter_update_p] = _scatter_transpose
 _batch_rows(scatter_update_p, flat_indices=True)
 
 
-def scatter_update(x, indices, updates, axis: int = 0):
+def scatter_update(x, indices, updates, axis: int = 0, *, unique_indices: bool = False):
     """``x`` with slices ``updates[..., i, ...]`` written at ``indices[i]`` along ``axis``.
 
     The paged KV-cache write: ``indices`` is 1-D int32, ``updates`` has ``x``'s shape with
     ``len(indices)`` at ``axis``. Out-of-range indices (e.g. -1 for an unused slot) write nothing;
-    when an index repeats, the last write wins.
+    when an index repeats, the last write wins. ``unique_indices=True`` promises that no in-range
+    index repeats (as ``lax.scatter``'s): the tasks writing different index tiles then need no order
+    between them (with repeats, which write wins is unspecified).
     """
     x, indices, updates = (tensor("scatter_update", a) for a in (x, indices, updates))
-    return scatter_update_p.bind(x, indices, updates, axis=normalize_axis("scatter_update", axis, x.ndim))
+    return scatter_update_p.bind(x, indices, updates, axis=normalize_axis("scatter_update", axis, x.ndim),
+                                 unique_indices=bool(unique_indices))
 
 
 # ------------------------------------------------------------------------------------- topk and sort

@@ -91,12 +91,14 @@ mgather_p = _primitive(
     lambda gm, idx, *, axis: OPS["gather"].reference(gm, idx, axis=axis))
 
 
-def _mscatter_reference(gm, idx, rows, *, axis, accumulate):
+def _mscatter_reference(gm, idx, rows, *, axis, accumulate, unique=False):
     op = OPS["index_add" if accumulate else "scatter_update"]
     return op.reference(gm, idx, rows, axis=axis)
 
 
-mscatter_p = _primitive("mscatter", lambda gm, idx, rows, *, axis, accumulate: shaped(gm.shape, gm.dtype),
+# ``unique``: the kernel's indices never repeat (a ``scatter_update`` with ``unique_indices``), so the
+# instances of one call write disjoint rows and need no order between them (the runtime's concern only).
+mscatter_p = _primitive("mscatter", lambda gm, idx, rows, *, axis, accumulate, unique=False: shaped(gm.shape, gm.dtype),
                         _mscatter_reference)
 
 # Tile ops that read a GM tensor (their first operand) as indexed rows into a tile: primitive -> the
