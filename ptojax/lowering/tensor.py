@@ -300,6 +300,39 @@ def _with_unit(shape, axis):
     return tuple(shape[:axis]) + (1,) + tuple(shape[axis:])
 
 
+def _stacks(eqn) -> bool:
+    """Whether a ``scan`` has stacked inputs or outputs (beyond its consts and carries)."""
+    p = eqn.params
+    return len(eqn.invars) + len(eqn.outvars) > p["num_consts"] + 2 * p["num_carry"]
+
+
+def _scan_over_tensors(eqn, invals, stack):
+    """A ``lax.scan`` with stacked inputs (xs) or outputs (ys) as a counted loop over carries only: step
+    ``i`` reads row ``k`` of each x (``k = i``, or ``length - 1 - i`` reversed) and writes row ``k`` of
+    each y (distinct rows: a unique-index scatter). The runtime then runs it as any ``fori_loop``."""
+    p = eqn.params
+    body, consts = body_of(p["jaxpr"])
+    nc, ncarry, n = p["num_consts"], p["num_carry"], p["length"]
+    fixed, init, xs = invals[:nc], list(invals[nc:nc + ncarry]), invals[nc + ncarry:]
+    run = by_rule(_rule)
+
+    def row(i):
+        return ops.reshape(ops.sub(np.int32(n - 1), i) if p["reverse"] else i, (1,))
+
+    def step(i, state):
+        carry, ys = state
+        k = row(i)
+        x = [ops.reshape(ops.gather(v, k, 0), v.shape[1:]) for v in xs]
+        out = run(body, consts, [*fixed, *carry, *x], stack)
+        ys = [ops.scatter_update(acc, k, ops.reshape(y, (1, *y.shape)), 0, unique_indices=True)
+              for acc, y in zip(ys, out[ncarry:])]
+        return out[:ncarry], ys
+
+    ys0 = [ops.expand(np.zeros((), v.aval.dtype), v.aval.shape) for v in eqn.outvars[ncarry:]]
+    carry, ys = jax.lax.fori_loop(0, n, step, (init, ys0))
+    return [*carry, *ys]
+
+
 def _rev(eqn, x):
     """``jnp.flip``: a gather of the reversed indices along each reversed axis."""
     for axis in eqn.params["dimensions"]:
@@ -417,6 +450,8 @@ def _rule(eqn, invals, stack):
             return interpret(body, consts, invals, _rule, stack)
         finally:
             _ENCLOSING.pop()
+    elif name == "scan" and _stacks(eqn):
+        return _scan_over_tensors(eqn, invals, stack)
     elif name in CONTROL:
         return control(eqn, invals, stack, by_rule(_rule))
     elif const and (name not in RULES or _elements(eqn) <= FOLD_ELEMENTS):
