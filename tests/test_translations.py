@@ -218,3 +218,71 @@ def test_scans_over_tensors_run_as_counted_loops(name):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-6, atol=1e-6)
     loops = [e for e in pj.lower(SCANS[name], x).level("tensor").jaxpr.eqns if e.primitive.name == "scan"]
     assert loops and not any(_stacks(e) for e in loops)          # carries only: what the runtime runs
+
+
+# ------------------------------------------------------------------------------- gathers and selects
+POINT_GATHERS = {
+    "x[i, j]": lambda x, i, j: x[i, j, :],
+    "x[:, i, j]": lambda x, i, j: x[:, i % 8, j % 5],
+    "x[i, :, j]": lambda x, i, j: x[i, :, j % 5],
+    "diag": lambda x, i, j: jnp.diag(x[:5, :5, 0]),
+    "clip": lambda x, i, j: x.at[i, j].get(mode="clip"),
+    "fill": lambda x, i, j: x.at[i, j].get(mode="fill", fill_value=-5.0),
+    "fill-nan": lambda x, i, j: x.at[i, j].get(mode="fill"),
+    "x[i]": lambda x, i, j: x[i],
+    "take": lambda x, i, j: jnp.take(x, j, axis=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POINT_GATHERS))
+def test_gathers_of_integer_array_indices_match_xla(name):
+    """Several axes indexed by integer arrays (2-D index arrays too), and out-of-range indices: XLA clamps
+    them (jnp indexing leaves them to it), ``mode="fill"`` reads the fill."""
+    x = np.random.default_rng(14).normal(size=(6, 8, 5)).astype(F32)
+    i = np.array([[1, 5, -1], [7, 20, -9]], np.int32)
+    j = np.array([[2, 7, 3], [-9, 1, 0]], np.int32)
+    fn = POINT_GATHERS[name]
+    got, want = np.asarray(pj.kernel(fn)(x, i, j)), np.asarray(jax.jit(fn)(x, i, j))
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_select_piecewise_and_integer_select_n():
+    x = np.random.default_rng(15).normal(size=(16, 64)).astype(F32)
+    which = np.resize(np.array([0, 1, 2, 5, -1, 3, 4], np.int32), (16, 64))     # out of range both ways
+    fns = [lambda v: jnp.select([v < -1, v > 1], [v * 2, v * 3], v),
+           lambda v: jnp.piecewise(v, [v < -1, (v >= -1) & (v < 1)], [lambda u: -u, 0.5, lambda u: u * 2]),
+           lambda v: jax.lax.select_n(jnp.asarray(which), *[v * k for k in range(5)]),
+           lambda v: jnp.argmax(v > 0.5, axis=-1)]
+    for fn in fns:
+        np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(x)), np.asarray(jax.jit(fn)(x)))
+
+
+# -------------------------------------------------------------------------------- cumulative ops
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_cumulative_max_min_prod_and_logsumexp(axis, reverse):
+    """cummax / cummin exactly (NaN propagates, int32 too), cumprod and cumlogsumexp within a few
+    float32 roundings of float64's (a -inf row stays -inf, not NaN); fp16/bf16 in float32, rounded once."""
+    rng = np.random.default_rng(16)
+    x = rng.normal(size=(16, 37)).astype(F32)
+    x[3, 5], x[4, :] = np.nan, -np.inf
+    xi = rng.integers(-100, 100, (16, 37)).astype(I32)
+    for op in (jax.lax.cummax, jax.lax.cummin):
+        fn = lambda v, op=op: op(v, axis=axis, reverse=reverse)  # noqa: E731
+        for arg in (x, xi):
+            np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(arg)), np.asarray(jax.jit(fn)(arg)))
+    prod = np.asarray(pj.kernel(lambda v: jax.lax.cumprod(v, axis=axis, reverse=reverse))(x * 0.1 + 1))
+    want = np.cumprod(np.flip(x * 0.1 + 1, axis) if reverse else x * 0.1 + 1, axis=axis, dtype=np.float64)
+    want = np.flip(want, axis) if reverse else want
+    np.testing.assert_allclose(prod, want, rtol=1e-5)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(lambda v: jax.lax.cumprod(v, axis=axis))(xi % 3)),
+                                  np.cumprod(xi % 3, axis=axis).astype(I32))
+    for dtype, rtol in ((F32, 2e-6), (BF16, 2 ** -8)):
+        v = x.astype(dtype)
+        got = np.asarray(pj.kernel(lambda u: jax.lax.cumlogsumexp(u, axis=axis, reverse=reverse))(v))
+        with np.errstate(invalid="ignore"):
+            wide = v.astype(np.float64)
+            want = np.logaddexp.accumulate(np.flip(wide, axis) if reverse else wide, axis=axis)
+        want = np.flip(want, axis) if reverse else want
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=1e-6)

@@ -94,6 +94,8 @@ def _reduce(op):
 def _arg_reduce(op):
     def rule(eqn, x):
         (axis,) = eqn.params["axes"]
+        if x.dtype == np.bool_:                       # jnp.select's argmax over its conditions
+            x = ops.cast(x, jnp.int8)
         return ops.cast(op(x, axis), eqn.params["index_dtype"])
     return rule
 
@@ -128,9 +130,19 @@ def _in_float32(fn):
 
 
 def _select_n(eqn, pred, *cases):
-    if len(cases) != 2 or pred.dtype != np.bool_:
-        raise _unsupported(eqn, "is only translated with a boolean predicate and two cases")
-    return ops.where(pred, cases[1], cases[0])
+    """``cases[pred]``: one ``where`` for a boolean predicate; for an integer one a tree of them on
+    ``pred < middle``, as XLA lowers it (so an index below the range takes the first case, above it
+    the last)."""
+    if pred.dtype == np.bool_:
+        return ops.where(pred, cases[1], cases[0]) if len(cases) == 2 else cases[0]
+
+    def pick(offset, group):
+        if len(group) == 1:
+            return group[0]
+        mid = len(group) // 2
+        return ops.where(ops.lt(pred, np.asarray(offset + mid, pred.dtype)), pick(offset, group[:mid]),
+                         pick(offset + mid, group[mid:]))
+    return pick(0, list(cases))
 
 
 def _slice(eqn, x):
@@ -208,6 +220,12 @@ def _gather_fill(eqn, x):
     return fill
 
 
+def _clamps(eqn) -> bool:
+    """Whether a gather clamps out-of-range indices: XLA's gather does, in every mode but jax's
+    FILL_OR_DROP (CLIP, and PROMISE_IN_BOUNDS, where jnp indexing leaves them to XLA)."""
+    return "FILL" not in str(eqn.params["mode"])
+
+
 def _take_along(eqn, x, idx, axis):
     """``jnp.take_along_axis``: entry ``i`` of ``idx`` reads ``x`` at its own coordinates with ``i`` at
     ``axis`` — one gather from ``x`` flattened, at ``base + i * stride`` (out of range: -1)."""
@@ -216,13 +234,51 @@ def _take_along(eqn, x, idx, axis):
         raise _unsupported(eqn, f"(take_along_axis) on {x.size} elements needs int32 offsets")
     coords = np.indices(idx.shape, dtype=np.int64)
     base = sum(c * int(np.prod(x.shape[d + 1:])) for d, c in enumerate(coords) if d != axis).astype(np.int32)
-    if "CLIP" in str(eqn.params["mode"]):
+    if _clamps(eqn):
         idx = ops.clip(idx, 0, n - 1)
     valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, n))
     flat = ops.where(valid, ops.add(ops.mul(idx, np.int32(stride)), base), np.int32(-1))
     out = ops.gather(ops.reshape(x, (x.size,)), flat, 0)
     fill = _gather_fill(eqn, x)
     return ops.where(valid, out, fill) if "FILL" in str(eqn.params["mode"]) and fill != 0 else out
+
+
+def _point_gather(eqn, x, indices):
+    """``x[i, j]``-style gathers (integer arrays indexing several axes, the rest whole): the indexed axes
+    moved first and merged, one index_select of row ``sum(i_m * stride_m)``; out-of-range entries are
+    clamped (CLIP) or read the fill (else), as XLA's modes."""
+    dnums, mode = eqn.params["dimension_numbers"], str(eqn.params["mode"])
+    indexed = tuple(dnums.start_index_map)
+    rest = [d for d in range(x.ndim) if d not in indexed]
+    extents = [x.shape[d] for d in indexed]
+    if int(np.prod(extents)) > np.iinfo(np.int32).max:
+        raise _unsupported(eqn, f"over {int(np.prod(extents))} indexed positions needs int32 row numbers")
+    rows = ops.reshape(ops.permute(x, list(indexed) + rest), (int(np.prod(extents)), *[x.shape[d] for d in rest]))
+    idx = ops.cast(indices, jnp.int32)
+    flat, valid = None, None
+    for m, n in enumerate(extents):
+        i = ops.reshape(ops.view(idx, idx.shape[:-1] + (1,), (0,) * (idx.ndim - 1) + (m,)), idx.shape[:-1])
+        if _clamps(eqn):
+            i = ops.clip(i, 0, n - 1)
+        inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
+        valid = inside if valid is None else ops.logical_and(valid, inside)
+        flat = i if flat is None else ops.add(ops.mul(flat, np.int32(n)), i)
+    out = ops.gather(rows, ops.where(valid, flat, np.int32(-1)), 0)       # batch dims + rest
+    batch = idx.ndim - 1
+    perm, b = [], 0
+    for p in range(out.ndim):
+        if p in dnums.offset_dims:
+            perm.append(batch + list(dnums.offset_dims).index(p))
+        else:
+            perm.append(b)
+            b += 1
+    out = ops.permute(out, perm) if perm != list(range(out.ndim)) else out
+    fill = _gather_fill(eqn, x)
+    if "FILL" in mode and fill != 0:
+        shape = [idx.shape[list(p for p in range(out.ndim) if p not in dnums.offset_dims).index(p)]
+                 if p not in dnums.offset_dims else 1 for p in range(out.ndim)]
+        out = ops.where(ops.reshape(valid, shape), out, fill)
+    return out
 
 
 def _gather(eqn, x, indices):
@@ -237,13 +293,17 @@ def _gather(eqn, x, indices):
             and tuple(dnums.start_indices_batching_dims) == others and all(z == 1 for z in sizes)
             and len(along) == x.ndim and all(along[d] == x.shape[d] for d in others)):
         return _take_along(eqn, x, ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1]), axis)
+    indexed = tuple(dnums.start_index_map)
+    if (not dnums.operand_batching_dims and sorted(dnums.collapsed_slice_dims) == sorted(indexed)
+            and len(indexed) > 1 and all(z == (1 if d in indexed else x.shape[d]) for d, z in enumerate(sizes))):
+        return _point_gather(eqn, x, indices)
     if (axis is None or tuple(dnums.collapsed_slice_dims) != (axis,) or dnums.operand_batching_dims
             or indices.shape[-1] != 1 or any(z != (1 if d == axis else x.shape[d]) for d, z in enumerate(sizes))):
-        raise _unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis) and "
-                                "as jnp.take_along_axis")
+        raise _unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis), "
+                                "indexing several axes with integer arrays (x[i, j]) and as jnp.take_along_axis")
     idx = ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1])
     mode = str(eqn.params["mode"])
-    if "CLIP" in mode:
+    if _clamps(eqn):
         idx = ops.clip(idx, 0, x.shape[axis] - 1)
     out = _rows_of(ops.gather, x, idx, axis=axis)      # x[:axis] + idx + x[axis+1:]
     k = idx.ndim
@@ -333,6 +393,46 @@ def _scan_over_tensors(eqn, invals, stack):
     return [*carry, *ys]
 
 
+def _logaddexp(a, b):
+    """``log(exp(a) + exp(b))`` as jnp computes it (two -inf give -inf, not NaN)."""
+    delta = ops.sub(a, b)
+    out = ops.add(ops.maximum(a, b), libm.log1p(ops.exp(ops.neg(ops.abs(delta)))))
+    return ops.where(ops.ne(delta, delta), ops.add(a, b), out)
+
+
+def _cumulative(combine, identity):
+    """``cummax`` / ``cummin`` / ``cumprod`` / ``cumlogsumexp``: log2(n) steps of Hillis and Steele's scan,
+    each combining every element with the one ``2**s`` before it (after it, reversed), the array's edge
+    reading ``identity(dtype)``."""
+    def rule(eqn, x):
+        axis, n = eqn.params["axis"], x.shape[eqn.params["axis"]]
+        step = 1
+        while step < n:
+            size = [step if d == axis else m for d, m in enumerate(x.shape)]
+            size[axis] = n - step
+            start = [0] * x.ndim
+            if eqn.params["reverse"]:
+                start[axis] = step
+            edge = [(0, 0)] * x.ndim
+            edge[axis] = (0, step) if eqn.params["reverse"] else (step, 0)
+            x = combine(x, ops.pad(ops.view(x, size, start), edge, identity(x.dtype)))
+            step *= 2
+        return x
+    return rule
+
+
+def _lowest(dtype):
+    return -np.inf if np.dtype(dtype) in _FLOAT else int(np.iinfo(dtype).min)
+
+
+def _highest(dtype):
+    return np.inf if np.dtype(dtype) in _FLOAT else int(np.iinfo(dtype).max)
+
+
+def _cumlogsumexp(eqn, x):
+    return _in_float32(lambda v: _cumulative(_logaddexp, _lowest)(eqn, v))(eqn, x)
+
+
 def _rev(eqn, x):
     """``jnp.flip``: a gather of the reversed indices along each reversed axis."""
     for axis in eqn.params["dimensions"]:
@@ -400,6 +500,8 @@ RULES = {
     "reduce_sum": _reduce(ops.sum), "reduce_max": _reduce(ops.amax), "reduce_min": _reduce(ops.amin),
     "reduce_prod": _reduce(ops.prod), "argmax": _arg_reduce(ops.argmax), "argmin": _arg_reduce(ops.argmin),
     "cumsum": lambda e, x: ops.cumsum(x, e.params["axis"], reverse=e.params["reverse"]),
+    "cummax": _cumulative(ops.maximum, _lowest), "cummin": _cumulative(ops.minimum, _highest),
+    "cumprod": _cumulative(ops.mul, lambda dtype: 1), "cumlogsumexp": _cumlogsumexp,
     "dot_general": _dot_general, "broadcast_in_dim": _broadcast_in_dim,
     "reshape": lambda e, x: ops.reshape(x, e.params["new_sizes"]),
     "squeeze": lambda e, x: ops.reshape(x, [n for d, n in enumerate(x.shape) if d not in e.params["dimensions"]]),

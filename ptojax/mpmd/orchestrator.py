@@ -443,7 +443,7 @@ def _spans(grid, a, b) -> list:
     box: the box around them would take in tiles of other tasks and order the tasks of one call.)"""
     if not grid:
         return [((), ())]
-    n, rest = grid[0], grid[1:]
+    rest = grid[1:]
     inner = int(np.prod(rest, dtype=np.int64))
     (qa, ra), (qb, rb) = divmod(a, inner), divmod(b, inner)
 
