@@ -286,3 +286,53 @@ def test_cumulative_max_min_prod_and_logsumexp(axis, reverse):
             want = np.logaddexp.accumulate(np.flip(wide, axis) if reverse else wide, axis=axis)
         want = np.flip(want, axis) if reverse else want
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=1e-6)
+
+
+# ------------------------------------------------------------------------- inverse and hyperbolic
+INVERSE = {  # jnp name: (float64 reference, ulp bound, argument ranges)
+    "arctan": (np.arctan, 3, [(-5, 5), (-1e4, 1e4)]),
+    "arcsin": (np.arcsin, 3, [(-1, 1)]),
+    "arccos": (np.arccos, 3, [(-1, 1)]),
+    "sinh": (np.sinh, 8, [(-3, 3), (-89, 89)]),
+    "cosh": (np.cosh, 4, [(-3, 3), (-89, 89)]),
+    "arcsinh": (np.arcsinh, 3, [(-5, 5), (-1e30, 1e30)]),
+    "arccosh": (np.arccosh, 3, [(1, 5), (1, 1e30)]),
+    "arctanh": (np.arctanh, 3, [(-1, 1)]),
+    "cbrt": (np.cbrt, 1, [(-100, 100)]),
+}
+EDGES = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 1e-45, 1.0, -1.0, 0.5, -0.5, 2.0, 1e30, -1e30,
+                  88.0, 89.0, -89.0, 95.0, 1 + 2.0 ** -20], np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(INVERSE))
+def test_inverse_and_hyperbolic_functions(name):
+    """Within their ulp bounds of float64's wherever the float32 result is normal; infinities, NaN
+    (outside the domain too), overflow and signed zeros as NumPy's."""
+    ref, bound, ranges = INVERSE[name]
+    rng = np.random.default_rng(17)
+    tiny = 10.0 ** -rng.uniform(1, 20, 500)
+    x = np.concatenate([rng.uniform(lo, hi, 4000) for lo, hi in ranges] + [tiny, -tiny, EDGES]).astype(F32)
+    got = np.asarray(pj.kernel(getattr(jnp, name))(x))
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.float64))
+        rounded = want.astype(F32)
+    normal = np.isfinite(rounded) & (np.abs(want) >= np.finfo(F32).tiny)
+    err = _ulps(got[normal], want[normal])
+    assert err.max() <= bound, (x[normal][err.argmax()], err.max())
+    np.testing.assert_array_equal(got[~np.isfinite(rounded)], rounded[~np.isfinite(rounded)])
+    zeros = (x == 0) & ~np.isnan(rounded)
+    np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(rounded[zeros]))
+
+
+def test_arctan2_quadrants_zeros_and_infinities():
+    rng = np.random.default_rng(18)
+    pairs = [(a, b) for a in EDGES[:9] for b in EDGES[:9]]
+    y = np.concatenate([rng.normal(size=5000) * 10, [p[0] for p in pairs]]).astype(F32)
+    x = np.concatenate([rng.normal(size=5000) * 10, [p[1] for p in pairs]]).astype(F32)
+    got = np.asarray(pj.kernel(jnp.arctan2)(y, x))
+    want = np.arctan2(y.astype(np.float64), x.astype(np.float64))
+    normal = np.isfinite(want) & (np.abs(want) >= np.finfo(F32).tiny)
+    assert _ulps(got[normal], want[normal]).max() <= 3
+    np.testing.assert_array_equal(got[~normal], want[~normal].astype(F32))        # ±0, ±π, NaN
+    defined = ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got[defined]), np.signbit(want[defined]))

@@ -1,6 +1,7 @@
 """float32 elementary functions that PTO has no instruction for, built from the ones it has.
 
-The Tensor level translates ``jnp.log1p``, ``expm1``, ``sin``, ``cos``, ``tan``, ``exp2`` and
+The Tensor level translates ``jnp.log1p``, ``expm1``, ``exp2``, ``sin``, ``cos``, ``tan``, ``arctan``,
+``arctan2``, ``arcsin``, ``arccos``, ``sinh``, ``cosh``, ``arcsinh``, ``arccosh``, ``arctanh``, ``cbrt`` and
 ``jax.scipy.special.erf`` / ``erfc`` (so the exact ``jax.nn.gelu``) into these sequences of vector
 instructions, as a math library does on hardware without them. Each takes and returns float32 tensors
 (the translation computes float16 / bfloat16 in float32 and rounds once). Accuracy against the exact
@@ -10,6 +11,8 @@ value (tests/test_libm.py checks each):
 * ``erf``: within 7 ulp; ``erfc``: within 8 ulp wherever the result is a normal float.
 * ``sin``, ``cos``, ``tan``: within 3 ulp for ``|x| <`` :data:`TRIG_RANGE` (2**17: RoPE angles at 128K
   positions); past it the argument reduction loses accuracy, growing with ``|x|``.
+* ``atan``, ``atan2``, ``asin``, ``acos``, ``asinh``, ``acosh``, ``atanh``: within 3 ulp; ``cbrt`` 1 ulp;
+  ``cosh`` 4 ulp, ``sinh`` 8 ulp (signed zeros, infinities and NaN as C's).
 * ``exp2``: ``exp(x * ln 2)``, as XLA computes it.
 """
 from __future__ import annotations
@@ -169,3 +172,106 @@ def tan(x):
     odd, _ = _quadrant(q)
     t = ops.where(odd, ops.neg(ops.div(c, s)), ops.div(s, c))     # tan(r + π/2) = -cot(r)
     return ops.where(ops.lt(ops.abs(x), _TINY), x, t)
+
+
+# -------------------------------------------------------------------------- inverse and hyperbolic
+_LN2 = F32(np.log(2))
+_PI = F32(np.pi)
+_ATAN = (8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1)   # Cephes' atanf
+_TAN_3PI_8, _TAN_PI_8 = F32(2.414213562373095), F32(0.4142135623730950)
+
+
+def atan(x):
+    """Cephes' reduction: ``|x| > tan(3π/8)``: ``π/2 - atan(1/|x|)``; ``> tan(π/8)``: ``π/4 +
+    atan((|x| - 1) / (|x| + 1))``; then an odd polynomial on ``|t| <= tan(π/8)``."""
+    a = ops.abs(x)
+    big, mid = ops.gt(a, _TAN_3PI_8), ops.gt(a, _TAN_PI_8)
+    t = ops.where(big, ops.neg(ops.reciprocal(a)),
+                  ops.where(mid, ops.div(ops.sub(a, F32(1)), ops.add(a, F32(1))), a))
+    base = ops.where(big, F32(np.pi / 2), ops.mul(ops.cast(mid, np.float32), F32(np.pi / 4)))
+    z = ops.mul(t, t)
+    r = ops.add(base, ops.add(ops.mul(ops.mul(_horner(_ATAN, z), z), t), t))
+    return ops.where(ops.lt(x, F32(0)), ops.neg(r), ops.where(ops.eq(x, F32(0)), x, r))   # keeps -0.0
+
+
+def _negative(v):
+    """``v`` < 0 or -0.0 (its reciprocal is -inf)."""
+    return ops.logical_or(ops.lt(v, F32(0)), ops.lt(ops.reciprocal(v), F32(0)))
+
+
+def atan2(y, x):
+    """``atan(|y| / |x|)`` (or ``π/2 - atan(|x| / |y|)`` past the diagonal) moved to ``x``'s side and
+    given ``y``'s sign; zeros and infinities as C's ``atan2`` (±0 / -0 is ±π, inf / inf is π/4)."""
+    ax, ay = ops.abs(x), ops.abs(y)
+    steep = ops.gt(ay, ax)
+    a = atan(ops.where(steep, ops.div(ax, ay), ops.div(ay, ax)))
+    a = ops.where(steep, ops.sub(F32(np.pi / 2), a), a)
+    a = ops.where(ops.logical_and(ops.eq(ax, F32(0)), ops.eq(ay, F32(0))), F32(0), a)
+    a = ops.where(ops.logical_and(ops.eq(ax, F32(np.inf)), ops.eq(ay, F32(np.inf))), F32(np.pi / 4), a)
+    a = ops.where(_negative(x), ops.sub(_PI, a), a)
+    return ops.where(_negative(y), ops.neg(a), a)
+
+
+def asin(x):
+    return atan2(x, ops.sqrt(ops.mul(ops.sub(F32(1), x), ops.add(F32(1), x))))
+
+
+def acos(x):
+    return atan2(ops.sqrt(ops.mul(ops.sub(F32(1), x), ops.add(F32(1), x))), x)
+
+
+def _half_exp(a):
+    """``exp(a) / 2`` as ``exp(a/2) / 2 * exp(a/2)``: finite wherever the result is (``exp(a)`` alone
+    overflows first) and without ``exp(a - ln 2)``'s rounding of the argument (a·2**-24 relative)."""
+    h = ops.exp(ops.mul(a, F32(0.5)))
+    return ops.mul(ops.mul(h, F32(0.5)), h)
+
+
+def sinh(x):
+    """``(e - 1/e) / 2`` through ``expm1`` below 1 (no cancellation), ``e/2 - 1/(2e)`` above."""
+    a = ops.abs(x)
+    m = expm1(a)
+    small = ops.mul(ops.add(m, ops.div(m, ops.add(m, F32(1)))), F32(0.5))
+    large = ops.sub(_half_exp(a), ops.mul(ops.exp(ops.neg(a)), F32(0.5)))
+    r = ops.where(ops.lt(a, F32(1)), small, large)
+    return ops.where(ops.lt(x, F32(0)), ops.neg(r), ops.where(ops.eq(x, F32(0)), x, r))
+
+
+def cosh(x):
+    a = ops.abs(x)
+    return ops.add(_half_exp(a), ops.mul(ops.exp(ops.neg(a)), F32(0.5)))
+
+
+def asinh(x):
+    """``log1p(a + a² / (1 + sqrt(1 + a²)))`` (a = |x|), ``log(a) + ln 2`` once ``a²`` would overflow."""
+    a = ops.abs(x)
+    a2 = ops.mul(a, a)
+    r = log1p(ops.add(a, ops.div(a2, ops.add(F32(1), ops.sqrt(ops.add(F32(1), a2))))))
+    r = ops.where(ops.gt(a, F32(2.0 ** 12)), ops.add(ops.log(a), _LN2), r)
+    return ops.where(ops.lt(x, F32(0)), ops.neg(r), ops.where(ops.eq(x, F32(0)), x, r))
+
+
+def acosh(x):
+    """``log1p(t + sqrt(2t + t²))`` (t = x - 1: exact near 1), ``log(x) + ln 2`` for large x; NaN below 1."""
+    t = ops.sub(x, F32(1))
+    r = log1p(ops.add(t, ops.sqrt(ops.add(ops.mul(t, F32(2)), ops.mul(t, t)))))
+    r = ops.where(ops.gt(x, F32(2.0 ** 12)), ops.add(ops.log(x), _LN2), r)
+    return ops.where(ops.lt(x, F32(1)), F32(np.nan), r)
+
+
+def atanh(x):
+    """``log1p(2x / (1 - x)) / 2``: ±inf at ±1, NaN past it."""
+    a = ops.abs(x)
+    r = ops.mul(log1p(ops.div(ops.mul(a, F32(2)), ops.sub(F32(1), a))), F32(0.5))
+    r = ops.where(ops.gt(a, F32(1)), F32(np.nan), r)
+    return ops.where(ops.lt(x, F32(0)), ops.neg(r), ops.where(ops.eq(x, F32(0)), x, r))
+
+
+def cbrt(x):
+    """``exp(log|x| / 3)`` with one Newton step ``r - (r - |x| / r²) / 3`` (no r³: it would underflow for
+    subnormal x), signed; zeros, infinities and NaN are their own."""
+    a = ops.abs(x)
+    r = ops.exp(ops.mul(ops.log(a), F32(1 / 3)))
+    r = ops.sub(r, ops.mul(ops.sub(r, ops.div(a, ops.mul(r, r))), F32(1 / 3)))
+    r = ops.where(ops.lt(x, F32(0)), ops.neg(r), r)
+    return ops.where(ops.logical_or(ops.eq(a, F32(0)), ops.eq(a, F32(np.inf))), x, r)

@@ -490,7 +490,10 @@ RULES = {
     "reduce_or": _bool_reduce(ops.amax), "reduce_and": _bool_reduce(ops.amin),
     "floor": _to_integer("floor"), "ceil": _to_integer("ceil"),
     "round": _to_integer(lambda e: "rint" if int(e.params["rounding_method"]) else "round"),
-    **{name: _in_float32(getattr(libm, name)) for name in ("log1p", "expm1", "exp2", "erf", "erfc", "sin", "cos", "tan")},
+    **{name: _in_float32(getattr(libm, name)) for name in (
+        "log1p", "expm1", "exp2", "erf", "erfc", "sin", "cos", "tan", "atan", "asin", "acos", "sinh", "cosh",
+        "asinh", "acosh", "atanh", "cbrt")},
+    "atan2": lambda e, y, x: _in_float32(lambda v: libm.atan2(v, ops.cast(x, jnp.float32)))(e, y),
     "sign": lambda e, x: ops.where(ops.gt(x, np.zeros((), x.dtype)), np.ones((), x.dtype),   # keeps -0.0 and NaN
                                    ops.where(ops.lt(x, np.zeros((), x.dtype)), -np.ones((), x.dtype), x)),
     "integer_pow": _integer_pow, "convert_element_type": _convert,
