@@ -16,7 +16,8 @@ from ._common import F32, check_backend, check_float, make, matmul_f32
 
 FRACTAL = 16               # KV rows per loop step come in multiples of the 16-row fractal
 MAX_BLOCK = 512            # (16, 512) fp32 score tiles: a fused program's few live ones stay inside the UB
-SCORE_BYTES = 64 << 20     # the (heads, seq, block) fp32 score tile in GM stays under this
+SCORE_BYTES = 64 << 20     # the (heads, seq, block) fp32 score tile in GM stays under this: a third of the
+                           # A3's 192 MiB L2, so pricing its reads as L2 hits (the cost model's default) holds
 _NEG = -1e30               # the causal mask's score: finite, so that exp(-1e30 - m) is 0 and never NaN
 
 
