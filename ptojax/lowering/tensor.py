@@ -3,7 +3,9 @@
 ``jnp``/``lax`` primitives are translated into ``pj.ops`` calls; ``jit``, ``custom_jvp_call``,
 ``custom_vjp_call`` and ``remat`` bodies are inlined (the kernel is lowered forward-only: training
 differentiates ``pj.kernel`` calls through ``jax.custom_vjp``, outside the kernel); ``scan``,
-``while`` and ``cond`` stay as loops and branches with translated bodies. Eqns whose inputs are all
+``while`` and ``cond`` stay as loops and branches with translated bodies (a ``scan`` over stacked
+inputs or outputs becomes a counted loop over its carries). Gathers, scatters and dynamic slices are
+``gathers.py``'s rules, math functions without an instruction ``libm.py``'s. Eqns whose inputs are all
 constants are folded (up to :data:`FOLD_ELEMENTS` output elements). Anything else is a
 :class:`PtoUnsupportedError` naming the primitive and the user's source line.
 """
@@ -15,24 +17,11 @@ import numpy as np
 
 from .. import ops
 from .._jax import ClosedJaxpr
-from ..errors import PtoUnsupportedError
 from . import libm
-from .walk import CONTROL, body_of, by_rule, control, interpret, retrace, where
+from .gathers import dynamic_slice, dynamic_update_slice, gather, rev, rows_of, scatter
+from .walk import CONTROL, ENCLOSING, body_of, by_rule, control, interpret, is_const, retrace, unsupported
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
-
-
-_ENCLOSING: list = []  # eqns whose bodies are being inlined: their source lines stand in for library code
-
-
-def _unsupported(eqn, why=""):
-    line = next((w for w in (where(e) for e in [eqn, *reversed(_ENCLOSING)]) if w), "an unknown line")
-    return PtoUnsupportedError(f"pto lowering: primitive '{eqn.primitive.name}' {why or 'has no ptojax translation'}"
-                               f" (at {line})")
-
-
-def _is_const(x):
-    return not isinstance(x, jax.core.Tracer)
 
 
 # ------------------------------------------------------------------------------------- translation
@@ -74,7 +63,7 @@ def _dot_general(eqn, a, b):
     a2 = ops.reshape(ops.permute(a, (*lb, *lf, *lc)), (*batch, m, k))
     b2 = ops.reshape(ops.permute(b, (*rb, *rc, *rf)), (*batch, k, n))
     if a.dtype != b.dtype or a.dtype not in (*_FLOAT, np.dtype(np.int8)):
-        raise _unsupported(eqn, f"multiplies {a.dtype.name} by {b.dtype.name}; the cube takes int8, fp16, bf16 or fp32 "
+        raise unsupported(eqn, f"multiplies {a.dtype.name} by {b.dtype.name}; the cube takes int8, fp16, bf16 or fp32 "
                                 "operands of one dtype")
     out = np.dtype(eqn.params["preferred_element_type"] or a.dtype)
     acc = np.dtype(np.int32) if a.dtype == np.int8 else np.dtype(np.float32)
@@ -104,7 +93,7 @@ def _bool_reduce(op):
     """``reduce_or`` / ``reduce_and`` of booleans: the max / min of their int32 values."""
     def rule(eqn, x):
         if x.dtype != np.bool_:
-            raise _unsupported(eqn, f"is only translated on bool operands, not {x.dtype.name}")
+            raise unsupported(eqn, f"is only translated on bool operands, not {x.dtype.name}")
         return ops.gt(op(ops.cast(x, jnp.int32), tuple(eqn.params["axes"])), np.int32(0))
     return rule
 
@@ -148,205 +137,26 @@ def _select_n(eqn, pred, *cases):
 def _slice(eqn, x):
     start, limit, strides = eqn.params["start_indices"], eqn.params["limit_indices"], eqn.params["strides"]
     if strides and any(s != 1 for s in strides):
-        raise _unsupported(eqn, f"with strides {strides} is not supported (only unit strides)")
+        raise unsupported(eqn, f"with strides {strides} is not supported (only unit strides)")
     return ops.view(x, [hi - lo for lo, hi in zip(start, limit)], start)
 
 
 def _pad(eqn, x, value):
     config = eqn.params["padding_config"]
-    if any(interior or lo < 0 or hi < 0 for lo, hi, interior in config) or not _is_const(value):
-        raise _unsupported(eqn, "is only translated with non-negative edge padding and a constant value")
+    if any(interior or lo < 0 or hi < 0 for lo, hi, interior in config) or not is_const(value):
+        raise unsupported(eqn, "is only translated with non-negative edge padding and a constant value")
     return ops.pad(x, [(lo, hi) for lo, hi, _ in config], np.asarray(value).item())
-
-
-def _window_indices(start, size, n):
-    """``clip(start, 0, n - size) + arange(size)``: lax's clamped window start, as gather indices."""
-    start = ops.clip(ops.cast(start, jnp.int32), 0, n - size)
-    return ops.add(ops.expand(ops.reshape(start, (1,)), (size,)), np.arange(size, dtype=np.int32))
-
-
-def _rows_of(op, x, idx, *update, axis, **params):
-    """``op`` (``gather``, ``scatter_update`` or ``index_add``) along ``axis`` as the same op along axis
-    0 of ``x`` with its leading dims folded into the rows: index ``i`` of leading position ``p`` becomes
-    row ``p * n + i`` (one out of range stays out of range). A tile of indices then moves rows of
-    ``x.shape[axis+1:]``, not slabs of every leading position (which need not fit a core's buffer)."""
-    pre, n, post = tuple(x.shape[:axis]), x.shape[axis], tuple(x.shape[axis + 1:])
-    lead, k = int(np.prod(pre)), int(np.prod(idx.shape))
-    if not axis or lead * n > np.iinfo(np.int32).max:
-        return op(x, idx, *update, axis, **params)
-    flat = ops.reshape(x, (lead * n,) + post)
-    if lead == 1:
-        rows = ops.reshape(idx, (k,))
-    else:
-        base = (np.arange(lead, dtype=np.int32) * n)[:, None]
-        i = ops.reshape(idx, (1, k))
-        inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
-        rows = ops.reshape(ops.where(inside, ops.add(i, base), -1), (lead * k,))
-    if op is ops.gather:
-        return ops.reshape(ops.gather(flat, rows, 0), pre + tuple(idx.shape) + post)
-    (source,) = update
-    return ops.reshape(op(flat, rows, ops.reshape(source, (lead * k,) + post), 0, **params), x.shape)
-
-
-def _dynamic_slice(eqn, x, *starts):
-    sizes = eqn.params["slice_sizes"]
-    static = [int(np.clip(int(s), 0, n - z)) if _is_const(s) else 0 for s, n, z in zip(starts, x.shape, sizes)]
-    out = ops.view(x, [z if _is_const(s) else n for s, n, z in zip(starts, x.shape, sizes)], static)
-    for axis, (s, n, z) in enumerate(zip(starts, x.shape, sizes)):
-        if not _is_const(s):
-            out = _rows_of(ops.gather, out, _window_indices(s, z, n), axis=axis)
-    return out
-
-
-def _dynamic_update_slice(eqn, x, update, *starts):
-    dynamic = [a for a, s in enumerate(starts) if not _is_const(s)]
-    static = [int(np.clip(int(s), 0, n - z)) if _is_const(s) else 0
-              for s, n, z in zip(starts, x.shape, update.shape)]
-    if not dynamic:
-        return ops.assemble(update, static, x)
-    if len(dynamic) > 1:
-        raise _unsupported(eqn, f"with dynamic offsets on {len(dynamic)} axes is not supported (at most one)")
-    (axis,) = dynamic
-    idx = _window_indices(starts[axis], update.shape[axis], x.shape[axis])
-    window = ops.assemble(update, static, _rows_of(ops.gather, x, idx, axis=axis))
-    return _rows_of(ops.scatter_update, x, idx, window, axis=axis, unique_indices=True)   # a window: distinct rows
-
-
-def _gather_fill(eqn, x):
-    """The value an out-of-range index reads in ``FILL`` mode (jnp's defaults where not given)."""
-    fill = eqn.params.get("fill_value")
-    if fill is None:
-        fill = np.nan if x.dtype in _FLOAT else (True if x.dtype == np.bool_ else int(np.iinfo(x.dtype).min))
-    return fill
-
-
-def _clamps(eqn) -> bool:
-    """Whether a gather clamps out-of-range indices: XLA's gather does, in every mode but jax's
-    FILL_OR_DROP (CLIP, and PROMISE_IN_BOUNDS, where jnp indexing leaves them to XLA)."""
-    return "FILL" not in str(eqn.params["mode"])
-
-
-def _take_along(eqn, x, idx, axis):
-    """``jnp.take_along_axis``: entry ``i`` of ``idx`` reads ``x`` at its own coordinates with ``i`` at
-    ``axis`` — one gather from ``x`` flattened, at ``base + i * stride`` (out of range: -1)."""
-    n, stride = x.shape[axis], int(np.prod(x.shape[axis + 1:]))
-    if x.size > np.iinfo(np.int32).max:
-        raise _unsupported(eqn, f"(take_along_axis) on {x.size} elements needs int32 offsets")
-    coords = np.indices(idx.shape, dtype=np.int64)
-    base = sum(c * int(np.prod(x.shape[d + 1:])) for d, c in enumerate(coords) if d != axis).astype(np.int32)
-    if _clamps(eqn):
-        idx = ops.clip(idx, 0, n - 1)
-    valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, n))
-    flat = ops.where(valid, ops.add(ops.mul(idx, np.int32(stride)), base), np.int32(-1))
-    out = ops.gather(ops.reshape(x, (x.size,)), flat, 0)
-    fill = _gather_fill(eqn, x)
-    return ops.where(valid, out, fill) if "FILL" in str(eqn.params["mode"]) and fill != 0 else out
-
-
-def _point_gather(eqn, x, indices):
-    """``x[i, j]``-style gathers (integer arrays indexing several axes, the rest whole): the indexed axes
-    moved first and merged, one index_select of row ``sum(i_m * stride_m)``; out-of-range entries are
-    clamped (CLIP) or read the fill (else), as XLA's modes."""
-    dnums, mode = eqn.params["dimension_numbers"], str(eqn.params["mode"])
-    indexed = tuple(dnums.start_index_map)
-    rest = [d for d in range(x.ndim) if d not in indexed]
-    extents = [x.shape[d] for d in indexed]
-    if int(np.prod(extents)) > np.iinfo(np.int32).max:
-        raise _unsupported(eqn, f"over {int(np.prod(extents))} indexed positions needs int32 row numbers")
-    rows = ops.reshape(ops.permute(x, list(indexed) + rest), (int(np.prod(extents)), *[x.shape[d] for d in rest]))
-    idx = ops.cast(indices, jnp.int32)
-    flat, valid = None, None
-    for m, n in enumerate(extents):
-        i = ops.reshape(ops.view(idx, idx.shape[:-1] + (1,), (0,) * (idx.ndim - 1) + (m,)), idx.shape[:-1])
-        if _clamps(eqn):
-            i = ops.clip(i, 0, n - 1)
-        inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
-        valid = inside if valid is None else ops.logical_and(valid, inside)
-        flat = i if flat is None else ops.add(ops.mul(flat, np.int32(n)), i)
-    out = ops.gather(rows, ops.where(valid, flat, np.int32(-1)), 0)       # batch dims + rest
-    batch = idx.ndim - 1
-    perm, b = [], 0
-    for p in range(out.ndim):
-        if p in dnums.offset_dims:
-            perm.append(batch + list(dnums.offset_dims).index(p))
-        else:
-            perm.append(b)
-            b += 1
-    out = ops.permute(out, perm) if perm != list(range(out.ndim)) else out
-    fill = _gather_fill(eqn, x)
-    if "FILL" in mode and fill != 0:
-        shape = [idx.shape[list(p for p in range(out.ndim) if p not in dnums.offset_dims).index(p)]
-                 if p not in dnums.offset_dims else 1 for p in range(out.ndim)]
-        out = ops.where(ops.reshape(valid, shape), out, fill)
-    return out
-
-
-def _gather(eqn, x, indices):
-    """``lax.gather`` in the index_select form ``jnp.take`` emits (one collapsed axis, whole slices),
-    and in ``jnp.take_along_axis``'s (every other axis a batching axis, one entry per index)."""
-    dnums, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
-    (axis,) = dnums.start_index_map if len(dnums.start_index_map) == 1 else (None,)
-    others = tuple(d for d in range(x.ndim) if d != axis)
-    along = indices.shape[:-1]
-    if (axis is not None and indices.shape[-1] == 1 and tuple(dnums.collapsed_slice_dims) == (axis,)
-            and not dnums.offset_dims and tuple(dnums.operand_batching_dims) == others
-            and tuple(dnums.start_indices_batching_dims) == others and all(z == 1 for z in sizes)
-            and len(along) == x.ndim and all(along[d] == x.shape[d] for d in others)):
-        return _take_along(eqn, x, ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1]), axis)
-    indexed = tuple(dnums.start_index_map)
-    if (not dnums.operand_batching_dims and sorted(dnums.collapsed_slice_dims) == sorted(indexed)
-            and len(indexed) > 1 and all(z == (1 if d in indexed else x.shape[d]) for d, z in enumerate(sizes))):
-        return _point_gather(eqn, x, indices)
-    if (axis is None or tuple(dnums.collapsed_slice_dims) != (axis,) or dnums.operand_batching_dims
-            or indices.shape[-1] != 1 or any(z != (1 if d == axis else x.shape[d]) for d, z in enumerate(sizes))):
-        raise _unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis), "
-                                "indexing several axes with integer arrays (x[i, j]) and as jnp.take_along_axis")
-    idx = ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1])
-    mode = str(eqn.params["mode"])
-    if _clamps(eqn):
-        idx = ops.clip(idx, 0, x.shape[axis] - 1)
-    out = _rows_of(ops.gather, x, idx, axis=axis)      # x[:axis] + idx + x[axis+1:]
-    k = idx.ndim
-    natural = [d for d in range(out.ndim) if not axis <= d < axis + k]
-    index_positions = [p for p in range(out.ndim) if p not in dnums.offset_dims]
-    perm = [0] * out.ndim
-    for p, n in zip(dnums.offset_dims, natural):
-        perm[p] = n
-    for j, p in enumerate(index_positions):
-        perm[p] = axis + j
-    out = ops.permute(out, perm)
-    fill = _gather_fill(eqn, x)
-    if "FILL" in mode and fill != 0:
-        valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, x.shape[axis]))
-        shape = [1] * out.ndim
-        for j, p in enumerate(index_positions):
-            shape[p] = idx.shape[j]
-        out = ops.where(ops.reshape(valid, shape), out, fill)
-    return out
-
-
-def _scatter(op):
-    def rule(eqn, x, indices, updates):
-        d = eqn.params["dimension_numbers"]
-        rows = (d.inserted_window_dims == (0,) and d.scatter_dims_to_operand_dims == (0,)
-                and not d.operand_batching_dims and indices.ndim == 2 and indices.shape[-1] == 1
-                and tuple(d.update_window_dims) == tuple(range(1, x.ndim)) and updates.shape[1:] == x.shape[1:])
-        if not rows or "CLIP" in str(eqn.params["mode"]):
-            raise _unsupported(eqn, "is only translated for whole rows along axis 0 (x.at[idx].set/add(rows))")
-        unique = {"unique_indices": True} if op is ops.scatter_update and eqn.params["unique_indices"] else {}
-        return op(x, ops.reshape(ops.cast(indices, jnp.int32), (-1,)), updates, 0, **unique)
-    return rule
 
 
 def _sort(eqn, *operands):
     """``jnp.sort`` (one operand) and ``jnp.argsort`` (keys plus the iota it permutes)."""
     axis = eqn.params["dimension"]
     payload = operands[1:]
-    iota = (len(payload) == 1 and _is_const(payload[0]) and np.array_equal(
+    iota = (len(payload) == 1 and is_const(payload[0]) and np.array_equal(
         np.asarray(payload[0]), np.broadcast_to(np.arange(operands[0].shape[axis]).reshape(
             [-1 if d == axis else 1 for d in range(operands[0].ndim)]), operands[0].shape)))
     if eqn.params["num_keys"] != 1 or (payload and not iota):
-        raise _unsupported(eqn, "is only translated for one key (jnp.sort / jnp.argsort)")
+        raise unsupported(eqn, "is only translated for one key (jnp.sort / jnp.argsort)")
     values, order = ops.sort(operands[0], axis)
     return [values, ops.cast(order, payload[0].dtype)] if payload else [values]
 
@@ -433,13 +243,6 @@ def _cumlogsumexp(eqn, x):
     return _in_float32(lambda v: _cumulative(_logaddexp, _lowest)(eqn, v))(eqn, x)
 
 
-def _rev(eqn, x):
-    """``jnp.flip``: a gather of the reversed indices along each reversed axis."""
-    for axis in eqn.params["dimensions"]:
-        x = _rows_of(ops.gather, x, np.arange(x.shape[axis] - 1, -1, -1, dtype=np.int32), axis=axis)
-    return x
-
-
 def _tile(eqn, x):
     """``jnp.tile``: ``x`` as (1, n0, 1, n1, ...) broadcast to (r0, n0, r1, n1, ...), then merged."""
     reps = tuple(eqn.params["reps"])
@@ -452,7 +255,7 @@ def _shift_right_logical(eqn, x, n):
     """``x >> n`` filling with zeros: the arithmetic shift with the sign's copies masked off
     (``(1 << (bits - n)) - 1``); ``x`` for n = 0, 0 for counts outside ``[0, bits)`` (as XLA)."""
     bits = 8 * x.dtype.itemsize
-    if _is_const(n):
+    if is_const(n):
         n = np.asarray(n, x.dtype)
         inside = (n > 0) & (n < bits)
         mask = np.where(inside, (np.int64(1) << np.where(inside, bits - n, 0).astype(np.int64)) - 1, 0).astype(x.dtype)
@@ -511,12 +314,12 @@ RULES = {
     "expand_dims": lambda e, x: ops.reshape(x, e.outvars[0].aval.shape),
     "transpose": lambda e, x: ops.permute(x, e.params["permutation"]),
     "concatenate": lambda e, *xs: ops.concat(xs, e.params["dimension"]),
-    "slice": _slice, "pad": _pad, "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
-    "gather": _gather, "scatter": _scatter(ops.scatter_update), "scatter-add": _scatter(ops.index_add),
-    "scatter_add": _scatter(ops.index_add), "sort": _sort, "top_k": _top_k,
+    "slice": _slice, "pad": _pad, "dynamic_slice": dynamic_slice, "dynamic_update_slice": dynamic_update_slice,
+    "gather": gather, "scatter": scatter(ops.scatter_update), "scatter-add": scatter(ops.index_add),
+    "scatter_add": scatter(ops.index_add), "sort": _sort, "top_k": _top_k,
     "stack": lambda e, *xs: ops.concat([ops.reshape(x, _with_unit(x.shape, e.params["axis"])) for x in xs],
                                        e.params["axis"]),
-    "split": lambda e, x: _split(e, x), "rev": _rev, "tile": _tile,
+    "split": lambda e, x: _split(e, x), "rev": rev, "tile": _tile,
     "copy": lambda e, x: x, "copy_p": lambda e, x: x, "stop_gradient": lambda e, x: x,
 }
 _ROWS = {"pto.gather": ops.gather, "pto.scatter_update": ops.scatter_update, "pto.index_add": ops.index_add}
@@ -526,7 +329,7 @@ _INLINE = ("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom
 
 def _div(eqn, x, y):
     if x.dtype not in _FLOAT:
-        raise _unsupported(eqn, f"on {x.dtype.name} operands is not supported (pto.div is floating point)")
+        raise unsupported(eqn, f"on {x.dtype.name} operands is not supported (pto.div is floating point)")
     return ops.div(x, y)
 
 
@@ -543,18 +346,18 @@ def _elements(eqn) -> int:
 
 def _rule(eqn, invals, stack):
     name = eqn.primitive.name
-    const = all(_is_const(x) for x in invals)
+    const = all(is_const(x) for x in invals)
     if name in _ROWS and eqn.params["axis"] and not const:
-        out = _rows_of(_ROWS[name], *invals, axis=eqn.params["axis"])
+        out = rows_of(_ROWS[name], *invals, axis=eqn.params["axis"])
     elif name.startswith("pto."):
         out = eqn.primitive.bind(*invals, **eqn.params)
     elif name in _INLINE:
         body, consts = body_of(eqn.params.get("call_jaxpr") or eqn.params.get("jaxpr"))
-        _ENCLOSING.append(eqn)
+        ENCLOSING.append(eqn)
         try:
             return interpret(body, consts, invals, _rule, stack)
         finally:
-            _ENCLOSING.pop()
+            ENCLOSING.pop()
     elif name == "scan" and _stacks(eqn):
         return _scan_over_tensors(eqn, invals, stack)
     elif name in CONTROL:
@@ -570,7 +373,7 @@ def _rule(eqn, invals, stack):
     elif name in RULES:
         out = RULES[name](eqn, *invals)
     else:
-        raise _unsupported(eqn)
+        raise unsupported(eqn)
     return list(out) if eqn.primitive.multiple_results else [out]
 
 

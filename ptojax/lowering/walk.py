@@ -14,6 +14,7 @@ import numpy as np
 from jax import lax
 
 from .._jax import ClosedJaxpr, Literal, source_summary
+from ..errors import PtoUnsupportedError
 from .scope import components
 
 
@@ -60,6 +61,22 @@ def retrace(closed: ClosedJaxpr, rule: Callable) -> ClosedJaxpr:
 def where(eqn) -> str:
     """The user's source line of an eqn, for error messages."""
     return source_summary(eqn.source_info)
+
+
+ENCLOSING: list = []  # eqns whose bodies are being inlined: their source lines stand in for library code
+
+
+def unsupported(eqn, why=""):
+    """The error for an eqn a pass cannot take, at the user's line (the innermost inlined call's, for
+    an eqn of library code)."""
+    line = next((w for w in (where(e) for e in [eqn, *reversed(ENCLOSING)]) if w), "an unknown line")
+    return PtoUnsupportedError(f"pto lowering: primitive '{eqn.primitive.name}' {why or 'has no ptojax translation'}"
+                               f" (at {line})")
+
+
+def is_const(x) -> bool:
+    """Whether a value is known at trace time (not a tracer)."""
+    return not isinstance(x, jax.core.Tracer)
 
 
 CONTROL = ("scan", "while", "cond")

@@ -1,0 +1,200 @@
+"""jnp's gathers, scatters and dynamic slices as ``pto.gather`` / ``scatter_update`` / ``index_add``.
+
+Rules of the Tensor level (``tensor.py``) for ``lax.gather`` (``jnp.take``, ``take_along_axis``,
+``x[i, j]`` with integer arrays, ``jnp.diag``), ``lax.scatter`` (``x.at[i].set / add``), ``dynamic_slice``,
+``dynamic_update_slice`` and ``rev``. Indexed ops along an inner axis fold the leading dims into the rows
+(:func:`rows_of`), so that an index tile moves rows, not slabs of every leading position.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import ops
+from .walk import is_const, unsupported
+
+
+def _window_indices(start, size, n):
+    """``clip(start, 0, n - size) + arange(size)``: lax's clamped window start, as gather indices."""
+    start = ops.clip(ops.cast(start, jnp.int32), 0, n - size)
+    return ops.add(ops.expand(ops.reshape(start, (1,)), (size,)), np.arange(size, dtype=np.int32))
+
+
+def rows_of(op, x, idx, *update, axis, **params):
+    """``op`` (``gather``, ``scatter_update`` or ``index_add``) along ``axis`` as the same op along axis
+    0 of ``x`` with its leading dims folded into the rows: index ``i`` of leading position ``p`` becomes
+    row ``p * n + i`` (one out of range stays out of range). A tile of indices then moves rows of
+    ``x.shape[axis+1:]``, not slabs of every leading position (which need not fit a core's buffer)."""
+    pre, n, post = tuple(x.shape[:axis]), x.shape[axis], tuple(x.shape[axis + 1:])
+    lead, k = int(np.prod(pre)), int(np.prod(idx.shape))
+    if not axis or lead * n > np.iinfo(np.int32).max:
+        return op(x, idx, *update, axis, **params)
+    flat = ops.reshape(x, (lead * n,) + post)
+    if lead == 1:
+        rows = ops.reshape(idx, (k,))
+    else:
+        base = (np.arange(lead, dtype=np.int32) * n)[:, None]
+        i = ops.reshape(idx, (1, k))
+        inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
+        rows = ops.reshape(ops.where(inside, ops.add(i, base), -1), (lead * k,))
+    if op is ops.gather:
+        return ops.reshape(ops.gather(flat, rows, 0), pre + tuple(idx.shape) + post)
+    (source,) = update
+    return ops.reshape(op(flat, rows, ops.reshape(source, (lead * k,) + post), 0, **params), x.shape)
+
+
+def dynamic_slice(eqn, x, *starts):
+    sizes = eqn.params["slice_sizes"]
+    static = [int(np.clip(int(s), 0, n - z)) if is_const(s) else 0 for s, n, z in zip(starts, x.shape, sizes)]
+    out = ops.view(x, [z if is_const(s) else n for s, n, z in zip(starts, x.shape, sizes)], static)
+    for axis, (s, n, z) in enumerate(zip(starts, x.shape, sizes)):
+        if not is_const(s):
+            out = rows_of(ops.gather, out, _window_indices(s, z, n), axis=axis)
+    return out
+
+
+def dynamic_update_slice(eqn, x, update, *starts):
+    dynamic = [a for a, s in enumerate(starts) if not is_const(s)]
+    static = [int(np.clip(int(s), 0, n - z)) if is_const(s) else 0
+              for s, n, z in zip(starts, x.shape, update.shape)]
+    if not dynamic:
+        return ops.assemble(update, static, x)
+    if len(dynamic) > 1:
+        raise unsupported(eqn, f"with dynamic offsets on {len(dynamic)} axes is not supported (at most one)")
+    (axis,) = dynamic
+    idx = _window_indices(starts[axis], update.shape[axis], x.shape[axis])
+    window = ops.assemble(update, static, rows_of(ops.gather, x, idx, axis=axis))
+    return rows_of(ops.scatter_update, x, idx, window, axis=axis, unique_indices=True)   # a window: distinct rows
+
+
+def _gather_fill(eqn, x):
+    """The value an out-of-range index reads in ``FILL`` mode (jnp's defaults where not given)."""
+    fill = eqn.params.get("fill_value")
+    if fill is None:
+        fill = np.nan if jnp.issubdtype(x.dtype, jnp.floating) else (True if x.dtype == np.bool_ else int(np.iinfo(x.dtype).min))
+    return fill
+
+
+def _clamps(eqn) -> bool:
+    """Whether a gather clamps out-of-range indices: XLA's gather does, in every mode but jax's
+    FILL_OR_DROP (CLIP, and PROMISE_IN_BOUNDS, where jnp indexing leaves them to XLA)."""
+    return "FILL" not in str(eqn.params["mode"])
+
+
+def _take_along(eqn, x, idx, axis):
+    """``jnp.take_along_axis``: entry ``i`` of ``idx`` reads ``x`` at its own coordinates with ``i`` at
+    ``axis`` — one gather from ``x`` flattened, at ``base + i * stride`` (out of range: -1)."""
+    n, stride = x.shape[axis], int(np.prod(x.shape[axis + 1:]))
+    if x.size > np.iinfo(np.int32).max:
+        raise unsupported(eqn, f"(take_along_axis) on {x.size} elements needs int32 offsets")
+    coords = np.indices(idx.shape, dtype=np.int64)
+    base = sum(c * int(np.prod(x.shape[d + 1:])) for d, c in enumerate(coords) if d != axis).astype(np.int32)
+    if _clamps(eqn):
+        idx = ops.clip(idx, 0, n - 1)
+    valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, n))
+    flat = ops.where(valid, ops.add(ops.mul(idx, np.int32(stride)), base), np.int32(-1))
+    out = ops.gather(ops.reshape(x, (x.size,)), flat, 0)
+    fill = _gather_fill(eqn, x)
+    return ops.where(valid, out, fill) if "FILL" in str(eqn.params["mode"]) and fill != 0 else out
+
+
+def _point_gather(eqn, x, indices):
+    """``x[i, j]``-style gathers (integer arrays indexing several axes, the rest whole): the indexed axes
+    moved first and merged, one index_select of row ``sum(i_m * stride_m)``; out-of-range entries are
+    clamped (CLIP) or read the fill (else), as XLA's modes."""
+    dnums, mode = eqn.params["dimension_numbers"], str(eqn.params["mode"])
+    indexed = tuple(dnums.start_index_map)
+    rest = [d for d in range(x.ndim) if d not in indexed]
+    extents = [x.shape[d] for d in indexed]
+    if int(np.prod(extents)) > np.iinfo(np.int32).max:
+        raise unsupported(eqn, f"over {int(np.prod(extents))} indexed positions needs int32 row numbers")
+    rows = ops.reshape(ops.permute(x, list(indexed) + rest), (int(np.prod(extents)), *[x.shape[d] for d in rest]))
+    idx = ops.cast(indices, jnp.int32)
+    flat, valid = None, None
+    for m, n in enumerate(extents):
+        i = ops.reshape(ops.view(idx, idx.shape[:-1] + (1,), (0,) * (idx.ndim - 1) + (m,)), idx.shape[:-1])
+        if _clamps(eqn):
+            i = ops.clip(i, 0, n - 1)
+        inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
+        valid = inside if valid is None else ops.logical_and(valid, inside)
+        flat = i if flat is None else ops.add(ops.mul(flat, np.int32(n)), i)
+    out = ops.gather(rows, ops.where(valid, flat, np.int32(-1)), 0)       # batch dims + rest
+    batch = idx.ndim - 1
+    perm, b = [], 0
+    for p in range(out.ndim):
+        if p in dnums.offset_dims:
+            perm.append(batch + list(dnums.offset_dims).index(p))
+        else:
+            perm.append(b)
+            b += 1
+    out = ops.permute(out, perm) if perm != list(range(out.ndim)) else out
+    fill = _gather_fill(eqn, x)
+    if "FILL" in mode and fill != 0:
+        shape = [idx.shape[list(p for p in range(out.ndim) if p not in dnums.offset_dims).index(p)]
+                 if p not in dnums.offset_dims else 1 for p in range(out.ndim)]
+        out = ops.where(ops.reshape(valid, shape), out, fill)
+    return out
+
+
+def gather(eqn, x, indices):
+    """``lax.gather`` in the index_select form ``jnp.take`` emits (one collapsed axis, whole slices),
+    and in ``jnp.take_along_axis``'s (every other axis a batching axis, one entry per index)."""
+    dnums, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
+    (axis,) = dnums.start_index_map if len(dnums.start_index_map) == 1 else (None,)
+    others = tuple(d for d in range(x.ndim) if d != axis)
+    along = indices.shape[:-1]
+    if (axis is not None and indices.shape[-1] == 1 and tuple(dnums.collapsed_slice_dims) == (axis,)
+            and not dnums.offset_dims and tuple(dnums.operand_batching_dims) == others
+            and tuple(dnums.start_indices_batching_dims) == others and all(z == 1 for z in sizes)
+            and len(along) == x.ndim and all(along[d] == x.shape[d] for d in others)):
+        return _take_along(eqn, x, ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1]), axis)
+    indexed = tuple(dnums.start_index_map)
+    if (not dnums.operand_batching_dims and sorted(dnums.collapsed_slice_dims) == sorted(indexed)
+            and len(indexed) > 1 and all(z == (1 if d in indexed else x.shape[d]) for d, z in enumerate(sizes))):
+        return _point_gather(eqn, x, indices)
+    if (axis is None or tuple(dnums.collapsed_slice_dims) != (axis,) or dnums.operand_batching_dims
+            or indices.shape[-1] != 1 or any(z != (1 if d == axis else x.shape[d]) for d, z in enumerate(sizes))):
+        raise unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis), "
+                                "indexing several axes with integer arrays (x[i, j]) and as jnp.take_along_axis")
+    idx = ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1])
+    mode = str(eqn.params["mode"])
+    if _clamps(eqn):
+        idx = ops.clip(idx, 0, x.shape[axis] - 1)
+    out = rows_of(ops.gather, x, idx, axis=axis)      # x[:axis] + idx + x[axis+1:]
+    k = idx.ndim
+    natural = [d for d in range(out.ndim) if not axis <= d < axis + k]
+    index_positions = [p for p in range(out.ndim) if p not in dnums.offset_dims]
+    perm = [0] * out.ndim
+    for p, n in zip(dnums.offset_dims, natural):
+        perm[p] = n
+    for j, p in enumerate(index_positions):
+        perm[p] = axis + j
+    out = ops.permute(out, perm)
+    fill = _gather_fill(eqn, x)
+    if "FILL" in mode and fill != 0:
+        valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, x.shape[axis]))
+        shape = [1] * out.ndim
+        for j, p in enumerate(index_positions):
+            shape[p] = idx.shape[j]
+        out = ops.where(ops.reshape(valid, shape), out, fill)
+    return out
+
+
+def scatter(op):
+    def rule(eqn, x, indices, updates):
+        d = eqn.params["dimension_numbers"]
+        rows = (d.inserted_window_dims == (0,) and d.scatter_dims_to_operand_dims == (0,)
+                and not d.operand_batching_dims and indices.ndim == 2 and indices.shape[-1] == 1
+                and tuple(d.update_window_dims) == tuple(range(1, x.ndim)) and updates.shape[1:] == x.shape[1:])
+        if not rows or "CLIP" in str(eqn.params["mode"]):
+            raise unsupported(eqn, "is only translated for whole rows along axis 0 (x.at[idx].set/add(rows))")
+        unique = {"unique_indices": True} if op is ops.scatter_update and eqn.params["unique_indices"] else {}
+        return op(x, ops.reshape(ops.cast(indices, jnp.int32), (-1,)), updates, 0, **unique)
+    return rule
+
+
+def rev(eqn, x):
+    """``jnp.flip``: a gather of the reversed indices along each reversed axis."""
+    for axis in eqn.params["dimensions"]:
+        x = rows_of(ops.gather, x, np.arange(x.shape[axis] - 1, -1, -1, dtype=np.int32), axis=axis)
+    return x
