@@ -46,6 +46,7 @@ MAX_ELEMS = 512
 UNARY_FLOAT = ("exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "silu", "gelu", "pow", "round")
 UNARY_NUMERIC = ("abs", "neg", "relu", "clip")
 BINARY = ("add", "sub", "mul", "maximum", "minimum")
+BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right")
 COMPARES = ("gt", "lt", "ge", "le", "eq", "ne")
 EXACT_UNARY = ("round",)            # discontinuous: only on bit-exact values
 APPROX_UNARY = ("exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "silu", "gelu", "pow")
@@ -94,9 +95,11 @@ def _apply(name, p, x, args, extra):
         return getattr(O, name)(x)
     if name == "clip":
         return O.clip(x, p["lo"], p["hi"])
-    if name in BINARY or name in COMPARES or name == "div":
+    if name == "bitwise_not":
+        return O.bitwise_not(x)
+    if name in BINARY or name in COMPARES or name in BITWISE or name in ("div", "fmod"):
         other = p["scalar"] if y is None else y
-        if name == "div":
+        if name == "div" or name == "fmod" and x.dtype in FLOATS:
             other = _pos(other) if y is not None else other
         a, b = (other, x) if p.get("swap") else (x, other)
         return getattr(O, name)(a, b)
@@ -248,9 +251,9 @@ def _choices(s: _State):
             if s.exact or dt == F32:
                 out += ["binary_t", "div"]
         else:
-            out += ["clip", "abs", "neg", "relu", "scalar", "binary_t", "maximum_t"]
+            out += ["clip", "abs", "neg", "relu", "scalar", "binary_t", "maximum_t", "bitwise"]
         if s.exact:
-            out += ["compare", "where", "cast"]
+            out += ["compare", "where", "cast", "fmod"]
         elif dt in FLOATS:
             out += ["cast_float"]
         if rank:
@@ -323,6 +326,23 @@ def _draw_step(b: _Builder, s: _State) -> _State:
         new.mag = s.mag * 2 + 2 if name == "mul" else s.mag + 2
         if name == "div":
             approx(s.mag + 2)
+    elif kind in ("fmod", "bitwise"):       # exact ops: fmod by a nonzero float or any int (x % 0 is x)
+        name = "fmod" if kind == "fmod" else draw(st.sampled_from(BITWISE + ("bitwise_not",)))
+        if name == "bitwise_not":
+            b.step(name, {}, b.vec_tile(shape, [dt]))
+        elif draw(st.booleans()):
+            scalar = draw(st.sampled_from((0.5, 1.5, -2.0))) if dt in FLOATS else draw(st.integers(-9, 9))
+            if name.startswith("shift"):
+                scalar = draw(st.integers(0, 8 * dt.itemsize - 1))
+            b.step(name, {"scalar": scalar, "swap": False}, b.vec_tile(shape, [dt]))
+        else:
+            yshape = b.broadcast_variant(shape)
+            kind_y = ("ints", -2, 8 * dt.itemsize + 2) if name.startswith("shift") else None
+            y = b.add_input(yshape, dt, kind_y)
+            new.shape = tuple(np.broadcast_shapes(shape, yshape))
+            b.step(name, {"y": y, "swap": name != "fmod" and draw(st.booleans())}, b.vec_tile(new.shape, [dt]))
+        if name != "fmod":
+            new.mag = float(np.iinfo(dt).max) + 1
     elif kind == "compare":
         name = draw(st.sampled_from(COMPARES))
         if draw(st.booleans()):

@@ -336,3 +336,16 @@ def test_arctan2_quadrants_zeros_and_infinities():
     np.testing.assert_array_equal(got[~normal], want[~normal].astype(F32))        # ±0, ±π, NaN
     defined = ~np.isnan(want)
     np.testing.assert_array_equal(np.signbit(got[defined]), np.signbit(want[defined]))
+
+
+@pytest.mark.parametrize("name", ["fmod", "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right"])
+def test_new_binary_ops_broadcast(name):
+    """(2, 1, 3) with (4, 3) by NumPy's rules, eager (the reference) and in a kernel."""
+    rng = np.random.default_rng(19)
+    a = rng.integers(-100, 100, (2, 1, 3)).astype(I32)
+    b = rng.integers(1, 7, (4, 3)).astype(I32)
+    want = {"fmod": np.fmod, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+            "bitwise_xor": np.bitwise_xor, "shift_left": np.left_shift, "shift_right": np.right_shift}[name](a, b)
+    op = getattr(pj.ops, name)
+    for run in (op, pj.kernel(op)):
+        np.testing.assert_array_equal(np.asarray(run(a, b)), want)

@@ -87,7 +87,15 @@ div_p = _define("div", FLOAT, upcast(jnp.divide))
 maximum_p = _define("maximum", NUMERIC, jnp.maximum)
 minimum_p = _define("minimum", NUMERIC, jnp.minimum)
 pow_p = _define("pow", FLOAT, upcast(jnp.power))
-fmod_p = _define("fmod", NUMERIC, upcast(lax.rem))
+
+
+def _broadcasting(fn):
+    """A ``lax`` op (equal shapes) on operands broadcast by NumPy rules, as the ops take them."""
+    return lambda *xs: fn(*jnp.broadcast_arrays(*xs))
+
+
+_rem = upcast(_broadcasting(lax.rem))         # lax.rem, not jnp.fmod: that gives 0 for an integer x % 0
+fmod_p = _define("fmod", NUMERIC, _rem)
 
 add = _public(add_p, "add", "``x + y``; integers wrap on overflow.", 2)
 sub = _public(sub_p, "sub", "``x - y``; integers wrap on overflow.", 2)
@@ -123,7 +131,7 @@ ad.defjvp2(minimum_p, lambda g, ans, x, y: mul(g, _extremum_weight(x, y, ans)),
 ad.defjvp2(pow_p, lambda g, ans, x, y: mul(g, mul(y, pow(x, sub(y, 1.0)))),
            lambda g, ans, x, y: mul(g, mul(_safe_log(x), ans)))
 
-jvp_from_reference(fmod_p, upcast(lax.rem))
+jvp_from_reference(fmod_p, _rem)
 
 _transpose(add_p, lambda ct, x, y: ct, lambda ct, x, y: ct)
 _transpose(sub_p, lambda ct, x, y: ct, lambda ct, x, y: neg(ct))
@@ -209,12 +217,12 @@ logical_not = _public(logical_not_p, "logical_not", "Boolean not.", 1)
 
 
 # ------------------------------------------------------------------------------------------ bitwise
-bitwise_and_p = _define("bitwise_and", INT, lax.bitwise_and, differentiable=False)
-bitwise_or_p = _define("bitwise_or", INT, lax.bitwise_or, differentiable=False)
-bitwise_xor_p = _define("bitwise_xor", INT, lax.bitwise_xor, differentiable=False)
+bitwise_and_p = _define("bitwise_and", INT, _broadcasting(lax.bitwise_and), differentiable=False)
+bitwise_or_p = _define("bitwise_or", INT, _broadcasting(lax.bitwise_or), differentiable=False)
+bitwise_xor_p = _define("bitwise_xor", INT, _broadcasting(lax.bitwise_xor), differentiable=False)
 bitwise_not_p = _define("bitwise_not", INT, lax.bitwise_not, differentiable=False)
-shift_left_p = _define("shift_left", INT, lax.shift_left, differentiable=False)
-shift_right_p = _define("shift_right", INT, lax.shift_right_arithmetic, differentiable=False)
+shift_left_p = _define("shift_left", INT, _broadcasting(lax.shift_left), differentiable=False)
+shift_right_p = _define("shift_right", INT, _broadcasting(lax.shift_right_arithmetic), differentiable=False)
 for _p in (bitwise_and_p, bitwise_or_p, bitwise_xor_p, bitwise_not_p, shift_left_p, shift_right_p):
     jvp_zero(_p)
 
