@@ -131,8 +131,27 @@ def test_remainders_translate_in_kernels():
         np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(x, y)), np.asarray(jax.jit(fn)(x, y)))
     pos = rng.integers(-300, 70000, (4, 128)).astype(I32)
     np.testing.assert_array_equal(np.asarray(pj.kernel(lambda p: p % 128)(pos)), pos % 128)
-    with pytest.raises(pj.PtoUnsupportedError, match="'div' on int32"):          # no integer divide on A2/A3
-        pj.kernel(lambda p: p // 128)(pos)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(lambda p: p // 128)(pos)), pos // 128)
+
+
+def test_integer_division_through_the_float_divide_is_exact():
+    """lax.div of int32 / int8 (the A2/A3 vector unit divides floats only): XLA's bits over random
+    operands of every magnitude, the edges (INT_MIN / -1 wraps, x / 0 is -1), and jnp's // and divmod."""
+    rng = np.random.default_rng(21)
+    info = np.iinfo(I32)
+    edge = np.array([0, 1, -1, 2, -2, 7, -7, info.min, info.max, info.min + 1, info.max - 1, 2 ** 24, 2 ** 24 + 1,
+                     -2 ** 24 - 1, 2 ** 30, -2 ** 30, 12345678, 999999937], np.int64)
+    x = np.concatenate([rng.integers(info.min, info.max, 60000, dtype=np.int64), rng.integers(-1000, 1000, 20000),
+                        rng.integers(info.min, info.max, 40000, dtype=np.int64), np.repeat(edge, edge.size)])
+    y = np.concatenate([rng.integers(info.min, info.max, 60000, dtype=np.int64), rng.integers(-50, 50, 20000),
+                        rng.integers(-300, 300, 40000), np.tile(edge, edge.size)])
+    x, y = x.astype(I32), y.astype(I32)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(jax.lax.div)(x, y)), np.asarray(jax.jit(jax.lax.div)(x, y)))
+    a, b = rng.integers(-128, 128, 5000).astype(I8), rng.integers(-128, 128, 5000).astype(I8)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(jax.lax.div)(a, b)), np.asarray(jax.jit(jax.lax.div)(a, b)))
+    b32 = np.where(y == 0, 3, y)
+    for fn in (lambda u, v: u // v, lambda u, v: jnp.divmod(u, v)[1]):
+        np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(x, b32)), np.asarray(jax.jit(fn)(x, b32)))
 
 
 # ------------------------------------------------------------------------------------------ layout

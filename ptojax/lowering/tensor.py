@@ -327,10 +327,39 @@ _BOOL_RULES = {"and": ops.logical_and, "or": ops.logical_or, "not": ops.logical_
 _INLINE = ("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "remat2", "checkpoint")
 
 
+_SHRINK = np.float32(1 - 2.0 ** -22)   # float32 quotients times this never pass |x / y|: 4 roundings < 2**-22
+
+
+def _integer_div(x, y):
+    """``lax.div`` of int32 (truncating; x / 0 is -1, INT_MIN / -1 wraps to INT_MIN, as XLA) with the
+    vector unit's float divide, as a compiler does for hardware without an integer one: a float32
+    quotient shrunk toward zero never passes the true one, so ``x - q y`` keeps ``x``'s sign and
+    fits; a second such step leaves a remainder below ``2 |y|``, and one correction ends it."""
+    one = np.int32(1)
+    nonzero = ops.where(ops.eq(y, np.int32(0)), one, y)
+    fy = ops.cast(nonzero, jnp.float32)
+
+    def step(r):
+        return ops.cast(ops.mul(ops.div(ops.cast(r, jnp.float32), fy), _SHRINK), jnp.int32, rounding="trunc")
+
+    q1 = step(x)
+    r = ops.sub(x, ops.mul(q1, nonzero))
+    q2 = step(r)
+    q, r = ops.add(q1, q2), ops.sub(r, ops.mul(q2, nonzero))
+    same = ops.eq(ops.lt(x, np.int32(0)), ops.lt(nonzero, np.int32(0)))
+    toward = ops.sub(ops.mul(ops.cast(same, jnp.int32), np.int32(2)), one)   # sign(x) sign(y): 1 or -1
+    past = ops.sub(r, ops.mul(nonzero, toward))               # the remainder of q + toward
+    fits = ops.logical_or(ops.eq(past, np.int32(0)), ops.eq(ops.lt(past, np.int32(0)), ops.lt(x, np.int32(0))))
+    q = ops.where(fits, ops.add(q, toward), q)
+    return ops.where(ops.eq(y, np.int32(0)), np.int32(-1), q)
+
+
 def _div(eqn, x, y):
-    if x.dtype not in _FLOAT:
-        raise unsupported(eqn, f"on {x.dtype.name} operands is not supported (pto.div is floating point)")
-    return ops.div(x, y)
+    if x.dtype in _FLOAT:
+        return ops.div(x, y)
+    if x.dtype == np.int8:                                    # exact in int32; -128 / -1 wraps back to -128
+        return ops.cast(_integer_div(ops.cast(x, jnp.int32), ops.cast(y, jnp.int32)), jnp.int8, saturate=False)
+    return _integer_div(x, y)
 
 
 RULES["div"] = _div
