@@ -60,7 +60,7 @@ def test_random_kernels_replay_equal_a_fresh_orchestration(spec):
     compiled = pj.kernel(fn).compiled_for(*args)
     first, _ = compiled.run(*args)
     got, _ = compiled.run(*other)
-    assert compiled.plans
+    assert bool(compiled.plans) == all(np.ndim(a) for a in args)     # a 0-d input may steer the host: not kept
     _same(got, _fresh(compiled, other)[0])
     _same(first, _fresh(compiled, args)[0])
 
