@@ -198,6 +198,17 @@ def test_bitwise_ops_against_python_integers(name, dtype):
         np.testing.assert_array_equal(np.asarray(run(a, b)), want)
 
 
+@pytest.mark.parametrize("dtype", [I8, I32], ids=["int8", "int32"])
+def test_population_count_and_leading_zeros(dtype):
+    info = np.iinfo(dtype)
+    x = np.concatenate([np.random.default_rng(22).integers(info.min, info.max, 3000, dtype=np.int64),
+                        [0, -1, 1, info.min, info.max]]).astype(dtype)
+    for fn in (jax.lax.population_count, jax.lax.clz):
+        np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(x)), np.asarray(jax.jit(fn)(x)))
+    bits = np.unpackbits(x.view(np.uint8)).reshape(x.size, -1).sum(1)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(jax.lax.population_count)(x)), bits)
+
+
 def test_int4_unpacking_and_logical_shifts_translate():
     """Two int4 weights per int8 (``(p << 4) >> 4`` sign-extends the low nibble, ``p >> 4`` the high one),
     ``&``, ``|``, ``^``, ``~`` and ``lax.shift_right_logical`` (also by a tensor of counts, 0 and past

@@ -268,6 +268,33 @@ def _shift_right_logical(eqn, x, n):
                      np.zeros((), x.dtype), r)
 
 
+def _population_count(eqn, x):
+    """Set bits per element by SWAR sums (pairs, nibbles, bytes, then a multiply that adds the bytes into
+    the top one); each arithmetic shift is masked, so the sign's copies never count."""
+    bits, dt = 8 * x.dtype.itemsize, x.dtype.type
+
+    def mask(byte):
+        return dt(np.array(int.from_bytes(bytes([byte] * (bits // 8)), "little"), np.uint64).astype(x.dtype))
+
+    v = ops.sub(x, ops.bitwise_and(ops.shift_right(x, dt(1)), mask(0x55)))
+    v = ops.add(ops.bitwise_and(v, mask(0x33)), ops.bitwise_and(ops.shift_right(v, dt(2)), mask(0x33)))
+    v = ops.bitwise_and(ops.add(v, ops.shift_right(v, dt(4))), mask(0x0F))
+    if bits > 8:
+        v = ops.bitwise_and(ops.shift_right(ops.mul(v, mask(0x01)), dt(bits - 8)), dt(0xFF))
+    return v
+
+
+def _clz(eqn, x):
+    """Leading zeros: ``bits`` minus the set bits of ``x`` with its top bit smeared down (a negative
+    ``x`` smears to all ones: 0)."""
+    bits, dt = 8 * x.dtype.itemsize, x.dtype.type
+    step = 1
+    while step < bits:
+        x = ops.bitwise_or(x, ops.shift_right(x, dt(step)))
+        step *= 2
+    return ops.sub(dt(bits), _population_count(eqn, x))
+
+
 def _split(eqn, x):
     axis, start, out = eqn.params["axis"], 0, []
     for size in eqn.params["sizes"]:
@@ -285,7 +312,7 @@ RULES = {
     "and": lambda e, x, y: ops.bitwise_and(x, y), "or": lambda e, x, y: ops.bitwise_or(x, y),
     "xor": lambda e, x, y: ops.bitwise_xor(x, y), "not": lambda e, x: ops.bitwise_not(x),
     "shift_left": lambda e, x, n: ops.shift_left(x, n), "shift_right_arithmetic": lambda e, x, n: ops.shift_right(x, n),
-    "shift_right_logical": _shift_right_logical,
+    "shift_right_logical": _shift_right_logical, "population_count": _population_count, "clz": _clz,
     "exp": lambda e, x: ops.exp(x), "log": lambda e, x: ops.log(x), "sqrt": lambda e, x: ops.sqrt(x),
     "rsqrt": lambda e, x: ops.rsqrt(x), "tanh": lambda e, x: ops.tanh(x), "logistic": lambda e, x: ops.sigmoid(x),
     "abs": lambda e, x: ops.abs(x), "neg": lambda e, x: ops.neg(x), "square": lambda e, x: ops.mul(x, x),
