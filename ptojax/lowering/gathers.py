@@ -102,8 +102,7 @@ def _point_gather(eqn, x, indices):
     """``x[i, j]``-style gathers (integer arrays indexing several axes, the rest whole): the indexed axes
     moved first and merged, one index_select of row ``sum(i_m * stride_m)``; out-of-range entries are
     clamped (CLIP) or read the fill (else), as XLA's modes."""
-    dnums, mode = eqn.params["dimension_numbers"], str(eqn.params["mode"])
-    indexed = tuple(dnums.start_index_map)
+    indexed = tuple(eqn.params["dimension_numbers"].start_index_map)
     rest = [d for d in range(x.ndim) if d not in indexed]
     extents = [x.shape[d] for d in indexed]
     if int(np.prod(extents)) > np.iinfo(np.int32).max:
@@ -119,20 +118,28 @@ def _point_gather(eqn, x, indices):
         valid = inside if valid is None else ops.logical_and(valid, inside)
         flat = i if flat is None else ops.add(ops.mul(flat, np.int32(n)), i)
     out = ops.gather(rows, ops.where(valid, flat, np.int32(-1)), 0)       # batch dims + rest
-    batch = idx.ndim - 1
-    perm, b = [], 0
-    for p in range(out.ndim):
-        if p in dnums.offset_dims:
-            perm.append(batch + list(dnums.offset_dims).index(p))
-        else:
-            perm.append(b)
-            b += 1
-    out = ops.permute(out, perm) if perm != list(range(out.ndim)) else out
+    return _in_lax_order(eqn, x, out, 0, idx.shape[:-1], lambda: valid)
+
+
+def _in_lax_order(eqn, x, out, first, batch, valid):
+    """A gather's result ``out`` — index dims of shape ``batch`` at ``first``, slice dims around them in
+    ``x``'s order — moved into ``lax.gather``'s order (slice dims at ``offset_dims``), reading the
+    fill where ``valid()`` is false in FILL mode."""
+    offset = list(eqn.params["dimension_numbers"].offset_dims)
+    slices = [d for d in range(out.ndim) if not first <= d < first + len(batch)]
+    at = [p for p in range(out.ndim) if p not in offset]           # where lax puts the index dims
+    perm = [0] * out.ndim
+    for p, d in zip(offset, slices):
+        perm[p] = d
+    for j, p in enumerate(at):
+        perm[p] = first + j
+    out = ops.permute(out, perm)
     fill = _gather_fill(eqn, x)
-    if "FILL" in mode and fill != 0:
-        shape = [idx.shape[list(p for p in range(out.ndim) if p not in dnums.offset_dims).index(p)]
-                 if p not in dnums.offset_dims else 1 for p in range(out.ndim)]
-        out = ops.where(ops.reshape(valid, shape), out, fill)
+    if "FILL" in str(eqn.params["mode"]) and fill != 0:
+        shape = [1] * out.ndim
+        for j, p in enumerate(at):
+            shape[p] = batch[j]
+        out = ops.where(ops.reshape(valid(), shape), out, fill)
     return out
 
 
@@ -157,27 +164,11 @@ def gather(eqn, x, indices):
         raise unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis), "
                                 "indexing several axes with integer arrays (x[i, j]) and as jnp.take_along_axis")
     idx = ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1])
-    mode = str(eqn.params["mode"])
     if _clamps(eqn):
         idx = ops.clip(idx, 0, x.shape[axis] - 1)
     out = rows_of(ops.gather, x, idx, axis=axis)      # x[:axis] + idx + x[axis+1:]
-    k = idx.ndim
-    natural = [d for d in range(out.ndim) if not axis <= d < axis + k]
-    index_positions = [p for p in range(out.ndim) if p not in dnums.offset_dims]
-    perm = [0] * out.ndim
-    for p, n in zip(dnums.offset_dims, natural):
-        perm[p] = n
-    for j, p in enumerate(index_positions):
-        perm[p] = axis + j
-    out = ops.permute(out, perm)
-    fill = _gather_fill(eqn, x)
-    if "FILL" in mode and fill != 0:
-        valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, x.shape[axis]))
-        shape = [1] * out.ndim
-        for j, p in enumerate(index_positions):
-            shape[p] = idx.shape[j]
-        out = ops.where(ops.reshape(valid, shape), out, fill)
-    return out
+    return _in_lax_order(eqn, x, out, axis, idx.shape,
+                         lambda: ops.logical_and(ops.ge(idx, 0), ops.lt(idx, x.shape[axis])))
 
 
 def scatter(op):

@@ -181,6 +181,11 @@ _ATAN = (8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-
 _TAN_3PI_8, _TAN_PI_8 = F32(2.414213562373095), F32(0.4142135623730950)
 
 
+def _odd(x, r):
+    """An odd function's value ``r`` at ``|x|`` given ``x``'s sign; ``x`` itself at ±0 (keeps -0.0)."""
+    return ops.where(ops.lt(x, F32(0)), ops.neg(r), ops.where(ops.eq(x, F32(0)), x, r))
+
+
 def atan(x):
     """Cephes' reduction: ``|x| > tan(3π/8)``: ``π/2 - atan(1/|x|)``; ``> tan(π/8)``: ``π/4 +
     atan((|x| - 1) / (|x| + 1))``; then an odd polynomial on ``|t| <= tan(π/8)``."""
@@ -191,7 +196,7 @@ def atan(x):
     base = ops.where(big, F32(np.pi / 2), ops.mul(ops.cast(mid, np.float32), F32(np.pi / 4)))
     z = ops.mul(t, t)
     r = ops.add(base, ops.add(ops.mul(ops.mul(_horner(_ATAN, z), z), t), t))
-    return ops.where(ops.lt(x, F32(0)), ops.neg(r), ops.where(ops.eq(x, F32(0)), x, r))   # keeps -0.0
+    return _odd(x, r)
 
 
 def _negative(v):
@@ -234,7 +239,7 @@ def sinh(x):
     small = ops.mul(ops.add(m, ops.div(m, ops.add(m, F32(1)))), F32(0.5))
     large = ops.sub(_half_exp(a), ops.mul(ops.exp(ops.neg(a)), F32(0.5)))
     r = ops.where(ops.lt(a, F32(1)), small, large)
-    return ops.where(ops.lt(x, F32(0)), ops.neg(r), ops.where(ops.eq(x, F32(0)), x, r))
+    return _odd(x, r)
 
 
 def cosh(x):
@@ -248,7 +253,7 @@ def asinh(x):
     a2 = ops.mul(a, a)
     r = log1p(ops.add(a, ops.div(a2, ops.add(F32(1), ops.sqrt(ops.add(F32(1), a2))))))
     r = ops.where(ops.gt(a, F32(2.0 ** 12)), ops.add(ops.log(a), _LN2), r)
-    return ops.where(ops.lt(x, F32(0)), ops.neg(r), ops.where(ops.eq(x, F32(0)), x, r))
+    return _odd(x, r)
 
 
 def acosh(x):
@@ -264,7 +269,7 @@ def atanh(x):
     a = ops.abs(x)
     r = ops.mul(log1p(ops.div(ops.mul(a, F32(2)), ops.sub(F32(1), a))), F32(0.5))
     r = ops.where(ops.gt(a, F32(1)), F32(np.nan), r)
-    return ops.where(ops.lt(x, F32(0)), ops.neg(r), ops.where(ops.eq(x, F32(0)), x, r))
+    return _odd(x, r)
 
 
 def cbrt(x):

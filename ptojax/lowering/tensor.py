@@ -18,6 +18,7 @@ import numpy as np
 from .. import ops
 from .._jax import ClosedJaxpr
 from . import libm
+from .reduce import identity
 from .gathers import dynamic_slice, dynamic_update_slice, gather, rev, rows_of, scatter
 from .walk import CONTROL, ENCLOSING, body_of, by_rule, control, interpret, is_const, retrace, unsupported
 
@@ -210,10 +211,10 @@ def _logaddexp(a, b):
     return ops.where(ops.ne(delta, delta), ops.add(a, b), out)
 
 
-def _cumulative(combine, identity):
+def _cumulative(combine, like):
     """``cummax`` / ``cummin`` / ``cumprod`` / ``cumlogsumexp``: log2(n) steps of Hillis and Steele's scan,
     each combining every element with the one ``2**s`` before it (after it, reversed), the array's edge
-    reading ``identity(dtype)``."""
+    reading the identity of the reduction ``like`` (``reduce.identity``: -inf for max and logaddexp)."""
     def rule(eqn, x):
         axis, n = eqn.params["axis"], x.shape[eqn.params["axis"]]
         step = 1
@@ -225,22 +226,14 @@ def _cumulative(combine, identity):
                 start[axis] = step
             edge = [(0, 0)] * x.ndim
             edge[axis] = (0, step) if eqn.params["reverse"] else (step, 0)
-            x = combine(x, ops.pad(ops.view(x, size, start), edge, identity(x.dtype)))
+            x = combine(x, ops.pad(ops.view(x, size, start), edge, identity(like, x.dtype)))
             step *= 2
         return x
     return rule
 
 
-def _lowest(dtype):
-    return -np.inf if np.dtype(dtype) in _FLOAT else int(np.iinfo(dtype).min)
-
-
-def _highest(dtype):
-    return np.inf if np.dtype(dtype) in _FLOAT else int(np.iinfo(dtype).max)
-
-
 def _cumlogsumexp(eqn, x):
-    return _in_float32(lambda v: _cumulative(_logaddexp, _lowest)(eqn, v))(eqn, x)
+    return _in_float32(lambda v: _cumulative(_logaddexp, "amax")(eqn, v))(eqn, x)
 
 
 def _tile(eqn, x):
@@ -333,8 +326,8 @@ RULES = {
     "reduce_sum": _reduce(ops.sum), "reduce_max": _reduce(ops.amax), "reduce_min": _reduce(ops.amin),
     "reduce_prod": _reduce(ops.prod), "argmax": _arg_reduce(ops.argmax), "argmin": _arg_reduce(ops.argmin),
     "cumsum": lambda e, x: ops.cumsum(x, e.params["axis"], reverse=e.params["reverse"]),
-    "cummax": _cumulative(ops.maximum, _lowest), "cummin": _cumulative(ops.minimum, _highest),
-    "cumprod": _cumulative(ops.mul, lambda dtype: 1), "cumlogsumexp": _cumlogsumexp,
+    "cummax": _cumulative(ops.maximum, "amax"), "cummin": _cumulative(ops.minimum, "amin"),
+    "cumprod": _cumulative(ops.mul, "prod"), "cumlogsumexp": _cumlogsumexp,
     "dot_general": _dot_general, "broadcast_in_dim": _broadcast_in_dim,
     "reshape": lambda e, x: ops.reshape(x, e.params["new_sizes"]),
     "squeeze": lambda e, x: ops.reshape(x, [n for d, n in enumerate(x.shape) if d not in e.params["dimensions"]]),

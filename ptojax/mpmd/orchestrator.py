@@ -363,15 +363,14 @@ class _Orchestrator:
     def regions(self, windows, spans, buffers):
         """The GM regions of a task whose tiles fill the grid boxes ``spans`` (:func:`_spans`): (reads,
         writes, the buffers it writes only by unique-index scatters)."""
-        reads, writes, scatters = {}, {}, set()
+        reads, writes, scatters, written = {}, {}, set(), set()
         for kind, position, window in windows:
             buf = buffers[position]
             boxes = [self.full[buf.base]] if window is None else [
                 self.region(buf, *_box(window, first, last, buf.array.shape)) for first, last in spans]
             (reads if kind == "read" else writes).update(dict.fromkeys(boxes))      # in order, once each
-            if kind == "scatter":
-                scatters.add(buf.base)
-        written = {b.base for kind, position, _ in windows if kind == "write" for b in [buffers[position]]}
+            if kind != "read":
+                (scatters if kind == "scatter" else written).add(buf.base)
         return tuple(reads), tuple(writes), frozenset(scatters - written)
 
 
