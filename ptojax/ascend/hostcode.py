@@ -18,7 +18,9 @@ does not fit its buffer) has no host code: the interpreter runs it and reports t
 from __future__ import annotations
 
 import math
+import os
 import re
+import threading
 
 import numpy as np
 
@@ -31,15 +33,36 @@ from .inline import InlineForms
 from .semantics import SEMANTICS, mscatter_into
 
 
-class HostKernel:
-    """A kernel as a Python function of (a core's tile views, grid points, GM arrays)."""
+# Calls after which a kernel's host code is compiled to native code (``nativecode.py``, where Numba is
+# installed); 0: never.
+NATIVE_AFTER = int(os.environ.get("PTOJAX_NATIVE_AFTER", "16"))
+_PROMOTING = threading.Lock()
 
-    def __init__(self, kernel: asm.Kernel, source: str, namespace: dict, allocs: list):
-        self.kernel, self.source, self.allocs = kernel, source, allocs
+
+class HostKernel:
+    """A kernel as a Python function of (a core's tile views, grid points, GM arrays); after
+    ``NATIVE_AFTER`` calls, as native code where the generator takes it (``native``)."""
+
+    def __init__(self, kernel: asm.Kernel, source: str, namespace: dict, allocs: list, memory: CoreMemory):
+        self.kernel, self.source, self.allocs, self.memory = kernel, source, allocs, memory
         exec(compile(source, f"<pto host code: {kernel.name}>", "exec"), namespace)   # noqa: S102 - our own text
         self.fn = namespace["run"]
         self.n_index = sum(t == "index" for _, t in kernel.params)
         self.n_ptr = len(kernel.params) - self.n_index
+        self.calls, self.native = 0, None
+
+    def promote(self):
+        """Compile the kernel to native code (None where the generator does not take it or Numba is
+        not installed)."""
+        with _PROMOTING:
+            if self.native is None:
+                try:
+                    from .nativecode import native_kernel
+                except ImportError:                     # no Numba: host code stays
+                    self.native = False
+                    return self.native
+                self.native = native_kernel(self) or False
+        return self.native
 
     def views(self, core: Core) -> tuple:
         """The kernel's tiles as views of ``core``'s buffers, made once per core."""
@@ -54,6 +77,11 @@ class HostKernel:
             for index in tiles:
                 run(self.kernel, index, arrays, core, verified=True)
             return
+        if self.native:
+            return self.native(core, tiles, arrays)
+        self.calls += 1
+        if self.calls == NATIVE_AFTER and self.native is None and self.promote():
+            return self.native(core, tiles, arrays)
         self.fn(self.views(core), tiles, *arrays)
 
 
@@ -336,7 +364,7 @@ def host_kernel(kernel: asm.Kernel, memory: CoreMemory) -> HostKernel | None:
     except _Unsupported:
         return None
     writer.ns["_E"] = _Errors(kernel, writer.stmts)
-    return HostKernel(kernel, source, writer.ns, writer.allocs)
+    return HostKernel(kernel, source, writer.ns, writer.allocs, memory)
 
 
 __all__ = ["HostKernel", "PtoExecutionError", "host_kernel"]

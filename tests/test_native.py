@@ -1,0 +1,197 @@
+"""Native code (ptojax/ascend/nativecode.py) computes host code's bits: conversions, sums, products,
+whole kernels, errors, promotion."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numba
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import fuzz
+import ptojax as pj
+from helpers import BF16, F16, rand
+from ptojax.ascend import asm, halfbits, hostcode, nativecode
+from ptojax.ascend.hostcode import host_kernel
+from ptojax.ascend.interpreter import Core, PtoExecutionError
+from ptojax.execute import execute
+from test_hostcode import _seed_kernel, _short_view
+from test_lowering import KERNELS, seed_kernel
+
+
+@numba.njit
+def _widen_all(bits, out, bf16):
+    for i in range(bits.size):
+        out[i] = halfbits.widen_bf16(bits[i]) if bf16 else halfbits.widen_f16(bits[i])
+
+
+@numba.njit
+def _narrow_all(values, out, bf16):
+    for i in range(values.size):
+        out[i] = halfbits.narrow_bf16(values[i]) if bf16 else halfbits.narrow_f16(values[i])
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)], ids=["f16", "bf16"])
+def test_half_conversions_are_numpys_and_ml_dtypes_bits(dtype):
+    """Widening every float16 / bfloat16 value; rounding float32 values at and around every rounding
+    boundary (each value and each midpoint, +-3 ulp), NaNs with every payload shape, and random bits."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    wide = np.empty(bits.size, np.float32)
+    _widen_all(bits, wide, dtype == BF16)
+    np.testing.assert_array_equal(wide.view(np.uint32), bits.view(dtype).astype(np.float32).view(np.uint32))
+    exact = wide.view(np.uint32).astype(np.int64)
+    near = np.arange(-3, 4)
+    candidates = np.concatenate([(exact[:, None] + near).ravel(), (((exact[:-1] + exact[1:]) // 2)[:, None] + near).ravel(),
+                                 np.random.default_rng(0).integers(0, 1 << 32, 1 << 21)])
+    values = (candidates % (1 << 32)).astype(np.uint32).view(np.float32)
+    narrow = np.empty(values.size, np.uint16)
+    _narrow_all(values, narrow, dtype == BF16)
+    with np.errstate(all="ignore"):
+        want = values.astype(dtype).view(np.uint16)
+    np.testing.assert_array_equal(narrow, want)
+
+
+def test_pairwise_sum_is_numpys_row_sum():
+    rng = np.random.default_rng(1)
+    for n in [*range(1, 140), 255, 256, 257, 1000, 1024, 4099, 8192, 65537]:
+        x = (rng.standard_normal((4, n)) * 10.0 ** rng.integers(-4, 5, (4, n))).astype(np.float32)
+        x[0] = -0.0 if n < 20 else x[0]                         # signed zeros: NumPy starts from +0
+        want = np.add.reduce(x, axis=(1,), dtype=np.float32)
+        got = np.array([np.float32(0.0) + nativecode.pairwise_sum(row, 0, n) for row in x], np.float32)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"n={n}")
+
+
+@pytest.mark.skipif(nativecode._sgemm() is None, reason="NumPy's BLAS is not the wheels' scipy-openblas64")
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_native_gemm_is_numpys_matmul(ta, tb):
+    """The product native code makes through NumPy's cblas_sgemm equals ``np.matmul`` of the same
+    (transposed) float32 copies, bit for bit, at shapes across BLAS's kernel blockings."""
+    rng = np.random.default_rng(2)
+    for m, n, k in [(2, 2, 1), (64, 32, 64), (16, 256, 128), (128, 128, 512), (33, 17, 300), (8, 512, 1024)]:
+        a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+        want = np.matmul(a.T if ta else a, b.T if tb else b)
+        got = np.empty((m, n), np.float32)
+        nativecode._sgemm()(101, 112 if ta else 111, 112 if tb else 111, m, n, k, 1.0, a.ctypes.data, a.shape[1],
+                            b.ctypes.data, b.shape[1], 0.0, got.ctypes.data, n)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"{m}x{n}x{k}")
+
+
+def _same_bits(got, want):
+    """Equal bits, but for which NaN a NaN is (IEEE leaves the payload of NaN op NaN open)."""
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        g, w = np.asarray(g).reshape(-1), np.asarray(w).reshape(-1)
+        differ = g.view(np.uint8).reshape(g.size, -1) != w.view(np.uint8).reshape(w.size, -1)
+        differ = differ.any(axis=1) if g.size else differ.reshape(0)
+        if g.dtype.kind == "f" or g.dtype == BF16:
+            differ &= ~(np.isnan(g.astype(np.float32)) & np.isnan(w.astype(np.float32)))
+        assert not differ.any(), (g[differ][:5], w[differ][:5])
+
+
+def _native_and_host(fn, args):
+    """The kernel's outputs with every program that native code takes promoted, its outputs on host
+    code alone, and the promoted programs."""
+    host = pj.kernel(fn).compiled_for(*args)._code()
+    native = pj.kernel(fn).compiled_for(*args)._code()
+    promoted = [key[0] for key in native.kernels if native.host(key) is not None and native.host(key).promote()]
+    want, _ = execute(host.lowering, *args, compiled=host)
+    got, _ = execute(native.lowering, *args, compiled=native)
+    return got, want, promoted
+
+
+def test_the_seed_kernel_runs_natively_with_host_codes_bits():
+    args = rand((64, 64), F16, 1), rand((64, 64), F16, 2), rand((64, 32), F16, 3)
+    got, want, promoted = _native_and_host(seed_kernel, args)
+    assert sorted(promoted) == ["matmul", "mul+add", "sum"]
+    _same_bits(got, want)
+
+
+def _mixed(x, y, w, b):
+    """Every instruction native code takes: float16 / bfloat16 / float32 arithmetic with broadcasting
+    and scalars, casts, row sums, transposed and K-chained products."""
+    with pj.tile(vec=(16, 64)):
+        h = jnp.sqrt(jnp.abs(x * 0.5 - y / 3.0)) + (-x)
+        s = jnp.sum(h.astype(jnp.float32), axis=-1, keepdims=True)
+        z = (h.astype(jnp.bfloat16) * b).astype(jnp.float32) - s
+    with pj.tile(cube=(16, 64, 32)):
+        m = pj.ops.matmul(x, w)
+        t = pj.ops.matmul(y, w, transpose_a=True, transpose_b=True, out_dtype=jnp.float16)
+    return z, m, t
+
+
+def test_elementwise_casts_sums_and_products_run_natively_with_host_codes_bits():
+    args = (rand((64, 128), F16, 4), rand((64, 128), F16, 5), rand((128, 64), F16, 6), rand((1, 128), BF16, 7))
+    got, want, promoted = _native_and_host(_mixed, args)
+    assert len(promoted) >= 3, promoted
+    _same_bits(got, want)
+
+
+@pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
+def test_test_kernels_natively(name, kernel, args):
+    got, want, _ = _native_and_host(kernel, args)
+    _same_bits(got, want)
+
+
+@settings(max_examples=12, derandomize=True, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(fuzz.kernels(max_ops=6))
+def test_random_kernels_natively(spec):
+    fn, args = fuzz.build(spec)
+    got, want, _ = _native_and_host(fn, args)
+    _same_bits(got, want)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, derandomize=True, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(fuzz.kernels(max_ops=8))
+def test_many_random_kernels_natively(spec):
+    fn, args = fuzz.build(spec)
+    got, want, _ = _native_and_host(fn, args)
+    _same_bits(got, want)
+
+
+@pytest.mark.parametrize("edit,index,arrays", [
+    (lambda s: s, (2, 0), ((64, 32), (64,))),
+    (_short_view, (0, 0), ((64, 32), (64,))),
+    (lambda s: s, (0, 0), ((64, 16), (64,))),
+    (lambda s: s, (0, 0), ((64, 32), (32,))),
+], ids=["window", "view", "argument", "output"])
+def test_native_code_raises_host_codes_errors(edit, index, arrays):
+    """A check that fails in native code (or an argument it cannot take) reruns the call as host code,
+    which raises the interpreter's error."""
+    kernel, memory = _seed_kernel(("sum", (2, 1)), edit)
+    host, promoted = host_kernel(kernel, memory), host_kernel(kernel, memory)
+    assert promoted.promote()
+    messages = []
+    for k in (host, promoted):
+        gm = [np.zeros(shape, np.float32) for shape in arrays]
+        with pytest.raises(PtoExecutionError) as err:
+            k(Core(memory), [index], gm)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+
+
+def test_host_code_is_promoted_after_its_calls(monkeypatch):
+    monkeypatch.setattr(hostcode, "NATIVE_AFTER", 3)
+    args = rand((64, 64), F16, 1), rand((64, 64), F16, 2), rand((64, 32), F16, 3)
+    kernel = pj.kernel(seed_kernel)
+    want = np.asarray(pj.kernel(seed_kernel, backend="xla")(*args))
+    code = kernel.compiled_for(*args)._code()
+    hosts = [code.host(key) for key in code.kernels]
+    for call in range(4):
+        assert all(bool(h.native) == (call >= 3) for h in hosts), call
+        got = np.asarray(kernel(*args))
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+
+
+def test_kernels_native_code_cannot_take_keep_host_code():
+    """An instruction without a native form (an exponential) leaves the kernel on host code."""
+    kernel, memory = _seed_kernel(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, op="texp", ins=s.ins[:1])
+                                  if isinstance(s, asm.Instr) and s.op == "tadd" else s)
+    host = host_kernel(kernel, memory)
+    assert host is not None and nativecode.native_kernel(host) is None
+    assert host.promote() is False
