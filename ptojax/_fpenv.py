@@ -48,11 +48,9 @@ def _disable_flushing():
     found = _libm()
     saved = ctypes.create_string_buffer(_ENV_BYTES)
     if found is not None:
-        libm, (offset, ctype, bits) = found
+        libm = found[0]
         if libm.fegetenv(saved) == 0:
-            env = ctypes.create_string_buffer(saved.raw, _ENV_BYTES)
-            register = ctype.from_buffer(env, offset)
-            register.value &= ~bits
+            env = _without_flushing(saved.raw)
             if libm.fesetenv(env) == 0 and not flushing():
                 return saved
             libm.fesetenv(saved)
@@ -60,6 +58,16 @@ def _disable_flushing():
                   f"{platform.system()} {platform.machine()}; results with subnormal values may differ from IEEE "
                   f"arithmetic", RuntimeWarning, stacklevel=3)
     return None
+
+
+@functools.lru_cache(maxsize=16)
+def _without_flushing(raw: bytes):
+    """The environment ``raw`` with the flushing modes off (made once per environment: XLA's is one)."""
+    offset, ctype, bits = _libm()[1]
+    env = ctypes.create_string_buffer(raw, _ENV_BYTES)
+    register = ctype.from_buffer(env, offset)
+    register.value &= ~bits
+    return env
 
 
 class ieee:

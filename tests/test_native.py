@@ -22,35 +22,37 @@ from test_lowering import KERNELS, seed_kernel
 
 
 @numba.njit
-def _widen_all(bits, out, bf16):
-    for i in range(bits.size):
-        out[i] = halfbits.widen_bf16(bits[i]) if bf16 else halfbits.widen_f16(bits[i])
+def _loop(convert, x, out):
+    for i in range(x.size):
+        out[i] = convert(x[i])
 
 
-@numba.njit
-def _narrow_all(values, out, bf16):
-    for i in range(values.size):
-        out[i] = halfbits.narrow_bf16(values[i]) if bf16 else halfbits.narrow_f16(values[i])
+_CONVERSIONS = {"f16 in integers": (np.float16, halfbits.widen_f16_bits, halfbits.narrow_f16_bits),
+                "bf16": (ml_dtypes.bfloat16, halfbits.widen_bf16, halfbits.narrow_bf16)}
+if halfbits.widen_f16 is halfbits.widen_f16_cpu:        # the CPU's conversions, where native code uses them
+    _CONVERSIONS["f16 on the CPU"] = (np.float16, halfbits.widen_f16_cpu, halfbits.narrow_f16_cpu)
 
 
-@pytest.mark.parametrize("dtype", [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)], ids=["f16", "bf16"])
-def test_half_conversions_are_numpys_and_ml_dtypes_bits(dtype):
+@pytest.mark.parametrize("case", list(_CONVERSIONS))
+def test_half_conversions_are_numpys_and_ml_dtypes_bits(case):
     """Widening every float16 / bfloat16 value; rounding float32 values at and around every rounding
     boundary (each value and each midpoint, +-3 ulp), NaNs with every payload shape, and random bits."""
+    dtype, widen, narrow = _CONVERSIONS[case]
+    dtype = np.dtype(dtype)
     bits = np.arange(1 << 16, dtype=np.uint16)
     wide = np.empty(bits.size, np.float32)
-    _widen_all(bits, wide, dtype == BF16)
+    _loop(widen, bits, wide)
     np.testing.assert_array_equal(wide.view(np.uint32), bits.view(dtype).astype(np.float32).view(np.uint32))
     exact = wide.view(np.uint32).astype(np.int64)
     near = np.arange(-3, 4)
     candidates = np.concatenate([(exact[:, None] + near).ravel(), (((exact[:-1] + exact[1:]) // 2)[:, None] + near).ravel(),
                                  np.random.default_rng(0).integers(0, 1 << 32, 1 << 21)])
     values = (candidates % (1 << 32)).astype(np.uint32).view(np.float32)
-    narrow = np.empty(values.size, np.uint16)
-    _narrow_all(values, narrow, dtype == BF16)
+    rounded = np.empty(values.size, np.uint16)
+    _loop(narrow, values, rounded)
     with np.errstate(all="ignore"):
         want = values.astype(dtype).view(np.uint16)
-    np.testing.assert_array_equal(narrow, want)
+    np.testing.assert_array_equal(rounded, want)
 
 
 def test_pairwise_sum_is_numpys_row_sum():
@@ -195,3 +197,21 @@ def test_kernels_native_code_cannot_take_keep_host_code():
     host = host_kernel(kernel, memory)
     assert host is not None and nativecode.native_kernel(host) is None
     assert host.promote() is False
+
+
+def test_native_code_that_does_not_compile_for_its_arguments_gives_way_to_host_code():
+    kernel, memory = _seed_kernel(("sum", (2, 1)), lambda s: s)
+    host, promoted = host_kernel(kernel, memory), host_kernel(kernel, memory)
+    assert promoted.promote()
+
+    def fails(*args):
+        raise numba.core.errors.TypingError("no such specialisation")
+
+    promoted.native.fn = fails
+    x = rand((64, 32), np.float32, 8)
+    outs = [np.zeros(64, np.float32), np.zeros(64, np.float32)]
+    for k, out in zip((host, promoted), outs):
+        for index in ((0, 0), (1, 0)):
+            k(Core(memory), [index], [x, out])
+    np.testing.assert_array_equal(outs[1], outs[0])
+    assert promoted.native is False and "no such specialisation" in str(promoted.native_error)

@@ -4,12 +4,16 @@ Numba compiles no float16 arithmetic on the CPU and knows no bfloat16, so native
 their uint16 bits and converts with these functions, bit for bit as NumPy (float16) and ml_dtypes
 (bfloat16) do: widening is exact (NaN payloads kept); rounding is to nearest, ties to even, past the
 largest finite value to infinity; float16 keeps a NaN's top payload bits (a quiet bit if none is
-left), bfloat16 makes every NaN the quiet NaN of its sign. ``tests/test_native.py`` checks them
-against NumPy and ml_dtypes on every float16 / bfloat16 value and on float32 values around every
-rounding boundary.
+left), bfloat16 makes every NaN the quiet NaN of its sign. float16 converts with the CPU's own
+instructions where it has them (x86's F16C, ARM's): IEEE's conversions, which quiet a signalling NaN,
+so NaNs take NumPy's bits instead. ``tests/test_native.py`` checks every variant against NumPy and
+ml_dtypes on every float16 / bfloat16 value and on float32 values around every rounding boundary.
 """
 from __future__ import annotations
 
+import platform
+
+import llvmlite.binding
 from llvmlite import ir
 from numba import float32, njit, types, uint16, uint32
 from numba.extending import intrinsic
@@ -31,9 +35,25 @@ def _as_u32(typingctx, value):
     return types.uint32(types.float32), codegen
 
 
+@intrinsic
+def _fpext_f16(typingctx, bits):
+    """float16 bits -> float32 by the CPU's conversion."""
+    def codegen(context, builder, sig, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+    return types.float32(types.uint16), codegen
+
+
+@intrinsic
+def _fptrunc_f16(typingctx, value):
+    """float32 -> float16 bits by the CPU's conversion (to nearest even)."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+    return types.uint16(types.float32), codegen
+
+
 @njit(inline="always")
-def widen_f16(h):
-    """float16 bits -> float32 (exact). Branch-free, so that loops of it vectorize."""
+def widen_f16_bits(h):
+    """float16 bits -> float32 (exact), in integer arithmetic. Branch-free, so that loops of it vectorize."""
     h = uint32(h)
     shifted = (h & uint32(0x7fff)) << uint32(13)
     exponent = shifted & uint32(0x0f800000)
@@ -46,8 +66,8 @@ def widen_f16(h):
 
 
 @njit(inline="always")
-def narrow_f16(value):
-    """float32 -> float16 bits, rounded to nearest even. Branch-free, so that loops of it vectorize."""
+def narrow_f16_bits(value):
+    """float32 -> float16 bits, rounded to nearest even, in integer arithmetic. Branch-free."""
     bits = _as_u32(value)
     sign = (bits >> uint32(16)) & uint32(0x8000)
     magnitude = bits & uint32(0x7fffffff)
@@ -59,6 +79,32 @@ def narrow_f16(value):
     half = uint32(0x7c00) if magnitude >= uint32(0x477ff000) else half
     half = nan if magnitude > uint32(0x7f800000) else half
     return uint16(half | sign)
+
+
+@njit(inline="always")
+def widen_f16_cpu(h):
+    """float16 bits -> float32 by the CPU, a NaN's payload kept as NumPy keeps it."""
+    h32 = uint32(h)
+    nan = _as_f32(((h32 & uint32(0x8000)) << uint32(16)) | uint32(0x7f800000) | ((h32 & uint32(0x3ff)) << uint32(13)))
+    return nan if (h32 & uint32(0x7fff)) > uint32(0x7c00) else _fpext_f16(h)
+
+
+@njit(inline="always")
+def narrow_f16_cpu(value):
+    """float32 -> float16 bits by the CPU, a NaN's payload kept as NumPy keeps it."""
+    bits = _as_u32(value)
+    payload = (bits & uint32(0x7fffff)) >> uint32(13)
+    nan = ((bits >> uint32(16)) & uint32(0x8000)) | uint32(0x7c00) | payload | (uint32(1) if payload == uint32(0) else uint32(0))
+    return uint16(nan) if value != value else _fptrunc_f16(value)
+
+
+def _cpu_converts_f16() -> bool:
+    machine = platform.machine().lower()
+    return machine in ("aarch64", "arm64") or (machine in ("x86_64", "amd64")
+                                               and llvmlite.binding.get_host_cpu_features().get("f16c", False))
+
+
+widen_f16, narrow_f16 = (widen_f16_cpu, narrow_f16_cpu) if _cpu_converts_f16() else (widen_f16_bits, narrow_f16_bits)
 
 
 @njit(inline="always")
@@ -77,4 +123,5 @@ def narrow_bf16(value):
     return uint16(bits >> uint32(16))
 
 
-__all__ = ["narrow_bf16", "narrow_f16", "widen_bf16", "widen_f16"]
+__all__ = ["narrow_bf16", "narrow_f16", "narrow_f16_bits", "narrow_f16_cpu", "widen_bf16", "widen_f16", "widen_f16_bits",
+           "widen_f16_cpu"]

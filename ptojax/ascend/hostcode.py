@@ -49,7 +49,7 @@ class HostKernel:
         self.fn = namespace["run"]
         self.n_index = sum(t == "index" for _, t in kernel.params)
         self.n_ptr = len(kernel.params) - self.n_index
-        self.calls, self.native = 0, None
+        self.calls, self.native, self.native_error = 0, None, None
 
     def promote(self):
         """Compile the kernel to native code (None where the generator does not take it or Numba is

@@ -181,12 +181,12 @@ class _NativeWriter(_Writer):
         at = self.window_index(shapes[other][0], region)
         if at is None:
             raise _Unsupported("a window that is not its tile with unit axes")
-        if src in self.tiles and dst in self.tiles:     # tile to tile: through a copy, as host code
-            if src == dst:
-                return
+        if src == dst:
+            return
+        if src in self.tiles and dst in self.tiles and self.overlap(src, dst):   # through a copy, as host code
             copy = self.temp(region, np.uint16 if src_dtype in _HALF else src_dtype)
             inner = self.loops(depth, region)
-            self.emit(inner, f"{copy}[_i, _j] = {self.var(src)}[_i, _j]")
+            self.emit(inner, f"{copy}[_i, _j] = {self.var(src)}[{at}]")
             inner = self.loops(depth, region)
             self.emit(inner, f"{self.var(dst)}[_i, _j] = {copy}[_i, _j]")
             return
@@ -364,6 +364,7 @@ class NativeKernel:
     def __init__(self, host: HostKernel, source: str, fn, dtypes: tuple):
         self.host, self.source, self.fn, self.dtypes = host, source, fn, dtypes
         self.halves = tuple(dt in _HALF for dt in dtypes)
+        self.points: dict = {}                          # grid points -> their array (a replay's repeat)
 
     def views(self, core) -> tuple:
         """The kernel's tiles as whole C-ordered buffers of ``core`` (float16 / bfloat16 as bits), made
@@ -381,10 +382,19 @@ class NativeKernel:
         for a, dtype, half in zip(arrays, self.dtypes, self.halves):
             if a.dtype != dtype or not a.flags.c_contiguous:      # host code's checks and messages
                 return self.host.fn(self.host.views(core), tiles, *arrays)
-            a = a.reshape(-1)
             args.append(a.view(np.uint16) if half else a)
-        points = np.array(tiles, np.int64).reshape(len(tiles), self.host.n_index)
-        if self.fn(points, *self.views(core), *args) >= 0:        # a failed check: host code raises
+        key = tuple(tiles)
+        points = self.points.get(key)
+        if points is None:
+            if len(self.points) > 64:
+                self.points.clear()
+            points = self.points[key] = np.array(tiles, np.int64).reshape(len(tiles), self.host.n_index)
+        try:
+            failed = self.fn(points, *self.views(core), *args) >= 0
+        except numba.core.errors.NumbaError as err:              # arguments it does not compile for:
+            self.host.native, self.host.native_error = False, err   # host code from now on
+            return self.host.fn(self.host.views(core), tiles, *arrays)
+        if failed:                                                # a failed check: host code raises
             self.host.fn(self.host.views(core), tiles, *arrays)
             raise AssertionError(f"native code of {self.host.kernel.name} failed a check host code passed")
 
