@@ -220,6 +220,7 @@ def _times(fns, repeats, sample_s=0.01):
 
     calls = []
     for fn in fns:
+        jax.block_until_ready(fn())                     # tracing, lowering, compiling
         start = time.perf_counter()
         jax.block_until_ready(fn())
         if time.perf_counter() - start < _WARM_S:

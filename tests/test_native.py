@@ -131,6 +131,45 @@ def test_elementwise_casts_sums_and_products_run_natively_with_host_codes_bits()
     _same_bits(got, want)
 
 
+def _compares_integers_reciprocals(x, y, i, j):
+    """Comparisons, int32 arithmetic (wrapping), reciprocals and broadcasts (texpand)."""
+    with pj.tile(vec=(16, 64)):
+        r = jax.lax.rsqrt(jnp.abs(x) + 1.0) + 1.0 / (y + 2.0)
+        c = x < y
+        k = jnp.maximum(i, j) * 70000 - jnp.abs(j) + (-i)
+        e = jnp.broadcast_to(x[:, :1], x.shape) * 2.0
+    return r, c, k, e
+
+
+def test_comparisons_integers_and_reciprocals_run_natively_with_host_codes_bits():
+    ints = np.random.default_rng(9).integers(-2**31, 2**31, (2, 64, 128), dtype=np.int64).astype(np.int32)
+    ints[0, 0, :4] = [-2**31, 2**31 - 1, 0, -1]
+    args = (rand((64, 128), np.float32, 10), rand((64, 128), np.float32, 11), ints[0], ints[1])
+    got, want, promoted = _native_and_host(_compares_integers_reciprocals, args)
+    assert len(promoted) >= 3, promoted
+    _same_bits(got, want)
+
+
+def _special_arithmetic(x, y):
+    with pj.tile(vec=(16, 64)):
+        return (x / y, x * y - y, jnp.sqrt(x), jax.lax.rsqrt(y), 1.0 / x, x.astype(jnp.bfloat16),
+                x.astype(jnp.float16), jnp.sum(x * y, axis=-1), x > y, x == y)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16], ids=["f32", "f16", "bf16"])
+def test_special_values_natively(dtype):
+    """Zeros of both signs, infinities, NaNs, subnormals (of the dtype and of float32), overflow: IEEE
+    division by zero and the rest as host code computes them."""
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -3e-39, 6e-8, 65504.0, 70000.0, 3e38,
+                         -1.0, 1.0, 0.5, 1.5, -2.5], np.float32)
+    rng = np.random.default_rng(12)
+    with np.errstate(over="ignore"):                     # 70000 and 3e38 are infinities in float16
+        x, y = (rng.choice(specials, (64, 128)).astype(dtype) for _ in range(2))
+    got, want, promoted = _native_and_host(_special_arithmetic, (x, y))
+    assert promoted
+    _same_bits(got, want)
+
+
 @pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
 def test_test_kernels_natively(name, kernel, args):
     got, want, _ = _native_and_host(kernel, args)

@@ -1,22 +1,24 @@
-"""Hot host code compiled to native code (with Numba, where installed).
+"""Hot host code compiled to native code, with Numba.
 
 Host code (``hostcode.py``) runs a kernel's compute instructions as NumPy calls: at small tiles the
 calls' overhead, and on float16 NumPy's element-by-element conversions, are most of its time. A
-kernel whose host code has run often (``NATIVE_AFTER`` calls: a replayed plan, a training loop) is
-printed once more, as a Numba function: its index arithmetic, window checks, loads, stores and
-elementwise arithmetic as loops over the tiles' elements, float16 / bfloat16 held as their bits and
-converted exactly (``halfbits.py``), float sums in NumPy's own pairwise order; matrix products call
-the same NumPy as host code does. It computes host code's bits: float arithmetic in float32 rounded
-once to the tile's dtype, as the semantics says. The one freedom is IEEE's own: which payload a NaN
-made from two NaNs carries (NumPy's vector loops pick it by position; only its being NaN is
-defined). A check that fails (a window outside its tensor) reruns the call as host code, which
-raises the interpreter's error.
+kernel whose host code has run often (``hostcode.NATIVE_AFTER`` calls: a replayed plan, a training
+loop) is printed once more, as a Numba function: its index arithmetic, window checks, loads, stores
+and elementwise instructions as loops over the tiles' elements, float16 / bfloat16 held as their bits
+and converted exactly (``halfbits.py``), float row sums in NumPy's own pairwise order, matrix
+products through the BLAS call NumPy makes. It computes host code's bits: float arithmetic in
+float32 rounded to the tile's dtype at the steps the semantics rounds, integers wrapping. The one
+freedom is IEEE's own: which payload a NaN made from two NaNs carries (NumPy's vector loops pick it
+by position; only its being NaN is defined). A check that fails (a window outside its tensor) reruns
+the call as host code, which raises the interpreter's error.
 
-The generator takes the instructions above on float tiles (``tadd``, ``tsub``, ``tmul``, ``tdiv``
-and their scalar forms, ``tabs``, ``tneg``, ``tsqrt``, ``tcvt`` between floats, ``tsum`` over a
-tile's rows, ``tmatmul`` / ``tmatmul_acc``, ``tload`` / ``tstore`` / ``tmov`` of static windows); a
-kernel with any other keeps its host code. ``PTOJAX_NATIVE=0`` turns promotion off;
-``PTOJAX_NATIVE_AFTER`` sets the call count (default 16).
+The generator takes, where host code uses their inline NumPy form: float ``tadd``, ``tsub``, ``tmul``,
+``tdiv``, ``tabs``, ``tneg``, ``tsqrt``, ``trsqrt``, ``trecip`` (and scalar forms); integer ``tadd``,
+``tsub``, ``tmul``, ``tmax``, ``tmin``, ``tabs``, ``tneg``; comparisons; ``texpand``; ``tcvt`` between
+floats; ``tsum`` over a tile's rows; ``tmatmul`` / ``tmatmul_acc``; ``tload`` / ``tstore`` / ``tmov``
+of static windows. A kernel with any other instruction keeps its host code — float maxima and minima
+among them (NumPy's vector and scalar loops order a signed zero differently), and the transcendental
+functions (NumPy's own vector implementations).
 """
 from __future__ import annotations
 
@@ -35,11 +37,18 @@ from . import asm, halfbits
 from .hostcode import HostKernel, _Unsupported, _Writer
 from .inline import _broadcasts_to
 from .interpreter import _BASE, semantic_params
-from .semantics import BF16, F16, F32, I32
+from .semantics import BF16, BOOL, F16, F32, FLOAT, I32, INT
 
 _HALF = {F16: ("_widen_f16", "_narrow_f16"), BF16: ("_widen_bf16", "_narrow_bf16")}
-_BINARY = {"tadd": "({0} + {1})", "tsub": "({0} - {1})", "tmul": "({0} * {1})", "tdiv": "({0} / {1})"}
-_UNARY = {"tabs": "abs({0})", "tneg": "(-{0})", "tsqrt": "_np.sqrt({0})"}
+# Elementwise instructions as expressions of their operands' elements: floats widened to float32 (each
+# step rounded to float32 as the semantics' NumPy steps round), integers as Numba's int64 (the store
+# wraps them to the tile's dtype as NumPy's integer arithmetic wraps), comparisons of one dtype.
+_FLOAT = {"tadd": "({0} + {1})", "tsub": "({0} - {1})", "tmul": "({0} * {1})", "tdiv": "({0} / {1})",
+          "tabs": "abs({0})", "tneg": "(-{0})", "tsqrt": "_np.sqrt({0})", "trecip": "(_f32(1.0) / {0})",
+          "trsqrt": "(_f32(1.0) / _f32(_np.sqrt({0})))"}
+_INTEGER = {"tadd": "({0} + {1})", "tsub": "({0} - {1})", "tmul": "({0} * {1})", "tmax": "max({0}, {1})",
+            "tmin": "min({0}, {1})", "tabs": "abs({0})", "tneg": "(-{0})"}
+_COMPARE = {"teq": "==", "tne": "!=", "tlt": "<", "tle": "<=", "tgt": ">", "tge": ">="}
 
 
 class _NativeWriter(_Writer):
@@ -137,10 +146,13 @@ class _NativeWriter(_Writer):
         return f"{_HALF[dtype][1]}(_f32({expr}))" if dtype in _HALF else f"_f32({expr})"
 
     def scalar(self, operand, dtype) -> str:
+        """A constant operand of ``dtype`` (as host code takes it), widened as its tiles are."""
         expr = self.var(operand.name)
         value = self.ns.get(expr)
         if not expr.startswith("_C") or np.asarray(value).dtype != dtype:
             raise _Unsupported(f"{operand.name}: a scalar operand of another dtype")
+        if dtype in INT:
+            return self.const(np.int64(value), "S")
         return self.const(np.float32(np.asarray(value).astype(F32)), "S")
 
     # ------------------------------------------------------------------------------- instructions
@@ -148,8 +160,10 @@ class _NativeWriter(_Writer):
         k, op = self.number(stmt), _BASE.get(stmt.op, stmt.op)
         if op in ("tload", "tstore", "tmov"):
             self.move(k, stmt, depth)
-        elif op in _BINARY or op in _UNARY:
+        elif op in _FLOAT or op in _INTEGER or op in _COMPARE:
             self.elementwise(op, stmt, depth)
+        elif op == "texpand":
+            self.broadcast(stmt, depth)
         elif op == "tcvt":
             self.convert(stmt, depth)
         elif op == "tsum":
@@ -197,27 +211,46 @@ class _NativeWriter(_Writer):
             self.emit(inner, f"{self.var(dst)}[{at}] = {self.var(tile)}[_i, _j]")
 
     def elementwise(self, op, stmt, depth):
-        out = self.tiles.get(stmt.outs[0].name)
-        arity = 2 if op in _BINARY else 1
-        if out is None or len(stmt.outs) != 1 or len(stmt.ins) != arity or semantic_params(stmt) \
-                or out.np_dtype not in (F32, F16, BF16) or not self.regions_broadcast(stmt):
+        """An elementwise instruction whose host code is its inline NumPy form (operands of one dtype,
+        tiles or constants, whose regions broadcast to the destination's): one loop over its elements."""
+        out, operands = self.tiles.get(stmt.outs[0].name), stmt.ins
+        if out is None or len(stmt.outs) != 1 or self.inline(op, stmt) is None:
             raise _Unsupported(f"pto.{op} with these operands")
-        region, regions, values = (out.v_row, out.v_col), [], []
-        for o in stmt.ins:
+        dtype = self.dtype_of(operands[0])
+        if op in _COMPARE:
+            form = "({0} %s {1})" % _COMPARE[op]
+        elif dtype in INT:
+            form = _INTEGER.get(op)
+        else:
+            form = _FLOAT.get(op)
+        if form is None or dtype not in FLOAT + INT or len(operands) != len(set(re.findall(r"\{\d\}", form))):
+            raise _Unsupported(f"pto.{op} on {dtype}")
+        region, values = (out.v_row, out.v_col), []
+        for o in operands:
             t = self.tiles.get(o.name)
             if t is None:
-                values.append(self.scalar(o, out.np_dtype))
-                continue
-            if t.np_dtype != out.np_dtype or self.overlap(o.name, stmt.outs[0].name):
-                raise _Unsupported(f"pto.{op} of mixed dtypes or overlapping tiles")
-            regions.append((t.v_row, t.v_col))
-            values.append(self.widened(self.element(o.name, (t.v_row, t.v_col), region), t.np_dtype))
-        if not _broadcasts_to(regions, out):
-            raise _Unsupported(f"pto.{op}: operands that do not broadcast to the destination")
-        form = _BINARY.get(op) or _UNARY[op]
+                values.append(self.scalar(o, dtype))
+            elif self.overlap(o.name, stmt.outs[0].name):
+                raise _Unsupported(f"pto.{op} of overlapping tiles")
+            else:
+                values.append(self.widened(self.element(o.name, (t.v_row, t.v_col), region), t.np_dtype))
+        value = form.format(*values)
         inner = self.loops(depth, region)
-        self.emit(inner, f"_x = {self.stored(form.format(*values), out.np_dtype)}")
-        self.emit(inner, f"{self.var(stmt.outs[0].name)}[_i, _j] = _x")
+        if out.np_dtype in INT:
+            value = f"_np.{out.np_dtype.name}({value})"
+        elif out.np_dtype != BOOL:
+            value = self.stored(value, out.np_dtype)
+        self.emit(inner, f"{self.var(stmt.outs[0].name)}[_i, _j] = {value}")
+
+    def broadcast(self, stmt, depth):
+        """``texpand`` where host code assigns the tile (its region broadcasts to the destination's)."""
+        out, src = self.tiles.get(stmt.outs[0].name), self.tiles.get(stmt.ins[0].name)
+        if out is None or src is None or self.inline("texpand", stmt) is None \
+                or not _broadcasts_to([(src.v_row, src.v_col)], out) or self.overlap(stmt.ins[0].name, stmt.outs[0].name):
+            raise _Unsupported("a texpand host code does not assign")
+        inner = self.loops(depth, (out.v_row, out.v_col))
+        value = self.element(stmt.ins[0].name, (src.v_row, src.v_col), (out.v_row, out.v_col))
+        self.emit(inner, f"{self.var(stmt.outs[0].name)}[_i, _j] = {value}")
 
     def convert(self, stmt, depth):
         src, out = self.tiles.get(stmt.ins[0].name), self.tiles.get(stmt.outs[0].name)
@@ -415,7 +448,7 @@ def native_kernel(host: HostKernel) -> NativeKernel | None:
     except _Unsupported:
         return None
     exec(compile(source, f"<pto native code: {kernel.name}>", "exec"), writer.ns)   # noqa: S102 - our own text
-    fn = numba.njit(nogil="_objmode" not in source)(writer.ns["run"])   # object mode holds the GIL
+    fn = numba.njit(nogil="_objmode" not in source, error_model="numpy")(writer.ns["run"])   # IEEE division
     return NativeKernel(host, source, fn, tuple(dtypes))
 
 
