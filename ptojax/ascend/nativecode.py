@@ -63,7 +63,7 @@ class _NativeWriter(_Writer):
                        _pairwise=pairwise_sum, _matmul=_matmul, _sgemm=_sgemm(), _f32=np.float32)
         self.temps: list[str] = []                      # arrays made once per call
         self.memory_of: dict[str, tuple] = {}           # tile -> (buffer, first byte, end byte)
-        self.ptr_dtypes = {name: asm.DTYPES[m.group(1)] for name, t in kernel.params
+        self.ptr_dtypes = {name: np.dtype(asm.DTYPES[m.group(1)]) for name, t in kernel.params
                            if (m := re.fullmatch(r"!pto\.ptr<(\w+)>", t))}
 
     def alloc(self, stmt):
@@ -71,11 +71,15 @@ class _NativeWriter(_Writer):
         t = stmt.type
         self.memory_of[stmt.name] = (t.loc, stmt.addr, stmt.addr + t.rows * t.cols * t.np_dtype.itemsize)
 
-    def overlap(self, a: str, b: str) -> bool:
-        """Whether tiles ``a`` and ``b`` share bytes without being one tile."""
+    def share(self, a: str, b: str) -> bool:
+        """Whether tiles ``a`` and ``b`` share bytes."""
         (la, sa, ea), (lb, sb, eb) = self.memory_of[a], self.memory_of[b]
-        same = (la, sa, ea) == (lb, sb, eb) and self.tiles[a] == self.tiles[b]
-        return la == lb and sa < eb and sb < ea and not same
+        return la == lb and sa < eb and sb < ea
+
+    def overlap(self, a: str, b: str) -> bool:
+        """Whether tiles ``a`` and ``b`` share bytes without being one tile (element (i, j) of each is
+        then the same bytes: an elementwise instruction may read one and write the other)."""
+        return self.share(a, b) and not (self.memory_of[a] == self.memory_of[b] and self.tiles[a] == self.tiles[b])
 
     def temp(self, shape, dtype) -> str:
         name = f"_tmp{len(self.temps)}"
@@ -105,23 +109,17 @@ class _NativeWriter(_Writer):
             raise _Unsupported("a window of a dynamic shape")
         k = self.number(stmt)
         view, offsets = self.var(stmt.view), [self.var(o) for o in stmt.offsets]
-        bad = [f"{o} < 0 or {o} + {s} > {dim}" for o, s, dim in zip(offsets, sizes, known[0])
-               if self.literal_value(o) is None or not 0 <= self.literal_value(o) <= dim - s]
+        bad = [f"{self.var(o)} < 0 or {self.var(o)} + {s} > {dim}" for o, s, dim in zip(stmt.offsets, sizes, known[0])
+               if self.literal(o) is None or not 0 <= self.literal(o) <= dim - s]
         if bad:
             self.emit(depth, f"if {' or '.join(bad)}: {self.error(k)}")
         self.emit(depth, f"{self.define(stmt.name)} = {view}[{', '.join(f'{o}:{o} + {s}' for o, s in zip(offsets, sizes))}]")
         self.static[stmt.name] = (tuple(sizes), known[1])
 
-    @staticmethod
-    def literal_value(expr: str):
-        return int(expr) if expr.lstrip("-").isdigit() else None
-
     # ------------------------------------------------------------------------------- elements
-    def element(self, name: str, region, out, i="_i", j="_j") -> str:
-        """Element (i, j) of ``out``'s region read from tile ``name`` (broadcasting ``region``), or from a
-        window of the window's shape ``region``."""
-        r, c = region
-        rows, cols = (i if r > 1 or out[0] == 1 else "0"), (j if c > 1 or out[1] == 1 else "0")
+    def element(self, name: str, region, out) -> str:
+        """Element (_i, _j) of region ``out`` read from tile ``name``, whose ``region`` broadcasts to it."""
+        rows, cols = ("_i" if region[0] == out[0] else "0"), ("_j" if region[1] == out[1] else "0")
         return f"{self.var(name)}[{rows}, {cols}]"
 
     @staticmethod
@@ -270,8 +268,7 @@ class _NativeWriter(_Writer):
         params, shapes = semantic_params(stmt), stmt.attr("shapes")
         if src is None or out is None or src.np_dtype not in (F32, F16, BF16) or out.np_dtype != src.np_dtype \
                 or set(params) != {"axes", "keepdims"} or (shapes and tuple(shapes[0]) != (src.v_row, src.v_col)) \
-                or self.memory_of[stmt.ins[0].name][:1] == self.memory_of[stmt.outs[0].name][:1] \
-                and self.overlap(stmt.ins[0].name, stmt.outs[0].name) or stmt.ins[0].name == stmt.outs[0].name:
+                or self.share(stmt.ins[0].name, stmt.outs[0].name):
             raise _Unsupported("a tsum of this form")
         rows, cols = src.v_row, src.v_col
         if tuple(a % 2 for a in params["axes"]) != (1,) or out.v_row * out.v_col != rows or 1 not in (out.v_row, out.v_col):
@@ -339,7 +336,6 @@ class _NativeWriter(_Writer):
         head.append("    for _k in range(_tiles.shape[0]):")
         head += [f"        {p} = _tiles[_k, {n}]" for n, p in enumerate(points)]
         return "\n".join(head + self.lines + ["    return -1"]) + "\n"
-
 
 
 @numba.njit(nogil=True)
@@ -435,14 +431,10 @@ class NativeKernel:
 def native_kernel(host: HostKernel) -> NativeKernel | None:
     """``host``'s kernel as native code, or None where the generator does not take it."""
     kernel = host.kernel
-    dtypes = []
-    for _, text in kernel.params:
-        if text != "index":
-            m = re.fullmatch(r"!pto\.ptr<(\w+)>", text)
-            if m is None:
-                return None
-            dtypes.append(np.dtype(asm.DTYPES[m.group(1)]))
     writer = _NativeWriter(kernel, host.memory)
+    dtypes = [writer.ptr_dtypes.get(name) for name, text in kernel.params if text != "index"]
+    if any(dtype is None for dtype in dtypes):
+        return None
     try:
         source = writer.write()
     except _Unsupported:
