@@ -176,23 +176,17 @@ def test_test_kernels_natively(name, kernel, args):
     _same_bits(got, want)
 
 
-@settings(max_examples=12, derandomize=True, deadline=None, database=None, print_blob=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(fuzz.kernels(max_ops=6))
-def test_random_kernels_natively(spec):
+def _random_kernel_natively(spec):
     fn, args = fuzz.build(spec)
     got, want, _ = _native_and_host(fn, args)
     _same_bits(got, want)
 
 
-@pytest.mark.slow
-@settings(max_examples=150, derandomize=True, deadline=None, database=None, print_blob=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(fuzz.kernels(max_ops=8))
-def test_many_random_kernels_natively(spec):
-    fn, args = fuzz.build(spec)
-    got, want, _ = _native_and_host(fn, args)
-    _same_bits(got, want)
+_FUZZ = dict(derandomize=True, deadline=None, database=None, print_blob=True,
+             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+test_random_kernels_natively = settings(max_examples=12, **_FUZZ)(given(fuzz.kernels(max_ops=6))(_random_kernel_natively))
+test_many_random_kernels_natively = pytest.mark.slow(
+    settings(max_examples=150, **_FUZZ)(given(fuzz.kernels(max_ops=8))(_random_kernel_natively)))
 
 
 @pytest.mark.parametrize("edit,index,arrays", [
