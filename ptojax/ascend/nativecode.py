@@ -62,6 +62,8 @@ class _NativeWriter(_Writer):
                        _widen_bf16=halfbits.widen_bf16, _narrow_bf16=halfbits.narrow_bf16,
                        _pairwise=pairwise_sum, _matmul=_matmul, _sgemm=_sgemm(), _f32=np.float32)
         self.temps: list[str] = []                      # arrays made once per call
+        self.flat: dict[str, tuple] = {}                # view -> (its flat array, shape, strides)
+        self.windows: dict[str, tuple] = {}             # window -> (flat array, first element, shape, strides)
         self.memory_of: dict[str, tuple] = {}           # tile -> (buffer, first byte, end byte)
         self.ptr_dtypes = {name: np.dtype(asm.DTYPES[m.group(1)]) for name, t in kernel.params
                            if (m := re.fullmatch(r"!pto\.ptr<(\w+)>", t))}
@@ -90,6 +92,8 @@ class _NativeWriter(_Writer):
         return f"return {k}"
 
     # ------------------------------------------------------------------------------------- views
+    # A GM view is its array, flat; a window is its first element's offset in that array: elements are
+    # read at computed offsets, which keeps the loops' inner stride one (they vectorize).
     def make_view(self, stmt, depth):
         k = self.number(stmt)
         dims = [self.literal(s) for s in stmt.shape]
@@ -99,37 +103,42 @@ class _NativeWriter(_Writer):
             raise _Unsupported("a view of another dtype than its pointer's")
         gm = self.var(stmt.ptr)
         self.emit(depth, f"if {gm}.size != {math.prod(dims)}: {self.error(k)}")
-        self.emit(depth, f"{self.define(stmt.name)} = {gm}.reshape({tuple(dims)!r})")
+        self.emit(depth, f"{self.define(stmt.name)} = {gm}.ravel()")
+        strides = [math.prod(dims[i + 1:]) for i in range(len(dims))]
+        self.flat[stmt.name] = (self.var(stmt.name), tuple(dims), tuple(strides))
         self.static[stmt.name] = (tuple(dims), asm.DTYPES[stmt.type.dtype])
 
     def partition(self, stmt, depth):
-        known = self.static.get(stmt.view)
+        known, view = self.static.get(stmt.view), self.flat.get(stmt.view)
         sizes = [self.literal(s) for s in stmt.sizes]
-        if known is None or not stmt.source.shape or None in sizes:
+        if known is None or view is None or not stmt.source.shape or None in sizes:
             raise _Unsupported("a window of a dynamic shape")
         k = self.number(stmt)
-        view, offsets = self.var(stmt.view), [self.var(o) for o in stmt.offsets]
         bad = [f"{self.var(o)} < 0 or {self.var(o)} + {s} > {dim}" for o, s, dim in zip(stmt.offsets, sizes, known[0])
                if self.literal(o) is None or not 0 <= self.literal(o) <= dim - s]
         if bad:
             self.emit(depth, f"if {' or '.join(bad)}: {self.error(k)}")
-        self.emit(depth, f"{self.define(stmt.name)} = {view}[{', '.join(f'{o}:{o} + {s}' for o, s in zip(offsets, sizes))}]")
+        array, _, strides = view
+        first = " + ".join(f"{self.var(o)} * {st}" for o, st in zip(stmt.offsets, strides))
+        self.emit(depth, f"{self.define(stmt.name)} = {first}")
+        self.windows[stmt.name] = (array, self.var(stmt.name), tuple(sizes), strides)
         self.static[stmt.name] = (tuple(sizes), known[1])
+
+    def window_element(self, name: str, region) -> str | None:
+        """Element (_i, _j) of a tile of ``region`` in window ``name`` holding the same elements (the tile
+        with unit axes added or removed), or None."""
+        array, first, shape, strides = self.windows[name]
+        if [d for d in shape if d != 1] != [d for d in region if d != 1]:
+            return None
+        names = iter(index for index, d in zip(("_i", "_j"), region) if d != 1)
+        terms = [f"{next(names)} * {st}" for d, st in zip(shape, strides) if d != 1]
+        return f"{array}[{' + '.join([first, *terms])}]"
 
     # ------------------------------------------------------------------------------- elements
     def element(self, name: str, region, out) -> str:
         """Element (_i, _j) of region ``out`` read from tile ``name``, whose ``region`` broadcasts to it."""
         rows, cols = ("_i" if region[0] == out[0] else "0"), ("_j" if region[1] == out[1] else "0")
         return f"{self.var(name)}[{rows}, {cols}]"
-
-    @staticmethod
-    def window_index(window_shape, tile_shape) -> str | None:
-        """The index of element (_i, _j) of a tile of ``tile_shape`` in a window of ``window_shape`` that
-        is the tile with unit axes added or removed, or None."""
-        if [d for d in window_shape if d != 1] != [d for d in tile_shape if d != 1]:
-            return None
-        names = iter(name for name, d in zip(("_i", "_j"), tile_shape) if d != 1)
-        return ", ".join("0" if d == 1 else next(names) for d in window_shape)
 
     def loops(self, depth, region) -> int:
         self.emit(depth, f"for _i in range({region[0]}):")
@@ -180,7 +189,7 @@ class _NativeWriter(_Writer):
             if name in self.tiles:
                 t = self.tiles[name]
                 shapes[name] = ((t.v_row, t.v_col), t.np_dtype)
-            elif name in self.static:
+            elif name in self.windows:
                 shapes[name] = self.static[name]
             else:
                 raise _Unsupported(f"{name}: a window of a dynamic shape")
@@ -190,23 +199,28 @@ class _NativeWriter(_Writer):
             raise _Unsupported("a move host code checks as it runs")
         tile, other = (dst, src) if dst in self.tiles else (src, dst)
         region = shapes[tile][0]
-        at = self.window_index(shapes[other][0], region)
-        if at is None:
-            raise _Unsupported("a window that is not its tile with unit axes")
         if src == dst:
             return
+        if other in self.tiles:                         # tile to tile, of one region
+            if shapes[other][0] != region:
+                raise _Unsupported("a tmov between tiles of other regions")
+            at = f"{self.var(other)}[_i, _j]"
+        else:
+            at = self.window_element(other, region)
+            if at is None:
+                raise _Unsupported("a window that is not its tile with unit axes")
         if src in self.tiles and dst in self.tiles and self.overlap(src, dst):   # through a copy, as host code
             copy = self.temp(region, np.uint16 if src_dtype in _HALF else src_dtype)
             inner = self.loops(depth, region)
-            self.emit(inner, f"{copy}[_i, _j] = {self.var(src)}[{at}]")
+            self.emit(inner, f"{copy}[_i, _j] = {at}")
             inner = self.loops(depth, region)
             self.emit(inner, f"{self.var(dst)}[_i, _j] = {copy}[_i, _j]")
             return
         inner = self.loops(depth, region)
         if dst == tile:
-            self.emit(inner, f"{self.var(dst)}[_i, _j] = {self.var(other)}[{at}]")
+            self.emit(inner, f"{self.var(dst)}[_i, _j] = {at}")
         else:
-            self.emit(inner, f"{self.var(dst)}[{at}] = {self.var(tile)}[_i, _j]")
+            self.emit(inner, f"{at} = {self.var(tile)}[_i, _j]")
 
     def elementwise(self, op, stmt, depth):
         """An elementwise instruction whose host code is its inline NumPy form (operands of one dtype,
