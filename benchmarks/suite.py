@@ -209,6 +209,9 @@ def at_least(value, bound):
     return bool(value >= bound)
 
 
+_WARM_S = 0.05     # calls faster than this are warmed up past native promotion (``_times``)
+
+
 def _times(fns, repeats, sample_s=0.01):
     """Warm each fn up, then time them alternately ``repeats`` times: seconds per call, each sample
     the mean over enough back-to-back calls to last about ``sample_s`` (a single call of a few
@@ -237,9 +240,6 @@ def _times(fns, repeats, sample_s=0.01):
                 jax.block_until_ready(fn())
             ts.append((time.perf_counter() - start) / n)
     return times
-
-
-_WARM_S = 0.05
 
 
 def _ratio_row(name, sim_fn, jit_fn, repeats, target=None, **detail):

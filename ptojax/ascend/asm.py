@@ -305,10 +305,15 @@ def _parse_type(lex: _Lexer, text: str):
         if m.group(3) not in DTYPES:
             lex.fail(0, f"unknown dtype {m.group(3)!r}")
         return ViewType(shape, m.group(3), m.group(1) == "partition_tensor_view")
-    m = re.fullmatch(r"!pto\.ptr<(\w+)>", text)
-    if m:
+    if ptr_dtype(text):
         return text
     lex.fail(0, f"unknown type {text!r}")
+
+
+def ptr_dtype(text: str) -> str | None:
+    """The dtype name of a ``!pto.ptr<dtype>`` type's text, or None for another type."""
+    m = re.fullmatch(r"!pto\.ptr<(\w+)>", text)
+    return m.group(1) if m else None
 
 
 def _operand(lex: _Lexer):

@@ -52,6 +52,13 @@ def _fptrunc_f16(typingctx, value):
 
 
 @njit(inline="always")
+def _nan_f16(bits):
+    """The float16 NaN (sign aside) NumPy makes of float32 NaN ``bits``: its top payload bits, or 1."""
+    payload = (bits & uint32(0x7fffff)) >> uint32(13)
+    return uint32(0x7c00) | payload | (uint32(1) if payload == uint32(0) else uint32(0))
+
+
+@njit(inline="always")
 def widen_f16_bits(h):
     """float16 bits -> float32 (exact), in integer arithmetic. Branch-free, so that loops of it vectorize."""
     h = uint32(h)
@@ -73,11 +80,9 @@ def narrow_f16_bits(value):
     magnitude = bits & uint32(0x7fffffff)
     normal = (magnitude + uint32(0xc8000fff) + ((magnitude >> uint32(13)) & uint32(1))) >> uint32(13)
     tiny = _as_u32(_as_f32(magnitude) + float32(0.5)) - uint32(0x3f000000)   # below 2**-14: the add rounds
-    payload = (magnitude & uint32(0x7fffff)) >> uint32(13)     # a NaN keeps its top payload bits, or gets one
-    nan = uint32(0x7c00) | payload | (uint32(1) if payload == uint32(0) else uint32(0))
     half = tiny if magnitude < uint32(0x38800000) else normal
     half = uint32(0x7c00) if magnitude >= uint32(0x477ff000) else half
-    half = nan if magnitude > uint32(0x7f800000) else half
+    half = _nan_f16(magnitude) if magnitude > uint32(0x7f800000) else half
     return uint16(half | sign)
 
 
@@ -93,8 +98,7 @@ def widen_f16_cpu(h):
 def narrow_f16_cpu(value):
     """float32 -> float16 bits by the CPU, a NaN's payload kept as NumPy keeps it."""
     bits = _as_u32(value)
-    payload = (bits & uint32(0x7fffff)) >> uint32(13)
-    nan = ((bits >> uint32(16)) & uint32(0x8000)) | uint32(0x7c00) | payload | (uint32(1) if payload == uint32(0) else uint32(0))
+    nan = ((bits >> uint32(16)) & uint32(0x8000)) | _nan_f16(bits)
     return uint16(nan) if value != value else _fptrunc_f16(value)
 
 

@@ -52,8 +52,8 @@ class HostKernel:
         self.calls, self.native, self.native_error = 0, None, None
 
     def promote(self):
-        """Compile the kernel to native code (None where the generator does not take it or Numba is
-        not installed)."""
+        """Compile the kernel to native code (``native``: False where the generator does not take it
+        or Numba is not installed)."""
         with _PROMOTING:
             if self.native is None:
                 try:
@@ -223,12 +223,7 @@ class _Writer(InlineForms):
                 self.static[stmt.name] = self.static[stmt.view]
             return
         known = self.static.get(stmt.view)
-        bad = []
-        for i, (o, s) in enumerate(zip(stmt.offsets, stmt.sizes)):
-            lo, n, dim = self.literal(o), self.literal(s), known[0][i] if known else None
-            if None in (lo, n, dim) or lo < 0 or lo + n > dim:          # (a window inside, known now: no test)
-                end = dim if dim is not None else f"{view}.shape[{i}]"
-                bad.append(f"{self.var(o)} < 0 or {self.var(o)} + {self.var(s)} > {end}")
+        bad = self.window_bounds(stmt, known[0] if known else None)
         if bad:
             where = f"[{', '.join(offsets)}], [{', '.join(sizes)}], {view}.shape"
             self.emit(depth, f"if {' or '.join(bad)}: _E.window({k}, {where})")
@@ -236,6 +231,17 @@ class _Writer(InlineForms):
         dims = [self.literal(s) for s in stmt.sizes]
         if known and None not in dims:
             self.static[stmt.name] = (tuple(dims), known[1])
+
+    def window_bounds(self, stmt, dims) -> list:
+        """The conditions under which window ``stmt`` falls outside its view (of shape ``dims``, where
+        known now): one per axis whose bounds are not known to hold now."""
+        bad = []
+        for i, (o, s) in enumerate(zip(stmt.offsets, stmt.sizes)):
+            lo, n, dim = self.literal(o), self.literal(s), dims[i] if dims else None
+            if None in (lo, n, dim) or lo < 0 or lo + n > dim:          # (a window inside, known now: no test)
+                end = dim if dim is not None else f"{self.var(stmt.view)}.shape[{i}]"
+                bad.append(f"{self.var(o)} < 0 or {self.var(o)} + {self.var(s)} > {end}")
+        return bad
 
     def alloc(self, stmt):
         if alloc_error(stmt, self.memory.buffer(stmt.type.loc)):

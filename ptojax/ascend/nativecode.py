@@ -65,8 +65,8 @@ class _NativeWriter(_Writer):
         self.flat: dict[str, tuple] = {}                # view -> (its flat array, shape, strides)
         self.windows: dict[str, tuple] = {}             # window -> (flat array, first element, shape, strides)
         self.memory_of: dict[str, tuple] = {}           # tile -> (buffer, first byte, end byte)
-        self.ptr_dtypes = {name: np.dtype(asm.DTYPES[m.group(1)]) for name, t in kernel.params
-                           if (m := re.fullmatch(r"!pto\.ptr<(\w+)>", t))}
+        self.ptr_dtypes = {name: np.dtype(asm.DTYPES[asm.ptr_dtype(t)]) for name, t in kernel.params
+                           if asm.ptr_dtype(t)}
 
     def alloc(self, stmt):
         super().alloc(stmt)
@@ -114,8 +114,7 @@ class _NativeWriter(_Writer):
         if known is None or view is None or not stmt.source.shape or None in sizes:
             raise _Unsupported("a window of a dynamic shape")
         k = self.number(stmt)
-        bad = [f"{self.var(o)} < 0 or {self.var(o)} + {s} > {dim}" for o, s, dim in zip(stmt.offsets, sizes, known[0])
-               if self.literal(o) is None or not 0 <= self.literal(o) <= dim - s]
+        bad = self.window_bounds(stmt, known[0])
         if bad:
             self.emit(depth, f"if {' or '.join(bad)}: {self.error(k)}")
         array, _, strides = view
