@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from typing import Callable, Mapping
 
 import jax
 import numpy as np
 
-from . import ascend
+from . import _xlacall, ascend
 from ._jax import Primitive, ShapedArray, ad, batching, host_call_lowering, mlir, xla
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError
-from .execute import execute_flat
+from .ascend import hostcode
+from .execute import execute_flat, native_entry
 from .lowering.pipeline import Lowering, lower
 
 BACKENDS = ("sim", "xla")
@@ -276,16 +278,50 @@ def _xla(*args, call: Compiled):
 def _lowering(ctx, *args, call: Compiled):
     if call.options.backend != "sim":
         return mlir.lower_fun(functools.partial(_xla, call=call), multiple_results=True)(ctx, *args)
-    dtypes = [v.aval.dtype for v in call.lowering.traced.jaxpr.outvars]
+    slot = _xlacall.new_slot() if _xlacall.available() and hostcode.NATIVE_AFTER > 0 else -1
+    if slot < 0:
+        return host_call_lowering(ctx, _host(call, slot, ctx.avals_out), *args)
 
-    def host(*flat):   # XLA's arrays, of the compiled signature
-        outs, _ = call._run_flat(flat, call.options.executor)
-        return tuple(np.asarray(o, d) for o, d in zip(outs, dtypes))
+    def native_or_host(*xs):    # the slot's native entry where it ran, else the host callback
+        done, outs = _xlacall.call(slot, *xs, avals=ctx.avals_out)
+        return jax.lax.cond(done != 0, lambda: outs, lambda: pto_host_p.bind(*xs, call=call, slot=slot))
 
-    return host_call_lowering(ctx, host, *args)
+    return mlir.lower_fun(native_or_host, multiple_results=True)(ctx, *args)
 
 
 mlir.register_lowering(pto_call_p, _lowering)
+
+
+def _host(call: Compiled, slot: int, avals):
+    """The host callback of a jitted kernel: runs it on XLA's arrays; once its plan replays as one
+    native call, compiles that for XLA and installs it in ``slot`` (``_xlacall``)."""
+    outputs = [(a.shape, np.dtype(a.dtype)) for a in avals]
+    calls = [0]
+
+    def host(*flat):   # XLA's arrays, of the compiled signature
+        outs, _ = call._run_flat(flat, call.options.executor)
+        results = tuple(np.asarray(o, d) for o, (_, d) in zip(outs, outputs))
+        calls[0] += 1
+        if slot >= 0 and calls[0] == hostcode.NATIVE_AFTER + 1:
+            try:
+                entry = native_entry(call.plans, flat, outputs, donated=call._donated)
+            except Exception as err:  # noqa: BLE001 - a speed-up: the callback stays, and says why
+                warnings.warn(f"ptojax: kernel {call.name} keeps its host callback under jax.jit: "
+                              f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=1)
+                entry = None
+            if entry is not None:
+                _xlacall.install(slot, entry)
+        return results
+
+    return host
+
+
+# The host callback half of a jitted ``sim`` kernel's lowering (``_lowering``): lowered only.
+pto_host_p = Primitive("pto_host")
+pto_host_p.multiple_results = True
+pto_host_p.def_abstract_eval(lambda *args, call, slot: _abstract(*args, call=call))
+mlir.register_lowering(pto_host_p, lambda ctx, *args, call, slot: host_call_lowering(
+    ctx, _host(call, slot, ctx.avals_out), *args))
 
 
 _BATCHED: dict = {}   # (call, in_axes) -> the kernel of the vmapped function (its own compile cache)

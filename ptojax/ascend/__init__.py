@@ -3,8 +3,8 @@ interpreter, host code (native code when hot) and the cost model.
 
 ``compile_kernel(lowering)`` turns every block program into PTO-AS text (parsed back and verified);
 ``AscendBackend`` runs it on the MPMD runtime (``ptojax.execute``) as host code (``hostcode.py``; the
-ready tasks of one block call as lane code, ``lanecode.py``; hot host code as native code,
-``nativecode.py``) or on the interpreter; importing this package adds the ``pto`` and ``host`` levels to ``Lowering.as_text``.
+ready tasks of one block call as lane code, ``lanecode.py``; hot host code as native code, and a
+replay whose every step has it as one native call, ``nativecode.py``) or on the interpreter; importing this package adds the ``pto`` and ``host`` levels to ``Lowering.as_text``.
 """
 from ..lowering import pipeline as _pipeline
 from .asm import Kernel, PtoAsmError, emit, parse

@@ -86,20 +86,48 @@ def narrow_f16_bits(value):
     return uint16(half | sign)
 
 
+@intrinsic
+def _widen_f16_cpu(typingctx, bits):
+    """:func:`widen_f16_cpu` in 32-bit integer operations (Numba's own integer arithmetic widens to 64
+    bits, which halves the lanes of a vectorized loop)."""
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        h = builder.zext(args[0], i32)
+        cpu = builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+        sign = builder.shl(builder.and_(h, i32(0x8000)), i32(16))
+        payload = builder.shl(builder.and_(h, i32(0x3ff)), i32(13))
+        nan = builder.bitcast(builder.or_(builder.or_(sign, payload), i32(0x7f800000)), ir.FloatType())
+        is_nan = builder.icmp_unsigned(">", builder.and_(h, i32(0x7fff)), i32(0x7c00))
+        return builder.select(is_nan, nan, cpu)
+    return types.float32(types.uint16), codegen
+
+
+@intrinsic
+def _narrow_f16_cpu(typingctx, value):
+    """:func:`narrow_f16_cpu` in 32-bit integer operations: NaNs as ``_nan_f16`` makes them."""
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        bits = builder.bitcast(args[0], i32)
+        payload = builder.lshr(builder.and_(bits, i32(0x7fffff)), i32(13))
+        empty = builder.zext(builder.icmp_unsigned("==", payload, i32(0)), i32)
+        sign = builder.and_(builder.lshr(bits, i32(16)), i32(0x8000))
+        nan = builder.or_(builder.or_(sign, payload), builder.or_(empty, i32(0x7c00)))
+        cpu = builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+        is_nan = builder.fcmp_unordered("uno", args[0], args[0])
+        return builder.select(is_nan, builder.trunc(nan, ir.IntType(16)), cpu)
+    return types.uint16(types.float32), codegen
+
+
 @njit(inline="always")
 def widen_f16_cpu(h):
-    """float16 bits -> float32 by the CPU, a NaN's payload kept as NumPy keeps it."""
-    h32 = uint32(h)
-    nan = _as_f32(((h32 & uint32(0x8000)) << uint32(16)) | uint32(0x7f800000) | ((h32 & uint32(0x3ff)) << uint32(13)))
-    return nan if (h32 & uint32(0x7fff)) > uint32(0x7c00) else _fpext_f16(h)
+    """float16 bits -> float32 by the CPU, a NaN's payload kept as NumPy keeps it (unquieted)."""
+    return _widen_f16_cpu(h)
 
 
 @njit(inline="always")
 def narrow_f16_cpu(value):
     """float32 -> float16 bits by the CPU, a NaN's payload kept as NumPy keeps it."""
-    bits = _as_u32(value)
-    nan = ((bits >> uint32(16)) & uint32(0x8000)) | _nan_f16(bits)
-    return uint16(nan) if value != value else _fptrunc_f16(value)
+    return _narrow_f16_cpu(value)
 
 
 def _cpu_converts_f16() -> bool:

@@ -10,7 +10,9 @@ products through the BLAS call NumPy makes. It computes host code's bits: float 
 float32 rounded to the tile's dtype at the steps the semantics rounds, integers wrapping. The one
 freedom is IEEE's own: which payload a NaN made from two NaNs carries (NumPy's vector loops pick it
 by position; only its being NaN is defined). A check that fails (a window outside its tensor) reruns
-the call as host code, which raises the interpreter's error.
+the call as host code, which raises the interpreter's error. A replay whose every step runs as native
+code is one more Numba function, :class:`NativePlan`, that calls each step's kernel on its grid points
+(``AscendBackend.fuse``; ``ptojax._xlacall`` lets XLA call it under ``jax.jit``).
 
 The generator takes, where host code uses their inline NumPy form: float ``tadd``, ``tsub``, ``tmul``,
 ``tdiv``, ``tabs``, ``tneg``, ``tsqrt``, ``trsqrt``, ``trecip`` (and scalar forms); integer ``tadd``,
@@ -62,6 +64,9 @@ class _NativeWriter(_Writer):
                        _widen_bf16=halfbits.widen_bf16, _narrow_bf16=halfbits.narrow_bf16,
                        _pairwise=pairwise_sum, _matmul=_matmul, _sgemm=_sgemm(), _f32=np.float32)
         self.temps: list[str] = []                      # arrays made once per call
+        self.temp_cols: dict[str, int] = {}             # temp -> its row length (temps are flat, as tiles)
+        self.loop: tuple | None = None                  # the region the loops being written run over
+        self.collapsed = False                          # ... as one loop over its elements (_e)
         self.flat: dict[str, tuple] = {}                # view -> (its flat array, shape, strides)
         self.windows: dict[str, tuple] = {}             # window -> (flat array, first element, shape, strides)
         self.memory_of: dict[str, tuple] = {}           # tile -> (buffer, first byte, end byte)
@@ -84,8 +89,10 @@ class _NativeWriter(_Writer):
         return self.share(a, b) and not (self.memory_of[a] == self.memory_of[b] and self.tiles[a] == self.tiles[b])
 
     def temp(self, shape, dtype) -> str:
+        """A flat array of ``shape``'s elements, made once per call, indexed as a tile of that region."""
         name = f"_tmp{len(self.temps)}"
-        self.temps.append(f"{name} = _np.empty({tuple(shape)!r}, _np.{np.dtype(dtype).name})")
+        self.temps.append(f"{name} = _np.empty({math.prod(shape)}, _np.{np.dtype(dtype).name})")
+        self.temp_cols[name] = shape[-1]
         return name
 
     def error(self, k) -> str:
@@ -129,17 +136,44 @@ class _NativeWriter(_Writer):
         array, first, shape, strides = self.windows[name]
         if [d for d in shape if d != 1] != [d for d in region if d != 1]:
             return None
+        if self.collapsed:
+            return f"{array}[{first} + _e]"
         names = iter(index for index, d in zip(("_i", "_j"), region) if d != 1)
         terms = [f"{next(names)} * {st}" for d, st in zip(shape, strides) if d != 1]
         return f"{array}[{' + '.join([first, *terms])}]"
 
-    # ------------------------------------------------------------------------------- elements
-    def element(self, name: str, region, out) -> str:
-        """Element (_i, _j) of region ``out`` read from tile ``name``, whose ``region`` broadcasts to it."""
-        rows, cols = ("_i" if region[0] == out[0] else "0"), ("_j" if region[1] == out[1] else "0")
-        return f"{self.var(name)}[{rows}, {cols}]"
+    def dense(self, name: str, region) -> bool:
+        """Whether tile, temp or window ``name``, read or written as ``region``, holds its elements one
+        after another (element (i, j) at i * region's columns + j)."""
+        if name in self.windows:
+            _, _, shape, strides = self.windows[name]
+            inner = [st for d, st in zip(shape, strides) if d != 1]
+            return inner in ([], [1], [region[1], 1])
+        return region[0] == 1 or self.row_length(name) == region[1]
 
-    def loops(self, depth, region) -> int:
+    def row_length(self, name: str) -> int:
+        return self.temp_cols[name] if name in self.temp_cols else self.tiles[name].cols
+
+    # ------------------------------------------------------------------------------- elements
+    def element(self, name: str, region=None) -> str:
+        """Element (_i, _j) of the loops' region in tile or temp ``name`` (flat arrays, rows of
+        ``row_length``) whose ``region`` (default: the loops') broadcasts to it."""
+        var = name if name in self.temp_cols else self.var(name)
+        if self.collapsed:
+            return f"{var}[_e]"
+        region = region or self.loop
+        rows, cols = ("_i" if region[0] == self.loop[0] else "0"), ("_j" if region[1] == self.loop[1] else "0")
+        return f"{var}[{rows} * {self.row_length(name)} + {cols}]" if rows != "0" else f"{var}[{cols}]"
+
+    def loops(self, depth, region, names=None) -> int:
+        """Loops over ``region``'s elements, (_i, _j); one loop (_e) where ``names`` (the tiles, temps and
+        windows the loop reads and writes, all of ``region``) each hold the region's elements one after
+        another: a long loop of unit stride vectorizes better than short rows."""
+        self.loop = tuple(region)
+        self.collapsed = names is not None and all(self.dense(n, region) for n in names)
+        if self.collapsed:
+            self.emit(depth, f"for _e in range({region[0] * region[1]}):")
+            return depth + 1
         self.emit(depth, f"for _i in range({region[0]}):")
         self.emit(depth + 1, f"for _j in range({region[1]}):")
         return depth + 2
@@ -200,26 +234,24 @@ class _NativeWriter(_Writer):
         region = shapes[tile][0]
         if src == dst:
             return
-        if other in self.tiles:                         # tile to tile, of one region
-            if shapes[other][0] != region:
-                raise _Unsupported("a tmov between tiles of other regions")
-            at = f"{self.var(other)}[_i, _j]"
-        else:
-            at = self.window_element(other, region)
-            if at is None:
-                raise _Unsupported("a window that is not its tile with unit axes")
+        if other in self.tiles and shapes[other][0] != region:
+            raise _Unsupported("a tmov between tiles of other regions")
+        if other in self.windows and self.window_element(other, region) is None:
+            raise _Unsupported("a window that is not its tile with unit axes")
+
+        def source():
+            return self.element(src) if src in self.tiles else self.window_element(src, region)
+
         if src in self.tiles and dst in self.tiles and self.overlap(src, dst):   # through a copy, as host code
             copy = self.temp(region, np.uint16 if src_dtype in _HALF else src_dtype)
-            inner = self.loops(depth, region)
-            self.emit(inner, f"{copy}[_i, _j] = {at}")
-            inner = self.loops(depth, region)
-            self.emit(inner, f"{self.var(dst)}[_i, _j] = {copy}[_i, _j]")
+            inner = self.loops(depth, region, (src, copy))
+            self.emit(inner, f"{self.element(copy)} = {source()}")
+            inner = self.loops(depth, region, (copy, dst))
+            self.emit(inner, f"{self.element(dst)} = {self.element(copy)}")
             return
-        inner = self.loops(depth, region)
-        if dst == tile:
-            self.emit(inner, f"{self.var(dst)}[_i, _j] = {at}")
-        else:
-            self.emit(inner, f"{at} = {self.var(tile)}[_i, _j]")
+        inner = self.loops(depth, region, (src, dst))
+        target = self.element(dst) if dst == tile else self.window_element(dst, region)
+        self.emit(inner, f"{target} = {source()}")
 
     def elementwise(self, op, stmt, depth):
         """An elementwise instruction whose host code is its inline NumPy form (operands of one dtype,
@@ -237,21 +269,23 @@ class _NativeWriter(_Writer):
         if form is None or dtype not in FLOAT + INT or len(operands) != len(set(re.findall(r"\{\d\}", form))):
             raise _Unsupported(f"pto.{op} on {dtype}")
         region, values = (out.v_row, out.v_col), []
+        tiles = [o.name for o in operands if o.name in self.tiles]
+        if any(self.overlap(name, stmt.outs[0].name) for name in tiles):
+            raise _Unsupported(f"pto.{op} of overlapping tiles")
+        same = [n for n in tiles if (self.tiles[n].v_row, self.tiles[n].v_col) == region]
+        inner = self.loops(depth, region, [stmt.outs[0].name, *tiles] if len(same) == len(tiles) else None)
         for o in operands:
             t = self.tiles.get(o.name)
             if t is None:
                 values.append(self.scalar(o, dtype))
-            elif self.overlap(o.name, stmt.outs[0].name):
-                raise _Unsupported(f"pto.{op} of overlapping tiles")
             else:
-                values.append(self.widened(self.element(o.name, (t.v_row, t.v_col), region), t.np_dtype))
+                values.append(self.widened(self.element(o.name, (t.v_row, t.v_col)), t.np_dtype))
         value = form.format(*values)
-        inner = self.loops(depth, region)
         if out.np_dtype in INT:
             value = f"_np.{out.np_dtype.name}({value})"
         elif out.np_dtype != BOOL:
             value = self.stored(value, out.np_dtype)
-        self.emit(inner, f"{self.var(stmt.outs[0].name)}[_i, _j] = {value}")
+        self.emit(inner, f"{self.element(stmt.outs[0].name)} = {value}")
 
     def broadcast(self, stmt, depth):
         """``texpand`` where host code assigns the tile (its region broadcasts to the destination's)."""
@@ -260,8 +294,8 @@ class _NativeWriter(_Writer):
                 or not _broadcasts_to([(src.v_row, src.v_col)], out) or self.overlap(stmt.ins[0].name, stmt.outs[0].name):
             raise _Unsupported("a texpand host code does not assign")
         inner = self.loops(depth, (out.v_row, out.v_col))
-        value = self.element(stmt.ins[0].name, (src.v_row, src.v_col), (out.v_row, out.v_col))
-        self.emit(inner, f"{self.var(stmt.outs[0].name)}[_i, _j] = {value}")
+        value = self.element(stmt.ins[0].name, (src.v_row, src.v_col))
+        self.emit(inner, f"{self.element(stmt.outs[0].name)} = {value}")
 
     def convert(self, stmt, depth):
         src, out = self.tiles.get(stmt.ins[0].name), self.tiles.get(stmt.outs[0].name)
@@ -270,9 +304,9 @@ class _NativeWriter(_Writer):
                 or params.get("rounding", "rint") != "rint" or (src.v_row, src.v_col) != (out.v_row, out.v_col) \
                 or self.overlap(stmt.ins[0].name, stmt.outs[0].name) or set(params) - {"dtype", "rounding", "saturate"}:
             raise _Unsupported("a tcvt other than between floats, to nearest")
-        inner = self.loops(depth, (out.v_row, out.v_col))
-        value = self.widened(f"{self.var(stmt.ins[0].name)}[_i, _j]", src.np_dtype)
-        self.emit(inner, f"{self.var(stmt.outs[0].name)}[_i, _j] = {self.stored(value, out.np_dtype)}")
+        inner = self.loops(depth, (out.v_row, out.v_col), (stmt.ins[0].name, stmt.outs[0].name))
+        value = self.widened(self.element(stmt.ins[0].name), src.np_dtype)
+        self.emit(inner, f"{self.element(stmt.outs[0].name)} = {self.stored(value, out.np_dtype)}")
 
     def row_sums(self, stmt, depth):
         """``tsum`` over a tile's rows (its last axis): each row widened to float32, NumPy's pairwise sum
@@ -287,10 +321,9 @@ class _NativeWriter(_Writer):
         if tuple(a % 2 for a in params["axes"]) != (1,) or out.v_row * out.v_col != rows or 1 not in (out.v_row, out.v_col):
             raise _Unsupported("a tsum over other axes")
         row = self.temp((cols,), F32)
-        self.emit(depth, f"for _i in range({rows}):")
-        self.emit(depth + 1, f"for _j in range({cols}):")
-        self.emit(depth + 2, f"{row}[_j] = {self.widened(f'{self.var(stmt.ins[0].name)}[_i, _j]', src.np_dtype)}")
-        at = "_i, 0" if out.v_col == 1 else "0, _i"
+        self.loops(depth, (rows, cols))
+        self.emit(depth + 2, f"{row}[_j] = {self.widened(self.element(stmt.ins[0].name), src.np_dtype)}")
+        at = f"_i * {out.cols}" if out.v_col == 1 else "_i"
         total = f"_np.float32(0.0) + _pairwise({row}, 0, {cols})"
         self.emit(depth + 1, f"{self.var(stmt.outs[0].name)}[{at}] = {self.stored(total, out.np_dtype)}")
 
@@ -310,8 +343,8 @@ class _NativeWriter(_Writer):
         for name in names[acc:]:
             t = self.tiles[name]
             copy = self.temp((t.v_row, t.v_col), F32)
-            inner = self.loops(depth, (t.v_row, t.v_col))
-            self.emit(inner, f"{copy}[_i, _j] = _f32({self.widened(f'{self.var(name)}[_i, _j]', t.np_dtype)})")
+            inner = self.loops(depth, (t.v_row, t.v_col), (name, copy))
+            self.emit(inner, f"{self.element(copy)} = _f32({self.widened(self.element(name), t.np_dtype)})")
             wide.append(copy)
         product = self.temp((out.v_row, out.v_col), F32)
         (rows_a, cols_a), (_, cols_b) = ((self.tiles[n].v_row, self.tiles[n].v_col) for n in names[acc:])
@@ -322,20 +355,21 @@ class _NativeWriter(_Writer):
                              f"{wide[0]}.ctypes, {cols_a}, {wide[1]}.ctypes, {cols_b}, _f32(0.0), {product}.ctypes, "
                              f"{out.v_col})")
         else:
+            shapes = [(self.tiles[n].v_row, self.tiles[n].v_col) for n in names[acc:]] + [(out.v_row, out.v_col)]
+            a, b, c = (f"{w}.reshape({shape!r})" for w, shape in zip([*wide, product], shapes))
             self.emit(depth, "with _objmode():")
-            self.emit(depth + 1, f"_matmul({wide[0]}, {wide[1]}, {product}, {params['transpose_a']}, "
-                                 f"{params['transpose_b']})")
-        inner = self.loops(depth, (out.v_row, out.v_col))
-        value = f"{product}[_i, _j]"
+            self.emit(depth + 1, f"_matmul({a}, {b}, {c}, {params['transpose_a']}, {params['transpose_b']})")
+        inner = self.loops(depth, (out.v_row, out.v_col), (product, out_name, *names[:acc]))
+        value = self.element(product)
         if acc and out.np_dtype == I32:
-            value = f"_np.int32({self.var(names[0])}[_i, _j] + _np.int32({value}))"
+            value = f"_np.int32({self.element(names[0])} + _np.int32({value}))"
         elif acc:
-            value = self.stored(f"{self.var(names[0])}[_i, _j] + {value}", out.np_dtype)
+            value = self.stored(f"{self.element(names[0])} + {value}", out.np_dtype)
         elif out.np_dtype == I32:
             value = f"_np.int32({value})"
         else:
             value = self.stored(value, out.np_dtype)
-        self.emit(inner, f"{self.var(out_name)}[_i, _j] = {value}")
+        self.emit(inner, f"{self.element(out_name)} = {value}")
 
     # ------------------------------------------------------------------------------------ write
     def write(self) -> str:
@@ -359,14 +393,16 @@ def pairwise_sum(x, lo, n):
         for i in range(n):
             total += x[lo + i]
         return total
-    if n <= 128:
-        r = x[lo:lo + 8].copy()
+    if n <= 128:                                    # eight running sums, as NumPy's unrolled loop
+        r0, r1, r2, r3 = x[lo], x[lo + 1], x[lo + 2], x[lo + 3]
+        r4, r5, r6, r7 = x[lo + 4], x[lo + 5], x[lo + 6], x[lo + 7]
         i = 8
         while i < n - n % 8:
-            for j in range(8):
-                r[j] += x[lo + i + j]
+            k = lo + i
+            r0, r1, r2, r3 = r0 + x[k], r1 + x[k + 1], r2 + x[k + 2], r3 + x[k + 3]
+            r4, r5, r6, r7 = r4 + x[k + 4], r5 + x[k + 5], r6 + x[k + 6], r7 + x[k + 7]
             i += 8
-        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
         while i < n:
             total += x[lo + i]
             i += 1
@@ -409,13 +445,13 @@ class NativeKernel:
         self.points: dict = {}                          # grid points -> their array (a replay's repeat)
 
     def views(self, core) -> tuple:
-        """The kernel's tiles as whole C-ordered buffers of ``core`` (float16 / bfloat16 as bits), made
-        once per core; native code reads their valid regions."""
+        """The kernel's tiles as whole C-ordered buffers of ``core``, flat (float16 / bfloat16 as bits),
+        made once per core; native code reads their valid regions."""
         views = core.views.get(self)
         if views is None:
             views = core.views[self] = tuple(
                 core.buffers[t.loc][addr:addr + t.rows * t.cols * t.np_dtype.itemsize]
-                .view(np.uint16 if t.np_dtype in _HALF else t.np_dtype).reshape(t.rows, t.cols)
+                .view(np.uint16 if t.np_dtype in _HALF else t.np_dtype)
                 for _, t, addr in self.host.allocs)
         return views
 
@@ -457,4 +493,66 @@ def native_kernel(host: HostKernel) -> NativeKernel | None:
     return NativeKernel(host, source, fn, tuple(dtypes))
 
 
-__all__ = ["NativeKernel", "native_kernel", "pairwise_sum"]
+class NativePlan:
+    """A replay's native kernels as one Numba function of the plan's GM arrays: called with the arrays
+    by buffer id, returns -1, the number of the call whose checks failed, or None where an array is
+    not of the dtype its kernel reads or not C-contiguous, or Numba does not compile for them (never
+    again then). ``fn(points, views, *arrays)`` takes the arrays of buffers ``used`` (float16 /
+    bfloat16 as bits, ``dtypes``), every call's grid points and the tiles of a core (``views``)."""
+
+    def __init__(self, source: str, fn, used: tuple, dtypes: dict, points: tuple, kernels: list, core, nogil: bool):
+        self.source, self.fn, self.used, self.points, self.kernels = source, fn, used, points, kernels
+        self.nogil = nogil
+        self.dtypes = tuple(dtypes[i] for i in used)
+        self.halves = tuple(dt in _HALF for dt in self.dtypes)
+        self.views = self.views_of(core)
+
+    def views_of(self, core) -> tuple:
+        """The tiles of every call on ``core``, in the order ``fn`` takes them."""
+        return tuple(view for native in self.kernels for view in native.views(core))
+
+    def storage(self, k: int) -> np.dtype:
+        """The dtype ``fn`` reads argument ``k`` (buffer ``used[k]``) as."""
+        return np.dtype(np.uint16) if self.halves[k] else self.dtypes[k]
+
+    def __call__(self, arrays) -> int | None:
+        if self.fn is None:
+            return None
+        args = []
+        for i, dtype, half in zip(self.used, self.dtypes, self.halves):
+            a = arrays[i]
+            if a.dtype != dtype or not a.flags.c_contiguous:
+                return None
+            args.append(a.view(np.uint16) if half else a)
+        try:
+            return self.fn(self.points, self.views, *args)
+        except numba.core.errors.NumbaError:
+            self.fn = None
+            return None
+
+
+def native_plan(calls, core) -> NativePlan | None:
+    """``calls`` — (native kernel, grid points, buffer ids of its GM arrays) in order — as one Numba
+    function running them on ``core`` (:class:`NativePlan`), or None where a call's arguments are not
+    its kernel's or two calls read one buffer as different dtypes."""
+    dtypes, points, lines, first = {}, [], [], 0
+    for n, (native, tiles, ids) in enumerate(calls):
+        if len(ids) != native.host.n_ptr or any(len(index) != native.host.n_index for index in tiles):
+            return None                                 # the interpreter's message (HostKernel.__call__)
+        for i, dtype in zip(ids, native.dtypes):
+            if dtypes.setdefault(i, dtype) != dtype:
+                return None
+        points.append(np.array(tiles, np.int64).reshape(len(tiles), native.host.n_index))
+        tile_args = [f"_views[{k}]" for k in range(first, first + len(native.host.allocs))]
+        first += len(native.host.allocs)
+        lines.append(f"    if _k{n}(_points[{n}], {', '.join(tile_args + [f'b{i}' for i in ids])}) >= 0: return {n}")
+    used = tuple(sorted(dtypes))
+    source = "\n".join([f"def run(_points, _views, {', '.join(f'b{i}' for i in used)}):", *lines, "    return -1", ""])
+    ns = {f"_k{n}": native.fn for n, (native, _, _) in enumerate(calls)}
+    exec(compile(source, "<pto native plan>", "exec"), ns)   # noqa: S102 - our own text
+    nogil = all("_objmode" not in native.source for native, _, _ in calls)
+    fn = numba.njit(nogil=nogil, error_model="numpy")(ns["run"])
+    return NativePlan(source, fn, used, dtypes, tuple(points), [native for native, _, _ in calls], core, nogil)
+
+
+__all__ = ["NativeKernel", "NativePlan", "native_kernel", "native_plan", "pairwise_sum"]

@@ -124,6 +124,61 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(_THREADS - 1, thread_name_prefix="ptojax-lanes")
 
 
+class _Instances:
+    """A task's body: block instances at ``tiles`` of one kernel, on a core, with their GM arrays."""
+
+    __slots__ = ("kernel", "host", "tiles", "arrays")
+
+    def __init__(self, kernel: asm.Kernel, host, tiles, arrays):
+        self.kernel, self.host, self.tiles, self.arrays = kernel, host, tiles, arrays
+
+    def __call__(self, core) -> None:
+        if self.host is not None:
+            return self.host(core, self.tiles, self.arrays)
+        for index in self.tiles:
+            run(self.kernel, index, self.arrays, core, verified=True)
+
+
+class _Batch:
+    """Runs many block instances of one kernel (equal tile counts) at once, their tiles at position j
+    together, for j in order: as the lanes of lane code from ``_LANE_CODE_MIN`` instances (of at most
+    ``_LANE_CODE_BYTES`` of tiles each), else as the interpreter's lanes from ``_LANES_MIN``
+    (:func:`~ptojax.ascend.batched.run_batch`); fewer instances, one call of the host code over all
+    their tiles, instance after instance."""
+
+    def __init__(self, compiled: AscendKernel, key, arrays):
+        self.kernel, self.extent, self.memory = compiled.kernels[key], compiled.extents(key), compiled.memory
+        self.host, self.lane, self.arrays = compiled.host(key), compiled.lanes(key), arrays
+        self.lane_bytes = max(1, sum(self.extent.values()))
+        if self.lane_bytes > _LANE_CODE_BYTES:          # large tiles: few calls per byte, and one instance's
+            self.lane = None                            # tiles stay in cache (a K chain's accumulator)
+        self.chunk = max(1, _LANE_BYTES // self.lane_bytes)
+
+    def lanes(self, tile_lists) -> None:
+        for c in range(0, len(tile_lists), self.chunk):         # lane buffers stay within _LANE_BYTES
+            for j in range(len(tile_lists[c])):
+                points = [tiles[j] for tiles in tile_lists[c:c + self.chunk]]
+                if self.lane is not None:
+                    self.lane(points, self.arrays)
+                else:
+                    run_batch(self.kernel, points, self.arrays, self.memory, self.extent, verified=True)
+
+    def __call__(self, tile_lists, core) -> None:
+        if self.host is not None and len(tile_lists) < (_LANES_MIN if self.lane is None else _LANE_CODE_MIN):
+            return self.host(core, [index for tiles in tile_lists for index in tiles], self.arrays)
+        shares = min(_THREADS, len(tile_lists) * len(tile_lists[0]) * self.lane_bytes // _BYTES_PER_THREAD)
+        if shares < 2:
+            return self.lanes(tile_lists)
+        cut = [len(tile_lists) * i // shares for i in range(shares + 1)]
+        futures = [_pool().submit(self.lanes, tile_lists[a:b]) for a, b in zip(cut[1:-1], cut[2:])]
+        try:
+            self.lanes(tile_lists[:cut[1]])
+        finally:                                                # never leave a share running on an error
+            concurrent.futures.wait(futures)
+        for f in futures:
+            f.result()
+
+
 class AscendBackend:
     """Runs block instances on the MPMD runtime: the parsed kernels, the interpreter and the cost model.
 
@@ -136,15 +191,9 @@ class AscendBackend:
 
     def task(self, part, tiles, arrays):
         key = (part.program.name, tuple(part.shape))
-        kernel, cost, host = self.compiled.kernels[key], self._cost[key], self.compiled.host(key)
-
-        def work(core):
-            if host is not None:
-                return host(core, tiles, arrays)
-            for index in tiles:
-                run(kernel, index, arrays, core, verified=True)
-
-        return work, cost.seconds * len(tiles), int(cost.bytes_in + cost.bytes_out) * len(tiles)
+        cost = self._cost[key]
+        body = _Instances(self.compiled.kernels[key], self.compiled.host(key), tiles, arrays)
+        return body, cost.seconds * len(tiles), int(cost.bytes_in + cost.bytes_out) * len(tiles)
 
     def tiles_per_task(self, part) -> int:
         """``tiles_per_block="auto"``: enough tiles per task that a task outlasts the AICPU schedulers'
@@ -157,44 +206,20 @@ class AscendBackend:
         return max(1, min(per_task, part.size // cores))
 
     def batch(self, part, arrays):
-        """Run many block instances of ``part`` (equal tile counts) at once, their tiles at position j
-        together, for j in order: as the lanes of lane code from ``_LANE_CODE_MIN`` instances (of at most
-        ``_LANE_CODE_BYTES`` of tiles each), else as the interpreter's lanes from ``_LANES_MIN``
-        (:func:`~ptojax.ascend.batched.run_batch`); fewer instances, one call of the host code over all
-        their tiles, instance after instance."""
-        key = (part.program.name, tuple(part.shape))
-        kernel, extent, memory = self.compiled.kernels[key], self.compiled.extents(key), self.compiled.memory
-        host, lane = self.compiled.host(key), self.compiled.lanes(key)
-        lane_bytes = max(1, sum(extent.values()))
-        if lane_bytes > _LANE_CODE_BYTES:               # large tiles: few calls per byte, and one instance's
-            lane = None                                 # tiles stay in cache (a K chain's accumulator)
-        chunk = max(1, _LANE_BYTES // lane_bytes)
+        return _Batch(self.compiled, (part.program.name, tuple(part.shape)), arrays)
 
-        def lanes(tile_lists):
-            for c in range(0, len(tile_lists), chunk):          # lane buffers stay within _LANE_BYTES
-                for j in range(len(tile_lists[c])):
-                    points = [tiles[j] for tiles in tile_lists[c:c + chunk]]
-                    if lane is not None:
-                        lane(points, arrays)
-                    else:
-                        run_batch(kernel, points, arrays, memory, extent, verified=True)
+    def fuse(self, steps):
+        """A replay's steps as one call of native code (:func:`~ptojax.ascend.nativecode.native_plan`),
+        or None where a step is not a block call of this backend or its kernel has no native code."""
+        calls = []
+        for body, tile_lists, ids in steps:
+            if not isinstance(body, (_Instances, _Batch)) or body.host is None or not body.host.promote():
+                return None
+            tiles = body.tiles if tile_lists is None else [index for tiles in tile_lists for index in tiles]
+            calls.append((body.host.native, tiles, ids))
+        from .nativecode import native_plan    # promote() found Numba
 
-        def work(tile_lists, core):
-            if host is not None and len(tile_lists) < (_LANES_MIN if lane is None else _LANE_CODE_MIN):
-                return host(core, [index for tiles in tile_lists for index in tiles], arrays)
-            shares = min(_THREADS, len(tile_lists) * len(tile_lists[0]) * lane_bytes // _BYTES_PER_THREAD)
-            if shares < 2:
-                return lanes(tile_lists)
-            cut = [len(tile_lists) * i // shares for i in range(shares + 1)]
-            futures = [_pool().submit(lanes, tile_lists[a:b]) for a, b in zip(cut[1:-1], cut[2:])]
-            try:
-                lanes(tile_lists[:cut[1]])
-            finally:                                            # never leave a share running on an error
-                concurrent.futures.wait(futures)
-            for f in futures:
-                f.result()
-
-        return work
+        return native_plan(calls, self.worker())
 
     def copy_cost(self, nbytes: int) -> float:
         """A GM-to-GM copy reads and writes every byte through HBM."""

@@ -70,6 +70,7 @@ class Task:
     batch: tuple | None = None      # (group, item): tasks of one group may run together (Plan.batches)
     scatters: frozenset = frozenset()   # buffers it writes only by unique-index scatters: the other tasks
                                         # of its block call (stage) that do so write other rows of them
+    binding: int = -1               # the entry of Plan.bindings its body reads its GM arrays from
     preds: list = dataclasses.field(default_factory=list)
     succs: list = dataclasses.field(default_factory=list)
     rank: float = 0.0

@@ -68,6 +68,13 @@ class Backend(Protocol):
         """Optional: a callable running many block instances of ``part`` at once, given their tiles
         (one list per instance, equal lengths) and a worker context."""
 
+    def fuse(self, steps) -> Callable[[list], int | None] | None:
+        """Optional: a replay's task bodies as one callable (see :mod:`~ptojax.mpmd.fused`), or None.
+        ``steps``: in order, ``(body, tiles, buffer ids)`` — a task's body and None, or a batch runner
+        and its tile lists — and the ids of the buffers whose arrays the body reads. The callable takes
+        the GM arrays by buffer id and returns -1, the number of a step whose checks failed, or None
+        where it does not take these arrays (the runtime then runs the bodies one by one)."""
+
 
 @dataclasses.dataclass
 class Buffer:
@@ -339,7 +346,7 @@ class _Orchestrator:
                     self.batches[group] = runner
                 self.emit(Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
                                run, reads, writes, tiles[0], self.stage, nbytes, None if group is None else (group, tiles),
-                               scatters=scatters))
+                               scatters=scatters, binding=len(self.bindings) - 1))
         for k, fill in fills.items():
             if covered[k] != outputs[k].array.size:
                 outputs[k].array.fill(fill)
@@ -357,7 +364,8 @@ class _Orchestrator:
             pair[1][...] = pair[0]
 
         self.emit(Task(len(self.tasks), "copy", "AIV", "", self.backend.copy_cost(nbytes), run,
-                       (self.full[src.base],), (self.full[dst.id],), (), self.stage, 2 * nbytes))
+                       (self.full[src.base],), (self.full[dst.id],), (), self.stage, 2 * nbytes,
+                       binding=len(self.bindings) - 1))
         return dst
 
     def regions(self, windows, spans, buffers):
