@@ -4,7 +4,7 @@
   highest-ranked ready task as soon as they are idle; each dispatch costs AICPU scheduler time (on the
   least busy of the machine's schedulers) plus a dispatch latency; a task runs for its predicted
   cost. Policy ``"mpmd"`` releases a task when its inputs are ready; ``"spmd"`` adds a global barrier
-  after every block call (the baseline). Same plan → the same trace, byte for byte. The task bodies
+  after every block call (the baseline). The event loop is compiled (``schedule.py``). Same plan → the same trace, byte for byte. The task bodies
   run after the timeline is built: when the plan has batch runners (``Plan.batches``), in a
   dependency order that runs the ready tasks of one group as one batch (``BATCH_MIN`` of them or
   more); otherwise one by one in simulated completion order. Tasks that are ready together never
@@ -24,9 +24,12 @@ import threading
 import time
 from typing import Callable
 
+import numpy as np
+
 from ..errors import PtoArgumentError
 from .graph import PtoTaskError
 from .orchestrator import Plan
+from .schedule import dispatch
 from .trace import Trace
 
 
@@ -54,79 +57,26 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     """Event-driven execution of ``plan`` on ``machine``; see the module docstring."""
     if policy not in ("mpmd", "spmd"):
         raise PtoArgumentError(f"pto runtime: policy {policy!r} is not 'mpmd' or 'spmd'")
-    tasks = plan.graph.tasks
+    tasks, graph = plan.graph.tasks, plan.graph
     kinds = [k for k, _ in machine.cores]
-    ready = [[] for _ in kinds]                         # per core kind: a heap of ready tasks' places
-    queue = list(map(dict(zip(kinds, ready)).get, [t.core for t in tasks]))    # each task's ready heap
-    if None in queue:
-        task = tasks[queue.index(None)]
+    missing = [k for k in graph.core_kinds.tolist() if k not in kinds]
+    if missing:
+        task = next(t for t in tasks if t.core == missing[0])
         raise PtoArgumentError(f"pto runtime: {task.describe()} needs a {task.core} core; the machine has {kinds}")
+    kind = np.array([kinds.index(k) for k in graph.core_kinds.tolist()], np.int64)[graph.core_codes]
     ctx = worker() if (execute and worker) else None
-    n = len(tasks)
-    fanin = [len(t.preds) for t in tasks]
-    graph = plan.graph
-    order, place, succs, costs = graph.by_rank, graph.place, graph.succ_ids, graph.costs
-    idle = [list(range(count)) for _, count in machine.cores]
-    lanes = list(zip(ready, idle))
-    spmd = policy == "spmd"
-    stage_left: dict[int, int] = {}
-    if spmd:
-        for t in tasks:
-            stage_left[t.stage] = stage_left.get(t.stage, 0) + 1
-    stages = sorted(stage_left)
-    current = 0                                         # index into stages (spmd)
-    held: dict[int, list] = {}                          # spmd: ready tasks of later stages
-    # Dispatch decisions are made in non-decreasing time, so the least busy AICPU scheduler is the one
-    # that decided ``schedulers`` dispatches ago (all are free at 0 before that).
-    schedulers = machine.schedulers
-    schedule_cost, latency = machine.schedule_cost, machine.dispatch_latency
-    events: list = []                                   # (end, dispatch number, tid, core, idle heap): a heap
-    done: list = []                                     # (start, tid, core, decided, end) per dispatch
-    record = done.append
-    seq = 0                                             # dispatches so far
-    push, pop = heapq.heappush, heapq.heappop
-
-    for tid in [i for i, f in enumerate(fanin) if not f]:
-        if spmd and tasks[tid].stage != stages[current]:
-            held.setdefault(tasks[tid].stage, []).append(tid)
-        else:
-            push(queue[tid], place[tid])
-    now = 0.0
-    while True:
-        for rq, iq in lanes:                            # idle cores take the highest-ranked ready tasks
-            while rq and iq:
-                tid = order[pop(rq)]
-                core = pop(iq)
-                free = done[seq - schedulers][3] if seq >= schedulers else 0.0
-                decided = (now if now > free else free) + schedule_cost
-                start = decided + latency
-                end = start + costs[tid]
-                seq += 1
-                push(events, (end, seq, tid, core, iq))
-                record((start, tid, core, decided, end))
-        if not events:
-            break
-        now, _, tid, core, iq = pop(events)
-        push(iq, core)
-        for s in succs[tid]:
-            left = fanin[s] - 1
-            fanin[s] = left
-            if not left:
-                if spmd and tasks[s].stage != stages[current]:
-                    held.setdefault(tasks[s].stage, []).append(s)
-                else:
-                    push(queue[s], place[s])
-        if spmd:
-            stage_left[tasks[tid].stage] -= 1
-            while current < len(stages) - 1 and stage_left[stages[current]] == 0:
-                current += 1
-                for s in held.pop(stages[current], []):
-                    push(queue[s], place[s])
-    if len(done) != n:
-        raise PtoTaskError(f"pto runtime: {n - len(done)} task(s) never became ready")
+    cores = np.array([count for _, count in machine.cores], np.int64)
+    start, tid, core, decided, end, count = dispatch(
+        kind, graph.place, graph.by_rank, graph.costs, graph.succ_start, graph.succ_ids, graph.fanin.copy(),
+        graph.stage_codes, graph.stage_sizes, cores, machine.schedulers, machine.schedule_cost,
+        machine.dispatch_latency, policy == "spmd")
+    if count != len(tasks):
+        raise PtoTaskError(f"pto runtime: {len(tasks) - count} task(s) never became ready")
+    by_start = np.lexsort((tid, start))                 # by start, then tid
+    done = list(zip(start[by_start].tolist(), tid[by_start].tolist(), core[by_start].tolist(),
+                    decided[by_start].tolist(), end[by_start].tolist()))
     if execute:
         _execute(plan, ctx, done)
-    done.sort()                                         # by start, then tid
     return Trace(tuple(done), machine, plan.graph, "simulated " + policy)
 
 

@@ -223,16 +223,27 @@ class TaskGraph:
     def _rank(self, order: list[Task]):
         """HEFT upward rank: a task's cost plus the longest chain of costs after it; ``place[tid]``: the
         task's position in the ready queues' order (rank descending, then task id). The executor reads
-        the graph by task id: ``by_rank``, ``place``, ``succ_ids`` and ``costs``, plain lists."""
+        the graph by task id, as arrays: ``by_rank``, ``place``, ``costs``, the successors
+        ``succ_ids[succ_start[t]:succ_start[t + 1]]``, ``fanin``, core kinds (``core_kinds[core_codes]``)
+        and stages (numbered in order: ``stage_codes``, ``stage_sizes``)."""
         for task in reversed(order):
             succs = task.succs
             task.rank = task.cost + (max([s.rank for s in succs]) if succs else 0.0)
         ranked = np.argsort(np.array([-t.rank for t in self.tasks], dtype=float), kind="stable")
         place = np.empty(len(ranked), dtype=np.int64)
         place[ranked] = np.arange(len(ranked))
-        self.by_rank, self.place = ranked.tolist(), place.tolist()   # ints compare faster than (rank, tid)
-        self.succ_ids = [[s.tid for s in t.succs] for t in self.tasks]
-        self.costs = [t.cost for t in self.tasks]
+        self.by_rank, self.place = ranked.astype(np.int64), place
+        self.succ_start = np.zeros(len(self.tasks) + 1, np.int64)
+        np.cumsum([len(t.succs) for t in self.tasks], out=self.succ_start[1:])
+        self.succ_ids = np.array([s.tid for t in self.tasks for s in t.succs], np.int64)
+        self.costs = np.array([t.cost for t in self.tasks], np.float64)
+        self.fanin = np.array([len(t.preds) for t in self.tasks], np.int64)
+        self.core_kinds, codes = np.unique(np.array([t.core for t in self.tasks], dtype=object).astype(str),
+                                           return_inverse=True)
+        self.core_codes = codes.astype(np.int64).reshape(len(self.tasks))
+        stages, stage = np.unique(np.array([t.stage for t in self.tasks], np.int64), return_inverse=True)
+        self.stage_codes = stage.astype(np.int64).reshape(len(self.tasks))   # stage order numbers
+        self.stage_sizes = np.bincount(self.stage_codes, minlength=len(stages)).astype(np.int64)
 
     def topological(self) -> list[Task]:
         fanin = {t: len(t.preds) for t in self.tasks}
