@@ -26,9 +26,9 @@ import numpy as np
 
 from . import _xlacall, ascend
 from ._jax import Primitive, ShapedArray, ad, batching, host_call_lowering, mlir, xla
+from .ascend import hostcode
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError
-from .ascend import hostcode
 from .execute import execute_flat, native_entry
 from .lowering.pipeline import Lowering, lower
 

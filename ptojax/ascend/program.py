@@ -117,6 +117,8 @@ _THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances 
 _BYTES_PER_THREAD = 6 << 20         # core-buffer bytes a thread's share of a batch takes at least (NumPy releases
                                     # the GIL in its loops, but handing the GIL over costs: small batches stay on one)
 _LANE_BYTES = 64 << 20              # core-buffer bytes of one batch's lanes (larger batches run in chunks)
+_FUSED_STEPS = 64                   # steps a replay runs as one native call at most (its compile time grows
+                                    # with them; a longer replay's bookkeeping is a smaller share of its time)
 
 
 @functools.cache
@@ -210,7 +212,10 @@ class AscendBackend:
 
     def fuse(self, steps):
         """A replay's steps as one call of native code (:func:`~ptojax.ascend.nativecode.native_plan`),
-        or None where a step is not a block call of this backend or its kernel has no native code."""
+        or None where a step is not a block call of this backend or its kernel has no native code, or
+        there are more than ``_FUSED_STEPS`` steps."""
+        if len(steps) > _FUSED_STEPS:
+            return None
         calls = []
         for body, tile_lists, ids in steps:
             if not isinstance(body, (_Instances, _Batch)) or body.host is None or not body.host.promote():
