@@ -67,13 +67,28 @@ def test_jitted_kernel_runs_as_a_native_entry_after_its_callbacks(counted):
     assert "_ieee_enter" in entry.source and "_try_lock" in entry.source
 
 
-@pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
-def test_jitted_test_kernels_keep_host_codes_bits(counted, name, kernel, args):
-    """Every kernel, jitted, past the calls that make an entry where one can be made."""
+_SLOW_TO_COMPILE = {"matmul-fp16-out", "matmul-batched", "fori-loop", "mlp-block", "layout"}   # 9-30 s each
+
+
+def _jitted_keeps_host_codes_bits(kernel, args):
     want = _host_only(kernel, args)
     jitted = jax.jit(pj.kernel(kernel))
     for _ in range(_AFTER + 3):
         _same_bits(jitted(*args), want)
+
+
+@pytest.mark.parametrize("name,kernel,args", [k for k in KERNELS if k[0] not in _SLOW_TO_COMPILE],
+                         ids=[k[0] for k in KERNELS if k[0] not in _SLOW_TO_COMPILE])
+def test_jitted_test_kernels_keep_host_codes_bits(counted, name, kernel, args):
+    """Every kernel, jitted, past the calls that make an entry where one can be made."""
+    _jitted_keeps_host_codes_bits(kernel, args)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,kernel,args", [k for k in KERNELS if k[0] in _SLOW_TO_COMPILE],
+                         ids=[k[0] for k in KERNELS if k[0] in _SLOW_TO_COMPILE])
+def test_jitted_test_kernels_slow_to_compile_keep_host_codes_bits(counted, name, kernel, args):
+    _jitted_keeps_host_codes_bits(kernel, args)
 
 
 def _subnormal_products(x, y):
