@@ -3,8 +3,8 @@
 Under ``jax.jit`` a ``sim`` kernel runs in a host callback: XLA hands the arrays to Python, which
 orchestrates the first call and replays its plan after that. Once a replay is one native function
 (``mpmd.fused``, ``ascend.nativecode``), XLA can call it without Python. The lowering emits an XLA
-FFI custom call to :func:`_handler` — one Numba C function per process — with a slot number; the
-handler runs the :class:`Entry` installed in that slot, if any, and returns whether it ran; a
+FFI custom call (:func:`call`) to a handler — one Numba C function per process, made by
+``_runtime`` — with a slot number; the handler runs the :class:`Entry` installed in that slot, if any, and returns whether it ran; a
 ``lax.cond`` runs the host callback where it did not. So the first calls (no entry yet), a call
 that finds the entry in use by another thread, and a call whose native code fails a check all take
 the host callback, which orchestrates, replays, or reports the error as it always does.
@@ -210,7 +210,7 @@ class Entry:
     ``buffers``: per argument of ``plan`` after the first two, ``(kind, where, shape, dtype)``: kind
     ``"arg"`` / ``"ret"``, the kernel's input / output number ``where`` (XLA's buffer), or
     ``"memory"``, an array ``where`` the entry keeps; ``dtype`` as ``plan`` reads it. ``fills``:
-    ``(argument number, value)`` to fill before the call. ``points``, ``views``: arrays kept here."""
+    ``(argument number, value)`` to fill before the call, the value a NumPy scalar of that dtype. ``points``, ``views``: arrays kept here."""
 
     def __init__(self, plan, points: tuple, views: tuple, buffers: list, fills: list):
         numba = _numba()
@@ -230,8 +230,10 @@ class Entry:
         for group, arrays in (("p", points), ("v", views)):
             for k, a in enumerate(arrays):
                 lines.append(f"    _{group}{k} = _carray(_address({a.ctypes.data}), {a.shape!r}, _np.{a.dtype.name})")
+        constants = {}
         for n, value in fills:
-            lines.append(f"    b{n}.fill({value!r})")
+            constants[f"_fill{n}"] = value
+            lines.append(f"    b{n}.fill(_fill{n})")
         points_tuple = "".join(f"_p{k}, " for k in range(len(points)))
         views_tuple = "".join(f"_v{k}, " for k in range(len(views)))
         lines += ["    saved = _ieee_enter()",
@@ -240,7 +242,7 @@ class Entry:
                   f"    _unlock({self.lock.ctypes.data})",
                   "    return 1 if failed < 0 else 0", ""]
         self.source = "\n".join(lines)
-        ns = dict(_runtime()[2], _plan=plan, _carray=numba.carray, _np=np)
+        ns = dict(_runtime()[2], _plan=plan, _carray=numba.carray, _np=np, **constants)
         exec(compile(self.source, "<pto native entry>", "exec"), ns)   # noqa: S102 - our own text
         self.fn = numba.cfunc(numba.types.int32(numba.types.voidptr))(ns["entry"])
 

@@ -155,7 +155,7 @@ def native_entry(plans: dict, flat, outputs, *, policy: str = "mpmd", donated=()
         if i not in native.used:
             return None
         k = native.used.index(i)
-        fills.append((k, np.asarray(value, native.dtypes[k]).view(native.storage(k)).item()))
+        fills.append((k, np.asarray(value, native.dtypes[k]).view(native.storage(k))[()]))
     return _xlacall.Entry(native.fn, native.points, native.views_of(kept.backend.worker()), buffers, fills)
 
 

@@ -156,6 +156,50 @@ def test_a_slot_without_an_entry_reports_that_it_did_not_run():
     assert int(done) == 0 and outs[0].shape == (4, 8)
 
 
+def test_an_entry_reads_xla_arguments_fills_writes_results_and_reports_failure():
+    """Entries on hand-made plans: the input is XLA's buffer, a fill with a non-finite value happens
+    before the plan, the outputs are XLA's; a plan whose check fails reports that it did not run (and
+    leaves its lock free for the next call)."""
+    import numba
+
+    @numba.njit
+    def scale(points, views, x, out, flag):
+        for i in range(x.shape[0]):
+            for j in range(x.shape[1]):
+                out[i, j] = x[i, j] * points[0][0, 0] + views[0][j]
+        return -1 if flag[0] == 0 else 0                   # flag: a failed check in the plan's first call
+
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    points, views = (np.array([[3]], np.int64),), (np.linspace(0, 1, 8).astype(np.float32),)
+    avals = [jax.ShapeDtypeStruct((4, 8), jnp.float32), jax.ShapeDtypeStruct((6,), jnp.float32)]
+    for failing in (0, 1):
+        flag = np.array([failing], np.int64)
+        buffers = [("arg", 0, (4, 8), np.float32), ("ret", 0, (4, 8), np.float32), ("memory", flag, (1,), np.int64)]
+        fills = [(1, np.float32(np.nan))]
+        entry = _xlacall.Entry(_with_second_output(scale), points, views, buffers + [("ret", 1, (6,), np.float32)],
+                               fills + [(3, np.float32(-np.inf))])
+        slot = _xlacall.new_slot()
+        _xlacall.install(slot, entry)
+        run = jax.jit(lambda x, slot=slot: _xlacall.call(slot, x, avals=avals))
+        for _ in range(2):
+            done, (out, second) = run(x)
+            assert int(done) == 1 - failing
+            if not failing:
+                np.testing.assert_array_equal(np.asarray(out), x * 3 + views[0])
+                assert np.isneginf(np.asarray(second)).all()
+
+
+def _with_second_output(plan):
+    """``plan`` taking one more array, which it leaves as filled."""
+    import numba
+
+    @numba.njit
+    def run(points, views, x, out, flag, second):
+        return plan(points, views, x, out, flag)
+
+    return run
+
+
 def test_without_native_entries_jitted_kernels_use_the_host_callback(counted, monkeypatch):
     monkeypatch.setattr(_xlacall, "available", lambda: False)
     jitted = jax.jit(pj.kernel(seed_kernel))
