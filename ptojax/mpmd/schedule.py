@@ -86,6 +86,17 @@ def _pop_event(events, size, end):
     return top
 
 
+@numba.njit(cache=True, inline="always")
+def _release(t, hold, held, held_start, held_size, stage, ready, ready_size, kind, place):
+    """Task ``t`` is ready: onto its core kind's heap, or (``hold``: spmd, a later stage) kept for its stage."""
+    if hold:
+        held[held_start[stage[t]] + held_size[stage[t]]] = t
+        held_size[stage[t]] += 1
+    else:
+        k = kind[t]
+        ready_size[k] = _push(ready, k * kind.shape[0], ready_size[k], place[t])
+
+
 @numba.njit(cache=True)
 def dispatch(kind, place, order, cost, succ_start, succ_ids, fanin, stage, stage_size, cores, schedulers,
              schedule_cost, latency, spmd):
@@ -116,11 +127,7 @@ def dispatch(kind, place, order, cost, succ_start, succ_ids, fanin, stage, stage
     n_events = 0
     for t in range(n):
         if fanin[t] == 0:
-            if spmd and stage[t] != current:
-                held[held_start[stage[t]] + held_size[stage[t]]] = t
-                held_size[stage[t]] += 1
-            else:
-                ready_size[kind[t]] = _push(ready, kind[t] * n, ready_size[kind[t]], place[t])
+            _release(t, spmd and stage[t] != current, held, held_start, held_size, stage, ready, ready_size, kind, place)
     now, seq = 0.0, 0
     while True:
         for k in range(kinds):                          # idle cores take the highest-ranked ready tasks
@@ -146,11 +153,8 @@ def dispatch(kind, place, order, cost, succ_start, succ_ids, fanin, stage, stage
             s = succ_ids[j]
             fanin[s] -= 1
             if fanin[s] == 0:
-                if spmd and stage[s] != current:
-                    held[held_start[stage[s]] + held_size[stage[s]]] = s
-                    held_size[stage[s]] += 1
-                else:
-                    ready_size[kind[s]] = _push(ready, kind[s] * n, ready_size[kind[s]], place[s])
+                _release(s, spmd and stage[s] != current, held, held_start, held_size, stage, ready, ready_size, kind,
+                         place)
         if spmd:
             stage_left[stage[t]] -= 1
             while current < stages - 1 and stage_left[current] == 0:
