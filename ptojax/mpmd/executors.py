@@ -29,7 +29,6 @@ import numpy as np
 from ..errors import PtoArgumentError
 from .graph import PtoTaskError
 from .orchestrator import Plan
-from .schedule import dispatch
 from .trace import Trace
 
 
@@ -57,6 +56,8 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     """Event-driven execution of ``plan`` on ``machine``; see the module docstring."""
     if policy not in ("mpmd", "spmd"):
         raise PtoArgumentError(f"pto runtime: policy {policy!r} is not 'mpmd' or 'spmd'")
+    from .schedule import dispatch      # Numba: imported by the first simulation, not by ``import ptojax``
+
     tasks, graph = plan.graph.tasks, plan.graph
     kinds = [k for k, _ in machine.cores]
     missing = [k for k in graph.core_kinds.tolist() if k not in kinds]
