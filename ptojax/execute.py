@@ -127,7 +127,7 @@ def native_entry(plans: dict, flat, outputs, *, policy: str = "mpmd", donated=()
     native = None if fused is None else fused.run
     if native is None or not getattr(native, "nogil", False) or native.fn is None:
         return None
-    ret = {}                                             # buffer id -> (result number, its shape there)
+    ret = {}                                             # buffer id -> the number of the result it is
     for k, (i, (shape, dtype)) in enumerate(zip(fused.outputs, outputs)):
         if i is None:
             return None
@@ -136,7 +136,7 @@ def native_entry(plans: dict, flat, outputs, *, policy: str = "mpmd", donated=()
         own_shape, own_dtype = fused.shapes[base]
         if fused.layout[base][0] != "new" or base in ret or own_dtype != dtype or np.prod(own_shape) != np.prod(shape):
             return None
-        ret[base] = (k, own_shape)
+        ret[base] = k
     memory = {}                                          # the entry's own copies of kept arrays
     buffers = []
     for k, i in enumerate(native.used):
@@ -146,7 +146,7 @@ def native_entry(plans: dict, flat, outputs, *, policy: str = "mpmd", donated=()
         if base_kind == "arg":
             buffers.append(("arg", base_value, shape, native.storage(k)))
         elif base_kind == "new":
-            buffers.append(("ret", ret[base][0], shape, native.storage(k)))
+            buffers.append(("ret", ret[base], shape, native.storage(k)))
         else:
             own = memory.setdefault(base, np.array(base_value))
             buffers.append(("memory", own.reshape(shape).view(native.storage(k)), shape, native.storage(k)))

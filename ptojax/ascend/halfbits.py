@@ -35,22 +35,6 @@ def _as_u32(typingctx, value):
     return types.uint32(types.float32), codegen
 
 
-@intrinsic
-def _fpext_f16(typingctx, bits):
-    """float16 bits -> float32 by the CPU's conversion."""
-    def codegen(context, builder, sig, args):
-        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
-    return types.float32(types.uint16), codegen
-
-
-@intrinsic
-def _fptrunc_f16(typingctx, value):
-    """float32 -> float16 bits by the CPU's conversion (to nearest even)."""
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
-    return types.uint16(types.float32), codegen
-
-
 @njit(inline="always")
 def _nan_f16(bits):
     """The float16 NaN (sign aside) NumPy makes of float32 NaN ``bits``: its top payload bits, or 1."""

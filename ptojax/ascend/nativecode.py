@@ -442,6 +442,7 @@ class NativeKernel:
     def __init__(self, host: HostKernel, source: str, fn, dtypes: tuple):
         self.host, self.source, self.fn, self.dtypes = host, source, fn, dtypes
         self.halves = tuple(dt in _HALF for dt in dtypes)
+        self.nogil = fn.targetoptions.get("nogil", False)   # no NumPy call made under the GIL
         self.points: dict = {}                          # grid points -> their array (a replay's repeat)
 
     def views(self, core) -> tuple:
@@ -456,11 +457,9 @@ class NativeKernel:
         return views
 
     def __call__(self, core, tiles, arrays) -> None:
-        args = []
-        for a, dtype, half in zip(arrays, self.dtypes, self.halves):
-            if a.dtype != dtype or not a.flags.c_contiguous:      # host code's checks and messages
-                return self.host.fn(self.host.views(core), tiles, *arrays)
-            args.append(a.view(np.uint16) if half else a)
+        args = _bits(arrays, self.dtypes, self.halves)
+        if args is None:                                          # host code's checks and messages
+            return self.host.fn(self.host.views(core), tiles, *arrays)
         key = tuple(tiles)
         points = self.points.get(key)
         if points is None:
@@ -475,6 +474,17 @@ class NativeKernel:
         if failed:                                                # a failed check: host code raises
             self.host.fn(self.host.views(core), tiles, *arrays)
             raise AssertionError(f"native code of {self.host.kernel.name} failed a check host code passed")
+
+
+def _bits(arrays, dtypes, halves) -> list | None:
+    """``arrays`` as native code takes them (float16 / bfloat16 as their bits), or None where one is not
+    of its ``dtypes`` or not C-contiguous."""
+    args = []
+    for a, dtype, half in zip(arrays, dtypes, halves):
+        if a.dtype != dtype or not a.flags.c_contiguous:
+            return None
+        args.append(a.view(np.uint16) if half else a)
+    return args
 
 
 def native_kernel(host: HostKernel) -> NativeKernel | None:
@@ -516,14 +526,9 @@ class NativePlan:
         return np.dtype(np.uint16) if self.halves[k] else self.dtypes[k]
 
     def __call__(self, arrays) -> int | None:
-        if self.fn is None:
+        args = None if self.fn is None else _bits([arrays[i] for i in self.used], self.dtypes, self.halves)
+        if args is None:
             return None
-        args = []
-        for i, dtype, half in zip(self.used, self.dtypes, self.halves):
-            a = arrays[i]
-            if a.dtype != dtype or not a.flags.c_contiguous:
-                return None
-            args.append(a.view(np.uint16) if half else a)
         try:
             return self.fn(self.points, self.views, *args)
         except numba.core.errors.NumbaError:
@@ -550,7 +555,7 @@ def native_plan(calls, core) -> NativePlan | None:
     source = "\n".join([f"def run(_points, _views, {', '.join(f'b{i}' for i in used)}):", *lines, "    return -1", ""])
     ns = {f"_k{n}": native.fn for n, (native, _, _) in enumerate(calls)}
     exec(compile(source, "<pto native plan>", "exec"), ns)   # noqa: S102 - our own text
-    nogil = all("_objmode" not in native.source for native, _, _ in calls)
+    nogil = all(native.nogil for native, _, _ in calls)
     fn = numba.njit(nogil=nogil, error_model="numpy")(ns["run"])
     return NativePlan(source, fn, used, dtypes, tuple(points), [native for native, _, _ in calls], core, nogil)
 

@@ -4,10 +4,10 @@
   highest-ranked ready task as soon as they are idle; each dispatch costs AICPU scheduler time (on the
   least busy of the machine's schedulers) plus a dispatch latency; a task runs for its predicted
   cost. Policy ``"mpmd"`` releases a task when its inputs are ready; ``"spmd"`` adds a global barrier
-  after every block call (the baseline). The event loop is compiled (``schedule.py``). Same plan → the same trace, byte for byte. The task bodies
-  run after the timeline is built: when the plan has batch runners (``Plan.batches``), in a
-  dependency order that runs the ready tasks of one group as one batch (``BATCH_MIN`` of them or
-  more); otherwise one by one in simulated completion order. Tasks that are ready together never
+  after every block call (the baseline). The event loop is compiled (``schedule.py``). Same plan →
+  the same trace, byte for byte. The task bodies run after the timeline is built: when the plan has
+  batch runners (``Plan.batches``), in a dependency order that runs the ready tasks of one group as
+  one batch (``BATCH_MIN`` of them or more); otherwise one by one in simulated completion order. Tasks that are ready together never
   touch each other's GM regions, so every dependency order gives the same numbers. :func:`replay`
   runs a replayable plan's bodies again the same way, on the trace it already has.
 * :func:`run_threads` — the same tasks on host threads with real concurrency (``workers`` threads

@@ -238,8 +238,7 @@ class TaskGraph:
         self.succ_ids = np.array([s.tid for t in self.tasks for s in t.succs], np.int64)
         self.costs = np.array([t.cost for t in self.tasks], np.float64)
         self.fanin = np.array([len(t.preds) for t in self.tasks], np.int64)
-        self.core_kinds, codes = np.unique(np.array([t.core for t in self.tasks], dtype=object).astype(str),
-                                           return_inverse=True)
+        self.core_kinds, codes = np.unique(np.array([t.core for t in self.tasks], dtype=str), return_inverse=True)
         self.core_codes = codes.astype(np.int64).reshape(len(self.tasks))
         stages, stage = np.unique(np.array([t.stage for t in self.tasks], np.int64), return_inverse=True)
         self.stage_codes = stage.astype(np.int64).reshape(len(self.tasks))   # stage order numbers

@@ -160,7 +160,6 @@ def dispatch(kind, place, order, cost, succ_start, succ_ids, fanin, stage, stage
             while current < stages - 1 and stage_left[current] == 0:
                 current += 1
                 for j in range(held_start[current], held_start[current] + held_size[current]):
-                    s = held[j]
-                    ready_size[kind[s]] = _push(ready, kind[s] * n, ready_size[kind[s]], place[s])
+                    _release(held[j], False, held, held_start, held_size, stage, ready, ready_size, kind, place)
                 held_size[current] = 0
     return start, task, core, decided, end, seq
