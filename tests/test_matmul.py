@@ -158,6 +158,48 @@ def test_matmul_bias_added_before_rounding():
     np.testing.assert_array_equal(np.asarray(matmul(a, b, bias=bias, out_dtype=F16), np.float64), [[2048.0]])
 
 
+# ----------------------------------------------------------------------------------- signed zeros
+def _pto_isa_tmatmul(a, b, bias=None):
+    """pto-isa's CPU TMATMUL (include/pto/cpu/TMatmul.hpp, TMatmulNzZn) for float32 accumulators:
+    ``mul_acc = 0; for k: mul_acc = std::fma(a, b, mul_acc)``, then ``+ bias`` (TMATMUL_BIAS_IMPL)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]), np.float32)
+    a, b = np.broadcast_to(a, out.shape[:-2] + a.shape[-2:]), np.broadcast_to(b, out.shape[:-2] + b.shape[-2:])
+    for idx in np.ndindex(out.shape):
+        *batch, i, j = idx
+        acc = np.float32(0.0)
+        for k in range(a.shape[-1]):       # a product of two float32s is exact in float64: one rounding
+            acc = np.float32(a[(*batch, i, k)] * b[(*batch, k, j)] + np.float64(acc))
+        out[idx] = acc if bias is None else acc + np.float32(np.broadcast_to(bias, out.shape)[idx])
+    return out
+
+
+NEG_ZERO_CASES = [((31, 13, 1), (31, 1, 1), None), ((4, 1), (1, 3), None), ((4, 1), (1, 3), (3,)),
+                  ((2, 64), (64, 16), None), ((16, 64), (64, 16), (16,))]
+
+
+@pytest.mark.parametrize("dtype", [F32, F16], ids=lambda d: d.name)
+@pytest.mark.parametrize("sa,sb,bias_shape", NEG_ZERO_CASES, ids=lambda v: str(v))
+def test_matmul_of_negative_zeros_is_positive_zero_on_both_backends(sa, sb, bias_shape, dtype):
+    """The cube's accumulator starts at +0.0 (pto-isa's TMATMUL: ``mul_acc = 0`` then fma), so
+    products that are all -0.0 (and a -0.0 bias) sum to +0.0, for K = 1 as for a K chain of tmatmul
+    and tmatmul_acc (cube k = 32 < K = 64): sim and XLA give its bits (tests/regressions/
+    fuzz_matmul_negative_zero.py: XLA's K = 1 dot is a multiply, -0.0, and 1 / it was -inf)."""
+    a, b = np.full(sa, -0.0, dtype), np.full(sb, 1.5625, dtype)
+    args = (a, b) if bias_shape is None else (a, b, np.full(bias_shape, -0.0, F32))
+    want = _pto_isa_tmatmul(*args)
+    assert not np.signbit(want).any()
+
+    def fn(a, b, *bias):
+        with pj.tile(cube=(16, 32, 16)):
+            return matmul(a, b, bias=bias[0] if bias else None)
+
+    for backend in ("sim", "xla"):
+        got = np.asarray(pj.kernel(fn, backend=backend)(*args))
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=backend)
+    np.testing.assert_array_equal(np.asarray(jax.jit(fn)(*args)).view(np.uint32), want.view(np.uint32))
+
+
 # --------------------------------------------------------------------------------------------- vmap
 def _vmap_golden(args, in_axes, **kw):
     size = next(np.shape(x)[d] for x, d in zip(args, in_axes) if d is not None)

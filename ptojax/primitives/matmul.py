@@ -62,6 +62,12 @@ def _reference(a, b, *bias, out_dtype, transpose_a, transpose_b):
     c = jnp.matmul(a, b, preferred_element_type=acc)
     if bias:
         c = c + bias[0]
+    if acc == F32:
+        # The cube's accumulator starts at +0.0 and adds the products (pto-isa's CPU TMATMUL:
+        # ``mul_acc = 0; mul_acc = fma(a, b, mul_acc)``; then ``acc + mul_acc``, ``+ bias``), so a zero
+        # result is +0.0 even when every product is -0.0. XLA turns a K = 1 dot into a multiply (-0.0)
+        # and folds ``x + 0.0`` away, hence the select: it changes -0.0 to +0.0 and nothing else.
+        c = jnp.where(c == 0, jnp.zeros((), acc), c)
     return c.astype(out_dtype)
 
 
