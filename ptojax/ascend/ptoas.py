@@ -1,0 +1,74 @@
+"""The vendor assembler as judge: run hw-native-sys/PTOAS's ``ptoas`` on PTO-AS text.
+
+``ptoas`` parses and verifies the text, plans tile memory, optionally inserts pipe synchronisation,
+and lowers each ``func.func`` to C++ for the pto-isa tile library. :func:`assemble` returns that
+C++, or raises :class:`PtoasError` naming the function, the source line and ptoas's own message.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from .asm import PtoAsmError
+
+TIMEOUT_S = 60
+_HOW_TO_GET = ("set PTOAS to the path of the `ptoas` binary built from hw-native-sys/PTOAS, "
+               "or put `ptoas` on PATH")
+
+
+class PtoasError(PtoAsmError):
+    """``ptoas`` rejected the text (or could not be run)."""
+
+
+class PtoasNotFoundError(PtoasError):
+    """No ``ptoas`` binary was found."""
+
+
+def find_ptoas() -> str | None:
+    """The ``PTOAS`` environment variable if set, else ``ptoas`` on PATH, else None."""
+    return os.environ.get("PTOAS") or shutil.which("ptoas")
+
+
+def assemble(text: str, *, arch: str = "a3", level: str = "level2", insert_sync: bool = True,
+             ptoas: str | None = None) -> str:
+    """Assemble PTO-AS ``text`` with ``ptoas`` and return the C++ it emits."""
+    ptoas = ptoas or find_ptoas()
+    if ptoas is None:
+        raise PtoasNotFoundError(f"ptoas not found: {_HOW_TO_GET}")
+    cmd = [ptoas, f"--pto-arch={arch}", f"--pto-level={level}"]
+    if insert_sync:
+        cmd.append("--enable-insert-sync")
+    with tempfile.TemporaryDirectory(prefix="ptojax-ptoas-") as d:
+        src, out = os.path.join(d, "in.pto"), os.path.join(d, "out.cpp")
+        with open(src, "w") as f:
+            f.write(text)
+        try:
+            proc = subprocess.run([*cmd, src, "-o", out], capture_output=True, text=True,
+                                  timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise PtoasError(f"ptoas timed out after {TIMEOUT_S} s: {' '.join(cmd)}") from None
+        except OSError as e:
+            raise PtoasNotFoundError(f"cannot run ptoas at {ptoas!r} ({e}): {_HOW_TO_GET}") from None
+        if proc.returncode != 0:
+            raise PtoasError(_describe(text, proc.stderr, proc.returncode))
+        with open(out) as f:
+            return f.read()
+
+
+def _describe(text: str, stderr: str, returncode: int) -> str:
+    """Turn ptoas's stderr into ``ptoas: @func line N: `source`: error: ...``."""
+    m = re.search(r'loc\("[^"]*":(\d+):(\d+)\)[^\n]*?: (error: [^\n]*)', stderr)
+    if m is None:
+        errors = re.findall(r"^.*\berror: .*$", stderr, re.M) or stderr.strip().splitlines()[-3:]
+        return f"ptoas failed (exit {returncode}): " + " | ".join(e.strip() for e in errors)
+    lines = text.splitlines()
+    lineno = int(m.group(1))
+    source = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+    if len(source) > 200:
+        source = source[:200] + "..."
+    func = next((f"@{f.group(1)}" for line in reversed(lines[:lineno])
+                 if (f := re.search(r"func\.func\s+@([\w$.]+)", line))), "(outside any func.func)")
+    return f"ptoas rejected {func}, line {lineno}:{m.group(2)}: `{source}`: {m.group(3)}"

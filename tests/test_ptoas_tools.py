@@ -1,0 +1,166 @@
+"""The vendor toolchain as judge: ``ptoas`` (ptojax.ascend.ptoas) and pto-isa's CPU simulator
+(ptojax.ascend.cpusim). Skipped when the tools are missing, except in CI, where that fails."""
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from ptojax.ascend import cpusim
+from ptojax.ascend.ptoas import PtoasError, assemble, find_ptoas
+
+# Fallbacks for this workspace only: the library itself reads PTOAS / PTO_ISA_ROOT / CXX / PATH.
+_TOOLS = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "tools"))
+_FALLBACK_PTOAS = os.path.join(_TOOLS, "ptoas", "bin", "ptoas")
+_FALLBACK_ISA = os.path.join(_TOOLS, "pto-isa")
+PTOAS = find_ptoas() or (_FALLBACK_PTOAS if os.access(_FALLBACK_PTOAS, os.X_OK) else None)
+PTO_ISA_ROOT = cpusim.find_pto_isa() or (
+    _FALLBACK_ISA if os.path.isfile(os.path.join(_FALLBACK_ISA, "include", "pto", "pto-inst.hpp")) else None)
+CXX = cpusim.find_cxx()
+MISSING = [name for name, found in [("ptoas (PTOAS)", PTOAS), ("pto-isa (PTO_ISA_ROOT)", PTO_ISA_ROOT),
+                                    ("a C++20 compiler (CXX)", CXX)] if not found]
+REASON = "vendor tools not found: " + ", ".join(MISSING)
+IN_CI = os.environ.get("CI") == "true"
+VADD = os.path.join(_TOOLS, "ptoas", "cpu_sim_example", "vadd.pto")
+
+pytestmark = pytest.mark.skipif(bool(MISSING) and not IN_CI, reason=REASON)
+
+
+@pytest.fixture(autouse=True)
+def _tools(monkeypatch):
+    if MISSING:
+        pytest.fail(REASON + " (in CI the vendor tools are required)")
+    monkeypatch.setenv("PTOAS", PTOAS)
+    monkeypatch.setenv("PTO_ISA_ROOT", PTO_ISA_ROOT)
+
+
+def tile(rows, cols, blayout="row_major"):
+    return (f"!pto.tile_buf<loc=vec, dtype=f32, rows={rows}, cols={cols}, v_row={rows}, v_col={cols}, "
+            f"blayout={blayout}, slayout=none_box, fractal=512, pad=0>")
+
+
+def view(ptr, name, rows, cols, row0="%c0", total_rows=None):
+    """A rows x cols window at row ``row0`` of a row-major (total_rows or rows) x cols GM array."""
+    return (f"    %{name}_t = pto.make_tensor_view {ptr}, shape = [%c{total_rows or rows}, %c{cols}],"
+            f" strides = [%c{cols}, %c1]"
+            f" : !pto.tensor_view<?x?xf32>\n"
+            f"    %{name} = pto.partition_view %{name}_t, offsets = [{row0}, %c0], sizes = [%c{rows}, %c{cols}]"
+            f" : !pto.tensor_view<?x?xf32> -> !pto.partition_tensor_view<{rows}x{cols}xf32>\n")
+
+
+def kernel(name, params, body, consts=(0, 1)):
+    cs = "".join(f"    %c{c} = arith.constant {c} : index\n" for c in sorted(set(consts) | {0, 1}))
+    return ('module attributes {pto.target_arch = "a3"} {\n'
+            f"  func.func @{name}({params}) attributes {{pto.kernel_kind = #pto.kernel_kind<vector>}} {{\n"
+            f"{cs}{body}    return\n  }}\n}}\n")
+
+
+def add_kernel(name="vadd32", n=32):
+    T = tile(n, n)
+    return kernel(name, "%x: !pto.ptr<f32>, %y: !pto.ptr<f32>, %z: !pto.ptr<f32>", (
+        view("%x", "xv", n, n) + view("%y", "yv", n, n) + view("%z", "zv", n, n) +
+        f"    %a = pto.alloc_tile : {T}\n    %b = pto.alloc_tile : {T}\n    %c = pto.alloc_tile : {T}\n"
+        f"    pto.tload ins(%xv : !pto.partition_tensor_view<{n}x{n}xf32>) outs(%a : {T})\n"
+        f"    pto.tload ins(%yv : !pto.partition_tensor_view<{n}x{n}xf32>) outs(%b : {T})\n"
+        f"    pto.tadd ins(%a, %b : {T}, {T}) outs(%c : {T})\n"
+        f"    pto.tstore ins(%c : {T}) outs(%zv : !pto.partition_tensor_view<{n}x{n}xf32>)\n"), consts=(n,))
+
+
+def rowsum_kernel(name="rowsum16"):
+    T, S = tile(16, 32), tile(16, 1, "col_major")
+    return kernel(name, "%x: !pto.ptr<f32>, %s: !pto.ptr<f32>", (
+        view("%x", "xv", 16, 32) + view("%s", "sv", 16, 1) +
+        f"    %a = pto.alloc_tile : {T}\n    %tmp = pto.alloc_tile : {T}\n    %r = pto.alloc_tile : {S}\n"
+        f"    pto.tload ins(%xv : !pto.partition_tensor_view<16x32xf32>) outs(%a : {T})\n"
+        f"    pto.trowsum ins(%a, %tmp : {T}, {T}) outs(%r : {S})\n"
+        f"    pto.tstore ins(%r : {S}) outs(%sv : !pto.partition_tensor_view<16x1xf32>)\n"), consts=(16, 32))
+
+
+def blocked_double_kernel(name="double_rows"):
+    """Block b doubles rows 8b..8b+7 of a 32x32 array."""
+    T = tile(8, 32)
+    return kernel(name, "%x: !pto.ptr<f32>, %y: !pto.ptr<f32>", (
+        "    %b = pto.get_block_idx\n    %bi = arith.index_cast %b : i64 to index\n"
+        "    %row = arith.muli %bi, %c8 : index\n" +
+        view("%x", "xv", 8, 32, "%row", 32) + view("%y", "yv", 8, 32, "%row", 32) +
+        f"    %a = pto.alloc_tile : {T}\n"
+        f"    pto.tload ins(%xv : !pto.partition_tensor_view<8x32xf32>) outs(%a : {T})\n"
+        f"    pto.tadd ins(%a, %a : {T}, {T}) outs(%a : {T})\n"
+        f"    pto.tstore ins(%a : {T}) outs(%yv : !pto.partition_tensor_view<8x32xf32>)\n"), consts=(8, 32))
+
+
+def test_assemble_vadd_sample():
+    with open(VADD) as f:
+        cpp = assemble(f.read())
+    assert "void vec_add_kernel_2d(" in cpp and "TADD(" in cpp
+
+
+def test_assemble_error_names_function_and_line():
+    text = add_kernel("broken")
+    T = tile(32, 32)
+    bad = text.replace(f"pto.tadd ins(%a, %b : {T}, {T})", f"pto.tadd ins(%a : {T}, %b : {T})")
+    assert bad != text
+    lineno = next(i for i, line in enumerate(bad.splitlines(), 1) if "pto.tadd" in line)
+    with pytest.raises(PtoasError) as e:
+        assemble(bad)
+    msg = str(e.value)
+    assert "@broken" in msg and f"line {lineno}:" in msg and "pto.tadd ins(%a :" in msg
+    assert "error: expected ','" in msg
+
+
+def test_run_module_vector_add():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((2, 32, 32), dtype=np.float32)
+    z = np.full((32, 32), -1.0, np.float32)
+    xo, yo, zo = cpusim.run_module(add_kernel(), "vadd32", [x, y, z])
+    np.testing.assert_array_equal(zo, x + y)
+    np.testing.assert_array_equal(xo, x)
+    assert z[0, 0] == -1.0   # the caller's arrays are not touched
+
+
+def test_run_modules_two_kernels_one_compile():
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((2, 32, 32), dtype=np.float32)
+    w = rng.standard_normal((16, 32), dtype=np.float32)
+    (add_out, sum_out) = cpusim.run_modules([
+        (add_kernel(), "vadd32", [x, y, np.zeros_like(x)], 1),
+        (rowsum_kernel(), "rowsum16", [w, np.zeros((16, 1), np.float32)], 1)])
+    np.testing.assert_array_equal(add_out[2], x + y)
+    np.testing.assert_allclose(sum_out[1], w.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+def test_run_module_multi_block():
+    x = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    y = np.full_like(x, -1.0)
+    text = blocked_double_kernel()   # the same kernel twice in one compile is fine
+    by_num = text.replace("pto.get_block_idx", "pto.get_block_num")   # every block takes rows 16..23
+    (_, y2), (_, y4), (_, yn) = cpusim.run_modules([
+        (text, "double_rows", [x, y], 2), (text, "double_rows", [x, y], 4), (by_num, "double_rows", [x, y], 2)])
+    np.testing.assert_array_equal(y2[:16], 2 * x[:16])   # blocks 0 and 1
+    np.testing.assert_array_equal(y2[16:], y[16:])        # blocks 2 and 3 did not run
+    np.testing.assert_array_equal(y4, 2 * x)
+    np.testing.assert_array_equal(yn[16:24], 2 * x[16:24])   # pto.get_block_num is block_num
+    np.testing.assert_array_equal(np.delete(yn, np.s_[16:24], 0), np.delete(y, np.s_[16:24], 0))
+
+
+def test_run_module_rejects_wrong_dtype():
+    x = np.zeros((32, 32), np.float16)
+    with pytest.raises(cpusim.CpuSimError, match="argument 0: expected float32"):
+        cpusim.run_module(add_kernel(), "vadd32", [x, x, x])
+
+
+def test_missing_tools_are_reported(monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.delenv("PTOAS")
+    monkeypatch.delenv("PTO_ISA_ROOT")
+    with pytest.raises(cpusim.CpuSimUnavailable, match="PTOAS.*PTO_ISA_ROOT"):
+        cpusim.run_module(add_kernel(), "vadd32", [])
+
+
+def test_assemble_without_ptoas(monkeypatch):
+    from ptojax.ascend.ptoas import PtoasNotFoundError
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.delenv("PTOAS")
+    with pytest.raises(PtoasNotFoundError, match="hw-native-sys/PTOAS"):
+        assemble("module {}")
+    assert shutil.which("ptoas") is None
