@@ -139,11 +139,22 @@ class Compiled:
         return jax.tree.unflatten(self.lowering.out_tree, outs)
 
     def as_text(self, level: str = "pto") -> str:
-        """The compiled PTO-AS text (``"pto"``), its host code and lane code (``"host"``), or a lowering
-        level's: ``tensor``, ``tile``, ``block``."""
-        if self.code is not None and level in ("pto", "host"):
-            return self.code.text if level == "pto" else self.code.host_text()
+        """The compiled kernel as a real PTO-AS module (``"pto"``), the C++ Huawei's ``ptoas`` makes of it
+        (``"cpp"``), its host code and lane code (``"host"``), or a lowering level's: ``tensor``, ``tile``,
+        ``block``."""
+        if self.code is not None and level == "pto":
+            return self.code.pto()
+        if self.code is not None and level == "cpp":
+            return self.ptoas()
+        if self.code is not None and level == "host":
+            return self.code.host_text()
         return self.lowering.as_text(level)
+
+    def ptoas(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
+        """Assemble the kernel's PTO-AS with Huawei's ``ptoas`` (the ``PTOAS`` environment variable or
+        ``ptoas`` on PATH) for ``arch`` (``a3``: A2/A3, ``a5``) and return its C++; a rejection is a
+        :class:`~ptojax.ascend.PtoasError` naming the program, the line and ptoas's message."""
+        return self._code().cpp(arch, level, insert_sync)
 
     def run(self, *args, executor: str | None = None, policy: str = "mpmd", compute: bool = True):
         """Execute on the runtime: (outputs as NumPy arrays, :class:`~ptojax.mpmd.Trace`).

@@ -75,7 +75,9 @@ def test_pto_round_trip_and_core(case):
     low = pj.lower(gather_matmul, table, idx, eye)
     assert f"pto.{OP}(" in low.as_text("tile")
     assert "block_call[gather_mm<AIC> x2]" in low.as_text("block")   # a cube program: L1 is the AIC's
-    text = pj.kernel(gather_matmul).lower(table, idx, eye).compile().as_text("pto")
+    compiled = pj.kernel(gather_matmul).lower(table, idx, eye).compile()
+    assert f"pto.{OP} ins(" in compiled.as_text("pto")       # a user's instruction prints as written
+    text = compiled.code.text                                   # codegen's form: parsed back, emitted again
     line = next(s for s in text.splitlines() if f"pto.{OP} ins(" in s)
     assert "!pto.tensor_view<40x64xbf16>" in line and "outs(%t" in line and "loc=mat" in line.split("outs(")[1]
     kernels = asm.parse(text)

@@ -106,13 +106,13 @@ def test_hand_written_k_chain_matmul():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(pj.kernel(hand_matmul, backend="xla")(x, w)), want, rtol=1e-5, atol=1e-5)
     pto = pj.kernel(hand_matmul).lower(x, w).compile().as_text("pto")
-    assert "pto.tmatmul ins(" in pto and "pto.tmatmul_acc ins(" in pto and "scf.for" in pto
+    assert "pto.tmatmul ins(" in pto and "pto.tmatmul.acc ins(" in pto and "scf.for" in pto
 
 
 def _instructions(fn, *args):
     """Per block program: its PTO-AS statements' mnemonics, in order."""
     text = pj.kernel(fn).lower(*args).compile().as_text("pto")
-    return [re.findall(r"^\s*(?:%\S+ = )?(pto\.\w+|scf\.for)", prog, re.M) for prog in text.split("// program ")[1:]]
+    return [re.findall(r"^\s*(?:%\S+ = )?(pto\.[\w.]+|scf\.for)", prog, re.M) for prog in text.split("func.func @")[1:]]
 
 
 def test_seed_gemm_relu_by_hand_equals_the_tensor_level():
@@ -132,7 +132,7 @@ def test_seed_gemm_relu_by_hand_equals_the_tensor_level():
     np.testing.assert_array_equal(np.asarray(pj.kernel(tile_level)(x, w)), np.asarray(pj.kernel(tensor_level)(x, w)))
     by_hand, lowered = _instructions(tile_level, x, w), _instructions(tensor_level, x, w)
     assert by_hand == lowered
-    assert [p.count("pto.tmatmul_acc") for p in by_hand] == [1, 0] and by_hand[1].count("pto.trelu") == 1
+    assert [p.count("pto.tmatmul.acc") for p in by_hand] == [1, 0] and by_hand[1].count("pto.trelu") == 1
 
 
 def test_tensor_ops_before_and_after_a_hand_written_grid(ab):
@@ -193,7 +193,7 @@ def test_custom_op_end_to_end(scaled_exp):
     np.testing.assert_allclose(np.asarray(compiled(x)), want, rtol=1e-6)             # the interpreter
     np.testing.assert_allclose(np.asarray(pj.kernel(scaled_exp_kernel, backend="xla")(x)), want, rtol=1e-6)
     # parsed back and priced on the VECTOR pipe as a MUL pass plus an EXP pass
-    (kernel,) = [k for k in asm.parse(text) if k.name == "scaled_exp"]
+    (kernel,) = [k for k in asm.parse(compiled.code.text) if k.name == "scaled_exp"]
     (instr,) = [s for s in kernel.body if isinstance(s, asm.Instr) and s.op == "tscaled_exp"]
     pipe, cycles = isa.cycles(instr, "a3")
     mul = asm.Instr("tmul", instr.ins[:1], instr.outs)

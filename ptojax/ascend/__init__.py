@@ -10,9 +10,10 @@ from ..lowering import pipeline as _pipeline
 from .asm import Kernel, PtoAsmError, emit, parse
 from .interpreter import PtoExecutionError
 from .program import AscendBackend, AscendKernel, compile_kernel
+from .ptoas import PtoasError, PtoasNotFoundError
 
-_pipeline.TEXT["pto"] = lambda lowering: compile_kernel(lowering).text
+_pipeline.TEXT["pto"] = lambda lowering: compile_kernel(lowering).pto()
 _pipeline.TEXT["host"] = lambda lowering: compile_kernel(lowering).host_text()
 
-__all__ = ["AscendBackend", "AscendKernel", "Kernel", "PtoAsmError", "PtoExecutionError", "compile_kernel", "emit",
-           "parse"]
+__all__ = ["AscendBackend", "AscendKernel", "Kernel", "PtoAsmError", "PtoExecutionError", "PtoasError",
+           "PtoasNotFoundError", "compile_kernel", "emit", "parse"]

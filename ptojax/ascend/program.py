@@ -17,7 +17,8 @@ from ..lowering import ir
 from ..lowering.memory import ASCEND_CORE, CoreMemory
 from ..lowering.pipeline import Lowering
 from ..lowering.walk import body_of
-from . import asm, isa
+from . import asm, isa, isel
+from .ptoas import assemble
 from .codegen import codegen
 from .hostcode import host_kernel
 from .lanecode import lane_kernel
@@ -38,6 +39,7 @@ class AscendKernel:
     _extents: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # key -> {location: bytes}
     _host: dict = dataclasses.field(default_factory=dict, init=False, repr=False)     # key -> HostKernel or None
     _lanes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # key -> LaneKernel or None
+    _pto: dict = dataclasses.field(default_factory=dict, init=False, repr=False)      # (arch, level) -> module text
 
     def kernel(self, part) -> asm.Kernel:
         return self.kernels[(part.program.name, tuple(part.shape))]
@@ -47,6 +49,19 @@ class AscendKernel:
         if key not in self._extents:
             self._extents[key] = extents(self.kernels[key])
         return self._extents[key]
+
+    def pto(self, arch: str = "a3", level: str = "level2") -> str:
+        """The kernel as one real PTO-AS module for ``arch`` (``a3``: A2/A3, ``a5``), the text PTOAS
+        assembles (:mod:`~ptojax.ascend.isel`), made once per (arch, level)."""
+        if (arch, level) not in self._pto:
+            self._pto[arch, level] = isel.module(list(self.kernels.values()), arch=arch, level=level,
+                                                 memory=self.memory)
+        return self._pto[arch, level]
+
+    def cpp(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
+        """The C++ for the pto-isa tile library that Huawei's ``ptoas`` makes of :meth:`pto`
+        (:func:`~ptojax.ascend.ptoas.assemble`; ``PTOAS`` or ``ptoas`` on PATH)."""
+        return assemble(self.pto(arch, level), arch=arch, level=level, insert_sync=insert_sync)
 
     def host(self, key):
         """Kernel ``key`` as host code (:func:`~ptojax.ascend.hostcode.host_kernel`), made once;

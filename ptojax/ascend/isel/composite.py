@@ -1,0 +1,156 @@
+"""Composite rules: the instruction sequences of pto-isa's tile library for clip, pow, the
+activations (the tile ISA's only transcendentals are ``texp``, ``tlog``, ``tsqrt``, ``trsqrt`` and
+``trecip``), softmax over rows and the row norms."""
+from __future__ import annotations
+
+from .. import asm
+from .rules import rule
+from .selector import matrix, vec_tile
+
+
+@rule('tclip')
+def clip(sel, s, ins, outs):
+    x, lo, hi = ins
+    low = sel.like(outs[0])
+    sel.emit("tmaxs", [x, lo], [low])
+    sel.emit("tmins", [low, hi], outs)
+
+
+@rule('tpow')
+def power(sel, s, ins, outs):
+    x, p = ins
+    if isinstance(sel.types[p], asm.TileBuf):
+        t = sel.like(outs[0])
+        sel.emit("tlog", [x], [t])
+        sel.emit("tmul", [t, p], [t])
+        return sel.emit("texp", [t], outs)
+    t = sel.like(outs[0])
+    sel.emit("tlog", [x], [t])
+    sel.emit("tmuls", [t, p], [t])
+    sel.emit("texp", [t], outs)
+
+
+def sigmoid(sel, x, out, scale=-1.0):
+    """``out = 1 / (1 + exp(scale * x))``."""
+    dtype = sel.types[out].dtype
+    sel.emit("tmuls", [x, sel.const(scale, dtype)], [out])
+    sel.emit("texp", [out], [out])
+    denominator = sel.like(out)
+    sel.emit("tadds", [out, sel.const(1.0, dtype)], [denominator])
+    sel.emit("trecip", [denominator], [out])          # A2/A3: trecip never in place
+
+
+@rule("tsigmoid")
+def tsigmoid(sel, s, ins, outs):
+    sigmoid(sel, ins[0], outs[0])
+
+
+@rule('tsilu')
+def silu(sel, s, ins, outs):
+    t = sel.like(outs[0])
+    sigmoid(sel, ins[0], t)
+    sel.emit("tmul", [ins[0], t], outs)
+
+
+@rule('ttanh')
+def tanh(sel, s, ins, outs):
+    # tanh(x) = 2 / (1 + exp(-2x)) - 1
+    dtype = sel.types[outs[0]].dtype
+    t = sel.like(outs[0])
+    sel.emit("tmuls", [ins[0], sel.const(-2.0, dtype)], [t])
+    sel.emit("texp", [t], [t])
+    sel.emit("tadds", [t, sel.const(1.0, dtype)], [t])
+    sel.emit("tdivs", [sel.const(2.0, dtype), t], [t])
+    sel.emit("tadds", [t, sel.const(-1.0, dtype)], outs)
+
+
+@rule('tgelu')
+def gelu(sel, s, ins, outs):
+    (x,) = ins
+    if not s.attr("approximate"):
+        sel.fail(s, "(erf form)")
+    # gelu(x) ~= x * sigmoid(1.5957691 * (x + 0.044715 x^3))
+    dtype = sel.types[outs[0]].dtype
+    t = sel.like(outs[0])
+    sel.emit("tmul", [x, x], [t])
+    sel.emit("tmuls", [t, sel.const(0.044715, dtype)], [t])
+    sel.emit("tadds", [t, sel.const(1.0, dtype)], [t])
+    sel.emit("tmul", [t, x], [t])
+    sigmoid(sel, t, t, -1.5957691216057308)
+    sel.emit("tmul", [x, t], outs)
+
+
+def row_stats(sel, x, rows, dtype):
+    """(an ``R×1`` tile, a tmp tile shaped like ``x``)."""
+    return sel.like(x, cols=1, rows=rows, dtype=dtype), sel.like(x)
+
+
+@rule('tsoftmax')
+def softmax(sel, s, ins, outs):
+    (x,) = ins
+    shape = sel.shape(s, 0, x)
+    axes = tuple(a % len(shape) for a in s.attr("axes"))
+    if axes != (len(shape) - 1,):
+        sel.fail(s, f"over axes {list(axes)}")
+    rows = matrix(shape)[0]
+    m, tmp = row_stats(sel, x, rows, sel.types[x].dtype)
+    sel.emit("trowmax", [x, tmp], [m])
+    e = sel.like(x)
+    sel.emit("trowexpandsub", [x, m], [e])
+    sel.emit("texp", [e], [e])
+    total = sel.like(m)
+    sel.emit("trowsum", [e, tmp], [total])
+    sel.emit("trowexpanddiv", [e, total], outs)
+
+
+def normalise(sel, s, x, centre: bool):
+    """``x`` scaled by ``rsqrt(mean(x²) + eps)`` (after centring when ``centre``) into a new tile."""
+    shape = sel.shape(s, 0, x)
+    rows, cols = matrix(shape)
+    dtype = sel.types[x].dtype
+    stat, tmp = row_stats(sel, x, rows, dtype)
+    if centre:
+        sel.emit("trowsum", [x, tmp], [stat])
+        sel.emit("tmuls", [stat, sel.const(1.0 / cols, dtype)], [stat])
+        centred = sel.like(x)
+        sel.emit("trowexpandsub", [x, stat], [centred])
+        x = centred
+    sq = sel.like(x)
+    sel.emit("tmul", [x, x], [sq])
+    var = sel.like(stat)
+    sel.emit("trowsum", [sq, tmp], [var])
+    sel.emit("tmuls", [var, sel.const(1.0 / cols, dtype)], [var])
+    sel.emit("tadds", [var, sel.const(float(s.attr("eps")), dtype)], [var])
+    sel.emit("trsqrt", [var], [var])
+    y = sel.like(x)
+    sel.emit("trowexpandmul", [x, var], [y])
+    return y
+
+
+def affine(sel, s, y, extra, outs):
+    """``y * gamma + beta`` over the columns, written to ``outs``."""
+    if not extra:
+        return sel.emit("tmuls", [y, sel.const(1.0, sel.types[y].dtype)], outs)
+    for i, (name, op) in enumerate(extra):
+        gshape = sel.shape(s, 1 + i, name)
+        t = sel.types[name]
+        row = name if (t.v_row, t.v_col) == (1, matrix(gshape)[1]) else sel.reshape(
+            name, vec_tile(1, matrix(gshape)[1], t.dtype))
+        dst = outs[0] if i == len(extra) - 1 else sel.like(y)
+        sel.emit(f"tcolexpand{op}", [y, row], [dst])
+        y = dst
+
+
+@rule('trms_norm')
+def rms_norm(sel, s, ins, outs):
+    x, *gamma = ins
+    y = normalise(sel, s, x, centre=False)
+    affine(sel, s, y, [(g, "mul") for g in gamma], outs)
+
+
+@rule('tlayer_norm')
+def layer_norm(sel, s, ins, outs):
+    x, *rest = ins
+    y = normalise(sel, s, x, centre=True)
+    ops = (["mul"] if s.attr("has_gamma") else []) + (["add"] if s.attr("has_beta") else [])
+    affine(sel, s, y, list(zip(rest, ops)), outs)

@@ -1,0 +1,117 @@
+"""Cube rules: matmuls on tiles whose physical shapes agree (left M×K, right K×N, accumulator
+M×N), a transposed operand loaded through a ``dn`` view of its GM tensor, the bias row through the
+bias table (``tmatmul.bias``), and the accumulator converted on its way out (FIXPIPE)."""
+from __future__ import annotations
+
+from ...errors import PtoUnsupportedError
+from .. import asm
+from .rules import rule
+
+
+class CubePlan:
+    """The cube tiles of a kernel as the real matmul wants them: a transposed operand is loaded
+    through a ``dn`` view of its GM tensor into ``zn`` tiles of the transposed shape, and the
+    physical shapes of left (M×K), right (K×N) and accumulator (M×N) tiles agree."""
+
+    def __init__(self, body):
+        self.types: dict = {}                   # tile name -> its real TileBuf where it differs
+        self.dn_views: dict = {}                # nd view name -> its dn twin's name
+        self.transposed_windows: dict = {}      # partition name -> its dn twin's name
+        loads, movs, matmuls, views = {}, {}, [], {}
+        for stmt in _walk(body):
+            if isinstance(stmt, asm.PartitionView):
+                views[stmt.name] = stmt
+            elif isinstance(stmt, asm.Instr) and stmt.op == "tload":
+                loads[stmt.outs[0].name] = (stmt.ins[0].name, stmt.outs[0].type)
+            elif isinstance(stmt, asm.Instr) and stmt.op == "tmov":
+                movs[stmt.outs[0].name] = (stmt.ins[0].name, stmt.ins[0].type)
+            elif isinstance(stmt, asm.Instr) and stmt.op in ("tmatmul", "tmatmul_acc"):
+                matmuls.append(stmt)
+        for mm in matmuls:
+            if mm.op == "tmatmul" and len(mm.ins) == 3:
+                b = mm.ins[2].type
+                self.types[mm.ins[2].name] = asm.TileBuf(b.loc, b.dtype, 1, _up(b.v_col, 16), 1, b.v_col,
+                                                         "row_major", "none_box")
+            tiles = [o for o in mm.ins if o.type.loc in ("left", "right")]
+            acc = mm.outs[0].type
+            (left, lt), (right, rt) = ((o.name, o.type) for o in tiles)
+            ta, tb = mm.attr("transpose_a"), mm.attr("transpose_b")
+            m, k = (lt.v_col, lt.v_row) if ta else (lt.v_row, lt.v_col)
+            n = rt.v_row if tb else rt.v_col
+            item = max(lt.np_dtype.itemsize, rt.np_dtype.itemsize)
+            mp, kp, np_ = _up(m, 16), _up(k, max(16, 32 // item)), _up(n, max(16, 32 // rt.np_dtype.itemsize))
+            self.types[mm.outs[0].name] = _cube_tile(acc, mp, np_, m, n)
+            for name, t, shape, flip in ((left, lt, (mp, kp, m, k), ta), (right, rt, (kp, np_, k, n), tb)):
+                self.types[name] = _cube_tile(t, *shape)
+                src = movs.get(name)
+                if src is None:
+                    continue
+                mat, mt = src
+                self.types[mat] = _cube_tile(mt, *shape, zn=flip)
+                if flip and mat in loads:
+                    window = loads[mat][0]
+                    view = views[window].view
+                    if len(views[window].type.shape) != 2:
+                        raise PtoUnsupportedError(f"pto realize: a transposed matmul operand of rank "
+                                                  f"{len(views[window].type.shape)}; only 2-D ones have a dn view")
+                    self.dn_views.setdefault(view, view + "_dn")
+                    self.transposed_windows[window] = window + "_t"
+
+
+def _walk(body):
+    for stmt in body:
+        if isinstance(stmt, asm.For):
+            yield from _walk(stmt.body)
+        else:
+            yield stmt
+
+
+def _up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _cube_tile(t: asm.TileBuf, rows, cols, v_row, v_col, zn=False) -> asm.TileBuf:
+    blayout, slayout = ("row_major", "col_major") if zn else (t.blayout, t.slayout)
+    return asm.TileBuf(t.loc, t.dtype, rows, cols, v_row, v_col, blayout, slayout, t.fractal, t.pad)
+
+
+@rule("tload")
+def load(sel, s, ins, outs):
+    if ins[0] in sel.cube.transposed_windows:
+        ins = [sel.cube.transposed_windows[ins[0]]]
+    sel.print("tload", ins, outs)
+
+
+@rule('tmatmul')
+def matmul(sel, s, ins, outs):
+    if len(ins) == 3:                        # the bias row moves to the bias table first
+        t = sel.types[ins[2]]
+        bias = sel.alloc(asm.TileBuf("bias", t.dtype, 1, t.cols, 1, t.v_col, "row_major", "none_box"))
+        sel.print("tmov", [ins[2]], [bias])
+        return sel.print("tmatmul.bias", [ins[0], ins[1], bias], outs)
+    sel.print("tmatmul", ins, outs)
+
+
+@rule('tmatmul_acc')
+def matmul_acc(sel, s, ins, outs):
+    sel.print("tmatmul.acc", ins, outs)
+
+
+def dn_view(sel, s: asm.MakeView):
+    """A column-major (``dn``) view of a 2-D GM tensor: its transpose, for a transposed operand."""
+    rows, cols = s.type.shape
+    name = sel.cube.dn_views[s.name]
+    t = asm.ViewType((cols, rows), s.type.dtype)
+    sel.types[name] = t
+    sel.lines.append(f"{name} = pto.make_tensor_view {s.ptr}, shape = [{s.shape[1]}, {s.shape[0]}], "
+                      f"strides = [{sel.const(1, 'index')}, {s.shape[1]}] {{layout = #pto.layout<dn>}} : {t}")
+
+
+def dn_partition(sel, s: asm.PartitionView):
+    name = sel.cube.transposed_windows[s.name]
+    t = asm.ViewType(s.type.shape[::-1], s.type.dtype, True)
+    sel.types[name] = t
+    sel.lines.append(f"{name} = pto.partition_view {sel.cube.dn_views[s.view]}, offsets = "
+                      f"[{', '.join(s.offsets[::-1])}], sizes = [{', '.join(s.sizes[::-1])}] : "
+                      f"{sel.types[sel.cube.dn_views[s.view]]} -> {t}")
+

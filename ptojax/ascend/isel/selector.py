@@ -1,0 +1,327 @@
+"""The selector: prints one block kernel as a real PTO-AS ``func.func``.
+
+It walks codegen's statements: index arithmetic, views and loops print as they are (with the grid
+position from ``pto.get_block_idx``), tile allocations in the real layouts, and every instruction
+through its rule (:data:`~.rules.RULES`). Rules build on the helpers here: new tiles (:meth:`like`),
+instructions in a dtype the vector unit computes in (:meth:`emit`), conversions, broadcasts, and
+aliases that view a tile's bytes as another shape (``treshape``).
+"""
+from __future__ import annotations
+
+import math
+import re
+import struct
+
+import numpy as np
+
+from ...errors import PtoCapacityError, PtoUnsupportedError
+from .. import asm, isa
+from .cube import CubePlan, dn_partition, dn_view
+from .rules import RULES
+
+LEVELS = ("level2", "level3")
+_KIND = {"AIV": "vector", "AIC": "cube"}
+_ALIGN = {"vec": 32, "mat": 32, "left": 512, "right": 512, "acc": 512, "bias": 64}
+_WIDE = {"bf16": "f32", "i8": "i16"}        # A2/A3 vector arithmetic: no bf16, no i8
+_MOVES = {"tload", "tstore", "tmov", "tcvt"}
+
+
+def matrix(shape) -> tuple[int, int]:
+    """A logical tile shape as the 2-D (rows, cols) a tile buffer holds."""
+    shape = tuple(shape)
+    return (math.prod(shape[:-1]), shape[-1]) if shape else (1, 1)
+
+
+def _float_text(value: float, dtype: str) -> str:
+    """An MLIR float literal; non-finite values as the bit pattern MLIR requires."""
+    if math.isfinite(value):
+        text = repr(float(value))
+        return text.replace("e", ".0e") if "e" in text and "." not in text else text
+    if dtype == "f16":
+        return "0x" + np.float16(value).tobytes()[::-1].hex().upper()
+    bits = struct.pack(">f", value).hex().upper()
+    return "0x" + (bits[:4] if dtype == "bf16" else bits)
+
+
+class Selector:
+    """Selects the real instructions of one kernel and prints its ``func.func``."""
+
+    def __init__(self, kernel: asm.Kernel, arch: str, level: str, memory):
+        self.kernel, self.arch, self.level, self.memory = kernel, arch, level, memory
+        self.lines: list[str] = []
+        self.types: dict[str, object] = {}       # SSA name -> TileBuf / ViewType / scalar type text
+        self.shapes: dict[str, tuple] = {}       # tile name -> logical shape (from codegen's shapes attrs)
+        self.top: dict[str, int] = {}            # buffer -> high-water mark (level3)
+        self.counter = 0
+        self.consts: dict = {}
+        self.renamed: dict[str, str] = {}        # codegen tile -> the tile that stands for it
+        self.masks: dict[str, str] = {}          # codegen's i1 tile -> its packed i8 mask tile
+        self.mask_names: set[str] = set()
+        self.const_lines: list[str] = []
+
+    def fail(self, instr: asm.Instr, why: str):
+        raise PtoUnsupportedError(f"pto realize: program '{self.kernel.name}': pto.{instr.op} {why} "
+                                  f"(no real PTO form yet) in `{instr.text()[:160]}`")
+
+    def fresh(self, prefix="r") -> str:
+        self.counter += 1
+        return f"%{prefix}{self.counter}"
+
+    def const(self, value, type_: str) -> str:
+        key = (repr(value), type_)
+        if key not in self.consts:
+            name = self.fresh("k")
+            text = _float_text(value, type_) if type_ in ("f32", "f16", "bf16") else str(int(value))
+            self.consts[key] = name
+            self.types[name] = type_
+            self.const_lines.append(f"{name} = arith.constant {text} : {type_}")
+        return self.consts[key]
+
+    def tile_type(self, t: asm.TileBuf) -> asm.TileBuf:
+        """A codegen tile type as the real dialect spells it (left ``zz`` on A2/A3, right ``zn``)."""
+        if t.loc == "left":
+            return asm.TileBuf(t.loc, t.dtype, t.rows, t.cols, t.v_row, t.v_col,
+                               "row_major" if self.arch == "a3" else "col_major", "row_major", t.fractal, t.pad)
+        if t.loc == "right":
+            return asm.TileBuf(t.loc, t.dtype, t.rows, t.cols, t.v_row, t.v_col, "row_major", "col_major",
+                               t.fractal, t.pad)
+        return t
+
+    def alloc(self, t: asm.TileBuf, name: str | None = None, addr: int | None = None) -> str:
+        name = name or self.fresh("u")
+        self.types[name] = t
+        if self.level == "level2":
+            self.lines.append(f"{name} = pto.alloc_tile : {t}")
+            return name
+        size = t.rows * t.cols * t.np_dtype.itemsize
+        if addr is None:
+            align = _ALIGN[t.loc]
+            addr = -(-self.top.get(t.loc, 0) // align) * align
+            capacity = self.memory.buffer(t.loc)
+            if addr + size > capacity:
+                raise PtoCapacityError(
+                    f"pto realize: program '{self.kernel.name}': a {size}-byte {t.loc} tile that instruction "
+                    f"selection adds does not fit above the planned {addr} of {capacity} bytes (level3); "
+                    "print at level2 and let PTOAS plan memory")
+        self.top[t.loc] = max(self.top.get(t.loc, 0), addr + size)
+        self.lines.append(f"{name} = pto.alloc_tile addr = {self.const(addr, 'i64')} : {t}")
+        return name
+
+    def like(self, src: str, dtype: str | None = None, rows=None, cols=None) -> str:
+        """A new vec tile shaped like ``src`` (or ``rows`` × ``cols`` valid)."""
+        t = self.types[src]
+        return self.alloc(vec_tile(rows or t.v_row, cols or t.v_col, dtype or t.dtype))
+
+    def emit(self, op: str, ins, outs, attrs: dict | None = None):
+        """Emit a compute instruction, in a dtype the vector unit computes in: ``bf16`` tiles through
+        ``f32``, ``i8`` through ``i16`` (``tcvt`` in and out), as A2/A3 code must."""
+        if op in _MOVES or not any(self.narrow(n) for n in list(ins) + list(outs)):
+            return self.print(op, ins, outs, attrs)
+        wide_ins = [self.widen(n) if self.narrow(n) else n for n in ins]
+        wide_outs = [self.like(n, dtype=_WIDE[self.types[n].dtype]) if self.narrow(n) else n for n in outs]
+        self.print(op, wide_ins, wide_outs, attrs)
+        for narrow, wide in zip(outs, wide_outs):
+            if wide != narrow:
+                self.convert(wide, narrow, "RINT", saturate=False)
+
+    def narrow(self, name) -> bool:
+        t = self.types[name]
+        return isinstance(t, asm.TileBuf) and t.loc == "vec" and t.dtype in _WIDE and name not in self.mask_names
+
+    def widen(self, name) -> str:
+        wide = self.like(name, dtype=_WIDE[self.types[name].dtype])
+        self.convert(name, wide, "RINT")
+        return wide
+
+    def convert(self, src, dst, rmode, saturate=None):
+        """``tcvt`` between tiles of one valid shape; a tile of another row pitch is copied first
+        (``tcvt`` wants equal physical shapes)."""
+        ts, td = self.types[src], self.types[dst]
+        attrs = {"rmode": f"#pto<round_mode {rmode}>"}
+        if saturate is not None:
+            attrs["sat_mode"] = f"#pto<saturation_mode {'ON' if saturate else 'OFF'}>"
+        if (ts.rows, ts.cols) == (td.rows, td.cols):
+            return self.print("tcvt", [src], [dst], attrs)
+        cols = max(ts.cols, td.cols)
+        if ts.cols < cols:
+            wide = self.alloc(asm.TileBuf("vec", ts.dtype, ts.rows, cols, ts.v_row, ts.v_col))
+            self.print("tmuls", [src, self.const(1, ts.dtype)], [wide])
+            return self.print("tcvt", [wide], [dst], attrs)
+        wide = self.alloc(asm.TileBuf("vec", td.dtype, td.rows, cols, td.v_row, td.v_col))
+        self.print("tcvt", [src], [wide], attrs)
+        self.print("tmuls", [wide, self.const(1, td.dtype)], [dst])
+
+    def print(self, op: str, ins, outs, attrs: dict | None = None):
+        """``pto.<op> ins(%a, %b {attrs} : T0, T1) outs(%d : T2)``: operands, then their types."""
+        attr = " {" + ", ".join(f"{k} = {v}" for k, v in attrs.items()) + "}" if attrs else ""
+        ins_t = ", ".join(str(self.types[n]) for n in ins)
+        outs_t = ", ".join(str(self.types[n]) for n in outs)
+        colon = f" : {ins_t}" if ins else ""
+        self.lines.append(f"pto.{op} ins({', '.join(ins)}{attr}{colon}) outs({', '.join(outs)} : {outs_t})")
+
+    def reshape(self, src: str, t: asm.TileBuf) -> str:
+        """``treshape``: the same bytes as another tile type (an SSA alias, no data movement)."""
+        name = self.fresh("a")
+        self.types[name] = t
+        self.lines.append(f"{name} = pto.treshape {src} : {self.types[src]} -> {t}")
+        return name
+
+    def run(self) -> str:
+        k = self.kernel
+        params, index_params = [], [n for n, t in k.params if t == "index"]
+        for name, type_ in k.params:
+            if type_ != "index":
+                params.append(f"{name}: {type_}")
+        head = [f"func.func @{re.sub(r'[^A-Za-z0-9_]', '_', k.name)}({', '.join(params)}) "
+                f"attributes {{pto.kernel_kind = #pto.kernel_kind<{_KIND[k.core]}>}} {{"]
+        self.cube = CubePlan(k.body)
+        self.block_index(index_params)
+        self.body(k.body)
+        return "\n".join(head + ["  " + line for line in self.const_lines + self.lines] + ["  return", "}"])
+
+    def block_index(self, names):
+        """Grid indices from ``pto.get_block_idx``, delinearised row-major over the kernel's grid."""
+        grid = tuple(self.kernel.grid) + (1,) * (len(names) - len(self.kernel.grid))
+        if not names:
+            return
+        bid, flat = self.fresh("bid"), self.fresh("b")
+        self.lines += [f"{bid} = pto.get_block_idx", f"{flat} = arith.index_cast {bid} : i64 to index"]
+        for d, name in enumerate(names):
+            inner, value = math.prod(grid[d + 1:]), flat
+            if grid[d] == 1:
+                self.lines.append(f"{name} = arith.constant 0 : index")
+                continue
+            if inner > 1:
+                value = name if d == 0 else self.fresh("b")
+                self.lines.append(f"{value} = arith.divsi {flat}, {self.const(inner, 'index')} : index")
+            if d > 0:
+                self.lines.append(f"{name} = arith.remsi {value}, {self.const(grid[d], 'index')} : index")
+            elif value != name:
+                self.lines.append(f"{name} = arith.addi {flat}, {self.const(0, 'index')} : index")
+
+    def body(self, stmts, indent=""):
+        for s in stmts:
+            kind = type(s)
+            if kind is asm.Const:
+                if s.type == "index":
+                    self.lines.append(s.text())
+                    self.types[s.name] = "index"
+                else:
+                    self.lines.append(f"{s.name} = arith.constant {_scalar_text(s.value, s.type)} : {s.type}")
+                    self.types[s.name] = s.type
+            elif kind is asm.Arith:
+                self.lines.append(s.text())
+            elif kind is asm.MakeView:
+                self.lines.append(s.text())
+                self.types[s.name] = s.type
+                if s.name in self.cube.dn_views:
+                    dn_view(self, s)
+            elif kind is asm.PartitionView:
+                if s.name in self.cube.transposed_windows:
+                    dn_partition(self, s)
+                else:
+                    self.lines.append(s.text())
+                self.types[s.name] = s.type
+            elif kind is asm.Alloc:
+                t = self.tile_type(self.cube.types.get(s.name, s.type))
+                self.alloc(t, s.name, s.addr if t == self.tile_type(s.type) else None)
+            elif kind is asm.For:
+                self.lines.append(f"scf.for {s.var} = {s.lower} to {s.upper} step {s.step} {{")
+                outer, self.lines = self.lines, []
+                self.body(s.body)
+                inner, self.lines = self.lines, outer
+                self.lines += ["  " + line for line in inner] + ["}"]
+            else:
+                self.instr(s)
+
+    def shape(self, instr: asm.Instr, i: int, name: str):
+        """The logical shape of ``instr``'s ``i``-th tile operand (codegen's ``shapes``, else 2-D)."""
+        shapes = instr.attr("shapes")
+        if shapes is not None and i < len(shapes):
+            return tuple(shapes[i])
+        t = self.types[name]
+        return (t.v_row, t.v_col)
+
+    def instr(self, s: asm.Instr):
+        op = s.op
+        ins = [self.renamed.get(o.name, o.name) for o in s.ins]
+        outs = [o.name for o in s.outs]
+        selected = RULES.get(op)
+        if selected is not None:
+            return selected(self, s, ins, outs)
+        if op in isa.TABLE and isa.TABLE[op].operands.startswith("user-defined"):
+            return self.print(op, ins, outs)     # a user's instruction prints as written (no real PTO)
+        self.fail(s, "has no selection")
+
+    def expand(self, s, name, src, dst) -> str:
+        """Broadcast tile ``name`` (valid ``src``) to a new ``dst``-shaped tile."""
+        t = self.types[name]
+        if src == (1, 1) and dst[0] > 1 and dst[1] > 1:
+            name = self.expand(s, name, src, (dst[0], 1))
+            src = (dst[0], 1)
+        out = self.like(name, rows=dst[0], cols=dst[1])
+        if src == (dst[0], 1):
+            self.emit("trowexpand", [self.as_rows(name, t, src)], [out])
+        elif src == (1, dst[1]):
+            self.emit("tcolexpand", [name], [out])
+        else:
+            self.fail(s, f"broadcasting {list(src)} to {list(dst)}")
+        return out
+
+    def as_rows(self, name, t, shape):
+        """A tile whose valid region is ``shape`` (``R×1``) as a row-major ``R×1`` operand."""
+        if (t.v_row, t.v_col) == shape:
+            return name
+        return self.reshape(name, vec_tile(*shape, t.dtype))
+
+    def as_column(self, name, t, rows) -> str:
+        """Destination ``name`` as an ``R×1`` result: itself when its valid region is ``R×1``, else a
+        column-major alias of its ``1×R`` bytes."""
+        if (t.v_row, t.v_col) == (rows, 1):
+            return name
+        if t.v_row == 1 and t.v_col == rows:
+            return self.reshape(name, asm.TileBuf("vec", t.dtype, t.cols, 1, rows, 1, "col_major", "none_box"))
+        return self.reshape(name, vec_tile(rows, 1, t.dtype))
+
+    def as_cell(self, name, t) -> str:
+        return name if (t.v_row, t.v_col) == (1, 1) else self.reshape(name, vec_tile(1, 1, t.dtype))
+
+
+    def mask_for(self, name, t) -> str:
+        """The packed ``i8`` mask tile standing for codegen's ``i1`` tile ``name``."""
+        rows, cols = mask_shape(t.v_row, t.v_col)
+        mask = self.alloc(vec_tile(rows, cols, "i8"))
+        self.masks[name] = mask
+        self.mask_names.add(mask)
+        return mask
+
+
+def _scalar_text(value, type_):
+    if type_ in ("f32", "f16", "bf16"):
+        return _float_text(float(value), type_)
+    if type_ == "i1":
+        return "true" if value else "false"
+    return str(int(value))
+
+
+def vec_tile(rows: int, cols: int, dtype: str) -> asm.TileBuf:
+    """A row-major UB tile with a ``rows`` × ``cols`` valid region, its row pitch padded to 32 bytes."""
+    item = asm.DTYPES[dtype].itemsize
+    pitch = -(-cols * item // 32) * 32 // item
+    return asm.TileBuf("vec", dtype, rows, pitch, rows, cols)
+
+
+def mask_shape(rows: int, cols: int) -> tuple[int, int]:
+    """The ``i8`` tile a ``tcmp`` over ``rows`` × ``cols`` writes on A2/A3: one bit per element."""
+    return rows, -(-cols // 8)
+
+
+def module(kernels, *, arch: str = "a3", level: str = "level2", memory=None) -> str:
+    """The real PTO-AS module of a kernel's block programs (one ``func.func`` each)."""
+    if level not in LEVELS:
+        raise ValueError(f"pto realize: level {level!r} is not one of {LEVELS}")
+    funcs = []
+    for kernel in kernels:
+        funcs.append(Selector(kernel, arch, level, memory).run())
+    body = "\n".join("  " + line for f in funcs for line in f.splitlines())
+    return f'module attributes {{pto.target_arch = "{arch}"}} {{\n{body}\n}}\n'
