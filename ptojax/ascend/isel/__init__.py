@@ -24,7 +24,7 @@ is left to ``ptoas --enable-insert-sync``: the text holds no ``set_flag`` / ``wa
 An instruction with no real form yet is a :class:`~ptojax.errors.PtoUnsupportedError` naming the
 program and the instruction.
 """
-from . import composite, cube, vector  # noqa: F401 - they register their rules
+from . import composite, cube, predicate, quant, rows, sort, vector  # noqa: F401 - they register their rules
 from .selector import LEVELS, mask_shape, module, vec_tile
 
 __all__ = ["LEVELS", "mask_shape", "module", "vec_tile"]

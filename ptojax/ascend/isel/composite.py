@@ -6,14 +6,22 @@ from __future__ import annotations
 from .. import asm
 from .rules import rule
 from .selector import matrix, vec_tile
+from .vector import scalar_binary
 
 
 @rule('tclip')
 def clip(sel, s, ins, outs):
     x, lo, hi = ins
     low = sel.like(outs[0])
-    sel.emit("tmaxs", [x, lo], [low])
-    sel.emit("tmins", [low, hi], outs)
+    bound(sel, s, x, lo, low, "max")
+    bound(sel, s, low, hi, outs[0], "min")
+
+
+def bound(sel, s, x, limit, out, kind):
+    """``max(x, limit)`` / ``min``: a scalar limit in the tile-scalar form, a tile one elementwise."""
+    if isinstance(sel.types[limit], asm.TileBuf):
+        return sel.emit(f"t{kind}", [x, limit], [out])
+    scalar_binary(sel, s, [x, limit], [out], kind, scalar_first=False)
 
 
 @rule('tpow')

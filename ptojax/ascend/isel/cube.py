@@ -3,6 +3,8 @@ M×N), a transposed operand loaded through a ``dn`` view of its GM tensor, the b
 bias table (``tmatmul.bias``), and the accumulator converted on its way out (FIXPIPE)."""
 from __future__ import annotations
 
+import math
+
 from ...errors import PtoUnsupportedError
 from .. import asm
 from .rules import rule
@@ -51,9 +53,6 @@ class CubePlan:
                 if flip and mat in loads:
                     window = loads[mat][0]
                     view = views[window].view
-                    if len(views[window].type.shape) != 2:
-                        raise PtoUnsupportedError(f"pto realize: a transposed matmul operand of rank "
-                                                  f"{len(views[window].type.shape)}; only 2-D ones have a dn view")
                     self.dn_views.setdefault(view, view + "_dn")
                     self.transposed_windows[window] = window + "_t"
 
@@ -98,20 +97,34 @@ def matmul_acc(sel, s, ins, outs):
 
 
 def dn_view(sel, s: asm.MakeView):
-    """A column-major (``dn``) view of a 2-D GM tensor: its transpose, for a transposed operand."""
-    rows, cols = s.type.shape
+    """A column-major (``dn``) view of a GM tensor (…, R, C): the C × (…·R) transpose of its rows,
+    for a transposed operand (a batch's rows follow the previous batch's)."""
+    *lead, cols = s.type.shape
+    rows = math.prod(lead)
     name = sel.cube.dn_views[s.name]
     t = asm.ViewType((cols, rows), s.type.dtype)
     sel.types[name] = t
-    sel.lines.append(f"{name} = pto.make_tensor_view {s.ptr}, shape = [{s.shape[1]}, {s.shape[0]}], "
-                      f"strides = [{sel.const(1, 'index')}, {s.shape[1]}] {{layout = #pto.layout<dn>}} : {t}")
+    sel.lines.append(f"{name} = pto.make_tensor_view {s.ptr}, shape = [{s.shape[-1]}, {sel.const(rows, 'index')}], "
+                      f"strides = [{sel.const(1, 'index')}, {s.shape[-1]}] {{layout = #pto.layout<dn>}} : {t}")
 
 
 def dn_partition(sel, s: asm.PartitionView):
+    """The window of a transposed operand in the ``dn`` view: (cols, rows) of the flattened rows."""
+    *lead, _ = s.source.shape
+    *lead_sizes, rows, cols = s.type.shape
+    if any(n != 1 for n in lead_sizes):
+        raise PtoUnsupportedError(f"pto realize: a transposed matmul operand window {list(s.type.shape)} spans "
+                                  "several batches")
+    row = s.offsets[0]
+    for offset, extent in zip(s.offsets[1:-1], lead[1:]):      # the flat row: ((o0 * d1 + o1) * d2 + ...)
+        scaled = sel.fresh("o")
+        sel.lines.append(f"{scaled} = arith.muli {row}, {sel.const(extent, 'index')} : index")
+        row = sel.fresh("o")
+        sel.lines.append(f"{row} = arith.addi {scaled}, {offset} : index")
     name = sel.cube.transposed_windows[s.name]
-    t = asm.ViewType(s.type.shape[::-1], s.type.dtype, True)
+    t = asm.ViewType((cols, rows), s.type.dtype, True)
     sel.types[name] = t
     sel.lines.append(f"{name} = pto.partition_view {sel.cube.dn_views[s.view]}, offsets = "
-                      f"[{', '.join(s.offsets[::-1])}], sizes = [{', '.join(s.sizes[::-1])}] : "
+                      f"[{s.offsets[-1]}, {row}], sizes = [{s.sizes[-1]}, {s.sizes[-2]}] : "
                       f"{sel.types[sel.cube.dn_views[s.view]]} -> {t}")
 

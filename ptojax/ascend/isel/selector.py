@@ -15,7 +15,7 @@ import struct
 import numpy as np
 
 from ...errors import PtoCapacityError, PtoUnsupportedError
-from .. import asm, isa
+from .. import asm, instructions, isa
 from .cube import CubePlan, dn_partition, dn_view
 from .rules import RULES
 
@@ -55,6 +55,7 @@ class Selector:
         self.counter = 0
         self.consts: dict = {}
         self.renamed: dict[str, str] = {}        # codegen tile -> the tile that stands for it
+        self.values: dict[str, object] = {}      # scalar constant -> its value
         self.masks: dict[str, str] = {}          # codegen's i1 tile -> its packed i8 mask tile
         self.mask_names: set[str] = set()
         self.const_lines: list[str] = []
@@ -64,8 +65,9 @@ class Selector:
                                   f"(no real PTO form yet) in `{instr.text()[:160]}`")
 
     def fresh(self, prefix="r") -> str:
+        """A new SSA name (``%x…``: codegen's names never start with x)."""
         self.counter += 1
-        return f"%{prefix}{self.counter}"
+        return f"%x{prefix}{self.counter}"
 
     def const(self, value, type_: str) -> str:
         key = (repr(value), type_)
@@ -73,12 +75,15 @@ class Selector:
             name = self.fresh("k")
             text = _float_text(value, type_) if type_ in ("f32", "f16", "bf16") else str(int(value))
             self.consts[key] = name
-            self.types[name] = type_
+            self.types[name], self.values[name] = type_, value
             self.const_lines.append(f"{name} = arith.constant {text} : {type_}")
         return self.consts[key]
 
     def tile_type(self, t: asm.TileBuf) -> asm.TileBuf:
-        """A codegen tile type as the real dialect spells it (left ``zz`` on A2/A3, right ``zn``)."""
+        """A codegen tile type as the real dialect spells it (left ``zz`` on A2/A3, right ``zn``, a
+        predicate as bytes)."""
+        if t.dtype == "i1":
+            t = asm.TileBuf(t.loc, "i8", t.rows, t.cols, t.v_row, t.v_col, t.blayout, t.slayout, t.fractal, t.pad)
         if t.loc == "left":
             return asm.TileBuf(t.loc, t.dtype, t.rows, t.cols, t.v_row, t.v_col,
                                "row_major" if self.arch == "a3" else "col_major", "row_major", t.fractal, t.pad)
@@ -115,14 +120,23 @@ class Selector:
     def emit(self, op: str, ins, outs, attrs: dict | None = None):
         """Emit a compute instruction, in a dtype the vector unit computes in: ``bf16`` tiles through
         ``f32``, ``i8`` through ``i16`` (``tcvt`` in and out), as A2/A3 code must."""
-        if op in _MOVES or not any(self.narrow(n) for n in list(ins) + list(outs)):
+        accepts = instructions.TABLE[op].dtypes_for(self.arch) if op in instructions.TABLE else ()
+        narrow = [n for n in list(ins) + list(outs) if self.narrow(n) and self.types[n].dtype not in accepts]
+        if op in _MOVES or not narrow:
             return self.print(op, ins, outs, attrs)
-        wide_ins = [self.widen(n) if self.narrow(n) else n for n in ins]
-        wide_outs = [self.like(n, dtype=_WIDE[self.types[n].dtype]) if self.narrow(n) else n for n in outs]
+        wide_ins = [self.widen(n) if n in narrow else self.rescalar(n) for n in ins]
+        wide_outs = [self.like(n, dtype=_WIDE[self.types[n].dtype]) if n in narrow else n for n in outs]
         self.print(op, wide_ins, wide_outs, attrs)
         for narrow, wide in zip(outs, wide_outs):
             if wide != narrow:
                 self.convert(wide, narrow, "RINT", saturate=False)
+
+    def rescalar(self, name):
+        """A narrow scalar operand as a constant of the dtype its tile is widened to."""
+        t = self.types[name]
+        if isinstance(t, str) and t in _WIDE and name in self.values:
+            return self.const(self.values[name], _WIDE[t])
+        return name
 
     def narrow(self, name) -> bool:
         t = self.types[name]
@@ -137,9 +151,9 @@ class Selector:
         """``tcvt`` between tiles of one valid shape; a tile of another row pitch is copied first
         (``tcvt`` wants equal physical shapes)."""
         ts, td = self.types[src], self.types[dst]
-        attrs = {"rmode": f"#pto<round_mode {rmode}>"}
+        attrs = {"rmode": rmode}
         if saturate is not None:
-            attrs["sat_mode"] = f"#pto<saturation_mode {'ON' if saturate else 'OFF'}>"
+            attrs["sat_mode"] = "ON" if saturate else "OFF"
         if (ts.rows, ts.cols) == (td.rows, td.cols):
             return self.print("tcvt", [src], [dst], attrs)
         cols = max(ts.cols, td.cols)
@@ -152,12 +166,14 @@ class Selector:
         self.print("tmuls", [wide, self.const(1, td.dtype)], [dst])
 
     def print(self, op: str, ins, outs, attrs: dict | None = None):
-        """``pto.<op> ins(%a, %b {attrs} : T0, T1) outs(%d : T2)``: operands, then their types."""
-        attr = " {" + ", ".join(f"{k} = {v}" for k, v in attrs.items()) + "}" if attrs else ""
-        ins_t = ", ".join(str(self.types[n]) for n in ins)
-        outs_t = ", ".join(str(self.types[n]) for n in outs)
-        colon = f" : {ins_t}" if ins else ""
-        self.lines.append(f"pto.{op} ins({', '.join(ins)}{attr}{colon}) outs({', '.join(outs)} : {outs_t})")
+        """One instruction as the real dialect spells it (:func:`~ptojax.ascend.instructions.text`);
+        a user-defined instruction in the same operands-then-types form."""
+        ins_t = [(n, str(self.types[n])) for n in ins]
+        outs_t = [(n, str(self.types[n])) for n in outs]
+        if op in instructions.TABLE:
+            return self.lines.append(instructions.text(op, ins_t, outs_t, attrs))
+        self.lines.append(f"pto.{op} ins({', '.join(ins)} : {', '.join(t for _, t in ins_t)}) "
+                          f"outs({', '.join(outs)} : {', '.join(t for _, t in outs_t)})")
 
     def reshape(self, src: str, t: asm.TileBuf) -> str:
         """``treshape``: the same bytes as another tile type (an SSA alias, no data movement)."""
@@ -171,10 +187,11 @@ class Selector:
         params, index_params = [], [n for n, t in k.params if t == "index"]
         for name, type_ in k.params:
             if type_ != "index":
-                params.append(f"{name}: {type_}")
+                params.append(f"{name}: {type_.replace('<i1>', '<i8>')}")
         head = [f"func.func @{re.sub(r'[^A-Za-z0-9_]', '_', k.name)}({', '.join(params)}) "
                 f"attributes {{pto.kernel_kind = #pto.kernel_kind<{_KIND[k.core]}>}} {{"]
         self.cube = CubePlan(k.body)
+        self.uses = _uses(k.body)
         self.block_index(index_params)
         self.body(k.body)
         return "\n".join(head + ["  " + line for line in self.const_lines + self.lines] + ["  return", "}"])
@@ -208,15 +225,17 @@ class Selector:
                     self.types[s.name] = "index"
                 else:
                     self.lines.append(f"{s.name} = arith.constant {_scalar_text(s.value, s.type)} : {s.type}")
-                    self.types[s.name] = s.type
+                    self.types[s.name], self.values[s.name] = s.type, s.value
             elif kind is asm.Arith:
                 self.lines.append(s.text())
             elif kind is asm.MakeView:
+                s = asm.MakeView(s.name, s.ptr, _bytes(s.type), s.shape, s.strides)
                 self.lines.append(s.text())
                 self.types[s.name] = s.type
                 if s.name in self.cube.dn_views:
                     dn_view(self, s)
             elif kind is asm.PartitionView:
+                s = asm.PartitionView(s.name, s.view, s.offsets, s.sizes, _bytes(s.source), _bytes(s.type))
                 if s.name in self.cube.transposed_windows:
                     dn_partition(self, s)
                 else:
@@ -250,7 +269,7 @@ class Selector:
         if selected is not None:
             return selected(self, s, ins, outs)
         if op in isa.TABLE and isa.TABLE[op].operands.startswith("user-defined"):
-            return self.print(op, ins, outs)     # a user's instruction prints as written (no real PTO)
+            return self.print(op, ins, outs)     # a user's instruction prints as written: not real PTO
         self.fail(s, "has no selection")
 
     def expand(self, s, name, src, dst) -> str:
@@ -267,6 +286,32 @@ class Selector:
         else:
             self.fail(s, f"broadcasting {list(src)} to {list(dst)}")
         return out
+
+    def subset(self, name: str, row: int, rows: int) -> str:
+        """``pto.subset``: rows ``row`` .. ``row + rows`` of tile ``name`` (an alias, no data movement)."""
+        t = self.types[name]
+        sub = self.fresh("s")
+        self.types[sub] = asm.TileBuf(t.loc, t.dtype, rows, t.cols, min(rows, t.v_row - row), t.v_col, t.blayout,
+                                      t.slayout, t.fractal, t.pad)
+        self.lines.append(f"{sub} = pto.subset {name}[{self.const(int(row), 'index')}, {self.const(0, 'index')}] "
+                          f"sizes [{rows}, {t.cols}] : {t}")
+        return sub
+
+    def copy(self, src: str, dst: str):
+        """Copy tile ``src`` into ``dst`` (the same elements): ``tmov`` between tiles of one shape, a
+        ``ttrans`` between a row and a column, else an alias when the bytes agree."""
+        ts, td = self.types[src], self.types[dst]
+        if (ts.v_row, ts.v_col) == (td.v_row, td.v_col):
+            if (ts.rows, ts.cols) == (td.rows, td.cols):
+                return self.print("tmov", [src], [dst])
+            return self.emit("tmuls", [src, self.const(1, ts.dtype)], [dst])
+        if (ts.v_row, ts.v_col) == (td.v_col, td.v_row) and 1 in (ts.v_row, ts.v_col):
+            return self.emit("ttrans", [src, self.like(src)], [dst])
+        if ts.rows * ts.cols == td.rows * td.cols and ts.v_row * ts.v_col == td.v_row * td.v_col:
+            return self.copy(src, self.reshape(dst, asm.TileBuf(td.loc, td.dtype, ts.rows, ts.cols, ts.v_row,
+                                                                 ts.v_col)))
+        raise PtoUnsupportedError(f"pto realize: program '{self.kernel.name}': no copy of a {ts.v_row}x{ts.v_col} "
+                                  f"tile into a {td.v_row}x{td.v_col} one")
 
     def as_rows(self, name, t, shape):
         """A tile whose valid region is ``shape`` (``R×1``) as a row-major ``R×1`` operand."""
@@ -294,6 +339,23 @@ class Selector:
         self.masks[name] = mask
         self.mask_names.add(mask)
         return mask
+
+
+def _bytes(t: asm.ViewType) -> asm.ViewType:
+    """A GM view of booleans as bytes (``i8``): the real dialect has no ``i1`` tensors."""
+    return asm.ViewType(t.shape, "i8", t.partition) if t.dtype == "i1" else t
+
+
+def _uses(body, uses=None) -> dict:
+    """Codegen name -> the mnemonics of the instructions that read it."""
+    uses = {} if uses is None else uses
+    for stmt in body:
+        if isinstance(stmt, asm.For):
+            _uses(stmt.body, uses)
+        elif isinstance(stmt, asm.Instr):
+            for o in stmt.ins:
+                uses.setdefault(o.name, set()).add(stmt.op)
+    return uses
 
 
 def _scalar_text(value, type_):

@@ -3,17 +3,23 @@ tile-scalar forms, conversions, reductions (``trow*`` with a tmp tile and an ``R
 ``tcol*``), compares as packed ``i8`` masks, and selects."""
 from __future__ import annotations
 
-from .. import asm
+import math
+
+import numpy as np
+
+from .. import asm, instructions
+from . import predicate
 from .rules import rule
 from .selector import matrix
 
 _ROUNDING = {"rint": "RINT", "round": "ROUND", "floor": "FLOOR", "ceil": "CEIL", "trunc": "TRUNC"}
-_CMP = {"teq": "eq", "tne": "ne", "tlt": "lt", "tle": "le", "tgt": "gt", "tge": "ge"}
-_SWAP_CMP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
-_BINARY = {"tadd": "add", "tsub": "sub", "tmul": "mul", "tdiv": "div", "tmax": "max", "tmin": "min"}
+_BINARY = {"tadd": "add", "tsub": "sub", "tmul": "mul", "tdiv": "div", "tmax": "max", "tmin": "min", "tfmod": "fmod",
+           "tshl": "shl", "tshr": "shr"}
+_BITWISE = ("tand", "tor", "txor", "tnot")
+_FLOATS = ("f32", "f16", "bf16")
 _COMMUTES = {"tadd", "tmul", "tmax", "tmin"}
 _REDUCE = {"tsum": "sum", "tamax": "max", "tamin": "min", "tprod": "prod", "targmax": "argmax", "targmin": "argmin"}
-_UNARY = ("texp", "tlog", "tsqrt", "trsqrt", "trecip", "tabs", "tneg", "trelu", "tnot")
+_UNARY = ("texp", "tlog", "tsqrt", "trsqrt", "trecip", "tneg", "trelu")
 
 
 @rule("tstore", "tmov")
@@ -26,21 +32,17 @@ def unary(sel, s, ins, outs):
     sel.emit(s.op, ins, outs)
 
 
-@rule('tadd', 'tsub', 'tmul', 'tdiv', 'tmax', 'tmin')
+@rule(*_BINARY)
 def binary(sel, s, ins, outs):
+    """Tile-tile arithmetic on operands of one shape, or one broadcast along rows / columns (compared as
+    the 2-D matrices the tiles hold); a scalar operand takes the tile-scalar form."""
     op = s.op
-    out_shape = sel.shape(s, len(ins), outs[0]) if s.attr("shapes") else None
     a, b = ins
-    ta, tb, to = sel.types[a], sel.types[b], sel.types[outs[0]]
-    sa = (ta.v_row, ta.v_col)
-    sb = (tb.v_row, tb.v_col)
+    if not isinstance(sel.types[a], asm.TileBuf) or not isinstance(sel.types[b], asm.TileBuf):
+        return scalar_binary(sel, s, ins, outs, _BINARY[op], scalar_first=not isinstance(sel.types[a], asm.TileBuf))
+    sa, sb = (matrix(sel.shape(s, i, n)) for i, n in enumerate(ins))
+    to = sel.types[outs[0]]
     so = (to.v_row, to.v_col)
-    if s.attr("shapes"):
-        sa, sb = matrix(sel.shape(s, 0, a)), matrix(sel.shape(s, 1, b))
-        so = matrix(out_shape) if out_shape is not None else so
-        for i, (name, logical) in enumerate(((a, sel.shape(s, 0, a)), (b, sel.shape(s, 1, b)))):
-            if not _flattens(logical, out_shape or logical):
-                sel.fail(s, f"broadcasting {list(logical)} over a leading axis of {list(out_shape)}")
     if sa == so and sb == so:
         return sel.emit(op, ins, outs)
     if sa != so and op in _COMMUTES and sb == so:
@@ -49,16 +51,79 @@ def binary(sel, s, ins, outs):
         a = sel.expand(s, a, sa, so)
     if sb == so:
         return sel.emit(op, [a, b], outs)
-    if sb == (so[0], 1) and so[1] > 1:
-        return sel.emit(f"trowexpand{_BINARY[op]}", [a, b], outs)
-    if sb == (1, so[1]) and so[0] > 1:
-        return sel.emit(f"tcolexpand{_BINARY[op]}", [a, b], outs)
+    if sb[1] == so[1] and sb[0] not in (1, so[0]):
+        return by_row_runs(sel, s, op, a, b, outs[0])
+    fused = {(so[0], 1): f"trowexpand{_BINARY[op]}", (1, so[1]): f"tcolexpand{_BINARY[op]}"}.get(sb)
+    if fused in instructions.TABLE and so != (1, 1) and (fused[1:4] == "col" or to.dtype in _FLOATS):
+        # (an integer per-row operand would need a full 32-byte row: the verifier's rule)
+        return sel.emit(fused, [a, sel.as_rows(b, sel.types[b], sb) if fused.startswith("trow") else b], outs)
     sel.emit(op, [a, sel.expand(s, b, sb, so)], outs)
 
 
-def scalar_binary(sel, s, ins, outs, base):
-    scalar_first = s.attr("scalar_first")
+def by_row_runs(sel, s, op, a, b, out):
+    """``a <op> b`` where ``b``'s rows broadcast over groups of ``a``'s (a (2, 1, 64) operand of a
+    (2, 4, 64) tile): per run of output rows that read one row of ``b``, a ``tcolexpand<op>`` on row
+    subsets; per run that reads consecutive rows, the plain op."""
+    shape_a, shape_b = sel.shape(s, 0, a), sel.shape(s, 1, b)
+    if sel.types[a].v_row != matrix(shape_a)[0]:
+        sel.fail(s, f"broadcasting both operands ({list(shape_a)}, {list(shape_b)})")
+    out_shape = np.broadcast_shapes(shape_a, shape_b)
+    lead_b = (1,) * (len(out_shape) - len(shape_b)) + tuple(shape_b[:-1])
+    rows = np.broadcast_to(np.arange(math.prod(lead_b)).reshape(lead_b), out_shape[:-1]).ravel()
+    start = 0
+    while start < len(rows):
+        end, step = start + 1, None
+        while end < len(rows) and rows[end] - rows[end - 1] == (step := rows[start + 1] - rows[start]) and step in (0, 1):
+            end += 1
+        step = 0 if end - start == 1 else rows[start + 1] - rows[start]
+        count = 1 if step == 0 else end - start
+        xs, ys, bs = sel.subset(a, start, end - start), sel.subset(out, start, end - start), sel.subset(b, rows[start], count)
+        sel.emit(f"tcolexpand{_BINARY[op]}" if step == 0 and end - start > 1 else op, [xs, bs], [ys])
+        start = end
+
+
+@rule("tabs")
+def absolute(sel, s, ins, outs):
+    if sel.types[ins[0]].dtype in _FLOATS:
+        return sel.emit("tabs", ins, outs)
+    neg = sel.like(outs[0])                     # integers: |x| = max(x, -x) (no integer tabs)
+    sel.emit("tmuls", [ins[0], sel.const(-1, sel.types[ins[0]].dtype)], [neg])
+    sel.emit("tmax", [ins[0], neg], outs)
+
+
+@rule(*_BITWISE)
+def bitwise(sel, s, ins, outs):
+    """Bitwise ops; i32 tiles as i16 tiles of twice the columns (the same bytes: A2/A3 has no i32
+    and/or/xor/not), ``txor`` with its tmp tile."""
+    names = list(ins) + list(outs)
+    if any(not isinstance(sel.types[n], asm.TileBuf) for n in ins):
+        sel.fail(s, "with a scalar operand")
+    if sel.types[outs[0]].dtype == "i32" and "i32" not in instructions.TABLE[s.op].dtypes_for(sel.arch):
+        halves = {n: sel.reshape(n, _halves(sel.types[n])) for n in names}
+        ins, outs = [halves[n] for n in ins], [halves[n] for n in outs]
+    extra = [sel.like(outs[0])] if s.op == "txor" else []
+    sel.emit(s.op, [*ins, *extra], outs)
+
+
+def _halves(t: asm.TileBuf) -> asm.TileBuf:
+    return asm.TileBuf(t.loc, "i16", t.rows, 2 * t.cols, t.v_row, 2 * t.v_col, t.blayout, t.slayout, t.fractal, t.pad)
+
+
+def scalar_binary(sel, s, ins, outs, base, scalar_first=None):
+    """``x <op> s`` / ``s <op> x`` in the tile-scalar forms the real ISA has."""
+    scalar_first = s.attr("scalar_first") if scalar_first is None else scalar_first
     tile, scalar = (ins[1], ins[0]) if scalar_first else (ins[0], ins[1])
+    dtype = sel.types[tile].dtype
+    if base in ("max", "min") and dtype not in _FLOATS:
+        full = sel.like(tile, dtype="i32" if dtype == "i32" else "i16")     # an integer max / min: the scalar
+        sel.print("texpands", [sel.const(sel.values[scalar], sel.types[full].dtype)], [full])   # as a tile
+        return sel.emit(f"t{base}", [tile, full], outs)
+    if base in ("fmod", "shl", "shr") and scalar_first:
+        full = sel.like(tile)
+        sel.emit("texpands", [sel.const(sel.values[scalar], dtype)], [full])
+        return sel.emit(f"t{base}", [full, tile], outs)
+    if base in ("fmod", "shl", "shr"):
+        return sel.emit(f"t{base}s", [tile, sel.const(sel.values[scalar], dtype)], outs)
     if not scalar_first or base in ("add", "mul", "max", "min"):
         return sel.emit(f"t{base}s", [tile, scalar], outs)
     if base == "div":                        # tdivs reads both orders: (s, x) is s / x
@@ -79,85 +144,72 @@ def cvt(sel, s, ins, outs):
     if src.loc == "acc":                     # the accumulator converts on its way out (FIXPIPE)
         sel.renamed[outs[0]] = ins[0]
         return
-    if "i1" in (src.dtype, dst.dtype):
-        sel.fail(s, "on a predicate")
+    if s.attr("dtype") == "i1":                 # x -> bool: x != 0
+        wide = {"i8": "i16", "bf16": "f32"}.get(src.dtype, src.dtype)
+        zero = sel.const(0, wide)
+        sel.emit("tcmps", [ins[0], zero], [sel.mask_for(outs[0], dst)], {"cmpMode": "ne"})
+        return predicate.settle(sel, outs[0])
     sel.convert(ins[0], outs[0], _ROUNDING[s.attr("rounding", "rint")], s.attr("saturate"))
 
-# ---- reductions
 
 
 @rule('tsum', 'tamax', 'tamin', 'tprod', 'targmax', 'targmin')
 def reduce(sel, s, ins, outs):
+    """A reduction over the axes of a tile held as rows x cols (rows = the leading axes): the last
+    axis is a row reduction (``trow*``, an R×1 result), the leading ones a column reduction
+    (``tcol*``, 1×C), all of them both; axes of size 1 reduce nothing."""
     kind = _REDUCE[s.op]
     (src,) = ins
     shape = sel.shape(s, 0, src)
-    axes = tuple(a % len(shape) for a in s.attr("axes")) if shape else ()
-    rows, cols = matrix(shape)
-    out = outs[0]
-    to = sel.types[out]
+    axes = {a % len(shape) for a in s.attr("axes")} if shape else set()
+    out, to = outs[0], sel.types[outs[0]]
     if s.attr("dtype") is not None and s.attr("dtype") != sel.types[src].dtype:
         sel.fail(s, f"accumulating {sel.types[src].dtype} in {s.attr('dtype')}")
-    if axes == (len(shape) - 1,) and len(shape) >= 1:
-        sel.emit(f"trow{kind}", [src, sel.like(src)], [sel.as_column(out, to, rows)])
-    elif axes == (0,) and len(shape) == 2:
-        extra = [sel.like(src)] if kind in ("argmax", "argmin") else []
-        sel.emit(f"tcol{kind}", [src, *extra], [out])
-    elif axes == tuple(range(len(shape))) and len(shape) == 2 and kind not in ("argmax", "argmin"):
-        column = sel.like(src, cols=1, dtype=to.dtype)
-        sel.emit(f"trow{kind}", [src, sel.like(src)], [column])
-        sel.emit(f"tcol{kind}", [column], [sel.as_cell(out, to)])
-    else:
-        sel.fail(s, f"over axes {list(axes)} of a {list(shape)} tile")
+    real = {a for a in axes if shape[a] > 1}
+    rows_axes = {a for a in range(len(shape) - 1) if shape[a] > 1}
+    by_row = len(shape) - 1 in real
+    by_col = bool(real - {len(shape) - 1})
+    if by_col and real - {len(shape) - 1} != rows_axes:
+        sel.fail(s, f"over axes {sorted(axes)} of a {list(shape)} tile (some leading axes kept)")
+    rows, cols = matrix(shape)
+    arg = kind in ("argmax", "argmin")
+    if not real:                                 # nothing to reduce: a copy (an index of 0)
+        if arg:
+            return sel.emit("texpands", [sel.const(0, to.dtype)], [out])
+        return sel.copy(src, out)
+    if by_row and not by_col:
+        return sel.emit(f"trow{kind}", [src, sel.like(src)], [sel.as_column(out, to, rows)])
+    if by_col and not by_row:
+        result = out if (to.v_row, to.v_col) == (1, cols) else sel.like(src, rows=1, dtype=to.dtype)
+        sel.emit(f"tcol{kind}", [src, *([sel.like(src)] if arg else [])], [result])
+        return sel.copy(result, out)
+    if arg:
+        sel.fail(s, f"over every axis of a {list(shape)} tile")
+    column = sel.like(src, cols=1, dtype=to.dtype)
+    sel.emit(f"trow{kind}", [src, sel.like(src)], [column])
+    sel.emit(f"tcol{kind}", [column], [sel.as_cell(out, to)])
 
 
-@rule('teq', 'tne', 'tlt', 'tle', 'tgt', 'tge')
-def compare(sel, s, ins, outs):
-    mode = _CMP[s.op]
-    a, b = ins
-    ta, tb = sel.types[a], sel.types[b]
-    mask = sel.mask_for(outs[0], sel.types[outs[0]])
-    if not isinstance(ta, asm.TileBuf):
-        a, b, ta, tb, mode = b, a, tb, ta, _SWAP_CMP[mode]
-    if not isinstance(tb, asm.TileBuf):
-        return sel.emit("tcmps", [a, b], [mask], {"cmpMode": f"#pto<cmp {mode}>"})
-    if (ta.v_row, ta.v_col) != (tb.v_row, tb.v_col):
-        sel.fail(s, "comparing tiles of different shapes")
-    sel.emit("tcmp", [a, b], [mask], {"cmpMode": f"#pto<cmp {mode}>"})
-
-
-@rule('tsel')
-def select(sel, s, ins, outs):
-    cond, a, b = ins
-    mask = sel.masks.get(cond)
-    if mask is None:
-        sel.fail(s, "on a predicate that no compare in this program made")
-    ta, tb, to = (sel.types[n] for n in (a, b, outs[0]))
-    shapes = {(t.v_row, t.v_col) for t in (ta, tb, to) if isinstance(t, asm.TileBuf)}
-    if len(shapes) != 1 or not isinstance(ta, asm.TileBuf) or not isinstance(tb, asm.TileBuf):
-        sel.fail(s, "with broadcast or scalar operands")
-    tmp = sel.like(outs[0])
-    sel.emit("tsel", [mask, a, b, tmp], outs)
+@rule("ttrans")
+def transpose(sel, s, ins, outs):
+    shape = sel.shape(s, 0, ins[0])
+    if len([d for d in shape if d > 1]) > 2 or tuple(s.attr("permutation")) not in ((1, 0), (0,), ()):
+        perm = [p for p in s.attr("permutation") if shape[p] > 1]
+        if perm != sorted(perm)[::-1] or len(perm) > 2:
+            sel.fail(s, f"permuting {list(shape)} by {list(s.attr('permutation'))}")
+    sel.emit("ttrans", [ins[0], sel.like(ins[0])], outs)
 
 
 @rule('texpand')
 def broadcast(sel, s, ins, outs):
     (x,) = ins
-    src = matrix(sel.shape(s, 0, x)) if s.attr("shapes") else (sel.types[x].v_row, sel.types[x].v_col)
+    src = matrix(sel.shape(s, 0, x))
     to = sel.types[outs[0]]
     dst = (to.v_row, to.v_col)
+    if src == dst:
+        return sel.copy(x, outs[0])
     if src == (dst[0], 1):
         return sel.emit("trowexpand", [sel.as_rows(x, sel.types[x], src)], outs)
     if src == (1, dst[1]):
         return sel.emit("tcolexpand", [x], outs)
-    tmp = sel.expand(s, x, src, dst)
-    sel.emit("tmuls", [tmp, sel.const(1, to.dtype)], outs)
-
-
-def _flattens(shape, out) -> bool:
-    """Whether operand ``shape`` broadcast to ``out`` stays a 2-D row or column broadcast once both
-    are flattened to matrices (leading dims collapse)."""
-    shape = (1,) * (len(out) - len(shape)) + tuple(shape)
-    if shape == tuple(out):
-        return True
-    lead, lead_out = shape[:-1], tuple(out[:-1])
-    return all(d == 1 for d in lead) or lead == lead_out
+    sel.copy(sel.expand(s, x, src, dst), outs[0])

@@ -1,0 +1,96 @@
+"""Predicate rules: compares, selects and logical ops on the real ISA's packed ``i8`` masks.
+
+The real vector unit has no ``i1`` tiles. A compare writes a packed mask (``tcmp`` / ``tcmps``, one bit
+per element) that ``tsel`` reads; a predicate that leaves the mask world (stored, converted, moved)
+is also kept as bytes: an ``i8`` tile of 0 / 1 in the place of codegen's ``i1`` tile, as booleans are
+one byte in GM. Either form is made from the other where a use needs it.
+"""
+from __future__ import annotations
+
+from .. import asm
+from .rules import rule
+from .selector import matrix
+
+_CMP = {"teq": "eq", "tne": "ne", "tlt": "lt", "tle": "le", "tgt": "gt", "tge": "ge"}
+_SWAP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+_MASK_USES = {"tsel", "tlogical_and", "tlogical_or", "tlogical_not"}
+_WIDE = {"i8": "i16", "bf16": "f32"}
+
+
+def mask(sel, name: str) -> str:
+    """The packed mask of predicate ``name``: made by its compare, or from its bytes (``!= 0``)."""
+    if name not in sel.masks:
+        t = sel.types[name]
+        wide = sel.like(name, dtype="i16")
+        sel.convert(name, wide, "RINT")
+        sel.print("tcmps", [wide, sel.const(0, "i16")], [sel.mask_for(name, t)], {"cmpMode": "ne"})
+    return sel.masks[name]
+
+
+def settle(sel, name: str):
+    """After a predicate's mask is made: also write its bytes where a use needs them."""
+    if sel.uses.get(name, set()) - _MASK_USES:
+        ones = sel.like(name, dtype="i16")
+        zeros = sel.like(name, dtype="i16")
+        sel.print("texpands", [sel.const(1, "i16")], [ones])
+        sel.print("texpands", [sel.const(0, "i16")], [zeros])
+        wide = sel.like(name, dtype="i16")
+        sel.print("tsel", [sel.masks[name], ones, zeros, sel.like(name, dtype="i16")], [wide])
+        sel.convert(wide, name, "RINT", saturate=False)
+
+
+@rule(*_CMP)
+def compare(sel, s, ins, outs):
+    mode = _CMP[s.op]
+    a, b = ins
+    if not isinstance(sel.types[a], asm.TileBuf):
+        a, b, mode = b, a, _SWAP[mode]
+    out = sel.mask_for(outs[0], sel.types[outs[0]])
+    if not isinstance(sel.types[b], asm.TileBuf):
+        dtype = sel.types[a].dtype
+        scalar = sel.const(sel.values[b], _WIDE.get(dtype, dtype))
+        sel.emit("tcmps", [a, scalar], [out], {"cmpMode": mode})
+    else:
+        sa, sb = matrix(sel.shape(s, 0, a)), matrix(sel.shape(s, 1, b))
+        so = (sel.types[outs[0]].v_row, sel.types[outs[0]].v_col)
+        a = a if sa == so else sel.expand(s, a, sa, so)
+        b = b if sb == so else sel.expand(s, b, sb, so)
+        sel.emit("tcmp", [a, b], [out], {"cmpMode": mode})
+    settle(sel, outs[0])
+
+
+@rule("tsel")
+def select(sel, s, ins, outs):
+    """``where(c, a, b)``: scalars filled into tiles, broadcasts expanded, then ``tsel``."""
+    cond, a, b = ins
+    to = sel.types[outs[0]]
+    so = (to.v_row, to.v_col)
+    operands = []
+    for i, name in ((1, a), (2, b)):
+        if not isinstance(sel.types[name], asm.TileBuf):
+            full = sel.like(outs[0], dtype=_WIDE.get(to.dtype, to.dtype))
+            sel.print("texpands", [sel.const(sel.values[name], sel.types[full].dtype)], [full])
+            name = full
+        elif matrix(sel.shape(s, i, name)) != so:
+            name = sel.expand(s, name, matrix(sel.shape(s, i, name)), so)
+        operands.append(name)
+    if matrix(sel.shape(s, 0, cond)) != so:
+        cond_shape = matrix(sel.shape(s, 0, cond))
+        cond = sel.expand(s, cond, cond_shape, so)
+    sel.emit("tsel", [mask(sel, cond), *operands, sel.like(outs[0])], outs)
+
+
+@rule("tlogical_and", "tlogical_or")
+def logical(sel, s, ins, outs):
+    a, b = (mask(sel, n) for n in ins)
+    out = sel.mask_for(outs[0], sel.types[outs[0]])
+    sel.print("tand" if s.op == "tlogical_and" else "tor", [a, b], [out])
+    settle(sel, outs[0])
+
+
+@rule("tlogical_not")
+def logical_not(sel, s, ins, outs):
+    a = mask(sel, ins[0])
+    out = sel.mask_for(outs[0], sel.types[outs[0]])
+    sel.print("txors", [a, sel.const(-1, "i8"), sel.like(a)], [out])
+    settle(sel, outs[0])

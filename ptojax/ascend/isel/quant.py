@@ -1,0 +1,67 @@
+"""Quantisation rules: dynamic symmetric int8 quantisation per row and its inverse, as ``f32``
+vector sequences (A2/A3 has no ``tquant``; ``tdequant`` takes i8/i16 sources only)."""
+from __future__ import annotations
+
+from .rules import rule
+from .selector import matrix
+
+_QMAX = 127.0
+_F32_MAX = 3.4028234663852886e38
+
+
+def _f32(sel, name: str) -> str:
+    if sel.types[name].dtype == "f32":
+        return name
+    wide = sel.like(name, dtype="f32")
+    sel.convert(name, wide, "RINT")
+    return wide
+
+
+@rule("tquant")
+def quantize(sel, s, ins, outs):
+    """``scale = amax|x| / 127`` per row, ``q = sat(rint(x * (127 / amax)))`` (0 where amax is 0)."""
+    (x,) = ins
+    shape = sel.shape(s, 0, x)
+    if tuple(a % len(shape) for a in s.attr("axes")) != (len(shape) - 1,):
+        sel.fail(s, f"over axes {list(s.attr('axes'))} of a {list(shape)} tile")
+    rows = matrix(shape)[0]
+    q, scale = outs
+    x = _f32(sel, x)
+    magnitude = sel.like(x)
+    sel.emit("tabs", [x], [magnitude])
+    amax = sel.like(x, cols=1)
+    sel.emit("trowmax", [magnitude, sel.like(x)], [amax])
+    mult = sel.like(amax)
+    sel.emit("tdivs", [sel.const(_QMAX, "f32"), amax], [mult])
+    sel.emit("tmins", [mult, sel.const(_F32_MAX, "f32")], [mult])      # amax 0: x is 0, so is x * FLT_MAX
+    scaled = sel.like(x)
+    sel.emit("trowexpandmul", [x, mult], [scaled])
+    sel.convert(scaled, q, "RINT", saturate=True)
+    ts = sel.types[scale]
+    out = sel.as_column(scale, ts, rows) if ts.dtype == "f32" else sel.like(amax)
+    sel.emit("tdivs", [amax, sel.const(_QMAX, "f32")], [out])
+    if out != scale and ts.dtype != "f32":
+        sel.convert(out, sel.as_column(scale, ts, rows), "RINT")
+
+
+@rule("tdequant")
+def dequantize(sel, s, ins, outs):
+    """``f32(q) * f32(scale)``, the scale broadcast over rows or columns, then the result dtype."""
+    q, scale = ins
+    to = sel.types[outs[0]]
+    so = (to.v_row, to.v_col)
+    sq, ss = matrix(sel.shape(s, 0, q)), matrix(sel.shape(s, 1, scale))
+    q32, s32 = _f32(sel, q), _f32(sel, scale)
+    result = outs[0] if to.dtype == "f32" else sel.like(outs[0], dtype="f32")
+    if sq != so:
+        sel.fail(s, f"broadcasting q {list(sq)} to {list(so)}")
+    if ss == so:
+        sel.emit("tmul", [q32, s32], [result])
+    elif ss == (so[0], 1):
+        sel.emit("trowexpandmul", [q32, sel.as_rows(s32, sel.types[s32], ss)], [result])
+    elif ss == (1, so[1]):
+        sel.emit("tcolexpandmul", [q32, s32], [result])
+    else:
+        sel.emit("tmul", [q32, sel.expand(s, s32, ss, so)], [result])
+    if result != outs[0]:
+        sel.convert(result, outs[0], "RINT")

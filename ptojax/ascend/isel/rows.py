@@ -1,0 +1,394 @@
+"""Row rules: indexed rows between GM and tiles (``mgather`` / ``mscatter``), in-tile row gathers and
+updates (``tgather`` / ``tscatter_update`` / ``tindex_add``), and scans (``tcumsum``).
+
+No real instruction does any of these on A2/A3 (PTOAS has ``pto.mgather`` / ``pto.mscatter`` for A5
+only, per-element, and no scan at all), so they are loops of real instructions:
+
+- a row loop (``scf.for``) reads each index from the index tile with the scalar unit
+  (``pto.tgetval``), tests it with one unsigned compare (``arith.cmpi ult``: negative or past the end
+  is out of range) and, under ``scf.if``, moves one row: ``pto.tload`` from a ``pto.partition_view``
+  of the GM tensor at that row into a ``pto.subset`` row of the destination (``mgather``; the
+  destination is zeroed first, so out-of-range rows read as zeros), ``pto.tstore`` from a subset row
+  (``mscatter``; ``atomicType = atomic_add`` when it accumulates; out-of-range rows write nothing), or
+  a vector copy / ``tadd`` between subset rows of two tiles (the in-tile forms). Rows go in index
+  order, so a repeated index keeps the last write or adds in index order, as the private semantics
+  say. The same loops are printed for A5 (its ``pto.mgather`` takes per-element indices).
+- ``tcumsum`` scans along rows: ``block[k] = block[k-1] + block[k]`` with ``tadd`` on ``pto.subset``
+  row blocks in an ``scf.for`` (``reverse``: from the end). A scan along the last axis transposes
+  (``ttrans``) into a ``C x R`` work tile, scans its rows and transposes back; a column ``subset``
+  would be neither 32-byte aligned nor keep the row pitch. Floats accumulate in ``f32`` and round once
+  at the end (``tcvt``), integers in their own dtype (``i8`` through ``i16``).
+
+PTOAS facts these rules rely on (checked with ``ptoas --pto-arch=a3|a5 --enable-insert-sync``):
+
+- ``pto.subset %t[%i, %j] sizes [r, c] : T`` infers its type: ``r x c`` with the parent's layout; each
+  valid dim is ``?`` when its offset is not an ``arith.constant``, else ``min(size, valid - off % valid)``.
+- an ``index`` value cast from a ``tgetval`` result may feed ``partition_view`` / ``subset`` offsets,
+  but ``arith`` on it (``cmpi``, ``minsi``, ``muli``) fails in PTOAS's C++ emission ("unsupported
+  operation"); so range tests and scaling happen on the ``i32`` before ``arith.index_cast``.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+from .. import asm
+from .rules import rule
+from .selector import matrix, vec_tile
+
+_FILLS = {"f32", "f16", "i16", "i32"}           # texpands dtypes on A2/A3
+_ACC = {"f16": "f32", "bf16": "f32", "i8": "i16"}
+
+
+# ------------------------------------------------------------------------------------------ helpers
+@contextlib.contextmanager
+def _block(sel, header: str):
+    """Statements printed inside ``header { ... }`` (an ``scf.for`` / ``scf.if``)."""
+    sel.lines.append(header + " {")
+    outer, sel.lines = sel.lines, []
+    try:
+        yield
+    finally:
+        inner, sel.lines = sel.lines, outer
+        sel.lines += ["  " + line for line in inner] + ["}"]
+
+
+def _for(sel, upper: int, lower: int = 0):
+    var = sel.fresh("rq")
+    sel.types[var] = "index"
+    return var, _block(sel, f"scf.for {var} = {_idx(sel, lower)} to {_idx(sel, upper)} step {_idx(sel, 1)}")
+
+
+def _idx(sel, value) -> str:
+    return value if isinstance(value, str) else sel.const(int(value), "index")
+
+
+def _arith(sel, op: str, a, b, type_: str = "index") -> str:
+    name = sel.fresh("rx")
+    sel.types[name] = type_
+    sel.lines.append(f"{name} = arith.{op} {_idx(sel, a) if type_ == 'index' else a}, "
+                     f"{_idx(sel, b) if type_ == 'index' else b} : {type_}")
+    return name
+
+
+def _scale(sel, value, factor: int, plus=0):
+    """``value * factor + plus`` as index arithmetic (constants fold here)."""
+    if factor != 1:
+        value = _arith(sel, "muli", value, factor)
+    if not isinstance(plus, str) and plus == 0:
+        return value
+    return _arith(sel, "addi", value, plus)
+
+
+def subset(sel, tile: str, row, col, rows: int, cols: int) -> str:
+    """``pto.subset`` of ``tile`` at (``row``, ``col``) (ints are constants), typed as PTOAS infers."""
+    t = sel.types[tile]
+
+    def valid(off, size, parent):
+        if isinstance(off, str) or parent == "?":
+            return "?"
+        return min(size, parent - off % parent) if parent > 0 else size
+
+    name = sel.fresh("rs")
+    sel.types[name] = asm.TileBuf(t.loc, t.dtype, rows, cols, valid(row, rows, t.v_row), valid(col, cols, t.v_col),
+                                  t.blayout, t.slayout, t.fractal, t.pad)
+    sel.lines.append(f"{name} = pto.subset {tile}[{_idx(sel, row)}, {_idx(sel, col)}] sizes [{rows}, {cols}] : {t}")
+    return name
+
+
+def _zero(sel, tile: str):
+    """Fill the whole of ``tile`` with zero bits (``texpands``; other dtypes through an ``i16`` alias)."""
+    t = sel.types[tile]
+    if t.dtype in _FILLS:
+        full = tile if (t.v_row, t.v_col) == (t.rows, t.cols) else sel.reshape(
+            tile, asm.TileBuf(t.loc, t.dtype, t.rows, t.cols, t.rows, t.cols, t.blayout, t.slayout, t.fractal, t.pad))
+        return sel.print("texpands", [sel.const(0, t.dtype)], [full])
+    cols = t.cols * t.np_dtype.itemsize // 2
+    alias = sel.reshape(tile, asm.TileBuf(t.loc, "i16", t.rows, cols, t.rows, cols, t.blayout, t.slayout,
+                                          t.fractal, t.pad))
+    sel.print("texpands", [sel.const(0, "i16")], [alias])
+
+
+def _copy(sel, src: str, dst: str):
+    """A vector copy between tiles of one valid shape (``tmuls`` by one keeps -0.0 and NaN)."""
+    dtype = sel.types[dst].dtype
+    sel.print("tmuls", [src, sel.const(1, dtype)], [dst])
+
+
+def _bits(sel, tile: str) -> str:
+    """``tile`` itself, or for a dtype A2/A3 cannot compute in (``bf16``, ``i8``) an ``i16`` alias of its
+    bytes (row copies are bit copies)."""
+    t = sel.types[tile]
+    if t.dtype not in ("bf16", "i8"):
+        return tile
+    item = t.np_dtype.itemsize
+    return sel.reshape(tile, asm.TileBuf(t.loc, "i16", t.rows, t.cols * item // 2, t.v_row,
+                                         -(-t.v_col * item // 2), t.blayout, t.slayout, t.fractal, t.pad))
+
+
+def _index(sel, s, idx: str, flat, count: int):
+    """The ``flat``-th index of index tile ``idx`` (``count`` of them) as its scalar, and ``i1`` "in
+    range ``[0, n)``" is made by the caller. Returns the scalar name."""
+    t = sel.types[idx]
+    if not isinstance(t, asm.TileBuf) or t.loc != "vec":
+        sel.fail(s, "with an index tile outside UB (the scalar unit reads indices from vec tiles only)")
+    if t.dtype not in ("i32", "i16", "i64"):
+        sel.fail(s, f"with {t.dtype} indices")
+    vr, vc = t.v_row, t.v_col
+    if vr * vc < count:
+        sel.fail(s, f"with {count} indices in a {vr}x{vc} index tile")
+    offset = flat
+    if vr > 1 and vc != t.cols:               # row pitch differs from the valid width: (i / vc) * cols + i % vc
+        offset = _arith(sel, "addi", _arith(sel, "muli", _arith(sel, "divsi", flat, vc), t.cols),
+                        _arith(sel, "remsi", flat, vc))
+    value = sel.fresh("ri")
+    sel.types[value] = t.dtype
+    sel.lines.append(f"{value} = pto.tgetval ins({idx}, {offset} : {t}, index) outs : {t.dtype}")
+    return value
+
+
+def _in_range(sel, value: str, n: int) -> str:
+    """``0 <= value < n`` as one unsigned compare on the integer index."""
+    dtype = sel.types[value]
+    ok = sel.fresh("rok")
+    sel.types[ok] = "i1"
+    sel.lines.append(f"{ok} = arith.cmpi ult, {value}, {sel.const(n, dtype)} : {dtype}")
+    return ok
+
+
+def _as_index(sel, value: str, factor: int = 1) -> str:
+    """Integer index ``value`` (times ``factor``, in its own type) as an ``index``."""
+    dtype = sel.types[value]
+    if factor != 1:
+        value = _arith(sel, "muli", value, sel.const(factor, dtype), dtype)
+    name = sel.fresh("rix")
+    sel.types[name] = "index"
+    sel.lines.append(f"{name} = arith.index_cast {value} : {dtype} to index")
+    return name
+
+
+def _delinearize(sel, flat, dims) -> list:
+    """Row-major indices of ``flat`` over ``dims``."""
+    out = []
+    for d in range(len(dims)):
+        inner = math.prod(dims[d + 1:])
+        value = flat if inner == 1 else _arith(sel, "divsi", flat, inner)
+        if d > 0 and dims[d] > 1:
+            value = _arith(sel, "remsi", value, dims[d])
+        out.append(value if dims[d] > 1 else 0)
+    return out
+
+
+def _row_plan(sel, s, gm_shape, axis, idx_count, tile: str, what: str):
+    """(lead dims, rows per slab ``m``) of a row gather/scatter over ``gm_shape`` on ``axis``, checked
+    against ``tile`` (``prod(lead) * count * m`` x ``D`` valid)."""
+    gm_shape = tuple(gm_shape)
+    if axis >= len(gm_shape) - 1:
+        sel.fail(s, f"of single elements (axis {axis} of a {list(gm_shape)} tensor): rows only")
+    lead, rest = gm_shape[:axis], gm_shape[axis + 1:]
+    m, width = math.prod(rest[:-1]), rest[-1]
+    t = sel.types[tile]
+    want = (math.prod(lead) * idx_count * m, width)
+    if (t.v_row, t.v_col) != want:
+        sel.fail(s, f"with a {t.v_row}x{t.v_col} {what} tile for {want[0]}x{want[1]} rows")
+    return lead, m
+
+
+def _gm_row(sel, view: str, lead_ix, row_ix):
+    """``pto.partition_view`` of GM ``view`` at (``lead_ix``, ``row_ix``, 0...): one slab."""
+    vt = sel.types[view]
+    shape = tuple(vt.shape)
+    k = len(lead_ix)
+    offsets = [_idx(sel, o) for o in lead_ix] + [row_ix] + [_idx(sel, 0)] * (len(shape) - k - 1)
+    sizes = (1,) * (k + 1) + shape[k + 1:]
+    pt = asm.ViewType(sizes, vt.dtype, True)
+    name = sel.fresh("rg")
+    sel.types[name] = pt
+    sel.lines.append(f"{name} = pto.partition_view {view}, offsets = [{', '.join(offsets)}], "
+                     f"sizes = [{', '.join(_idx(sel, x) for x in sizes)}] : {vt} -> {pt}")
+    return name
+
+
+def _view_shape(sel, s, view: str):
+    vt = sel.types[view]
+    if not isinstance(vt, asm.ViewType) or vt.partition:
+        sel.fail(s, "on an operand that is not a whole GM tensor view")
+    return tuple(vt.shape)
+
+
+# ------------------------------------------------------------------------------------- GM rows
+@rule("mgather")
+def mgather(sel, s, ins, outs):
+    """``out[q] = gm[.., idx[i], ..]`` row by row; rows of out-of-range indices stay zero."""
+    view, idx = ins[0], ins[1]
+    out = outs[0]
+    shape = _view_shape(sel, s, view)
+    axis = s.attr("axis", 0) % len(shape)
+    idx_shape = tuple(s.attr("shapes")[0]) if s.attr("shapes") else None
+    count = math.prod(idx_shape) if idx_shape is not None else sel.types[idx].v_col
+    lead, m = _row_plan(sel, s, shape, axis, count, out, "destination")
+    to = sel.types[out]
+    _zero(sel, out)
+    q, loop = _for(sel, math.prod(lead) * count)
+    with loop:
+        i = q if not lead else _arith(sel, "remsi", q, count)
+        value = _index(sel, s, idx, i, count)
+        with _block(sel, f"scf.if {_in_range(sel, value, shape[axis])}"):
+            lead_ix = _delinearize(sel, _arith(sel, "divsi", q, count), lead) if lead else []
+            src = _gm_row(sel, view, lead_ix, _as_index(sel, value))
+            dst = subset(sel, out, _scale(sel, q, m), 0, m, to.cols)
+            sel.print("tload", [src], [dst])
+
+
+@rule("mscatter")
+def mscatter(sel, s, ins, outs):
+    """``gm[.., idx[i], ..] = rows[q]`` (``+=`` with an atomic-add store when ``accumulate``) in index
+    order; out-of-range indices write nothing."""
+    idx, rows = ins
+    view = outs[0]
+    shape = _view_shape(sel, s, view)
+    axis = s.attr("axis", 0) % len(shape)
+    shapes = s.attr("shapes")
+    count = math.prod(shapes[0]) if shapes else sel.types[idx].v_col
+    lead, m = _row_plan(sel, s, shape, axis, count, rows, "source")
+    tr = sel.types[rows]
+    attr = " {atomicType = #pto<atomic_type atomic_add>}" if s.attr("accumulate") else ""
+    q, loop = _for(sel, math.prod(lead) * count)
+    with loop:
+        i = q if not lead else _arith(sel, "remsi", q, count)
+        value = _index(sel, s, idx, i, count)
+        with _block(sel, f"scf.if {_in_range(sel, value, shape[axis])}"):
+            lead_ix = _delinearize(sel, _arith(sel, "divsi", q, count), lead) if lead else []
+            dst = _gm_row(sel, view, lead_ix, _as_index(sel, value))
+            src = subset(sel, rows, _scale(sel, q, m), 0, m, tr.cols)
+            sel.lines.append(f"pto.tstore ins({src} : {sel.types[src]}) outs({dst} : {sel.types[dst]}){attr}")
+
+
+# ------------------------------------------------------------------------------------ tile rows
+def _tile_rows(sel, s, x: str, axis: int, shape, count: int, tile: str, what: str):
+    """(rows per slab of ``x``, rows of ``x``) for a row op on axis 0 of ``x``'s logical ``shape``."""
+    shape = tuple(shape)
+    if axis != 0 or len(shape) < 2:
+        sel.fail(s, f"on axis {axis} of a {list(shape)} tile: rows of axis 0 only")
+    m = math.prod(shape[1:-1])
+    t = sel.types[tile]
+    if (t.v_row, t.v_col) != (count * m, shape[-1]):
+        sel.fail(s, f"with a {t.v_row}x{t.v_col} {what} tile for {count * m}x{shape[-1]} rows")
+    return m
+
+
+@rule("tgather")
+def tgather(sel, s, ins, outs):
+    """In-tile row gather: ``out[i] = x[idx[i]]`` (zero rows out of range)."""
+    if len(ins) != 2 or not isinstance(sel.types[ins[1]], asm.TileBuf):
+        sel.fail(s, "in a form other than (tile, index tile)")
+    x, idx = ins
+    out = outs[0]
+    shape, idx_shape = sel.shape(s, 0, x), sel.shape(s, 1, idx)
+    count = math.prod(idx_shape)
+    axis = s.attr("axis", 0) % max(len(shape), 1)
+    m = _tile_rows(sel, s, x, axis, shape, count, out, "destination")
+    _zero(sel, out)
+    x, out = _bits(sel, x), _bits(sel, out)
+    tx, to = sel.types[x], sel.types[out]
+    q, loop = _for(sel, count)
+    with loop:
+        value = _index(sel, s, idx, q, count)
+        with _block(sel, f"scf.if {_in_range(sel, value, shape[0])}"):
+            src = subset(sel, x, _as_index(sel, value, m), 0, m, tx.cols)
+            dst = subset(sel, out, _scale(sel, q, m), 0, m, to.cols)
+            _copy(sel, src, dst)
+
+
+@rule("tscatter_update", "tindex_add")
+def tile_scatter(sel, s, ins, outs):
+    """In-tile row updates: ``out = x`` then ``out[idx[i]] = src[i]`` (``+=`` for ``tindex_add``) in
+    index order; out-of-range indices write nothing."""
+    x, idx, src = ins
+    out = outs[0]
+    shape, idx_shape = sel.shape(s, 0, x), sel.shape(s, 1, idx)
+    count = math.prod(idx_shape)
+    axis = s.attr("axis", 0) % max(len(shape), 1)
+    m = _tile_rows(sel, s, x, axis, shape, count, src, "update")
+    tx, to = sel.types[x], sel.types[out]
+    if (tx.v_row, tx.v_col) != (to.v_row, to.v_col):
+        sel.fail(s, "with a destination shaped unlike the operand")
+    if to.dtype in ("bf16", "i8") and s.op == "tindex_add":
+        sel.fail(s, f"adding {to.dtype} rows (A2/A3 vector code has no {to.dtype} add)")
+    x, out, src = _bits(sel, x), _bits(sel, out), _bits(sel, src)
+    to, ts = sel.types[out], sel.types[src]
+    if x != out:
+        _copy(sel, x, out)
+    q, loop = _for(sel, count)
+    with loop:
+        value = _index(sel, s, idx, q, count)
+        with _block(sel, f"scf.if {_in_range(sel, value, shape[0])}"):
+            dst = subset(sel, out, _as_index(sel, value, m), 0, m, to.cols)
+            row = subset(sel, src, _scale(sel, q, m), 0, m, ts.cols)
+            if s.op == "tindex_add":
+                sel.print("tadd", [dst, row], [dst])
+            else:
+                _copy(sel, row, dst)
+
+
+# ------------------------------------------------------------------------------------------ scans
+def _scan(sel, work: str, outer: int, n: int, inner: int, reverse: bool):
+    """``block[k] += block[k -/+ 1]`` over the ``n`` blocks of ``inner`` rows of each of ``outer`` groups
+    of tile ``work``, in order (a sequential fold, as ``np.cumsum``)."""
+    if n < 2:
+        return
+    cols = sel.types[work].cols
+    o, outer_loop = (0, contextlib.nullcontext()) if outer == 1 else _for(sel, outer)
+    with outer_loop:
+        base = 0 if outer == 1 else _scale(sel, o, n * inner)
+        j, loop = _for(sel, n - 1)
+        with loop:
+            if reverse:                              # block k = n-2-j from block k+1
+                cur_row = _scale(sel, _arith(sel, "subi", n - 2, j), inner, base)
+                prev_row = _arith(sel, "addi", cur_row, inner)
+            else:                                    # block j+1 from block j
+                prev_row = _scale(sel, j, inner, base)
+                cur_row = _arith(sel, "addi", prev_row, inner)
+            prev = subset(sel, work, prev_row, 0, inner, cols)
+            cur = subset(sel, work, cur_row, 0, inner, cols)
+            sel.print("tadd", [prev, cur], [cur])
+
+
+@rule("tcumsum")
+def cumsum(sel, s, ins, outs):
+    (x,) = ins
+    out = outs[0]
+    shape = tuple(sel.shape(s, 0, x))
+    tx, to = sel.types[x], sel.types[out]
+    if not shape:
+        return sel.emit("tmuls", [x, sel.const(1, to.dtype)], [out])
+    axis = tuple(s.attr("axes"))[0] % len(shape)
+    reverse = bool(s.attr("reverse"))
+    rows, cols = matrix(shape)
+    if (tx.v_row, tx.v_col) != (rows, cols) or (to.v_row, to.v_col) != (rows, cols):
+        sel.fail(s, f"on a {tx.v_row}x{tx.v_col} tile for a {list(shape)} scan")
+    acc = _ACC.get(tx.dtype, tx.dtype)
+    if axis == len(shape) - 1:                   # along rows: scan the transpose
+        src = x
+        if acc != tx.dtype:
+            src = sel.like(x, dtype=acc)
+            sel.convert(x, src, "RINT")
+        work = sel.alloc(vec_tile(cols, rows, acc))
+        sel.print("ttrans", [src, sel.like(src)], [work])
+        _scan(sel, work, 1, cols, 1, reverse)
+        back = out if acc == to.dtype else sel.like(out, dtype=acc)
+        sel.print("ttrans", [work, sel.like(work)], [back])
+        if back != out:
+            sel.convert(back, out, "RINT", saturate=False if acc == "i16" else None)
+        return
+    outer, n, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:-1])
+    if acc == to.dtype:
+        work = out
+        if x != out:
+            _copy(sel, x, out)
+    else:
+        work = sel.like(x, dtype=acc)
+        sel.convert(x, work, "RINT")
+    _scan(sel, work, outer, n, inner, reverse)
+    if work != out:
+        sel.convert(work, out, "RINT", saturate=False if acc == "i16" else None)

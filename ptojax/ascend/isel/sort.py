@@ -1,0 +1,283 @@
+"""Sort rules: codegen's ``ttopk`` / ``tsort`` (the first ``k`` of a sort along an axis) and
+``tmrgsort`` (ptojax's ``merge_topk``: the ``k`` best of several value/index candidate lists) as the
+real ``tci`` / ``tsort32`` / ``tmrgsort`` / ``tgather`` sequences of pto-isa's TopK recipe.
+
+The real instructions work on ONE row of (value, u32 index) structs (8 bytes: ``[v, idx]`` for f32,
+``[v, 0, idx_lo, idx_hi]`` for f16) and always sort descending, so each row of the operand goes
+through (an ``scf.for`` over rows when there are several, ``pto.subset`` row views):
+
+1. a work row of ``P`` values (``P = 32·m·4^j``, ``m`` in 1..3: whole ``tsort32`` blocks and whole
+   ``tmrgsort`` groups) filled with ``-inf`` (``texpands`` of its bit pattern on an integer alias: the
+   C++ PTOAS prints for a non-finite float constant does not compile), the row's values copied in
+   (``tmuls`` by ``-1`` for the smallest-k: sorting ``-x``) through a ``treshape`` alias whose valid
+   region is the data;
+2. a u32 index row beside it: ``tci`` iota for ``ttopk`` (``-1`` after the data), the candidates' own
+   indices for ``merge_topk`` (``-1`` in the gaps) — ``tsort32`` breaks ties by that index ascending,
+   which is the lower-index-first rule of :func:`ptojax.ascend.semantics.topk` / ``merge_topk``;
+3. ``tsort32`` into 32-struct runs, single-list ``tmrgsort`` rounds (``blockLen`` = 32·4^i structs)
+   merging them four at a time, and a final 2- or 3-list ``tmrgsort`` when ``m > 1``;
+4. ``tgather`` mask patterns split the first ``k`` structs: values ``P0101`` (f32) / ``P0001`` (f16),
+   indices ``P1010`` of the sorted row seen as ``i32``, into staging tiles that are finally copied
+   (negated back for the smallest-k; ``bf16`` rounded back, exactly) into the destinations.
+
+``bf16`` sorts as ``f32`` (A2/A3 ``tsort32`` takes f16/f32); integer operands are not selected.
+Axis 0 of a 2-D tile transposes (``ttrans``) in and out. Every subset keeps 32-byte aligned offsets
+and sizes (the C++ ``Tile`` asserts 32-byte rows), so gathers take ``k`` rounded up to a row of
+32 bytes and the copies use ``treshape`` aliases narrowed to ``k``.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import asm
+from .rules import rule
+from .selector import matrix, vec_tile
+
+_NEG_INF_BITS = {"f32": ("i32", -8388608), "f16": ("i16", -1024)}     # 0xFF800000, 0xFC00
+_VALUE_PATTERN = {"f32": "P0101", "f16": "P0001"}
+BLOCK = 32                     # tsort32 sorts runs of 32 structs
+
+
+def struct_elems(dtype: str) -> int:
+    """Tile elements per (value, u32 index) struct."""
+    return 8 // asm.DTYPES[dtype].itemsize
+
+
+def padded_length(n: int, multiple: int = 1) -> tuple[int, int, int]:
+    """(P, m, j): the shortest row ``P = 32·m·4^j >= n`` (``m`` in 1..3) that ``multiple`` divides —
+    ``j`` single-list merge rounds, then an ``m``-list merge when ``m > 1``."""
+    j = 0
+    while True:
+        for m in (1, 2, 3):
+            p = BLOCK * m * 4 ** j
+            if p >= n and p % multiple == 0:
+                return p, m, j
+        j += 1
+
+
+def rounds(p: int, m: int, j: int, dtype: str) -> list[tuple]:
+    """The merge steps after ``tsort32``: ``("single", blockLen)`` and ``("lists", m, list_len)`` in
+    tile elements of ``dtype``."""
+    e = struct_elems(dtype)
+    steps = [("single", e * BLOCK * 4 ** i) for i in range(j)]
+    if m > 1:
+        steps.append(("lists", m, e * BLOCK * 4 ** j))
+    return steps
+
+
+def row_pitch(n: int, dtype: str) -> int:
+    """``n`` rounded up to a 32-byte row of ``dtype``."""
+    per = 32 // asm.DTYPES[dtype].itemsize
+    return -(-n // per) * per
+
+
+def _subset(sel, src, row, col: int, rows: int, cols: int, dynamic: bool) -> str:
+    """``pto.subset %src[row, col] sizes [rows, cols]`` with the result type PTOAS infers: the valid
+    region clipped to the source's, the valid rows ``?`` at a loop-dependent row offset."""
+    t = sel.types[src]
+    v_row = "?" if dynamic else max(0, min(rows, t.v_row - _static(sel, row)))
+    v_col = max(0, min(cols, t.v_col - col))
+    name = sel.fresh("s")
+    sel.types[name] = asm.TileBuf(t.loc, t.dtype, rows, cols, v_row, v_col, t.blayout, t.slayout, t.fractal, t.pad)
+    sel.lines.append(f"{name} = pto.subset {src}[{row}, {sel.const(col, 'index')}] sizes [{rows}, {cols}] : {t}")
+    return name
+
+
+def _index(sel, value: int) -> str:
+    return sel.const(value, "index")
+
+
+def _static(sel, name: str) -> int:
+    """The value of an index constant made by :func:`_index`."""
+    for (value, type_), const in sel.consts.items():
+        if const == name and type_ == "index":
+            return int(value)
+    raise ValueError(f"{name} is not an index constant")
+
+
+def _loop(sel, count: int, body):
+    """``body(row, dynamic)`` once per row: inline for one row, else in an ``scf.for``."""
+    if count == 1:
+        return body(_index(sel, 0), False)
+    var = sel.fresh("row")
+    sel.lines.append(f"scf.for {var} = {_index(sel, 0)} to {_index(sel, count)} step {_index(sel, 1)} {{")
+    outer, sel.lines = sel.lines, []
+    body(var, True)
+    inner, sel.lines = sel.lines, outer
+    sel.lines += ["  " + line for line in inner] + ["}"]
+
+
+def _gather(sel, src, dst, pattern):
+    """``tgather`` mask form: the pattern stands in the place of the indices operand."""
+    sel.lines.append(f"pto.tgather ins({src}, {{maskPattern = #pto.mask_pattern<{pattern}>}} : {sel.types[src]}) "
+                     f"outs({dst} : {sel.types[dst]})")
+
+
+def _sort_dtype(sel, s, dtype: str) -> str:
+    if dtype in ("f32", "bf16"):
+        return "f32"
+    if dtype == "f16":
+        return "f16"
+    sel.fail(s, f"on {dtype} values (tsort32 sorts f16/f32 only)")
+
+
+class _RowSort:
+    """The per-row sort of ``rows`` rows, each made of ``lists`` runs of ``n`` values (``lists``
+    consecutive tile rows per sorted row), keeping the first ``k`` (value, i32 index) pairs in the
+    staging tiles ``values`` / ``indices`` (``rows × k`` valid, in the sort dtype and ``i32``)."""
+
+    def __init__(self, sel, s, rows: int, lists: int, n: int, k: int, largest: bool, dtype: str):
+        self.sel, self.s, self.rows, self.lists, self.n, self.k = sel, s, rows, lists, n, k
+        self.largest, self.dtype = largest, dtype
+        self.e = struct_elems(dtype)
+        self.pitch = 2 ** math.ceil(math.log2(row_pitch(n, dtype))) if lists > 1 else None
+        self.p, self.m, self.j = padded_length(lists * self.pitch if lists > 1 else max(n, k),
+                                               self.pitch or 1)
+        self.kp = row_pitch(k, dtype)
+        if self.kp > self.p:
+            sel.fail(s, f"k={k} past the {self.p}-value sort row")
+        int_dt, self.inf_bits = _NEG_INF_BITS[dtype]
+        p, e = self.p, self.e
+        self.work_bits = sel.alloc(vec_tile(1, p, int_dt))
+        self.work = sel.reshape(self.work_bits, vec_tile(1, p, dtype))
+        seg = self.pitch or p                                  # the data's view: lists × seg, n valid
+        self.work_data = sel.reshape(self.work_bits, asm.TileBuf("vec", dtype, p // seg, seg, lists, n))
+        self.index = sel.alloc(vec_tile(1, p, "i32"))
+        self.index_data = sel.reshape(self.index, asm.TileBuf("vec", "i32", p // seg, seg, lists, n))
+        self.index_u32 = sel.reshape(self.index, asm.TileBuf("vec", "ui32", 1, p, 1, p))
+        self.buffers = [sel.alloc(vec_tile(1, e * p, dtype)) for _ in range(2)]
+        self.tmp = sel.alloc(vec_tile(1, e * p, dtype)) if self.m > 1 else None
+        self.values = sel.alloc(asm.TileBuf("vec", dtype, rows, self.kp, rows, self.kp))
+        self.indices = sel.alloc(asm.TileBuf("vec", "i32", rows, self.kp, rows, self.kp))
+        if self.m > 1:
+            self.executed = sel.fresh("ex")
+            sel.types[self.executed] = "vector<4xi16>"
+            sel.const_lines.append(f"{self.executed} = arith.constant dense<0> : vector<4xi16>")
+
+    def iota(self):
+        """The ``ttopk`` index row, once: ``0 .. n-1`` then ``-1``."""
+        sel = self.sel
+        sel.print("texpands", [sel.const(-1, "i32")], [self.index])
+        sel.print("tci", [sel.const(0, "i32")], [self.index_data], {"descending": "false"})
+
+    def row(self, src_values, src_indices):
+        """Sort one row: ``src_values`` / ``src_indices`` are the row's (``lists`` × n valid) views."""
+        sel, dtype = self.sel, self.dtype
+        sel.print("texpands", [sel.const(self.inf_bits, sel.types[self.work_bits].dtype)], [self.work_bits])
+        sel.print("tmuls", [src_values, sel.const(1.0 if self.largest else -1.0, dtype)], [self.work_data])
+        if src_indices is not None:
+            sel.print("texpands", [sel.const(-1, "i32")], [self.index])
+            sel.print("tmuls", [src_indices, sel.const(1, "i32")], [self.index_data])
+        cur, other = self.buffers
+        sel.print("tsort32", [self.work, self.index_u32], [cur])
+        for step in rounds(self.p, self.m, self.j, dtype):
+            if step[0] == "single":
+                sel.print("tmrgsort", [cur, sel.const(step[1] * 2, "i32")], [other])
+            else:
+                _, m, length = step
+                runs = [_subset(sel, cur, _index(sel, 0), q * length, 1, length, False) for q in range(m)]
+                attrs = f" {{exhausted = false}}"
+                ins_t = ", ".join(str(sel.types[n]) for n in runs + [self.tmp])
+                sel.lines.append(f"pto.tmrgsort ins({', '.join(runs + [self.tmp])}{attrs} : {ins_t}) "
+                                 f"outs({other}, {self.executed} : {sel.types[other]}, vector<4xi16>)")
+            cur, other = other, cur
+        return cur
+
+    def gather(self, cur, r, dynamic):
+        """The first ``k`` structs of the sorted row ``cur`` into row ``r`` of the staging tiles."""
+        sel, e, kp = self.sel, self.e, self.kp
+        c0 = _index(sel, 0)
+        head = _subset(sel, cur, c0, 0, 1, e * kp, False)
+        dst = _subset(sel, self.values, r, 0, 1, kp, dynamic)
+        _gather(sel, head, dst, _VALUE_PATTERN[self.dtype])
+        pairs = head if e == 2 else sel.reshape(head, vec_tile(1, 2 * kp, "i32"))   # f32: a bit-copy
+        dst = _subset(sel, self.indices, r, 0, 1, kp, dynamic)
+        _gather(sel, pairs, dst, "P1010")
+
+    def results(self):
+        """The staging tiles narrowed to ``k`` columns, values negated back for the smallest-k."""
+        sel = self.sel
+        values = sel.reshape(self.values, asm.TileBuf("vec", self.dtype, self.rows, self.kp, self.rows, self.k))
+        indices = sel.reshape(self.indices, asm.TileBuf("vec", "i32", self.rows, self.kp, self.rows, self.k))
+        return values, indices
+
+
+def _finish(sel, sorter, outs):
+    values, indices = sorter.results()
+    sel.emit("tmuls", [values, sel.const(1.0 if sorter.largest else -1.0, sorter.dtype)], [outs[0]])
+    sel.print("tmuls", [indices, sel.const(1, "i32")], [outs[1]])
+
+
+def _source(sel, s, x):
+    """``x`` in the sort dtype (``bf16`` widened to ``f32``)."""
+    dtype = _sort_dtype(sel, s, sel.types[x].dtype)
+    return (x if sel.types[x].dtype == dtype else sel.widen(x)), dtype
+
+
+def _topk_rows(sel, s, x, rows, n, k, largest):
+    x, dtype = _source(sel, s, x)
+    sorter = _RowSort(sel, s, rows, 1, n, k, largest, dtype)
+    sorter.iota()
+    cols = sel.types[x].cols
+
+    def body(r, dynamic):
+        row = _subset(sel, x, r, 0, 1, cols, dynamic)
+        sorter.gather(sorter.row(row, None), r, dynamic)
+    _loop(sel, rows, body)
+    return sorter
+
+
+@rule("ttopk", "tsort")
+def topk(sel, s, ins, outs):
+    (x,) = ins
+    shape = sel.shape(s, 0, x)
+    axis = s.attr("axis") % len(shape)
+    k, largest = s.attr("k"), bool(s.attr("largest"))
+    rows, n = matrix(shape)
+    if axis == len(shape) - 1:
+        if sel.types[x].v_row != rows:
+            sel.fail(s, f"on a {list(shape)} tile whose valid region is not {rows} rows")
+        return _finish(sel, _topk_rows(sel, s, x, rows, n, k, largest), outs)
+    if axis != 0 or len(shape) != 2:
+        sel.fail(s, f"along axis {axis} of a {list(shape)} tile")
+    # axis 0: transpose in, sort the rows, transpose the k rows out
+    rows, n = shape[1], shape[0]
+    x, dtype = _source(sel, s, x)
+    xt = sel.alloc(vec_tile(rows, n, dtype))
+    sel.print("ttrans", [x, sel.like(x)], [xt])
+    sorter = _topk_rows(sel, s, xt, rows, n, k, largest)
+    values, indices = sorter.results()
+    sel.print("tmuls", [values, sel.const(1.0 if largest else -1.0, sorter.dtype)], [values])
+    sel.emit("ttrans", [values, sel.like(values)], [outs[0]])
+    sel.print("ttrans", [indices, sel.like(indices)], [outs[1]])
+
+
+@rule("tmrgsort")
+def merge_topk(sel, s, ins, outs):
+    values, indices = ins
+    shape = sel.shape(s, 0, values)
+    if len(shape) < 2:
+        sel.fail(s, f"on a {list(shape)} candidate tile")
+    lists, n = shape[-2], shape[-1]
+    rows = math.prod(shape[:-2])
+    k, largest = s.attr("k"), bool(s.attr("largest"))
+    tv, ti = sel.types[values], sel.types[indices]
+    if (tv.v_row, tv.v_col) != (rows * lists, n) or (ti.v_row, ti.v_col) != (rows * lists, n):
+        sel.fail(s, f"on candidate tiles that are not {rows * lists} x {n}")
+    values, dtype = _source(sel, s, values)
+    sorter = _RowSort(sel, s, rows, lists, n, k, largest, dtype)
+    vcols, icols = sel.types[values].cols, ti.cols
+
+    def body(r, dynamic):
+        first = r
+        if lists > 1:
+            if dynamic:
+                first = sel.fresh("o")
+                sel.lines.append(f"{first} = arith.muli {r}, {_index(sel, lists)} : index")
+            else:
+                first = _index(sel, _static(sel, r) * lists)
+        v = _subset(sel, values, first, 0, lists, vcols, dynamic)
+        i = _subset(sel, indices, first, 0, lists, icols, dynamic)
+        sorter.gather(sorter.row(v, i), r, dynamic)
+    _loop(sel, rows, body)
+    _finish(sel, sorter, outs)

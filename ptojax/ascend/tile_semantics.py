@@ -1,0 +1,879 @@
+"""What each real PTO tile instruction computes, as ``jax.numpy`` functions on valid regions.
+
+The reference is pto-isa's CPU simulator (``include/pto/cpu/*.hpp`` built with ``-D__CPU_SIM``, g++ on
+x86-64, as :mod:`ptojax.ascend.cpusim` builds it): each function mirrors the simulator's loop —
+dtype of every intermediate, accumulation order, comparison used, tie rule — and says so where that
+is not the obvious NumPy reading.
+
+Contract of ``SEMANTICS[mnemonic](*operands, **attrs)``:
+
+* Tile operands are the tiles' VALID regions as 2-D arrays (NumPy or jax) in the tiles' own dtypes;
+  scalar operands are 0-d arrays (cast to the tile dtype, as the simulator's ``DType scalar`` does).
+  ``tmp`` scratch operands are accepted and ignored.
+* The result is the destination's valid region (a tuple for ``tmrgsort``'s multi-list form). Where
+  the destination's dtype or shape cannot be inferred, pass ``out=jax.ShapeDtypeStruct(shape, dtype)``
+  (``tcvt``, ``trowexpand``/``tcolexpand``/``texpands``/``tci``, reductions into a wider dtype).
+  Every function accepts ``out=None``.
+* Pure jnp: works eagerly and under ``jax.jit`` / ``jax.vmap``; attributes (``cmpMode``, ``rmode``,
+  ``blockLen``, ...) must be concrete Python values.
+
+Numerics worth knowing (details in each docstring):
+
+* Elementwise float ops compute in the tile dtype with one round-to-nearest (the simulator's
+  ``_Float16`` arithmetic rounds each result). ``texp/tlog/tsqrt/trsqrt`` are computed by the
+  simulator in double and rounded once; here in float64 when ``jax_enable_x64`` is on, else in
+  float32 (``tsqrt`` is then still exact; ``texp/tlog/trsqrt`` on float32 tiles can differ by an ulp).
+  Under ``jax.jit`` of a whole program, run XLA with ``--xla_allow_excess_precision=false`` so it
+  does not skip the f16/bf16 rounding between instructions.
+* ``tmax/tmin`` are ``std::max/std::min``: ``a < b ? b : a`` — NaN only propagates from ``src0``
+  and ``max(+0, -0)`` is ``+0`` (the first operand). ``tabs(-0.0) = -0.0`` (``x < 0 ? -x : x``).
+* Sums/products are sequential left-to-right folds (``trowsum`` in float32 for f16/bf16, the column
+  reductions and products in the destination dtype); max/min/argmax/argmin keep the FIRST of equal
+  values; NaN is only "seen" when it is the first element.
+* ``tmatmul`` starts every dot product from ``+0.0`` and folds ``acc = fma(a_k, b_k, acc)`` for
+  k = 0..K-1 in float32, so an all-(-0.0) product sum is ``+0.0``.
+* Masks (``tcmp``/``tcmps`` → ``tsel``) are packed LSB-first, 8 elements per byte; see
+  :func:`mask_shape`.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from jax import lax
+
+F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
+I8, I16, I32, U8, U32 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.uint8, np.uint32))
+
+SEMANTICS: dict[str, Callable] = {}
+
+
+def _register(*names):
+    def wrap(fn):
+        for name in names:
+            SEMANTICS[name] = fn
+        return fn
+    return wrap
+
+
+# ----------------------------------------------------------------------------------- helpers
+
+def _a(x):
+    return jnp.asarray(x)
+
+
+def _dt(x) -> np.dtype:
+    return np.dtype(x.dtype)
+
+
+def _is_float(dt) -> bool:
+    return jnp.issubdtype(np.dtype(dt), jnp.floating)
+
+
+def _out_dtype(out, default) -> np.dtype:
+    return np.dtype(out.dtype) if out is not None else np.dtype(default)
+
+
+def _static_int(v, what: str) -> int:
+    """A concrete Python int from an int / 0-d array attribute (it fixes shapes, so it must be static)."""
+    try:
+        return operator.index(v) if isinstance(v, (int, np.integer)) else int(np.asarray(v))
+    except (TypeError, jax.errors.ConcretizationTypeError) as e:  # a tracer
+        raise TypeError(f"{what} must be a concrete value, not a traced one") from e
+
+
+def _wide():
+    """The dtype the simulator's double-precision math is emulated in (float64 only under x64)."""
+    return jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
+
+
+def _std_max(a, b):
+    """``std::max(a, b)`` = ``a < b ? b : a``."""
+    return jnp.where(a < b, b, a)
+
+
+def _std_min(a, b):
+    """``std::min(a, b)`` = ``b < a ? b : a``."""
+    return jnp.where(b < a, b, a)
+
+
+def _div(a, b):
+    """C ``/``: IEEE division for floats, truncating division for integers.
+
+    The divisor goes through an optimization barrier: XLA otherwise rewrites ``x / broadcast(s)``
+    as ``x * (1 / s)``, which is off by an ulp for about half of all ``x``.
+    """
+    if not _is_float(a.dtype):
+        return lax.div(a, b)
+    shape = jnp.broadcast_shapes(a.shape, b.shape)
+    return jnp.broadcast_to(a, shape) / lax.optimization_barrier(jnp.broadcast_to(b, shape))
+
+
+def _shr(a, b):
+    """C ``>>`` (g++): arithmetic for signed, logical for unsigned types."""
+    if jnp.issubdtype(a.dtype, jnp.signedinteger):
+        return lax.shift_right_arithmetic(a, b)
+    return lax.shift_right_logical(a, b)
+
+
+# The binary element functions shared by the tile-tile, tile-scalar and row/col-expand families.
+_BINARY: dict[str, Callable] = {
+    "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "div": _div,
+    "max": _std_max, "min": _std_min,
+    "fmod": lax.rem,                     # C fmod / integer %: sign of the dividend (exact)
+    "and": jnp.bitwise_and, "or": jnp.bitwise_or, "xor": jnp.bitwise_xor,
+    "shl": lax.shift_left, "shr": _shr,
+}
+
+
+def _binary_op(name: str, fn: Callable):
+    def op(src0, src1, *tmp, out=None):
+        a, b = _a(src0), _a(src1)
+        return fn(a, b.astype(a.dtype))
+    op.__name__ = f"t{name}"
+    op.__doc__ = f"``t{name}(src0, src1[, tmp])``: elementwise ``{name}`` of two equal-shape tiles."
+    return op
+
+
+def _scalar_op(name: str, fn: Callable):
+    def op(src, scalar, *tmp, out=None):
+        a = _a(src)
+        return fn(a, _a(scalar).astype(a.dtype))
+    op.__name__ = f"t{name}s"
+    op.__doc__ = (f"``t{name}s(src, scalar)``: ``{name}(src, scalar)``; the scalar is first converted "
+                  "to the tile dtype (the simulator's ``DType scalar`` parameter).")
+    return op
+
+
+def _row_expand_op(name: str, fn: Callable):
+    def op(src0, src1, *tmp, out=None):
+        a, b = _a(src0), _a(src1)
+        cols = max(a.shape[1], b.shape[1])
+        # TRowExpandOp reads src[r, c % validCol] for both operands: the R x 1 one is broadcast
+        # (a row-major R x (32/sizeof) one repeats its first 32 bytes), either operand may be it.
+        a = a[:, np.arange(cols) % a.shape[1]]
+        b = b[:, np.arange(cols) % b.shape[1]].astype(a.dtype)
+        return fn(a, b)
+    op.__name__ = f"trowexpand{name}"
+    op.__doc__ = (f"``trowexpand{name}(src0, src1[, tmp])``: ``{name}(src0[r, c], src1[r, 0])`` with "
+                  "src1 R x 1 (either operand may be the narrow one, as in the simulator).")
+    return op
+
+
+def _col_expand_op(name: str, fn: Callable):
+    def op(src0, src1, *tmp, out=None):
+        a, b = _a(src0), _a(src1)
+        return fn(a, jnp.broadcast_to(b[:1, :], a.shape).astype(a.dtype))
+    op.__name__ = f"tcolexpand{name}"
+    op.__doc__ = f"``tcolexpand{name}(src0, src1)``: ``{name}(src0[r, c], src1[0, c])`` with src1 1 x C."
+    return op
+
+
+for _n in ("add", "sub", "mul", "div", "max", "min", "fmod", "and", "or", "xor", "shl", "shr"):
+    _register(f"t{_n}")(_binary_op(_n, _BINARY[_n]))
+for _n in ("add", "sub", "mul", "max", "min", "fmod", "and", "or", "xor", "shl", "shr"):
+    _register(f"t{_n}s")(_scalar_op(_n, _BINARY[_n]))
+for _n in ("add", "sub", "mul", "div", "max", "min"):
+    _register(f"trowexpand{_n}")(_row_expand_op(_n, _BINARY[_n]))
+    _register(f"tcolexpand{_n}")(_col_expand_op(_n, _BINARY[_n]))
+
+
+@_register("tdivs")
+def tdivs(x, y, *tmp, out=None):
+    """``tdivs(tile, scalar)`` = tile / scalar; ``tdivs(scalar, tile)`` = scalar / tile.
+
+    The order of the operands decides, as in PTOAS (whose parser accepts both ``ins(%t, %s)`` and
+    ``ins(%s, %t)``) and the simulator's two ``TDIVS_IMPL`` overloads (``OP_DIVS`` / ``OP_RDIVS``).
+    The 0-d operand is the scalar.
+    """
+    x, y = _a(x), _a(y)
+    if x.ndim == 0:
+        return _div(x.astype(y.dtype), y)
+    return _div(x, y.astype(x.dtype))
+
+
+@_register("tlrelu")
+def tlrelu(src, slope, *tmp, out=None):
+    """``x > 0 ? x : x * slope``; the f32 slope is first converted to the tile dtype."""
+    x = _a(src)
+    return jnp.where(x > 0, x, x * _a(slope).astype(x.dtype))
+
+
+# ------------------------------------------------------------------------------------ unary
+
+def _via_wide(fn, x, wide=None):
+    """``fn`` evaluated in ``wide`` (default :func:`_wide`) and rounded once to ``x``'s dtype."""
+    return fn(x.astype(wide or _wide())).astype(x.dtype)
+
+
+@_register("texp")
+def texp(src, *tmp, out=None):
+    """``exp``: the simulator uses ``expf`` (float) for f16 tiles and ``std::exp`` (double) otherwise."""
+    x = _a(src)
+    return _via_wide(jnp.exp, x, jnp.float32 if _dt(x) == F16 else None)
+
+
+@_register("tlog")
+def tlog(src, *tmp, out=None):
+    """``std::log`` in double, rounded to the tile dtype."""
+    return _via_wide(jnp.log, _a(src))
+
+
+@_register("tsqrt")
+def tsqrt(src, *tmp, out=None):
+    """``std::sqrt`` in double, rounded (identical to a correctly rounded sqrt in the tile dtype)."""
+    return _via_wide(jnp.sqrt, _a(src))
+
+
+@_register("trsqrt")
+def trsqrt(src, *tmp, out=None):
+    """``1.0 / std::sqrt(x)`` in double, rounded once (float32 emulation: two roundings)."""
+    return _via_wide(lambda v: _div(jnp.ones_like(v), jnp.sqrt(v)), _a(src))   # no fused rsqrt
+
+
+@_register("trecip")
+def trecip(src, *tmp, out=None):
+    """``1 / x`` in the tile dtype (integer division for integer tiles)."""
+    x = _a(src)
+    return _div(jnp.ones_like(x), x)
+
+
+@_register("tabs")
+def tabs(src, *tmp, out=None):
+    """``x < 0 ? -x : x``: ``-0.0`` and NaN pass through unchanged, integer minimum wraps."""
+    x = _a(src)
+    return jnp.where(x < 0, -x, x)
+
+
+@_register("tneg")
+def tneg(src, *tmp, out=None):
+    """``-x`` (integers wrap)."""
+    return -_a(src)
+
+
+@_register("tnot")
+def tnot(src, *tmp, out=None):
+    """``~x``."""
+    return jnp.bitwise_not(_a(src))
+
+
+@_register("trelu")
+def trelu(src, *tmp, out=None):
+    """``std::max(x, 0)`` = ``x < 0 ? 0 : x``: ``-0.0`` and NaN pass through."""
+    x = _a(src)
+    return jnp.where(x < 0, jnp.zeros_like(x), x)
+
+
+# ------------------------------------------------------------------------------- broadcasts
+
+@_register("trowexpand")
+def trowexpand(src, *tmp, out):
+    """``dst[r, c] = src[r, 0]`` for the ``out`` shape (R x C), converted to ``out.dtype``."""
+    x = _a(src)
+    return jnp.broadcast_to(x[:, :1], tuple(out.shape)).astype(out.dtype)
+
+
+@_register("tcolexpand")
+def tcolexpand(src, *tmp, out):
+    """``dst[r, c] = src[0, c]`` for the ``out`` shape (R x C)."""
+    x = _a(src)
+    return jnp.broadcast_to(x[:1, :], tuple(out.shape)).astype(out.dtype)
+
+
+@_register("texpands")
+def texpands(scalar, *tmp, out):
+    """Every element of the ``out`` tile set to the scalar (converted to ``out.dtype``)."""
+    return jnp.full(tuple(out.shape), _a(scalar).astype(out.dtype))
+
+
+@_register("tconcat")
+def tconcat(src0, src1, *tmp, out=None):
+    """Column concatenation ``[src0 | src1]`` (equal valid rows)."""
+    return jnp.concatenate([_a(src0), _a(src1)], axis=1)
+
+
+@_register("ttrans")
+def ttrans(src, *tmp, out=None):
+    """Transpose of the valid region."""
+    return _a(src).T
+
+
+@_register("tci")
+def tci(start, *tmp, descending=False, out):
+    """``dst[0, j] = start + j`` (``start - j`` if descending) for j < ``out.shape[1]``; one row.
+
+    Integer tiles compute in int and wrap on store; float tiles add ``j`` converted to the tile dtype.
+    """
+    rows, cols = tuple(out.shape)
+    if rows != 1:
+        raise ValueError(f"tci writes a 1-row tile, got out shape {tuple(out.shape)}")
+    dt = np.dtype(out.dtype)
+    j = jnp.arange(cols, dtype=jnp.int32)
+    s = _a(start).astype(dt)
+    if _is_float(dt):
+        seq = s - j.astype(dt) if descending else s + j.astype(dt)
+    else:
+        s32 = s.astype(jnp.int32) if dt.itemsize < 4 else s.astype(dt)
+        seq = (s32 - j.astype(s32.dtype) if descending else s32 + j.astype(s32.dtype)).astype(dt)
+    return seq[None, :]
+
+
+# ------------------------------------------------------------------------------- reductions
+
+def _fold(x, acc_dtype, step, axis):
+    """Sequential left-to-right fold of ``x`` along ``axis`` with a carry in ``acc_dtype``."""
+    xs = jnp.moveaxis(x, axis, 0)
+    init = xs[0].astype(acc_dtype)
+
+    def body(acc, v):
+        return step(acc, v.astype(acc_dtype)).astype(acc_dtype), None
+
+    acc, _ = lax.scan(body, init, xs[1:])
+    return acc
+
+
+def _sum(x, axis, out_dt, acc_dt):
+    if not _is_float(acc_dt):               # modular integer sum: order does not matter
+        return jnp.sum(x.astype(acc_dt), axis=axis, dtype=acc_dt).astype(out_dt)
+    # init 0 + x0 == x0 except for x0 = -0.0 (0 + -0 = +0): start the fold from +0.
+    zero = jnp.zeros_like(jnp.take(x, jnp.array([0]), axis=axis)).astype(acc_dt)
+    return _fold(jnp.concatenate([zero, x.astype(acc_dt)], axis=axis), acc_dt, jnp.add, axis).astype(out_dt)
+
+
+def _prod(x, axis, out_dt):
+    if not _is_float(out_dt):
+        return jnp.prod(x.astype(out_dt), axis=axis, dtype=out_dt)
+    one = jnp.ones_like(jnp.take(x, jnp.array([0]), axis=axis)).astype(out_dt)
+    return _fold(jnp.concatenate([one, x.astype(out_dt)], axis=axis), out_dt, jnp.multiply, axis)
+
+
+def _best(x, axis, largest: bool):
+    """(index, value) of the simulator's scan ``if (x > best) best = x`` (``<`` for min).
+
+    First index wins ties (+0 and -0 tie); NaN wins only at index 0 (nothing compares greater than
+    it) and is skipped elsewhere.
+    """
+    if _is_float(x.dtype):
+        nan = jnp.isnan(x)
+        fill = -jnp.inf if largest else jnp.inf
+        clean = jnp.where(nan, jnp.asarray(fill, x.dtype), x)
+        m = jnp.max(clean, axis=axis, keepdims=True) if largest else jnp.min(clean, axis=axis, keepdims=True)
+        hit = (~nan) & (clean == m)
+        first_nan = jnp.take(nan, jnp.array([0]), axis=axis)
+        idx = jnp.where(first_nan, 0, jnp.argmax(hit, axis=axis, keepdims=True))
+    else:
+        idx = (jnp.argmax if largest else jnp.argmin)(x, axis=axis, keepdims=True)
+    return idx.astype(jnp.int32), jnp.take_along_axis(x, idx, axis=axis)
+
+
+def _sum_acc(out_dt):
+    """``TypeSum<Dst>`` of TRowSum: float for f16/bf16 destinations, else the destination dtype."""
+    return F32 if out_dt in (F16, BF16) else out_dt
+
+
+@_register("trowsum")
+def trowsum(src, *tmp, out=None):
+    """R x 1 row sums: a left-to-right fold from 0 in float32 (f16/bf16 dst) or the dst dtype."""
+    x = _a(src)
+    dt = _out_dtype(out, x.dtype)
+    return _sum(x, 1, dt, _sum_acc(dt))[:, None]
+
+
+@_register("tcolsum")
+def tcolsum(src, *tmp, isBinary=False, out=None):
+    """1 x C column sums: a top-to-bottom fold from 0 in the DESTINATION dtype (f16 dst: f16 adds)."""
+    x = _a(src)
+    dt = _out_dtype(out, x.dtype)
+    return _sum(x, 0, dt, dt)[None, :]
+
+
+@_register("trowprod")
+def trowprod(src, *tmp, out=None):
+    """R x 1 row products: a left-to-right fold from 1 in the destination dtype."""
+    x = _a(src)
+    return _prod(x, 1, _out_dtype(out, x.dtype))[:, None]
+
+
+@_register("tcolprod")
+def tcolprod(src, *tmp, out=None):
+    """1 x C column products: a top-to-bottom fold from 1 in the destination dtype."""
+    x = _a(src)
+    return _prod(x, 0, _out_dtype(out, x.dtype))[None, :]
+
+
+def _reduce_best(axis: int, largest: bool, want_index: bool):
+    def op(src, *tmp, out=None):
+        x = _a(src)
+        idx, val = _best(x, axis, largest)
+        if want_index:
+            return idx.astype(_out_dtype(out, I32))
+        return val.astype(_out_dtype(out, x.dtype))
+    kind = ("arg" if want_index else "") + ("max" if largest else "min")
+    op.__name__ = f"t{'row' if axis == 1 else 'col'}{kind}"
+    op.__doc__ = (f"{'R x 1' if axis == 1 else '1 x C'} {kind}: a sequential scan keeping the first of "
+                  "equal values; a NaN counts only at index 0." + (" int32 indices." if want_index else ""))
+    return op
+
+
+for _axis, _name in ((1, "row"), (0, "col")):
+    for _largest, _k in ((True, "max"), (False, "min")):
+        _register(f"t{_name}{_k}")(_reduce_best(_axis, _largest, False))
+        _register(f"t{_name}arg{_k}")(_reduce_best(_axis, _largest, True))
+
+
+# ---------------------------------------------------------------------------- compare/select
+
+_CMP = {"eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "gt": jnp.greater,
+        "le": jnp.less_equal, "ge": jnp.greater_equal}
+
+
+def _cmp_mode(mode) -> str:
+    m = str(mode).lower().replace("cmpmode.", "").strip()
+    if m not in _CMP:
+        raise ValueError(f"unknown cmpMode {mode!r}")
+    return m
+
+
+def mask_shape(rows: int, cols: int) -> tuple[int, int]:
+    """Valid shape of the i8 mask tile ``tcmp``/``tcmps`` write for an R x C compare (A2/A3).
+
+    One bit per element, LSB first, 8 elements per byte, one mask row per source row:
+    ``(rows, ceil(cols / 8))`` — e.g. 16 x 16 f32 → a ``16 x 2`` valid region (pto-isa's TCMP/TSEL
+    examples use a ``Tile<Vec, uint8_t, 16, 32>`` with valid ``(16, 2)``; static columns are padded
+    to 32 bytes). ``tsel`` reads the bits back as one stream over the mask's valid region, so the
+    round trip is exact when ``cols % 8 == 0`` (see :func:`tsel`).
+    """
+    return rows, -(-cols // 8)
+
+
+def _pack_bits(bits):
+    """(R, C) bool → (R, ceil(C/8)) uint8, element ``8*j + b`` in bit ``b`` of byte ``j``."""
+    r, c = bits.shape
+    nb = -(-c // 8)
+    b = jnp.pad(bits.astype(jnp.uint8), ((0, 0), (0, nb * 8 - c))).reshape(r, nb, 8)
+    return jnp.sum(b << jnp.arange(8, dtype=jnp.uint8), axis=2, dtype=jnp.uint8)
+
+
+def _fit(a, shape):
+    """``a`` cut or zero-padded to ``shape``."""
+    a = a[: shape[0], : shape[1]]
+    return jnp.pad(a, ((0, shape[0] - a.shape[0]), (0, shape[1] - a.shape[1])))
+
+
+def _as_mask(bytes_u8, out):
+    dt = _out_dtype(out, I8)
+    return bytes_u8 if dt == U8 else lax.bitcast_convert_type(bytes_u8, dt)
+
+
+@_register("tcmp")
+def tcmp(src0, src1, *tmp, cmpMode="eq", out=None):
+    """Packed compare mask of two tiles (exact IEEE comparisons; NaN compares unequal).
+
+    Mask row r = source row r; byte j bit b = ``src0[r, 8j+b] cmpMode src1[r, 8j+b]``; bits past
+    the last column are 0; bytes past ``min(ceil(C/8), out cols)`` are 0. Default ``out`` shape:
+    :func:`mask_shape`. (pto-isa notes that A2/A3 hardware compares i32 tiles with EQ whatever the
+    mode; the simulator — and this function — honours the mode.)
+    """
+    a, b = _a(src0), _a(src1)
+    bits = _CMP[_cmp_mode(cmpMode)](a, b.astype(a.dtype))
+    shape = tuple(out.shape) if out is not None else mask_shape(*a.shape)
+    return _as_mask(_fit(_pack_bits(bits), shape), out)
+
+
+def _cmps_bits(x, s, mode):
+    """TCMPS's ``CmpCall``: EQ/NE through a double difference ``|x - s| < 1e-9``; others exact."""
+    if mode not in ("eq", "ne") or not _is_float(x.dtype):
+        return _CMP[mode](x, s)
+    # |double(x) - double(s)| < 1e-9. inf - inf is NaN, so equal infinities are NOT EQ (and not NE).
+    # f16/bf16 differences are either 0 or >= 2**-133 (bf16) / 2**-24 (f16): only bf16/f32 subnormal-
+    # scale values hit the tolerance; a float32 difference decides it (exact near the threshold
+    # except where f32 rounding of x - s crosses 1e-9).
+    d = jnp.abs(x.astype(F32) - s.astype(F32))
+    thr = np.nextafter(np.float32(1e-9), np.float32(0)) if np.float32(1e-9) >= 1e-9 else np.float32(1e-9)
+    close = d <= thr
+    if mode == "eq":
+        return close
+    return jnp.isnan(x) | jnp.isnan(s) | (d > thr)
+
+
+@_register("tcmps")
+def tcmps(src, scalar, *tmp, cmpMode="eq", src_cols=None, out=None):
+    """Packed mask of ``src cmpMode scalar``.
+
+    The simulator packs ``W // 8`` bytes per source row (W = the source tile's STATIC column count,
+    given here as ``src_cols``, default ``8 * ceil(C / 8)``; columns past C are 0) into one byte
+    stream and lays it out row-major over the mask's valid columns. With the default ``out`` shape
+    (:func:`mask_shape`) this is the same layout as :func:`tcmp`.
+
+    EQ is ``|double(x) - double(s)| < 1e-9`` (so ``inf == inf`` is false and tiny different f32
+    values compare equal); NE is ``isnan(x) || isnan(s) || |x - s| > 1e-9`` (``inf != inf`` false).
+    A ``scalar`` given as a tile uses its element ``[0, 0]`` (TCMPS's tile form).
+    """
+    x, s = _a(src), _a(scalar)
+    s = (s.reshape(-1)[0] if s.ndim else s).astype(x.dtype)
+    r, c = x.shape
+    w = src_cols if src_cols is not None else 8 * (-(-c // 8))
+    bits = _cmps_bits(x, s, _cmp_mode(cmpMode))
+    bits = jnp.pad(bits, ((0, 0), (0, max(w - c, 0))))[:, : (w // 8) * 8]
+    stream = _pack_bits(bits).reshape(-1)
+    shape = tuple(out.shape) if out is not None else mask_shape(r, c)
+    n = shape[0] * shape[1]
+    stream = jnp.pad(stream[:n], (0, max(n - stream.shape[0], 0)))
+    return _as_mask(stream.reshape(shape), out)
+
+
+@_register("tsel")
+def tsel(mask, src0, src1, *tmp, out=None):
+    """``bit ? src0 : src1`` where the bits are read as ONE stream over the mask's valid region.
+
+    The simulator (TSel_Impl) walks the R x C elements row-major with a running bit index: element
+    k = r*C + c uses bit ``k % 8`` of byte ``k // 8`` of the mask's valid region (row-major, mask
+    valid columns wide). For ``C % 8 == 0`` and a :func:`mask_shape` mask this is exactly the per-row
+    layout :func:`tcmp` writes (and what A2/A3 hardware reads: one mask row per data row); for other
+    C the simulator's rows drift. Missing bytes read as 0.
+    """
+    a, b = _a(src0), _a(src1)
+    m = _a(mask)
+    m = m if _dt(m) == U8 else lax.bitcast_convert_type(m, jnp.uint8)
+    r, c = a.shape
+    stream = m.reshape(-1)
+    need = -(-r * c // 8)
+    stream = jnp.pad(stream[:need], (0, max(need - stream.shape[0], 0)))
+    bits = ((stream[:, None] >> jnp.arange(8, dtype=jnp.uint8)) & 1).reshape(-1)[: r * c].reshape(r, c)
+    return jnp.where(bits == 1, a, b.astype(a.dtype))
+
+
+# ------------------------------------------------------------------------------------- tcvt
+
+_RMODES = ("none", "rint", "round", "floor", "ceil", "trunc", "odd")
+
+
+def _rmode(mode) -> str:
+    m = str(mode).lower().replace("roundmode.", "")
+    m = m[5:] if m.startswith("cast_") else m
+    if m not in _RMODES:
+        raise ValueError(f"unknown rmode {mode!r}")
+    return m
+
+
+def _sat_on(sat) -> bool:
+    if isinstance(sat, str):
+        s = sat.upper().replace("SATURATIONMODE.", "")
+        if s not in ("ON", "OFF"):
+            raise ValueError(f"unknown sat_mode {sat!r}")
+        return s == "ON"
+    return bool(sat)
+
+
+def _limits(dt: np.dtype) -> tuple[float, float]:
+    """``SafeLimits<T>``: f16 ±65504, bf16/f32 ±max finite, integers their range."""
+    if _is_float(dt):
+        m = float(ml_dtypes.finfo(dt).max)
+        return -m, m
+    info = np.iinfo(dt)
+    return float(info.min), float(info.max)
+
+
+def _round_integral(v, mode: str):
+    """``applyRoundingToIntegral`` on float32 values (exact: every step is representable)."""
+    if mode == "rint":
+        return jnp.round(v)                               # half to even
+    if mode == "round":                                   # half away from zero
+        t = jnp.trunc(v)
+        return jnp.where(jnp.abs(v - t) >= 0.5, t + jnp.sign(v), t)
+    if mode == "floor":
+        return jnp.floor(v)
+    if mode == "ceil":
+        return jnp.ceil(v)
+    if mode == "trunc":
+        return jnp.trunc(v)
+    if mode == "odd":                                     # ties to the odd neighbour
+        f = jnp.floor(v)
+        frac = v - f
+        f_odd = jnp.fmod(f, 2) != 0
+        return jnp.where(frac > 0.5, f + 1, jnp.where(frac < 0.5, f, jnp.where(f_odd, f, f + 1)))
+    return v                                              # NONE: the cast truncates
+
+
+def _float_to_int(v, dst: np.dtype):
+    """g++/x86 ``static_cast<D>(double)``: cvttsd2si to int32 (NaN / out of range → INT32_MIN),
+    then the low bits for int16/int8."""
+    v = v.astype(F32)
+    ok = (v >= -2.0 ** 31) & (v < 2.0 ** 31)              # False for NaN
+    i = jnp.where(ok, jnp.trunc(jnp.where(ok, v, 0)).astype(jnp.int32), jnp.int32(-2 ** 31))
+    return i.astype(dst)
+
+
+def _int_to_bf16(i):
+    """Exact int32 → bfloat16 (round to nearest even from the exact value, no double rounding)."""
+    neg = i < 0
+    mag = jnp.where(neg, -i.astype(jnp.int32), i).astype(jnp.uint32)     # |INT_MIN| = 2**31 as u32
+    hi = mag & jnp.uint32(0xFFFFFF00)
+    f = hi.astype(F32)                                                     # exact (<= 24 bits)
+    bits = lax.bitcast_convert_type(f, jnp.uint32) | ((mag & 0xFF) != 0).astype(jnp.uint32)  # sticky
+    f = jnp.where(mag < 2 ** 24, mag.astype(F32), lax.bitcast_convert_type(bits, F32)).astype(BF16)
+    return jnp.where(neg, -f, f)
+
+
+@_register("tcvt")
+def tcvt(src, *tmp, rmode="CAST_RINT", sat_mode="OFF", out):
+    """Convert to ``out.dtype`` as pto-isa's CPU simulator does (TCvt_Impl, g++ on x86-64).
+
+    * ``rmode``: NONE/RINT/ROUND/FLOOR/CEIL/TRUNC/ODD (``CAST_`` prefix optional; PTOAS maps RINT and
+      CAST_RINT to ``CAST_RINT``, its default). It only affects float → int: RINT half-even, ROUND
+      half-away, ODD ties to odd, NONE truncates. Float → float and int → float round to nearest
+      even whatever the mode; int → int wraps.
+    * ``sat_mode`` ON (PTOAS ``#pto<saturation_mode ON>``; absent = OFF): BEFORE converting, the
+      source value is clamped to the intersection of the source and destination ranges and
+      converted back to the source dtype. NaN clamps to the upper limit (``std::max(lo,
+      std::min(hi, NaN))`` = hi): f32→f16 NaN → 65504, inf → 65504, f32→i8 NaN → 127. For f32 → i32
+      the limit 2147483647 rounds to 2**31 in f32, so big positives and NaN give INT32_MIN
+      (the simulator's x86 cast of an out-of-range double) — mirrored here.
+    * Float → int without saturation: NaN or outside int32 → INT32_MIN for i32, and for i16/i8 the
+      low bits of the int32 conversion (NaN, ±inf, |x| >= 2**31 → 0; 40000 → -25536 for i16).
+    * Float → f16 without saturation overflows to ±inf.
+    bf16 is true bfloat16 (the simulator's C++23 ``std::bfloat16_t``; under C++20 it is an f16 alias).
+    """
+    x = _a(src)
+    s, d = _dt(x), np.dtype(out.dtype)
+    mode = _rmode(rmode)
+    if _sat_on(sat_mode):
+        (sl, sh), (dl, dh) = _limits(s), _limits(d)
+        lo, hi = max(sl, dl), min(sh, dh)
+        if _is_float(s):
+            lo_s, hi_s = (jnp.asarray(np.asarray(v, np.float64).astype(s)) for v in (lo, hi))
+            x = jnp.where(jnp.isnan(x), hi_s, jnp.minimum(jnp.maximum(x, lo_s), hi_s))
+        else:
+            x = jnp.clip(x, int(lo), int(hi)).astype(s)
+    if _is_float(s) and not _is_float(d):
+        return _float_to_int(_round_integral(x.astype(F32), mode), d)
+    if not _is_float(s) and d == BF16 and s.itemsize == 4:
+        return _int_to_bf16(x.astype(jnp.int32))
+    return x.astype(d)        # RNE float→float / int→float (exact via f32), wrapping int→int
+
+
+# ----------------------------------------------------------------------------------- matmul
+
+def _fma_f32(a, b, c):
+    """float32 ``fma(a, b, c)`` without a fused primitive: exact product by Dekker/Veltkamp, then
+    the three-term sum (correct except in rare double-rounding cases and for |a|, |b| > 2**115)."""
+    def split(v):
+        t = v * np.float32(4097.0)
+        hi = t - (t - v)
+        return hi, v - hi
+    p = a * b
+    ah, al = split(a)
+    bh, bl = split(b)
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    s = c + p
+    bp = s - c
+    t = (c - (s - bp)) + (p - bp)
+    return jnp.where(jnp.isfinite(p) & jnp.isfinite(c), s + (t + e), c + p)
+
+
+def _mmad(lhs, rhs, acc_dt):
+    """TMatmulNzZn's dot products from 0: int32 ``+= a*b`` or float32 ``acc = fma(a, b, acc)``."""
+    a, b = _a(lhs), _a(rhs)
+    if not _is_float(acc_dt):
+        return jnp.matmul(a.astype(acc_dt), b.astype(acc_dt), preferred_element_type=acc_dt)
+    a32, b32 = a.astype(F32), b.astype(F32)
+    exact = _dt(a) != F32           # f16/bf16 products are exact in f32: fma == one rounded add
+    init = jnp.zeros((a.shape[0], b.shape[1]), F32)
+
+    def body(acc, ab):
+        ak, bk = ab
+        ak, bk = ak[:, None], bk[None, :]
+        return (acc + ak * bk if exact else _fma_f32(ak, bk, acc)), None
+
+    acc, _ = lax.scan(body, init, (a32.T, b32))
+    return acc.astype(acc_dt)
+
+
+def _acc_dtype(lhs, out):
+    return _out_dtype(out, I32 if _dt(_a(lhs)) == I8 else F32)
+
+
+@_register("tmatmul")
+def tmatmul(lhs, rhs, *, out=None):
+    """``lhs @ rhs`` into the accumulator: i8·i8 → i32 exactly; f16/bf16/f32 → f32 by a sequential
+    float32 FMA chain over k starting from +0.0 (so -0.0 products sum to +0.0)."""
+    return _mmad(lhs, rhs, _acc_dtype(lhs, out))
+
+
+@_register("tmatmul.acc")
+def tmatmul_acc(acc, lhs, rhs, *, out=None):
+    """``acc + (lhs @ rhs)``: the product is formed from 0 as in :func:`tmatmul`, then one add."""
+    acc = _a(acc)
+    return acc + _mmad(lhs, rhs, _dt(acc))
+
+
+@_register("tmatmul.bias")
+def tmatmul_bias(lhs, rhs, bias, *, out=None):
+    """``(lhs @ rhs) + bias[0, :]`` (bias 1 x N in the accumulator dtype), added after the product."""
+    prod = _mmad(lhs, rhs, _acc_dtype(lhs, out))
+    return prod + _a(bias)[:1, :].astype(prod.dtype)
+
+
+# ------------------------------------------------------------------------------ sort/gather
+
+def _struct_elems(dt: np.dtype) -> int:
+    """Tile elements per 8-byte (value, u32 index) struct: 2 for 4-byte, 4 for 2-byte dtypes."""
+    return 8 // np.dtype(dt).itemsize
+
+
+def _desc_key(v):
+    """A key whose ascending order is ``v``'s descending order with +0 == -0 (the C++ ``>``)."""
+    if _is_float(v.dtype):
+        return -jnp.where(v == 0, jnp.zeros_like(v), v)
+    return jnp.bitwise_not(v)
+
+
+def _pack_structs(vals, idx):
+    """(..., n) values + u32 indices → (..., n*E) interleaved structs (value[, 0], index bytes)."""
+    dt = _dt(vals)
+    idx = idx.astype(jnp.uint32)
+    if dt.itemsize == 4:
+        parts = [vals, lax.bitcast_convert_type(idx, dt)]
+    else:
+        lo = lax.bitcast_convert_type((idx & 0xFFFF).astype(jnp.uint16), dt)
+        hi = lax.bitcast_convert_type((idx >> 16).astype(jnp.uint16), dt)
+        parts = [vals, jnp.zeros_like(vals), lo, hi]
+    return jnp.stack(parts, axis=-1).reshape(*vals.shape[:-1], -1)
+
+
+@_register("tsort32")
+def tsort32(src, idx, *tmp, out=None):
+    """Sort each row in blocks of 32 columns, descending, into (value, index) structs.
+
+    Within a block: stable by value descending, ties by the u32 ``idx`` value ascending (+0 == -0;
+    NaN order is unspecified — the simulator's comparator is not a strict weak order with NaN). The
+    last block may be partial. Each element becomes an 8-byte struct: ``[v, bits(idx)]`` for 4-byte
+    dtypes (dst 2C columns), ``[v, 0, idx_lo16, idx_hi16]`` for 2-byte dtypes (dst 4C columns).
+    Block b starts at dst column ``b * 32 * E`` (E = 2 or 4).
+    """
+    x, ix = _a(src), _a(idx).astype(jnp.uint32)
+    r, c = x.shape
+    nblk = -(-c // 32)
+    pad = nblk * 32 - c
+    flag = jnp.pad(jnp.zeros((r, c), jnp.int32), ((0, 0), (0, pad)), constant_values=1)
+    xv = jnp.pad(x, ((0, 0), (0, pad)))
+    iv = jnp.pad(ix, ((0, 0), (0, pad)))
+    blk = (r, nblk, 32)
+    _, _, si, sv = lax.sort((flag.reshape(blk), _desc_key(xv).reshape(blk), iv.reshape(blk),
+                             xv.reshape(blk)), dimension=2, num_keys=3, is_stable=True)
+    return _pack_structs(sv.reshape(r, -1)[:, :c], si.reshape(r, -1)[:, :c])
+
+
+def _merge(lists, out_n: int, exhausted: bool):
+    """TMrgsort's k-way merge of (n_i, E) struct lists: repeatedly take the head with the largest
+    value (``v > best``: the lowest list wins ties); stop after ``out_n`` structs, when all lists
+    are empty, or (``exhausted``) as soon as any list runs out. Returns (structs, consumed counts)."""
+    e = lists[0].shape[1]
+    sizes = [l_.shape[0] for l_ in lists]
+    nmax = max(max(sizes), 1)
+    arr = jnp.stack([jnp.pad(l_, ((0, nmax - l_.shape[0]), (0, 0))) for l_ in lists])
+    size = jnp.asarray(sizes, jnp.int32)
+
+    def body(carry, _):
+        pos, done = carry
+        head = arr[jnp.arange(len(lists)), jnp.minimum(pos, nmax - 1)]        # (L, E)
+        pick = jnp.int32(-1)
+        for li in range(len(lists)):
+            ok = (pos[li] < size[li]) & ((pick < 0) | (head[li, 0] > head[jnp.maximum(pick, 0), 0]))
+            pick = jnp.where(ok, li, pick)
+        write = (~done) & (pick >= 0)
+        val = jnp.where(write, head[jnp.maximum(pick, 0)], jnp.zeros((e,), arr.dtype))
+        pos = pos + jnp.where(write, (jnp.arange(len(lists)) == pick).astype(jnp.int32), 0)
+        stop = done | (pick < 0)
+        if exhausted:
+            stop = stop | jnp.any(pos == size)
+        return (pos, stop), val
+
+    (pos, _), vals = lax.scan(body, (jnp.zeros(len(lists), jnp.int32), jnp.asarray(False)),
+                              None, length=out_n)
+    return vals, pos
+
+
+@_register("tmrgsort")
+def tmrgsort(*operands, exhausted=False, out=None):
+    """Merge sorted (value, index) struct runs (1-row tiles), descending.
+
+    * ``tmrgsort(src, blockLen)``: ``src`` holds groups of 4 consecutive sorted blocks of
+      ``blockLen`` tile elements (a 64 = 32 f32 pairs); each group of ``4*blockLen`` columns is
+      merged in place (ties: lower block first). Columns after the last whole group are not written
+      by the simulator; they are returned as ``src``'s. ``blockLen`` must be concrete.
+    * ``tmrgsort(l0, l1[, l2[, l3]], tmp, exhausted=False)`` → ``(dst, executed)``: 2–4 sorted lists
+      merged (ties: lower list first) into ``out`` (default: all structs); with ``exhausted`` it
+      stops as soon as one list is used up. ``executed`` (int16[4]) = structs consumed per list;
+      dst columns not written are 0.
+    """
+    first = _a(operands[0])
+    e = _struct_elems(_dt(first))
+    if len(operands) == 2 and np.ndim(operands[1]) == 0:
+        block = _static_int(operands[1], "tmrgsort blockLen")
+        cols = out.shape[1] if out is not None else first.shape[1]
+        per, group = block // e, 4 * block
+        ngroups = cols // group if block and block % e == 0 else 0
+        res = first[:, :cols] if cols <= first.shape[1] else jnp.pad(first, ((0, 0), (0, cols - first.shape[1])))
+        if ngroups == 0:
+            return res
+        g = first[0, : ngroups * group].reshape(ngroups, 4, per, e)
+        merged = jax.vmap(lambda q: _merge([q[0], q[1], q[2], q[3]], 4 * per, False)[0])(g)
+        return res.at[0, : ngroups * group].set(merged.reshape(-1))
+    lists = [_a(o) for o in operands[:-1]]          # the last operand is the tmp tile
+    if not 2 <= len(lists) <= 4:
+        raise ValueError("tmrgsort merges 2 to 4 lists (plus the tmp tile)")
+    structs = [l_[0, : (l_.shape[1] // e) * e].reshape(-1, e) for l_ in lists]
+    cols = out[0].shape[1] if isinstance(out, tuple) else (out.shape[1] if out is not None
+                                                           else sum(s.shape[0] for s in structs) * e)
+    vals, pos = _merge(structs, cols // e, bool(exhausted))
+    dst = jnp.pad(vals.reshape(1, -1), ((0, 0), (0, cols - (cols // e) * e)))
+    executed = jnp.pad(pos, (0, 4 - len(lists))).astype(jnp.int16)
+    return dst, executed
+
+
+_PATTERNS = {"P0101": (2, 0), "P1010": (2, 1), "P0001": (4, 0), "P0010": (4, 1), "P0100": (4, 2),
+             "P1000": (4, 3), "P1111": (1, 0)}
+
+
+@_register("tgather")
+def tgather(src, indices=None, *tmp, maskPattern=None, out=None):
+    """Two forms.
+
+    * Mask pattern (``maskPattern="P0101"`` …): in every row keep the columns ``c`` with
+      ``c % 2 == 0`` (P0101), ``c % 2 == 1`` (P1010), ``c % 4 == 0/1/2/3`` (P0001/P0010/P0100/
+      P1000) or all (P1111); the kept elements of all rows form ONE row-major stream written into the
+      dst (default shape ``(R, C / step)``), bit-copied when ``out.dtype`` differs (same size), e.g.
+      the u32 indices out of tsort32/tmrgsort structs.
+    * Index (``tgather(src, indices, tmp)``): ``dst[i, j] = src.flat[indices[i, j]]`` over the src
+      valid region taken row-major (the simulator uses the static tile; equal when valid == static);
+      negative or out-of-range indices give 0.
+    """
+    x = _a(src)
+    if maskPattern is not None:
+        p = str(maskPattern).upper().split(".")[-1].split("<")[-1].rstrip(">")
+        p = p if p.startswith("P") else "P" + p
+        step, off = _PATTERNS[p]
+        r, c = x.shape
+        stream = x[:, off::step].reshape(-1)
+        shape = tuple(out.shape) if out is not None else (r, stream.shape[0] // r)
+        n = shape[0] * shape[1]
+        stream = jnp.pad(stream[:n], (0, max(n - stream.shape[0], 0))).reshape(shape)
+        dt = _out_dtype(out, x.dtype)
+        return stream if dt == _dt(x) else lax.bitcast_convert_type(stream, dt)
+    ix = _a(indices)
+    flat = x.reshape(-1)
+    if jnp.issubdtype(ix.dtype, jnp.signedinteger):
+        ok = (ix >= 0) & (ix < flat.shape[0])
+    else:
+        ok = ix < flat.shape[0]
+    got = flat[jnp.where(ok, ix, 0).astype(jnp.int32)]
+    return jnp.where(ok, got, jnp.zeros_like(got)).astype(_out_dtype(out, x.dtype))
+
+
+__all__ = ["SEMANTICS", "mask_shape"]
