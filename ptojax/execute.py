@@ -9,6 +9,7 @@ import numpy as np
 
 from .ascend import hostcode
 from .ascend.program import AscendBackend, compile_kernel
+from .ascend.textrun import PtoTextBackend
 from .ascend.targets import target as get_target
 from ._fpenv import ieee
 from .errors import PtoArgumentError
@@ -75,8 +76,13 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
 
 
 def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simulated", policy: str = "mpmd",
-                 workers: int = 4, compiled=None, donated=(), compute: bool = True, plans: dict | None = None):
-    """:func:`execute` on the flat list of arguments: (the flat list of outputs, or None, :class:`Trace`)."""
+                 workers: int = 4, compiled=None, donated=(), compute: bool = True, plans: dict | None = None,
+                 engine: str = "host"):
+    """:func:`execute` on the flat list of arguments: (the flat list of outputs, or None, :class:`Trace`).
+    ``engine="pto"`` runs the task bodies from the real PTO-AS text (:mod:`~ptojax.ascend.textrun`)
+    instead of host code."""
+    if engine not in ("host", "pto"):
+        raise PtoArgumentError(f"pto run: engine {engine!r} is not 'host' or 'pto'")
     with ieee():   # IEEE subnormals inside XLA's execution too (see _fpenv); threads started here inherit it
         tgt = get_target(target) if isinstance(target, str) else target
         compiled = compiled or compile_kernel(lowering, tgt.memory)
@@ -84,14 +90,14 @@ def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simu
             raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
         arrays = [np.asarray(x) for x in flat]
         key = _plan_key(arrays, policy, donated)
-        keep = plans is not None and compute and executor == "simulated"
+        keep = plans is not None and compute and executor == "simulated" and engine == "host"
         kept = plans.get(key) if keep else None
         if kept is not None and kept.lock.acquire(blocking=False):
             try:
                 return kept.run(arrays), kept.trace
             finally:
                 kept.lock.release()
-        backend = AscendBackend(compiled, tgt)
+        backend = AscendBackend(compiled, tgt) if engine == "host" else PtoTextBackend(compiled, tgt)
         plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, arrays, backend, frozenset(donated),
                            execute=compute)
         if executor == "simulated":

@@ -156,21 +156,24 @@ class Compiled:
         :class:`~ptojax.ascend.PtoasError` naming the program, the line and ptoas's message."""
         return self._code().cpp(arch, level, insert_sync)
 
-    def run(self, *args, executor: str | None = None, policy: str = "mpmd", compute: bool = True):
+    def run(self, *args, executor: str | None = None, policy: str = "mpmd", compute: bool = True,
+            engine: str = "host"):
         """Execute on the runtime: (outputs as NumPy arrays, :class:`~ptojax.mpmd.Trace`).
 
         Arrays of ``donate_argnums`` arguments may be overwritten (the kernel updates them in place).
-        ``compute=False``: schedule on the cost model without running the task bodies (outputs None)."""
+        ``compute=False``: schedule on the cost model without running the task bodies (outputs None).
+        ``engine="pto"``: every task interprets the kernel's real PTO-AS text (``as_text("pto")``, the
+        module ``ptoas`` assembles) instead of running host code — slower, the text's own numbers."""
         flat, tree = jax.tree.flatten(args)
         self._check(flat, tree)
-        outs, trace = self._run_flat(flat, executor or self.options.executor, policy, compute)
+        outs, trace = self._run_flat(flat, executor or self.options.executor, policy, compute, engine)
         return (jax.tree.unflatten(self.lowering.out_tree, outs) if compute else None), trace
 
-    def _run_flat(self, flat, executor: str, policy: str = "mpmd", compute: bool = True):
+    def _run_flat(self, flat, executor: str, policy: str = "mpmd", compute: bool = True, engine: str = "host"):
         """:meth:`run` on flat arguments of the compiled signature: (flat outputs, trace)."""
         return execute_flat(self.lowering, flat, target=self.options.target, executor=executor, policy=policy,
                             workers=self.options.workers, compiled=self._code(), donated=self._donated,
-                            compute=compute, plans=self.plans)
+                            compute=compute, plans=self.plans, engine=engine)
 
     @functools.cached_property
     def _donated(self) -> frozenset:

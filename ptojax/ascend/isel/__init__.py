@@ -25,6 +25,6 @@ An instruction with no real form yet is a :class:`~ptojax.errors.PtoUnsupportedE
 program and the instruction.
 """
 from . import composite, cube, predicate, quant, rows, sort, vector  # noqa: F401 - they register their rules
-from .selector import LEVELS, mask_shape, module, vec_tile
+from .selector import LEVELS, mask_shape, module, symbols, vec_tile
 
-__all__ = ["LEVELS", "mask_shape", "module", "vec_tile"]
+__all__ = ["LEVELS", "mask_shape", "module", "symbols", "vec_tile"]

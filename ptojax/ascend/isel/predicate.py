@@ -17,13 +17,24 @@ _MASK_USES = {"tsel", "tlogical_and", "tlogical_or", "tlogical_not"}
 _WIDE = {"i8": "i16", "bf16": "f32"}
 
 
+def full(sel, name: str) -> str:
+    """Tile ``name`` with its valid columns widened to the whole row pitch (an alias): masks are
+    packed and read as one bit stream per row of the tile's width, so compares and selects work on
+    whole rows (the padding's results are never read)."""
+    t = sel.types[name]
+    if t.v_col == t.cols:
+        return name
+    return sel.reshape(name, asm.TileBuf(t.loc, t.dtype, t.rows, t.cols, t.v_row, t.cols, t.blayout, t.slayout,
+                                         t.fractal, t.pad))
+
+
 def mask(sel, name: str) -> str:
     """The packed mask of predicate ``name``: made by its compare, or from its bytes (``!= 0``)."""
     if name not in sel.masks:
-        t = sel.types[name]
         wide = sel.like(name, dtype="i16")
         sel.convert(name, wide, "RINT")
-        sel.print("tcmps", [wide, sel.const(0, "i16")], [sel.mask_for(name, t)], {"cmpMode": "ne"})
+        wide = full(sel, wide)
+        sel.print("tcmps", [wide, sel.const(0, "i16")], [sel.mask_for(name, sel.types[wide])], {"cmpMode": "ne"})
     return sel.masks[name]
 
 
@@ -35,7 +46,8 @@ def settle(sel, name: str):
         sel.print("texpands", [sel.const(1, "i16")], [ones])
         sel.print("texpands", [sel.const(0, "i16")], [zeros])
         wide = sel.like(name, dtype="i16")
-        sel.print("tsel", [sel.masks[name], ones, zeros, sel.like(name, dtype="i16")], [wide])
+        ones, zeros, whole = full(sel, ones), full(sel, zeros), full(sel, wide)
+        sel.print("tsel", [sel.masks[name], ones, zeros, sel.like(whole)], [whole])
         sel.convert(wide, name, "RINT", saturate=False)
 
 
@@ -45,17 +57,19 @@ def compare(sel, s, ins, outs):
     a, b = ins
     if not isinstance(sel.types[a], asm.TileBuf):
         a, b, mode = b, a, _SWAP[mode]
-    out = sel.mask_for(outs[0], sel.types[outs[0]])
     if not isinstance(sel.types[b], asm.TileBuf):
         dtype = sel.types[a].dtype
-        scalar = sel.const(sel.values[b], _WIDE.get(dtype, dtype))
-        sel.emit("tcmps", [a, scalar], [out], {"cmpMode": mode})
+        a = full(sel, widened(sel, a))
+        out = sel.mask_for(outs[0], sel.types[a])
+        sel.print("tcmps", [a, sel.const(sel.values[b], _WIDE.get(dtype, dtype))], [out], {"cmpMode": mode})
     else:
         sa, sb = matrix(sel.shape(s, 0, a)), matrix(sel.shape(s, 1, b))
         so = (sel.types[outs[0]].v_row, sel.types[outs[0]].v_col)
         a = a if sa == so else sel.expand(s, a, sa, so)
         b = b if sb == so else sel.expand(s, b, sb, so)
-        sel.emit("tcmp", [a, b], [out], {"cmpMode": mode})
+        a, b = full(sel, widened(sel, a)), full(sel, widened(sel, b))
+        out = sel.mask_for(outs[0], sel.types[a])
+        sel.print("tcmp", [a, b], [out], {"cmpMode": mode})
     settle(sel, outs[0])
 
 
@@ -68,16 +82,27 @@ def select(sel, s, ins, outs):
     operands = []
     for i, name in ((1, a), (2, b)):
         if not isinstance(sel.types[name], asm.TileBuf):
-            full = sel.like(outs[0], dtype=_WIDE.get(to.dtype, to.dtype))
-            sel.print("texpands", [sel.const(sel.values[name], sel.types[full].dtype)], [full])
-            name = full
+            filled = sel.like(outs[0], dtype=_WIDE.get(to.dtype, to.dtype))
+            sel.print("texpands", [sel.const(sel.values[name], sel.types[filled].dtype)], [filled])
+            name = filled
         elif matrix(sel.shape(s, i, name)) != so:
             name = sel.expand(s, name, matrix(sel.shape(s, i, name)), so)
         operands.append(name)
     if matrix(sel.shape(s, 0, cond)) != so:
         cond_shape = matrix(sel.shape(s, 0, cond))
         cond = sel.expand(s, cond, cond_shape, so)
-    sel.emit("tsel", [mask(sel, cond), *operands, sel.like(outs[0])], outs)
+    selected = mask(sel, cond)
+    wide = [full(sel, widened(sel, n)) for n in operands]
+    out = outs[0] if not sel.narrow(outs[0]) else sel.like(outs[0], dtype=_WIDE[to.dtype])
+    whole = full(sel, out)
+    sel.print("tsel", [selected, *wide, sel.like(whole)], [whole])
+    if out != outs[0]:
+        sel.convert(out, outs[0], "RINT", saturate=False)
+
+
+def widened(sel, name: str) -> str:
+    """``name`` in a dtype compares and selects take on A2/A3 (``i8`` as ``i16``, ``bf16`` as ``f32``)."""
+    return sel.widen(name) if sel.narrow(name) else name
 
 
 @rule("tlogical_and", "tlogical_or")

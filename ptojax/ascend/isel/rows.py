@@ -226,6 +226,8 @@ def mgather(sel, s, ins, outs):
     axis = s.attr("axis", 0) % len(shape)
     idx_shape = tuple(s.attr("shapes")[0]) if s.attr("shapes") else None
     count = math.prod(idx_shape) if idx_shape is not None else sel.types[idx].v_col
+    if len(shape) == 1:
+        return _element_gather(sel, s, view, idx, out, shape[0], count)
     lead, m = _row_plan(sel, s, shape, axis, count, out, "destination")
     to = sel.types[out]
     _zero(sel, out)
@@ -238,6 +240,30 @@ def mgather(sel, s, ins, outs):
             src = _gm_row(sel, view, lead_ix, _as_index(sel, value))
             dst = subset(sel, out, _scale(sel, q, m), 0, m, to.cols)
             sel.print("tload", [src], [dst])
+
+
+def _element_gather(sel, s, view, idx, out, n, count):
+    """Elements of a 1-D GM tensor (a lookup table): ``pto.load_scalar`` from its pointer and
+    ``pto.tsetval`` into the destination, zero out of range."""
+    made = next((st for st in sel.kernel.body if isinstance(st, asm.MakeView) and st.name == view), None)
+    to = sel.types[out]
+    if made is None or made.strides[0] != "%c1":            # codegen names index constants %c<value>
+        sel.fail(s, "of single elements from a strided or unknown GM tensor")
+    if to.v_row * to.v_col != count:
+        sel.fail(s, f"with a {to.v_row}x{to.v_col} destination for {count} elements")
+    ptr = f"!pto.ptr<{to.dtype}>"
+    _zero(sel, out)
+    q, loop = _for(sel, count)
+    with loop:
+        value = _index(sel, s, idx, q, count)
+        with _block(sel, f"scf.if {_in_range(sel, value, n)}"):
+            element = sel.fresh("re")
+            sel.lines.append(f"{element} = pto.load_scalar {made.ptr}[{_as_index(sel, value)}] : {ptr} -> {to.dtype}")
+            pos = q
+            if to.v_row > 1:
+                pos = _arith(sel, "addi", _arith(sel, "muli", _arith(sel, "divsi", q, to.v_col), to.cols),
+                             _arith(sel, "remsi", q, to.v_col))
+            sel.lines.append(f"pto.tsetval ins({pos}, {element} : index, {to.dtype}) outs({out} : {to})")
 
 
 @rule("mscatter")

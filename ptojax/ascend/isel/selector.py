@@ -182,13 +182,13 @@ class Selector:
         self.lines.append(f"{name} = pto.treshape {src} : {self.types[src]} -> {t}")
         return name
 
-    def run(self) -> str:
+    def run(self, symbol: str) -> str:
         k = self.kernel
         params, index_params = [], [n for n, t in k.params if t == "index"]
         for name, type_ in k.params:
             if type_ != "index":
                 params.append(f"{name}: {type_.replace('<i1>', '<i8>')}")
-        head = [f"func.func @{re.sub(r'[^A-Za-z0-9_]', '_', k.name)}({', '.join(params)}) "
+        head = [f"func.func @{symbol}({', '.join(params)}) "
                 f"attributes {{pto.kernel_kind = #pto.kernel_kind<{_KIND[k.core]}>}} {{"]
         self.cube = CubePlan(k.body)
         self.uses = _uses(k.body)
@@ -378,12 +378,21 @@ def mask_shape(rows: int, cols: int) -> tuple[int, int]:
     return rows, -(-cols // 8)
 
 
+def symbols(kernels) -> list[str]:
+    """Each kernel's function name in the module: its program name as an identifier, made unique."""
+    out = []
+    for kernel in kernels:
+        base = name = re.sub(r"[^A-Za-z0-9_]", "_", kernel.name)
+        while name in out:
+            name = f"{base}_{len(out)}"
+        out.append(name)
+    return out
+
+
 def module(kernels, *, arch: str = "a3", level: str = "level2", memory=None) -> str:
     """The real PTO-AS module of a kernel's block programs (one ``func.func`` each)."""
     if level not in LEVELS:
         raise ValueError(f"pto realize: level {level!r} is not one of {LEVELS}")
-    funcs = []
-    for kernel in kernels:
-        funcs.append(Selector(kernel, arch, level, memory).run())
+    funcs = [Selector(kernel, arch, level, memory).run(symbol) for kernel, symbol in zip(kernels, symbols(kernels))]
     body = "\n".join("  " + line for f in funcs for line in f.splitlines())
     return f'module attributes {{pto.target_arch = "{arch}"}} {{\n{body}\n}}\n'

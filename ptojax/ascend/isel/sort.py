@@ -172,11 +172,11 @@ class _RowSort:
         sel.print("tsort32", [self.work, self.index_u32], [cur])
         for step in rounds(self.p, self.m, self.j, dtype):
             if step[0] == "single":
-                sel.print("tmrgsort", [cur, sel.const(step[1] * 2, "i32")], [other])
+                sel.print("tmrgsort", [cur, sel.const(step[1], "i32")], [other])
             else:
                 _, m, length = step
                 runs = [_subset(sel, cur, _index(sel, 0), q * length, 1, length, False) for q in range(m)]
-                attrs = f" {{exhausted = false}}"
+                attrs = " {exhausted = false}"
                 ins_t = ", ".join(str(sel.types[n]) for n in runs + [self.tmp])
                 sel.lines.append(f"pto.tmrgsort ins({', '.join(runs + [self.tmp])}{attrs} : {ins_t}) "
                                  f"outs({other}, {self.executed} : {sel.types[other]}, vector<4xi16>)")

@@ -1,0 +1,61 @@
+"""Block instances run from the real PTO-AS text: what ``ptoas`` accepts is what runs.
+
+:class:`PtoTextBackend` is the :class:`~ptojax.ascend.program.AscendBackend` whose task bodies
+interpret the kernel's real module (:meth:`~ptojax.ascend.program.AscendKernel.pto`, parsed back by
+:mod:`~ptojax.ascend.engine`) instead of codegen's host code: each grid point of a task is one call
+of its program's function, its block index the point's row-major position in the part's grid (as
+``pto.get_block_idx`` gives it to the function). Slower than host code; the reference that ties
+every number to the text the vendor's tools take.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import engine, isel
+from .program import AscendBackend
+
+
+class _Blocks:
+    """A task's body: the grid points ``tiles`` of one function, one block index each."""
+
+    __slots__ = ("module", "name", "grid", "tiles", "arrays")
+
+    def __init__(self, module, name, grid, tiles, arrays):
+        self.module, self.name, self.grid, self.tiles, self.arrays = module, name, grid, tiles, arrays
+
+    def __call__(self, core=None) -> None:
+        for index in self.tiles:
+            engine.run(self.module, self.name, self.arrays, block_index(index, self.grid))
+
+
+def block_index(index, grid) -> int:
+    """Grid point ``index`` as ``pto.get_block_idx`` numbers it: row-major over ``grid`` (missing
+    trailing dims of the grid are 1)."""
+    index = tuple(int(i) for i in index)
+    grid = tuple(grid) + (1,) * (len(index) - len(grid))
+    return int(np.ravel_multi_index(index, grid)) if index else 0
+
+
+class PtoTextBackend(AscendBackend):
+    """Runs block instances by interpreting the real PTO-AS module of the kernel for ``arch``."""
+
+    def __init__(self, compiled, target, arch: str = "a3"):
+        super().__init__(compiled, target)
+        self.module = engine.parse(compiled.pto(arch))
+        self.names = dict(zip(compiled.kernels, isel.symbols(list(compiled.kernels.values()))))
+
+    def _body(self, part, tiles, arrays) -> _Blocks:
+        key = (part.program.name, tuple(part.shape))
+        return _Blocks(self.module, self.names[key], self.compiled.kernels[key].grid, tiles, arrays)
+
+    def task(self, part, tiles, arrays):
+        _, seconds, nbytes = super().task(part, tiles, arrays)
+        return self._body(part, tiles, arrays), seconds, nbytes
+
+    def batch(self, part, arrays):
+        def run(tile_lists, core=None):
+            self._body(part, [index for tiles in tile_lists for index in tiles], arrays)()
+        return run
+
+    def fuse(self, steps):
+        return None
