@@ -15,6 +15,8 @@ _CMP = {"teq": "eq", "tne": "ne", "tlt": "lt", "tle": "le", "tgt": "gt", "tge": 
 _SWAP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 _MASK_USES = {"tsel", "tlogical_and", "tlogical_or", "tlogical_not"}
 _WIDE = {"i8": "i16", "bf16": "f32"}
+_CMPS_WIDE = {"i8": "i16", "bf16": "f32"}                  # what tcmps takes on A2/A3 ...
+_CMP_WIDE = {"i8": "i32", "i16": "i32", "bf16": "f32"}     # ... and tcmp (no i16)
 
 
 def full(sel, name: str) -> str:
@@ -31,11 +33,20 @@ def full(sel, name: str) -> str:
 def mask(sel, name: str) -> str:
     """The packed mask of predicate ``name``: made by its compare, or from its bytes (``!= 0``)."""
     if name not in sel.masks:
-        wide = sel.like(name, dtype="i16")
-        sel.convert(name, wide, "RINT")
-        wide = full(sel, wide)
-        sel.print("tcmps", [wide, sel.const(0, "i16")], [sel.mask_for(name, sel.types[wide])], {"cmpMode": "ne"})
+        nonzero(sel, name, name)
     return sel.masks[name]
+
+
+def nonzero(sel, src: str, name: str):
+    """The mask of predicate ``name`` := ``src != 0`` (a tile of numbers or of byte booleans)."""
+    dtype = sel.types[src].dtype
+    wide = _CMPS_WIDE.get(dtype, dtype)
+    if wide != dtype:
+        widened_src = sel.like(src, dtype=wide)
+        sel.convert(src, widened_src, "RINT")
+        src = widened_src
+    src = full(sel, src)
+    sel.print("tcmps", [src, sel.const(0, wide)], [sel.mask_for(name, sel.types[src])], {"cmpMode": "ne"})
 
 
 def settle(sel, name: str):
@@ -67,7 +78,7 @@ def compare(sel, s, ins, outs):
         so = (sel.types[outs[0]].v_row, sel.types[outs[0]].v_col)
         a = a if sa == so else sel.expand(s, a, sa, so)
         b = b if sb == so else sel.expand(s, b, sb, so)
-        a, b = full(sel, widened(sel, a)), full(sel, widened(sel, b))
+        a, b = full(sel, widened(sel, a, _CMP_WIDE)), full(sel, widened(sel, b, _CMP_WIDE))
         out = sel.mask_for(outs[0], sel.types[a])
         sel.print("tcmp", [a, b], [out], {"cmpMode": mode})
     settle(sel, outs[0])
@@ -100,15 +111,20 @@ def select(sel, s, ins, outs):
         sel.convert(out, outs[0], "RINT", saturate=False)
 
 
-def widened(sel, name: str) -> str:
+def widened(sel, name: str, wide=_WIDE) -> str:
     """``name`` in a dtype compares and selects take on A2/A3 (``i8`` as ``i16``, ``bf16`` as ``f32``)."""
-    return sel.widen(name) if sel.narrow(name) else name
+    dtype = sel.types[name].dtype
+    if dtype not in wide:
+        return name
+    out = sel.like(name, dtype=wide[dtype])
+    sel.convert(name, out, "RINT")
+    return out
 
 
 @rule("tlogical_and", "tlogical_or")
 def logical(sel, s, ins, outs):
     a, b = (mask(sel, n) for n in ins)
-    out = sel.mask_for(outs[0], sel.types[outs[0]])
+    out = sel.mask_for(outs[0], sel.types[a], mask=True)
     sel.print("tand" if s.op == "tlogical_and" else "tor", [a, b], [out])
     settle(sel, outs[0])
 
@@ -116,6 +132,6 @@ def logical(sel, s, ins, outs):
 @rule("tlogical_not")
 def logical_not(sel, s, ins, outs):
     a = mask(sel, ins[0])
-    out = sel.mask_for(outs[0], sel.types[outs[0]])
+    out = sel.mask_for(outs[0], sel.types[a], mask=True)
     sel.print("txors", [a, sel.const(-1, "i8"), sel.like(a)], [out])
     settle(sel, outs[0])

@@ -24,6 +24,7 @@ _KIND = {"AIV": "vector", "AIC": "cube"}
 _ALIGN = {"vec": 32, "mat": 32, "left": 512, "right": 512, "acc": 512, "bias": 64}
 _WIDE = {"bf16": "f32", "i8": "i16"}        # A2/A3 vector arithmetic: no bf16, no i8
 _MOVES = {"tload", "tstore", "tmov", "tcvt"}
+_FLOATS = ("f32", "f16", "bf16")
 
 
 def matrix(shape) -> tuple[int, int]:
@@ -73,10 +74,11 @@ class Selector:
         key = (repr(value), type_)
         if key not in self.consts:
             name = self.fresh("k")
-            text = _float_text(value, type_) if type_ in ("f32", "f16", "bf16") else str(int(value))
+            text = _float_text(value, type_) if type_ in _FLOATS else str(int(value))
             self.consts[key] = name
             self.types[name], self.values[name] = type_, value
-            self.const_lines.append(f"{name} = arith.constant {text} : {type_}")
+            if type_ not in _FLOATS or math.isfinite(value):               # see nonfinite()
+                self.const_lines.append(f"{name} = arith.constant {text} : {type_}")
         return self.consts[key]
 
     def tile_type(self, t: asm.TileBuf) -> asm.TileBuf:
@@ -124,26 +126,28 @@ class Selector:
         narrow = [n for n in list(ins) + list(outs) if self.narrow(n) and self.types[n].dtype not in accepts]
         if op in _MOVES or not narrow:
             return self.print(op, ins, outs, attrs)
-        wide_ins = [self.widen(n) if n in narrow else self.rescalar(n) for n in ins]
-        wide_outs = [self.like(n, dtype=_WIDE[self.types[n].dtype]) if n in narrow else n for n in outs]
+        wide = {n: _wider(self.types[n].dtype, accepts) for n in narrow}
+        wide_ins = [self.widen(n, wide[n]) if n in narrow else self.rescalar(n, wide) for n in ins]
+        wide_outs = [self.like(n, dtype=wide[n]) if n in narrow else n for n in outs]
         self.print(op, wide_ins, wide_outs, attrs)
         for narrow, wide in zip(outs, wide_outs):
             if wide != narrow:
                 self.convert(wide, narrow, "RINT", saturate=False)
 
-    def rescalar(self, name):
-        """A narrow scalar operand as a constant of the dtype its tile is widened to."""
+    def rescalar(self, name, wide: dict):
+        """A narrow scalar operand as a constant of the dtype its tiles are widened to."""
         t = self.types[name]
         if isinstance(t, str) and t in _WIDE and name in self.values:
-            return self.const(self.values[name], _WIDE[t])
+            return self.const(self.values[name], next((w for w in wide.values()), _WIDE[t]))
         return name
 
     def narrow(self, name) -> bool:
         t = self.types[name]
         return isinstance(t, asm.TileBuf) and t.loc == "vec" and t.dtype in _WIDE and name not in self.mask_names
 
-    def widen(self, name) -> str:
-        wide = self.like(name, dtype=_WIDE[self.types[name].dtype])
+    def widen(self, name, dtype: str | None = None) -> str:
+        """``name`` converted to a wider dtype (``dtype``, else its default: ``f32`` / ``i16``)."""
+        wide = self.like(name, dtype=dtype or _WIDE[self.types[name].dtype])
         self.convert(name, wide, "RINT")
         return wide
 
@@ -159,21 +163,57 @@ class Selector:
         cols = max(ts.cols, td.cols)
         if ts.cols < cols:
             wide = self.alloc(asm.TileBuf("vec", ts.dtype, ts.rows, cols, ts.v_row, ts.v_col))
-            self.print("tmuls", [src, self.const(1, ts.dtype)], [wide])
+            self.repitch(src, wide)
             return self.print("tcvt", [wide], [dst], attrs)
         wide = self.alloc(asm.TileBuf("vec", td.dtype, td.rows, cols, td.v_row, td.v_col))
         self.print("tcvt", [src], [wide], attrs)
-        self.print("tmuls", [wide, self.const(1, td.dtype)], [dst])
+        self.repitch(wide, dst)
+
+    def repitch(self, src, dst):
+        """Copy a tile into one of another row pitch (same dtype and valid shape): ``tmuls`` by 1 on
+        integer views of the bits (exact for every value; the vector unit has no i8/bf16 multiply)."""
+        views = []
+        for name in (src, dst):
+            t = self.types[name]
+            item = t.np_dtype.itemsize
+            bits = {4: "i32", 2: "i16", 1: "i16"}[item]
+            scale = 2 if item == 1 else 1
+            views.append(self.reshape(name, asm.TileBuf(t.loc, bits, t.rows, t.cols // scale, t.v_row,
+                                                        -(-t.v_col // scale))) if t.dtype != bits else name)
+        self.print("tmuls", [views[0], self.const(1, self.types[views[0]].dtype)], [views[1]])
 
     def print(self, op: str, ins, outs, attrs: dict | None = None):
         """One instruction as the real dialect spells it (:func:`~ptojax.ascend.instructions.text`);
         a user-defined instruction in the same operands-then-types form."""
+        special = [n for n in ins if self.types[n] in _FLOATS and not math.isfinite(self.values.get(n, 0.0))]
+        if special:
+            return self.nonfinite(op, ins, outs, attrs, special[0])
         ins_t = [(n, str(self.types[n])) for n in ins]
         outs_t = [(n, str(self.types[n])) for n in outs]
         if op in instructions.TABLE:
             return self.lines.append(instructions.text(op, ins_t, outs_t, attrs))
         self.lines.append(f"pto.{op} ins({', '.join(ins)} : {', '.join(t for _, t in ins_t)}) "
                           f"outs({', '.join(outs)} : {', '.join(t for _, t in outs_t)})")
+
+    def nonfinite(self, op, ins, outs, attrs, scalar):
+        """An instruction whose scalar operand is ±inf or NaN, without that constant: ptoas writes such a
+        float as ``-Inf.0f`` in its C++, which no compiler takes. The value is filled into a tile
+        through an integer view of its bits (``texpands``), and the tile form does the op."""
+        value, dtype = self.values[scalar], self.types[scalar]
+        if op == "texpands":
+            t = self.types[outs[0]]
+            bits = np.asarray(value, asm.DTYPES[dtype]).view({"f32": np.int32}.get(dtype, np.int16))
+            view = self.reshape(outs[0], asm.TileBuf(t.loc, "i32" if dtype == "f32" else "i16", t.rows, t.cols,
+                                                       t.v_row, t.v_col, t.blayout, t.slayout, t.fractal, t.pad))
+            return self.print("texpands", [self.const(int(bits), self.types[view].dtype)], [view])
+        tile = next(n for n in ins if isinstance(self.types[n], asm.TileBuf))
+        filled = self.like(tile, dtype=dtype)
+        self.print("texpands", [scalar], [filled])
+        base = {"tadds": "tadd", "tsubs": "tsub", "tmuls": "tmul", "tdivs": "tdiv", "tmaxs": "tmax", "tmins": "tmin",
+                "tcmps": "tcmp", "tfmods": "tfmod"}.get(op)
+        if base is None:
+            raise PtoUnsupportedError(f"pto realize: program '{self.kernel.name}': pto.{op} with a non-finite scalar")
+        self.print(base, [filled if n == scalar else n for n in ins], outs, attrs)
 
     def reshape(self, src: str, t: asm.TileBuf) -> str:
         """``treshape``: the same bytes as another tile type (an SSA alias, no data movement)."""
@@ -224,8 +264,9 @@ class Selector:
                     self.lines.append(s.text())
                     self.types[s.name] = "index"
                 else:
-                    self.lines.append(f"{s.name} = arith.constant {_scalar_text(s.value, s.type)} : {s.type}")
                     self.types[s.name], self.values[s.name] = s.type, s.value
+                    if s.type not in _FLOATS or math.isfinite(s.value):   # see nonfinite()
+                        self.lines.append(f"{s.name} = arith.constant {_scalar_text(s.value, s.type)} : {s.type}")
             elif kind is asm.Arith:
                 self.lines.append(s.text())
             elif kind is asm.MakeView:
@@ -304,7 +345,7 @@ class Selector:
         if (ts.v_row, ts.v_col) == (td.v_row, td.v_col):
             if (ts.rows, ts.cols) == (td.rows, td.cols):
                 return self.print("tmov", [src], [dst])
-            return self.emit("tmuls", [src, self.const(1, ts.dtype)], [dst])
+            return self.repitch(src, dst)
         if (ts.v_row, ts.v_col) == (td.v_col, td.v_row) and 1 in (ts.v_row, ts.v_col):
             return self.emit("ttrans", [src, self.like(src)], [dst])
         if ts.rows * ts.cols == td.rows * td.cols and ts.v_row * ts.v_col == td.v_row * td.v_col:
@@ -332,13 +373,21 @@ class Selector:
         return name if (t.v_row, t.v_col) == (1, 1) else self.reshape(name, vec_tile(1, 1, t.dtype))
 
 
-    def mask_for(self, name, t) -> str:
-        """The packed ``i8`` mask tile standing for codegen's ``i1`` tile ``name``."""
-        rows, cols = mask_shape(t.v_row, t.v_col)
-        mask = self.alloc(vec_tile(rows, cols, "i8"))
+    def mask_for(self, name, t, mask: bool = False) -> str:
+        """The packed ``i8`` mask tile standing for codegen's ``i1`` tile ``name``: the mask of a compare
+        over tiles of type ``t`` (or, ``mask=True``, of the same type as mask ``t``)."""
+        mask = self.alloc(t if mask else vec_tile(*mask_shape(t.v_row, t.v_col), "i8"))
         self.masks[name] = mask
         self.mask_names.add(mask)
         return mask
+
+
+def _wider(dtype: str, accepts) -> str:
+    """The narrowest dtype wider than ``dtype`` that an instruction accepting ``accepts`` takes."""
+    for wide in {"bf16": ("f32",), "i8": ("i16", "i32", "f16", "f32")}[dtype]:
+        if not accepts or wide in accepts:
+            return wide
+    return _WIDE[dtype]
 
 
 def _bytes(t: asm.ViewType) -> asm.ViewType:

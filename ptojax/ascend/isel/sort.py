@@ -114,11 +114,13 @@ def _gather(sel, src, dst, pattern):
 
 
 def _sort_dtype(sel, s, dtype: str) -> str:
-    if dtype in ("f32", "bf16"):
+    """The dtype a row sorts in: ``tsort32`` sorts f16/f32, so bf16 and the integers f32 holds
+    exactly (i8, i16) go through f32."""
+    if dtype in ("f32", "bf16", "i8", "i16"):
         return "f32"
     if dtype == "f16":
         return "f16"
-    sel.fail(s, f"on {dtype} values (tsort32 sorts f16/f32 only)")
+    sel.fail(s, f"on {dtype} values (tsort32 sorts f16/f32; f32 does not hold every {dtype})")
 
 
 class _RowSort:
@@ -204,14 +206,18 @@ class _RowSort:
 
 def _finish(sel, sorter, outs):
     values, indices = sorter.results()
-    sel.emit("tmuls", [values, sel.const(1.0 if sorter.largest else -1.0, sorter.dtype)], [outs[0]])
+    if sel.types[outs[0]].dtype != sorter.dtype:             # back to the input's dtype (exact)
+        sel.print("tmuls", [values, sel.const(1.0 if sorter.largest else -1.0, sorter.dtype)], [values])
+        sel.convert(values, outs[0], "RINT", saturate=True)
+    else:
+        sel.emit("tmuls", [values, sel.const(1.0 if sorter.largest else -1.0, sorter.dtype)], [outs[0]])
     sel.print("tmuls", [indices, sel.const(1, "i32")], [outs[1]])
 
 
 def _source(sel, s, x):
     """``x`` in the sort dtype (``bf16`` widened to ``f32``)."""
     dtype = _sort_dtype(sel, s, sel.types[x].dtype)
-    return (x if sel.types[x].dtype == dtype else sel.widen(x)), dtype
+    return (x if sel.types[x].dtype == dtype else sel.widen(x, dtype)), dtype
 
 
 def _topk_rows(sel, s, x, rows, n, k, largest):
@@ -238,17 +244,20 @@ def topk(sel, s, ins, outs):
         if sel.types[x].v_row != rows:
             sel.fail(s, f"on a {list(shape)} tile whose valid region is not {rows} rows")
         return _finish(sel, _topk_rows(sel, s, x, rows, n, k, largest), outs)
-    if axis != 0 or len(shape) != 2:
+    if math.prod(shape[:axis]) != 1 or math.prod(shape[axis + 1:-1]) != 1:
         sel.fail(s, f"along axis {axis} of a {list(shape)} tile")
-    # axis 0: transpose in, sort the rows, transpose the k rows out
-    rows, n = shape[1], shape[0]
+    # a leading axis whose rows are the tile's rows: transpose in, sort the rows, transpose the k rows out
+    rows, n = shape[-1], shape[axis]
     x, dtype = _source(sel, s, x)
     xt = sel.alloc(vec_tile(rows, n, dtype))
     sel.print("ttrans", [x, sel.like(x)], [xt])
     sorter = _topk_rows(sel, s, xt, rows, n, k, largest)
     values, indices = sorter.results()
     sel.print("tmuls", [values, sel.const(1.0 if largest else -1.0, sorter.dtype)], [values])
-    sel.emit("ttrans", [values, sel.like(values)], [outs[0]])
+    flipped = sel.like(outs[0], dtype=sorter.dtype)
+    sel.print("ttrans", [values, sel.like(values)], [flipped])
+    sel.copy(flipped, outs[0]) if sel.types[outs[0]].dtype == sorter.dtype else \
+        sel.convert(flipped, outs[0], "RINT", saturate=True)
     sel.print("ttrans", [indices, sel.like(indices)], [outs[1]])
 
 

@@ -60,11 +60,13 @@ def binary(sel, s, ins, outs):
     sel.emit(op, [a, sel.expand(s, b, sb, so)], outs)
 
 
-def by_row_runs(sel, s, op, a, b, out):
+def by_row_runs(sel, s, op, a, b, out, shape_a=None):
     """``a <op> b`` where ``b``'s rows broadcast over groups of ``a``'s (a (2, 1, 64) operand of a
     (2, 4, 64) tile): per run of output rows that read one row of ``b``, a ``tcolexpand<op>`` on row
-    subsets; per run that reads consecutive rows, the plain op."""
-    shape_a, shape_b = sel.shape(s, 0, a), sel.shape(s, 1, b)
+    subsets; per run that reads consecutive rows, the plain op. ``op`` None: ``b`` broadcast into
+    ``out`` (of logical shape ``shape_a``)."""
+    shape_b = sel.shape(s, 0 if op is None else 1, b)
+    shape_a = shape_a or sel.shape(s, 0, a)
     if sel.types[a].v_row != matrix(shape_a)[0]:
         sel.fail(s, f"broadcasting both operands ({list(shape_a)}, {list(shape_b)})")
     out_shape = np.broadcast_shapes(shape_a, shape_b)
@@ -77,8 +79,12 @@ def by_row_runs(sel, s, op, a, b, out):
             end += 1
         step = 0 if end - start == 1 else rows[start + 1] - rows[start]
         count = 1 if step == 0 else end - start
-        xs, ys, bs = sel.subset(a, start, end - start), sel.subset(out, start, end - start), sel.subset(b, rows[start], count)
-        sel.emit(f"tcolexpand{_BINARY[op]}" if step == 0 and end - start > 1 else op, [xs, bs], [ys])
+        ys, bs = sel.subset(out, start, end - start), sel.subset(b, rows[start], count)
+        if op is None:
+            sel.copy(bs, ys) if count == end - start else sel.emit("tcolexpand", [bs], [ys])
+        else:
+            xs = sel.subset(a, start, end - start)
+            sel.emit(f"tcolexpand{_BINARY[op]}" if step == 0 and end - start > 1 else op, [xs, bs], [ys])
         start = end
 
 
@@ -140,14 +146,12 @@ def scalar(sel, s, ins, outs):
 
 @rule('tcvt')
 def cvt(sel, s, ins, outs):
-    src, dst = sel.types[ins[0]], sel.types[outs[0]]
+    src = sel.types[ins[0]]
     if src.loc == "acc":                     # the accumulator converts on its way out (FIXPIPE)
         sel.renamed[outs[0]] = ins[0]
         return
     if s.attr("dtype") == "i1":                 # x -> bool: x != 0
-        wide = {"i8": "i16", "bf16": "f32"}.get(src.dtype, src.dtype)
-        zero = sel.const(0, wide)
-        sel.emit("tcmps", [ins[0], zero], [sel.mask_for(outs[0], dst)], {"cmpMode": "ne"})
+        predicate.nonzero(sel, ins[0], outs[0])
         return predicate.settle(sel, outs[0])
     sel.convert(ins[0], outs[0], _ROUNDING[s.attr("rounding", "rint")], s.attr("saturate"))
 
@@ -179,6 +183,12 @@ def reduce(sel, s, ins, outs):
         return sel.copy(src, out)
     if by_row and not by_col:
         return sel.emit(f"trow{kind}", [src, sel.like(src)], [sel.as_column(out, to, rows)])
+    if by_col and not by_row and arg and sel.types[src].dtype not in _FLOATS:
+        flipped = sel.like(src, rows=cols, cols=rows)      # integer column arg-reductions: rows of the transpose
+        sel.emit("ttrans", [src, sel.like(src)], [flipped])
+        result = sel.like(flipped, cols=1, dtype=to.dtype)
+        sel.emit(f"trow{kind}", [flipped, sel.like(flipped)], [result])
+        return sel.copy(result, out)
     if by_col and not by_row:
         result = out if (to.v_row, to.v_col) == (1, cols) else sel.like(src, rows=1, dtype=to.dtype)
         sel.emit(f"tcol{kind}", [src, *([sel.like(src)] if arg else [])], [result])
@@ -212,4 +222,6 @@ def broadcast(sel, s, ins, outs):
         return sel.emit("trowexpand", [sel.as_rows(x, sel.types[x], src)], outs)
     if src == (1, dst[1]):
         return sel.emit("tcolexpand", [x], outs)
+    if src[1] == dst[1] and dst[0] % src[0] == 0 and len(sel.shape(s, 0, x)) > 1:
+        return by_row_runs(sel, s, None, outs[0], x, outs[0], shape_a=tuple(s.attr("shape")))
     sel.copy(sel.expand(s, x, src, dst), outs[0])
