@@ -1,6 +1,14 @@
-"""Test session set-up: eight host CPU devices (for jax.shard_map tests), set before JAX starts."""
+"""Test session set-up: eight host CPU devices (for jax.shard_map tests), set before JAX starts; the
+vendor's tools (``PTOAS``, ``PTO_ISA_ROOT``) from this workspace's ``shared/tools`` when the
+environment names none (the library itself reads only the environment and PATH)."""
 import os
 import sys
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 sys.path.insert(0, os.path.dirname(__file__))
+
+_TOOLS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "tools")
+if os.access(os.path.join(_TOOLS, "ptoas", "bin", "ptoas"), os.X_OK):
+    os.environ.setdefault("PTOAS", os.path.abspath(os.path.join(_TOOLS, "ptoas", "bin", "ptoas")))
+if os.path.isfile(os.path.join(_TOOLS, "pto-isa", "include", "pto", "pto-inst.hpp")):
+    os.environ.setdefault("PTO_ISA_ROOT", os.path.abspath(os.path.join(_TOOLS, "pto-isa")))

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
 import ptojax as pj
+from ptojax.ascend.ptoas import find_ptoas
 
 O = pj.ops
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
@@ -556,14 +558,18 @@ def assert_same(got, want, where=""):
 
 
 def check(spec):
-    """The fuzz property for one spec: sim == xla, and every lowering level verifies."""
+    """The fuzz property for one spec: sim == xla, every lowering level verifies, and Huawei's ptoas
+    accepts the kernel's PTO-AS (wherever ptoas is found, and always in CI)."""
     import jax
 
     fn, args = build(spec)
     sim = pj.kernel(fn, backend="sim")
     lowered = sim.lower(*args)                      # pj.lower(fn, *args), as a kernel stages it
     lowered.lowering.verify(*args)
-    got = jax.tree.leaves(lowered.compile()(*args))
+    compiled = lowered.compile()
+    if find_ptoas() or os.environ.get("CI") == "true":
+        compiled.ptoas()                            # a PtoasError names the program, line and message
+    got = jax.tree.leaves(compiled(*args))
     xla = pj.kernel(fn, backend="xla")              # the same lowering, run by XLA (one trace, not two)
     want = jax.tree.leaves(pj.Lowered(xla, lowered.lowering, lowered.avals).compile()(*args))
     assert len(got) == len(want)
