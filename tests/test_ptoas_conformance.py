@@ -1,6 +1,6 @@
 """The vendor's assembler accepts what ptojax emits: every program of the seed example, the lowering
-test kernels, the DeepSeek-V3.2 kernels and the pj.nn kernels (forward and backward), for A2/A3
-(``benchmarks/ptoas_conformance.py``, which also prints the table the docs quote). The CI fuzz set is
+test kernels, the DeepSeek-V3.2 kernels and the pj.nn kernels (forward and backward), for A2/A3 and
+A5 (``benchmarks/ptoas_conformance.py``, which also prints the table the docs quote). The CI fuzz set is
 checked in ``fuzz.check``. Without ``ptoas`` these tests skip, except in CI, where they fail."""
 import os
 import sys
@@ -21,10 +21,12 @@ FAMILIES = {"lowering": conformance.lowering_kernels, "deepseek": conformance.de
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_every_program_is_accepted_for_a3(family):
+def test_every_program_is_accepted_for_a3_and_a5(family):
     for name, kernels in FAMILIES[family]().items():
-        programs, accepted, first = conformance.judge(kernels, "a3")
-        assert programs and accepted == programs, f"{name}: {programs - accepted} of {programs} rejected: {first}"
+        for arch in ("a3", "a5"):
+            programs, accepted, first = conformance.judge(kernels, arch)
+            assert programs and accepted == programs, \
+                f"{name} ({arch}): {programs - accepted} of {programs} rejected: {first}"
         used, total, real = conformance.kinds(kernels)
         assert total and real == total or family == "deepseek", f"{name}: {total - real} instructions not real PTO"
 

@@ -22,6 +22,7 @@ from .rules import RULES
 LEVELS = ("level2", "level3")
 _KIND = {"AIV": "vector", "AIC": "cube"}
 _ALIGN = {"vec": 32, "mat": 32, "left": 512, "right": 512, "acc": 512, "bias": 64}
+_BIAS_TABLE = 1024                          # bytes of the cube's bias table (BT) on A2/A3
 _WIDE = {"bf16": "f32", "i8": "i16"}        # A2/A3 vector arithmetic: no bf16, no i8
 _MOVES = {"tload", "tstore", "tmov", "tcvt"}
 _FLOATS = ("f32", "f16", "bf16")
@@ -104,7 +105,7 @@ class Selector:
         if addr is None:
             align = _ALIGN[t.loc]
             addr = -(-self.top.get(t.loc, 0) // align) * align
-            capacity = self.memory.buffer(t.loc)
+            capacity = _BIAS_TABLE if t.loc == "bias" else self.memory.buffer(t.loc)
             if addr + size > capacity:
                 raise PtoCapacityError(
                     f"pto realize: program '{self.kernel.name}': a {size}-byte {t.loc} tile that instruction "
@@ -376,7 +377,10 @@ class Selector:
     def mask_for(self, name, t, mask: bool = False) -> str:
         """The packed ``i8`` mask tile standing for codegen's ``i1`` tile ``name``: the mask of a compare
         over tiles of type ``t`` (or, ``mask=True``, of the same type as mask ``t``)."""
-        mask = self.alloc(t if mask else vec_tile(*mask_shape(t.v_row, t.v_col), "i8"))
+        if not mask:                            # A2/A3 pack a bit per element; A5's verifier wants the
+            t = (vec_tile(*mask_shape(t.v_row, t.v_col), "i8") if self.arch == "a3"       # compare's shape
+                 else asm.TileBuf("vec", "i8", t.rows, t.cols, t.v_row, t.v_col))
+        mask = self.alloc(t)
         self.masks[name] = mask
         self.mask_names.add(mask)
         return mask
