@@ -1,11 +1,15 @@
 """Top-k over rows wider than a tile: the tile pass selects them in stages (partial top-k per chunk,
 then merges of four lists), and the result equals the one-stage top-k."""
+import os
+
 import jax
+import ml_dtypes
 import numpy as np
 import pytest
 
 import ptojax as pj
 from helpers import rand
+from ptojax.ascend.ptoas import find_ptoas
 
 O = pj.ops
 
@@ -73,3 +77,17 @@ def test_staged_topk_errors():
     with pytest.raises(pj.PtoArgumentError, match=r"pto\.topk \(label 'TopK'\): a staged top-k chunk of 100 x 4 "
                                                   r"bytes = 400 bytes must be a multiple of 32 bytes"):
         pj.lower(_topk_kernel(10, (1, 100)), x)
+
+
+def test_deepseek_sized_topk_fits_its_default_tiles_and_ptoas_takes_it():
+    """The indexer's top-2048 of 8192 bf16 scores per row, with no ``pj.tile``: ptojax picks tiles that
+    fit the UB (the merge of four 2048-lists keeps one row per tile), the result is the sort's prefix,
+    and the real PTO (tsort32 / tmrgsort / tgather) assembles."""
+    x = rand((4, 8192), ml_dtypes.bfloat16, 7)
+    compiled = pj.kernel(lambda s: O.topk(s, 2048)).lower(x).compile()
+    values, indices = compiled(x)
+    want = np.sort(np.asarray(x, np.float32), axis=-1)[:, ::-1][:, :2048]
+    np.testing.assert_array_equal(np.asarray(values, np.float32), want)
+    np.testing.assert_array_equal(np.take_along_axis(np.asarray(x, np.float32), np.asarray(indices), -1), want)
+    if find_ptoas() or os.environ.get("CI") == "true":
+        assert "pto.tsort32" in compiled.as_text("pto") and compiled.ptoas()

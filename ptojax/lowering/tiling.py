@@ -412,12 +412,28 @@ def _staged_topk(ctx, eqn, invals):
                                f"bytes must be a multiple of {ctx.memory.align} bytes")
     rows = vector_tile(ctx, x.shape, [x.dtype], whole=(x.ndim - 1,))[:-1]
     p = eqn.params
+    own = ctx.config.vec is not None and len(ctx.config.vec) > 1
+
+    def staged(a):
+        return staged_topk(a, k=p["k"], largest=p["largest"], chunk=chunk, max_cols=ctx.memory.max_cols,
+                           where=f"pto.topk{_at(ctx)}")
+
+    def tail(shape):
+        return (1,) * (len(shape) - len(rows) - 1) + (min(shape[-1], chunk),)
+
+    if not own and rows:
+        # Rows the user did not choose shrink (in every stage alike, so that stages still fuse) until
+        # each stage's row of values, indices and results, double-buffered, takes at most half of the
+        # UB: a merge of four k-lists per row is large at DeepSeek's k.
+        stages = jax.make_jaxpr(staged)(jax.ShapeDtypeStruct(x.shape, x.dtype)).jaxpr.eqns
+        per_row = max(math.prod(e.invars[0].aval.shape[len(rows):-1]) * tail(e.invars[0].aval.shape)[-1]
+                      for e in stages if e.primitive.name != "pto.reshape") * (size + 4) * 2
+        rows = _at_most(rows, max(1, ctx.memory.ub // 2 // per_row), 1)
 
     def config(shape):
-        return TileConfig(vec=rows + (1,) * (len(shape) - len(rows) - 1) + (min(shape[-1], chunk),))
+        return TileConfig(vec=rows + tail(shape))
 
-    return _stages(ctx, lambda a: staged_topk(a, k=p["k"], largest=p["largest"], chunk=chunk,
-                                              max_cols=ctx.memory.max_cols, where=f"pto.topk{_at(ctx)}"), x, config)
+    return _stages(ctx, staged, x, config)
 
 
 REDUCE_BYTES_SHARE = 2    # a reduced axis other than the last stages past 1/2 of the UB in one tile
