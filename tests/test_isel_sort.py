@@ -1,13 +1,10 @@
 """Selection of ``ttopk`` / ``tsort`` / ``tmrgsort`` (``ptojax/ascend/isel/sort.py``): the real
 ``tci`` / ``tsort32`` / ``tmrgsort`` / ``tgather`` text is run by the real-text engine
-(``ptojax/ascend/engine.py``, each instruction = ``tile_semantics.SEMANTICS``) and compared with
-``np.sort`` / ``jax.lax.top_k`` / ptojax's own semantics: values exactly, indices exactly where the
-values are distinct (ties: the lower index first, which is the rule tsort32 / tmrgsort keep).
-
-The engine does not read everything the sort sequences print yet (``pto.subset`` row views, ``?``
-valid rows, ``ui32`` tiles, the ``vector<4xi16>`` of ``tmrgsort``'s list form), so :class:`_Parser`
-/ :class:`_Run` below extend it for these tests. ``ptoas`` itself (when present) checks the text."""
-import dataclasses
+(``ptojax/ascend/engine.py``, each instruction = ``tile_semantics.SEMANTICS``; ``pto.subset`` row
+views with ``?`` valid rows, ``ui32`` tiles and ``tmrgsort``'s list form with its ``vector<4xi16>``
+output included) and compared with ``np.sort`` / ``jax.lax.top_k`` / ptojax's own semantics: values
+exactly, indices exactly where the values are distinct (ties: the lower index first, which is the
+rule tsort32 / tmrgsort keep). ``ptoas`` itself (when present) checks the text."""
 import math
 import os
 import re
@@ -23,117 +20,14 @@ import ptojax as pj
 from ptojax.ascend import compile_kernel, engine, isel
 from ptojax.ascend import semantics as ptojax_semantics
 from ptojax.ascend.isel import sort as sort_rules
-from ptojax.ascend.tile_semantics import SEMANTICS
 
 RNG = np.random.default_rng(7)
 PTOAS = os.environ.get("PTOAS", "/work/shared/tools/ptoas/bin/ptoas")
 
 
-# ------------------------------------------------------------------ the engine, extended for subsets
-@dataclasses.dataclass(frozen=True)
-class Subset(engine.Stmt):
-    result: str
-    src: str
-    offsets: tuple
-    sizes: tuple
-
-
-class _Loose(engine.TileType):
-    """A subset's type: its valid rows (``v_row = -1`` where the text says ``?``) match any."""
-
-    def __eq__(self, other):
-        if not isinstance(other, engine.TileType):
-            return NotImplemented
-        mine, theirs = dataclasses.astuple(self), dataclasses.astuple(other)
-        return all(a == b or i == 4 and -1 in (a, b) for i, (a, b) in enumerate(zip(mine, theirs)))
-
-    __hash__ = engine.TileType.__hash__
-
-
-class _Parser(engine._Parser):
-    def type(self):
-        kind, text, line, col = self.peek()
-        if text and text.startswith("!pto.tile_buf<") and "=?" in text:
-            self.toks[self.i] = (kind, text.replace("=?", "=-1"), line, col)
-        return super().type()
-
-    def statement(self):
-        kind, text, line, col = self.peek()
-        if kind == "ssa" and self.peek(1)[1] == "=" and self.peek(2)[1] == "pto.subset":
-            at = dict(line=line, text=self.lines[line - 1].strip())
-            result = self.next("ssa")
-            self.expect("=", "pto.subset")
-            src = self.next("ssa")
-            self.expect("[")
-            offsets = self.listed(self.operand, "]")
-            self.expect("sizes", "[")
-            sizes = self.listed(self.operand, "]")
-            self.expect(":")
-            self.type()
-            return Subset(**at, result=result, src=src, offsets=offsets, sizes=sizes)
-        if kind == "ssa" and self.peek(2)[1] == "arith.constant" and str(self.peek(3)[1]).startswith("dense<"):
-            at = dict(line=line, text=self.lines[line - 1].strip())
-            result = self.next("ssa")
-            self.expect("=", "arith.constant")
-            self.next()
-            self.expect(":")
-            type_ = self.type()
-            return engine.Const(**at, result=result, value=0, type=type_)
-        return super().statement()
-
-
-class _SubTile(engine._Tile):
-    """A row-major window of another tile's bytes (its own row pitch = the window's cols)."""
-
-    def __init__(self, type_, buf, v_row):
-        super().__init__(type_, buf)
-        self.v_row = v_row
-
-    def valid(self):
-        t = self.type
-        flat = self.buf[: t.rows * t.cols * self.dtype.itemsize].view(self.dtype)
-        return flat.reshape(t.rows, t.cols)[: self.v_row, : t.v_col]
-
-
-class _Run(engine._Run):
-    def subset(self, s: Subset):
-        src = self.get(s, s.src, engine._Tile)
-        (r, c), (rows, cols) = [self.get(s, o, int) for o in s.offsets], s.sizes
-        t = src.type
-        assert t.blayout == "row_major" and (rows == 1 or cols == t.cols), "multi-row windows keep the pitch"
-        item = src.dtype.itemsize
-        v_row = max(0, min(rows, src.valid().shape[0] - r))
-        v_col = max(0, min(cols, t.v_col - c))
-        typ = _Loose(t.loc, t.dtype, rows, cols, -1, v_col, t.blayout, t.slayout, t.fractal, t.pad)
-        self.env[s.result] = _SubTile(typ, src.buf[(r * t.cols + c) * item:], v_row)
-
-    def const(self, s):
-        if s.type == "vector<4xi16>":
-            self.env[s.result] = np.zeros(4, np.int16)
-        else:
-            super().const(s)
-
-    def instr(self, s):
-        if s.op == "tmrgsort" and len(s.outs) == 2:          # list form: (dst, executed)
-            lists = [np.array(self.get(s, n).valid()) for n in s.ins]          # the last is the tmp tile
-            dst = self.get(s, s.outs[0])
-            spec = jax.ShapeDtypeStruct(dst.valid().shape, dst.dtype)
-            res, _ = SEMANTICS["tmrgsort"](*lists, out=(spec,), **dict(s.attrs))
-            return self.put(s, dst, np.asarray(res))
-        return super().instr(s)
-
-
-_Run.DISPATCH = {**engine._Run.DISPATCH, Subset: _Run.subset, engine.Instr: _Run.instr, engine.Const: _Run.const}
-
-
-@pytest.fixture(autouse=True)
-def _ui32(monkeypatch):
-    monkeypatch.setitem(engine.DTYPES, "ui32", np.dtype(np.uint32))
-
-
 def run_program(fn, *args):
     """Select ``fn``'s one program, check the text with ptoas when there is one, run it on the
-    extended engine; returns (GM outputs, the text)."""
+    engine; returns (GM outputs, the text)."""
     low = pj.lower(fn, *args)
     ak = compile_kernel(low)
     assert len(ak.kernels) == 1, [k for k in ak.kernels]
@@ -145,14 +39,10 @@ def run_program(fn, *args):
         r = subprocess.run([PTOAS, "--pto-arch=a3", "--enable-insert-sync", "/tmp/_isel_sort.pto", "-o",
                             "/tmp/_isel_sort.cpp"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
-    module = _Parser(text).module()
-    func = module.function(re.sub(r"[^A-Za-z0-9_]", "_", program))
     expected = jax.tree_util.tree_leaves(jax.eval_shape(fn, *args))
     outs = [np.zeros(e.shape, e.dtype) for e in expected]
     gm = [np.ascontiguousarray(a) for a in args] + outs
-    for b in range(math.prod(kernel.grid)):
-        runner = _Run(func, gm, b)
-        runner.block(func.body)
+    engine.run_grid(text, re.sub(r"[^A-Za-z0-9_]", "_", program), gm, math.prod(kernel.grid))
     return outs, text
 
 
