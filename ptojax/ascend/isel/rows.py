@@ -80,22 +80,6 @@ def _scale(sel, value, factor: int, plus=0):
     return _arith(sel, "addi", value, plus)
 
 
-def subset(sel, tile: str, row, col, rows: int, cols: int) -> str:
-    """``pto.subset`` of ``tile`` at (``row``, ``col``) (ints are constants), typed as PTOAS infers."""
-    t = sel.types[tile]
-
-    def valid(off, size, parent):
-        if isinstance(off, str) or parent == "?":
-            return "?"
-        return min(size, parent - off % parent) if parent > 0 else size
-
-    name = sel.fresh("rs")
-    sel.types[name] = asm.TileBuf(t.loc, t.dtype, rows, cols, valid(row, rows, t.v_row), valid(col, cols, t.v_col),
-                                  t.blayout, t.slayout, t.fractal, t.pad)
-    sel.lines.append(f"{name} = pto.subset {tile}[{_idx(sel, row)}, {_idx(sel, col)}] sizes [{rows}, {cols}] : {t}")
-    return name
-
-
 def _zero(sel, tile: str):
     """Fill the whole of ``tile`` with zero bits (``texpands``; other dtypes through an ``i16`` alias)."""
     t = sel.types[tile]
@@ -238,7 +222,7 @@ def mgather(sel, s, ins, outs):
         with _block(sel, f"scf.if {_in_range(sel, value, shape[axis])}"):
             lead_ix = _delinearize(sel, _arith(sel, "divsi", q, count), lead) if lead else []
             src = _gm_row(sel, view, lead_ix, _as_index(sel, value))
-            dst = subset(sel, out, _scale(sel, q, m), 0, m, to.cols)
+            dst = sel.subset(out, _scale(sel, q, m), m, 0, to.cols)
             sel.print("tload", [src], [dst])
 
 
@@ -286,7 +270,7 @@ def mscatter(sel, s, ins, outs):
         with _block(sel, f"scf.if {_in_range(sel, value, shape[axis])}"):
             lead_ix = _delinearize(sel, _arith(sel, "divsi", q, count), lead) if lead else []
             dst = _gm_row(sel, view, lead_ix, _as_index(sel, value))
-            src = subset(sel, rows, _scale(sel, q, m), 0, m, tr.cols)
+            src = sel.subset(rows, _scale(sel, q, m), m, 0, tr.cols)
             sel.lines.append(f"pto.tstore ins({src} : {sel.types[src]}) outs({dst} : {sel.types[dst]}){attr}")
 
 
@@ -321,8 +305,8 @@ def tgather(sel, s, ins, outs):
     with loop:
         value = _index(sel, s, idx, q, count)
         with _block(sel, f"scf.if {_in_range(sel, value, shape[0])}"):
-            src = subset(sel, x, _as_index(sel, value, m), 0, m, tx.cols)
-            dst = subset(sel, out, _scale(sel, q, m), 0, m, to.cols)
+            src = sel.subset(x, _as_index(sel, value, m), m, 0, tx.cols)
+            dst = sel.subset(out, _scale(sel, q, m), m, 0, to.cols)
             _copy(sel, src, dst)
 
 
@@ -349,8 +333,8 @@ def tile_scatter(sel, s, ins, outs):
     with loop:
         value = _index(sel, s, idx, q, count)
         with _block(sel, f"scf.if {_in_range(sel, value, shape[0])}"):
-            dst = subset(sel, out, _as_index(sel, value, m), 0, m, to.cols)
-            row = subset(sel, src, _scale(sel, q, m), 0, m, ts.cols)
+            dst = sel.subset(out, _as_index(sel, value, m), m, 0, to.cols)
+            row = sel.subset(src, _scale(sel, q, m), m, 0, ts.cols)
             if s.op == "tindex_add":
                 sel.print("tadd", [dst, row], [dst])
             else:
@@ -375,8 +359,8 @@ def _scan(sel, work: str, outer: int, n: int, inner: int, reverse: bool):
             else:                                    # block j+1 from block j
                 prev_row = _scale(sel, j, inner, base)
                 cur_row = _arith(sel, "addi", prev_row, inner)
-            prev = subset(sel, work, prev_row, 0, inner, cols)
-            cur = subset(sel, work, cur_row, 0, inner, cols)
+            prev = sel.subset(work, prev_row, inner, 0, cols)
+            cur = sel.subset(work, cur_row, inner, 0, cols)
             sel.print("tadd", [prev, cur], [cur])
 
 

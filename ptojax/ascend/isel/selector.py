@@ -329,14 +329,25 @@ class Selector:
             self.fail(s, f"broadcasting {list(src)} to {list(dst)}")
         return out
 
-    def subset(self, name: str, row: int, rows: int) -> str:
-        """``pto.subset``: rows ``row`` .. ``row + rows`` of tile ``name`` (an alias, no data movement)."""
+    def subset(self, name: str, row, rows: int, col=0, cols: int | None = None) -> str:
+        """``pto.subset``: the ``rows`` × ``cols`` window of tile ``name`` at (``row``, ``col``) — ints, or
+        index SSA names (an alias, no data movement) — typed as PTOAS infers it: each valid dim is
+        ``min(size, parent valid - offset % parent valid)`` (0 for an empty parent), ``?`` at an offset
+        that is not a constant."""
         t = self.types[name]
+        cols = t.cols if cols is None else cols
+
+        def valid(offset, size, parent):
+            offset = self.values.get(offset, offset) if isinstance(offset, str) else offset
+            if isinstance(offset, str) or parent == "?":
+                return "?"
+            return min(size, parent - int(offset) % parent) if parent > 0 else 0
+
         sub = self.fresh("s")
-        self.types[sub] = asm.TileBuf(t.loc, t.dtype, rows, t.cols, min(rows, t.v_row - row), t.v_col, t.blayout,
-                                      t.slayout, t.fractal, t.pad)
-        self.lines.append(f"{sub} = pto.subset {name}[{self.const(int(row), 'index')}, {self.const(0, 'index')}] "
-                          f"sizes [{rows}, {t.cols}] : {t}")
+        self.types[sub] = asm.TileBuf(t.loc, t.dtype, rows, cols, valid(row, rows, t.v_row), valid(col, cols, t.v_col),
+                                      t.blayout, t.slayout, t.fractal, t.pad)
+        at = [o if isinstance(o, str) else self.const(int(o), "index") for o in (row, col)]
+        self.lines.append(f"{sub} = pto.subset {name}[{at[0]}, {at[1]}] sizes [{rows}, {cols}] : {t}")
         return sub
 
     def copy(self, src: str, dst: str):

@@ -71,28 +71,8 @@ def row_pitch(n: int, dtype: str) -> int:
     return -(-n // per) * per
 
 
-def _subset(sel, src, row, col: int, rows: int, cols: int, dynamic: bool) -> str:
-    """``pto.subset %src[row, col] sizes [rows, cols]`` with the result type PTOAS infers: the valid
-    region clipped to the source's, the valid rows ``?`` at a loop-dependent row offset."""
-    t = sel.types[src]
-    v_row = "?" if dynamic else max(0, min(rows, t.v_row - _static(sel, row)))
-    v_col = max(0, min(cols, t.v_col - col))
-    name = sel.fresh("s")
-    sel.types[name] = asm.TileBuf(t.loc, t.dtype, rows, cols, v_row, v_col, t.blayout, t.slayout, t.fractal, t.pad)
-    sel.lines.append(f"{name} = pto.subset {src}[{row}, {sel.const(col, 'index')}] sizes [{rows}, {cols}] : {t}")
-    return name
-
-
 def _index(sel, value: int) -> str:
     return sel.const(value, "index")
-
-
-def _static(sel, name: str) -> int:
-    """The value of an index constant made by :func:`_index`."""
-    for (value, type_), const in sel.consts.items():
-        if const == name and type_ == "index":
-            return int(value)
-    raise ValueError(f"{name} is not an index constant")
 
 
 def _loop(sel, count: int, body):
@@ -177,7 +157,7 @@ class _RowSort:
                 sel.print("tmrgsort", [cur, sel.const(step[1], "i32")], [other])
             else:
                 _, m, length = step
-                runs = [_subset(sel, cur, _index(sel, 0), q * length, 1, length, False) for q in range(m)]
+                runs = [sel.subset(cur, _index(sel, 0), 1, q * length, length) for q in range(m)]
                 attrs = " {exhausted = false}"
                 ins_t = ", ".join(str(sel.types[n]) for n in runs + [self.tmp])
                 sel.lines.append(f"pto.tmrgsort ins({', '.join(runs + [self.tmp])}{attrs} : {ins_t}) "
@@ -189,11 +169,11 @@ class _RowSort:
         """The first ``k`` structs of the sorted row ``cur`` into row ``r`` of the staging tiles."""
         sel, e, kp = self.sel, self.e, self.kp
         c0 = _index(sel, 0)
-        head = _subset(sel, cur, c0, 0, 1, e * kp, False)
-        dst = _subset(sel, self.values, r, 0, 1, kp, dynamic)
+        head = sel.subset(cur, c0, 1, 0, e * kp)
+        dst = sel.subset(self.values, r, 1, 0, kp)
         _gather(sel, head, dst, _VALUE_PATTERN[self.dtype])
         pairs = head if e == 2 else sel.reshape(head, vec_tile(1, 2 * kp, "i32"))   # f32: a bit-copy
-        dst = _subset(sel, self.indices, r, 0, 1, kp, dynamic)
+        dst = sel.subset(self.indices, r, 1, 0, kp)
         _gather(sel, pairs, dst, "P1010")
 
     def results(self):
@@ -227,7 +207,7 @@ def _topk_rows(sel, s, x, rows, n, k, largest):
     cols = sel.types[x].cols
 
     def body(r, dynamic):
-        row = _subset(sel, x, r, 0, 1, cols, dynamic)
+        row = sel.subset(x, r, 1, 0, cols)
         sorter.gather(sorter.row(row, None), r, dynamic)
     _loop(sel, rows, body)
     return sorter
@@ -284,9 +264,9 @@ def merge_topk(sel, s, ins, outs):
                 first = sel.fresh("o")
                 sel.lines.append(f"{first} = arith.muli {r}, {_index(sel, lists)} : index")
             else:
-                first = _index(sel, _static(sel, r) * lists)
-        v = _subset(sel, values, first, 0, lists, vcols, dynamic)
-        i = _subset(sel, indices, first, 0, lists, icols, dynamic)
+                first = _index(sel, int(sel.values[r]) * lists)
+        v = sel.subset(values, first, lists, 0, vcols)
+        i = sel.subset(indices, first, lists, 0, icols)
         sorter.gather(sorter.row(v, i), r, dynamic)
     _loop(sel, rows, body)
     _finish(sel, sorter, outs)
