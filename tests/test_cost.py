@@ -325,3 +325,108 @@ def test_gemm_6144_through_the_lowering_pipeline():
     print(f"[cost] lowered GEMM 6144^3 fp16: {part.instances} blocks, {block.seconds * 1e6:.2f} us each -> "
           f"{predicted * 1e3:.3f} ms vs 1.506 ms published (ratio {ratio:.3f})")
     assert 0.85 <= ratio <= 1.15
+    # The runtime prices the real module selection prints (what ptoas assembles): the same tmatmul chain.
+    real = compiled.costs(A3)[(part.program.name, tuple(part.shape))]
+    assert real.priced == "pto" and compiled.costs(A3, "codegen")[(part.program.name, tuple(part.shape))] == block
+    assert real.bytes_in == block.bytes_in and real.bytes_out == block.bytes_out
+    assert real.pipes["CUBE"] == pytest.approx(block.pipes["CUBE"])
+    ratio = math.ceil(part.instances / A3.aic) * real.seconds / 1.506e-3
+    print(f"[cost] the same GEMM priced on the real module: {real.seconds * 1e6:.2f} us per block (ratio {ratio:.3f})")
+    assert 0.85 <= ratio <= 1.15
+
+
+# --------------------------------------------------------------------------- the real module's text
+_T = "!pto.tile_buf<loc=vec, dtype=f32, rows={r}, cols={c}, v_row={vr}, v_col={c}, blayout=row_major, slayout=none_box, fractal=512, pad=0>"
+
+
+def _real(body, params="%arg0: !pto.ptr<f32>, %arg1: !pto.ptr<f32>"):
+    from ptojax.ascend import engine
+
+    text = (f'module attributes {{pto.target_arch = "a3"}} {{\n func.func @f({params}) attributes '
+            f'{{pto.kernel_kind = #pto.kernel_kind<vector>}} {{\n{body}\n    return\n  }}\n}}\n')
+    (func,) = engine.parse(text).functions
+    return func
+
+
+_HEAD = """    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c4 = arith.constant 4 : index
+    %c16 = arith.constant 16 : index
+    %c64 = arith.constant 64 : index
+    %v0 = pto.make_tensor_view %arg0, shape = [%c64, %c64], strides = [%c64, %c1] : !pto.tensor_view<64x64xf32>
+    %t = pto.alloc_tile : {T}
+    %u = pto.alloc_tile : {T}
+""".format(T=_T.format(r=16, c=64, vr=16))
+
+
+def test_real_function_is_priced_like_the_same_codegen_instructions():
+    """A loop of tload / texp / trowexpanddiv-free vector work: the real text and codegen's kernel of the
+    same instructions cost the same; four trips cost four bodies; GM bytes count per trip."""
+    T = _T.format(r=16, c=64, vr=16)
+    func = _real(_HEAD + f"""    %k = arith.muli %c4, %c1 : index
+    scf.for %i = %c0 to %k step %c1 {{
+      %o = arith.muli %i, %c16 : index
+      %p = pto.partition_view %v0, offsets = [%o, %c0], sizes = [%c16, %c64] : !pto.tensor_view<64x64xf32> -> !pto.partition_tensor_view<16x64xf32>
+      pto.tload ins(%p : !pto.partition_tensor_view<16x64xf32>) outs(%t : {T})
+      pto.texp ins(%t : {T}) outs(%u : {T})
+      pto.tstore ins(%u : {T}) outs(%p : !pto.partition_tensor_view<16x64xf32>)
+    }}""")
+    v, t = view(16, 64, "f32"), tile("vec", "f32", 16, 64)
+    body = [instr("tload", [v], [t]), instr("texp", [t], [t]), instr("tstore", [t], [v])]
+    ref = kernel_time(kernel("k", [*consts(0, 1, 4), loop("%i", 4, body)], core="AIV"), A3)
+    cost = kernel_time(func, A3)                      # dispatches on the type: function_time
+    assert cost.priced == "pto" and ref.priced == "codegen"
+    assert cost.pipes == pytest.approx(ref.pipes) and cost.cycles == pytest.approx(ref.cycles)
+    assert (cost.bytes_in, cost.bytes_out) == (ref.bytes_in, ref.bytes_out) == (4 * 16 * 64 * 4,) * 2
+    assert kernel_time(func, A3, l2_hit=0.0).pipes["MTE2"] > cost.pipes["MTE2"]       # the caller's L2 fraction
+
+
+def test_real_scalar_statements_and_branches():
+    """tgetval / load_scalar / tsetval on the scalar pipe, aliases one cycle, an scf.if taken once per trip."""
+    from ptojax.ascend.cost import function_time
+
+    T, R = _T.format(r=16, c=64, vr=16), _T.format(r=1, c=64, vr="?")
+    func = _real(_HEAD + f"""    %n = arith.constant 1000 : i32
+    scf.for %i = %c0 to %c16 step %c1 {{
+      %x = pto.tgetval ins(%t, %i : {T}, index) outs : f32
+      %j = arith.index_cast %i : index to i32
+      %ok = arith.cmpi ult, %j, %n : i32
+      scf.if %ok {{
+        %e = pto.load_scalar %arg1[%i] : !pto.ptr<f32> -> f32
+        pto.tsetval ins(%i, %e : index, f32) outs(%u : {T})
+        %s = pto.subset %u[%i, %c0] sizes [1, 64] : {T}
+        pto.tadds ins(%s, %x : {R}, f32) outs(%s : {R})
+      }}
+    }}""")
+    cost = function_time(func, A3)
+    assert cost.pipes["SCALAR"] == pytest.approx(16 * (2 * A3.scalar_ub_cycles + A3.scalar_gm_cycles + 1))
+    row = tile("vec", "f32", 1, 64)
+    assert cost.pipes["VECTOR"] == pytest.approx(16 * instr_cost(instr("tadds", [row, "f32"], [row]), A3)[1])
+    assert cost.bottleneck == "SCALAR" and cost.bytes_in == cost.bytes_out == 0
+
+
+def test_real_sort_stages_and_unknown_bounds():
+    from ptojax.ascend.cost import SORT_STAGE_COMPARES, function_time
+
+    V, S = _T.format(r=1, c=2048, vr=1), _T.format(r=1, c=4096, vr=1)
+    I = V.replace("dtype=f32", "dtype=ui32")
+    func = _real(f"""    %c1 = arith.constant 1 : index
+    %b = arith.constant 128 : i32
+    %v = pto.alloc_tile : {V}
+    %ix = pto.alloc_tile : {I}
+    %s0 = pto.alloc_tile : {S}
+    %s1 = pto.alloc_tile : {S}
+    pto.tsort32 ins(%v, %ix : {V}, {I}) outs(%s0 : {S})
+    pto.tmrgsort ins(%s0, %b : {S}, i32) outs(%s1 : {S})""")
+    cost = function_time(func, A3)
+    stage = 6 + math.ceil(2048 * SORT_STAGE_COMPARES * 8 / 256) * 2          # ADD startup + repeats over structs
+    assert cost.pipes["VECTOR"] == pytest.approx(2 * stage)
+    dyn = _real("""    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %bid = pto.get_block_idx
+    %n = arith.index_cast %bid : i64 to index
+    scf.for %i = %c0 to %n step %c1 {
+    }""")
+    with pytest.raises(pj.PtoUnsupportedError, match="%n"):
+        function_time(dyn, A3)
+    assert function_time(dyn, A3, values={"%n": 3}).cycles == 0

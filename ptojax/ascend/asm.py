@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import PtoError
 
 DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
-          "i8": np.dtype(np.int8), "i16": np.dtype(np.int16), "i32": np.dtype(np.int32), "i1": np.dtype(np.bool_)}
+          "i8": np.dtype(np.int8), "ui8": np.dtype(np.uint8), "i16": np.dtype(np.int16), "i32": np.dtype(np.int32), "i1": np.dtype(np.bool_)}
 NAMES = {v: k for k, v in DTYPES.items()}
 
 

@@ -37,6 +37,33 @@ bottleneck) plus the pipeline fill that cannot overlap::
                                e.g. the final tstore of the accumulator)
            + gm_write_latency (300, once, if the block writes GM)
 
+Real instructions (:func:`function_time`, or :func:`kernel_time` given a parsed function of the
+real module, ``engine.parse(AscendKernel.pto()).functions``): what the product emits and what the
+vendor's ``ptoas`` assembles is instruction selection's text, so :meth:`AscendKernel.costs` prices
+THAT, with the same rules, statement by statement:
+
+- every real vector instruction is one entry of :data:`VECTOR_OPS` (``trowsum`` one ROWSUM pass,
+  ``texp`` one EXP pass, ``tdivs``/``trowexpanddiv`` one DIV pass, ``tcvt`` one CAST pass, ``tcmp``/
+  ``tsel`` ADD-like, ...): a composite such as softmax is now the sequence selection prints, each
+  instruction with its own startup and its own operand sizes (tmp tiles, masks and widened operands
+  included), instead of the pass list of the composite;
+- ``tsort32`` and each ``tmrgsort`` are one stage of the sort model (:func:`_sort`) over their
+  (value, index) structs: ``SORT_STAGE_COMPARES`` compares per struct per stage (4.36 / 4: the fit's
+  4.36 per element of a sort of 2048 spread over its four stages, tsort32 + three 4-way merges);
+  ``tgather`` one ADD-like pass;
+- ``tload``/``tstore``/``tmov`` the DMA rules above, ``tmatmul``/``.acc``/``.bias`` the cube rule;
+- ``treshape``/``subset`` (aliases) one SCALAR cycle, like ``tview``; ``tgetval``/``tsetval`` (a UB
+  element through the scalar unit, after a vector->scalar sync) ``Target.scalar_ub_cycles`` and
+  ``load_scalar`` (a GM element: an L2 hit) ``Target.scalar_gm_cycles`` SCALAR cycles; ``arith``,
+  views and ``alloc_tile`` are free, as codegen's are;
+- ``scf.for`` multiplies its body by the trip count (bounds folded from ``arith.constant`` and
+  ``arith`` on constants; others from ``values``); ``scf.if`` is taken once per enclosing iteration
+  (its ``then`` block, or the costlier block when there is an ``else``; a constant condition picks);
+- a ``?`` valid dim (a loop-dependent ``subset``) is priced at the tile's full dim, an upper bound;
+- the text carries no ``l2_hit`` attribute (ptoas would reject one), so every ``tload`` reads with
+  the caller's ``l2_hit`` -- :meth:`AscendKernel.costs` passes codegen's (its loads' byte-weighted
+  ``l2_hit`` attributes, default 1.0), so both paths keep the same L2/HBM fractions.
+
 Assumptions: buffers are double-buffered enough that no pipe waits on another in the steady state
 (the lowering checks capacities, not this model); the per-core rates are not reduced by other
 cores' traffic -- die-level limits (HBM bandwidth across all cores, scheduler costs) belong to the
@@ -127,6 +154,7 @@ class BlockCost:
     flops: float                     # 2*m*k*n per matmul + one per element per vector pass
     bottleneck: str = ""
     fill: float = 0.0                # the non-overlapped cycles: latencies + prologue + epilogue
+    priced: str = "codegen"          # the instructions priced: "codegen" (asm.Kernel) or "pto" (the real text)
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -206,6 +234,7 @@ def _dma_out(instr, tgt: Target):
 
 
 _MOVES = {("mat", "left"): ("MTE1", "l1_to_l0a"), ("mat", "right"): ("MTE1", "l1_to_l0b"),
+          ("mat", "bias"): ("MTE1", "l1_to_l0b"),      # L1 -> BiasTable on MTE1 (no own rate: L0B's)
           ("acc", "vec"): ("FIXPIPE", "l0c_to_ub"), ("acc", "mat"): ("FIXPIPE", "l0c_to_ub")}
 
 
@@ -462,20 +491,28 @@ def _has(events, kind):
                if e[0] != "loop" or e[1] > 0)
 
 
-def kernel_time(kernel: asm.Kernel, target, *, l2_hit: float = 1.0, values=None) -> BlockCost:
-    """Predicted time of one block (one grid point) of ``kernel`` on one core of ``target``.
+def kernel_time(kernel, target, *, l2_hit: float = 1.0, values=None) -> BlockCost:
+    """Predicted time of one block (one grid point) of ``kernel`` on one core of ``target``:
+    ``kernel`` is codegen's :class:`asm.Kernel` or a function of the real module
+    (:class:`~ptojax.ascend.engine.Function`, priced by :func:`function_time`).
 
     ``values`` gives loop bounds that are not constants (runtime sizes) by name. See the module
     docstring for the model.
     """
+    if not isinstance(kernel, asm.Kernel):
+        return function_time(kernel, target, l2_hit=l2_hit, values=values)
     tgt = _target(target)
     totals = {"in": 0, "out": 0, "flops": 0.0}
     events = _events(kernel.body, tgt, l2_hit, {}, dict(values or {}), totals)
+    return _block(events, totals, tgt, "codegen")
+
+
+def _block(events, totals, tgt: Target, priced: str) -> BlockCost:
     busy = {}
     _busy(events, busy)
     pipes = {p: busy.get(p, 0.0) for p in PIPES if p in busy}
     if not pipes or max(pipes.values()) == 0.0:
-        return BlockCost(0.0, 0.0, pipes, totals["in"], totals["out"], totals["flops"])
+        return BlockCost(0.0, 0.0, pipes, totals["in"], totals["out"], totals["flops"], priced=priced)
     bottleneck = max(pipes, key=lambda p: (pipes[p], -PIPES.index(p)))
     _, prologue = _exposed(events, bottleneck)
     _, epilogue = _exposed(_reverse(events), bottleneck)
@@ -486,4 +523,177 @@ def kernel_time(kernel: asm.Kernel, target, *, l2_hit: float = 1.0, values=None)
         fill += tgt.gm_write_latency
     cycles = pipes[bottleneck] + fill
     return BlockCost(cycles, cycles / tgt.clock_hz, pipes, int(totals["in"]), int(totals["out"]),
-                     float(totals["flops"]), bottleneck, fill)
+                     float(totals["flops"]), bottleneck, fill, priced)
+
+
+# ------------------------------------------------------------------------- the real module's text
+# tsort32 / tmrgsort: compares per (value, index) struct per sort stage. The LightningIndexer fit
+# (4.36 * S compares per row for a sort of S, HW notes §2.6) over the four stages of S = 2048
+# (tsort32 + three 4-way merges: 32 * 4^3 = 2048).
+SORT_STAGE_COMPARES = 4.36 / 4
+_STRUCT_BYTES = 8                                     # (value, u32 index), as tsort32 writes them
+# Real mnemonics spelled differently from codegen's.
+_REAL_NAMES = {"tmatmul.acc": "tmatmul_acc", "tmatmul.bias": "tmatmul_bias"}
+# Element types of the real text that asm.DTYPES lacks: priced as the same-width type.
+_SAME_WIDTH = {"ui8": "i8", "ui16": "i16", "ui32": "i32", "ui64": "i32", "i64": "i32"}
+_FOLD = {"addi": lambda a, b: a + b, "subi": lambda a, b: a - b, "muli": lambda a, b: a * b,
+         "divsi": lambda a, b: int(a / b) if b else None, "remsi": lambda a, b: a - b * int(a / b) if b else None,
+         "minsi": min, "maxsi": max}
+
+
+def _real_type(t):
+    """An engine type as the asm type the rules read (``?`` valid dims: the tile's full dim)."""
+    from .engine_parse import TileType, ViewType
+    if isinstance(t, TileType):
+        dtype = _SAME_WIDTH.get(t.dtype, t.dtype)
+        return asm.TileBuf(t.loc, dtype, t.rows, t.cols, t.rows if t.v_row is None else t.v_row,
+                           t.cols if t.v_col is None else t.v_col, t.blayout, t.slayout, t.fractal, t.pad)
+    if isinstance(t, ViewType):
+        return asm.ViewType(tuple(t.shape), _SAME_WIDTH.get(t.dtype, t.dtype), t.partition)
+    return t
+
+
+def real_instr(stmt) -> asm.Instr:
+    """An engine :class:`~ptojax.ascend.engine.Instr` of the real text as the :class:`asm.Instr` the
+    pricing rules read (same operands, types and attributes; ``tmatmul.acc`` -> ``tmatmul_acc``)."""
+    ins = tuple(asm.Operand(n, _real_type(t)) for n, t in zip(stmt.ins, stmt.in_types))
+    outs = tuple(asm.Operand(n, _real_type(t)) for n, t in zip(stmt.outs, stmt.out_types))
+    return asm.Instr(_REAL_NAMES.get(stmt.op, stmt.op), ins, outs, tuple(stmt.attrs))
+
+
+def _sort_stage(instr, tgt: Target):
+    """One ``tsort32`` or ``tmrgsort``: one stage of :func:`_sort` over the structs it writes
+    (``tmrgsort`` of L > 4 lists: ceil(log4 L) stages)."""
+    tiles = _tiles(instr.outs) or _tiles(instr.ins)
+    if not tiles:
+        raise _fail(instr, "expects a tile operand")
+    structs = max(_valid_bytes(t) for t in tiles) / _STRUCT_BYTES
+    stages = 1
+    if instr.op == "tmrgsort":
+        lists = len(_tiles(instr.ins)) - (1 if len(_tiles(instr.ins)) > 2 else 0)   # the tmp tile
+        stages = max(1, math.ceil(math.log(max(lists, 2), 4)))
+    rel, startup = VECTOR_CLASSES["ADD"]
+    compares = stages * structs * SORT_STAGE_COMPARES
+    work = compares * _STRUCT_BYTES
+    cycles = stages * startup + math.ceil(work / tgt.vector_bytes_per_repeat) * tgt.vector_cycles_per_repeat * rel
+    return "VECTOR", cycles, float(compares)
+
+
+def price_real(stmt, target, *, l2_hit: float = 1.0):
+    """(pipe, cycles, GM bytes in, GM bytes out, flops) of one real instruction (an engine ``Instr``)."""
+    tgt = _target(target)
+    if stmt.op in ("tgetval", "tsetval"):
+        return "SCALAR", tgt.scalar_ub_cycles, 0, 0, 0.0
+    instr = real_instr(stmt)
+    if instr.op in ("tsort32", "tmrgsort"):
+        pipe, cycles, flops = _sort_stage(instr, tgt)
+        return pipe, cycles, 0, 0, flops
+    return _price(instr, tgt, l2_hit)
+
+
+class _RealWalk:
+    """The real text's statements as :func:`_events`' tree, folding index arithmetic on constants."""
+
+    def __init__(self, tgt: Target, l2_hit, values):
+        self.tgt, self.l2_hit, self.values, self.known = tgt, l2_hit, dict(values or {}), {}
+
+    def value(self, name):
+        if isinstance(name, (int, bool)):
+            return name
+        if name in self.values:
+            return self.values[name]
+        return self.known.get(name)
+
+    def trip(self, loop):
+        lo, hi, step = (self.value(v) for v in (loop.lo, loop.hi, loop.step))
+        for name, v in zip((loop.lo, loop.hi, loop.step), (lo, hi, step)):
+            if v is None:
+                raise PtoUnsupportedError(f"scf.for {loop.var}: bound {name} is not a constant; "
+                                          f"give its value in kernel_time(..., values={{{name!r}: n}})")
+        if step <= 0:
+            raise PtoArgumentError(f"scf.for {loop.var}: step must be positive, got {step}")
+        return max(0, -(-(hi - lo) // step))
+
+    def arith(self, s):
+        vals = [self.value(o) for o in s.operands]
+        if s.op == "get_block_idx" or any(v is None for v in vals):
+            self.known.pop(s.result, None)                 # a loop or block dependent value
+        elif s.op == "index_cast":
+            self.known[s.result] = vals[0]
+        elif s.op == "cmpi":
+            a, b = vals
+            self.known[s.result] = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b,
+                                    "ge": a >= b}[s.pred.lstrip("su")]
+        else:
+            self.known[s.result] = _FOLD[s.op](*vals)
+
+    def events(self, body, totals):
+        from . import engine_parse as E
+        out = []
+        for s in body:
+            if isinstance(s, E.Const):
+                if isinstance(s.value, (int, float, bool)):
+                    self.known[s.result] = s.value
+            elif isinstance(s, E.Arith):
+                self.arith(s)
+            elif isinstance(s, E.For):
+                trip = self.trip(s)
+                self.known.pop(s.var, None)
+                inner = {"in": 0, "out": 0, "flops": 0.0}
+                events = self.events(s.body, inner)
+                for key in totals:
+                    totals[key] += trip * inner[key]
+                out.append(("loop", trip, events))
+            elif isinstance(s, E.If):
+                cond = self.value(s.cond)
+                branches = [(s.then if cond else s.orelse)] if cond is not None else [s.then, s.orelse]
+                priced = []
+                for block in branches:
+                    inner = {"in": 0, "out": 0, "flops": 0.0}
+                    priced.append((inner, self.events(block, inner)))
+                inner, events = max(priced, key=lambda p: _total(p[1]))      # then, unless else costs more
+                for key in totals:
+                    totals[key] += inner[key]
+                out.append(("loop", 1, events))
+            elif isinstance(s, E.Scalar):
+                cycles = self.tgt.scalar_gm_cycles if s.op == "load_scalar" else self.tgt.scalar_ub_cycles
+                out.append(("i", "SCALAR", float(cycles), None))
+            elif isinstance(s, (E.Subset,)) or isinstance(s, E.Tile) and s.src is not None:
+                out.append(("i", "SCALAR", 1.0, None))                        # an alias: treshape, subset
+            elif isinstance(s, E.Instr):
+                pipe, cycles, b_in, b_out, flops = price_real(s, self.tgt, l2_hit=self.l2_hit)
+                totals["in"] += b_in
+                totals["out"] += b_out
+                totals["flops"] += flops
+                out.append(("i", pipe, float(cycles), "load" if b_in else "store" if b_out else None))
+        return out
+
+
+def function_time(function, target, *, l2_hit: float = 1.0, values=None) -> BlockCost:
+    """Predicted time of one block of a function of the REAL module (``engine.parse(text)``'s
+    :class:`~ptojax.ascend.engine.Function`: what ``ptoas`` assembles) on one core of ``target``:
+    the same per-pipe model as :func:`kernel_time`, its instructions priced by :func:`price_real`
+    (see the module docstring, "Real instructions")."""
+    tgt = _target(target)
+    totals = {"in": 0, "out": 0, "flops": 0.0}
+    events = _RealWalk(tgt, l2_hit, values).events(function.body, totals)
+    return _block(events, totals, tgt, "pto")
+
+
+def load_l2_hit(kernel: asm.Kernel, default: float = 1.0) -> float:
+    """The byte-weighted ``l2_hit`` of codegen's GM reads in ``kernel`` (loads without the attribute
+    count as ``default``): the fraction :meth:`AscendKernel.costs` prices the real text's loads with."""
+    num = den = 0.0
+
+    def walk(body):
+        nonlocal num, den
+        for s in body:
+            if isinstance(s, asm.For):
+                walk(s.body)
+            elif isinstance(s, asm.Instr) and s.op in ("tload", "mgather"):
+                dst = _tiles(s.outs)
+                nbytes = _valid_bytes(dst[0]) if dst else 0
+                num += nbytes * _l2_hit(s, default)
+                den += nbytes
+    walk(kernel.body)
+    return num / den if den else default

@@ -26,6 +26,10 @@ from .batched import extents, run_batch
 from .interpreter import Core, run
 
 
+# What AscendKernel.costs prices by default: the real module's instructions ("pto") or codegen's ("codegen").
+PRICE_ON = "pto"
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class AscendKernel:
     """PTO-AS kernels of a lowering: ``kernels[(program name, part grid)]`` parsed from ``text``."""
@@ -35,11 +39,12 @@ class AscendKernel:
     kernels: dict
     text: str
     # Made from ``kernels`` once (``init=False``: ``dataclasses.replace`` with other kernels starts afresh).
-    _costs: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # target -> {key: BlockCost}
+    _costs: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # (target, on) -> {key: BlockCost}
     _extents: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # key -> {location: bytes}
     _host: dict = dataclasses.field(default_factory=dict, init=False, repr=False)     # key -> HostKernel or None
     _lanes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # key -> LaneKernel or None
     _pto: dict = dataclasses.field(default_factory=dict, init=False, repr=False)      # (arch, level) -> module text
+    _functions: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # arch -> {key: Function}
 
     def kernel(self, part) -> asm.Kernel:
         return self.kernels[(part.program.name, tuple(part.shape))]
@@ -87,13 +92,53 @@ class AscendKernel:
             out.append(f"# lane code\n{lanes.source}" if lanes else "# no lane code: ready tasks run one by one")
         return "\n".join(out)
 
-    def costs(self, target) -> dict:
-        """Each kernel's predicted block cost on ``target``, computed once."""
-        if target.name not in self._costs:
-            from .cost import kernel_time
+    def costs(self, target, on: str | None = None) -> dict:
+        """Each kernel's predicted block cost on ``target``, computed once: priced ``on`` the real
+        module's instructions (``"pto"``, the default :data:`PRICE_ON`: :meth:`pto`'s text, parsed by
+        :mod:`~ptojax.ascend.engine`, one function per kernel, what ``ptoas`` assembles) or on
+        codegen's planning instructions (``"codegen"``). A kernel selection cannot print yet (a
+        :class:`~ptojax.errors.PtoUnsupportedError`) or the engine cannot parse is priced on codegen's
+        (``BlockCost.priced`` says which). The real text's loads read with codegen's L2 fraction
+        (:func:`~ptojax.ascend.cost.load_l2_hit`), as the text carries no ``l2_hit``."""
+        on = on or PRICE_ON
+        if on not in ("pto", "codegen"):
+            raise ValueError(f"costs: on must be 'pto' or 'codegen', got {on!r}")
+        if (target.name, on) not in self._costs:
+            from ..errors import PtoUnsupportedError
+            from .cost import kernel_time, load_l2_hit
 
-            self._costs[target.name] = {key: kernel_time(k, target) for key, k in self.kernels.items()}
-        return self._costs[target.name]
+            costs = {key: kernel_time(k, target) for key, k in self.kernels.items()}
+            if on == "pto":
+                for key, func in self.functions().items():
+                    try:
+                        if func is not None:
+                            costs[key] = kernel_time(func, target, l2_hit=load_l2_hit(self.kernels[key]))
+                    except PtoUnsupportedError:    # e.g. a loop bound the text computes at run time
+                        pass
+            self._costs[target.name, on] = costs
+        return self._costs[target.name, on]
+
+    def functions(self, arch: str = "a3") -> dict:
+        """Each kernel's function of the real module for ``arch`` (parsed; key -> engine ``Function``),
+        made once; None for a kernel selection cannot print yet (or the engine cannot read)."""
+        if arch not in self._functions:
+            from . import engine
+            from ..errors import PtoUnsupportedError
+
+            keys, kernels = list(self.kernels), list(self.kernels.values())
+            names = isel.symbols(kernels)
+            try:
+                module = engine.parse(self.pto(arch))
+                funcs = {key: module.function(name) for key, name in zip(keys, names)}
+            except (PtoUnsupportedError, asm.PtoAsmError):   # one by one: price what prints and parses
+                funcs = {}
+                for key, kernel, name in zip(keys, kernels, names):
+                    try:
+                        (funcs[key],) = engine.parse(isel.module([kernel], arch=arch, memory=self.memory)).functions
+                    except (PtoUnsupportedError, asm.PtoAsmError):
+                        funcs[key] = None
+            self._functions[arch] = funcs
+        return self._functions[arch]
 
 
 def _block_calls(jaxpr):

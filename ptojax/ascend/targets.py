@@ -84,6 +84,12 @@ class Target:
     # Fixed issue cost of one DMA instruction (tload/tstore): PostSimulator COPY_IN r1 0.00241 us and
     # COPY_OUT r1 0.00195 us x 2000 cycles/us = 5 / 4 cycles (HW §3.6).
     dma_issue_cycles: float = 5.0
+    # Scalar-unit element accesses of the real text (SCALAR pipe occupancy). load_scalar (one GM
+    # element): one L2-hit latency, 50 cycles (PyPTO cost-model config, HW §3.6). tgetval / tsetval
+    # (one UB element): ASSUMPTION, no published figure -- the scalar unit reads UB only after a
+    # vector->scalar flag (set_flag/wait_flag V_S), a few dozen cycles: 30.
+    scalar_gm_cycles: float = 50.0
+    scalar_ub_cycles: float = 30.0
 
     # ---- latencies exposed once per block (pipeline fill), cycles: PyPTO PostSimulatorA2A3 adds
     #      +1400 cycles to a COPY_IN from GM and +300 to a COPY_OUT (HW §3.6; §5 "GM latency ~1400")

@@ -23,6 +23,7 @@ def full(sel, name: str) -> str:
     """Tile ``name`` with its valid columns widened to the whole row pitch (an alias): masks are
     packed and read as one bit stream per row of the tile's width, so compares and selects work on
     whole rows (the padding's results are never read)."""
+    name = sel.row(name)
     t = sel.types[name]
     if t.v_col == t.cols:
         return name

@@ -2,6 +2,7 @@
 vector sequences (A2/A3 has no ``tquant``; ``tdequant`` takes i8/i16 sources only)."""
 from __future__ import annotations
 
+from .. import asm
 from .rules import rule
 from .selector import matrix
 
@@ -50,9 +51,12 @@ def dequantize(sel, s, ins, outs):
     q, scale = ins
     to = sel.types[outs[0]]
     so = (to.v_row, to.v_col)
+    result = outs[0] if to.dtype == "f32" else sel.like(outs[0], dtype="f32")
+    if not isinstance(sel.types[scale], asm.TileBuf):       # one scale for the tile
+        sel.emit("tmuls", [_f32(sel, q), sel.const(float(sel.values[scale]), "f32")], [result])
+        return sel.convert(result, outs[0], "RINT") if result != outs[0] else None
     sq, ss = matrix(sel.shape(s, 0, q)), matrix(sel.shape(s, 1, scale))
     q32, s32 = _f32(sel, q), _f32(sel, scale)
-    result = outs[0] if to.dtype == "f32" else sel.like(outs[0], dtype="f32")
     if sq != so:
         sel.fail(s, f"broadcasting q {list(sq)} to {list(so)}")
     if ss == so:

@@ -34,7 +34,7 @@ import math
 
 from .. import asm
 from .rules import rule
-from .selector import matrix, vec_tile
+from .selector import is_column, matrix, vec_tile
 
 _FILLS = {"f32", "f16", "i16", "i32"}           # texpands dtypes on A2/A3
 _ACC = {"f16": "f32", "bf16": "f32", "i8": "i16"}
@@ -51,6 +51,13 @@ def _block(sel, header: str):
     finally:
         inner, sel.lines = sel.lines, outer
         sel.lines += ["  " + line for line in inner] + ["}"]
+
+
+def _row_major(rows: int, cols: int, dtype: str) -> asm.TileBuf:
+    """A row-major work tile even of one column (``vec_tile`` makes those columns), so that its rows
+    are the blocks a scan steps through."""
+    t = vec_tile(rows, max(cols, 2), dtype)
+    return asm.TileBuf("vec", dtype, rows, t.cols, rows, cols)
 
 
 def _for(sel, upper: int, lower: int = 0):
@@ -378,12 +385,26 @@ def cumsum(sel, s, ins, outs):
     if (tx.v_row, tx.v_col) != (rows, cols) or (to.v_row, to.v_col) != (rows, cols):
         sel.fail(s, f"on a {tx.v_row}x{tx.v_col} tile for a {list(shape)} scan")
     acc = _ACC.get(tx.dtype, tx.dtype)
+    if is_column(tx):                            # one value per row: scan the column as rows of a
+        src = sel.row(x)                         # row-major R x 1 work tile (its transpose)
+        if acc != tx.dtype:
+            wide = sel.like(src, dtype=acc)
+            sel.convert(src, wide, "RINT")
+            src = wide
+        work = sel.alloc(_row_major(rows, 1, acc))
+        sel.print("ttrans", [src, sel.like(src)], [work])
+        _scan(sel, work, 1, rows, 1, reverse)
+        back = sel.row(out) if acc == to.dtype else sel.like(sel.row(out), dtype=acc)
+        sel.print("ttrans", [work, sel.like(work)], [back])
+        if back != sel.row(out):
+            sel.convert(back, out, "RINT", saturate=False if acc == "i16" else None)
+        return
     if axis == len(shape) - 1:                   # along rows: scan the transpose
         src = x
         if acc != tx.dtype:
             src = sel.like(x, dtype=acc)
             sel.convert(x, src, "RINT")
-        work = sel.alloc(vec_tile(cols, rows, acc))
+        work = sel.alloc(_row_major(cols, rows, acc))
         sel.print("ttrans", [src, sel.like(src)], [work])
         _scan(sel, work, 1, cols, 1, reverse)
         back = out if acc == to.dtype else sel.like(out, dtype=acc)

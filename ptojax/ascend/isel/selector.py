@@ -87,6 +87,8 @@ class Selector:
         predicate as bytes)."""
         if t.dtype == "i1":
             t = asm.TileBuf(t.loc, "i8", t.rows, t.cols, t.v_row, t.v_col, t.blayout, t.slayout, t.fractal, t.pad)
+        if t.loc == "vec" and t.v_col == 1 and t.rows == t.v_row:
+            return column(t.v_row, t.dtype)          # (its bytes fit in codegen's R-row allocation)
         if t.loc == "left":
             return asm.TileBuf(t.loc, t.dtype, t.rows, t.cols, t.v_row, t.v_col,
                                "row_major" if self.arch == "a3" else "col_major", "row_major", t.fractal, t.pad)
@@ -154,7 +156,8 @@ class Selector:
 
     def convert(self, src, dst, rmode, saturate=None):
         """``tcvt`` between tiles of one valid shape; a tile of another row pitch is copied first
-        (``tcvt`` wants equal physical shapes)."""
+        (``tcvt`` wants equal physical shapes); columns through their rows."""
+        src, dst = self.row(src), self.row(dst)
         ts, td = self.types[src], self.types[dst]
         attrs = {"rmode": rmode}
         if saturate is not None:
@@ -186,6 +189,11 @@ class Selector:
     def print(self, op: str, ins, outs, attrs: dict | None = None):
         """One instruction as the real dialect spells it (:func:`~ptojax.ascend.instructions.text`);
         a user-defined instruction in the same operands-then-types form."""
+        if op == "ttrans" and any(is_column(self.types[n]) for n in (ins[0], outs[0])):
+            return self.copy(ins[0], outs[0])                         # a column's transpose: its row
+        if not op.startswith("trow") and op not in ("tload", "tstore", "tmov"):
+            ins = [self.row(n) for n in ins]                          # columns: elementwise on their rows
+            outs = [self.row(n) for n in outs]
         special = [n for n in ins if self.types[n] in _FLOATS and not math.isfinite(self.values.get(n, 0.0))]
         if special:
             return self.nonfinite(op, ins, outs, attrs, special[0])
@@ -317,9 +325,13 @@ class Selector:
     def expand(self, s, name, src, dst) -> str:
         """Broadcast tile ``name`` (valid ``src``) to a new ``dst``-shaped tile."""
         t = self.types[name]
+        if src == (1, 1) and dst[1] == 1:            # a value to a column: the row of the column, filled
+            out = self.like(name, rows=dst[0], cols=1)
+            self.print("trowexpand", [self.as_cell(name, t)], [self.row(out)])
+            return out
         if src == (1, 1) and dst[0] > 1 and dst[1] > 1:
             name = self.expand(s, name, src, (dst[0], 1))
-            src = (dst[0], 1)
+            src, t = (dst[0], 1), self.types[name]
         out = self.like(name, rows=dst[0], cols=dst[1])
         if src == (dst[0], 1):
             self.emit("trowexpand", [self.as_rows(name, t, src)], [out])
@@ -353,6 +365,8 @@ class Selector:
     def copy(self, src: str, dst: str):
         """Copy tile ``src`` into ``dst`` (the same elements): ``tmov`` between tiles of one shape, a
         ``ttrans`` between a row and a column, else an alias when the bytes agree."""
+        if is_column(self.types[src]) != is_column(self.types[dst]):
+            src, dst = self.row(src), self.row(dst)
         ts, td = self.types[src], self.types[dst]
         if (ts.v_row, ts.v_col) == (td.v_row, td.v_col):
             if (ts.rows, ts.cols) == (td.rows, td.cols):
@@ -366,31 +380,36 @@ class Selector:
         raise PtoUnsupportedError(f"pto realize: program '{self.kernel.name}': no copy of a {ts.v_row}x{ts.v_col} "
                                   f"tile into a {td.v_row}x{td.v_col} one")
 
+    def row(self, name):
+        """A column tile's ``1×R`` row view (an alias); any other operand as it is."""
+        t = self.types[name]
+        return self.reshape(name, row_view(t)) if is_column(t) else name
+
     def as_rows(self, name, t, shape):
-        """A tile whose valid region is ``shape`` (``R×1``) as a row-major ``R×1`` operand."""
-        if (t.v_row, t.v_col) == shape:
-            return name
-        return self.reshape(name, vec_tile(*shape, t.dtype))
+        """A tile whose valid region is ``shape`` (``R×1``) as a column operand of ``trowexpand*``."""
+        return self.as_column(name, t, shape[0])
 
     def as_column(self, name, t, rows) -> str:
-        """Destination ``name`` as an ``R×1`` result: itself when its valid region is ``R×1``, else a
-        column-major alias of its ``1×R`` bytes."""
-        if (t.v_row, t.v_col) == (rows, 1):
+        """Tile ``name`` as an ``R×1`` column: itself, or a column alias of its ``1×R`` bytes."""
+        if is_column(t) and t.v_row == rows:
             return name
-        if t.v_row == 1 and t.v_col == rows:
-            return self.reshape(name, asm.TileBuf("vec", t.dtype, t.cols, 1, rows, 1, "col_major", "none_box"))
-        return self.reshape(name, vec_tile(rows, 1, t.dtype))
+        if t.v_row == 1 and t.v_col == rows and t.cols == column(rows, t.dtype).rows:
+            return self.reshape(name, column(rows, t.dtype))
+        if t.rows * t.cols * t.np_dtype.itemsize == column(rows, t.dtype).rows * t.np_dtype.itemsize:
+            return self.reshape(name, column(rows, t.dtype))
+        raise PtoUnsupportedError(f"pto realize: program '{self.kernel.name}': a {t.v_row}x{t.v_col} tile is no "
+                                  f"{rows}-row column")
 
     def as_cell(self, name, t) -> str:
-        return name if (t.v_row, t.v_col) == (1, 1) else self.reshape(name, vec_tile(1, 1, t.dtype))
+        return self.as_column(name, t, 1)
 
 
     def mask_for(self, name, t, mask: bool = False) -> str:
-        """The packed ``i8`` mask tile standing for codegen's ``i1`` tile ``name``: the mask of a compare
+        """The packed ``ui8`` mask tile standing for codegen's ``i1`` tile ``name``: the mask of a compare
         over tiles of type ``t`` (or, ``mask=True``, of the same type as mask ``t``)."""
         if not mask:                            # A2/A3 pack a bit per element; A5's verifier wants the
-            t = (vec_tile(*mask_shape(t.v_row, t.v_col), "i8") if self.arch == "a3"       # compare's shape
-                 else asm.TileBuf("vec", "i8", t.rows, t.cols, t.v_row, t.v_col))
+            rows, cols = mask_shape(t.v_row, t.v_col) if self.arch == "a3" else (t.rows, t.cols)   # compare's
+            t = asm.TileBuf("vec", "ui8", rows, max(32, cols) if self.arch == "a3" else cols, rows, cols)  # shape
         mask = self.alloc(t)
         self.masks[name] = mask
         self.mask_names.add(mask)
@@ -431,10 +450,30 @@ def _scalar_text(value, type_):
 
 
 def vec_tile(rows: int, cols: int, dtype: str) -> asm.TileBuf:
-    """A row-major UB tile with a ``rows`` × ``cols`` valid region, its row pitch padded to 32 bytes."""
+    """A UB tile with a ``rows`` × ``cols`` valid region: row-major, its row pitch padded to 32 bytes;
+    one column (a value per row) as a column-major ``R×1`` tile (:func:`column`)."""
+    if cols == 1:
+        return column(rows, dtype)
     item = asm.DTYPES[dtype].itemsize
     pitch = -(-cols * item // 32) * 32 // item
     return asm.TileBuf("vec", dtype, rows, pitch, rows, cols)
+
+
+def column(rows: int, dtype: str) -> asm.TileBuf:
+    """A value per row: the column-major ``R×1`` tile the row reductions write and the row expansions
+    (``trowexpand*``) read — pto-isa reads a row-major ``R×1`` operand as a whole 32-byte block per
+    row. Its bytes are the ``1×R`` row (:func:`row_view`), where the elementwise instructions work."""
+    item = asm.DTYPES[dtype].itemsize
+    return asm.TileBuf("vec", dtype, -(-rows * item // 32) * 32 // item, 1, rows, 1, "col_major", "none_box")
+
+
+def is_column(t) -> bool:
+    return isinstance(t, asm.TileBuf) and t.loc == "vec" and t.blayout == "col_major" and t.cols == 1
+
+
+def row_view(t: asm.TileBuf) -> asm.TileBuf:
+    """Column tile ``t``'s bytes as the ``1×R`` row-major tile they also are."""
+    return asm.TileBuf("vec", t.dtype, 1, t.rows, 1, t.v_row)
 
 
 def mask_shape(rows: int, cols: int) -> tuple[int, int]:

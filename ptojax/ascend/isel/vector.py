@@ -10,7 +10,7 @@ import numpy as np
 from .. import asm, instructions
 from . import predicate
 from .rules import rule
-from .selector import matrix
+from .selector import is_column, matrix
 
 _ROUNDING = {"rint": "RINT", "round": "ROUND", "floor": "FLOOR", "ceil": "CEIL", "trunc": "TRUNC"}
 _BINARY = {"tadd": "add", "tsub": "sub", "tmul": "mul", "tdiv": "div", "tmax": "max", "tmin": "min", "tfmod": "fmod",
@@ -40,19 +40,23 @@ def binary(sel, s, ins, outs):
     a, b = ins
     if not isinstance(sel.types[a], asm.TileBuf) or not isinstance(sel.types[b], asm.TileBuf):
         return scalar_binary(sel, s, ins, outs, _BINARY[op], scalar_first=not isinstance(sel.types[a], asm.TileBuf))
-    sa, sb = (matrix(sel.shape(s, i, n)) for i, n in enumerate(ins))
+    shape_a, shape_b = (sel.shape(s, i, n) for i, n in enumerate(ins))
+    sa, sb = matrix(shape_a), matrix(shape_b)
     to = sel.types[outs[0]]
     so = (to.v_row, to.v_col)
     if sa == so and sb == so:
         return sel.emit(op, ins, outs)
     if sa != so and op in _COMMUTES and sb == so:
-        a, b, sa, sb = b, a, sb, sa
+        a, b, sa, sb, shape_a, shape_b = b, a, sb, sa, shape_b, shape_a
+    if so[1] == 1 and sb == (1, 1) and sa == so and f"trowexpand{_BINARY[op]}" in instructions.TABLE:
+        # a column and one value: the value expands over the column's row
+        return sel.emit(f"trowexpand{_BINARY[op]}", [sel.row(a), sel.as_cell(b, sel.types[b])], [sel.row(outs[0])])
     if sa != so:
         a = sel.expand(s, a, sa, so)
     if sb == so:
         return sel.emit(op, [a, b], outs)
     if sb[1] == so[1] and sb[0] not in (1, so[0]):
-        return by_row_runs(sel, s, op, a, b, outs[0])
+        return by_row_runs(sel, s, op, a, b, outs[0], shape_a, shape_b)
     fused = {(so[0], 1): f"trowexpand{_BINARY[op]}", (1, so[1]): f"tcolexpand{_BINARY[op]}"}.get(sb)
     if fused in instructions.TABLE and so != (1, 1) and (fused[1:4] == "col" or to.dtype in _FLOATS):
         # (an integer per-row operand would need a full 32-byte row: the verifier's rule)
@@ -60,14 +64,12 @@ def binary(sel, s, ins, outs):
     sel.emit(op, [a, sel.expand(s, b, sb, so)], outs)
 
 
-def by_row_runs(sel, s, op, a, b, out, shape_a=None):
+def by_row_runs(sel, s, op, a, b, out, shape_a, shape_b):
     """``a <op> b`` where ``b``'s rows broadcast over groups of ``a``'s (a (2, 1, 64) operand of a
     (2, 4, 64) tile): per run of output rows that read one row of ``b``, a ``tcolexpand<op>`` on row
     subsets; per run that reads consecutive rows, the plain op. ``op`` None: ``b`` broadcast into
     ``out`` (of logical shape ``shape_a``)."""
-    shape_b = sel.shape(s, 0 if op is None else 1, b)
-    shape_a = shape_a or sel.shape(s, 0, a)
-    if sel.types[a].v_row != matrix(shape_a)[0]:
+    if sel.types[a].v_row != matrix(shape_a)[0] or is_column(sel.types[out]):
         sel.fail(s, f"broadcasting both operands ({list(shape_a)}, {list(shape_b)})")
     out_shape = np.broadcast_shapes(shape_a, shape_b)
     lead_b = (1,) * (len(out_shape) - len(shape_b)) + tuple(shape_b[:-1])
@@ -181,6 +183,8 @@ def reduce(sel, s, ins, outs):
         if arg:
             return sel.emit("texpands", [sel.const(0, to.dtype)], [out])
         return sel.copy(src, out)
+    if is_column(sel.types[src]):                # a value per row: reduce the row it also is
+        src, rows, cols, by_row, by_col = sel.row(src), 1, rows, True, False
     if by_row and not by_col:
         return sel.emit(f"trow{kind}", [src, sel.like(src)], [sel.as_column(out, to, rows)])
     if by_col and not by_row and arg and sel.types[src].dtype not in _FLOATS:
@@ -195,9 +199,10 @@ def reduce(sel, s, ins, outs):
         return sel.copy(result, out)
     if arg:
         sel.fail(s, f"over every axis of a {list(shape)} tile")
-    column = sel.like(src, cols=1, dtype=to.dtype)
-    sel.emit(f"trow{kind}", [src, sel.like(src)], [column])
-    sel.emit(f"tcol{kind}", [column], [sel.as_cell(out, to)])
+    per_row = sel.like(src, cols=1, dtype=to.dtype)
+    sel.emit(f"trow{kind}", [src, sel.like(src)], [per_row])
+    values = sel.row(per_row)                    # then the row of the R per-row results
+    sel.emit(f"trow{kind}", [values, sel.like(values)], [sel.as_cell(out, to)])
 
 
 @rule("ttrans")
@@ -223,5 +228,5 @@ def broadcast(sel, s, ins, outs):
     if src == (1, dst[1]):
         return sel.emit("tcolexpand", [x], outs)
     if src[1] == dst[1] and dst[0] % src[0] == 0 and len(sel.shape(s, 0, x)) > 1:
-        return by_row_runs(sel, s, None, outs[0], x, outs[0], shape_a=tuple(s.attr("shape")))
+        return by_row_runs(sel, s, None, outs[0], x, outs[0], tuple(s.attr("shape")), sel.shape(s, 0, x))
     sel.copy(sel.expand(s, x, src, dst), outs[0])
