@@ -206,15 +206,17 @@ class Selector:
 
     def nonfinite(self, op, ins, outs, attrs, scalar):
         """An instruction whose scalar operand is ±inf or NaN, without that constant: ptoas writes such a
-        float as ``-Inf.0f`` in its C++, which no compiler takes. The value is filled into a tile
-        through an integer view of its bits (``texpands``), and the tile form does the op."""
+        float as ``-Inf.0f`` in its C++, which no compiler takes. The value is made in a tile — the
+        largest finite value doubled overflows to ±inf (round to nearest), ``inf * 0`` is NaN — and the
+        tile form does the op."""
         value, dtype = self.values[scalar], self.types[scalar]
         if op == "texpands":
-            t = self.types[outs[0]]
-            bits = np.asarray(value, asm.DTYPES[dtype]).view({"f32": np.int32}.get(dtype, np.int16))
-            view = self.reshape(outs[0], asm.TileBuf(t.loc, "i32" if dtype == "f32" else "i16", t.rows, t.cols,
-                                                       t.v_row, t.v_col, t.blayout, t.slayout, t.fractal, t.pad))
-            return self.print("texpands", [self.const(int(bits), self.types[view].dtype)], [view])
+            largest = float(np.finfo(asm.DTYPES[dtype]).max)
+            self.print("texpands", [self.const(largest if value > 0 or math.isnan(value) else -largest, dtype)], outs)
+            self.print("tmuls", [outs[0], self.const(2.0, dtype)], outs)
+            if math.isnan(value):
+                self.print("tmuls", [outs[0], self.const(0.0, dtype)], outs)
+            return None
         tile = next(n for n in ins if isinstance(self.types[n], asm.TileBuf))
         filled = self.like(tile, dtype=dtype)
         self.print("texpands", [scalar], [filled])
