@@ -1,10 +1,12 @@
-"""The PTO ISA as one table: for each instruction ptojax emits, its pipe, operand locations, dtype
-rule, whether it is a single PTO-ISA instruction or a tile-library composite, its NumPy semantics
-(``semantics.py``) and its cost (``cost.py``).
+"""Codegen's tile operations as one table: for each operation a planned block program holds, its
+pipe, operand locations, dtype rule, whether it maps to one real instruction or a sequence, its NumPy
+semantics (``semantics.py``, what host code runs) and its cost (``cost.py``).
 
-Compute instructions mirror a tensor op (``tadd`` ↔ ``add``, ``tsum`` ↔ ``sum``, ...): they accept the
-dtypes of that op and carry its params as attributes; ``t<op>s`` are the tile-scalar forms. Reductions
-keep their ``axes`` attribute (``tsum{axes=[1]}`` is PTO's TROWSUM, ``axes=[0]`` TCOLSUM).
+These are not the real ISA: a tile operation mirrors a tensor op (``tadd`` ↔ ``add``, ``tsum`` ↔ ``sum``
+with its ``axes``, ``tsoftmax``), and instruction selection (``isel/``) prints the real instructions
+for it — the real instruction set, checked against ``ptoas``, is ``instructions.py``. ``t<op>s`` are
+the tile-scalar forms; ``register`` adds a user's operation (``pj.tiles.register_op``), which has no
+real form and prints as written.
 """
 from __future__ import annotations
 
