@@ -14,7 +14,8 @@ from .ascend.targets import target as get_target
 from ._fpenv import ieee
 from .errors import PtoArgumentError
 from .lowering.pipeline import Lowering
-from .mpmd import FusedPlan, Machine, Plan, Trace, fuse, orchestrate, replay, run_threads, simulate
+from .mpmd import (FusedPlan, Machine, Plan, PtoOrchestrationError, Trace, fuse, orchestrate, replay, run_threads,
+                   simulate)
 
 
 def machine(target) -> Machine:
@@ -115,6 +116,23 @@ def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simu
         return outputs, trace
 
 
+def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset:
+    """The flat argument positions whose values decide the kernel's task graph (runtime lengths,
+    scalar inputs, indices the host reads), or ``"device data"`` where values the kernel computes do
+    (MoE counts read back): what a profile cannot do without. ``avals``: (shape, dtype) per flat
+    argument; orchestrated on zeros, no task run."""
+    tgt = get_target(target) if isinstance(target, str) else target
+    compiled = compiled or compile_kernel(lowering, tgt.memory)
+    zeros = [np.zeros(shape, dtype) for shape, dtype in avals]
+    try:
+        plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, zeros, AscendBackend(compiled, tgt),
+                           frozenset(), execute=False)
+    except PtoOrchestrationError:
+        return frozenset({"device data"})
+    plan.release()
+    return plan.steering
+
+
 def _plan_key(arrays, policy, donated) -> tuple:
     """What a kept plan depends on besides the signature: the policy, which donated arrays are writeable."""
     return policy, tuple(sorted((i, arrays[i].flags.writeable) for i in donated))
@@ -165,4 +183,4 @@ def native_entry(plans: dict, flat, outputs, *, policy: str = "mpmd", donated=()
     return _xlacall.Entry(native.fn, native.points, native.views_of(kept.backend.worker()), buffers, fills)
 
 
-__all__ = ["Trace", "execute", "execute_flat", "machine", "native_entry"]
+__all__ = ["Trace", "execute", "execute_flat", "machine", "native_entry", "steering"]

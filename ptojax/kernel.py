@@ -29,7 +29,7 @@ from ._jax import Primitive, ShapedArray, ad, batching, host_call_lowering, mlir
 from .ascend import hostcode
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError
-from .execute import execute_flat, native_entry
+from .execute import execute_flat, steering, native_entry
 from .lowering.pipeline import Lowering, lower
 
 BACKENDS = ("sim", "xla")
@@ -191,13 +191,33 @@ class Compiled:
 
         The timeline depends only on the inputs that steer control flow (lengths, counts), so
         ``compute=False`` gives the same profile without running the task bodies: much faster at
-        large shapes (a kernel whose host reads device data still needs ``compute=True``)."""
+        large shapes (a kernel whose host reads device data still needs ``compute=True``). Without
+        arguments, the profile of the compiled shapes where no argument's value steers the schedule;
+        a :class:`~ptojax.errors.PtoArgumentError` names the arguments it needs otherwise."""
+        if not args and self.avals:
+            args = self._shapes_only()
+            compute = False
         return self.run(*args, executor="simulated", policy=policy, compute=compute)[1].profile()
 
+    def _shapes_only(self):
+        """Zeros of the compiled signature, where no argument's value decides the task graph."""
+        needed = steering(self.lowering, self.avals, self.options.target, self._code())
+        if needed:
+            leaves = list(range(len(self.avals)))
+            args = jax.tree.unflatten(self.lowering.in_tree, leaves)
+            named = [f"argument {i} ({_describe((self.avals[j],))})" for i, a in enumerate(args)
+                     for j in jax.tree.leaves(a) if j in needed]
+            why = ("values the kernel computes decide its tasks on the host" if "device data" in needed
+                   else f"the values of {', '.join(named)} decide which tasks run")
+            raise PtoArgumentError(f"pj.kernel '{self.name}': its schedule needs the arguments: {why}; "
+                                   "pass them, e.g. compiled.profile(*args)")
+        return jax.tree.unflatten(self.lowering.in_tree, [np.zeros(shape, dtype) for shape, dtype in self.avals])
+
     def report(self, path, *args, policy: str = "mpmd", title: str | None = None):
-        """Profile on ``args`` and write a self-contained HTML report to ``path`` (swimlane, lower
-        bound, time per label, idle time, critical path, bubbles, block graph, every level's text);
-        returns the :class:`~ptojax.mpmd.Profile`. See :mod:`ptojax.report`."""
+        """Profile on ``args`` (none: the compiled shapes, where no argument's value steers the
+        schedule) and write a self-contained HTML report to ``path`` (swimlane, lower bound, time per
+        label, idle time, critical path, bubbles, block graph, every level's text); returns the
+        :class:`~ptojax.mpmd.Profile`. See :mod:`ptojax.report`."""
         from . import report
 
         profile = self.profile(*args, policy=policy)

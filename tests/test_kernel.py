@@ -1,4 +1,7 @@
 """pj.kernel: eager, jit, vmap, jit(vmap), shard_map; sim and xla backends; cache; staged API; errors."""
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -172,3 +175,20 @@ def test_scalar_work_on_kernel_data_runs_on_a_core():
     _close(f(x), f.fn(x))
     calls = f.lower(x).lowering.block.jaxpr.eqns
     assert all(e.primitive.name == "pto.block_call" for e in calls)
+
+
+def test_profile_and_report_from_shapes_alone(tmp_path):
+    """The timeline needs no numbers unless data steers the schedule: profile() and report(path)
+    without arguments equal the profile on real arguments; where device data decides the tasks (MoE
+    counts read back), the error says so."""
+    args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
+    compiled = pj.kernel(seed_kernel).lower(*args).compile()
+    assert compiled.profile().makespan_us == pytest.approx(compiled.profile(*args).makespan_us)
+    assert compiled.report(tmp_path / "report.html").makespan_us > 0 and (tmp_path / "report.html").exists()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from examples import moe_router
+
+    moe = pj.kernel(moe_router.moe_router).lower(*moe_router.inputs()).compile()
+    with pytest.raises(pj.errors.PtoArgumentError, match="schedule needs the arguments: values the kernel computes"):
+        moe.profile()
+    assert moe.profile(*moe_router.inputs()).makespan_us > 0

@@ -104,6 +104,7 @@ class Plan:
     bindings: list = dataclasses.field(default_factory=list)  # (array list a task body reads, buffer ids)
     fills: list = dataclasses.field(default_factory=list)     # (buffer id, value) filled before the tasks
     steps: list | None = None         # the order a replay runs the task bodies in (executors.replay)
+    steering: frozenset = frozenset()  # argument positions (or "device data") whose values the host read
 
     def results(self):
         return [b.array if isinstance(b, Buffer) else b for b in self.outputs]
@@ -174,6 +175,7 @@ class _Orchestrator:
         self.bindings: list = []                    # (array list a task body reads, buffer ids)
         self.fills: list = []                       # (buffer id, value)
         self.replayable = True                      # no host read of the inputs' values so far
+        self.steering: set = set()                  # kernel arguments whose values the host read
 
     def emit(self, task: Task):
         if self.token is not None:
@@ -186,6 +188,8 @@ class _Orchestrator:
     def sync(self, buf: "Buffer", what: str) -> np.ndarray:
         """The value of GM tensor ``buf`` once the tasks that write it have run (see the module docstring)."""
         self.replayable = False
+        source = self.buffers[buf.base].source
+        self.steering.add(source if isinstance(source, int) else "device data")
         producers = [t for t in self.writers.get(buf.base, ()) if t.tid not in self.waited]
         if producers and not self.execute:
             raise PtoOrchestrationError(
@@ -576,8 +580,9 @@ def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, exec
     consts = [orch.buffer(c, external=True) if np.ndim(c) else np.asarray(c) for c in consts]
     outputs = orch.run(block_jaxpr, consts, inputs)
     replayable = orch.replayable and all(a.ndim for a in args)      # scalar inputs steer the host directly
+    steering = frozenset(orch.steering | {i for i, a in enumerate(args) if not a.ndim})
     return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned,
-                replayable, orch.bindings, orch.fills)
+                replayable, orch.bindings, orch.fills, steering=steering)
 
 
 @functools.lru_cache(maxsize=1024)
