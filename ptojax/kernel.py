@@ -83,6 +83,11 @@ def _avals(flat):
     return tuple((tuple(np.shape(x)), _dtype(x)) for x in flat)
 
 
+def _structure(args) -> str:
+    """Arguments (a tuple of pytrees of descriptions) as the user wrote them, without quotes."""
+    return str(tuple(args)).replace("'", "")
+
+
 def _describe(avals):
     return "(" + ", ".join(f"{d.name}{list(s)}" for s, d in avals) + ")"
 
@@ -122,7 +127,11 @@ class Compiled:
 
     def _check(self, flat, tree):
         if tree != self.lowering.in_tree:
-            raise PtoArgumentError(f"pj.kernel '{self.name}': arguments {tree} do not match {self.lowering.in_tree}")
+            want = jax.tree.unflatten(self.lowering.in_tree, [f"{d.name}{list(s)}" for s, d in self.avals])
+            raise PtoArgumentError(
+                f"pj.kernel '{self.name}': called with {len(tree.children())} argument(s) "
+                f"{_structure(jax.tree.unflatten(tree, [f'{_dtype(x).name}{list(np.shape(x))}' for x in flat]))}, "
+                f"compiled for {len(self.lowering.in_tree.children())}: {_structure(want)}")
         avals = _avals(flat)
         if avals != self.avals:
             raise PtoArgumentError(f"pj.kernel '{self.name}': compiled for {_describe(self.avals)} but called with "
