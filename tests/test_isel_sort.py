@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 
 import jax
 import ml_dtypes
@@ -34,16 +35,29 @@ def run_program(fn, *args):
     ((program, _), kernel), = ak.kernels.items()
     text = isel.module([kernel])
     if shutil.which(PTOAS) or os.path.exists(PTOAS):
-        with open("/tmp/_isel_sort.pto", "w") as f:
-            f.write(text)
-        r = subprocess.run([PTOAS, "--pto-arch=a3", "--enable-insert-sync", "/tmp/_isel_sort.pto", "-o",
-                            "/tmp/_isel_sort.cpp"], capture_output=True, text=True)
+        with tempfile.TemporaryDirectory() as d:      # one per call: pytest-xdist workers run at once
+            with open(os.path.join(d, "k.pto"), "w") as f:
+                f.write(text)
+            r = subprocess.run([PTOAS, "--pto-arch=a3", "--enable-insert-sync", os.path.join(d, "k.pto"), "-o",
+                                os.path.join(d, "k.cpp")], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
     expected = jax.tree_util.tree_leaves(jax.eval_shape(fn, *args))
     outs = [np.zeros(e.shape, e.dtype) for e in expected]
     gm = [np.ascontiguousarray(a) for a in args] + outs
     engine.run_grid(text, re.sub(r"[^A-Za-z0-9_]", "_", program), gm, math.prod(kernel.grid))
     return outs, text
+
+
+_FLOAT = re.compile(r"dtype=(f16|f32|bf16)\b")
+
+
+def assert_no_float_int_views(text):
+    """No ``treshape`` between a float and an integer tile: pto-isa's CPU simulator static_asserts
+    both sides float or both integer (include/pto/cpu/TReshape.hpp)."""
+    for line in text.splitlines():
+        if "pto.treshape" in line:
+            src, dst = line.split(":", 1)[1].split("->")
+            assert bool(_FLOAT.search(src)) == bool(_FLOAT.search(dst)), line.strip()
 
 
 def check_topk(x, k, largest, values, indices):
@@ -79,6 +93,8 @@ def test_topk_matches_reference(name):
     x, k, largest = TOPK_CASES[name]
     (values, indices), text = run_program(lambda a: pj.ops.topk(a, k, largest=largest), x)
     assert "pto.tsort32" in text and "pto.tgather" in text
+    if x.dtype != ml_dtypes.bfloat16:       # bf16 is widened by the shared tcvt helpers
+        assert_no_float_int_views(text)
     check_topk(x, k, largest, values, indices)
     if largest and x.dtype == np.float32:
         ref_v, _ = jax.lax.top_k(x, k)
@@ -96,6 +112,7 @@ def test_sort_along_axis0_transposes():
     x = RNG.standard_normal((21, 16)).astype(np.float32)
     (values, indices), text = run_program(lambda a: pj.ops.sort(a, 0), x)
     assert "pto.ttrans" in text
+    assert_no_float_int_views(text)
     np.testing.assert_array_equal(values, np.sort(x, axis=0))
     np.testing.assert_array_equal(indices, np.argsort(x, axis=0, kind="stable"))
 
@@ -119,6 +136,7 @@ def test_merge_topk_matches_reference(shape, k, largest):
     v, i = _lists(shape, k, largest)
     (values, indices), text = run_program(lambda a, b: pj.ops.merge_topk(a, b, k, largest=largest), v, i)
     assert "pto.tsort32" in text
+    assert_no_float_int_views(text)
     want_v, want_i = ptojax_semantics.merge_topk(v, i, k=k, largest=largest)
     np.testing.assert_array_equal(values, want_v)
     np.testing.assert_array_equal(indices, want_i)

@@ -7,18 +7,23 @@ The real instructions work on ONE row of (value, u32 index) structs (8 bytes: ``
 through (an ``scf.for`` over rows when there are several, ``pto.subset`` row views):
 
 1. a work row of ``P`` values (``P = 32·m·4^j``, ``m`` in 1..3: whole ``tsort32`` blocks and whole
-   ``tmrgsort`` groups) filled with ``-inf`` (``texpands`` of its bit pattern on an integer alias: the
-   C++ PTOAS prints for a non-finite float constant does not compile), the row's values copied in
-   (``tmuls`` by ``-1`` for the smallest-k: sorting ``-x``) through a ``treshape`` alias whose valid
-   region is the data;
-2. a u32 index row beside it: ``tci`` iota for ``ttopk`` (``-1`` after the data), the candidates' own
-   indices for ``merge_topk`` (``-1`` in the gaps) — ``tsort32`` breaks ties by that index ascending,
-   which is the lower-index-first rule of :func:`ptojax.ascend.semantics.topk` / ``merge_topk``;
-3. ``tsort32`` into 32-struct runs, single-list ``tmrgsort`` rounds (``blockLen`` = 32·4^i structs)
-   merging them four at a time, and a final 2- or 3-list ``tmrgsort`` when ``m > 1``;
-4. ``tgather`` mask patterns split the first ``k`` structs: values ``P0101`` (f32) / ``P0001`` (f16),
-   indices ``P1010`` of the sorted row seen as ``i32``, into staging tiles that are finally copied
-   (negated back for the smallest-k; ``bf16`` rounded back, exactly) into the destinations.
+   ``tmrgsort`` groups) filled with ``-inf`` — ``texpands`` of the lowest finite value, then ``tmuls``
+   by 2, which rounds to ``-inf`` (the C++ PTOAS prints for a non-finite float constant does not
+   compile, and pto-isa's CPU ``treshape`` refuses an integer view of float bits) — and the row's
+   values copied in (``tmuls`` by ``-1`` for the smallest-k: sorting ``-x``) through a same-dtype
+   ``treshape`` alias whose valid region is the data;
+2. an i32 index row beside it (seen as ``ui32`` by ``tsort32``): ``tci`` iota for ``ttopk`` (``-1``
+   after the data), the candidates' own indices for ``merge_topk`` (``-1`` in the gaps) —
+   ``tsort32`` breaks ties by that index ascending, which is the lower-index-first rule of
+   :func:`ptojax.ascend.semantics.topk` / ``merge_topk``;
+3. ``tsort32`` into 32-struct runs (f16: one per 32-value block, see :meth:`_RowSort.sort32`),
+   single-list ``tmrgsort`` rounds (``blockLen`` = 32·4^i structs) merging them four at a time, and
+   a final 2- or 3-list ``tmrgsort`` when ``m > 1``;
+4. ``tgather`` mask patterns split the first ``k`` structs: values ``P0101`` (f32) / ``P0001`` (f16);
+   indices ``P1010`` straight from the f32 structs into an ``i32`` tile (a same-size bit copy), or,
+   for f16, from an ``i32`` view of the structs' bits copied whole (``P1111``) into an ``i16`` row —
+   into staging tiles that are finally copied (negated back for the smallest-k; ``bf16`` rounded
+   back, exactly) into the destinations. No ``treshape`` mixes float and integer types.
 
 ``bf16`` sorts as ``f32`` (A2/A3 ``tsort32`` takes f16/f32); integer operands are not selected.
 Axis 0 of a 2-D tile transposes (``ttrans``) in and out. Every subset keeps 32-byte aligned offsets
@@ -33,7 +38,7 @@ from .. import asm
 from .rules import rule
 from .selector import matrix, vec_tile
 
-_NEG_INF_BITS = {"f32": ("i32", -8388608), "f16": ("i16", -1024)}     # 0xFF800000, 0xFC00
+_LOWEST = {"f32": -3.4028234663852886e38, "f16": -65504.0}       # -FLT_MAX; twice it rounds to -inf
 _VALUE_PATTERN = {"f32": "P0101", "f16": "P0001"}
 BLOCK = 32                     # tsort32 sorts runs of 32 structs
 
@@ -118,12 +123,10 @@ class _RowSort:
         self.kp = row_pitch(k, dtype)
         if self.kp > self.p:
             sel.fail(s, f"k={k} past the {self.p}-value sort row")
-        int_dt, self.inf_bits = _NEG_INF_BITS[dtype]
         p, e = self.p, self.e
-        self.work_bits = sel.alloc(vec_tile(1, p, int_dt))
-        self.work = sel.reshape(self.work_bits, vec_tile(1, p, dtype))
+        self.work = sel.alloc(vec_tile(1, p, dtype))
         seg = self.pitch or p                                  # the data's view: lists × seg, n valid
-        self.work_data = sel.reshape(self.work_bits, asm.TileBuf("vec", dtype, p // seg, seg, lists, n))
+        self.work_data = sel.reshape(self.work, asm.TileBuf("vec", dtype, p // seg, seg, lists, n))
         self.index = sel.alloc(vec_tile(1, p, "i32"))
         self.index_data = sel.reshape(self.index, asm.TileBuf("vec", "i32", p // seg, seg, lists, n))
         self.index_u32 = sel.reshape(self.index, asm.TileBuf("vec", "ui32", 1, p, 1, p))
@@ -131,6 +134,7 @@ class _RowSort:
         self.tmp = sel.alloc(vec_tile(1, e * p, dtype)) if self.m > 1 else None
         self.values = sel.alloc(asm.TileBuf("vec", dtype, rows, self.kp, rows, self.kp))
         self.indices = sel.alloc(asm.TileBuf("vec", "i32", rows, self.kp, rows, self.kp))
+        self.struct_bits = sel.alloc(vec_tile(1, e * self.kp, "i16")) if e == 4 else None
         if self.m > 1:
             self.executed = sel.fresh("ex")
             sel.types[self.executed] = "vector<4xi16>"
@@ -145,13 +149,14 @@ class _RowSort:
     def row(self, src_values, src_indices):
         """Sort one row: ``src_values`` / ``src_indices`` are the row's (``lists`` × n valid) views."""
         sel, dtype = self.sel, self.dtype
-        sel.print("texpands", [sel.const(self.inf_bits, sel.types[self.work_bits].dtype)], [self.work_bits])
+        sel.print("texpands", [sel.const(_LOWEST[dtype], dtype)], [self.work])     # -inf: the lowest
+        sel.print("tmuls", [self.work, sel.const(2.0, dtype)], [self.work])           # finite value x 2
         sel.print("tmuls", [src_values, sel.const(1.0 if self.largest else -1.0, dtype)], [self.work_data])
         if src_indices is not None:
             sel.print("texpands", [sel.const(-1, "i32")], [self.index])
             sel.print("tmuls", [src_indices, sel.const(1, "i32")], [self.index_data])
         cur, other = self.buffers
-        sel.print("tsort32", [self.work, self.index_u32], [cur])
+        self.sort32(cur)
         for step in rounds(self.p, self.m, self.j, dtype):
             if step[0] == "single":
                 sel.print("tmrgsort", [cur, sel.const(step[1], "i32")], [other])
@@ -165,6 +170,20 @@ class _RowSort:
             cur, other = other, cur
         return cur
 
+    def sort32(self, cur):
+        """``tsort32`` of the work row into ``cur``: one instruction for f32; per 32-value block for
+        f16 (pto-isa's CPU TSort32 places block ``b`` at struct column ``2·32·b``, right for 2-element
+        f32 structs only — each block on its own 4-element f16 struct view sidesteps that)."""
+        sel, e = self.sel, self.e
+        if e == 2 or self.p == BLOCK:
+            return sel.print("tsort32", [self.work, self.index_u32], [cur])
+        c0 = _index(sel, 0)
+        for b in range(self.p // BLOCK):
+            index = sel.reshape(sel.subset(self.index, c0, 1, b * BLOCK, BLOCK),
+                                asm.TileBuf("vec", "ui32", 1, BLOCK, 1, BLOCK))
+            sel.print("tsort32", [sel.subset(self.work, c0, 1, b * BLOCK, BLOCK), index],
+                      [sel.subset(cur, c0, 1, b * e * BLOCK, e * BLOCK)])
+
     def gather(self, cur, r, dynamic):
         """The first ``k`` structs of the sorted row ``cur`` into row ``r`` of the staging tiles."""
         sel, e, kp = self.sel, self.e, self.kp
@@ -172,7 +191,13 @@ class _RowSort:
         head = sel.subset(cur, c0, 1, 0, e * kp)
         dst = sel.subset(self.values, r, 1, 0, kp)
         _gather(sel, head, dst, _VALUE_PATTERN[self.dtype])
-        pairs = head if e == 2 else sel.reshape(head, vec_tile(1, 2 * kp, "i32"))   # f32: a bit-copy
+        # the u32 index is each struct's second 32-bit word, gathered into i32 (a bit copy). f32 structs
+        # are such word pairs already; f16 structs are first bit-copied whole (P1111) into an i16 row
+        # that an i32 view pairs up (pto-isa's CPU treshape refuses float <-> int views)
+        pairs = head
+        if e == 4:
+            _gather(sel, head, self.struct_bits, "P1111")
+            pairs = sel.reshape(self.struct_bits, vec_tile(1, 2 * kp, "i32"))
         dst = sel.subset(self.indices, r, 1, 0, kp)
         _gather(sel, pairs, dst, "P1010")
 
