@@ -81,7 +81,7 @@ def test_lower_and_profile_commands(tmp_path, capsys):
     path.write_text(KERNEL_FILE)
     assert main(["lower", f"{path}:scale_rows", "--shape", "32x64:float32", "--shape", "32:float32",
                  "--level", "pto"]) == 0
-    assert "pto.tsum" in capsys.readouterr().out
+    assert "pto.trowsum" in capsys.readouterr().out
     assert main(["lower", f"{path}:scale_rows", "--shape", "32x64:float32", "--shape", "32:float32",
                  "--level", "host"]) == 0
     host = capsys.readouterr().out

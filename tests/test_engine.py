@@ -102,7 +102,7 @@ def test_parse_model():
     assert all(isinstance(t, engine.PtrType) and t.dtype == "f32" for _, t in func.params)
     tcmp, = [s for s in func.body if isinstance(s, engine.Instr) and s.op == "tcmp"]
     assert dict(tcmp.attrs) == {"cmpMode": "gt"} and len(tcmp.ins) == 2
-    assert isinstance(tcmp.out_types[0], engine.TileType) and tcmp.out_types[0].dtype == "i8"
+    assert isinstance(tcmp.out_types[0], engine.TileType) and tcmp.out_types[0].dtype == "ui8"
     with pytest.raises(dataclasses.FrozenInstanceError):
         tcmp.op = "tadd"
 

@@ -218,6 +218,9 @@ def transpose(sel, s, ins, outs):
 @rule('texpand')
 def broadcast(sel, s, ins, outs):
     (x,) = ins
+    if not isinstance(sel.types[x], asm.TileBuf):      # a scalar fills the tile
+        dtype = sel.types[outs[0]].dtype
+        return sel.emit("texpands", [sel.const(sel.values[x], dtype)], outs)
     src = matrix(sel.shape(s, 0, x))
     to = sel.types[outs[0]]
     dst = (to.v_row, to.v_col)
