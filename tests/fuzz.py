@@ -557,6 +557,12 @@ def assert_same(got, want, where=""):
     np.testing.assert_allclose(g[fin], w[fin], rtol=rtol, atol=atol, err_msg=where)
 
 
+# Tile operations instruction selection has no real PTO form for yet (docs/pto.md): the fuzz property
+# accepts their clear PtoUnsupportedError; any other unsupported case fails.
+NO_REAL_FORM_YET = ("f32 does not hold every i32",        # top-k of int32 values (tsort32 sorts f16/f32)
+                    "(some leading axes kept)")          # a reduction over a middle axis of a 3-D tile
+
+
 def check(spec):
     """The fuzz property for one spec: sim == xla, every lowering level verifies, and Huawei's ptoas
     accepts the kernel's PTO-AS (wherever ptoas is found, and always in CI)."""
@@ -568,7 +574,10 @@ def check(spec):
     lowered.lowering.verify(*args)
     compiled = lowered.compile()
     if find_ptoas() or os.environ.get("CI") == "true":
-        compiled.ptoas()                            # a PtoasError names the program, line and message
+        try:
+            compiled.ptoas()                        # a PtoasError names the program, line and message
+        except pj.errors.PtoUnsupportedError as err:    # no real form yet: only the known gaps, by name
+            assert any(gap in str(err) for gap in NO_REAL_FORM_YET), err
     got = jax.tree.leaves(compiled(*args))
     xla = pj.kernel(fn, backend="xla")              # the same lowering, run by XLA (one trace, not two)
     want = jax.tree.leaves(pj.Lowered(xla, lowered.lowering, lowered.avals).compile()(*args))

@@ -89,6 +89,7 @@ def _scale(sel, value, factor: int, plus=0):
 
 def _zero(sel, tile: str):
     """Fill the whole of ``tile`` with zero bits (``texpands``; other dtypes through an ``i16`` alias)."""
+    tile = sel.row(tile)
     t = sel.types[tile]
     if t.dtype in _FILLS:
         full = tile if (t.v_row, t.v_col) == (t.rows, t.cols) else sel.reshape(

@@ -176,6 +176,7 @@ class Selector:
     def repitch(self, src, dst):
         """Copy a tile into one of another row pitch (same dtype and valid shape): ``tmuls`` by 1 on
         integer views of the bits (exact for every value; the vector unit has no i8/bf16 multiply)."""
+        src, dst = self.row(src), self.row(dst)
         views = []
         for name in (src, dst):
             t = self.types[name]

@@ -211,12 +211,13 @@ class _RowSort:
 
 def _finish(sel, sorter, outs):
     values, indices = sorter.results()
+    if not sorter.largest:                                   # smallest-k sorted the negation
+        sel.print("tmuls", [values, sel.const(-1.0, sorter.dtype)], [values])
     if sel.types[outs[0]].dtype != sorter.dtype:             # back to the input's dtype (exact)
-        sel.print("tmuls", [values, sel.const(1.0 if sorter.largest else -1.0, sorter.dtype)], [values])
         sel.convert(values, outs[0], "RINT", saturate=True)
     else:
-        sel.emit("tmuls", [values, sel.const(1.0 if sorter.largest else -1.0, sorter.dtype)], [outs[0]])
-    sel.print("tmuls", [indices, sel.const(1, "i32")], [outs[1]])
+        sel.copy(values, outs[0])                            # (k = 1: a value per row, a column)
+    sel.copy(indices, outs[1])
 
 
 def _source(sel, s, x):

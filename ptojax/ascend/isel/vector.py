@@ -103,9 +103,23 @@ def absolute(sel, s, ins, outs):
 def bitwise(sel, s, ins, outs):
     """Bitwise ops; i32 tiles as i16 tiles of twice the columns (the same bytes: A2/A3 has no i32
     and/or/xor/not), ``txor`` with its tmp tile."""
+    tile = next((n for n in ins if isinstance(sel.types[n], asm.TileBuf)), None)
+    if tile is None:
+        sel.fail(s, "on scalars only")
+    filled = []
+    for n in ins:                                  # a scalar operand: filled into a tile of its own
+        if not isinstance(sel.types[n], asm.TileBuf):
+            wide = {"i8": "i16"}.get(sel.types[tile].dtype, sel.types[tile].dtype)
+            full = sel.like(tile, dtype=wide)
+            sel.print("texpands", [sel.const(sel.values[n], wide)], [full])
+            if wide != sel.types[tile].dtype:
+                narrow = sel.like(tile)
+                sel.convert(full, narrow, "RINT", saturate=False)
+                full = narrow
+            n = full
+        filled.append(n)
+    ins = filled
     names = list(ins) + list(outs)
-    if any(not isinstance(sel.types[n], asm.TileBuf) for n in ins):
-        sel.fail(s, "with a scalar operand")
     if sel.types[outs[0]].dtype == "i32" and "i32" not in instructions.TABLE[s.op].dtypes_for(sel.arch):
         halves = {n: sel.reshape(n, _halves(sel.types[n])) for n in names}
         ins, outs = [halves[n] for n in ins], [halves[n] for n in outs]
@@ -226,6 +240,8 @@ def broadcast(sel, s, ins, outs):
     dst = (to.v_row, to.v_col)
     if src == dst:
         return sel.copy(x, outs[0])
+    if src == (1, 1) and dst[1] == 1:                   # a value over a column: its row, filled
+        return sel.copy(sel.expand(s, x, src, dst), outs[0])
     if src == (dst[0], 1):
         return sel.emit("trowexpand", [sel.as_rows(x, sel.types[x], src)], outs)
     if src == (1, dst[1]):
