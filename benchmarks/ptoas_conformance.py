@@ -75,10 +75,10 @@ def nn_kernels():
     import jax
     import jax.numpy as jnp
 
-    rng = np.random.default_rng(0)
-    x, w, bias, g = (rng.standard_normal(s).astype(np.float32) for s in ((16, 32), (32, 32), (32,), (32,)))
-    q = rng.standard_normal((2, 40, 16)).astype(np.float32)
-    labels = rng.integers(0, 32, 16).astype(np.int32)
+    rng = np.random.default_rng(0)            # shapes of their own: pj.nn caches its compiled kernels
+    x, w, bias, g = (rng.standard_normal(s).astype(np.float32) for s in ((24, 40), (40, 40), (40,), (40,)))
+    q = rng.standard_normal((2, 24, 16)).astype(np.float32)
+    labels = rng.integers(0, 40, 24).astype(np.int32)
     nn = pj.nn
     cases = [(lambda x, w, b: nn.dense(x, w, b, "gelu", backend="sim"), (x, w, bias)),
              (lambda x, g: nn.rms_norm(x, g, 1e-6, backend="sim"), (x, g)),

@@ -100,6 +100,8 @@ def select(sel, s, ins, outs):
         elif matrix(sel.shape(s, i, name)) != so:
             name = sel.expand(s, name, matrix(sel.shape(s, i, name)), so)
         operands.append(name)
+    if not isinstance(sel.types[cond], asm.TileBuf):     # a constant condition picks one operand
+        return sel.copy(operands[0] if sel.values[cond] else operands[1], outs[0])
     if matrix(sel.shape(s, 0, cond)) != so:
         cond_shape = matrix(sel.shape(s, 0, cond))
         cond = sel.expand(s, cond, cond_shape, so)

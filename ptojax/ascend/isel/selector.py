@@ -312,7 +312,7 @@ class Selector:
         if shapes is not None and i < len(shapes):
             return tuple(shapes[i])
         t = self.types[name]
-        return (t.v_row, t.v_col)
+        return (t.v_row, t.v_col) if isinstance(t, asm.TileBuf) else ()
 
     def instr(self, s: asm.Instr):
         op = s.op
