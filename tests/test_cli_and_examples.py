@@ -42,17 +42,6 @@ def test_fused_example_matches_numpy():
     assert module["main"]() < 2e-3  # fp16 inputs, one fp16 rounding of A*c+B, fp32 accumulation
 
 
-def test_readme_python_blocks_run(capsys, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)                      # the README writes trace.json
-    blocks = (ROOT / "README.md").read_text().split("```python")[1:]
-    assert len(blocks) >= 3
-    for block in blocks:
-        exec(compile(block.split("```")[0], "README.md", "exec"), {})
-    out = capsys.readouterr().out
-    assert "mul+add <AIV>" in out and "makespan" in out
-    assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
-
-
 def test_demo_checks_every_kernel_and_writes_traces(tmp_path, capsys):
     from ptojax.demo import DEMOS
 

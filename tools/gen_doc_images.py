@@ -1,5 +1,7 @@
-"""Draw the swimlanes of docs/deepseek_v32.md into docs/images/ (``Profile.swimlane``; needs matplotlib).
+"""Draw the swimlanes of README.md and docs/deepseek_v32.md into docs/images/ (``Profile.swimlane``;
+needs matplotlib).
 
+The README's: its python block run as the tests run it (it writes ``swimlane.png``).
 Lightning Indexer (B=4, S1=2, 64 heads, KV 2048, top-k 512) at each step of
 ``examples/deepseek_tuning.py``, and the Indexer Prolog (B=4, MTP1, 64K KV) of
 ``benchmarks/deepseek_v32.py`` with default and tuned tiles. Run: ``python tools/gen_doc_images.py``
@@ -14,6 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -22,12 +27,22 @@ from examples.deepseek_tuning import STEPS  # noqa: E402
 from examples.deepseek_v32 import kernels as K  # noqa: E402
 from examples.deepseek_v32 import reference as R  # noqa: E402
 from benchmarks.deepseek_v32 import UNTUNED_TILES  # noqa: E402
+from tools import gen_figures  # noqa: E402
 
 OUT = ROOT / "docs" / "images"
 
 
+def readme_swimlane():
+    readme = ROOT / "README.md"
+    with tempfile.TemporaryDirectory() as tmp:
+        gen_figures.run_blocks(readme, gen_figures.python_blocks(readme.read_text()), cwd=tmp)
+        shutil.copy(Path(tmp) / "swimlane.png", OUT / "readme_swimlane.png")
+    print(f"{(OUT / 'readme_swimlane.png').relative_to(ROOT)}: the README's example")
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
+    readme_swimlane()
     b, s1, n, topk, kv = 4, 2, 64, 512, 2048
     args = R.indexer_inputs(b, s1, n, [kv] * b, seed=0)
     fn = functools.partial(K.lightning_indexer, sparse_count=topk)
