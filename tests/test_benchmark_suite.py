@@ -68,3 +68,36 @@ def test_a_failed_measure_is_a_row_that_says_why(suite):
     _check_row(r)
     assert r["value"] is None and r["passed"] is False and r["detail"]["error"] == "ValueError: no"
     assert "not measured" in suite.markdown([r])
+
+
+def test_the_exit_status_says_whether_every_target_held(suite):
+    ok = suite.result("test", {}, [suite.row("d", "fast", 3.0, "x", "≥ 2×", True)], 1.0)
+    assert suite.exit_status(ok) == 0
+    missed = suite.result("test", {}, [suite.row("d", "slow", 1.0, "x", "≥ 2×", False)], 1.0)
+    assert suite.exit_status(missed) == 1
+    raised = suite.result("test", {}, [suite.failed_row("a", "broken", "x", None, ValueError("no"))], 1.0)
+    assert raised["summary"]["failed"] == 0 and suite.exit_status(raised) == 1
+
+
+def test_the_quick_suite_exits_1_when_a_target_is_out_of_reach(tmp_path):
+    """The quick suite's executor measure against a target no machine reaches: the run says FAIL and
+    exits 1."""
+    import subprocess
+
+    out = tmp_path / "rows.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--quick", "--only", "executor",
+                          "--executor-tasks", "2000", "--target", "tasks_per_s=1e15", "--json", str(out)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert run.returncode == 1, run.stdout + run.stderr
+    (r,) = json.loads(out.read_text())["rows"]
+    assert r["passed"] is False and r["target"] == "≥ 1,000,000,000,000,000 tasks/s" and r["value"] > 0
+    assert "| FAIL |" in run.stdout
+
+
+def test_an_unknown_target_is_refused_before_anything_runs(suite, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        suite.main(["--quick", "--target", "speed=1"])
+    assert exit_.value.code == 2 and "no target 'speed'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        suite.main(["--quick", "--target", "host=fast"])
+    assert "'fast' is not a number" in capsys.readouterr().err

@@ -21,7 +21,7 @@ def _reference(graph, m, spmd):
     place = {tid: p for p, tid in enumerate(rank_order)}
     stages = sorted({t.stage for t in tasks})
     left = {s: sum(t.stage == s for t in tasks) for s in stages}
-    current, held, events, done, now = 0, {}, [], [], 0.0
+    current, held, events, done, now, channel = 0, {}, [], [], 0.0, 0.0
 
     def release(tid):
         if spmd and tasks[tid].stage != stages[current]:
@@ -39,8 +39,12 @@ def _reference(graph, m, spmd):
                 free = done[-m.schedulers][3] if len(done) >= m.schedulers else 0.0
                 decided = max(now, free) + m.schedule_cost
                 start = decided + m.dispatch_latency
-                done.append((start, tid, core, decided, start + tasks[tid].cost))
-                heapq.heappush(events, (start + tasks[tid].cost, len(done), tid, core, kind))
+                end = start + tasks[tid].cost
+                if tasks[tid].hbm:                     # the die's HBM channel, in start order
+                    channel = max(start, channel) + tasks[tid].hbm / m.bandwidth
+                    end = max(end, channel)
+                done.append((start, tid, core, decided, end))
+                heapq.heappush(events, (end, len(done), tid, core, kind))
         if not events:
             break
         now, _, tid, core, kind = heapq.heappop(events)
@@ -58,14 +62,18 @@ def _reference(graph, m, spmd):
     return sorted(done)
 
 
+@pytest.mark.parametrize("hbm", [0.0, 400.0])
 @pytest.mark.parametrize("policy", ["mpmd", "spmd"])
 @pytest.mark.parametrize("name", ["a3", "a2"])
-def test_compiled_schedule_is_the_reference_schedule(policy, name):
+def test_compiled_schedule_is_the_reference_schedule(policy, name, hbm):
+    """``hbm``: tasks read up to 400x their GM bytes from HBM, so the HBM channel stretches many."""
     m = machine(target(name))
     for seed in range(12):
-        plan = layered_dag(seed, stages=2 + seed % 6, width=(1, 4 + 9 * seed), fan_in=1 + seed % 4)
+        plan = layered_dag(seed, stages=2 + seed % 6, width=(1, 4 + 9 * seed), fan_in=1 + seed % 4, hbm=hbm)
         trace = simulate(plan, m, policy=policy, execute=False)
         assert list(trace.rows) == _reference(plan.graph, m, policy == "spmd"), seed
+        stretched = sum(end - start > plan.graph.tasks[tid].cost * (1 + 1e-9) for start, tid, _, _, end in trace.rows)
+        assert (stretched > 0) == (hbm > 0) or len(plan.graph.tasks) < 8, seed
 
 
 def test_a_task_that_never_becomes_ready_is_reported():

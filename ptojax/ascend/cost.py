@@ -6,8 +6,9 @@ cost; a fixed memory latency is not occupancy and is only charged once per block
 - ``MTE2`` (GM -> L1/UB/L0; ``tload``, ``mgather``, registered GM readers: :func:`gm_read`): bytes /
   GM read rate + DMA issue. The rate mixes the per-core L2 read rate (110 B/cycle) and DDR rate
   (32 B/cycle) by the fraction of bytes that hit L2 (``l2_hit``: the ``l2_hit`` attribute of the
-  instruction, else the caller's value, default 1.0 -- operands re-read by many blocks stay in the
-  192 MiB L2; pass 0.0 for data streamed once from HBM, e.g. weights). Indexed rows add
+  instruction, else the caller's value, default 1.0). The runtime passes, per block call, the share
+  the L2 rule (:mod:`ptojax.mpmd.l2`: compulsory reads and re-reads past the 192 MiB L2 come from HBM)
+  sends to HBM, the same bytes the simulated HBM channel and the lower bound count. Indexed rows add
   ``row_access_cycles`` per row.
 - ``MTE1`` (L1 -> L0A at 512 B/cycle, L1 -> L0B at 256), ``MTE3`` (UB -> GM at 64), ``FIXPIPE``
   (L0C -> UB/L1 at 256, L0C -> GM at min(256, L2 write 86)).
@@ -66,8 +67,9 @@ THAT, with the same rules, statement by statement:
 
 Assumptions: buffers are double-buffered enough that no pipe waits on another in the steady state
 (the lowering checks capacities, not this model); the per-core rates are not reduced by other
-cores' traffic -- die-level limits (HBM bandwidth across all cores, scheduler costs) belong to the
-runtime and to the lower bound (``Target.hbm_bytes_per_s``, ``dispatch_s``, ``aicpu_task_s``).
+cores' traffic -- die-level limits (HBM bandwidth across all cores: the runtime's HBM channel;
+scheduler costs) belong to the runtime and to the lower bound (``Target.hbm_bytes_per_s``,
+``dispatch_s``, ``aicpu_task_s``).
 """
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ class Target:
     gm_write_latency: float = 300.0
 
     # ---- memory system per die (HW §3.3, §3.4)
-    l2_bytes: int = 192 * MIB              # ini l2_size = 201326592
+    l2_bytes: int = 192 * MIB              # ini l2_size = 201326592; the runtime's L2 rule (mpmd/l2.py)
     hbm_bytes: int = 64 * 1024 * MIB       # ini memory_size (about 61.3 GiB user-visible)
     # HBM bandwidth: 1.6 TB/s is the nominal HBM2e figure; 1.42 TB/s is what PyPTO's own platform file
     # implies (ddr 32 B/cycle x 24 AIC x 1.85 GHz). We use 1.42 as the *sustainable* die bandwidth: it

@@ -3,7 +3,7 @@
 * :func:`simulate` — deterministic, event-driven, on a simulated clock: cores of each kind take the
   highest-ranked ready task as soon as they are idle; each dispatch costs AICPU scheduler time (on the
   least busy of the machine's schedulers) plus a dispatch latency; a task runs for its predicted
-  cost. Policy ``"mpmd"`` releases a task when its inputs are ready; ``"spmd"`` adds a global barrier
+  cost, longer when the die's HBM channel is behind with its HBM bytes (``Task.hbm``, mpmd/l2.py). Policy ``"mpmd"`` releases a task when its inputs are ready; ``"spmd"`` adds a global barrier
   after every block call (the baseline). The event loop is compiled (``schedule.py``). Same plan →
   the same trace, byte for byte. The task bodies run after the timeline is built: when the plan has
   batch runners (``Plan.batches``), in a dependency order that runs the ready tasks of one group as
@@ -40,7 +40,7 @@ class Machine:
     schedulers: int = 6                    # AICPU scheduler threads
     schedule_cost: float = 2e-6            # AICPU seconds spent per dispatched task
     dispatch_latency: float = 1e-6         # from the dispatch decision to the core starting
-    bandwidth: float = 1.6e12              # GM bytes per second, for the lower bound
+    bandwidth: float = 1.6e12              # HBM bytes per second of the die: the simulated channel and the bound
     name: str = "machine"
 
     def count(self, kind: str) -> int:
@@ -68,8 +68,8 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     ctx = worker() if (execute and worker) else None
     cores = np.array([count for _, count in machine.cores], np.int64)
     start, tid, core, decided, end, count = dispatch(
-        kind, graph.place, graph.by_rank, graph.costs, graph.succ_start, graph.succ_ids, graph.fanin.copy(),
-        graph.stage_codes, graph.stage_sizes, cores, machine.schedulers, machine.schedule_cost,
+        kind, graph.place, graph.by_rank, graph.costs, graph.hbm / machine.bandwidth, graph.succ_start, graph.succ_ids,
+        graph.fanin.copy(), graph.stage_codes, graph.stage_sizes, cores, machine.schedulers, machine.schedule_cost,
         machine.dispatch_latency, policy == "spmd")
     if count != len(tasks):
         raise PtoTaskError(f"pto runtime: {len(tasks) - count} task(s) never became ready")

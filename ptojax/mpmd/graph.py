@@ -9,6 +9,7 @@ a run (acyclic, every wait satisfiable) and ranked by HEFT's upward rank for the
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 from typing import Callable
 
@@ -27,6 +28,8 @@ class PtoTaskGraphError(PtoError, ValueError):
 
 def _meet(lo, hi, lo2, hi2) -> bool:
     """Whether the boxes ``[lo, hi)`` and ``[lo2, hi2)`` overlap."""
+    if len(lo) == 1:                                    # the common case, without the loop
+        return lo[0] < hi2[0] and lo2[0] < hi[0]
     for a, b, c, d in zip(lo, hi, lo2, hi2):
         if not (a < d and c < b):
             return False
@@ -71,6 +74,7 @@ class Task:
     scatters: frozenset = frozenset()   # buffers it writes only by unique-index scatters: the other tasks
                                         # of its block call (stage) that do so write other rows of them
     binding: int = -1               # the entry of Plan.bindings its body reads its GM arrays from
+    hbm: int = 0                    # GM bytes it reads from HBM (the L2 rule, mpmd/l2.py); the rest hit L2
     preds: list = dataclasses.field(default_factory=list)
     succs: list = dataclasses.field(default_factory=list)
     rank: float = 0.0
@@ -154,8 +158,14 @@ class TaskGraph:
 
     def __init__(self, tasks: list[Task]):
         self.tasks = tasks
-        self._link()
-        self._rank(self._order())
+        collecting = gc.isenabled()
+        gc.disable()                # linking makes many small objects and no garbage: no collections
+        try:
+            self._link()
+            self._rank(self._order())
+        finally:
+            if collecting:
+                gc.enable()
 
     def _link(self):
         tasks = self.tasks
@@ -223,7 +233,7 @@ class TaskGraph:
     def _rank(self, order: list[Task]):
         """HEFT upward rank: a task's cost plus the longest chain of costs after it; ``place[tid]``: the
         task's position in the ready queues' order (rank descending, then task id). The executor reads
-        the graph by task id, as arrays: ``by_rank``, ``place``, ``costs``, the successors
+        the graph by task id, as arrays: ``by_rank``, ``place``, ``costs``, HBM bytes ``hbm``, the successors
         ``succ_ids[succ_start[t]:succ_start[t + 1]]``, ``fanin``, core kinds (``core_kinds[core_codes]``)
         and stages (numbered in order: ``stage_codes``, ``stage_sizes``)."""
         for task in reversed(order):
@@ -237,6 +247,7 @@ class TaskGraph:
         np.cumsum([len(t.succs) for t in self.tasks], out=self.succ_start[1:])
         self.succ_ids = np.array([s.tid for t in self.tasks for s in t.succs], np.int64)
         self.costs = np.array([t.cost for t in self.tasks], np.float64)
+        self.hbm = np.array([t.hbm for t in self.tasks], np.float64)
         self.fanin = np.array([len(t.preds) for t in self.tasks], np.int64)
         self.core_kinds, codes = np.unique(np.array([t.core for t in self.tasks], dtype=str), return_inverse=True)
         self.core_codes = codes.astype(np.int64).reshape(len(self.tasks))

@@ -18,6 +18,11 @@ producers — they write a token region that every later task reads — and, thr
 host waited for at earlier syncs; the read itself takes no time. ``orchestrate(..., execute=False)``
 does not run tasks and refuses to synchronise.
 
+**GM traffic.** With a backend that gives its L2 capacity (``Backend.l2_bytes``), the reads of each
+block call are split between L2 and HBM by the L2 rule (:mod:`.l2`), in program order; the backend
+prices the call's tasks with that split (``Backend.priced``) and each task records its HBM bytes
+(``Task.hbm``), which the simulated HBM channel and the lower bound count.
+
 The orchestrator knows nothing of the target: a :class:`Backend` turns a block instance into a
 callable and a predicted cost.
 """
@@ -37,6 +42,7 @@ from ..lowering import ir
 from ..lowering.walk import body_of
 from ..primitives import tile as T
 from .graph import PtoTaskError, Region, Task, TaskGraph
+from .l2 import L2
 
 
 _POOL = threading.local()       # per thread: (shape, dtype) -> GM arrays free for reuse
@@ -56,7 +62,15 @@ class Backend(Protocol):
         the work (called with a worker context), its predicted seconds and the GM bytes it moves."""
 
     def copy_cost(self, nbytes: int) -> float:
-        """Seconds to copy ``nbytes`` within GM."""
+        """Seconds to copy ``nbytes`` within GM (read and written through HBM)."""
+
+    l2_bytes: int
+    """Optional: the L2's capacity. With it, the GM reads of each block call are split between L2 and
+    HBM by the L2 rule (:mod:`~ptojax.mpmd.l2`) and priced by :meth:`priced`; without it they all hit L2."""
+
+    def priced(self, part, hbm: float) -> tuple[float, int]:
+        """Optional (with ``l2_bytes``): seconds and GM bytes read of one tile of ``part`` when a
+        fraction ``hbm`` of its GM reads come from HBM."""
 
     def worker(self) -> object:
         """A fresh per-worker context (a simulated core's buffers)."""
@@ -176,6 +190,8 @@ class _Orchestrator:
         self.fills: list = []                       # (buffer id, value)
         self.replayable = True                      # no host read of the inputs' values so far
         self.steering: set = set()                  # kernel arguments whose values the host read
+        capacity = getattr(backend, "l2_bytes", None)
+        self.l2 = L2(capacity) if capacity else None     # GM residency, when the backend prices by it
 
     def emit(self, task: Task):
         if self.token is not None:
@@ -339,6 +355,7 @@ class _Orchestrator:
             points = list(np.ndindex(*part.shape))
             runner = batch(part, arrays) if batch is not None else None
             per_task = part.tiles_per_block or getattr(self.backend, "tiles_per_task", lambda _: 1)(part)
+            made = []
             for start in range(0, len(points), per_task):
                 tiles = points[start:start + per_task]
                 run, cost, nbytes = self.backend.task(part, tiles, arrays)
@@ -348,15 +365,35 @@ class _Orchestrator:
                 if runner is not None:
                     group = (self.stage, number, len(tiles))
                     self.batches[group] = runner
-                self.emit(Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
-                               run, reads, writes, tiles[0], self.stage, nbytes, None if group is None else (group, tiles),
-                               scatters=scatters, binding=len(self.bindings) - 1))
+                made.append((Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
+                                  run, reads, writes, tiles[0], self.stage, nbytes,
+                                  None if group is None else (group, tiles), scatters=scatters,
+                                  binding=len(self.bindings) - 1), len(tiles)))
+                self.emit(made[-1][0])
+            if self.l2 is not None:
+                self.price_memory(part, made)
         for k, fill in fills.items():
             if covered[k] != outputs[k].array.size:
                 outputs[k].array.fill(fill)
                 self.fills.append((outputs[k].id, fill))
         self.stage += 1
         return outputs
+
+    def price_memory(self, part, made):
+        """Split the GM reads of one part's tasks between L2 and HBM by the L2 rule (:mod:`.l2`) and
+        price them so (the backend's ``priced``): each task's cost and HBM bytes."""
+        reads, writes = {}, {}
+        for task, _ in made:
+            for regions, into in ((task.reads, reads), (task.writes, writes)):
+                for region in regions:
+                    if region.buffer >= 0:                    # not a sync token
+                        array = self.buffers[region.buffer].array
+                        done = into.get(region.buffer, (0, array.nbytes))[0]
+                        into[region.buffer] = (done + region.size * array.itemsize, array.nbytes)
+        hbm = round(self.l2.hbm_fraction(reads, writes), 4)
+        seconds, read_bytes = self.backend.priced(part, hbm)
+        for task, tiles in made:
+            task.cost, task.hbm = seconds * tiles, int(hbm * read_bytes * tiles)
 
     def copy(self, src: Buffer) -> Buffer:
         dst = self.scratch(src.array.shape, src.array.dtype)
@@ -369,7 +406,10 @@ class _Orchestrator:
 
         self.emit(Task(len(self.tasks), "copy", "AIV", "", self.backend.copy_cost(nbytes), run,
                        (self.full[src.base],), (self.full[dst.id],), (), self.stage, 2 * nbytes,
-                       binding=len(self.bindings) - 1))
+                       binding=len(self.bindings) - 1, hbm=2 * nbytes))
+        if self.l2 is not None:
+            self.l2.touch(src.base, nbytes)
+            self.l2.touch(dst.id, nbytes)
         return dst
 
     def regions(self, windows, spans, buffers):

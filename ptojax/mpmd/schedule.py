@@ -4,10 +4,12 @@ Cores of each kind take the highest-ranked ready task (the lowest ``place``) as 
 lowest core number first; each dispatch is decided on the AICPU scheduler that decided
 ``schedulers`` dispatches ago (the least busy: decisions are made in non-decreasing time), costs
 ``schedule_cost`` there and ``latency`` more before the task starts; a task ends ``cost`` after its
-start, and its end releases its successors. Policy ``spmd`` holds ready tasks of later stages until
-every task of the current stage has ended. Heaps are arrays here (ready places per core kind, idle
-cores per kind, running dispatches by (end, dispatch number)); every key is unique, so the order is
-the one any correct heap gives.
+start, or later if the die's HBM channel has not yet streamed its HBM bytes: one channel serves the
+tasks' HBM bytes (``hbm`` seconds each at the die's bandwidth) in start order, from each task's
+start, so no run moves HBM bytes faster than the die; its end releases its successors. Policy
+``spmd`` holds ready tasks of later stages until every task of the current stage has ended. Heaps
+are arrays here (ready places per core kind, idle cores per kind, running dispatches by (end,
+dispatch number)); every key is unique, so the order is the one any correct heap gives.
 """
 from __future__ import annotations
 
@@ -98,11 +100,11 @@ def _release(t, hold, held, held_start, held_size, stage, ready, ready_size, kin
 
 
 @numba.njit(cache=True)
-def dispatch(kind, place, order, cost, succ_start, succ_ids, fanin, stage, stage_size, cores, schedulers,
+def dispatch(kind, place, order, cost, hbm, succ_start, succ_ids, fanin, stage, stage_size, cores, schedulers,
              schedule_cost, latency, spmd):
     """Schedule ``n`` tasks: per task its core kind (index into ``cores``, the count of each kind),
-    ``place`` in rank order (``order`` inverts it), ``cost``, successors (``succ_ids[succ_start[t]:
-    succ_start[t + 1]]``), predecessor count ``fanin`` (consumed), and ``stage`` (``0..S-1``, in order;
+    ``place`` in rank order (``order`` inverts it), ``cost``, HBM channel seconds ``hbm``, successors
+    (``succ_ids[succ_start[t]:succ_start[t + 1]]``), predecessor count ``fanin`` (consumed), and ``stage`` (``0..S-1``, in order;
     ``stage_size`` tasks each). Returns the dispatches in order — start, task, core, decided, end —
     and how many there were (fewer than ``n``: some task never became ready)."""
     n, kinds, stages = kind.shape[0], cores.shape[0], stage_size.shape[0]
@@ -128,7 +130,7 @@ def dispatch(kind, place, order, cost, succ_start, succ_ids, fanin, stage, stage
     for t in range(n):
         if fanin[t] == 0:
             _release(t, spmd and stage[t] != current, held, held_start, held_size, stage, ready, ready_size, kind, place)
-    now, seq = 0.0, 0
+    now, seq, channel = 0.0, 0, 0.0                    # channel: when the HBM channel is next free
     while True:
         for k in range(kinds):                          # idle cores take the highest-ranked ready tasks
             while ready_size[k] > 0 and idle_size[k] > 0:
@@ -140,6 +142,10 @@ def dispatch(kind, place, order, cost, succ_start, succ_ids, fanin, stage, stage
                 decided[seq] = (now if now > free else free) + schedule_cost
                 start[seq] = decided[seq] + latency
                 end[seq] = start[seq] + cost[t]
+                if hbm[t] > 0.0:
+                    channel = (start[seq] if start[seq] > channel else channel) + hbm[t]
+                    if channel > end[seq]:
+                        end[seq] = channel
                 task[seq], core[seq] = t, c
                 n_events = _push_event(events, n_events, end, seq)
                 seq += 1

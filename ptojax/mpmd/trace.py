@@ -1,9 +1,12 @@
 """Traces and profiles: what ran where and when, the lower bound, and the swimlane.
 
 ``Trace.profile()`` gives the makespan, the lower bound
-``max(critical path, cube work / AIC count, vector work / AIV count, bytes / bandwidth,
+``max(critical path, cube work / AIC count, vector work / AIV count, HBM bytes / HBM bandwidth,
 tasks × scheduler cost / schedulers, phases)``, where the critical path counts each task's dispatch
-overhead and ``phases`` is the release / delivery bound of chained phases (:func:`_phase_bound`),
+overhead, the HBM bytes are those the L2 rule (:mod:`~ptojax.mpmd.l2`) sends to HBM -- the same bytes
+the task costs price at the HBM rate and the simulated run streams through the die's HBM channel --
+and ``phases`` is the release / delivery bound of chained phases (:func:`_phase_bound`); the term
+that binds is :attr:`Bound.binding`,
 utilisation per core kind, time per label, the critical path's tasks and the largest idle gaps.
 ``Profile.save(path)`` writes a Chrome trace (Perfetto reads it): one
 lane per core (cube lanes first), a complete event per task with its details, flow arrows for
@@ -86,6 +89,12 @@ class Bound:
     def value(self) -> float:
         return max(dataclasses.astuple(self))
 
+    @property
+    def binding(self) -> str:
+        """The name of the largest term (the first of equals)."""
+        terms = dataclasses.asdict(self)
+        return max(terms, key=lambda k: terms[k])
+
 
 def _phase_bound(graph, m, overhead: float, order, head: dict) -> float:
     """The release / delivery bound of chained phases. Take a set S of the tasks of one core kind (or
@@ -130,7 +139,8 @@ class Profile:
     """Figures of one run; times in microseconds unless the name says otherwise.
 
     Attributes: ``makespan_us``; ``lower_bound_us`` and ``bound`` (its terms, in seconds:
-    ``critical_path``, ``cube``, ``vector``, ``bandwidth``, ``scheduler``, ``phases``); ``tasks`` (count);
+    ``critical_path``, ``cube``, ``vector``, ``bandwidth`` (HBM bytes / HBM bandwidth), ``scheduler``, ``phases``;
+    ``bound.binding`` names the largest); ``tasks`` (count);
     ``utilisation`` and ``idle_us`` per core kind; ``label_us`` (summed task time per label, largest
     first); ``critical_path`` (task ids); ``trace`` (the :class:`Trace`).
     """
@@ -149,7 +159,7 @@ class Profile:
         cp = max([head[t.tid] + t.cost for t in tasks], default=0.0)
         counts = dict(m.cores)
         self.bound = Bound(cp, work.get("AIC", 0.0) / counts.get("AIC", 1), work.get("AIV", 0.0) / counts.get("AIV", 1),
-                           sum(t.bytes for t in tasks) / m.bandwidth, len(tasks) * m.schedule_cost / m.schedulers,
+                           sum(t.hbm for t in tasks) / m.bandwidth, len(tasks) * m.schedule_cost / m.schedulers,
                            _phase_bound(trace.graph, m, overhead, order, head))
         self.makespan_us = trace.makespan * 1e6
         self.lower_bound_us = self.bound.value * 1e6
@@ -181,13 +191,10 @@ class Profile:
     def summary(self) -> str:
         """A few lines of text: makespan, lower bound and its terms, utilisation, time per label."""
         lines = [f"{self.trace.mode}: {self.tasks} tasks, makespan {self.makespan_us:.2f} us, "
-                 f"lower bound {self.lower_bound_us:.2f} us ({self.makespan_us / max(self.lower_bound_us, 1e-12):.2f}x)"]
+                 f"lower bound {self.lower_bound_us:.2f} us ({self.makespan_us / max(self.lower_bound_us, 1e-12):.2f}x, "
+                 f"bound by {self.bound.binding})"]
         b = self.bound
         lines.append("  bound: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in dataclasses.asdict(b).items()))
-        if b.bandwidth > self.trace.makespan:
-            lines.append(f"  note: the tasks move {b.bandwidth * self.trace.machine.bandwidth / 1e9:.1f} GB through GM, more "
-                         f"than HBM serves in the makespan: the cost model prices reads as L2 hits unless told "
-                         f"otherwise (l2_hit), which a working set past the L2 does not earn")
         lines.append("  utilisation: " + ", ".join(f"{k} {u:.0%}" for k, u in self.utilisation.items()))
         lines.append("  time per label: " + ", ".join(f"{k} {v:.2f} us" for k, v in self.label_us.items()))
         return "\n".join(lines)

@@ -1,0 +1,64 @@
+"""Which GM reads the L2 serves and which come from HBM: one rule for task costs, the simulated
+HBM channel and the lower bound.
+
+Per block call, for each GM tensor its tasks read: ``R`` bytes read in all, ``D = min(R, tensor
+bytes)`` distinct bytes.
+
+- **Compulsory reads**: the ``D`` distinct bytes come from HBM unless the tensor is resident in L2,
+  i.e. an earlier task of the run touched it and the tensors touched since, plus itself, fit in the
+  L2 (its reuse distance, counted in whole tensors, is at most the capacity).
+- **Re-reads** (the other ``R - D`` bytes, tiles read by several blocks) hit L2 while the call's
+  working set ``W`` (the distinct bytes it reads) fits in the L2; past it a fraction ``1 - L2 / W``
+  of them misses to HBM.
+- Writes land in L2 (write-back) and are not HBM traffic; a call's outputs stream out, are not
+  re-read by it and do not count in its working set, but they are touched (resident for later calls).
+
+The rule depends on the program order only, never on the schedule, so every schedule pays the same
+HBM bytes: the cost model prices them at the per-core HBM rate, the simulated run streams them
+through one die-wide HBM channel, and the lower bound's ``bandwidth`` term is their total over the
+die's HBM bandwidth.
+"""
+from __future__ import annotations
+
+
+def reuse_miss(working_set: float, capacity: float) -> float:
+    """The fraction of re-reads that miss an L2 of ``capacity`` bytes under a ``working_set``."""
+    if working_set <= capacity or working_set <= 0:
+        return 0.0
+    return 1.0 - capacity / working_set
+
+
+class L2:
+    """Residency of GM tensors in an L2 of ``capacity`` bytes, by reuse distance in program order."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.recent: dict = {}              # tensor -> bytes, least recently touched first
+
+    def resident(self, tensor) -> bool:
+        """Whether ``tensor`` was touched and it and the tensors touched since fit in the L2."""
+        if tensor not in self.recent:
+            return False
+        order = list(self.recent)
+        return sum(self.recent[t] for t in order[order.index(tensor):]) <= self.capacity
+
+    def touch(self, tensor, nbytes: int) -> None:
+        self.recent.pop(tensor, None)
+        self.recent[tensor] = nbytes
+
+    def hbm_fraction(self, reads: dict, writes: dict) -> float:
+        """The fraction of one block call's read bytes that come from HBM; the call's tensors are then
+        marked touched. ``reads`` and ``writes``: tensor -> (bytes its tasks read or write, tensor bytes)."""
+        distinct = {t: min(r, size) for t, (r, size) in reads.items()}
+        miss = reuse_miss(sum(distinct.values()), self.capacity)
+        total = hbm = 0.0
+        for t, (r, _) in reads.items():
+            compulsory = 0 if self.resident(t) else distinct[t]
+            hbm += compulsory + miss * (r - compulsory)
+            total += r
+        for t, (_, size) in (*reads.items(), *writes.items()):
+            self.touch(t, size)
+        return hbm / total if total else 0.0
+
+
+__all__ = ["L2", "reuse_miss"]
