@@ -19,6 +19,9 @@ from ..lowering.walk import counted_loop
 from ..primitives import tile as T
 from . import asm
 
+# Float ops whose selection reads each source before it writes the result: safe over a dying source.
+ELEMENTWISE = frozenset(T.COMPUTE[n] for n in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "log", "sqrt",
+                                               "rsqrt", "reciprocal", "abs", "neg", "relu"))
 # Tile-scalar forms (TADDS, TMULS, ...): the scalar operand is an immediate.
 SCALAR_FORM = {"tadd": "tadds", "tsub": "tsubs", "tmul": "tmuls", "tdiv": "tdivs", "tmax": "tmaxs", "tmin": "tmins"}
 
@@ -109,6 +112,8 @@ class _Codegen:
         self.views_code: list = []   # make_tensor_view statements
         self.allocs: list = []       # alloc_tile statements
         self.code: list = []         # the statements being emitted (a loop body while inside one)
+        self.carried: dict = {}      # a loop body's new carry tile -> the carry it replaces (written in place)
+        self.dying: set = set()      # the vars the eqn being emitted uses for the last time
         self.names: dict = {}        # jaxpr var -> asm name (index value or tile)
         self.tiles: dict = {}        # tile name -> (TileBuf, addr)
         self.holders: dict = {}      # tile name -> vars still referring to it
@@ -206,6 +211,7 @@ class _Codegen:
                                                 tuple(self.const(x) for x in strides)))
         dead_after = _last_uses(self.body)
         for pos, eqn in enumerate(self.body.eqns):
+            self.dying = set(dead_after.get(pos, ()))
             self.eqn(eqn)
             for v in dead_after.get(pos, ()):
                 self.release(v)
@@ -274,7 +280,7 @@ class _Codegen:
         else:
             locs = {o.type.loc for o in ins if isinstance(o.type, asm.TileBuf)}
             loc = "acc" if locs == {"acc"} else "vec"
-        outs = tuple(self.new_tile(v, loc) for v in eqn.outvars)
+        outs = tuple(self._in_place(v, eqn) or self._reuse(v, eqn, loc) or self.new_tile(v, loc) for v in eqn.outvars)
         attrs = [(k, _param(v)) for k, v in sorted(eqn.params.items()) if k != "loc"]
         if op in SCALAR_FORM and any(not isinstance(o.type, asm.TileBuf) for o in ins):
             attrs.append(("scalar_first", not isinstance(ins[0].type, asm.TileBuf)))
@@ -283,6 +289,34 @@ class _Codegen:
         if any(len(s) != 2 for s in shapes + [tuple(v.aval.shape) for v in eqn.outvars]):
             attrs.append(("shapes", tuple(shapes)))
         self.code.append(asm.Instr(op, tuple(ins), outs, tuple(attrs)))
+
+    def _reuse(self, var, eqn, loc):
+        """An elementwise result written over an operand tile of its type that dies here (``texp`` of
+        ``x - m`` into the tile of ``x - m``): fewer tiles, as the assembler allocates each one apart."""
+        if eqn.primitive not in ELEMENTWISE or np.dtype(var.aval.dtype).kind != "f":
+            return None
+        want = tile_type(var.aval.shape, var.aval.dtype, loc)
+        for v in eqn.invars:
+            if isinstance(v, Literal):
+                continue
+            name = self.names.get(v)
+            if v in self.dying and name in self.tiles and self.holders.get(name) == {v} and self.tiles[name][0] == want:
+                self.bind(var, name)
+                return asm.Operand(name, want)
+        return None
+
+    def _in_place(self, var, eqn):
+        """The operand of a loop's carry tile that ``eqn`` updates (``acc = tmax(acc, x)``): the carry's
+        own tile, written in place (destination passing); None for any other result."""
+        old = self.carried.get(var)
+        if old is None or not any(v is old for v in eqn.invars) or old not in self.names:
+            return None
+        name = self.names[old]
+        t = self.tiles[name][0]
+        if tuple(var.aval.shape) != tuple(old.aval.shape) or np.dtype(var.aval.dtype) != np.dtype(old.aval.dtype):
+            return None
+        self.bind(var, name)
+        return asm.Operand(name, t)
 
     def loop(self, eqn):
         """A ``fori_loop`` (a scan whose first carry is an int32 counter from a constant) → ``scf.for``."""
@@ -302,12 +336,25 @@ class _Codegen:
                 self.bind(inner, self.names[outer])
         self.names[body.invars[nc]] = var
         for inner, outer in zip(body.invars[nc + 1:nc + ncarry], carry[1:]):
-            self.bind(inner, self.names[outer])
+            if outer in self.views:                 # a GM tensor the loop stores into
+                self.views[inner] = self.views[outer]
+            else:
+                self.bind(inner, self.names[outer])
+        self.carried.update((o, i) for o, i in zip(body.outvars[1:ncarry], body.invars[nc + 1:nc + ncarry])
+                            if not isinstance(o, Literal) and o is not i)
         outer_code, self.code = self.code, []
-        for inner_eqn in body.eqns:
+        dead_after = _last_uses(body)
+        outer_dying = self.dying
+        for pos, inner_eqn in enumerate(body.eqns):
+            self.dying = set(dead_after.get(pos, ()))
             self.eqn(inner_eqn)
-        loop_body, self.code = tuple(self.code), outer_code
+            for v in dead_after.get(pos, ()):
+                self.release(v)
+        loop_body, self.code, self.dying = tuple(self.code), outer_code, outer_dying
         for inner, outer in zip(body.outvars[1:ncarry], eqn.outvars[1:ncarry]):
+            if inner in self.views:
+                self.views[outer] = self.views[inner]
+                continue
             if self.names[inner] != self.names.get(body.invars[nc + 1 + list(body.outvars[1:ncarry]).index(inner)]):
                 raise PtoUnsupportedError(f"pto codegen: loop carry of '{self.program.name}' is not updated in place")
             self.bind(outer, self.names[inner])

@@ -55,13 +55,26 @@ def _location(eqn) -> str:
     return T.GM_READERS.get(eqn.primitive, "vec")
 
 
+ROW_REDUCTIONS = frozenset(T.COMPUTE[n] for n in ("sum", "prod", "amax", "amin", "argmax", "argmin"))
+
+
+def _row_tmp(eqn) -> bool:
+    """Whether ``eqn`` is a reduction along its tile's rows (more than one column)."""
+    if eqn.primitive not in ROW_REDUCTIONS:
+        return False
+    shape = eqn.invars[0].aval.shape
+    return len(shape) > 0 and shape[-1] > 1 and len(shape) - 1 in [a % len(shape) for a in eqn.params["axes"]]
+
+
 def footprint(jaxpr, memory: CoreMemory) -> dict[str, int]:
     """Peak bytes of live tiles per buffer location over a block body, in its eqn order.
 
     A tile is live from the eqn that makes it to its last use; a loop body's own peak counts while
-    the loop runs. GM tensors (``tstore``/``mscatter`` results) take no local memory, and
-    ``tmatmul_acc`` accumulates in its operand's buffer.
+    the loop runs; a row reduction adds its tmp tile (as large as its source) while it runs. GM
+    tensors (the body's parameters, ``tstore``/``mscatter`` results and loop carries of them) take
+    no local memory, and ``tmatmul_acc`` accumulates in its operand's buffer.
     """
+    gm = {v for v in jaxpr.invars if v.aval.shape}
     last_use = {}
     for i, eqn in enumerate(jaxpr.eqns):
         last_use.update((v, i) for v in eqn.invars if isinstance(v, Var))
@@ -74,11 +87,19 @@ def footprint(jaxpr, memory: CoreMemory) -> dict[str, int]:
             if key.endswith("jaxpr") and value is not None:
                 for loc, b in footprint(getattr(value, "jaxpr", value), memory).items():
                     totals[loc] = max(totals.get(loc, 0), b)
-        if eqn.primitive not in (T.tstore_p, T.mscatter_p, T.tmatmul_acc_p):  # GM results; in-place accumulate
+        if eqn.primitive in (T.tstore_p, T.mscatter_p):
+            gm.update(eqn.outvars)
+        elif eqn.primitive.name == "scan":          # carries of GM tensors stay GM
+            first = eqn.params["num_consts"]
+            gm.update(o for o, i in zip(eqn.outvars, eqn.invars[first:]) if isinstance(i, Var) and i in gm)
+        if eqn.primitive is not T.tmatmul_acc_p:    # in-place accumulate
             live.update((v, (_location(eqn), aligned_bytes(v.aval.shape, v.aval.dtype, memory.align)))
-                        for v in eqn.outvars if v.aval.shape)
+                        for v in eqn.outvars if v.aval.shape and v not in gm)
         for loc, b in live.values():
             totals[loc] = totals.get(loc, 0) + b
+        if _row_tmp(eqn):                           # TROWSUM & co. take a tmp tile as large as their source
+            x = eqn.invars[0].aval
+            totals["vec"] = totals.get("vec", 0) + aligned_bytes(x.shape, x.dtype, memory.align)
         for loc, b in totals.items():
             peak[loc] = max(peak.get(loc, 0), b)
         for v in [v for v in live if last_use.get(v, -1) <= i]:

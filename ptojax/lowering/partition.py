@@ -8,6 +8,13 @@ Partition follows PyPTO's rules for A2/A3 (separate cube and vector cores):
   then a group joins an earlier one over the same grid whose emission its operands precede when it
   reads that group's results tile for tile or a later op reads results of both ("sibling
   merging": one task per tile instead of two), unless that overfills a buffer;
+* reshapes move no data: each is emitted right after what it reshapes, so it separates no group;
+* a run of vector groups over the same row blocks where some tile the row into column tiles and
+  others reduce whole rows is one program per row block that loops over the column tiles
+  (``rowloop.py``: long rows loop inside the program, not across cores);
+* a tile that several members of a group load from an input is loaded once; where that would
+  overfill a buffer each member loads its own, then the group is one row loop (whole-row
+  intermediates recomputed, not kept), else it is split into consecutive groups that fit;
 * cube grids (matmul with its K chain) and indexed grids stay blocks of their own;
 * groups with the same body are one *program* run by several block instances — isomorphic subgraphs
   share code and differ only in their tile offsets;
@@ -18,7 +25,9 @@ Knobs keyed by label, with ``"DEFAULT"`` for the rest (PyPTO's ``vec_nbuffer_set
 ``cube_nbuffer_setting`` style): ``tiles_per_block`` — how many consecutive tiles one block instance
 processes (``"auto"``: chosen when the kernel runs, from the tile's predicted time, the core count and
 the scheduler's cost per task); ``tiles`` — ``{"vec": (...), "cube": (m, k, n)}`` overriding the ``pj.tile`` setting of
-the ops with that label (applied by the tile pass, so the kernel's source needs no edit).
+the ops with that label (applied by the tile pass, so the kernel's source needs no edit);
+``row_loops`` — ``False`` keeps a label's long rows in stages through GM (the split form: the column
+tiles spread over more cores, the reductions a step of their own) instead of one looping program.
 """
 from __future__ import annotations
 
@@ -31,11 +40,11 @@ import numpy as np
 from .._jax import ClosedJaxpr, Literal, Var
 from ..errors import PtoArgumentError, PtoCapacityError
 from ..primitives import tile as T
-from . import ir
+from . import ir, rowloop
 from .memory import ASCEND_CORE, CoreMemory, footprint
 from .scope import TileConfig, check_cube, check_vec
 from .scope import _shape as _tile_shape
-from .walk import CONTROL, control, interpret, read
+from .walk import CONTROL, control, interpret, is_const, read
 
 CORE = {"vector": "AIV", "cube": "AIC"}
 AUTO = "auto"       # tiles_per_block chosen by the runtime's backend (BlockPart.tiles_per_block == 0)
@@ -48,13 +57,15 @@ class Options:
 
     tiles_per_block: tuple[tuple[str, int], ...] = ()
     tiles: tuple[tuple[str, TileConfig], ...] = ()   # per-label tile overrides (read by the tile pass)
+    row_loops: tuple[tuple[str, bool], ...] = ()     # per label: long rows loop inside one program
 
     @staticmethod
     def make(options: Mapping | None) -> "Options":
         options = dict(options or {})
         unknown = set(options) - {f.name for f in dataclasses.fields(Options)}
         if unknown:
-            raise PtoArgumentError(f"pto partition: unknown pass options {sorted(unknown)}; known: tiles_per_block, tiles")
+            raise PtoArgumentError(f"pto partition: unknown pass options {sorted(unknown)}; known: tiles_per_block, "
+                                   "tiles, row_loops")
         per_label = options.get("tiles_per_block", {})
         per_label = _mapping(per_label) if _is_mapping(per_label) else {"DEFAULT": per_label}
         for label, n in per_label.items():
@@ -64,7 +75,12 @@ class Options:
                 raise PtoArgumentError(f"pto partition: tiles_per_block[{label!r}] must be a positive int or "
                                        f"{AUTO!r}, got {n!r}")
         tiles = {label: tile_override(label, cfg) for label, cfg in _mapping(options.get("tiles", {})).items()}
-        return Options(tuple(sorted(per_label.items())), tuple(sorted(tiles.items())))
+        loops = options.get("row_loops", {})
+        loops = _mapping(loops) if _is_mapping(loops) else {"DEFAULT": loops}
+        for label, on in loops.items():
+            if not isinstance(on, bool):
+                raise PtoArgumentError(f"pto partition: row_loops[{label!r}] must be True or False, got {on!r}")
+        return Options(tuple(sorted(per_label.items())), tuple(sorted(tiles.items())), tuple(sorted(loops.items())))
 
     def get(self, name: str, label: str, default):
         table = dict(getattr(self, name))
@@ -112,6 +128,7 @@ class Program:
     body: ClosedJaxpr              # (*grid index, *inputs, *outputs) -> outputs
     label: str
     footprint: tuple[tuple[str, int], ...]   # peak bytes per buffer location
+    note: str = ""                 # how partition formed it where it chose a fallback (a row loop, a split)
 
     def __repr__(self):
         return f"{self.name}<{self.core}>"
@@ -186,6 +203,17 @@ def _loads(spec: ir.Grid, position):
     return out
 
 
+_AFTER = 1 / 1024      # a moved reshape's position: just after its operand's group (or its reshape)
+
+
+class _Moved(list):
+    """A reshape's eqn, emitted at (fractional) position ``after``: right after what makes its operand."""
+
+    def __init__(self, eqns, after):
+        super().__init__(eqns)
+        self.after = after
+
+
 @dataclasses.dataclass
 class _Group:
     eqns: list
@@ -214,11 +242,17 @@ def _plan(jaxpr, siblings: bool = True) -> list:
                 group.eqns.append(eqn)
                 group.produced.update(produced)
             emitted = group.first
+        elif eqn.primitive.name == "pto.reshape" and isinstance(eqn.invars[0], Var):
+            emitted = producer.get(eqn.invars[0], -1) + _AFTER     # moves no data: right after what it reshapes
+            groups.append(_Moved([eqn], emitted))
         else:
             groups.append([eqn])
             emitted = position
         for v in eqn.outvars:
             producer[v] = emitted
+    order = {id(g): (g.after if isinstance(g, _Moved) else g.first if isinstance(g, _Group) else
+                     producer[g[0].outvars[0]] if g[0].outvars else -1) for g in groups}
+    groups.sort(key=lambda g: order[id(g)])
     if siblings:
         groups = _merge_siblings(groups, producer)
     return [g.eqns if isinstance(g, _Group) else g for g in groups]
@@ -326,11 +360,13 @@ class _Buffer:
         self.var = var
 
 
-def _fuse(eqns, escaping):
+def _fuse(eqns, escaping, share_loads=True):
     """One body per part for a group of grid eqns: (bodies, output specs, input vars, output vars).
 
     A lone grid keeps its bodies. In a group, tiles stored to a tensor that a later member loads at
     the same window are forwarded; only tensors read outside the group are still stored to GM.
+    ``share_loads``: a tile that several members load from an input is loaded once (it then stays
+    live in between: more UB at the peak).
     """
     if len(eqns) == 1:
         (e,) = eqns
@@ -348,19 +384,28 @@ def _fuse(eqns, escaping):
         o = e.params["spec"].outputs[e.outvars.index(v)]
         alias = e.invars[o.alias] if o.alias is not None else None
         out_specs.append(ir.Output(alias=inputs.index(alias)) if alias in inputs else ir.Output(fill=o.fill))
+    updated = {o.alias for o in out_specs if o.alias is not None}
     bodies = []
     for k, part in enumerate(specs[0].parts):
         n = len(part.shape)
 
         def body(*args, k=k, n=n):
             index, ext, outs = args[:n], args[n:n + len(inputs)], args[n + len(inputs):]
+            constant = [x for i, x in enumerate(ext) if i not in updated] if share_loads else []
             env = dict(zip(inputs, ext))
             real = dict(zip(outputs, outs))
             forward = {}
+            loaded = {}         # a tile loaded from an input no output updates, for the members after it
 
             def rule(eqn, invals, stack):
                 if eqn.primitive is T.tload_p and isinstance(invals[0], _Buffer):
                     return [forward[invals[0].var]]
+                if eqn.primitive is T.tload_p and any(invals[0] is x for x in constant):
+                    key = (id(invals[0]), eqn.params["window"], eqn.params["loc"],
+                           tuple(int(np.asarray(i)) if is_const(i) else id(i) for i in invals[1:]))
+                    if key not in loaded:
+                        loaded[key] = _bind(eqn, invals)
+                    return loaded[key]
                 if eqn.primitive is T.tstore_p and isinstance(invals[0], _Buffer):
                     var = invals[0].var
                     forward[var] = invals[1]
@@ -416,11 +461,11 @@ class _Partitioner:
         self.memory, self.options = memory, options
         self.programs: dict[tuple, Program] = {}
 
-    def program(self, ops, kind, body, label) -> Program:
+    def program(self, ops, kind, body, label, note="") -> Program:
         """The program for ``body``: bodies that print alike are one program (isomorphic blocks)."""
         key = (CORE[kind], label, str(body))
         if key not in self.programs:
-            program = _program(ops, kind, body, label, self.memory)
+            program = dataclasses.replace(_program(ops, kind, body, label, self.memory), note=note)
             same_name = sum(p.name.split("#")[0] == program.name for p in self.programs.values())
             if same_name:
                 program = dataclasses.replace(program, name=f"{program.name}#{same_name + 1}")
@@ -430,40 +475,136 @@ class _Partitioner:
     def run(self, jaxpr, consts, args, stack=""):
         env = dict(zip(jaxpr.constvars, consts))
         env.update(zip(jaxpr.invars, args))
-        plan = _plan(jaxpr)
+        plan = self.row_loops(jaxpr, _plan(jaxpr))
         known = dict(self.programs)
         try:
-            blocks = [self.block(jaxpr, group) for group in plan]
-        except PtoCapacityError:
-            fallback = _plan(jaxpr, siblings=False)
-            if len(fallback) == len(plan):
-                raise
-            self.programs = known               # siblings overfilled a buffer: depth merging only
-            plan, blocks = fallback, [self.block(jaxpr, group) for group in fallback]
-        for group, block in zip(plan, blocks):
-            if block is None:
+            blocks = [self.blocks(jaxpr, group, split=False) for group in plan]
+        except PtoCapacityError:                # siblings overfilled a buffer: depth merging only, then splits
+            self.programs = known
+            plan = self.row_loops(jaxpr, _plan(jaxpr, siblings=False))
+            blocks = [self.blocks(jaxpr, group) for group in plan]
+        for group, made in zip(plan, blocks):
+            if made is None:
                 eqn = group[0]
                 invals = [read(env, v) for v in eqn.invars]
                 outs = control(eqn, invals, stack, self.run) if eqn.primitive.name in CONTROL else _bind(eqn, invals)
                 env.update(zip(eqn.outvars, outs))
                 continue
-            spec, inputs, outputs = block
-            outs = ir.block_call_p.bind(*[read(env, v) for v in inputs], spec=spec)
-            env.update(zip(outputs, outs))
+            for spec, inputs, outputs in made:
+                outs = ir.block_call_p.bind(*[read(env, v) for v in inputs], spec=spec)
+                env.update(zip(outputs, outs))
         return [read(env, v) for v in jaxpr.outvars]
 
-    def block(self, jaxpr, group):
-        """The block of a group of grid eqns: (Block, input vars, output vars); None for another eqn."""
+    def row_loops(self, jaxpr, plan) -> list:
+        """``plan`` with runs of vector groups over the same row blocks that ``rowloop.fuse`` makes one
+        program (long rows looping inside it) as one group each, where its program fits the core."""
+        out, i = [], 0
+        while i < len(plan):
+            first = _grid(plan[i][0])
+            end = _run_end(plan, i) if first is None or self.options.get("row_loops", first.label, True) else i
+            for j in range(end, i + 1, -1):
+                group = _RowGroup(e for g in plan[i:j] for e in g)
+                fused = rowloop.fuse(group, _escaping(jaxpr, group))
+                if fused is None:
+                    continue
+                try:
+                    group.block = self.row_block(group, fused, "long rows: the column tiles loop inside the program")
+                except PtoCapacityError:
+                    continue
+                out.append(group)
+                i = j
+                break
+            else:
+                out.append(plan[i])
+                i += 1
+        return out
+
+    def row_block(self, group, fused, note):
+        bodies, out_specs, inputs, outputs, shapes = fused
+        spec = group[0].params["spec"]
+        ops = tuple(op for e in group for op in e.params["spec"].ops)
+        tpb = self.options.get("tiles_per_block", spec.label, 1)
+        parts = tuple(BlockPart(self.program(ops, spec.kind, body, spec.label, note), shape, tpb)
+                      for body, shape in zip(bodies, shapes))
+        return Block(parts, out_specs), inputs, outputs
+
+    def blocks(self, jaxpr, group, split=True):
+        """The blocks of a group of grid eqns, each (Block, input vars, output vars); None for another
+        eqn. A group whose program would overfill a buffer is one row loop (``rowloop``: its whole-row
+        tensors recomputed, not kept) where that fits, else (``split``) consecutive groups that fit."""
+        if isinstance(group, _RowGroup):
+            return [group.block]
         if len(group) == 1 and _grid(group[0]) is None:
             return None
-        bodies, out_specs, inputs, outputs = _fuse(group, _escaping(jaxpr, group))
+        try:
+            return [self.block(jaxpr, group)]
+        except PtoCapacityError as err:
+            if len(group) == 1:
+                raise
+            error, why = err, str(err).split(": ", 1)[-1].split(" — ")[0]
+        fused = rowloop.fuse(group, _escaping(jaxpr, group))
+        if fused is not None:
+            try:
+                note = f"recomputes whole-row tensors in a row loop: fused as written, {why}"
+                return [self.row_block(group, fused, note)]
+            except PtoCapacityError:
+                pass
+        if not split:
+            raise error
+        segments, current = [], [group[0]]
+        for eqn in group[1:]:
+            try:
+                self.block(jaxpr, current + [eqn], keep=False)
+                current.append(eqn)
+            except PtoCapacityError:
+                segments.append(current)
+                current = [eqn]
+        return [self.block(jaxpr, seg, note=f"split from a fused group: {why}") for seg in segments + [current]]
+
+    def block(self, jaxpr, group, keep=True, note=""):
+        """The block of one group of grid eqns: (Block, input vars, output vars); ``keep=False``: only
+        check that its programs fit (none is recorded)."""
         specs = [e.params["spec"] for e in group]
         label, kind = specs[0].label, specs[0].kind
         ops = tuple(op for sp in specs for op in sp.ops)
         tpb = self.options.get("tiles_per_block", label, 1)
-        parts = tuple(BlockPart(self.program(ops, kind, body, label), part.shape, tpb)
-                      for body, part in zip(bodies, specs[0].parts))
-        return Block(parts, out_specs), inputs, outputs
+        for share_loads in (True, False):
+            bodies, out_specs, inputs, outputs = _fuse(group, _escaping(jaxpr, group), share_loads)
+            try:
+                if not keep:
+                    return [_program(ops, kind, body, label, self.memory) for body in bodies]
+                parts = tuple(BlockPart(self.program(ops, kind, body, label, note), part.shape, tpb)
+                              for body, part in zip(bodies, specs[0].parts))
+                return Block(parts, out_specs), inputs, outputs
+            except PtoCapacityError:
+                if not share_loads or len(group) == 1:
+                    raise
+
+
+class _RowGroup(list):
+    """A group fused by ``rowloop``; ``block`` holds its (Block, input vars, output vars)."""
+
+    block = None
+
+
+def _run_end(plan, i) -> int:
+    """The end of the run of vector groups from ``plan[i]`` that may form a row loop: same label,
+    same row blocks (grid parts alike but for the last, column, dim), column tiles in some only."""
+    def rows(group):
+        specs = [_grid(e) for e in group]
+        if any(s is None or s.kind != "vector" for s in specs):
+            return None
+        keys = {(s.label, tuple(dict.fromkeys(p.shape[:-1] for p in s.parts))) for s in specs}
+        return keys.pop() if len(keys) == 1 else None
+
+    key = rows(plan[i])
+    if key is None:
+        return i
+    j = i + 1
+    while j < len(plan) and rows(plan[j]) == key:
+        j += 1
+    grids = {tuple(p.shape for p in _grid(e).parts) for g in plan[i:j] for e in g}
+    return j if len(grids) > 1 else i
 
 
 def to_block_level(tile: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, options: Options = Options()):

@@ -127,6 +127,8 @@ def block_text(closed, programs) -> str:
         label = f" label={program.label}" if program.label else ""
         lines.append(f"program {program.name} <{program.core}>{label} footprint({footprint})"
                      f" ({', '.join(names.typed(v) for v in body.invars)}):")
+        if program.note:
+            lines.append(f"  # {program.note}")
         lines += _jaxpr_lines(body, names, 1)
         lines.append(f"  return {', '.join(names(v) for v in body.outvars)}")
         lines.append("")

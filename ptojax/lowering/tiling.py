@@ -5,9 +5,13 @@ grid (a loop, so the IR does not grow with the tensor), and where a dimension do
 tile, the tail tiles form another grid whose tiles have the smaller (valid) shape. Vector ops tile by
 the ``vec`` shape in force; reductions, scans, sorts and row-wise composites keep their reduced axes
 whole (PyPTO's advice: do not tile a reduce axis). ``matmul`` tiles by the ``cube`` shape ``(m, k, n)``
-with a K-accumulation chain (``tmatmul`` then ``tmatmul_acc``). Indexed ops stream their indices in
-tiles and move rows with ``mgather``/``mscatter``. ``reshape`` stays a GM reinterpretation and
-0-d (scalar) ops stay as they are: they run on the orchestrator, not on a core.
+with a K-accumulation chain (``tmatmul`` then ``tmatmul_acc``); a batched matmul whose M is below the
+cube tile's m and whose right operand the batch shares is one matmul of M = batch x M (axis
+merging). Indexed ops stream their indices in tiles and move rows with ``mgather``/``mscatter``.
+``reshape`` stays a GM reinterpretation and 0-d (scalar) ops stay as they are: they run on the
+orchestrator, not on a core. Reductions first keep their reduced dims (``rowform.py``); elementwise
+ops on such R×1 results tile by the row block they were reduced from, so that partition can keep the
+whole chain in one program.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import ops
 from .._jax import ClosedJaxpr, Literal
 from ..errors import PtoArgumentError, PtoShapeError
 from ..primitives import OPS
@@ -29,6 +34,8 @@ from . import ir
 from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
 from .reduce import OPS as STAGED_REDUCTIONS
 from .reduce import staged_reduce
+from .rowform import REDUCTIONS as ROW_REDUCTIONS
+from .rowform import keep_rows
 from .scope import TileConfig, read
 from .topk import staged_topk
 from .tensor import to_tensor_level
@@ -79,6 +86,7 @@ class _Context:
     config: TileConfig
     label: str
     memory: CoreMemory
+    rows: dict = dataclasses.field(default_factory=dict)   # id(R×1 value) -> (value, its row block's tile)
 
 
 # -------------------------------------------------------------------------------------- tile shapes
@@ -211,7 +219,8 @@ def _mapped(ctx, eqn, invals):
         whole = tuple(_WHOLE_AXES[ctx.op](p, len(space)))
     else:
         space, whole = out_avals[0].shape, ()
-    tile = vector_tile(ctx, space, [x.dtype for x in tensors] + [a.dtype for a in out_avals], whole)
+    row = _row_tile(ctx, tensors, space)
+    tile = row or vector_tile(ctx, space, [x.dtype for x in tensors] + [a.dtype for a in out_avals], whole)
     out_dims = [_output_dims(ctx.op, p, a, space, whole) for a in out_avals]
     in_dims = _input_dims(ctx.op, p, tensors, space)
 
@@ -225,7 +234,24 @@ def _mapped(ctx, eqn, invals):
         return [T.tstore(o, y, index, mapped_window(dims, a.shape, region))
                 for o, y, dims, a in zip(outs, ys, out_dims, out_avals)]
 
-    return emit(ctx, "vector", regions(space, tile), tensors, out_avals, body)
+    outs = emit(ctx, "vector", regions(space, tile), tensors, out_avals, body)
+    if ctx.op in ROW_REDUCTIONS and p["keepdims"]:
+        row = tuple(1 if d in p["axes"] else t for d, t in enumerate(tile))
+    if row:
+        ctx.rows[id(outs[0])] = (outs[0], row)
+    return outs
+
+
+def _row_tile(ctx, tensors, space):
+    """The tile of an elementwise op on R×1 results of a reduction (``rowform.py``): the reduction's
+    row block, so that the op runs in the reduction's program; None for any other op."""
+    if OPS.get(ctx.op) is None or OPS[ctx.op].family != "elementwise":
+        return None
+    tiles = {ctx.rows[id(x)][1] for x in tensors if id(x) in ctx.rows}
+    if len(tiles) != 1 or any(tuple(x.shape) != tuple(space) for x in tensors):
+        return None
+    (tile,) = tiles
+    return tile if len(tile) == len(space) else None
 
 
 def _input_dims(op, p, tensors, space):
@@ -253,11 +279,29 @@ def _output_dims(op, p, aval, space, whole):
     return [lead + j for j in range(len(aval.shape))]
 
 
-def _matmul(ctx, eqn, invals):
+def _merged_matmul(ctx, eqn, invals):
+    """Axis merging (PyPTO's 合轴): a batched ``matmul`` whose right operand is shared by the batch and
+    whose M is below the cube tile's m is one matmul of M = batch x M, its operands and result
+    reshaped (GM reinterpretations); None where that is not legal or gains nothing."""
     a, b, *bias = invals
     p = eqn.params
-    ta, tb = p["transpose_a"], p["transpose_b"]
     out = eqn.outvars[0].aval
+    if a.ndim < 3 or b.ndim != 2 or p["transpose_a"] or any(c.ndim > 1 and math.prod(c.shape[:-1]) != 1 for c in bias):
+        return None
+    big_m = a.shape[-2]
+    m = (ctx.config.cube or (128,))[0]
+    if big_m >= m:
+        return None
+    rows = math.prod(a.shape[:-1])
+    flat = jax.ShapeDtypeStruct((rows, out.shape[-1]), out.dtype)
+    (y,) = _matmul(ctx, p, flat, [ops.reshape(a, (rows, a.shape[-1])), b, *bias])
+    return [ops.reshape(y, out.shape)]
+
+
+def _matmul(ctx, p, out, invals):
+    """The cube grid of ``matmul`` (params ``p``) with result aval ``out``."""
+    a, b, *bias = invals
+    ta, tb = p["transpose_a"], p["transpose_b"]
     *batch, big_m, big_n = out.shape
     big_k = a.shape[-2] if ta else a.shape[-1]
     m, k, n = ctx.config.cube or (128, 256 if a.dtype == np.int8 else 128, 128)
@@ -490,7 +534,7 @@ def _stages(ctx, stages_fn, x, config):
         if op == "reshape":
             outs = [inner.primitive.bind(*args, **inner.params)]
         else:
-            sub = _Context(op, config(inner.invars[0].aval.shape), ctx.label, ctx.memory)
+            sub = _Context(op, config(inner.invars[0].aval.shape), ctx.label, ctx.memory, ctx.rows)
             outs = _copies(sub, inner, args) if op in _COPIES else _mapped(sub, inner, args)
         env.update(zip(inner.outvars, outs))
     return [env[v] for v in stages.jaxpr.outvars]
@@ -503,6 +547,7 @@ def _rule(memory, tiles=None, seen=None):
     default = tiles.pop("DEFAULT", TileConfig())
     seen = set() if seen is None else seen
     device: dict = {}   # id -> value computed on a core (a GM tensor); other 0-d values live on the host
+    rows: dict = {}     # id -> (R×1 value, the tile of the row block it was reduced from)
 
     def on_device(values):
         device.update((id(v), v) for v in values)
@@ -529,9 +574,9 @@ def _rule(memory, tiles=None, seen=None):
         config, label = read(stack)
         seen.add(label)
         config = default.merged(config).merged(tiles.get(label, TileConfig()))
-        ctx = _Context(op, config, label, memory)
+        ctx = _Context(op, config, label, memory, rows)
         if op == "matmul":
-            return on_device(_matmul(ctx, eqn, invals))
+            return on_device(_merged_matmul(ctx, eqn, invals) or _matmul(ctx, eqn.params, eqn.outvars[0].aval, invals))
         if op in _COPIES:
             return on_device(_copies(ctx, eqn, invals))
         if op in _INDEXED:
@@ -555,7 +600,7 @@ def _rule(memory, tiles=None, seen=None):
 def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=None) -> ClosedJaxpr:
     """The Tile graph of a Tensor-level jaxpr; ``tiles`` maps labels to overriding TileConfigs."""
     seen: set = set()
-    out = retrace(tensor, _rule(memory, tiles, seen))
+    out = retrace(keep_rows(tensor), _rule(memory, tiles, seen))
     unmatched = sorted(set(dict(tiles or {})) - seen - {"DEFAULT"})
     if unmatched:
         raise PtoArgumentError(f"pto tiling: tile overrides for {unmatched} match no op's label; the labels in this "
