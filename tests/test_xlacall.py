@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from helpers import F16, rand
+from helpers import F16, rand, same_bits
 from ptojax import _xlacall
 from ptojax.ascend import hostcode
 from ptojax.execute import execute
-from test_lowering import KERNELS, seed_kernel
-from test_native import _same_bits
+from kernels import KERNELS, seed_kernel
 
 kernel_module = importlib.import_module("ptojax.kernel")
 pytestmark = pytest.mark.skipif(not _xlacall.available(), reason="native entries need x86-64 and Numba")
@@ -51,7 +50,7 @@ def test_a_replay_becomes_one_native_call_with_host_codes_bits(counted):
     kernel = pj.kernel(seed_kernel)
     for call in range(_AFTER + 4):
         args = _seed_args(10 * call)
-        _same_bits(kernel(*args), _host_only(seed_kernel, args))
+        same_bits(kernel(*args), _host_only(seed_kernel, args))
     (kept,) = kernel.compiled_for(*args).plans.values()
     assert kept.fused is not None and kept.replays == _AFTER      # replays past that are the fused call
 
@@ -60,7 +59,7 @@ def test_jitted_kernel_runs_as_a_native_entry_after_its_callbacks(counted):
     jitted = jax.jit(pj.kernel(seed_kernel))
     for call in range(_AFTER + 6):
         args = _seed_args(7 * call)
-        _same_bits(jitted(*args), _host_only(seed_kernel, args))
+        same_bits(jitted(*args), _host_only(seed_kernel, args))
     callbacks = counted.count("seed_kernel")
     assert callbacks == _AFTER + 1, counted                         # then the entry, with no callback
     entry = _xlacall._entries[max(_xlacall._entries)]
@@ -74,7 +73,7 @@ def _jitted_keeps_host_codes_bits(kernel, args):
     want = _host_only(kernel, args)
     jitted = jax.jit(pj.kernel(kernel))
     for _ in range(_AFTER + 3):
-        _same_bits(jitted(*args), want)
+        same_bits(jitted(*args), want)
 
 
 @pytest.mark.parametrize("name,kernel,args", [k for k in KERNELS if k[0] not in _SLOW_TO_COMPILE],
@@ -107,7 +106,7 @@ def test_native_entries_keep_subnormals_that_xla_flushes(counted):
     assert (np.abs(want) < np.finfo(np.float32).tiny).sum() > 64 and (want[1] != 0).all()
     jitted = jax.jit(pj.kernel(_subnormal_products))
     for _ in range(_AFTER + 3):
-        _same_bits(jitted(x, y), want)
+        same_bits(jitted(x, y), want)
     assert counted.count("_subnormal_products") == _AFTER + 1
 
 
@@ -120,7 +119,7 @@ def test_an_entry_in_use_gives_way_to_the_host_callback(counted):
     entry.lock[0] = 1                                   # as if another thread were running it
     try:
         args = _seed_args(3)
-        _same_bits(jitted(*args), _host_only(seed_kernel, args))
+        same_bits(jitted(*args), _host_only(seed_kernel, args))
     finally:
         entry.lock[0] = 0
     assert counted.count("seed_kernel") == before + 1
@@ -137,7 +136,7 @@ def test_threads_share_a_jitted_kernel(counted):
     def work(i):
         try:
             for _ in range(_AFTER + 6):
-                _same_bits(jitted(*inputs[i]), wants[i])
+                same_bits(jitted(*inputs[i]), wants[i])
         except AssertionError as err:                   # noqa: PERF203
             errors.append(err)
 
@@ -205,5 +204,5 @@ def test_without_native_entries_jitted_kernels_use_the_host_callback(counted, mo
     jitted = jax.jit(pj.kernel(seed_kernel))
     args = _seed_args(1)
     for _ in range(_AFTER + 3):
-        _same_bits(jitted(*args), _host_only(seed_kernel, args))
+        same_bits(jitted(*args), _host_only(seed_kernel, args))
     assert counted.count("seed_kernel") == _AFTER + 3

@@ -683,7 +683,8 @@ def _mmad(lhs, rhs, acc_dt):
         return jnp.matmul(a.astype(acc_dt), b.astype(acc_dt), preferred_element_type=acc_dt)
     a32, b32 = a.astype(F32), b.astype(F32)
     exact = _dt(a) != F32           # f16/bf16 products are exact in f32: fma == one rounded add
-    init = jnp.zeros((a.shape[0], b.shape[1]), F32)
+    init = (jnp.zeros_like(a32[:, :1] * b32[:1, :]) if a.shape[1]        # (M, N) zeros that vary as the
+            else jnp.zeros((a.shape[0], b.shape[1]), F32))                  # operands do (shard_map)
 
     def body(acc, ab):
         ak, bk = ab
@@ -794,8 +795,8 @@ def _merge(lists, out_n: int, exhausted: bool):
             stop = stop | jnp.any(pos == size)
         return (pos, stop), val
 
-    (pos, _), vals = lax.scan(body, (jnp.zeros(len(lists), jnp.int32), jnp.asarray(False)),
-                              None, length=out_n)
+    start = (jnp.zeros_like(arr[:, 0, 0], jnp.int32), jnp.zeros_like(arr[0, 0, 0], jnp.bool_))   # vary as arr
+    (pos, _), vals = lax.scan(body, start, None, length=out_n)
     return vals, pos
 
 

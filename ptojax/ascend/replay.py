@@ -1,0 +1,776 @@
+"""The replay: the parsed real PTO-AS functions of a kernel, walked once as JAX code.
+
+:class:`Walk` traces one function of the module (:mod:`~ptojax.ascend.engine_parse`) for a batch
+of ``n`` grid points at once: every tile is a jnp array with a leading point axis, every
+instruction is ``tile_semantics.SEMANTICS[mnemonic]`` (the table the eager engine runs) vmapped over
+the points, GM tensors are flat jnp arrays. The model is the engine's (:mod:`~ptojax.ascend.engine`),
+written functionally:
+
+* an ``alloc_tile`` is a root: a zeroed ``(n, rows*cols)`` array of its dtype; ``treshape`` and
+  ``subset`` are views (root, dtype, first element, pitch, layout, valid shape) whose reads and
+  writes go through the root (``bitcast`` where the dtype differs);
+* index values are Python ints where every point agrees, NumPy arrays (one value per point) where
+  they follow from the block index and constants, else traced ``int32`` values with known bounds
+  (a loop counter, a value read from a tile) — see :class:`Ix`;
+* ``tload`` / ``tstore`` windows with static element indices become slices and reshapes
+  (:mod:`~ptojax.ascend.strided`), else gathers and scatters;
+* ``scf.for`` is a ``lax.fori_loop`` over the tiles (unrolled where it is short, where its body
+  stores into GM of a batch, or where a shape in it depends on the counter); ``scf.if`` on a traced
+  condition runs both blocks and selects per point (one point: ``lax.cond``).
+
+Grid points of a batch share the GM arrays as they were before the batch; their stores are applied
+after it in point order (an ``atomic_add`` store adds as ``tadd`` does). Where that is not the
+engine's in-order semantics — a function that reads a GM tensor it also writes, stores through an
+index read from data, or stores under a per-point condition — :class:`Serial` is raised and the
+caller runs the points one at a time (:mod:`~ptojax.ascend.replay_graph`).
+
+Every float result passes ``nextafter(x, x)`` (the identity): XLA's code generator would otherwise
+contract a product with a later add into one fma, where the engine rounds each instruction.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .engine import _ARITH, _CMP, _bits, _typed
+from .engine_parse import (DTYPES, Arith, Const, For, Function, If, Instr, PtrType, Scalar, Stmt, Subset, Tile,
+                           TileType, View, ViewType, subset_valid)
+from .interpreter import PtoExecutionError
+from .strided import apply_store, gather, scatter
+from .tile_semantics import SEMANTICS
+
+UNROLL = 1          # loop trips (and serial grid points) unrolled rather than run as a fori_loop
+UNROLL_MAX = 256    # the most trips unrolled where a fori_loop cannot do (stores of a batch, shapes per trip)
+
+
+class Serial(Exception):
+    """The grid points of a batch interact (or store where only one point can): run them one by one."""
+
+
+class Unroll(Exception):
+    """A shape depends on a loop counter: unroll the loop."""
+
+
+# ------------------------------------------------------------------------------------ index values
+@dataclasses.dataclass(frozen=True, eq=False)
+class Ix:
+    """An integer (``index``/``iN``/``i1``) value that differs between points or is traced: ``np``, one
+    value per point known at trace time, or ``x``, traced (n,) with bounds ``lo``..``hi`` (None: unknown)."""
+
+    type: str
+    np: np.ndarray | None = None
+    x: object = None
+    lo: int | None = None
+    hi: int | None = None
+
+    def traced(self, n: int):
+        if self.x is not None:
+            return jnp.broadcast_to(self.x, (n,))
+        dt = jnp.bool_ if self.type == "i1" else jnp.int32
+        return jnp.asarray(self.np.astype(dt))
+
+    def bounds(self):
+        if self.np is not None:
+            return int(self.np.min()), int(self.np.max())
+        return self.lo, self.hi
+
+
+def _known(values: np.ndarray, type_: str):
+    """Per-point values as an int where they agree, else an :class:`Ix`."""
+    if np.all(values == values.flat[0]):
+        v = values.flat[0]
+        return bool(v) if type_ == "i1" else _typed(int(v), type_)
+    return Ix(type_, np=values)
+
+
+def _wrap_np(v: np.ndarray, type_: str) -> np.ndarray:
+    if type_ == "index":
+        return v.astype(np.int64)
+    if type_ == "i1":
+        return (v & 1).astype(bool)
+    w = _bits(type_)
+    return (v.astype(np.int64) + 2 ** (w - 1)) % 2 ** w - 2 ** (w - 1)
+
+
+def _wrap_jnp(x, type_: str):
+    if type_ == "i1":
+        return (x & 1).astype(jnp.bool_) if x.dtype != jnp.bool_ else x
+    if type_ in ("i8", "i16"):
+        return x.astype(DTYPES[type_]).astype(jnp.int32)
+    return x.astype(jnp.int32)
+
+
+def _np_div(a, b):
+    """C's truncating division on int64 arrays."""
+    return np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))
+
+
+_NP_ARITH = {"addi": np.add, "subi": np.subtract, "muli": np.multiply, "divsi": _np_div,
+             "remsi": lambda a, b: a - b * _np_div(a, b), "minsi": np.minimum, "maxsi": np.maximum}
+_JNP_ARITH = {"addi": jnp.add, "subi": jnp.subtract, "muli": jnp.multiply, "divsi": lax.div, "remsi": lax.rem,
+              "minsi": jnp.minimum, "maxsi": jnp.maximum}
+_JNP_CMP = {"eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal, "gt": jnp.greater,
+            "ge": jnp.greater_equal}
+
+
+def _interval(op, a, b):
+    """Bounds of ``op`` on bounded operands, or (None, None)."""
+    (alo, ahi), (blo, bhi) = a, b
+    if None in (alo, ahi, blo, bhi):
+        return None, None
+    if op in ("addi", "subi", "muli", "minsi", "maxsi"):
+        f = _ARITH[op]
+        ends = [f(x, y) for x in (alo, ahi) for y in (blo, bhi)]
+        return min(ends), max(ends)
+    if op == "divsi" and blo == bhi and blo > 0 and alo >= 0:
+        return alo // blo, ahi // blo
+    if op == "remsi" and blo == bhi and blo > 0 and alo >= 0:
+        return (alo % blo, ahi % blo) if alo // blo == ahi // blo else (0, blo - 1)
+    return None, None
+
+
+def _bounds(v):
+    return (int(v), int(v)) if not isinstance(v, Ix) else v.bounds()
+
+
+# -------------------------------------------------------------------------------------- tiles
+@dataclasses.dataclass(frozen=True)
+class TileView:
+    """A tile of the walk: ``root``'s storage seen as ``type`` from element ``base`` (of ``dtype``)
+    with ``pitch`` elements per major line; ``shape``: the valid region (static)."""
+
+    type: TileType
+    root: int
+    base: object          # int or Ix (elements of this view's dtype from the root's first)
+    pitch: int
+    shape: tuple
+
+    @property
+    def dtype(self):
+        return DTYPES[self.type.dtype]
+
+    @property
+    def col_major(self):
+        return self.type.loc == "vec" and self.type.blayout == "col_major"
+
+    def element(self, r: int, c: int) -> int:
+        return c * self.pitch + r if self.col_major else r * self.pitch + c
+
+    def span(self) -> int:
+        t = self.type
+        major, minor = (t.cols, t.rows) if self.col_major else (t.rows, t.cols)
+        return (major - 1) * self.pitch + minor
+
+    def offsets(self) -> np.ndarray:
+        """Element offsets of the valid region from ``base`` (row-major (r, c) order)."""
+        r, c = np.meshgrid(np.arange(self.shape[0]), np.arange(self.shape[1]), indexing="ij")
+        return (c * self.pitch + r) if self.col_major else (r * self.pitch + c)
+
+
+@dataclasses.dataclass(frozen=True)
+class GmView:
+    """A tensor view of GM parameter ``key``: element ``offset + sum(i * strides)``."""
+
+    key: int
+    dtype: np.dtype
+    offset: object        # int or Ix
+    shape: tuple
+    strides: tuple
+
+    def offsets(self) -> np.ndarray:
+        grid = np.indices(self.shape, dtype=np.int64) if self.shape else np.zeros((0,), np.int64)
+        return sum((g * s for g, s in zip(grid, self.strides)), np.zeros(self.shape, np.int64))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Batched:
+    """A non-index value per point: a traced (n, ...) array (a scalar read from a tile, a vector)."""
+
+    x: object
+
+
+# ------------------------------------------------------------------------------------ storage
+def _reinterpret(x, dtype):
+    """The bytes of ``x`` ((n, L) array) as ``dtype`` ((n, L * itemsize / dtype's itemsize))."""
+    src, dst = np.dtype(x.dtype), np.dtype(dtype)
+    if src == dst:
+        return x
+    if src.itemsize == dst.itemsize:
+        return lax.bitcast_convert_type(x, dst)
+    n = x.shape[0]
+    raw = x if src.itemsize == 1 else lax.bitcast_convert_type(x, jnp.uint8)
+    raw = raw.reshape(n, -1)
+    if raw.dtype != jnp.uint8:
+        raw = lax.bitcast_convert_type(raw, jnp.uint8)
+    if dst.itemsize == 1:
+        return lax.bitcast_convert_type(raw, dst)
+    return lax.bitcast_convert_type(raw.reshape(n, -1, dst.itemsize), dst)
+
+
+def _rounded(x):
+    """``x`` as it is (``nextafter(x, x)``), but no longer a product that XLA's code generator could
+    contract with a later add into one fma: the eager engine rounds every instruction's result."""
+    return lax.nextafter(x, x) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+
+def varying_axes(x) -> frozenset:
+    """The ``shard_map`` mesh axes ``x`` varies over (none outside one)."""
+    aval = jax.typeof(x)
+    manual = getattr(aval, "manual_axis_type", None)
+    return frozenset(getattr(manual, "varying", None) or getattr(aval, "vma", None) or ())
+
+
+def vary(tree, axes: frozenset):
+    """``tree`` with every leaf varying over the ``shard_map`` mesh ``axes`` (``lax.pcast``)."""
+    if not axes:
+        return tree
+
+    def one(x):
+        missing = tuple(sorted(axes - varying_axes(x)))
+        return lax.pcast(x, missing, to="varying") if missing else x
+    return jax.tree.map(one, tree)
+
+
+def _per_point(base, offs: np.ndarray, n: int):
+    """(n, size) int32 element indices ``base + offs`` for a per-point ``base``."""
+    return base.traced(n)[:, None].astype(jnp.int32) + jnp.asarray(offs.reshape(1, -1).astype(np.int32))
+
+
+def _add_ix(a, b):
+    """``a + b`` for index values (ints or :class:`Ix`)."""
+    if not isinstance(a, Ix) and not isinstance(b, Ix):
+        return int(a) + int(b)
+    if all(not isinstance(v, Ix) or v.np is not None for v in (a, b)):
+        return _known((a.np if isinstance(a, Ix) else int(a)) + (b.np if isinstance(b, Ix) else int(b)), "index")
+    (alo, ahi), (blo, bhi) = _bounds(a), _bounds(b)
+    lo = None if None in (alo, blo) else alo + blo
+    hi = None if None in (ahi, bhi) else ahi + bhi
+    return Ix("index", x=_raw(a) + _raw(b), lo=lo, hi=hi)
+
+
+def _raw(v):
+    """An index value as a traced int32 array: (n,), (1,) where the points agree, or a scalar."""
+    if not isinstance(v, Ix):
+        return jnp.int32(int(v))
+    return v.x if v.x is not None else jnp.asarray(v.np.astype(np.int32))
+
+
+def _scale_ix(a, k: int):
+    if not isinstance(a, Ix):
+        return int(a) * k
+    if a.np is not None:
+        return _known(a.np * k, "index")
+    lo, hi = a.bounds()
+    ends = None if None in (lo, hi) else sorted((lo * k, hi * k))
+    return Ix("index", x=a.x * k, lo=ends and ends[0], hi=ends and ends[1])
+
+
+# ----------------------------------------------------------------------------------------- walk
+class Walk:
+    """One function of the module traced for ``n`` grid points (see the module docstring).
+
+    ``gm``: GM key -> flat jnp array; ``keys``: the GM key of each pointer parameter; ``block``: the
+    points' block indices (an int, a NumPy array, or a traced :class:`Ix`); ``serial``: the points'
+    stores go straight into ``gm`` (else they are collected in ``stores``)."""
+
+    def __init__(self, func: Function, gm: dict, keys, block, n: int, serial: bool):
+        self.func, self.gm, self.n, self.serial = func, dict(gm), n, serial
+        self.env, self.roots, self.stores = {}, {}, []
+        self.loaded, self.stored = set(), set()
+        self.block_idx, self.axes = block, frozenset()
+        if len(keys) != len(func.params):
+            raise self.error(None, f"expects {len(func.params)} arguments, got {len(keys)}")
+        for (name, type_), key in zip(func.params, keys):
+            if not isinstance(type_, PtrType):
+                raise self.error(None, f"parameter {name}: {type_} (the replay takes pointer parameters only)")
+            self.env[name] = ("gm", key, DTYPES[type_.dtype])
+
+    def error(self, stmt, message):
+        where = f"line {stmt.line}: " if stmt else f"line {self.func.line}: "
+        text = f" in `{stmt.text[:160]}`" if stmt else ""
+        return PtoExecutionError(f"pto replay: function '{self.func.name}' {where}{message}{text}")
+
+    def get(self, stmt, name):
+        if isinstance(name, int):
+            return name
+        if name not in self.env:
+            raise self.error(stmt, f"{name} is not defined")
+        return self.env[name]
+
+    def index(self, stmt, name):
+        v = self.get(stmt, name)
+        if isinstance(v, Ix):
+            return v
+        if isinstance(v, (TileView, GmView, Batched, tuple)) or np.ndim(v):
+            raise self.error(stmt, f"{name} is not an index")
+        return int(v)
+
+    def run(self):
+        self.block(self.func.body)
+        return self
+
+    def block(self, body):
+        for stmt in body:
+            if type(stmt) is Stmt:
+                return
+            self.DISPATCH[type(stmt)](self, stmt)
+
+    # -- scalars
+    def const(self, s: Const):
+        if isinstance(s.value, np.ndarray):
+            self.env[s.result] = s.value
+        else:
+            self.env[s.result] = s.value if s.type == "index" else np.asarray(s.value, DTYPES.get(s.type, np.int64))
+
+    def arith(self, s: Arith):
+        if s.op == "get_block_idx":
+            b = self.block_idx
+            self.env[s.result] = b if isinstance(b, Ix) else _known(np.asarray(b, np.int64).reshape(-1), "i64")
+            return
+        vals = [self.index(s, o) for o in s.operands]
+        if not any(isinstance(v, Ix) for v in vals):
+            if s.op == "cmpi":
+                w = _bits(s.type)
+                if s.pred[0] == "u":
+                    vals = [v % 2 ** w for v in vals]
+                self.env[s.result] = np.bool_(_CMP[s.pred.lstrip("su")](*vals))
+            elif s.op in ("divsi", "remsi") and vals[1] == 0:
+                raise self.error(s, "division by zero")
+            else:
+                self.env[s.result] = _typed(vals[0] if s.op == "index_cast" else _ARITH[s.op](*vals), s.type)
+            return
+        if all(not isinstance(v, Ix) or v.np is not None for v in vals):
+            arrs = [v.np.astype(np.int64) if isinstance(v, Ix) else np.full(self.n, v, np.int64) for v in vals]
+            if s.op == "cmpi":
+                if s.pred[0] == "u":
+                    arrs = [a % 2 ** _bits(s.type) for a in arrs]
+                self.env[s.result] = _known(_CMP[s.pred.lstrip("su")](*arrs), "i1")
+                return
+            if s.op in ("divsi", "remsi") and np.any(arrs[1] == 0):
+                raise self.error(s, "division by zero")
+            res = arrs[0] if s.op == "index_cast" else _NP_ARITH[s.op](*arrs)
+            self.env[s.result] = _known(_wrap_np(res, s.type), s.type)
+            return
+        xs = [v.traced(self.n) if isinstance(v, Ix) else jnp.int32(v) for v in vals]
+        if s.op == "cmpi":
+            w = _bits(s.type)
+            if s.pred[0] == "u":
+                xs = [x.astype(jnp.uint32) if w >= 32 else (x & (2 ** w - 1)) for x in xs]
+            self.env[s.result] = Ix("i1", x=_JNP_CMP[s.pred.lstrip("su")](*xs), lo=0, hi=1)
+            return
+        if s.op == "index_cast":
+            lo, hi = _bounds(vals[0])
+            self.env[s.result] = Ix(s.type, x=_wrap_jnp(xs[0], s.type), lo=lo, hi=hi)
+            return
+        lo, hi = _interval(s.op, *(_bounds(v) for v in vals))
+        self.env[s.result] = Ix(s.type, x=_wrap_jnp(_JNP_ARITH[s.op](*xs), s.type), lo=lo, hi=hi)
+
+    def scalar(self, s: Scalar):
+        offset = self.index(s, s.offset)
+        if s.op == "load_scalar":
+            src = self.get(s, s.src)
+            if not (isinstance(src, tuple) and src[0] == "gm" and src[2] == DTYPES[s.type]):
+                raise self.error(s, f"{s.src} is not a {s.type} pointer parameter")
+            value = self.gm_read(s, src[1], offset, np.zeros((1,), np.int64))[:, 0]
+        else:
+            tile = self.tile(s, s.src)
+            if tile.type != s.src_type or tile.type.dtype != s.type:
+                raise self.error(s, f"the tile is {tile.type} but the instruction says {s.src_type}")
+            value = self.cell(s, tile, offset)
+        dt = DTYPES[s.type]
+        self.env[s.result] = Ix(s.type, x=value.astype(jnp.int32)) if dt.kind in "iu" and dt.itemsize <= 4 \
+            else Batched(value)
+
+    # -- control flow
+    def carried(self, body) -> list:
+        """Names bound before ``body`` that its instructions rebind (vector results)."""
+        out = []
+        for stmt in body:
+            if isinstance(stmt, Instr):
+                out += [n for n in stmt.outs if n in self.env and (isinstance(self.env[n], Batched) or (
+                    isinstance(self.env[n], np.ndarray) and self.env[n].ndim))]
+            elif isinstance(stmt, For):
+                out += self.carried(stmt.body)
+            elif isinstance(stmt, If):
+                out += self.carried(stmt.then) + self.carried(stmt.orelse)
+        return sorted(set(out))
+
+    def state(self, names, roots=None):
+        """(tiles, GM where serial, rebound values); ``roots``: only these tiles (those bound before)."""
+        gm = self.gm if self.serial else {}
+        values = {k: self.env[k].x if isinstance(self.env[k], Batched) else
+                  jnp.broadcast_to(self.env[k], (self.n,) + self.env[k].shape) for k in names}
+        return {k: v for k, v in self.roots.items() if roots is None or k in roots}, dict(gm), values
+
+    def restore(self, state, names, env):
+        roots, gm, carried = state
+        self.roots = dict(roots)
+        if self.serial:
+            self.gm = dict(gm)
+        self.env = dict(env)
+        self.env.update({k: Batched(v) for k, v in carried.items()})
+
+    def varying(self) -> frozenset:
+        """The mesh axes (``shard_map``) any value of the walk varies over: a loop's or a cond's state
+        must vary over all of them on entry and exit alike."""
+        values = [*self.gm.values(), *self.roots.values(), *(v.x for v in self.env.values()
+                                                             if isinstance(v, (Ix, Batched)) and v.x is not None)]
+        return frozenset().union(*(varying_axes(x) for x in values))
+
+    def functional(self, body, names, env):
+        """``body`` as a function of the state (tiles, GM where serial, rebound values)."""
+        def fn(state, bind=None):
+            self.restore(state, names, env)
+            if bind is not None:
+                self.env[bind[0]] = bind[1]
+            stores = len(self.stores)
+            roots = set(self.roots)
+            self.block(body)
+            if len(self.stores) != stores:
+                raise Unroll()
+            return vary(self.state(names, roots), self.axes)
+        return fn
+
+    def for_(self, s: For):
+        lo, hi, step = (self.index(s, v) for v in (s.lo, s.hi, s.step))
+        if any(isinstance(v, Ix) for v in (lo, hi, step)):
+            raise Serial() if self.n > 1 else self.error(s, "a loop bound that is read from data")
+        if step <= 0:
+            raise self.error(s, f"loop step {step} is not positive")
+        trips = len(range(lo, hi, step))
+        if trips > UNROLL:
+            names, env = self.carried(s.body), dict(self.env)
+            self.axes = self.varying()
+            before = vary(self.state(names), self.axes)
+            fn = self.functional(s.body, names, env)
+            var = lambda k: Ix("index", x=jnp.broadcast_to(lo + k * step, (1,)).astype(jnp.int32),  # noqa: E731
+                               lo=lo, hi=lo + (trips - 1) * step)
+            try:
+                after = lax.fori_loop(0, trips, lambda k, st: fn(st, (s.var, var(k))), before)
+            except Unroll:
+                self.restore(before, names, env)
+                if trips > UNROLL_MAX:
+                    raise self.error(s, f"{trips} trips whose shapes or stores differ (at most {UNROLL_MAX})")
+            else:
+                self.restore(after, names, env)
+                return
+        for k in range(lo, hi, step):
+            self.env[s.var] = k
+            self.block(s.body)
+
+    def if_(self, s: If):
+        cond = self.get(s, s.cond)
+        if not isinstance(cond, Ix):
+            if np.ndim(cond) or np.asarray(cond).dtype != np.bool_:
+                raise self.error(s, f"condition {s.cond} is not an i1")
+            self.block(s.then if bool(cond) else s.orelse)
+            return
+        names, env = self.carried(s.then) + self.carried(s.orelse), dict(self.env)
+        names = sorted(set(names))
+        self.axes = self.varying()
+        before = vary(self.state(names), self.axes)
+        then, orelse = self.functional(s.then, names, env), self.functional(s.orelse, names, env)
+        pred = cond.traced(self.n)
+        try:
+            if self.n == 1:
+                after = lax.cond(pred[0], then, orelse, before)
+            else:
+                a, b = then(before), orelse(before)
+                after = jax.tree.map(lambda x, y: jnp.where(pred.reshape((-1,) + (1,) * (x.ndim - 1)), x, y)
+                                     if x.ndim and x.shape[0] == self.n else jnp.where(pred[0], x, y), a, b)
+        except Unroll:
+            raise Serial() from None   # a store under a per-point condition
+        self.restore(after, names, env)
+
+    # -- views and tiles
+    def view(self, s: View):
+        src = self.get(s, s.src)
+        if s.op == "make_tensor_view":
+            if not (isinstance(src, tuple) and src[0] == "gm"):
+                raise self.error(s, f"{s.src} is not a pointer parameter")
+            a, b = [self.index(s, v) for v in s.a], [self.index(s, v) for v in s.b]
+            if any(isinstance(v, Ix) for v in a + b):
+                raise self.error(s, "a tensor view whose shape or strides are read from data")
+            if src[2] != DTYPES[s.type.dtype] or tuple(a) != s.type.shape or len(b) != len(a):
+                raise self.error(s, f"shape {a} strides {b} over a {src[2].name} pointer do not match {s.type}")
+            size = self.gm[src[1]].shape[0]
+            reach = sum((n - 1) * st for n, st in zip(a, b)) if all(a) else -1
+            if min(b, default=0) < 0 or reach >= size:
+                raise self.error(s, f"view shape {a} strides {b} reaches past the {size}-element tensor")
+            self.env[s.result] = GmView(src[1], src[2], 0, tuple(a), tuple(b))
+            return
+        if not isinstance(src, GmView):
+            raise self.error(s, f"{s.src} is not a tensor view")
+        offs, sizes = [self.index(s, v) for v in s.a], [self.index(s, v) for v in s.b]
+        if any(isinstance(v, Ix) for v in sizes) or len(offs) != len(src.shape) or len(sizes) != len(src.shape):
+            raise self.error(s, "a window needs static sizes, one offset and size per dim")
+        for o, n, d in zip(offs, sizes, src.shape):
+            lo, hi = _bounds(o)
+            if (lo is not None and lo < 0) or (hi is not None and hi + n > d) or n < 0:
+                raise self.error(s, f"window offsets {offs} sizes {sizes} fall outside the tensor {list(src.shape)}")
+        if tuple(sizes) != s.type.shape:
+            raise self.error(s, f"window sizes {sizes} do not match {s.type}")
+        offset = src.offset
+        for o, st in zip(offs, src.strides):
+            offset = _add_ix(offset, _scale_ix(o, st))
+        self.env[s.result] = GmView(src.key, src.dtype, offset, tuple(sizes), src.strides)
+
+    def tile(self, s, name) -> TileView:
+        v = self.get(s, name)
+        if not isinstance(v, TileView):
+            raise self.error(s, f"{name} is not a tile")
+        return v
+
+    def alloc(self, s: Tile):
+        t = s.type
+        if t.v_row is None or t.v_col is None:
+            raise self.error(s, "a dynamic (?) valid region needs operands this engine does not read")
+        if not (0 <= t.v_row <= t.rows and 0 <= t.v_col <= t.cols):
+            raise self.error(s, f"valid region {t.v_row}x{t.v_col} exceeds the tile {t.rows}x{t.cols}")
+        pitch = t.rows if t.loc == "vec" and t.blayout == "col_major" else t.cols
+        if s.src is None:
+            root = len(self.roots)
+            while root in self.roots:
+                root += 1
+            self.roots[root] = jnp.zeros((self.n, t.rows * t.cols), DTYPES[t.dtype])
+            self.env[s.result] = TileView(t, root, 0, pitch, (t.v_row, t.v_col))
+            return
+        src = self.tile(s, s.src)
+        contiguous = src.type.rows == 1 if not src.col_major else src.type.cols == 1
+        if src.pitch != (src.type.rows if src.col_major else src.type.cols) and not contiguous:
+            raise self.error(s, f"{s.src} is a strided window (pitch {src.pitch}); it has no one byte layout")
+        old, new = src.dtype.itemsize, DTYPES[t.dtype].itemsize
+        base = _scale_ix(src.base, old)
+        if isinstance(base, Ix) or base % new:
+            raise self.error(s, f"{s.src} starts at a byte offset a {t.dtype} tile cannot")
+        root_bytes = self.roots[src.root].shape[1] * np.dtype(self.roots[src.root].dtype).itemsize
+        if base + t.rows * t.cols * new > root_bytes:
+            raise self.error(s, f"{t.rows}x{t.cols} {t.dtype} does not fit the {root_bytes - base}-byte tile {s.src}")
+        self.env[s.result] = TileView(t, src.root, base // new, pitch, (t.v_row, t.v_col))
+
+    def subset(self, s: Subset):
+        src = self.tile(s, s.src)
+        if src.type != s.src_type:
+            raise self.error(s, f"{s.src} is {src.type} but the subset says {s.src_type}")
+        (r, c), (rows, cols) = [self.index(s, o) for o in s.offsets], s.sizes
+        shape = []
+        for o, size, parent, dim, what in ((r, rows, src.shape[0], src.type.rows, "rows"),
+                                           (c, cols, src.shape[1], src.type.cols, "cols")):
+            lo, hi = _bounds(o)
+            if (lo is not None and lo < 0) or (hi is not None and hi + size > dim):
+                raise self.error(s, f"{what} {lo}..{hi}+{size} fall outside the {src.type.rows}x{src.type.cols} "
+                                    f"tile {s.src}")
+            if isinstance(o, Ix) and o.np is not None:
+                valid = {subset_valid(int(v), size, parent) for v in np.unique(o.np)}
+            elif isinstance(o, Ix):
+                if lo is None or hi is None or hi - lo > 4096:
+                    raise Unroll()
+                valid = {subset_valid(v, size, parent) for v in range(lo, hi + 1)}
+            else:
+                valid = {subset_valid(o, size, parent)}
+            if len(valid) != 1:
+                if isinstance(o, Ix) and o.np is not None:
+                    raise Serial()
+                raise Unroll()
+            shape.append(valid.pop())
+        base = _add_ix(src.base, _add_ix(_scale_ix(r, src.pitch if not src.col_major else 1),
+                                         _scale_ix(c, 1 if not src.col_major else src.pitch)))
+        self.env[s.result] = TileView(s.type, src.root, base, src.pitch, tuple(shape))
+
+    # -- tile storage
+    def whole(self, v: TileView) -> bool:
+        """Whether ``v`` is its root's storage as allocated (row-major, every element valid)."""
+        root = self.roots[v.root]
+        return (v.base == 0 and not v.col_major and root.dtype == v.dtype and v.pitch == v.type.cols
+                and tuple(v.shape) == (v.type.rows, v.type.cols) and root.shape[1] == v.type.rows * v.type.cols)
+
+    def read(self, v: TileView):
+        """The valid region of ``v``: (n, rows, cols)."""
+        if self.whole(v):
+            return self.roots[v.root].reshape((self.n,) + v.shape)
+        store = _reinterpret(self.roots[v.root], v.dtype)
+        offs = v.offsets()
+        if isinstance(v.base, Ix):
+            return jnp.take_along_axis(store, _per_point(v.base, offs, self.n), axis=1).reshape((self.n,) + v.shape)
+        return gather(store, v.base + offs)
+
+    def put(self, s, v: TileView, value):
+        value = jnp.asarray(value)
+        if value.shape != (self.n,) + tuple(v.shape) or value.dtype != v.dtype:
+            raise self.error(s, f"result {np.dtype(value.dtype).name}{list(value.shape[1:])} does not fit the "
+                                f"destination's valid region {v.dtype.name}{list(v.shape)}")
+        if self.whole(v):
+            self.roots[v.root] = value.reshape(self.n, -1)
+            return
+        root = self.roots[v.root]
+        store = _reinterpret(root, v.dtype)
+        offs = v.offsets()
+        if isinstance(v.base, Ix):
+            idx = _per_point(v.base, offs, self.n)
+            store = store.at[jnp.arange(self.n)[:, None], idx].set(value.reshape(self.n, -1))
+        else:
+            store = scatter(store, v.base + offs, value)
+        self.roots[v.root] = _reinterpret(store, root.dtype)
+
+    def cell(self, s, tile: TileView, offset):
+        """``tgetval``'s element ``offset`` past the tile's first: (n,)."""
+        lo, hi = _bounds(offset)
+        if (lo is not None and lo < 0) or (hi is not None and hi >= tile.span()):
+            raise self.error(s, f"offset {offset} is outside the tile's {tile.span()} elements")
+        store = _reinterpret(self.roots[tile.root], tile.dtype)
+        at = _add_ix(tile.base, offset)
+        if isinstance(at, Ix):
+            return jnp.take_along_axis(store, _per_point(at, np.zeros(1, np.int64), self.n), axis=1)[:, 0]
+        return store[:, at]
+
+    def set_cell(self, s, tile: TileView, offset, value):
+        lo, hi = _bounds(offset)
+        if (lo is not None and lo < 0) or (hi is not None and hi >= tile.span()):
+            raise self.error(s, f"offset {offset} is outside the tile's {tile.span()} elements")
+        root = self.roots[tile.root]
+        store = _reinterpret(root, tile.dtype)
+        at = _add_ix(tile.base, offset)
+        value = jnp.broadcast_to(jnp.asarray(value).astype(tile.dtype), (self.n,))
+        if isinstance(at, Ix):
+            store = store.at[jnp.arange(self.n), at.traced(self.n)].set(value)
+        else:
+            store = store.at[:, at].set(value)
+        self.roots[tile.root] = _reinterpret(store, root.dtype)
+
+    # -- GM
+    def gm_index(self, offset, offs: np.ndarray):
+        """Static (n, *offs.shape) element indices, or None where ``offset`` is traced."""
+        if isinstance(offset, Ix):
+            if offset.np is None:
+                return None
+            return offset.np.reshape((-1,) + (1,) * offs.ndim) + offs
+        return np.broadcast_to(offset + offs, (self.n,) + offs.shape)
+
+    def gm_read(self, s, key, offset, offs: np.ndarray):
+        if not self.serial and key in self.stored:
+            raise Serial()
+        self.loaded.add(key)
+        flat = self.gm[key]
+        if not isinstance(offset, Ix):
+            return jnp.broadcast_to(gather(flat, offset + offs), (self.n,) + offs.shape)
+        idx = self.gm_index(offset, offs)
+        if idx is not None:
+            return gather(flat, idx)
+        return jnp.take(flat, _per_point(offset, offs, self.n), mode="clip").reshape((self.n,) + offs.shape)
+
+    def gm_write(self, s, key, offset, offs: np.ndarray, value, atomic: bool):
+        idx = self.gm_index(offset, offs)
+        if not self.serial:
+            if idx is None or key in self.loaded:
+                raise Serial()
+            self.stored.add(key)
+            self.stores.append((key, idx, value, atomic))
+            return
+        self.gm[key] = apply_store(self.gm[key], idx if idx is not None else _per_point(offset, offs, self.n),
+                                   value, atomic)
+
+    def instr(self, s: Instr):
+        ins, outs = [self.get(s, n) for n in s.ins], [self.get(s, n) for n in s.outs]
+        for name, value, declared in zip(s.ins + s.outs, ins + outs, s.in_types + s.out_types):
+            if isinstance(value, TileView) and value.type != declared or isinstance(declared, ViewType) and (
+                    not isinstance(value, GmView) or value.shape != declared.shape):
+                raise self.error(s, f"{name} is {getattr(value, 'type', getattr(value, 'shape', value))} "
+                                    f"but the instruction says {declared}")
+        if s.op in ("tload", "tstore"):
+            return self.copy(s, ins[0] if s.op == "tload" else outs[0], outs[0] if s.op == "tload" else ins[0],
+                             s.op == "tload")
+        if s.op == "tmov":
+            src, dst = ins[0], outs[0]
+            if not isinstance(src, TileView) or not isinstance(dst, TileView):
+                raise self.error(s, "operands must be tiles")
+            return self.put(s, dst, self.converted(s, src, dst.dtype, self.read(src)))
+        if s.op == "tsetval":
+            if len(ins) != 2 or len(outs) != 1 or not isinstance(outs[0], TileView):
+                raise self.error(s, "takes (offset, value) and one tile")
+            if outs[0].type != s.out_types[0] or outs[0].type.loc != "vec":
+                raise self.error(s, f"needs a vec tile, got {outs[0].type}")
+            value = ins[1].x if isinstance(ins[1], Batched) else (
+                ins[1].traced(self.n) if isinstance(ins[1], Ix) else np.asarray(ins[1]))
+            return self.set_cell(s, outs[0], self.index(s, s.ins[0]), value)
+        fn = SEMANTICS.get(s.op)
+        if fn is None:
+            raise self.error(s, f"no semantics for pto.{s.op}")
+        args, axes = [], []
+        for name, v, declared in zip(s.ins, ins, s.in_types or (None,) * len(ins)):
+            if isinstance(v, TileView):
+                args.append(self.read(v)), axes.append(0)
+            elif isinstance(v, Batched):
+                args.append(v.x), axes.append(0)
+            elif isinstance(v, Ix):
+                dt = DTYPES.get(v.type, np.dtype(np.int32))
+                args.append(v.traced(self.n).astype(np.int32 if dt.itemsize > 4 else dt)), axes.append(0)
+            elif isinstance(v, (GmView, tuple)):
+                raise self.error(s, f"{name} is not a tile or a scalar")
+            elif jnp.issubdtype(np.asarray(v).dtype, jnp.floating):   # per point: vmap would broadcast it after
+                args.append(jnp.broadcast_to(np.asarray(v), (self.n,))), axes.append(0)   # _div's barrier
+            else:
+                args.append(np.asarray(v)), axes.append(None)
+        specs = []
+        for name, d, declared in zip(s.outs, outs, s.out_types):
+            if isinstance(d, TileView):
+                specs.append(jax.ShapeDtypeStruct(d.shape, d.dtype))
+            elif isinstance(d, Batched) or isinstance(d, np.ndarray) and d.ndim:
+                x = d.x if isinstance(d, Batched) else d
+                shape = x.shape[1:] if isinstance(d, Batched) else x.shape
+                specs.append(jax.ShapeDtypeStruct(shape, x.dtype))
+            else:
+                raise self.error(s, f"destination {name} is neither a tile nor a vector")
+        attrs = dict(s.attrs)
+        out = specs[0] if len(specs) == 1 else tuple(specs)
+        call = lambda *a: fn(*a, out=out, **attrs)  # noqa: E731
+        try:
+            if any(a == 0 for a in axes):
+                res = jax.vmap(call, in_axes=tuple(axes))(*args)
+            else:
+                res = jax.tree.map(lambda r: jnp.broadcast_to(r, (self.n,) + jnp.shape(r)), call(*args))
+        except (TypeError, ValueError, IndexError, KeyError) as err:
+            raise self.error(s, f"pto.{s.op} failed: {type(err).__name__}: {err}") from err
+        res = res if isinstance(res, tuple) else (res,)
+        res = tuple(_rounded(r) for r in res)
+        if len(res) != len(outs):
+            raise self.error(s, f"{len(res)} results for {len(outs)} destinations")
+        for name, d, r in zip(s.outs, outs, res):
+            if isinstance(d, TileView):
+                self.put(s, d, r)
+            else:
+                self.env[name] = Batched(jnp.asarray(r))
+
+    def converted(self, s, src: TileView, dtype, value):
+        if src.dtype != dtype and src.type.loc != "acc":
+            raise self.error(s, f"dtype {src.dtype.name} does not match {np.dtype(dtype).name}")
+        return value.astype(dtype)
+
+    def copy(self, s, window, tile, load: bool):
+        if not isinstance(window, GmView) or not isinstance(tile, TileView):
+            raise self.error(s, "needs a partition view and a tile")
+        size = int(np.prod(window.shape))
+        if size != tile.shape[0] * tile.shape[1]:
+            raise self.error(s, f"window {list(window.shape)} and valid region {list(tile.shape)} "
+                                "hold different numbers of elements")
+        atomic = dict(s.attrs).get("atomicType", "atomic_none")
+        if atomic not in ("atomic_none", "atomic_add") or (load and atomic != "atomic_none"):
+            raise self.error(s, f"unknown atomicType {atomic!r}" if not load else f"a load has no {atomic}")
+        offs = window.offsets()
+        if load:
+            if window.dtype != tile.dtype:
+                raise self.error(s, f"GM {window.dtype.name} does not match the tile's {tile.dtype.name}")
+            value = self.gm_read(s, window.key, window.offset, offs)
+            return self.put(s, tile, value.reshape((self.n,) + tile.shape))
+        value = self.converted(s, tile, window.dtype, self.read(tile)).reshape((self.n,) + window.shape)
+        self.gm_write(s, window.key, window.offset, offs, value, atomic == "atomic_add")
+
+
+Walk.DISPATCH = {Const: Walk.const, Arith: Walk.arith, View: Walk.view, Tile: Walk.alloc, Subset: Walk.subset,
+                 Scalar: Walk.scalar, For: Walk.for_, If: Walk.if_, Instr: Walk.instr}
+
+
+__all__ = ["Batched", "GmView", "Ix", "Serial", "TileView", "UNROLL", "Unroll", "Walk", "vary", "varying_axes"]

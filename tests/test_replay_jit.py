@@ -1,0 +1,181 @@
+"""The jitted replay of the real PTO-AS text (``ptojax.ascend.replay``): a ``backend="sim"`` kernel under
+``jax.jit`` is part of the XLA computation — no host callback, no custom call — and computes what the
+eager engine computes from the same text: exactly for integer and boolean results, within one ulp
+per element for floats (lowering test kernels, a fuzz sample); it composes with ``jax.vmap`` and with
+``jax.grad`` through pj.nn's custom_vjp ops, runs on a GPU where JAX sees one, and a kernel whose
+schedule reads device data (the MoE router) keeps the host path."""
+import importlib
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import fuzz
+import ptojax as pj
+from kernels import KERNELS
+
+K = importlib.import_module("ptojax.kernel")    # the module (pj.kernel is the decorator)
+
+
+@pytest.fixture(autouse=True)
+def replay_on(monkeypatch):
+    """The replay is opt-in (``PTOJAX_REPLAY=1``); these tests turn it on."""
+    monkeypatch.setattr(K, "REPLAY", True)
+
+
+FAST = {"elementwise-tails", "int32-compare", "cast-int", "matmul-int8", "bf16-cast", "fp16-chain", "matmul-fp16-out",
+        "indexing", "fori-loop"}
+
+
+def ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Per element, how many representable values of the dtype lie between ``got`` and ``want`` (NaN
+    against NaN: 0)."""
+    it = {2: np.int16, 4: np.int32, 8: np.int64}[got.dtype.itemsize]
+
+    def ordered(x):
+        bits = np.atleast_1d(x).view(it).astype(np.int64)
+        return np.where(bits < 0, np.iinfo(it).min - bits, bits)
+
+    far = np.abs(ordered(got) - ordered(want))
+    both_nan = np.isnan(np.atleast_1d(got).astype(np.float32)) & np.isnan(np.atleast_1d(want).astype(np.float32))
+    return np.where(both_nan, 0, far)
+
+
+def assert_replay_matches(got, want, where=""):
+    for i, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{where} output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        if np.issubdtype(g.dtype, np.floating) or g.dtype == ml_dtypes.bfloat16:
+            far = ulps(g, w)
+            assert far.max(initial=0) <= 1, f"{where} output {i}: {int(far.max())} ulps at {np.argmax(far)}"
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"{where} output {i}")
+
+
+def _no_host_call(hlo: str):
+    for word in ("callback", "custom_call", "custom-call"):
+        assert word not in hlo, f"the lowered computation has a {word}"
+
+
+@pytest.mark.parametrize("name,kernel,args", [pytest.param(*k, marks=() if k[0] in FAST else pytest.mark.slow)
+                                              for k in KERNELS], ids=[k[0] for k in KERNELS])
+def test_jitted_replay_equals_the_engine(name, kernel, args):
+    compiled = pj.kernel(kernel).lower(*args).compile()
+    assert K._replay(compiled) is not None, "the schedule of a lowering test kernel depends on no data"
+    got = jax.jit(compiled)(*args)
+    want, _ = compiled.run(*args, engine="pto")
+    assert_replay_matches(got, want, name)
+
+
+def test_the_seed_example_lowers_to_plain_xla_and_matches_the_engine():
+    from kernels import seed_kernel
+    a, b, w = (np.random.default_rng(i).uniform(-1, 1, s).astype(np.float16)
+               for i, s in enumerate([(64, 64), (64, 64), (64, 32)]))
+    f = pj.kernel(seed_kernel)
+    _no_host_call(jax.jit(f).lower(a, b, w).as_text())
+    _no_host_call(jax.jit(f).lower(a, b, w).compile().as_text())
+    want, _ = f.lower(a, b, w).compile().run(a, b, w, engine="pto")
+    assert_replay_matches(jax.jit(f)(a, b, w), want, "seed")
+
+
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(fuzz.kernels(max_ops=3))
+def test_fuzz_sample(spec):
+    fn, args = fuzz.build(spec)
+    compiled = pj.kernel(fn).lower(*args).compile()
+    if K._replay(compiled) is None:           # a scalar input steers the host
+        return
+    want, _ = compiled.run(*args, engine="pto")
+    assert_replay_matches(jax.jit(compiled)(*args), want, fuzz.describe(spec))
+
+
+def test_vmap_of_a_jitted_kernel_is_one_replay():
+    x = np.random.default_rng(0).normal(size=(3, 20, 48)).astype(np.float32)
+
+    def k(x):
+        with pj.tile(vec=(8, 16)):
+            return jnp.exp(x) * 2.0 - x
+
+    f = jax.jit(jax.vmap(pj.kernel(k)))
+    _no_host_call(f.lower(x).as_text())
+    np.testing.assert_allclose(np.asarray(f(x)), np.exp(x) * 2 - x, rtol=1e-6, atol=1e-6)
+
+
+def test_grad_through_a_custom_vjp_op_runs_as_xla():
+    x = np.random.default_rng(1).normal(size=(16, 64)).astype(np.float32)
+    g = np.random.default_rng(2).normal(size=(64,)).astype(np.float32)
+
+    def loss(x, g, norm):
+        return jnp.sum(norm(x, g) ** 2)
+
+    sim = jax.jit(jax.grad(lambda x, g: loss(x, g, pj.nn.rms_norm), argnums=(0, 1)))
+    _no_host_call(sim.lower(x, g).as_text())
+
+    def ref(x, g, eps=1e-6):
+        return x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + eps) * g
+
+    want = jax.grad(lambda x, g: loss(x, g, ref), argnums=(0, 1))(x, g)
+    for got, w in zip(sim(x, g), want):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(w), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_deepseek_kernels_replay_under_jit():
+    """The DeepSeek-V3.2 kernels at tests/test_deepseek.py's shapes: lengths and block tables are
+    device arrays the replay indexes with, so they replay; equal to the engine."""
+    import functools
+
+    from deepseek_cases import B, H, MAX_BLOCKS, N, Q_LORA, S1, SEQ, TOPK
+    from examples.deepseek_v32 import kernels as DK
+    from examples.deepseek_v32 import reference as R
+
+    sfa, _ = DK.make_dsa_kernels(N, TOPK)
+    for fn, args in ((functools.partial(DK.indexer_prolog, n_heads=N),
+                      R.prolog_inputs(B, S1, H, Q_LORA, N, SEQ, max_blocks=MAX_BLOCKS, seed=1)[0]),
+                     (functools.partial(DK.lightning_indexer, sparse_count=TOPK),
+                      R.indexer_inputs(B, S1, N, SEQ, max_blocks=MAX_BLOCKS, seed=2)),
+                     (sfa.fn, R.attention_inputs(B, S1, N, SEQ, TOPK, max_blocks=MAX_BLOCKS, seed=5))):
+        compiled = pj.kernel(fn).lower(*args).compile()
+        assert K._replay(compiled) is not None
+        want, _ = compiled.run(*args, engine="pto")
+        assert_replay_matches(jax.jit(compiled)(*args), want, compiled.name)
+
+
+def test_a_data_steered_kernel_keeps_the_host_path():
+    """The MoE router reads per-expert counts back on the host: its jitted form is the host callback."""
+    from examples import moe_router as M
+
+    args = M.inputs()
+    compiled = pj.kernel(M.moe_router).lower(*args).compile()
+    assert K._replay(compiled) is None
+    want, _ = compiled.run(*args)
+    assert "callback" in jax.jit(compiled).lower(*args).as_text()
+    for g, w in zip(jax.tree.leaves(jax.jit(compiled)(*args)), jax.tree.leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def _gpus():
+    try:
+        return jax.devices("gpu")
+    except RuntimeError:
+        return []
+
+
+@pytest.mark.skipif(not _gpus(), reason="JAX sees no GPU")
+def test_the_replay_runs_on_a_gpu():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(40, 96)).astype(np.float32), rng.integers(-50, 50, (40, 96)).astype(np.int32)
+
+    def k(x, y):
+        with pj.tile(vec=(8, 32)):
+            return jnp.sum(jnp.maximum(x * 2.0 + 1.0, x), axis=1), y * 3 - (y > 0)
+
+    compiled = pj.kernel(k).lower(x, y).compile()
+    want, _ = compiled.run(x, y, engine="pto")
+    gpu = _gpus()[0]
+    got = jax.jit(compiled)(jax.device_put(x, gpu), jax.device_put(y, gpu))
+    assert all(leaf.devices() == {gpu} for leaf in jax.tree.leaves(got))
+    assert_replay_matches(got, want, "gpu")
