@@ -17,7 +17,8 @@ import ml_dtypes
 import numpy as np
 
 from .._jax import Primitive, ShapedArray, ad, mlir, xla
-from ..errors import PtoArgumentError, PtoDtypeError, PtoShapeError, op_error
+from ..errors import PtoArgumentError, PtoDtypeError, op_error
+from . import dims
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
@@ -142,12 +143,9 @@ def scalar_like(value, dtype) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------ shapes, axes
-def broadcast_shapes(op: str, *shapes) -> tuple[int, ...]:
-    try:
-        return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
-    except ValueError:
-        raise op_error(PtoShapeError, op, "shapes " + ", ".join(str(tuple(s)) for s in shapes)
-                       + " do not broadcast (NumPy rules: trailing dimensions equal or 1)") from None
+def broadcast_shapes(op: str, *shapes) -> tuple:
+    """NumPy broadcasting of shapes whose dims may be ``jax.export`` symbols (:mod:`.dims`)."""
+    return dims.broadcast_shapes(op, *shapes)
 
 
 def normalize_axis(op: str, axis: int, ndim: int) -> int:

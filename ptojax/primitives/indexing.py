@@ -14,7 +14,7 @@ import numpy as np
 
 from .._jax import ad, batching
 from ..errors import PtoArgumentError, PtoShapeError, op_error
-from . import elementwise, layout
+from . import dims, elementwise, layout
 from ._base import (ANY, FLOAT, I32, NUMERIC, batch_size, check_dtype, check_same_dtype, define,
                     normalize_axis, shaped, tensor)
 
@@ -68,7 +68,7 @@ def _swap_blocks(y, start, len1, len2):
 def _gather_abstract(x, idx, *, axis):
     _check_index("gather", idx)
     check_dtype("gather", "operand", x, ANY)
-    if x.shape[axis] == 0 and np.prod(idx.shape):
+    if x.shape[axis] == 0 and dims.size(idx.shape) != 0:
         raise op_error(PtoShapeError, "gather", f"cannot select from the empty axis {axis} of {tuple(x.shape)}")
     return shaped(_index_shape(x.shape, idx.shape, axis), x.dtype)
 
