@@ -45,7 +45,7 @@ def recording():
 
 
 def lowering_kernels():
-    from test_lowering import KERNELS, seed_kernel
+    from kernels import KERNELS, seed_kernel
     from helpers import F16, rand
 
     seed_args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)

@@ -28,7 +28,7 @@ from ptojax.ascend.targets import target as get_target  # noqa: E402
 
 def seed():
     from helpers import F16, rand
-    from test_lowering import seed_kernel
+    from kernels import seed_kernel
 
     args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
     return pj.kernel(seed_kernel), args

@@ -4,6 +4,7 @@
 ``pj.tile``) to PTO-AS code for the Ascend A2/A3 and runs it on a simulated chip through an MPMD task
 runtime; ``pj.lower`` exposes the lowering levels; ``pj.nn`` holds training ops.
 """
+import importlib
 from importlib.metadata import PackageNotFoundError, version
 
 from . import ascend, errors, lowering, mpmd, ops
@@ -12,9 +13,16 @@ from .errors import (PtoArgumentError, PtoCapacityError, PtoDtypeError, PtoError
 from .execute import execute
 from .kernel import Compiled, Kernel, Lowered, kernel
 from .lowering import lower, tile
-from . import nn  # noqa: E402  (after kernel: pj.nn builds on pj.kernel)
-from . import report  # noqa: E402  (the tuning loop: HTML report, summaries, diff)
-from . import tiles  # noqa: E402  (the Tile level by hand: pj.tiles.grid, register_op)
+
+# Imported on first use (``pj.nn``, ``pj.report``, ``pj.tiles``): writing and running a kernel needs none.
+_ON_FIRST_USE = ("nn", "report", "tiles")   # training ops; the tuning loop's report; the Tile level by hand
+
+
+def __getattr__(name):
+    if name in _ON_FIRST_USE:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'ptojax' has no attribute {name!r}")
+
 
 try:
     __version__ = version("ptojax")

@@ -6,12 +6,12 @@ from jax.extend.core import ClosedJaxpr, Jaxpr, Literal, Primitive, Var, jaxprs_
 from jax.interpreters import ad, batching, mlir, xla
 
 
-def source_summary(source_info) -> str:
-    """``file.py:12 (fn)`` for an eqn's ``source_info``: the user frame that traced it."""
-    try:
-        return _source_info.summarize(source_info)
-    except Exception:  # noqa: BLE001 - a private helper; never let a message builder fail
-        return "<unknown source>"
+def frames(source_info) -> list:
+    """The Python frames that traced an eqn, innermost first: ``(file name, function name, line)``
+    each, and whether JAX counts the file as the user's (not JAX's own)."""
+    tb = source_info.traceback
+    return [(f.file_name, f.function_name, f.line_num, _source_info.is_user_filename(f.file_name))
+            for f in (tb.frames if tb is not None else ())]
 
 
 def host_call_lowering(ctx, host, *operands):
@@ -25,6 +25,6 @@ def host_call_lowering(ctx, host, *operands):
 
 
 __all__ = [
-    "ClosedJaxpr", "Jaxpr", "Literal", "Primitive", "ShapedArray", "Var", "ad", "batching", "host_call_lowering",
-    "jaxprs_in_params", "mlir", "source_summary", "xla",
+    "ClosedJaxpr", "Jaxpr", "Literal", "Primitive", "ShapedArray", "Var", "ad", "batching", "frames", "host_call_lowering",
+    "jaxprs_in_params", "mlir", "xla",
 ]

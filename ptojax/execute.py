@@ -8,11 +8,13 @@ import jax
 import numpy as np
 
 from .ascend import hostcode
+from .ascend.asm import PtoAsmError
 from .ascend.program import AscendBackend, compile_kernel
+from .ascend.replay_graph import PlanBackend, graph_function
 from .ascend.textrun import PtoTextBackend
 from .ascend.targets import target as get_target
 from ._fpenv import ieee
-from .errors import PtoArgumentError
+from .errors import PtoArgumentError, PtoUnsupportedError
 from .lowering.pipeline import Lowering
 from .mpmd import (FusedPlan, Machine, Plan, PtoOrchestrationError, Trace, fuse, orchestrate, replay, run_threads,
                    simulate)
@@ -69,8 +71,7 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
     another thread orchestrates its own).
     """
     flat, tree = jax.tree.flatten(args)
-    if tree != lowering.in_tree:
-        raise PtoArgumentError(f"pto run: arguments {tree} do not match the lowered signature {lowering.in_tree}")
+    lowering.check_signature("pto run", flat, tree)
     outputs, trace = execute_flat(lowering, flat, target=target, executor=executor, policy=policy, workers=workers,
                                   compiled=compiled, donated=donated, compute=compute, plans=plans)
     return (jax.tree.unflatten(lowering.out_tree, outputs) if compute else None), trace
@@ -133,6 +134,28 @@ def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset
     return plan.steering
 
 
+def replay_function(lowering: Lowering, avals, target="a3", compiled=None):
+    """The kernel as one JAX function of its flat arguments to its flat outputs, replaying the parsed
+    real PTO-AS text (:func:`~ptojax.ascend.replay.graph_function`) — or None where argument values or
+    device data decide its tasks (scalar inputs, runtime lengths, MoE counts read back): those keep
+    the host path, as do kernels with a program the real text cannot express yet. ``avals``: (shape,
+    dtype) per flat argument."""
+    tgt = get_target(target) if isinstance(target, str) else target
+    compiled = compiled or compile_kernel(lowering, tgt.memory)
+    try:
+        backend = PlanBackend(compiled)
+    except (PtoUnsupportedError, PtoAsmError):     # a program selection cannot print as real PTO yet
+        return None
+    zeros = [np.zeros(shape, dtype) for shape, dtype in avals]
+    try:
+        plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, zeros, backend, frozenset(), execute=False)
+    except PtoOrchestrationError:
+        return None
+    if plan.steering or not plan.replayable:
+        return None
+    return graph_function(plan, backend.module)
+
+
 def _plan_key(arrays, policy, donated) -> tuple:
     """What a kept plan depends on besides the signature: the policy, which donated arrays are writeable."""
     return policy, tuple(sorted((i, arrays[i].flags.writeable) for i in donated))
@@ -183,4 +206,4 @@ def native_entry(plans: dict, flat, outputs, *, policy: str = "mpmd", donated=()
     return _xlacall.Entry(native.fn, native.points, native.views_of(kept.backend.worker()), buffers, fills)
 
 
-__all__ = ["Trace", "execute", "execute_flat", "machine", "native_entry", "steering"]
+__all__ = ["Trace", "execute", "execute_flat", "machine", "native_entry", "replay_function", "steering"]

@@ -4,9 +4,10 @@
 shapes, target and options) and every rule:
 
 * abstract eval — the kernel's output avals;
-* lowering — backend ``"sim"``: a host callback runs the PTO programs through the MPMD runtime
-  (event-driven executor by default, or host threads); backend ``"xla"``: the Tensor-level jaxpr
-  inlined, a reference that runs on any JAX platform;
+* lowering — backend ``"sim"``: a host callback that runs the PTO programs through the MPMD runtime,
+  or with ``PTOJAX_REPLAY=1`` the replay of the kernel's real PTO-AS text (:mod:`ptojax.ascend.replay`)
+  inlined into the caller's XLA computation where data does not steer the schedule; backend ``"xla"``:
+  the Tensor-level jaxpr inlined, a reference that runs on any JAX platform;
 * batching — the kernel is re-traced under ``jax.vmap`` so the batch axis becomes an outer tile loop
   inside one program (one ``pto_call``, not a loop of calls);
 * no JVP — differentiate through ``jax.custom_vjp`` with forward and backward kernels.
@@ -18,7 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
+import os
 import warnings
+import weakref
 from typing import Callable, Mapping
 
 import jax
@@ -29,7 +33,7 @@ from ._jax import Primitive, ShapedArray, ad, batching, host_call_lowering, mlir
 from .ascend import hostcode
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError
-from .execute import execute_flat, steering, native_entry
+from .execute import execute_flat, native_entry, replay_function, steering
 from .lowering.pipeline import Lowering, lower
 
 BACKENDS = ("sim", "xla")
@@ -79,17 +83,36 @@ def _dtype(x) -> np.dtype:
     return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
 
 
+def _aval(x) -> tuple:
+    return tuple(np.shape(x)), _dtype(x)
+
+
 def _avals(flat):
-    return tuple((tuple(np.shape(x)), _dtype(x)) for x in flat)
+    return tuple(_aval(x) for x in flat)
 
 
-def _structure(args) -> str:
-    """Arguments (a tuple of pytrees of descriptions) as the user wrote them, without quotes."""
-    return str(tuple(args)).replace("'", "")
+def _aval_text(aval) -> str:
+    shape, dtype = aval
+    return f"{dtype.name}{list(shape)}"
+
+
+def _arg_names(fn, count: int) -> tuple:
+    """The names of ``fn``'s first ``count`` positional parameters ('' past them, or for ``*args``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        params = ()
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return tuple(names[i] if i < len(names) else "" for i in range(count))
+
+
+def _structure(arg) -> str:
+    """A pytree of descriptions as the user wrote it, without quotes."""
+    return str(arg).replace("'", "")
 
 
 def _describe(avals):
-    return "(" + ", ".join(f"{d.name}{list(s)}" for s, d in avals) + ")"
+    return "(" + ", ".join(_aval_text(a) for a in avals) + ")"
 
 
 # --------------------------------------------------------------------------------------- the stages
@@ -121,21 +144,36 @@ class Compiled:
     avals: tuple
     code: ascend.AscendKernel | None
     plans: dict = dataclasses.field(default_factory=dict, repr=False)   # replayable plans (execute)
+    arg_names: tuple = ()                                               # the kernel's parameter names
 
     def __repr__(self):
         return f"{self.name}{_describe(self.avals)}@{self.options.target}/{self.options.backend}"
 
     def _check(self, flat, tree):
         if tree != self.lowering.in_tree:
-            want = jax.tree.unflatten(self.lowering.in_tree, [f"{d.name}{list(s)}" for s, d in self.avals])
+            given = jax.tree.unflatten(tree, [_aval_text(_aval(x)) for x in flat])
+            want = jax.tree.unflatten(self.lowering.in_tree, [_aval_text(a) for a in self.avals])
+            want = [f"{n}: {_structure(a)}" if n else _structure(a) for n, a in zip(self.arg_names, want)]
             raise PtoArgumentError(
-                f"pj.kernel '{self.name}': called with {len(tree.children())} argument(s) "
-                f"{_structure(jax.tree.unflatten(tree, [f'{_dtype(x).name}{list(np.shape(x))}' for x in flat]))}, "
-                f"compiled for {len(self.lowering.in_tree.children())}: {_structure(want)}")
+                f"pj.kernel '{self.name}': called with {len(given)} argument{'s' * (len(given) != 1)} "
+                f"({', '.join(map(_structure, given))}), compiled for {len(want)}: ({', '.join(want)})")
         avals = _avals(flat)
         if avals != self.avals:
-            raise PtoArgumentError(f"pj.kernel '{self.name}': compiled for {_describe(self.avals)} but called with "
-                                   f"{_describe(avals)}; call the kernel object itself to compile other shapes")
+            labels = self._leaf_labels()
+            wrong = [f"{labels[i]} is {_aval_text(got)}, compiled for {_aval_text(want)}"
+                     for i, (got, want) in enumerate(zip(avals, self.avals)) if got != want]
+            raise PtoArgumentError(f"pj.kernel '{self.name}': {'; '.join(wrong)}; call the kernel object itself "
+                                   "to compile other shapes and dtypes")
+
+    def _leaf_labels(self) -> list:
+        """Each flat argument as the user names it: ``argument 1 'start'``, ``argument 0 'params'['w']``."""
+        args = jax.tree.unflatten(self.lowering.in_tree, list(range(len(self.avals))))
+        labels = [""] * len(self.avals)
+        for path, leaf in jax.tree_util.tree_flatten_with_path(args)[0]:
+            i = path[0].idx
+            name = f" '{self.arg_names[i]}'" if self.arg_names[i] else ""
+            labels[leaf] = f"argument {i}{name}{jax.tree_util.keystr(path[1:])}"
+        return labels
 
     def __call__(self, *args):
         flat, tree = jax.tree.flatten(args)
@@ -203,23 +241,31 @@ class Compiled:
         large shapes (a kernel whose host reads device data still needs ``compute=True``). Without
         arguments, the profile of the compiled shapes where no argument's value steers the schedule;
         a :class:`~ptojax.errors.PtoArgumentError` names the arguments it needs otherwise."""
+        return self._profile(args, policy, compute, "profile")
+
+    def _profile(self, args, policy, compute, call: str):
         if not args and self.avals:
-            args = self._shapes_only()
+            args = self._shapes_only(call)
             compute = False
         return self.run(*args, executor="simulated", policy=policy, compute=compute)[1].profile()
 
-    def _shapes_only(self):
-        """Zeros of the compiled signature, where no argument's value decides the task graph."""
+    def _shapes_only(self, call: str):
+        """Zeros of the compiled signature, where no argument's value decides the task graph; else the
+        error that names the arguments needed (``call``: the method the user called)."""
         needed = steering(self.lowering, self.avals, self.options.target, self._code())
         if needed:
-            leaves = list(range(len(self.avals)))
-            args = jax.tree.unflatten(self.lowering.in_tree, leaves)
-            named = [f"argument {i} ({_describe((self.avals[j],))})" for i, a in enumerate(args)
-                     for j in jax.tree.leaves(a) if j in needed]
-            why = ("values the kernel computes decide its tasks on the host" if "device data" in needed
-                   else f"the values of {', '.join(named)} decide which tasks run")
-            raise PtoArgumentError(f"pj.kernel '{self.name}': its schedule needs the arguments: {why}; "
-                                   "pass them, e.g. compiled.profile(*args)")
+            labels = self._leaf_labels()
+            if "device data" in needed:
+                why = "values the kernel computes from its arguments are read on the host and decide which tasks run"
+            else:
+                named = [f"{labels[i]} ({_aval_text(self.avals[i])})" for i in sorted(needed)]
+                why = (f"the value{'s' * (len(named) > 1)} of {' and '.join(named)} decide{'s' * (len(named) == 1)} "
+                       "which tasks run")
+            names = [n or f"arg{i}" for i, n in enumerate(self.arg_names)]
+            path = ["path"] if call == "report" else []
+            raise PtoArgumentError(f"pj.kernel '{self.name}': {call}({', '.join(path)}) without arguments needs a "
+                                   f"schedule that the shapes alone decide, but {why}; pass the arguments: "
+                                   f"compiled.{call}({', '.join(path + names)})")
         return jax.tree.unflatten(self.lowering.in_tree, [np.zeros(shape, dtype) for shape, dtype in self.avals])
 
     def report(self, path, *args, policy: str = "mpmd", title: str | None = None):
@@ -229,7 +275,7 @@ class Compiled:
         :class:`~ptojax.mpmd.Profile`. See :mod:`ptojax.report`."""
         from . import report
 
-        profile = self.profile(*args, policy=policy)
+        profile = self._profile(args, policy, True, "report")
         report.write(path, profile, self, title=title)
         return profile
 
@@ -264,9 +310,16 @@ class Kernel:
         key = (lowered.lowering.in_tree, lowered.avals)
         if key not in self._cache:
             code = None
+            symbolic = lowered.lowering.symbolic
+            if self.options.backend == "sim" and symbolic:
+                raise PtoUnsupportedError(
+                    f"pj.kernel '{self.name}': the simulated backend (backend='sim') needs concrete sizes, but "
+                    f"{'; '.join(map(str, symbolic))}; use backend='xla' for jax.export with symbolic shapes")
             if self.options.backend == "sim":
                 code = ascend.compile_kernel(lowered.lowering, get_target(self.options.target).memory)
-            self._cache[key] = Compiled(self.name, lowered.lowering, self.options, lowered.avals, code)
+            names = _arg_names(self.fn, len(lowered.lowering.in_tree.children()))
+            self._cache[key] = Compiled(self.name, lowered.lowering, self.options, lowered.avals, code,
+                                        arg_names=names)
             self.compiles += 1
         return self._cache[key]
 
@@ -318,9 +371,33 @@ def _xla(*args, call: Compiled):
     return jax.core.eval_jaxpr(tensor.jaxpr, tensor.consts, *args)
 
 
+# PTOJAX_REPLAY=1: jitted sim kernels whose schedule does not depend on data run as the replay of
+# their real PTO-AS text inlined into XLA; off by default until the replay is as fast as the host
+# path (benchmarks/replay.py measures both).
+REPLAY = os.environ.get("PTOJAX_REPLAY", "0") == "1"
+_REPLAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Compiled -> replay function or None
+
+
+def _replay(call: Compiled):
+    """The kernel's replay (:func:`~ptojax.execute.replay_function`), made once; None where data steers
+    its schedule (runtime lengths, scalar inputs, MoE counts read back) or :data:`REPLAY` is off."""
+    if not REPLAY:
+        return None
+    if call not in _REPLAYS:
+        _REPLAYS[call] = replay_function(call.lowering, call.avals, call.options.target, call._code())
+    return _REPLAYS[call]
+
+
 def _lowering(ctx, *args, call: Compiled):
+    """``xla``: the Tensor jaxpr inlined. ``sim``: with :data:`REPLAY`, the replay of the kernel's real
+    PTO-AS text inlined into the caller's XLA computation (no host callback) unless data steers its
+    schedule; else the host path: the MPMD runtime in a host callback, or its native entry once it has
+    one."""
     if call.options.backend != "sim":
         return mlir.lower_fun(functools.partial(_xla, call=call), multiple_results=True)(ctx, *args)
+    replay = _replay(call)
+    if replay is not None:
+        return mlir.lower_fun(replay, multiple_results=True)(ctx, *args)
     slot = _xlacall.new_slot() if _xlacall.available() and hostcode.NATIVE_AFTER > 0 else -1
     if slot < 0:
         return host_call_lowering(ctx, _host(call, slot, ctx.avals_out), *args)

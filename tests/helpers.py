@@ -1,10 +1,19 @@
-"""Shared test utilities: dtype grids, random inputs, per-dtype tolerances, composition checks."""
+"""Shared test utilities: dtype grids, random inputs, per-dtype tolerances, composition checks,
+bit-for-bit comparisons, float32 special values, a run with and without batch runners."""
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+
+from ptojax.ascend import program
+from ptojax.ascend.program import AscendBackend
+from ptojax.ascend.targets import A3
+from ptojax.execute import machine
+from ptojax.mpmd import executors, orchestrate, simulate
 
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 I8, I32, BOOL = np.dtype(np.int8), np.dtype(np.int32), np.dtype(np.bool_)
@@ -77,3 +86,60 @@ def rotate_dtypes(cases, dtypes, per_case=2):
             out.append(pytest.param(*case, dtype, id=f"{len(out)}-{np.dtype(dtype).name}"))
             j += 1
     return out
+
+
+def bits(x):
+    """A float or 16-bit array as unsigned integers of its bits (to compare bit for bit)."""
+    x = np.asarray(x)
+    return x.view(f"u{x.dtype.itemsize}") if x.dtype.kind == "f" or x.dtype.itemsize == 2 else x
+
+
+def same_bits(got, want):
+    """Equal bits, but for which NaN a NaN is (IEEE leaves the payload of NaN op NaN open)."""
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        g, w = np.asarray(g).reshape(-1), np.asarray(w).reshape(-1)
+        differ = g.view(np.uint8).reshape(g.size, -1) != w.view(np.uint8).reshape(w.size, -1)
+        differ = differ.any(axis=1) if g.size else differ.reshape(0)
+        if g.dtype.kind == "f" or g.dtype == BF16:
+            differ &= ~(np.isnan(g.astype(np.float32)) & np.isnan(w.astype(np.float32)))
+        assert not differ.any(), (g[differ][:5], w[differ][:5])
+
+
+# float32 bit patterns the fast paths must get right: zeros, infinities, NaNs of several payloads
+# (quiet, signalling, negative), subnormals, the largest finite, ties of float16 / bfloat16 rounding.
+SPECIAL_F32 = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7FA00000, 0xFFC00001, 0x7F800001, 1,
+                         0x80000001, 0x3F800000, 0x7F7FFFFF, 0x477FF000, 0x477FEFFF, 0x33000000, 0x33000001,
+                         0x3F808000, 0x3F818000], np.uint32)
+
+
+def specials(shape, dtype, seed):
+    """Random values of ``dtype`` with the float32 special values (NaN payloads, infinities, signed zeros,
+    subnormals, ties) among them."""
+    x = rand(shape, np.float32, seed).reshape(-1)
+    x.view(np.uint32)[:len(SPECIAL_F32)] = SPECIAL_F32
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.random.default_rng(seed).permutation(x).reshape(shape).astype(dtype)
+
+
+def batched_outputs(compiled, args, batched: bool, lane_code: bool = True):
+    """The kernel's outputs on the simulator, with or without its batch runners (with them, every group
+    of ready tasks runs as a batch, however small: as lane code, or without it on the interpreter's lanes)."""
+    lowering, code = compiled.lowering, compiled._code()
+    if not lane_code:
+        code = dataclasses.replace(code)
+        code._lanes.update(dict.fromkeys(code.kernels))
+    flat = [np.array(x) for x in jax.tree.leaves(args)]
+    backend = AscendBackend(code, A3)
+    saved = executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN, program._LANE_CODE_BYTES
+    executors.BATCH_MIN = program._LANES_MIN = program._LANE_CODE_MIN = 1
+    program._LANE_CODE_BYTES = 1 << 40
+    try:
+        plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, flat, backend)   # (batch runners)
+        groups = len(plan.batches)
+        if not batched:
+            plan.batches.clear()
+        trace = simulate(plan, machine(A3), worker=backend.worker)
+    finally:
+        executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN, program._LANE_CODE_BYTES = saved
+    return plan.results(), trace, groups

@@ -14,7 +14,7 @@ from ptojax.execute import execute
 from ptojax.mpmd import PtoTaskError
 from ptojax.lowering import CoreMemory
 from ptojax.lowering.pipeline import TOLERANCE
-from test_lowering import KERNELS, seed_kernel
+from kernels import KERNELS, seed_kernel
 
 
 @pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from test_lowering import seed_kernel
+from kernels import seed_kernel
 from helpers import F16, rand
 from ptojax.ascend import PtoAsmError, PtoExecutionError, asm, isa
 from ptojax.ascend.program import AscendBackend, compile_kernel
@@ -267,15 +267,17 @@ CASES = [
      r"unknown Ascend target .a9.; known targets: a2, a3"),
     ("kernel-executor", lambda: pj.kernel(seed_kernel, executor="gpu"), pj.PtoArgumentError, r"executor 'gpu' is not one of"),
     ("compiled-other-shapes", lambda: _compiled_seed()(SEED_ARGS[0][:32], *SEED_ARGS[1:]), pj.PtoArgumentError,
-     r"compiled for \(float16\[64, 64\], float16\[64, 64\], float16\[64, 32\]\) but called with \(float16\[32, 64\]"),
+     r"argument 0 'a' is float16\[32, 64\], compiled for float16\[64, 64\]; call the kernel object itself"),
     ("compiled-other-dtypes", lambda: _compiled_seed()(*[a.astype(np.float32) for a in SEED_ARGS]), pj.PtoArgumentError,
-     r"but called with \(float32\[64, 64\], float32\[64, 64\], float32\[64, 32\]\)"),
+     r"argument 0 'a' is float32\[64, 64\], compiled for float16\[64, 64\]; argument 1 'b' is float32\[64, 64\], "
+     r"compiled for float16\[64, 64\]; argument 2 'w' is float32\[64, 32\], compiled for float16\[64, 32\]"),
     ("compiled-too-few-args", lambda: _compiled_seed()(*SEED_ARGS[:2]), pj.PtoArgumentError,
-     r"called with 2 argument\(s\) \(float16\[64, 64\], float16\[64, 64\]\), compiled for 3: \(float16\[64, 64\], float16\[64, 64\], float16\[64, 32\]\)"),
+     r"called with 2 arguments \(float16\[64, 64\], float16\[64, 64\]\), compiled for 3: \(a: float16\[64, 64\], "
+     r"b: float16\[64, 64\], w: float16\[64, 32\]\)"),
     ("compiled-too-many-args", lambda: _compiled_seed()(*SEED_ARGS, SEED_ARGS[0]), pj.PtoArgumentError,
-     r"called with 4 argument\(s\) .*, compiled for 3"),
+     r"called with 4 arguments .*, compiled for 3"),
     ("run-other-shapes", lambda: _compiled_seed().run(SEED_ARGS[0][:32], *SEED_ARGS[1:]), pj.PtoArgumentError,
-     r"but called with \(float16\[32, 64\]"),
+     r"argument 0 'a' is float16\[32, 64\]"),
     ("grad-of-kernel", lambda: jax.grad(lambda x: pj.kernel(lambda x: x * 2)(x).sum())(f32(8, 8)), pj.PtoUnsupportedError,
      r"has no automatic derivative: wrap forward and backward kernels in jax.custom_vjp"),
     ("execute-executor", lambda: execute(_seed()[0], *SEED_ARGS, executor="gpu"), pj.PtoArgumentError,

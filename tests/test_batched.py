@@ -1,6 +1,4 @@
 """Batched execution of block instances: the same bits as running them one by one."""
-import dataclasses
-
 import jax
 import numpy as np
 import pytest
@@ -12,54 +10,24 @@ import ptojax as pj
 from ptojax.ascend.batched import _lane_params, execute_lanes
 from ptojax.ascend.cost import CUSTOM
 from ptojax.ascend import program
-from ptojax.ascend.program import AscendBackend
 from ptojax.ascend.semantics import SEMANTICS, execute
-from ptojax.ascend.targets import A3
-from ptojax.execute import machine
-from ptojax.mpmd import PtoTaskError, executors, orchestrate, simulate
-from test_lowering import KERNELS
-from test_semantics import CASES as SEMANTIC_CASES
-
-
-def _outputs(compiled, args, batched: bool, lane_code: bool = True):
-    """The kernel's outputs on the simulator, with or without its batch runners (with them, every group
-    of ready tasks runs as a batch, however small: as lane code, or without it on the interpreter's lanes)."""
-    lowering, code = compiled.lowering, compiled._code()
-    if not lane_code:
-        code = dataclasses.replace(code)
-        code._lanes.update(dict.fromkeys(code.kernels))
-    flat = [np.array(x) for x in jax.tree.leaves(args)]
-    backend = AscendBackend(code, A3)
-    saved = executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN, program._LANE_CODE_BYTES
-    executors.BATCH_MIN = program._LANES_MIN = program._LANE_CODE_MIN = 1
-    program._LANE_CODE_BYTES = 1 << 40
-    try:
-        plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, flat, backend)   # (batch runners)
-        groups = len(plan.batches)
-        if not batched:
-            plan.batches.clear()
-        trace = simulate(plan, machine(A3), worker=backend.worker)
-    finally:
-        executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN, program._LANE_CODE_BYTES = saved
-    return plan.results(), trace, groups
-
-
-def _bits(x):
-    x = np.asarray(x)
-    return x.view(f"u{x.dtype.itemsize}") if x.dtype.kind == "f" or x.dtype.itemsize == 2 else x
+from ptojax.mpmd import PtoTaskError
+from kernels import KERNELS
+from semantic_cases import CASES as SEMANTIC_CASES
+from helpers import batched_outputs, bits
 
 
 @pytest.mark.parametrize("lane_code", [True, False], ids=["lane-code", "interpreter-lanes"])
 @pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
 def test_batched_run_equals_one_by_one(name, kernel, args, lane_code):
     compiled = pj.kernel(kernel).compiled_for(*args)
-    want, trace_one, groups = _outputs(compiled, args, batched=False)
-    got, trace_batched, _ = _outputs(compiled, args, batched=True, lane_code=lane_code)
+    want, trace_one, groups = batched_outputs(compiled, args, batched=False)
+    got, trace_batched, _ = batched_outputs(compiled, args, batched=True, lane_code=lane_code)
     assert groups > 0
     assert trace_one.rows == trace_batched.rows                 # batching never changes the timeline
     for w, g in zip(want, got):
         assert w.dtype == g.dtype and w.shape == g.shape
-        np.testing.assert_array_equal(_bits(g), _bits(w))
+        np.testing.assert_array_equal(bits(g), bits(w))
 
 
 def test_batches_shared_by_threads_equal_one_by_one(monkeypatch):
@@ -70,10 +38,10 @@ def test_batches_shared_by_threads_equal_one_by_one(monkeypatch):
     try:
         for name, kernel, args in KERNELS:
             compiled = pj.kernel(kernel).compiled_for(*args)
-            want, _, _ = _outputs(compiled, args, batched=False)
-            got, _, _ = _outputs(compiled, args, batched=True)
+            want, _, _ = batched_outputs(compiled, args, batched=False)
+            got, _, _ = batched_outputs(compiled, args, batched=True)
             for w, g in zip(want, got):
-                np.testing.assert_array_equal(_bits(g), _bits(w), err_msg=name)
+                np.testing.assert_array_equal(bits(g), bits(w), err_msg=name)
     finally:
         program._pool.cache_clear()
 
@@ -98,7 +66,7 @@ def test_every_instruction_on_lanes_equals_lane_by_lane(name, args, params, tol,
     for k, g in enumerate(got):
         w = np.stack([lane[k] for lane in want])
         assert g.dtype == w.dtype and g.shape == w.shape, (name, g.shape, w.shape)
-        np.testing.assert_array_equal(_bits(g), _bits(w))
+        np.testing.assert_array_equal(bits(g), bits(w))
 
 
 def test_the_lane_axis_is_used_by_most_instructions():
@@ -147,11 +115,11 @@ def test_random_kernels_batched_equal_one_by_one(spec):
     code and on the interpreter's lanes."""
     fn, args = fuzz.build(spec)
     compiled = pj.kernel(fn).compiled_for(*args)
-    want, _, _ = _outputs(compiled, args, batched=False)
+    want, _, _ = batched_outputs(compiled, args, batched=False)
     for lane_code in (True, False):
-        got, _, _ = _outputs(compiled, args, batched=True, lane_code=lane_code)
+        got, _, _ = batched_outputs(compiled, args, batched=True, lane_code=lane_code)
         for w, g in zip(want, got):
-            np.testing.assert_array_equal(_bits(g), _bits(w), err_msg=f"{fuzz.describe(spec)} lane code {lane_code}")
+            np.testing.assert_array_equal(bits(g), bits(w), err_msg=f"{fuzz.describe(spec)} lane code {lane_code}")
 
 
 def test_outputs_written_tile_by_tile_skip_the_fill_and_others_keep_it():
@@ -189,8 +157,8 @@ def test_a_large_batch_shared_by_threads_equals_one_by_one():
             return jax.numpy.sum(jax.numpy.exp(x * 0.5) - x, axis=-1, keepdims=True) + x
 
     compiled = pj.kernel(f).compiled_for(x)
-    want, _, _ = _outputs(compiled, (x,), batched=False)
-    got, trace, _ = _outputs(compiled, (x,), batched=True)
+    want, _, _ = batched_outputs(compiled, (x,), batched=False)
+    got, trace, _ = batched_outputs(compiled, (x,), batched=True)
     assert len(trace.records) >= 512
     for w, g in zip(want, got):
-        np.testing.assert_array_equal(_bits(g), _bits(w))
+        np.testing.assert_array_equal(bits(g), bits(w))

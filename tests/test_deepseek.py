@@ -20,11 +20,7 @@ import ptojax as pj
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from examples.deepseek_v32 import kernels as K  # noqa: E402
 from examples.deepseek_v32 import reference as R  # noqa: E402
-
-B, S1, H, Q_LORA, N, D, TOPK = 2, 2, 256, 128, 4, 128, 64
-SEQ = [500, 300]                       # KV lengths (the new tokens are the last S1 of each)
-MAX_BLOCKS = 4                         # 512 positions per batch in the block table
-
+from deepseek_cases import B, D, H, MAX_BLOCKS, N, Q_LORA, S1, SEQ, TOPK, cann_close, sfa_ref  # noqa: E402
 
 def _int8_close(got, want):
     diff = np.abs(np.asarray(got, np.int32) - np.asarray(want, np.int32))
@@ -129,17 +125,6 @@ def test_sparse_attention_reference_with_every_key_is_dense_causal():
 
 
 # ------------------------------------------------------------------ sparse attention and the DIA chain
-def _cann_close(got, want, rtol=5e-3, atol=1e-4, max_ratio=0.005):
-    """CANN's sparse-attention criterion: isclose(rtol 5e-3, atol 1e-4) on all but 0.5 % of the elements."""
-    bad = ~np.isclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=rtol, atol=atol)
-    assert bad.mean() <= max_ratio, f"{bad.mean():.2%} of the elements outside rtol {rtol}"
-
-
-def _sfa_ref(q, kv, idx, table, lens, qr, kr):
-    return np.asarray(R.sparse_attention(q, kv, idx, table, lens, scale_value=K.SOFTMAX_SCALE, query_rope=qr,
-                                         kr_cache=kr), np.float32)
-
-
 @pytest.mark.parametrize("backend", ["sim", "xla"])
 def test_sparse_attention(backend):
     """Latent 512 + rope 64, 4 heads, top-k 64 with -1 padding and entries past the causal limit."""
@@ -147,10 +132,10 @@ def test_sparse_attention(backend):
     sfa, _ = K.make_dsa_kernels(N, TOPK, backend=backend)
     got = sfa(*args)
     assert got.shape == (B * S1, N, 512) and got.dtype == jnp.bfloat16
-    _cann_close(got, _sfa_ref(*args))
+    cann_close(got, sfa_ref(*args))
     # float32 in and out: every element within rtol 5e-3
     a32 = [a.astype(np.float32) if a.dtype == jnp.bfloat16 else a for a in args]
-    np.testing.assert_allclose(np.asarray(sfa(*a32)), _sfa_ref(*a32), rtol=5e-3, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(sfa(*a32)), sfa_ref(*a32), rtol=5e-3, atol=1e-4)
 
 
 def test_sparse_attention_profile_has_the_stage_labels():
@@ -174,7 +159,7 @@ def test_dia_one_kernel_end_to_end():
     overlap = np.mean([len(np.intersect1d(g[g >= 0], r[r >= 0])) / max((r >= 0).sum(), 1)
                        for g, r in zip(idx[:, 0], ridx[:, 0])])
     assert overlap >= 0.999
-    _cann_close(out, _sfa_ref(q, kv, ridx, table, lens, qr, kr))
+    cann_close(out, sfa_ref(q, kv, ridx, table, lens, qr, kr))
     _int8_close(kc, rkc)
     _fp16_close(ks, rks)
     prof = dia.lower(*pargs, table, lens, q, qr, kv, kr).compile().profile(*pargs, table, lens, q, qr, kv, kr)

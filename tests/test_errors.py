@@ -1,6 +1,7 @@
 """The error family: types, trace-time raising, and messages that name the op and the values."""
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import ptojax as pj
@@ -24,7 +25,7 @@ def test_shape_error_is_raised_while_tracing_not_running():
         jax.jit(f).lower(jax.ShapeDtypeStruct((8, 64), jnp.float16), jax.ShapeDtypeStruct((32, 16), jnp.float16))
     assert calls == [1]
     assert str(err.value) == ("pto.matmul: contracting dims differ: a (8, 64) gives K=64, b (32, 16) gives K=32 "
-                              "(transpose_a=False, transpose_b=False)")  # quoted verbatim in README.md
+                              "(transpose_a=False, transpose_b=False)")  # quoted verbatim in docs/concepts.md
 
 
 def test_dtype_error_names_the_op_and_both_operands():
@@ -46,3 +47,90 @@ def test_scalars_only_is_an_argument_error():
 def test_wrong_operand_count():
     with pytest.raises(pj.PtoArgumentError, match=r"pto\.mul: takes 2 operands, got 3"):
         pj.ops.mul(jnp.ones(2), jnp.ones(2), jnp.ones(2))
+
+
+# ------------------------------------------------------------------------ errors in the user's terms
+SUPPORTED = "supported: float32, float16, bfloat16, int8, int32, bool"
+
+
+def _at(fn, offset: int) -> str:
+    """``file:line (name)`` of the line ``offset`` lines below ``fn``'s ``def``."""
+    return f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno + offset} ({fn.__name__})"
+
+
+def _lowering_error(fn, *shapes):
+    with pytest.raises(pj.PtoError) as err:
+        pj.lower(fn, *[jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes])
+    return err
+
+
+def test_an_internal_conversion_names_the_users_jnp_call_and_line():
+    def kernel(x):
+        y = x * 2.0
+        return jnp.fft.fft(y).real   # converts to complex64 first, inside fft's own jit
+
+    err = _lowering_error(kernel, (8, 8))
+    assert err.type is pj.PtoDtypeError
+    assert str(err.value) == f"jnp.fft.fft at {_at(kernel, 2)}: pto.cast: dtype complex64 is not supported; {SUPPORTED}"
+
+
+def test_an_unsupported_lax_primitive_names_the_lax_call():
+    def kernel(x):
+        return jax.lax.lgamma(x)
+
+    err = _lowering_error(kernel, (8, 8))
+    assert err.type is pj.PtoUnsupportedError
+    assert str(err.value) == f"lax.lgamma at {_at(kernel, 1)}: primitive 'lgamma' has no ptojax translation"
+
+
+def test_a_jitted_jnp_function_is_named_from_its_body():
+    def kernel(x):
+        return jnp.frexp(x)[0]       # jnp.frexp is a jit of its own: no frame of it above the user's line
+
+    err = _lowering_error(kernel, (8,))
+    assert str(err.value) == (f"jnp.frexp at {_at(kernel, 1)}: primitive 'bitcast_convert_type' has no ptojax "
+                              "translation")
+
+
+def test_a_method_call_is_named_by_the_jnp_function_behind_it():
+    def kernel(x):
+        return x.sum(axis=0).astype(jnp.complex64)
+
+    err = _lowering_error(kernel, (8, 8))
+    assert str(err.value) == f"jnp.astype at {_at(kernel, 1)}: pto.cast: dtype complex64 is not supported; {SUPPORTED}"
+
+
+# ------------------------------------------------------------------------- arguments of a compiled kernel
+def _compiled():
+    def kernel(a, b, w):
+        return pj.ops.matmul(a * 2.0 + b, w)
+
+    args = (np.ones((64, 64), np.float16), np.ones((64, 64), np.float16), np.ones((64, 32), np.float16))
+    return pj.kernel(kernel).lower(*args).compile(), args
+
+
+def test_a_wrong_argument_count_names_both_counts_and_every_shape():
+    compiled, (a, b, w) = _compiled()
+    with pytest.raises(pj.PtoArgumentError) as err:
+        compiled(a, b)
+    assert str(err.value) == ("pj.kernel 'kernel': called with 2 arguments (float16[64, 64], float16[64, 64]), "
+                              "compiled for 3: (a: float16[64, 64], b: float16[64, 64], w: float16[64, 32])")
+
+
+def test_a_wrong_shape_or_dtype_names_each_argument_that_differs():
+    compiled, (a, b, w) = _compiled()
+    with pytest.raises(pj.PtoArgumentError) as err:
+        compiled(a[:32], b, w.astype(np.float32))
+    assert str(err.value) == ("pj.kernel 'kernel': argument 0 'a' is float16[32, 64], compiled for float16[64, 64]; "
+                              "argument 2 'w' is float32[64, 32], compiled for float16[64, 32]; call the kernel object "
+                              "itself to compile other shapes and dtypes")
+
+
+def test_a_wrong_leaf_of_a_pytree_argument_is_named_by_its_path():
+    f = pj.kernel(lambda params, x: x * params["scale"] + params["shift"])
+    params = {"scale": np.ones((8, 32), np.float32), "shift": np.ones((32,), np.float32)}
+    compiled = f.lower(params, np.ones((8, 32), np.float32)).compile()
+    with pytest.raises(pj.PtoArgumentError) as err:
+        compiled({**params, "shift": np.ones((32,), np.float16)}, np.ones((8, 32), np.float32))
+    assert str(err.value) == ("pj.kernel '<lambda>': argument 0 'params'['shift'] is float16[32], compiled for "
+                              "float32[32]; call the kernel object itself to compile other shapes and dtypes")

@@ -19,7 +19,7 @@ from helpers import rand
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from examples.deepseek_v32 import kernels as K  # noqa: E402
 from examples.deepseek_v32 import reference as R  # noqa: E402
-from test_deepseek import B, MAX_BLOCKS, N, S1, SEQ, TOPK, _cann_close, _sfa_ref  # noqa: E402
+from deepseek_cases import B, MAX_BLOCKS, N, S1, SEQ, TOPK, cann_close, sfa_ref  # noqa: E402
 
 T = pj.tiles
 OP = K.GATHER_ROWS
@@ -251,7 +251,7 @@ def test_sparse_attention_with_and_without_the_l1_gather(sfa_case, tiles):
     assert "gather_qk<AIC>" in block and "gather_pv<AIC>" in block
     assert f"[{B * S1},{TOPK},512] = block_call" not in block and "gather#2" not in block
     got = np.asarray(_l1_kernel(**tiles)(*args), np.float32)
-    _cann_close(got, _sfa_ref(*args))
+    cann_close(got, sfa_ref(*args))
     differ = got != default
     assert differ.mean() <= 0.01
     np.testing.assert_allclose(got[differ], default[differ], rtol=2 ** -7)          # one bf16 rounding
@@ -260,8 +260,8 @@ def test_sparse_attention_with_and_without_the_l1_gather(sfa_case, tiles):
 def test_sparse_attention_l1_gather_fp32_and_xla(sfa_case):
     args, _ = sfa_case
     a32 = [a.astype(np.float32) if a.dtype == jnp.bfloat16 else a for a in args]
-    np.testing.assert_allclose(np.asarray(_l1_kernel()(*a32)), _sfa_ref(*a32), rtol=5e-3, atol=1e-4)
-    _cann_close(np.asarray(_l1_kernel("xla")(*args), np.float32), _sfa_ref(*args))
+    np.testing.assert_allclose(np.asarray(_l1_kernel()(*a32)), sfa_ref(*a32), rtol=5e-3, atol=1e-4)
+    cann_close(np.asarray(_l1_kernel("xla")(*args), np.float32), sfa_ref(*args))
     with pytest.raises(pj.PtoArgumentError, match="p_dtype float16 must be float32 or the value dtype bfloat16"):
         pj.lower(functools.partial(K.sparse_attention, scale_value=0.1, p_dtype=jnp.float16,
                                    tiles={"gather_l1": True}), *args)

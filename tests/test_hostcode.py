@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 
 import fuzz
 import ptojax as pj
-from helpers import BF16, F16, rand
+from helpers import BF16, F16, SPECIAL_F32, rand, specials
 from ptojax.ascend import asm
 from ptojax.ascend.hostcode import host_kernel
 from ptojax.ascend.interpreter import Core, PtoExecutionError, run
@@ -18,7 +18,7 @@ from ptojax.ascend.program import compile_kernel
 from ptojax.execute import execute
 from ptojax.lowering import CoreMemory
 from ptojax.mpmd import executors
-from test_lowering import KERNELS, seed_kernel
+from kernels import KERNELS, seed_kernel, seed_program, short_view, wide_window
 
 
 def _interpreted(code):
@@ -82,25 +82,10 @@ def test_host_code_is_python_that_reads_like_the_kernel():
 
 
 # ----------------------------------------------------------------------------------------- errors
-def _seed_kernel(key, edit):
-    args = rand((64, 64), F16, 1), rand((64, 64), F16, 2), rand((64, 32), F16, 3)
-    compiled = compile_kernel(pj.lower(seed_kernel, *args))
-    kernel = compiled.kernels[key]
-    return dataclasses.replace(kernel, body=tuple(edit(s) for s in kernel.body)), compiled.memory
-
-
 def _error(call):
     with pytest.raises(PtoExecutionError) as err:
         call()
     return str(err.value)
-
-
-def _wide_window(s):
-    return dataclasses.replace(s, sizes=("%c64", "%c32")) if isinstance(s, asm.PartitionView) and s.name == "%p3" else s
-
-
-def _short_view(s):
-    return dataclasses.replace(s, shape=("%c32", "%c32")) if isinstance(s, asm.MakeView) and s.name == "%v0" else s
 
 
 def _bad_reshape(s):
@@ -114,15 +99,15 @@ def _bad_axis(s):
 
 
 @pytest.mark.parametrize("edit,index,arrays,message", [
-    (_wide_window, (1, 0), ((64, 32), (64,)), r"window offsets \[32, 0\] sizes \[64, 32\] fall outside the tensor \[64, 32\]"),
-    (_wide_window, (0, 0), ((64, 32), (64,)), r"result of shape \[64, 32\] does not fill the destination's valid region 32x32"),
-    (_short_view, (0, 0), ((64, 32), (64,)), r"GM tensor float32\[64, 32\] does not match the view"),
+    (wide_window, (1, 0), ((64, 32), (64,)), r"window offsets \[32, 0\] sizes \[64, 32\] fall outside the tensor \[64, 32\]"),
+    (wide_window, (0, 0), ((64, 32), (64,)), r"result of shape \[64, 32\] does not fill the destination's valid region 32x32"),
+    (short_view, (0, 0), ((64, 32), (64,)), r"GM tensor float32\[64, 32\] does not match the view"),
     (_bad_reshape, (0, 0), ((64, 32), (64,)), r"ValueError: cannot reshape array of size 1024 into shape \(33,32\)"),
     (_bad_axis, (0, 0), ((64, 32), (64,)), r"AxisError: axis 2 is out of bounds for array of dimension 2"),
     (lambda s: s, (0, 0), ((64, 16), (64,)), r"GM tensor float32\[64, 16\] does not match the view"),
 ], ids=["window", "fill", "view", "compute", "axis", "argument"])
 def test_host_code_raises_the_interpreters_errors(edit, index, arrays, message):
-    kernel, memory = _seed_kernel(("sum", (2, 1)), edit)
+    kernel, memory = seed_program(("sum", (2, 1)), edit)
     host = host_kernel(kernel, memory)
     assert host is not None
     gm = [np.zeros(shape, np.float32) for shape in arrays]
@@ -134,16 +119,16 @@ def test_host_code_raises_the_interpreters_errors(edit, index, arrays, message):
 
 def test_kernels_host_code_cannot_take_run_on_the_interpreter():
     """A tile outside its buffer: no host code; the interpreter reports it when the kernel runs."""
-    kernel, memory = _seed_kernel(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, addr=196608 - 1024)
+    kernel, memory = seed_program(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, addr=196608 - 1024)
                                   if isinstance(s, asm.Alloc) else s)
     assert host_kernel(kernel, memory) is None
-    assert host_kernel(*_seed_kernel(("mul+add", (2, 2)), lambda s: s)) is not None
+    assert host_kernel(*seed_program(("mul+add", (2, 2)), lambda s: s)) is not None
     with pytest.raises(PtoExecutionError, match="does not fit the 196608-byte vec buffer"):
         run(kernel, (0, 0), [np.zeros((64, 64), F16)] * 3, Core(CoreMemory()), verified=True)
 
 
 def test_host_code_with_missing_arguments_reports_as_the_interpreter():
-    kernel, memory = _seed_kernel(("sum", (2, 1)), lambda s: s)
+    kernel, memory = seed_program(("sum", (2, 1)), lambda s: s)
     host = host_kernel(kernel, memory)
     with pytest.raises(PtoExecutionError, match="expects a GM tensor for %arg1"):
         host(Core(memory), [(0, 0)], [np.zeros((64, 32), np.float32)])
@@ -151,18 +136,11 @@ def test_host_code_with_missing_arguments_reports_as_the_interpreter():
         host(Core(memory), [(0,)], [np.zeros((64, 32), np.float32), np.zeros(64, np.float32)])
 
 
-# float32 bit patterns the fast paths must get right: zeros, infinities, NaNs of several payloads
-# (quiet, signalling, negative), subnormals, the largest finite, ties of float16 / bfloat16 rounding.
-_SPECIAL_F32 = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7FA00000, 0xFFC00001, 0x7F800001, 1,
-                         0x80000001, 0x3F800000, 0x7F7FFFFF, 0x477FF000, 0x477FEFFF, 0x33000000, 0x33000001,
-                         0x3F808000, 0x3F818000], np.uint32)
-
-
 def _float32_bits(count, repeat=1):
     """``count`` random float32 bit patterns, then each special one ``repeat`` times."""
     rng = np.random.default_rng(0)
     return np.concatenate([rng.integers(0, 2**32, count, dtype=np.uint64).astype(np.uint32),
-                           np.repeat(_SPECIAL_F32, repeat)])
+                           np.repeat(SPECIAL_F32, repeat)])
 
 
 def test_float32_instructions_run_as_ufuncs_only_where_that_is_their_semantics():
@@ -275,15 +253,6 @@ def test_float_reductions_run_inline_with_the_interpreters_bits(dtype):
         assert f"_np.{ufunc}.reduce(" in source
 
 
-def _specials(shape, dtype, seed):
-    """Random values of ``dtype`` with the float32 special values (NaN payloads, infinities, signed zeros,
-    subnormals, ties) among them."""
-    x = rand(shape, np.float32, seed).reshape(-1)
-    x.view(np.uint32)[:len(_SPECIAL_F32)] = _SPECIAL_F32
-    with np.errstate(invalid="ignore", over="ignore"):
-        return np.random.default_rng(seed).permutation(x).reshape(shape).astype(dtype)
-
-
 @pytest.mark.parametrize("dtype", [np.float32, F16, BF16], ids=["f32", "f16", "bf16"])
 def test_batched_tiles_run_inline_with_the_interpreters_bits(dtype):
     """Instructions on (heads, rows, cols) tensors carry logical shapes with a leading 1 (each tile is
@@ -298,7 +267,7 @@ def test_batched_tiles_run_inline_with_the_interpreters_bits(dtype):
             grad = pj.ops.matmul(x, w, transpose_a=True, out_dtype=jnp.float32)
         return masked, scores, grad
 
-    x, y, w = _specials((2, 32, 32), dtype, 1), _specials((2, 32, 32), dtype, 2), rand((2, 32, 32), dtype, 3)
+    x, y, w = specials((2, 32, 32), dtype, 1), specials((2, 32, 32), dtype, 2), rand((2, 32, 32), dtype, 3)
     (got, trace), (want, reference) = _both(fn, (x, y, w))
     _same(got, want)
     assert trace.rows == reference.rows
@@ -379,7 +348,7 @@ def test_float_expressions_are_their_semantics_bit_for_bit():
                     jnp.clip(x, lo, hi), x ** 3.0)
 
     for dtype in (np.float32, F16, BF16):
-        x = _specials((16, 32), dtype, 4)
+        x = specials((16, 32), dtype, 4)
         lo, hi = rand((16, 32), dtype, 5, -1, 0), rand((16, 32), dtype, 6, 0, 1)
         (got, _), (want, _) = _both(activations, (x, lo, hi))
         _same(got, want)
@@ -399,7 +368,7 @@ def test_k_chains_accumulate_inline_with_the_interpreters_bits(dtype):
             return (pj.ops.matmul(a, b, out_dtype=acc),
                     pj.ops.matmul(b, a, transpose_a=True, transpose_b=True, out_dtype=acc))
 
-    a = rand((2, 32, 128), dtype, 7) if dtype == np.int8 else _specials((2, 32, 128), dtype, 7)
+    a = rand((2, 32, 128), dtype, 7) if dtype == np.int8 else specials((2, 32, 128), dtype, 7)
     b = rand((2, 128, 32), dtype, 8)
     (got, _), (want, _) = _both(chains, (a, b))
     _same(got, want)

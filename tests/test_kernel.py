@@ -12,7 +12,7 @@ from jax.sharding import PartitionSpec as P
 import ptojax as pj
 from helpers import F16, rand
 from ptojax.lowering.pipeline import TOLERANCE
-from test_lowering import KERNELS, seed_kernel
+from kernels import KERNELS, seed_kernel
 
 # Ten kernels of the lowering suite: elementwise, casts, reductions, sorts, norms, quantization,
 # matmuls (fp16 tails, int8), layout and an MLP block (indexing is covered by its own tests: jnp.take
@@ -138,11 +138,10 @@ def test_compiled_kernel_called_with_other_shapes():
     f = pj.kernel(seed_kernel)
     args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
     compiled = f.lower(*args).compile()
-    with pytest.raises(pj.PtoArgumentError, match=r"pj.kernel 'seed_kernel': compiled for \(float16\[64, 64\], "
-                                                   r"float16\[64, 64\], float16\[64, 32\]\) but called with "
-                                                   r"\(float16\[32, 64\], float16\[64, 64\], float16\[64, 32\]\)"):
+    with pytest.raises(pj.PtoArgumentError, match=r"pj.kernel 'seed_kernel': argument 0 'a' is float16\[32, 64\], "
+                                                   r"compiled for float16\[64, 64\]; call the kernel object itself"):
         compiled(args[0][:32], args[1], args[2])
-    with pytest.raises(pj.PtoArgumentError, match=r"called with 2 argument\(s\) .*, compiled for 3"):
+    with pytest.raises(pj.PtoArgumentError, match=r"called with 2 arguments .*, compiled for 3"):
         compiled(args[0], args[1])
 
 
@@ -189,6 +188,29 @@ def test_profile_and_report_from_shapes_alone(tmp_path):
     from examples import moe_router
 
     moe = pj.kernel(moe_router.moe_router).lower(*moe_router.inputs()).compile()
-    with pytest.raises(pj.errors.PtoArgumentError, match="schedule needs the arguments: values the kernel computes"):
+    with pytest.raises(pj.errors.PtoArgumentError) as err:
         moe.profile()
+    assert str(err.value) == (
+        "pj.kernel 'moe_router': profile() without arguments needs a schedule that the shapes alone decide, but "
+        "values the kernel computes from its arguments are read on the host and decide which tasks run; pass the "
+        "arguments: compiled.profile(x, w_router, bias, w_gate, w_up, w_down)")
     assert moe.profile(*moe_router.inputs()).makespan_us > 0
+
+
+def test_profile_without_arguments_names_the_argument_whose_value_steers(tmp_path):
+    """A window start read on the host decides which rows' tasks run: report(path) names it and how to pass it."""
+    def window(x, start):
+        with pj.tile(vec=(8, 64)):
+            return jax.lax.dynamic_slice(x, (start, 0), (8, 64)) * 2
+
+    x = rand((64, 64), np.float32)
+    compiled = pj.kernel(window).lower(x, np.int32(8)).compile()
+    for call, shown in ((lambda: compiled.report(tmp_path / "report.html"), "report(path"), (compiled.profile, "profile(")):
+        with pytest.raises(pj.PtoArgumentError) as err:
+            call()
+        assert str(err.value) == (
+            f"pj.kernel 'window': {shown}) without arguments needs a schedule that the shapes alone decide, but the "
+            f"value of argument 1 'start' (int32[]) decides which tasks run; pass the arguments: "
+            f"compiled.{shown}{', ' if shown.startswith('report') else ''}x, start)")
+    assert not (tmp_path / "report.html").exists()
+    _close(compiled(x, np.int32(8)), x[8:16] * 2)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from helpers import BF16, F16, rand
+from helpers import BF16, F16, batched_outputs, bits, rand, specials
 from ptojax.ascend import asm, program
 from ptojax.ascend.hostcode import host_kernel
 from ptojax.ascend.interpreter import Core
@@ -18,9 +18,7 @@ from ptojax.ascend.lanecode import LaneFailure, lane_kernel
 from ptojax.ascend.program import compile_kernel
 from ptojax.execute import execute
 from ptojax.mpmd import PtoTaskError, executors
-from test_batched import _bits, _outputs
-from test_hostcode import _seed_kernel, _specials, _wide_window
-from test_lowering import seed_kernel
+from kernels import seed_kernel, seed_program, wide_window
 
 SEED_ARGS = rand((64, 64), F16, 1), rand((64, 64), F16, 2), rand((64, 32), F16, 3)
 
@@ -68,7 +66,7 @@ def _product_offsets(s):
 
 
 def test_windows_not_affine_in_the_grid_are_checked_per_lane():
-    kernel, memory = _seed_kernel(("mul+add", (2, 2)), _product_offsets)
+    kernel, memory = seed_program(("mul+add", (2, 2)), _product_offsets)
     host = host_kernel(kernel, memory)
     lanes = lane_kernel(host, memory)
     assert "_E.window()" in lanes.source
@@ -80,7 +78,7 @@ def test_windows_not_affine_in_the_grid_are_checked_per_lane():
 
 
 def test_a_failing_check_stops_the_lane_run():
-    kernel, memory = _seed_kernel(("sum", (2, 1)), _wide_window)     # windows outside the grid's tensor
+    kernel, memory = seed_program(("sum", (2, 1)), wide_window)     # windows outside the grid's tensor
     lanes = lane_kernel(host_kernel(kernel, memory), memory)
     with pytest.raises(LaneFailure):
         lanes([(0, 0), (1, 0)], [np.zeros((64, 32), np.float32), np.zeros(64, np.float32)])
@@ -90,7 +88,7 @@ def test_a_failing_lane_run_reports_the_error_of_one_task_at_a_time():
     """The runtime reruns a failing batch task by task: the lane run's error is the one-by-one run's."""
     code = compile_kernel(pj.lower(seed_kernel, *SEED_ARGS))
     key = ("sum", (2, 1))
-    broken = dataclasses.replace(code, kernels={**code.kernels, key: _seed_kernel(key, _wide_window)[0]})
+    broken = dataclasses.replace(code, kernels={**code.kernels, key: seed_program(key, wide_window)[0]})
 
     def error(batch_min):
         saved = executors.BATCH_MIN, program._LANE_CODE_MIN
@@ -118,7 +116,7 @@ def test_kernels_lane_code_cannot_take_run_on_host_code():
     code = pj.kernel(gather).compiled_for(*args)._code()
     assert [code.lanes(key) for key in code.kernels] == [None] * len(code.kernels)
     assert all(code.host(key) is not None for key in code.kernels)
-    kernel, memory = _seed_kernel(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, offsets=("%c32", "%c32"))
+    kernel, memory = seed_program(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, offsets=("%c32", "%c32"))
                                   if isinstance(s, asm.PartitionView) and s.name == "%p14" else s)
     assert host_kernel(kernel, memory) is not None and lane_kernel(host_kernel(kernel, memory), memory) is None
 
@@ -133,7 +131,7 @@ def _add_the_clobbered_tile(s):
 def test_a_tile_read_through_another_tiles_bytes_keeps_the_lane_buffers():
     """Tiles are variables only where every read of a tile reads its own last write; here one reads the
     bytes another tile wrote (the interpreter's semantics: bytes), so the lanes keep their buffers."""
-    kernel, memory = _seed_kernel(("mul+add", (2, 2)), _add_the_clobbered_tile)
+    kernel, memory = seed_program(("mul+add", (2, 2)), _add_the_clobbered_tile)
     host = host_kernel(kernel, memory)
     lanes = lane_kernel(host, memory)
     assert "_reg(" not in lanes.source and "v_t4, v_t6, v_t10, v_t11, = _T" in lanes.source
@@ -160,10 +158,10 @@ def test_windows_of_many_rows_move_lane_by_lane():
     code = compiled._code()
     sources = "".join(code.lanes(key).source for key in code.kernels)
     assert "_load_slices(" in sources and "_store_slices(" in sources
-    want, _, _ = _outputs(compiled, (x,), batched=False)
-    got, _, _ = _outputs(compiled, (x,), batched=True)
+    want, _, _ = batched_outputs(compiled, (x,), batched=False)
+    got, _, _ = batched_outputs(compiled, (x,), batched=True)
     for w, g in zip(want, got):
-        np.testing.assert_array_equal(_bits(g), _bits(w))
+        np.testing.assert_array_equal(bits(g), bits(w))
     np.testing.assert_array_equal(got[1], x * 2)
 
 
@@ -180,12 +178,12 @@ def test_lanes_give_one_by_ones_bits_on_special_values(dtype):
             p = pj.ops.matmul(z, w, out_dtype=jnp.float32)
         return z, s, p
 
-    args = _specials((128, 32), dtype, 1), _specials((128, 32), dtype, 2), rand((32, 32), dtype, 3)
+    args = specials((128, 32), dtype, 1), specials((128, 32), dtype, 2), rand((32, 32), dtype, 3)
     compiled = pj.kernel(fn).compiled_for(*args)
     code = compiled._code()
     assert all(code.lanes(key) is not None for key in code.kernels)
-    want, _, _ = _outputs(compiled, args, batched=False)
-    got, _, _ = _outputs(compiled, args, batched=True)
+    want, _, _ = batched_outputs(compiled, args, batched=False)
+    got, _, _ = batched_outputs(compiled, args, batched=True)
     for w, g in zip(want, got):
         w, g = np.asarray(w), np.asarray(g)
         both_nan = np.isnan(w.astype(np.float32)) & np.isnan(g.astype(np.float32))

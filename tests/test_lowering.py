@@ -5,23 +5,14 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from helpers import BF16, F16, rand
+from helpers import F16, rand
+from kernels import KERNELS, seed_kernel
 from ptojax.lowering import ir
 from ptojax.lowering.memory import ASCEND_CORE
 from ptojax.lowering.partition import _plan
 from ptojax.lowering.pipeline import TOLERANCE
 
 O = pj.ops
-
-
-def seed_kernel(a, b, w):
-    """``rowsum((A * c + B) @ W)`` with the seed's tiles: vec (32, 32), matmul untiled."""
-    with pj.tile(vec=(32, 32)):
-        x = a * 2.0 + b
-    with pj.tile(cube=(64, 64, 32)), jax.named_scope("Linear"):
-        y = O.matmul(x, w)
-    with pj.tile(vec=(32, 32)):
-        return jnp.sum(y, axis=-1)
 
 
 def _count_eqns(jaxpr):
@@ -110,68 +101,6 @@ def test_siblings_without_a_common_reader_stay_apart():
 
     x, y = rand((16, 32), np.float32), rand((16, 32), np.float32, 1)
     assert [p.name for p in pj.lower(kernel, x, y).programs] == ["mul+exp", "add+mul"]
-
-
-def _kernels():
-    """(name, kernel, args): every op family, tails, size-1 dims, int8/fp16/bf16, a fori_loop."""
-    f32 = lambda *s, seed=0: rand(s, np.float32, seed)  # noqa: E731
-    idx = np.array([3, 1, -1, 36, 5, 5, 0, 2, 9, 10, 11], np.int32)
-
-    def tiled(vec=None, cube=None):
-        def wrap(fn):
-            def kernel(*args):
-                with pj.tile(**{k: v for k, v in (("vec", vec), ("cube", cube)) if v is not None}):
-                    return fn(*args)
-            return kernel
-        return wrap
-
-    return [
-        ("elementwise-tails", tiled((16, 16))(lambda x: jnp.exp(x) * 2 + jax.nn.relu(x) - x[0]), (f32(37, 50),)),
-        ("unary-chain", tiled((8, 32))(lambda x: O.silu(O.tanh(x)) / (1 + O.abs(x)) + O.rsqrt(O.abs(x) + 1)),
-         (f32(33, 70),)),
-        ("size-one-dims", tiled((1, 8))(lambda x, y: O.maximum(x, y) * O.minimum(x, 1.5)), (f32(1, 1, 9), f32(5, 1, 9))),
-        ("compare-where-clip", tiled((8, 8))(lambda x: O.where(x > 0, O.clip(x, -1, 1), O.pow(O.abs(x) + 1, 0.5))),
-         (f32(19, 23),)),
-        ("fp16-chain", tiled((16, 16))(lambda x, y: O.sigmoid(x) * y + O.gelu(y)), (rand((40, 48), F16), rand((40, 48), F16, 1))),
-        ("bf16-cast", tiled((16, 16))(lambda x: O.cast(O.exp(O.cast(x, jnp.float32)), jnp.bfloat16) + x),
-         (rand((17, 32), BF16),)),
-        ("int8-arith", tiled((8, 32))(lambda x, y: O.add(x, y) * 3 - O.neg(x)), (rand((20, 64), np.int8), rand((20, 64), np.int8, 1))),
-        ("int32-compare", tiled((4, 8))(lambda x: O.where(O.gt(x, 0), x, O.mul(x, -2))), (rand((9, 13), np.int32),)),
-        ("cast-int", tiled((8, 32))(lambda x: O.cast(x * 40, jnp.int8, rounding="floor")), (f32(11, 45),)),
-        ("reductions", tiled((8, 16))(lambda x: (jnp.max(x, 1), jnp.sum(x, 0), O.prod(x * 0.1 + 1, 1, keepdims=True),
-                                                  jnp.argmax(x, 0), O.amin(x, (0, 1)))), (f32(37, 50),)),
-        ("cumsum-sort-topk", tiled((8, 16))(lambda x: (jnp.cumsum(x, 1), O.sort(x, 0)[0], O.topk(x, 5)[1])), (f32(21, 30),)),
-        ("softmax-norms", tiled((8, 16))(lambda x, g: (jax.nn.softmax(x), O.rms_norm(x, g), O.layer_norm(x, g, g))),
-         (f32(37, 50), f32(50, seed=1))),
-        ("quantize", tiled((4, 64))(lambda x: O.dequantize(*O.quantize(x))), (rand((10, 3, 64), F16),)),
-        ("matmul-tails", tiled(cube=(16, 32, 16))(lambda a, b: O.matmul(a, b, transpose_b=True, bias=jnp.ones(20))),
-         (rand((37, 70), F16), rand((20, 70), F16, 1))),
-        ("matmul-batched", tiled(cube=(16, 16, 16))(lambda a, b: jnp.einsum("bmk,kn->bmn", a, b)), (f32(3, 20, 24), f32(24, 18, seed=1))),
-        ("matmul-int8", lambda a, b: O.matmul(a, b), (rand((33, 64), np.int8), rand((64, 48), np.int8, 1))),
-        ("matmul-fp16-out", tiled(cube=(32, 32, 32))(lambda a, b: O.matmul(a, b, out_dtype=jnp.float16, transpose_a=True)),
-         (rand((64, 40), F16), rand((64, 48), F16, 1))),
-        ("layout", tiled((8, 8))(lambda x: (x.T, jnp.concatenate([x, x], 0), O.view(x, (10, 10), (3, 4), valid_shape=(7, 10)),
-                                            O.pad(x, [(1, 2), (3, 0)], 2.0), O.assemble(x[:5, :5], (2, 3), x),
-                                            jnp.broadcast_to(x[:, :1], (37, 50)), x.reshape(50, 37))), (f32(37, 50),)),
-        ("indexing", tiled((8,))(lambda x, i, u: (O.gather(x, i, 0), O.scatter_update(x, i, u, 0), O.index_add(x, i, u, 0),
-                                                 jnp.take(x, jnp.abs(i), axis=0))), (f32(37, 50), idx, f32(11, 50, seed=1))),
-        ("fori-loop", tiled((8, 16))(lambda x: jax.lax.fori_loop(0, 3, lambda k, c: c * 0.5 + x, x)), (f32(37, 50),)),
-        ("mlp-block", lambda x, w1, w2: _mlp(x, w1, w2), (rand((24, 64), F16), rand((64, 96), F16, 1), rand((96, 32), F16, 2))),
-    ]
-
-
-def _mlp(x, w1, w2):
-    with pj.tile(cube=(16, 32, 32)), jax.named_scope("up"):
-        h = O.matmul(x, w1)
-    with pj.tile(vec=(8, 32)), jax.named_scope("act"):
-        h = O.cast(O.silu(h), jnp.float16)
-    with pj.tile(cube=(16, 32, 32)), jax.named_scope("down"):
-        y = O.matmul(h, w2)
-    with pj.tile(vec=(8, 32)):
-        return O.rms_norm(y)
-
-
-KERNELS = _kernels()
 
 
 @pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
@@ -300,20 +229,6 @@ def test_whole_axis_that_overflows_ub_is_an_error():
 
     with pytest.raises(pj.PtoCapacityError, match=r"block 'cumsum' \(AIV, label 'Scan'\) needs \d+ bytes of UB"):
         pj.lower(kernel, jax.ShapeDtypeStruct((64, 65536), jnp.float32))
-
-
-def test_unsupported_primitive_names_it_and_the_source_line():
-    def kernel(x):
-        return jax.lax.lgamma(x)
-
-    with pytest.raises(pj.PtoUnsupportedError, match=r"primitive 'lgamma' has no ptojax translation \(at .*test_lowering\.py:\d+"):
-        pj.lower(kernel, jax.ShapeDtypeStruct((8, 8), jnp.float32))
-
-
-def test_unsupported_primitive_inside_a_jnp_helper_names_the_user_line():
-    with pytest.raises(pj.PtoUnsupportedError,
-                       match=r"primitive 'bitcast_convert_type' has no ptojax translation \(at .*test_lowering\.py:\d+"):
-        pj.lower(lambda x: jnp.frexp(x)[0], jax.ShapeDtypeStruct((8,), jnp.float32))
 
 
 def test_unknown_pass_option():

@@ -12,13 +12,12 @@ from hypothesis import HealthCheck, given, settings
 
 import fuzz
 import ptojax as pj
-from helpers import BF16, F16, rand
+from helpers import BF16, F16, rand, same_bits
 from ptojax.ascend import asm, halfbits, hostcode, nativecode
 from ptojax.ascend.hostcode import host_kernel
 from ptojax.ascend.interpreter import Core, PtoExecutionError
 from ptojax.execute import execute
-from test_hostcode import _seed_kernel, _short_view
-from test_lowering import KERNELS, seed_kernel
+from kernels import KERNELS, seed_kernel, seed_program, short_view
 
 
 @numba.njit
@@ -81,18 +80,6 @@ def test_native_gemm_is_numpys_matmul(ta, tb):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"{m}x{n}x{k}")
 
 
-def _same_bits(got, want):
-    """Equal bits, but for which NaN a NaN is (IEEE leaves the payload of NaN op NaN open)."""
-    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-        assert g.dtype == w.dtype and g.shape == w.shape
-        g, w = np.asarray(g).reshape(-1), np.asarray(w).reshape(-1)
-        differ = g.view(np.uint8).reshape(g.size, -1) != w.view(np.uint8).reshape(w.size, -1)
-        differ = differ.any(axis=1) if g.size else differ.reshape(0)
-        if g.dtype.kind == "f" or g.dtype == BF16:
-            differ &= ~(np.isnan(g.astype(np.float32)) & np.isnan(w.astype(np.float32)))
-        assert not differ.any(), (g[differ][:5], w[differ][:5])
-
-
 def _native_and_host(fn, args):
     """The kernel's outputs with every program that native code takes promoted, its outputs on host
     code alone, and the promoted programs."""
@@ -108,7 +95,7 @@ def test_the_seed_kernel_runs_natively_with_host_codes_bits():
     args = rand((64, 64), F16, 1), rand((64, 64), F16, 2), rand((64, 32), F16, 3)
     got, want, promoted = _native_and_host(seed_kernel, args)
     assert sorted(promoted) == ["matmul", "mul+add", "sum"]
-    _same_bits(got, want)
+    same_bits(got, want)
 
 
 def _mixed(x, y, w, b):
@@ -128,7 +115,7 @@ def test_elementwise_casts_sums_and_products_run_natively_with_host_codes_bits()
     args = (rand((64, 128), F16, 4), rand((64, 128), F16, 5), rand((128, 64), F16, 6), rand((1, 128), BF16, 7))
     got, want, promoted = _native_and_host(_mixed, args)
     assert len(promoted) >= 3, promoted
-    _same_bits(got, want)
+    same_bits(got, want)
 
 
 def _compares_integers_reciprocals(x, y, i, j):
@@ -147,7 +134,7 @@ def test_comparisons_integers_and_reciprocals_run_natively_with_host_codes_bits(
     args = (rand((64, 128), np.float32, 10), rand((64, 128), np.float32, 11), ints[0], ints[1])
     got, want, promoted = _native_and_host(_compares_integers_reciprocals, args)
     assert len(promoted) >= 3, promoted
-    _same_bits(got, want)
+    same_bits(got, want)
 
 
 def _special_arithmetic(x, y):
@@ -167,19 +154,19 @@ def test_special_values_natively(dtype):
         x, y = (rng.choice(specials, (64, 128)).astype(dtype) for _ in range(2))
     got, want, promoted = _native_and_host(_special_arithmetic, (x, y))
     assert promoted
-    _same_bits(got, want)
+    same_bits(got, want)
 
 
 @pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
 def test_test_kernels_natively(name, kernel, args):
     got, want, _ = _native_and_host(kernel, args)
-    _same_bits(got, want)
+    same_bits(got, want)
 
 
 def _random_kernel_natively(spec):
     fn, args = fuzz.build(spec)
     got, want, _ = _native_and_host(fn, args)
-    _same_bits(got, want)
+    same_bits(got, want)
 
 
 _FUZZ = dict(derandomize=True, deadline=None, database=None, print_blob=True,
@@ -191,14 +178,14 @@ test_many_random_kernels_natively = pytest.mark.slow(
 
 @pytest.mark.parametrize("edit,index,arrays", [
     (lambda s: s, (2, 0), ((64, 32), (64,))),
-    (_short_view, (0, 0), ((64, 32), (64,))),
+    (short_view, (0, 0), ((64, 32), (64,))),
     (lambda s: s, (0, 0), ((64, 16), (64,))),
     (lambda s: s, (0, 0), ((64, 32), (32,))),
 ], ids=["window", "view", "argument", "output"])
 def test_native_code_raises_host_codes_errors(edit, index, arrays):
     """A check that fails in native code (or an argument it cannot take) reruns the call as host code,
     which raises the interpreter's error."""
-    kernel, memory = _seed_kernel(("sum", (2, 1)), edit)
+    kernel, memory = seed_program(("sum", (2, 1)), edit)
     host, promoted = host_kernel(kernel, memory), host_kernel(kernel, memory)
     assert promoted.promote()
     messages = []
@@ -225,7 +212,7 @@ def test_host_code_is_promoted_after_its_calls(monkeypatch):
 
 def test_kernels_native_code_cannot_take_keep_host_code():
     """An instruction without a native form (an exponential) leaves the kernel on host code."""
-    kernel, memory = _seed_kernel(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, op="texp", ins=s.ins[:1])
+    kernel, memory = seed_program(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, op="texp", ins=s.ins[:1])
                                   if isinstance(s, asm.Instr) and s.op == "tadd" else s)
     host = host_kernel(kernel, memory)
     assert host is not None and nativecode.native_kernel(host) is None
@@ -233,7 +220,7 @@ def test_kernels_native_code_cannot_take_keep_host_code():
 
 
 def test_native_code_that_does_not_compile_for_its_arguments_gives_way_to_host_code():
-    kernel, memory = _seed_kernel(("sum", (2, 1)), lambda s: s)
+    kernel, memory = seed_program(("sum", (2, 1)), lambda s: s)
     host, promoted = host_kernel(kernel, memory), host_kernel(kernel, memory)
     assert promoted.promote()
 

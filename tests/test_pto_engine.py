@@ -8,7 +8,7 @@ import pytest
 
 import ptojax as pj
 from ptojax.lowering.pipeline import TOLERANCE
-from test_lowering import KERNELS
+from kernels import KERNELS
 
 
 @pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])

@@ -7,31 +7,13 @@ import numpy as np
 import pytest
 
 from ptojax.ascend import cpusim
-from ptojax.ascend.ptoas import PtoasError, assemble, find_ptoas
+from ptojax.ascend.ptoas import PtoasError, assemble
+from vendor_tools import needed, tools  # noqa: F401 - tools: autouse fixture
 
-# Fallbacks for this workspace only: the library itself reads PTOAS / PTO_ISA_ROOT / CXX / PATH.
 _TOOLS = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "tools"))
-_FALLBACK_PTOAS = os.path.join(_TOOLS, "ptoas", "bin", "ptoas")
-_FALLBACK_ISA = os.path.join(_TOOLS, "pto-isa")
-PTOAS = find_ptoas() or (_FALLBACK_PTOAS if os.access(_FALLBACK_PTOAS, os.X_OK) else None)
-PTO_ISA_ROOT = cpusim.find_pto_isa() or (
-    _FALLBACK_ISA if os.path.isfile(os.path.join(_FALLBACK_ISA, "include", "pto", "pto-inst.hpp")) else None)
-CXX = cpusim.find_cxx()
-MISSING = [name for name, found in [("ptoas (PTOAS)", PTOAS), ("pto-isa (PTO_ISA_ROOT)", PTO_ISA_ROOT),
-                                    ("a C++20 compiler (CXX)", CXX)] if not found]
-REASON = "vendor tools not found: " + ", ".join(MISSING)
-IN_CI = os.environ.get("CI") == "true"
 VADD = os.path.join(_TOOLS, "ptoas", "cpu_sim_example", "vadd.pto")
 
-pytestmark = pytest.mark.skipif(bool(MISSING) and not IN_CI, reason=REASON)
-
-
-@pytest.fixture(autouse=True)
-def _tools(monkeypatch):
-    if MISSING:
-        pytest.fail(REASON + " (in CI the vendor tools are required)")
-    monkeypatch.setenv("PTOAS", PTOAS)
-    monkeypatch.setenv("PTO_ISA_ROOT", PTO_ISA_ROOT)
+pytestmark = needed
 
 
 def tile(rows, cols, blayout="row_major"):

@@ -14,8 +14,7 @@ import fuzz
 import ptojax as pj
 from helpers import rand
 from ptojax.execute import execute
-from test_lowering import KERNELS
-from test_runtime import _scatter_rows
+from kernels import KERNELS, scatter_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import moe_router as M  # noqa: E402
@@ -90,10 +89,10 @@ def test_plans_that_read_inputs_on_the_host_are_not_kept():
 def test_replay_updates_donated_arrays_in_place_and_copies_read_only_ones():
     cache, rows = rand((64, 128), np.float32), rand((4, 128), np.float32, 1)
     slots = np.array([3, 60, -1, 7], np.int32)
-    compiled = pj.kernel(_scatter_rows, donate_argnums=0).lower(cache, rows, slots).compile()
+    compiled = pj.kernel(scatter_rows, donate_argnums=0).lower(cache, rows, slots).compile()
     for step in range(3):
         buffer, new_rows = cache.copy(), rand((4, 128), np.float32, 2 + step)
-        want = np.asarray(_scatter_rows(cache, new_rows, slots))
+        want = np.asarray(scatter_rows(cache, new_rows, slots))
         out, trace = compiled.run(buffer, new_rows, slots)
         np.testing.assert_array_equal(out, want)
         np.testing.assert_array_equal(buffer, want)                      # written in place

@@ -3,6 +3,7 @@ page opened in headless Chromium."""
 import dataclasses
 import functools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -221,8 +222,14 @@ def _chromium():
 
 
 def test_report_renders_in_headless_chromium(profiled, tmp_path):
+    """Needs a Chromium on PATH: required in CI (``CI=true``; .ci/run installs Debian's chromium),
+    skipped elsewhere."""
     _, profile, path, _ = profiled
-    assert _chromium(), "headless Chromium is required (.ci/run installs Debian's chromium)"
+    if not _chromium():
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail("CI=true and no chromium, chromium-browser or google-chrome on PATH: the report must be "
+                        "opened in a real browser in CI (apt-get install chromium)")
+        pytest.skip("no chromium, chromium-browser or google-chrome on PATH (required only in CI, CI=true)")
     flags = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
     url = Path(path).resolve().as_uri()

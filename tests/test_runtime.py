@@ -14,7 +14,7 @@ from ptojax.lowering.pipeline import TOLERANCE
 from ptojax.mpmd import (Machine, Plan, PtoTaskError, PtoTaskGraphError, Region, Task, TaskGraph, run_threads,
                          simulate)
 from ptojax.mpmd.synthetic import layered_dag
-from test_lowering import KERNELS, seed_kernel
+from kernels import KERNELS, scatter_rows, seed_kernel
 
 
 def _check(out, kernel, args):
@@ -233,21 +233,16 @@ def test_machine_of_a3():
     assert m.cores == (("AIC", 24), ("AIV", 48)) and m.schedulers == 6
 
 
-def _scatter_rows(cache, rows, slots):
-    with pj.tile(vec=(4,)):
-        return pj.ops.scatter_update(cache, slots, rows, 0)
-
-
 def test_donated_cache_is_updated_in_place_without_a_copy_task():
     cache = rand((64, 128), np.float32)
     rows = rand((4, 128), np.float32, 1)
     slots = np.array([3, 60, -1, 7], np.int32)
-    want = np.asarray(_scatter_rows(cache, rows, slots))
-    plain = pj.kernel(_scatter_rows).lower(cache, rows, slots).compile()
+    want = np.asarray(scatter_rows(cache, rows, slots))
+    plain = pj.kernel(scatter_rows).lower(cache, rows, slots).compile()
     out, trace = plain.run(cache, rows, slots)
     np.testing.assert_array_equal(out, want)
     assert "copy" in {r.name for r in trace.records}
-    kernel = pj.kernel(_scatter_rows, donate_argnums=0)
+    kernel = pj.kernel(scatter_rows, donate_argnums=0)
     donated = kernel.lower(cache, rows, slots).compile()
     buffer = cache.copy()
     out, trace = donated.run(buffer, rows, slots)

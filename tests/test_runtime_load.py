@@ -10,7 +10,7 @@ import pytest
 
 import ptojax as pj
 from ptojax.mpmd import Machine, Plan, PtoTaskError, Region, Task, TaskGraph, run_threads, simulate
-from test_lowering import KERNELS
+from kernels import KERNELS
 
 MACHINE = Machine((("AIC", 24), ("AIV", 48)), 6, 2e-6, 1e-6, 1.42e12, "a3")
 

@@ -22,36 +22,22 @@ What the table printed here says (``pytest -s tests/test_vendor_sim.py``), as of
 
 Skipped when ptoas / pto-isa / a C++20 compiler are missing, except in CI (``CI=true``): fails.
 """
-import os
 import re
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 import ptojax as pj
-from ptojax.ascend import cpusim, engine
+from ptojax.ascend import engine
 from ptojax.ascend import crosscheck as xc
-from ptojax.ascend.ptoas import PtoasError, assemble, find_ptoas
+from ptojax.ascend.ptoas import PtoasError, assemble
+from vendor_tools import needed, tools  # noqa: F401 - tools: autouse fixture
 
 O = pj.ops
 
-# Fallbacks for this workspace only (as tests/test_ptoas_tools.py).
-_TOOLS = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "tools"))
-_FALLBACK_PTOAS = os.path.join(_TOOLS, "ptoas", "bin", "ptoas")
-_FALLBACK_ISA = os.path.join(_TOOLS, "pto-isa")
-PTOAS = find_ptoas() or (_FALLBACK_PTOAS if os.access(_FALLBACK_PTOAS, os.X_OK) else None)
-PTO_ISA_ROOT = cpusim.find_pto_isa() or (
-    _FALLBACK_ISA if os.path.isfile(os.path.join(_FALLBACK_ISA, "include", "pto", "pto-inst.hpp")) else None)
-CXX = cpusim.find_cxx()
-MISSING = [name for name, found in [("ptoas (PTOAS)", PTOAS), ("pto-isa (PTO_ISA_ROOT)", PTO_ISA_ROOT),
-                                    ("a C++20 compiler (CXX)", CXX)] if not found]
-REASON = "vendor tools not found: " + ", ".join(MISSING)
-IN_CI = os.environ.get("CI") == "true"
-
-pytestmark = pytest.mark.skipif(bool(MISSING) and not IN_CI, reason=REASON)
+pytestmark = needed
 
 #: Why pto-isa's CPU simulator refuses some of selection's text: (pattern of the error, explanation).
 KNOWN_REJECTIONS = {
@@ -79,12 +65,6 @@ def _scaled_ulps(e, s) -> float:
     return float(np.abs(e64 - s64)[finite].max() / scale)
 
 
-@pytest.fixture(autouse=True)
-def _tools(monkeypatch):
-    if MISSING:
-        pytest.fail(REASON + " (in CI the vendor tools are required)")
-    monkeypatch.setenv("PTOAS", PTOAS)
-    monkeypatch.setenv("PTO_ISA_ROOT", PTO_ISA_ROOT)
 
 
 # ------------------------------------------------------------------------------------------ kernels
@@ -97,7 +77,7 @@ def tiled(fn, **tile):
 
 def kernels():
     """{family: (fn, *args)}: at least one program per instruction kind selection emits."""
-    from test_lowering import seed_kernel
+    from kernels import seed_kernel
 
     r = np.random.default_rng(0)
     f32 = lambda *s: r.standard_normal(s).astype(np.float32)   # noqa: E731

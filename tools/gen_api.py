@@ -10,6 +10,10 @@ What is listed: ``ptojax.__all__``; ``ptojax.ops.__all__`` (with each op's famil
 user meets: ``Kernel``, ``Lowered``, ``Compiled`` (``pj.kernel``), ``Lowering`` (``pj.lower``),
 ``Trace`` and ``Profile`` (``Compiled.run`` / ``profile``) and ``Diff`` (``pj.report.diff``).
 
+Not pdoc, Sphinx autodoc or mkdocstrings: they build a site (HTML, or Markdown through a site
+generator), while this is one Markdown page that GitHub shows as it is and ``--check`` compares in a
+test, with each op's family taken from ptojax's own op catalogue, which those tools do not know.
+
 Usage::
 
     python tools/gen_api.py            # writes docs/api.md
@@ -157,7 +161,7 @@ def class_section(cls) -> list[str]:
              "ptojax.mpmd.trace": "ptojax.mpmd", "ptojax.report": "ptojax.report"}.get(cls.__module__, cls.__module__)
     lines = [f"### {cls.__name__}", "", f"`{where}.{cls.__name__}` — {markdown(doc(cls, cls.__name__, whole=True))}", ""]
     if dataclasses.is_dataclass(cls):
-        fields = ", ".join(f"`{f.name}`" for f in dataclasses.fields(cls))
+        fields = ", ".join(f"`{f.name}`" for f in dataclasses.fields(cls) if not f.name.startswith("_"))
         lines += [f"Fields: {fields}.", ""]
     rows = []
     for name, obj in vars(cls).items():

@@ -14,6 +14,9 @@ Usage::
     python tools/gen_figures.py --check           # exit 1 when one is out of date
     python tools/gen_figures.py docs/moe.md       # these files only
     python tools/gen_figures.py --no-slow         # skip the slow tables
+
+Not pytest-markdown-docs, phmdoctest or mktestdocs: they run the blocks, but none compares what each
+prints with the output block after it or rewrites that block, and these docs assert their figures.
 """
 from __future__ import annotations
 

@@ -192,10 +192,10 @@ def run_batch(kernel: asm.Kernel, indices, args, memory: CoreMemory, extent: dic
     grid = np.asarray(indices, dtype=np.int64).reshape(n, -1)
     env = bind(kernel, [int(c[0]) if (c == c[0]).all() else Lanes(c) for c in grid.T], args)
     buffers = {loc: _lane_buffer(loc, n, size) for loc, size in extent.items()}
-    _Batch(kernel, n, grid, env, buffers, memory, verified).block(kernel.body)
+    _LaneRunner(kernel, n, grid, env, buffers, memory, verified).block(kernel.body)
 
 
-class _Tile:
+class _LaneTile:
     """A tile buffer; ``value``: its lanes' valid region while the lane buffer's bytes lag behind."""
 
     __slots__ = ("type", "addr", "end", "value", "array")
@@ -205,15 +205,15 @@ class _Tile:
         self.end = addr + type_.rows * type_.cols * type_.np_dtype.itemsize
 
 
-class _Batch(_Runner):
-    """One kernel run over ``n`` lanes. A written tile keeps its result as an array (``_Tile.value``) and
-    reaches the lane buffer's bytes only when a tile sharing bytes with it is read or written: most
-    tiles are never reinterpreted, so most writes cost nothing."""
+class _LaneRunner(_Runner):
+    """One kernel run over ``n`` lanes. A written tile keeps its result as an array
+    (``_LaneTile.value``) and reaches the lane buffer's bytes only when a tile sharing bytes with it is
+    read or written: most tiles are never reinterpreted, so most writes cost nothing."""
 
     def __init__(self, kernel, n, grid, env, buffers, memory, verified=False):
         super().__init__(kernel, None, env, verified)
         self.n, self.grid, self.buffers, self.memory = n, grid, buffers, memory
-        self.pending: list[_Tile] = []              # tiles whose value the lane buffer does not hold yet
+        self.pending: list[_LaneTile] = []          # tiles whose value the lane buffer does not hold yet
 
     def fail(self, stmt, message, lane=None):
         at = "" if lane is None else f" at grid point {tuple(self.grid[lane].tolist())}"
@@ -250,16 +250,16 @@ class _Batch(_Runner):
         return self.memory.buffer(loc)
 
     def new_tile(self, stmt):
-        return _Tile(stmt.type, stmt.addr)
+        return _LaneTile(stmt.type, stmt.addr)
 
-    def view(self, tile: _Tile) -> np.ndarray:
+    def view(self, tile: _LaneTile) -> np.ndarray:
         if tile.array is None:
             t = tile.type
             raw = self.buffers[t.loc][:, tile.addr:tile.addr + t.rows * t.cols * t.np_dtype.itemsize]
             tile.array = raw.view(t.np_dtype).reshape(self.n, t.rows, t.cols)[:, :t.v_row, :t.v_col]
         return tile.array
 
-    def flush(self, tile: _Tile) -> None:
+    def flush(self, tile: _LaneTile) -> None:
         """Bring the lane buffer up to date for every byte ``tile`` covers (other tiles' values)."""
         for other in [p for p in self.pending if p is not tile and p.type.loc == tile.type.loc
                       and p.addr < tile.end and tile.addr < p.end]:
@@ -271,7 +271,7 @@ class _Batch(_Runner):
         """A tile's lanes: its value, a view of the lane buffer, or (``copy``) a contiguous array —
         NumPy's summation order follows the layout."""
         value = self.env[operand.name]
-        if isinstance(value, _Tile):
+        if isinstance(value, _LaneTile):
             if value.value is not None:
                 arr = np.ascontiguousarray(value.value) if copy else value.value
             else:

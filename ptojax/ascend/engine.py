@@ -64,7 +64,7 @@ def _typed(value: int, type_: str):
 
 
 # ------------------------------------------------------------------------------------ interpreter
-class _Tile:
+class _ByteTile:
     """A tile: its type over a byte buffer it may share with its ``treshape`` aliases and subsets —
     element (r, c) at ``base + (r * pitch + c) * itemsize`` bytes (``col_major`` vec tiles:
     ``c * pitch + r``); ``shape`` is the valid region at run time (the type may say ``?``)."""
@@ -126,11 +126,11 @@ class _Run:
         else:
             value = self.env[name]
         if kind is int:
-            if isinstance(value, _Tile) or np.ndim(value):
+            if isinstance(value, _ByteTile) or np.ndim(value):
                 raise self.error(stmt, f"{name} is not an index")
             return int(value)
         if kind is not None and not isinstance(value, kind):
-            raise self.error(stmt, f"{name} is not a {'tile' if kind is _Tile else 'tensor view'}")
+            raise self.error(stmt, f"{name} is not a {'tile' if kind is _ByteTile else 'tensor view'}")
         return value
 
     def block(self, body):
@@ -162,7 +162,7 @@ class _Run:
 
     def if_(self, s: If):
         cond = self.get(s, s.cond)
-        if isinstance(cond, _Tile) or np.ndim(cond) or np.asarray(cond).dtype != np.bool_:
+        if isinstance(cond, _ByteTile) or np.ndim(cond) or np.asarray(cond).dtype != np.bool_:
             raise self.error(s, f"condition {s.cond} is not an i1")
         self.block(s.then if bool(cond) else s.orelse)
 
@@ -177,9 +177,9 @@ class _Run:
                 raise self.error(s, f"offset {offset} is outside the {ptr.size}-element tensor")
             self.env[s.result] = np.asarray(ptr[offset]).copy()
             return
-        self.env[s.result] = np.asarray(self.cell(s, self.get(s, s.src, _Tile), s.src_type, offset, s.type)[0])
+        self.env[s.result] = np.asarray(self.cell(s, self.get(s, s.src, _ByteTile), s.src_type, offset, s.type)[0])
 
-    def cell(self, s, tile: _Tile, declared, offset: int, dtype: str):
+    def cell(self, s, tile: _ByteTile, declared, offset: int, dtype: str):
         """``tgetval`` / ``tsetval``'s element of ``tile``: checked, as a 1-element view."""
         if tile.type != declared:
             raise self.error(s, f"the tile is {tile.type} but the instruction says {declared}")
@@ -214,7 +214,7 @@ class _Run:
         if not (0 <= t.v_row <= t.rows and 0 <= t.v_col <= t.cols):
             raise self.error(s, f"valid region {t.v_row}x{t.v_col} exceeds the tile {t.rows}x{t.cols}")
         if s.src is not None:
-            src = self.get(s, s.src, _Tile)
+            src = self.get(s, s.src, _ByteTile)
             buf, base, size = src.buf, src.base, t.rows * t.cols * DTYPES[t.dtype].itemsize
             contiguous = src.type.rows == 1 if not src.col_major else src.type.cols == 1
             if src.pitch != (src.type.rows if src.col_major else src.type.cols) and not contiguous:
@@ -222,10 +222,10 @@ class _Run:
             if base + size > buf.size:
                 raise self.error(s, f"{t.rows}x{t.cols} {t.dtype} does not fit the "
                                     f"{buf.size - base}-byte tile {s.src}")
-        self.env[s.result] = _Tile(t, buf, base)
+        self.env[s.result] = _ByteTile(t, buf, base)
 
     def subset(self, s: Subset):
-        src = self.get(s, s.src, _Tile)
+        src = self.get(s, s.src, _ByteTile)
         if src.type != s.src_type:
             raise self.error(s, f"{s.src} is {src.type} but the subset says {s.src_type}")
         (r, c), (rows, cols) = [self.get(s, o, int) for o in s.offsets], s.sizes
@@ -234,7 +234,7 @@ class _Run:
                                 f"{src.type.rows}x{src.type.cols} tile {s.src}")
         shape = (subset_valid(r, rows, src.shape[0]), subset_valid(c, cols, src.shape[1]))
         base = src.base + src.element(r, c) * src.dtype.itemsize
-        self.env[s.result] = _Tile(s.type, src.buf, base, src.pitch, shape)
+        self.env[s.result] = _ByteTile(s.type, src.buf, base, src.pitch, shape)
 
     def for_(self, s: For):
         lo, hi, step = (self.get(s, v, int) for v in (s.lo, s.hi, s.step))
@@ -247,7 +247,7 @@ class _Run:
     def instr(self, s: Instr):
         ins, outs = [self.get(s, n) for n in s.ins], [self.get(s, n) for n in s.outs]
         for name, value, declared in zip(s.ins + s.outs, ins + outs, s.in_types + s.out_types):
-            if isinstance(value, _Tile) and value.type != declared or isinstance(declared, ViewType) and (
+            if isinstance(value, _ByteTile) and value.type != declared or isinstance(declared, ViewType) and (
                     not isinstance(value, np.ndarray) or value.shape != declared.shape):
                 raise self.error(s, f"{name} is {getattr(value, 'type', getattr(value, 'shape', value))} "
                                     f"but the instruction says {declared}")
@@ -263,7 +263,7 @@ class _Run:
                 raise self.error(s, "takes (offset, value) and one tile")
             tile, = self.tiles(s, outs)
             cell = self.cell(s, tile, s.out_types[0], self.get(s, s.ins[0], int), tile.type.dtype)
-            if isinstance(ins[1], _Tile) or np.ndim(ins[1]):
+            if isinstance(ins[1], _ByteTile) or np.ndim(ins[1]):
                 raise self.error(s, f"{s.ins[1]} is not a scalar")
             cell[0] = np.asarray(ins[1]).astype(tile.dtype)
             return
@@ -271,10 +271,10 @@ class _Run:
         if fn is None:
             raise self.error(s, f"no semantics for pto.{s.op}")
         for name, value in zip(s.outs, outs):
-            if not isinstance(value, _Tile) and not (isinstance(value, np.ndarray) and value.ndim):
+            if not isinstance(value, _ByteTile) and not (isinstance(value, np.ndarray) and value.ndim):
                 raise self.error(s, f"destination {name} is neither a tile nor a vector")
-        args = [np.array(v.valid()) if isinstance(v, _Tile) else np.asarray(v) for v in ins]
-        specs = [jax.ShapeDtypeStruct(d.valid().shape if isinstance(d, _Tile) else d.shape, d.dtype) for d in outs]
+        args = [np.array(v.valid()) if isinstance(v, _ByteTile) else np.asarray(v) for v in ins]
+        specs = [jax.ShapeDtypeStruct(d.valid().shape if isinstance(d, _ByteTile) else d.shape, d.dtype) for d in outs]
         try:
             res = fn(*args, out=specs[0] if len(specs) == 1 else tuple(specs), **dict(s.attrs))
         except (TypeError, ValueError, IndexError, KeyError) as err:
@@ -284,7 +284,7 @@ class _Run:
             raise self.error(s, f"{len(res)} results for {len(outs)} destinations")
         for name, d, r in zip(s.outs, outs, res):
             r = np.asarray(r)
-            if isinstance(d, _Tile):
+            if isinstance(d, _ByteTile):
                 self.put(s, d, r)
             elif r.shape != d.shape or r.dtype != d.dtype:
                 raise self.error(s, f"result {r.dtype.name}{list(r.shape)} does not fit {name}, "
@@ -293,16 +293,16 @@ class _Run:
                 self.env[name] = r.copy()          # a vector SSA value: rebound, never written through
 
     def tiles(self, s, values):
-        if not all(isinstance(v, _Tile) for v in values):
+        if not all(isinstance(v, _ByteTile) for v in values):
             raise self.error(s, "operands must be tiles")
         return values
 
-    def converted(self, s, src: _Tile, dtype, value):
+    def converted(self, s, src: _ByteTile, dtype, value):
         if src.dtype != dtype and src.type.loc != "acc":
             raise self.error(s, f"dtype {src.dtype.name} does not match {np.dtype(dtype).name}")
         return value.astype(dtype)                  # acc (FIXPIPE): round to nearest
 
-    def put(self, s, dst: _Tile, value):
+    def put(self, s, dst: _ByteTile, value):
         region = dst.valid()
         if value.shape != region.shape or value.dtype != dst.dtype:
             raise self.error(s, f"result {value.dtype.name}{list(value.shape)} does not fit the destination's "
@@ -310,7 +310,7 @@ class _Run:
         region[...] = value
 
     def copy(self, s, window, tile, window_from: bool):
-        if not isinstance(window, np.ndarray) or not isinstance(tile, _Tile):
+        if not isinstance(window, np.ndarray) or not isinstance(tile, _ByteTile):
             raise self.error(s, "needs a partition view and a tile")
         region = tile.valid()
         if window.size != region.size:

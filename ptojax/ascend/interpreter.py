@@ -78,7 +78,9 @@ def fill_error(tile: asm.TileBuf, dtype, shape, size, expected) -> str | None:
     return None
 
 
-class _Tile:
+class _PlacedTile:
+    """A tile the program allocated at ``addr`` of a core buffer; ``array``: its view, once made."""
+
     __slots__ = ("name", "type", "addr", "array")
 
     def __init__(self, name, type_, addr):
@@ -171,9 +173,9 @@ class _Runner:
         return self.core.buffers[loc].size
 
     def new_tile(self, stmt):
-        return _Tile(stmt.name, stmt.type, stmt.addr)
+        return _PlacedTile(stmt.name, stmt.type, stmt.addr)
 
-    def view(self, tile: _Tile) -> np.ndarray:
+    def view(self, tile: _PlacedTile) -> np.ndarray:
         if tile.array is None:
             t = tile.type
             raw = self.core.buffers[t.loc][tile.addr:tile.addr + t.rows * t.cols * t.np_dtype.itemsize]
@@ -182,7 +184,7 @@ class _Runner:
 
     def read(self, operand, shape=None):
         value = self.env[operand.name]
-        if isinstance(value, _Tile):
+        if isinstance(value, _PlacedTile):
             arr = self.view(value).copy()
             return arr.reshape(shape) if shape is not None else arr
         return value

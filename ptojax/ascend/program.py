@@ -39,7 +39,8 @@ class AscendKernel:
     kernels: dict
     text: str
     # Made from ``kernels`` once (``init=False``: ``dataclasses.replace`` with other kernels starts afresh).
-    _costs: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # (target, on) -> {key: BlockCost}
+    _costs: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # (target, on) -> {key: BlockCost};
+    #                                                 (target, key, HBM fraction) -> BlockCost
     _extents: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # key -> {location: bytes}
     _host: dict = dataclasses.field(default_factory=dict, init=False, repr=False)     # key -> HostKernel or None
     _lanes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # key -> LaneKernel or None
@@ -118,6 +119,21 @@ class AscendKernel:
             self._costs[target.name, on] = costs
         return self._costs[target.name, on]
 
+    def cost(self, key, target, hbm: float):
+        """:meth:`costs`' block cost of kernel ``key`` on ``target`` with a fraction ``hbm`` of its GM
+        reads served by HBM (the runtime's L2 rule decides it per block call), computed once."""
+        if hbm == 0.0:
+            return self.costs(target)[key]
+        if (target.name, key, hbm) not in self._costs:
+            from .cost import kernel_time, load_l2_hit
+
+            if self.costs(target)[key].priced == "pto":
+                l2_hit = (1.0 - hbm) * load_l2_hit(self.kernels[key])
+                self._costs[target.name, key, hbm] = kernel_time(self.functions()[key], target, l2_hit=l2_hit)
+            else:
+                self._costs[target.name, key, hbm] = kernel_time(self.kernels[key], target, l2_hit=1.0 - hbm)
+        return self._costs[target.name, key, hbm]
+
     def functions(self, arch: str = "a3") -> dict:
         """Each kernel's function of the real module for ``arch`` (parsed; key -> engine ``Function``),
         made once; None for a kernel selection cannot print yet (or the engine cannot read)."""
@@ -187,21 +203,21 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 class _Instances:
-    """A task's body: block instances at ``tiles`` of one kernel, on a core, with their GM arrays."""
+    """A task's body: block instances at grid points ``points`` of one kernel, on a core, with their GM arrays."""
 
-    __slots__ = ("kernel", "host", "tiles", "arrays")
+    __slots__ = ("kernel", "host", "points", "arrays")
 
-    def __init__(self, kernel: asm.Kernel, host, tiles, arrays):
-        self.kernel, self.host, self.tiles, self.arrays = kernel, host, tiles, arrays
+    def __init__(self, kernel: asm.Kernel, host, points, arrays):
+        self.kernel, self.host, self.points, self.arrays = kernel, host, points, arrays
 
     def __call__(self, core) -> None:
         if self.host is not None:
-            return self.host(core, self.tiles, self.arrays)
-        for index in self.tiles:
+            return self.host(core, self.points, self.arrays)
+        for index in self.points:
             run(self.kernel, index, self.arrays, core, verified=True)
 
 
-class _Batch:
+class _InstanceBatch:
     """Runs many block instances of one kernel (equal tile counts) at once, their tiles at position j
     together, for j in order: as the lanes of lane code from ``_LANE_CODE_MIN`` instances (of at most
     ``_LANE_CODE_BYTES`` of tiles each), else as the interpreter's lanes from ``_LANES_MIN``
@@ -216,25 +232,25 @@ class _Batch:
             self.lane = None                            # tiles stay in cache (a K chain's accumulator)
         self.chunk = max(1, _LANE_BYTES // self.lane_bytes)
 
-    def lanes(self, tile_lists) -> None:
-        for c in range(0, len(tile_lists), self.chunk):         # lane buffers stay within _LANE_BYTES
-            for j in range(len(tile_lists[c])):
-                points = [tiles[j] for tiles in tile_lists[c:c + self.chunk]]
+    def lanes(self, point_lists) -> None:
+        for c in range(0, len(point_lists), self.chunk):         # lane buffers stay within _LANE_BYTES
+            for j in range(len(point_lists[c])):
+                points = [each[j] for each in point_lists[c:c + self.chunk]]
                 if self.lane is not None:
                     self.lane(points, self.arrays)
                 else:
                     run_batch(self.kernel, points, self.arrays, self.memory, self.extent, verified=True)
 
-    def __call__(self, tile_lists, core) -> None:
-        if self.host is not None and len(tile_lists) < (_LANES_MIN if self.lane is None else _LANE_CODE_MIN):
-            return self.host(core, [index for tiles in tile_lists for index in tiles], self.arrays)
-        shares = min(_THREADS, len(tile_lists) * len(tile_lists[0]) * self.lane_bytes // _BYTES_PER_THREAD)
+    def __call__(self, point_lists, core) -> None:
+        if self.host is not None and len(point_lists) < (_LANES_MIN if self.lane is None else _LANE_CODE_MIN):
+            return self.host(core, [index for each in point_lists for index in each], self.arrays)
+        shares = min(_THREADS, len(point_lists) * len(point_lists[0]) * self.lane_bytes // _BYTES_PER_THREAD)
         if shares < 2:
-            return self.lanes(tile_lists)
-        cut = [len(tile_lists) * i // shares for i in range(shares + 1)]
-        futures = [_pool().submit(self.lanes, tile_lists[a:b]) for a, b in zip(cut[1:-1], cut[2:])]
+            return self.lanes(point_lists)
+        cut = [len(point_lists) * i // shares for i in range(shares + 1)]
+        futures = [_pool().submit(self.lanes, point_lists[a:b]) for a, b in zip(cut[1:-1], cut[2:])]
         try:
-            self.lanes(tile_lists[:cut[1]])
+            self.lanes(point_lists[:cut[1]])
         finally:                                                # never leave a share running on an error
             concurrent.futures.wait(futures)
         for f in futures:
@@ -250,6 +266,12 @@ class AscendBackend:
     def __init__(self, compiled: AscendKernel, target):
         self.compiled, self.target = compiled, target
         self._cost = compiled.costs(target)
+        self.l2_bytes = target.l2_bytes
+
+    def priced(self, part, hbm: float) -> tuple[float, int]:
+        """Seconds and GM bytes read of one tile of ``part`` with a fraction ``hbm`` of its reads from HBM."""
+        cost = self.compiled.cost((part.program.name, tuple(part.shape)), self.target, hbm)
+        return cost.seconds, cost.bytes_in
 
     def task(self, part, tiles, arrays):
         key = (part.program.name, tuple(part.shape))
@@ -268,7 +290,7 @@ class AscendBackend:
         return max(1, min(per_task, part.size // cores))
 
     def batch(self, part, arrays):
-        return _Batch(self.compiled, (part.program.name, tuple(part.shape)), arrays)
+        return _InstanceBatch(self.compiled, (part.program.name, tuple(part.shape)), arrays)
 
     def fuse(self, steps):
         """A replay's steps as one call of native code (:func:`~ptojax.ascend.nativecode.native_plan`),
@@ -277,11 +299,11 @@ class AscendBackend:
         if len(steps) > _FUSED_STEPS:
             return None
         calls = []
-        for body, tile_lists, ids in steps:
-            if not isinstance(body, (_Instances, _Batch)) or body.host is None or not body.host.promote():
+        for body, point_lists, ids in steps:
+            if not isinstance(body, (_Instances, _InstanceBatch)) or body.host is None or not body.host.promote():
                 return None
-            tiles = body.tiles if tile_lists is None else [index for tiles in tile_lists for index in tiles]
-            calls.append((body.host.native, tiles, ids))
+            points = body.points if point_lists is None else [index for each in point_lists for index in each]
+            calls.append((body.host.native, points, ids))
         from .nativecode import native_plan    # promote() found Numba
 
         return native_plan(calls, self.worker())

@@ -7,11 +7,14 @@ Rules of the Tensor level (``tensor.py``) for ``lax.gather`` (``jnp.take``, ``ta
 """
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 
 from .. import ops
-from .walk import is_const, unsupported
+from .origin import unsupported
+from .walk import is_const
 
 
 def _window_indices(start, size, n):
@@ -26,8 +29,8 @@ def rows_of(op, x, idx, *update, axis, **params):
     row ``p * n + i`` (one out of range stays out of range). A tile of indices then moves rows of
     ``x.shape[axis+1:]``, not slabs of every leading position (which need not fit a core's buffer)."""
     pre, n, post = tuple(x.shape[:axis]), x.shape[axis], tuple(x.shape[axis + 1:])
-    lead, k = int(np.prod(pre)), int(np.prod(idx.shape))
-    if not axis or lead * n > np.iinfo(np.int32).max:
+    lead, k = math.prod(pre), math.prod(idx.shape)
+    if not axis or not isinstance(lead * n, int) or lead * n > np.iinfo(np.int32).max:   # symbolic: unfolded
         return op(x, idx, *update, axis, **params)
     flat = ops.reshape(x, (lead * n,) + post)
     if lead == 1:
@@ -143,10 +146,29 @@ def _in_lax_order(eqn, x, out, first, batch, valid):
     return out
 
 
+def _static_window(eqn, x, indices, dnums, sizes):
+    """The offsets of a gather that is one window at constant starts (how ``x[1:]`` traces with
+    symbolic dims), clamped as lax clamps a window; None for any other gather (and for a window out
+    of range in FILL_OR_DROP mode)."""
+    if (not is_const(indices) or indices.ndim != 1 or dnums.collapsed_slice_dims or dnums.operand_batching_dims
+            or tuple(dnums.offset_dims) != tuple(range(x.ndim))):
+        return None
+    offsets = [0] * x.ndim
+    for d, start in zip(dnums.start_index_map, np.asarray(indices).tolist()):
+        room = x.shape[d] - sizes[d]
+        if not isinstance(room, int) or not (0 <= start <= room or _clamps(eqn)):
+            return None
+        offsets[d] = min(max(int(start), 0), room)
+    return offsets
+
+
 def gather(eqn, x, indices):
     """``lax.gather`` in the index_select form ``jnp.take`` emits (one collapsed axis, whole slices),
     and in ``jnp.take_along_axis``'s (every other axis a batching axis, one entry per index)."""
     dnums, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
+    window = _static_window(eqn, x, indices, dnums, sizes)
+    if window is not None:
+        return ops.view(x, sizes, window)
     (axis,) = dnums.start_index_map if len(dnums.start_index_map) == 1 else (None,)
     others = tuple(d for d in range(x.ndim) if d != axis)
     along = indices.shape[:-1]

@@ -18,6 +18,7 @@ from ..errors import PtoArgumentError, PtoVerifyError
 from . import text
 from .memory import ASCEND_CORE, CoreMemory
 from .partition import Options, Program, to_block_level
+from .symbolic import Symbolic, evaluate_at_sizes, level_error, symbolic_arguments
 from .tensor import to_tensor_level
 from .tiling import to_tile_level
 
@@ -35,16 +36,40 @@ class Lowering:
 
     traced: ClosedJaxpr
     tensor: ClosedJaxpr
-    tile: ClosedJaxpr
-    block: ClosedJaxpr
-    programs: tuple[Program, ...]
+    _tile: ClosedJaxpr | None
+    _block: ClosedJaxpr | None
+    _programs: tuple[Program, ...]
     in_tree: object
     out_tree: object
+    symbolic: tuple[Symbolic, ...] = ()      # arguments with jax.export symbolic dims: no tile level yet
+
+    def _needs_sizes(self, level: str):
+        if self.symbolic and level not in ("traced", "tensor"):
+            raise level_error(level, self.symbolic)
+
+    @property
+    def tile(self) -> ClosedJaxpr:
+        """The Tile level (concrete sizes only)."""
+        self._needs_sizes("tile")
+        return self._tile
+
+    @property
+    def block(self) -> ClosedJaxpr:
+        """The Block level (concrete sizes only)."""
+        self._needs_sizes("block")
+        return self._block
+
+    @property
+    def programs(self) -> tuple[Program, ...]:
+        """The Block level's programs (concrete sizes only)."""
+        self._needs_sizes("block")
+        return self._programs
 
     def level(self, name: str) -> ClosedJaxpr:
         """The closed jaxpr of one level: ``traced``, ``tensor``, ``tile`` or ``block``."""
         if name not in LEVELS:
             raise PtoArgumentError(f"pto lowering: level {name!r} is not one of {LEVELS}")
+        self._needs_sizes(name)
         return getattr(self, name)
 
     def as_text(self, level: str = "block") -> str:
@@ -52,23 +77,36 @@ class Lowering:
         backend registered in :data:`TEXT` (the Ascend backend adds ``pto`` and ``host``)."""
         if level not in TEXT:
             raise PtoArgumentError(f"pto lowering: no text for level {level!r}; available: {sorted(TEXT)}")
+        self._needs_sizes(level)
         return TEXT[level](self)
 
     def evaluate(self, level: str, *args):
-        """Run one level on (pytree) arguments; returns the kernel's (pytree) outputs."""
+        """Run one level on (pytree) arguments; returns the kernel's (pytree) outputs. A symbolic
+        lowering runs at the sizes of ``args``."""
         flat, tree = jax.tree.flatten(args)
-        if tree != self.in_tree:
-            raise PtoArgumentError(f"pto lowering: arguments {tree} do not match the lowered signature {self.in_tree}")
+        self.check_signature("pto lowering", flat, tree)
         closed = self.level(level)
-        outs = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *flat)
+        outs = (evaluate_at_sizes(closed, flat) if self.symbolic
+                else jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *flat))
         return jax.tree.unflatten(self.out_tree, outs)
 
+    def check_signature(self, who: str, flat, tree):
+        """Raise :class:`PtoArgumentError` (message from ``who``) where flat arguments ``flat`` of pytree
+        ``tree`` do not have the lowered structure; the message shows both as dtype[shape] pytrees."""
+        if tree != self.in_tree:
+            given = jax.tree.unflatten(tree, [f"{np.result_type(x).name}{list(np.shape(x))}" for x in flat])
+            want = jax.tree.unflatten(self.in_tree, [f"{v.aval.dtype.name}{list(v.aval.shape)}"
+                                                     for v in self.traced.jaxpr.invars])
+            raise PtoArgumentError(f"{who}: arguments {str(given).replace(chr(39), '')} do not match the lowered "
+                                   f"signature {str(want).replace(chr(39), '')}")
+
     def verify(self, *args) -> dict[str, float]:
-        """Evaluate every level on ``args``; raise :class:`PtoVerifyError` where one differs from the
-        level before. Returns the largest relative difference per level."""
+        """Evaluate every level on ``args`` (a symbolic lowering: ``traced`` and ``tensor``, at the sizes
+        of ``args``); raise :class:`PtoVerifyError` where one differs from the level before. Returns the
+        largest relative difference per level."""
         previous = None
         report = {}
-        for name in LEVELS:
+        for name in LEVELS[:2] if self.symbolic else LEVELS:
             outs = [np.asarray(o) for o in jax.tree.leaves(self.evaluate(name, *args))]
             if previous is not None:
                 report[name] = max([_compare(name, i, p, o) for i, (p, o) in enumerate(zip(previous, outs))], default=0.0)
@@ -129,6 +167,10 @@ def lower(fn: Callable, *args, options: Mapping | None = None, memory: CoreMemor
 
     traced = jax.make_jaxpr(flat_fn)(*avals)
     pass_options = Options.make(options)
+    symbolic = symbolic_arguments(traced)
+    if symbolic:            # the tile level counts tiles from concrete sizes: stop at the tensor level
+        tensor = to_tensor_level(traced)
+        return Lowering(traced, tensor, None, None, (), in_tree, out_tree[0], symbolic)
     levels = {"traced": traced}
     current = traced
     for name, run in PASSES:

@@ -7,9 +7,12 @@ differentiates ``pj.kernel`` calls through ``jax.custom_vjp``, outside the kerne
 inputs or outputs becomes a counted loop over its carries). Gathers, scatters and dynamic slices are
 ``gathers.py``'s rules, math functions without an instruction ``libm.py``'s. Eqns whose inputs are all
 constants are folded (up to :data:`FOLD_ELEMENTS` output elements). Anything else is a
-:class:`PtoUnsupportedError` naming the primitive and the user's source line.
+:class:`PtoUnsupportedError`; every error raised while translating an eqn names the user's
+``jnp``/``lax`` call and source line (``origin.py``).
 """
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +23,8 @@ from .._jax import ClosedJaxpr
 from . import libm
 from .reduce import identity
 from .gathers import dynamic_slice, dynamic_update_slice, gather, rev, rows_of, scatter
-from .walk import CONTROL, ENCLOSING, body_of, by_rule, control, interpret, is_const, retrace, unsupported
+from .origin import ENCLOSING, blame, unsupported
+from .walk import CONTROL, body_of, by_rule, control, interpret, is_const, retrace
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
 
@@ -60,7 +64,7 @@ def _dot_general(eqn, a, b):
     lf = [d for d in range(a.ndim) if d not in lc and d not in lb]
     rf = [d for d in range(b.ndim) if d not in rc and d not in rb]
     batch = [a.shape[d] for d in lb]
-    m, k, n = (int(np.prod([s[d] for d in ds], dtype=np.int64)) for s, ds in ((a.shape, lf), (a.shape, lc), (b.shape, rf)))
+    m, k, n = (math.prod(s[d] for d in ds) for s, ds in ((a.shape, lf), (a.shape, lc), (b.shape, rf)))
     a2 = ops.reshape(ops.permute(a, (*lb, *lf, *lc)), (*batch, m, k))
     b2 = ops.reshape(ops.permute(b, (*rb, *rc, *rf)), (*batch, k, n))
     if a.dtype != b.dtype or a.dtype not in (*_FLOAT, np.dtype(np.int8)):
@@ -390,10 +394,17 @@ FOLD_ELEMENTS = 1 << 20   # constant eqns fold at trace time up to this many out
 
 
 def _elements(eqn) -> int:
-    return sum(int(np.prod(v.aval.shape)) for v in eqn.outvars)
+    """The eqn's output elements; a symbolic count (jax.export) counts as too large to fold."""
+    n = sum(math.prod(v.aval.shape) for v in eqn.outvars)
+    return n if isinstance(n, int) else FOLD_ELEMENTS + 1
 
 
 def _rule(eqn, invals, stack):
+    with blame(eqn):
+        return _translate(eqn, invals, stack)
+
+
+def _translate(eqn, invals, stack):
     name = eqn.primitive.name
     const = all(is_const(x) for x in invals)
     if name in _ROWS and eqn.params["axis"] and not const:
@@ -411,6 +422,8 @@ def _rule(eqn, invals, stack):
         return _scan_over_tensors(eqn, invals, stack)
     elif name in CONTROL:
         return control(eqn, invals, stack, by_rule(_rule))
+    elif name == "dim_as_value":                 # a symbolic dimension's value (jax.export): known at run time
+        out = eqn.primitive.bind(*invals, **eqn.params)
     elif const and (name not in RULES or _elements(eqn) <= FOLD_ELEMENTS):
         with jax.ensure_compile_time_eval():
             out = eqn.primitive.bind(*invals, **eqn.params)

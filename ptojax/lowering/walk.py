@@ -13,8 +13,7 @@ import jax
 import numpy as np
 from jax import lax
 
-from .._jax import ClosedJaxpr, Literal, source_summary
-from ..errors import PtoUnsupportedError
+from .._jax import ClosedJaxpr, Literal
 from .scope import components
 
 
@@ -56,22 +55,6 @@ def retrace(closed: ClosedJaxpr, rule: Callable) -> ClosedJaxpr:
     """A new closed jaxpr: ``closed`` interpreted with ``rule`` on abstract inputs of the same avals."""
     avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.invars]
     return jax.make_jaxpr(lambda *args: interpret(closed.jaxpr, closed.consts, args, rule))(*avals)
-
-
-def where(eqn) -> str:
-    """The user's source line of an eqn, for error messages."""
-    return source_summary(eqn.source_info)
-
-
-ENCLOSING: list = []  # eqns whose bodies are being inlined: their source lines stand in for library code
-
-
-def unsupported(eqn, why=""):
-    """The error for an eqn a pass cannot take, at the user's line (the innermost inlined call's, for
-    an eqn of library code)."""
-    line = next((w for w in (where(e) for e in [eqn, *reversed(ENCLOSING)]) if w), "an unknown line")
-    return PtoUnsupportedError(f"pto lowering: primitive '{eqn.primitive.name}' {why or 'has no ptojax translation'}"
-                               f" (at {line})")
 
 
 def is_const(x) -> bool:

@@ -1,6 +1,7 @@
 """Layout ops: reshape, transpose/permute, expand, concat, view, assemble, pad.
 
-All are linear, so each has a JVP that re-applies the op and a transpose written with the others.
+All are linear, so each has a JVP that re-applies the op and a transpose written with the others
+(``expand``'s is a sum, registered in ``reduce.py``: layout sits below the reductions).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from jax import lax
 
 from .._jax import ad, batching
 from ..errors import PtoArgumentError, PtoShapeError, op_error
-from . import reduce
+from . import dims
 from ._base import (FLOAT, batch_size, broadcast_shapes, check_same_dtype, define, normalize_axis,
                     shaped, static_shape, tensor)
 
@@ -49,20 +50,21 @@ batching.primitive_batchers[reshape_p] = lambda args, dims, *, new_shape: (
 
 
 def reshape(x, shape):
-    """Reshape ``x`` to ``shape`` (one entry may be -1)."""
+    """Reshape ``x`` to ``shape`` (one entry may be -1; dims may be ``jax.export`` symbols)."""
     x = tensor("reshape", x)
-    shape = static_shape("reshape", shape)
-    size = int(np.prod(x.shape))
-    if shape.count(-1) > 1 or any(s < -1 for s in shape):
+    shape = dims.dims("reshape", shape)
+    size = dims.size(x.shape)
+    if shape.count(-1) > 1 or any(s < -1 for s in shape if not dims.is_symbolic(s)):
         raise op_error(PtoArgumentError, "reshape", f"shape {shape} may hold one -1 and no other negatives")
     if -1 in shape:
-        known = int(np.prod([s for s in shape if s != -1]))
-        if known == 0 or size % known:
-            raise op_error(PtoShapeError, "reshape", f"cannot infer -1 in {shape} for {x.shape} ({size} elements)")
-        shape = tuple(size // known if s == -1 else s for s in shape)
-    if int(np.prod(shape)) != size:
-        raise op_error(PtoShapeError, "reshape", f"cannot reshape {x.shape} ({size} elements) to "
-                       f"{shape} ({int(np.prod(shape))} elements)")
+        known = dims.size([s for s in shape if not (isinstance(s, int) and s == -1)])
+        if known == 0 or dims.size((size // known, known)) != size:
+            raise op_error(PtoShapeError, "reshape", f"cannot infer -1 in {dims.shape_text(shape)} for "
+                           f"{dims.shape_text(x.shape)} ({size} elements)")
+        shape = tuple(size // known if isinstance(s, int) and s == -1 else s for s in shape)
+    if dims.size(shape) != size:
+        raise op_error(PtoShapeError, "reshape", f"cannot reshape {dims.shape_text(x.shape)} ({size} elements) to "
+                       f"{dims.shape_text(shape)} ({dims.size(shape)} elements)")
     return x if shape == tuple(x.shape) else reshape_p.bind(x, new_shape=shape)
 
 
@@ -108,10 +110,6 @@ def _expand_abstract(x, *, shape):
     return shaped(shape, x.dtype)
 
 
-def _expand_transpose(ct, x, *, shape):
-    return [reduce.unbroadcast(ct, x.aval.shape)]
-
-
 def _expand_batch(args, dims, *, shape):
     x = batch_front(args[0], dims[0], len(shape))
     return expand_p.bind(x, shape=(x.shape[0],) + shape), 0
@@ -119,14 +117,14 @@ def _expand_batch(args, dims, *, shape):
 
 expand_p = define("expand", "layout", abstract=_expand_abstract,
                   reference=lambda x, *, shape: jnp.broadcast_to(x, shape))
-ad.deflinear2(expand_p, _expand_transpose)
+# expand's transpose is a sum: registered in reduce.py, next to sum.
 batching.primitive_batchers[expand_p] = _expand_batch
 
 
 def expand(x, shape):
     """Broadcast ``x`` to ``shape`` (NumPy rules; PyPTO's ``expand_clone``)."""
     x = tensor("expand", x)
-    shape = static_shape("expand", shape)
+    shape = dims.dims("expand", shape)
     return x if shape == tuple(x.shape) else expand_p.bind(x, shape=shape)
 
 
@@ -188,10 +186,12 @@ def _view_abstract(x, *, shape, offsets, valid_shape):
         raise op_error(PtoShapeError, "view", f"shape {shape}, offsets {offsets} and valid_shape "
                        f"{valid_shape} must each have rank {x.ndim} of the input {tuple(x.shape)}")
     for dim, (n, s, o, v) in enumerate(zip(x.shape, shape, offsets, valid_shape)):
-        if o < 0 or v < 0 or v > s or o + v > n:
+        rule = f"0 <= offset, 0 <= valid <= size and offset + valid <= {n}"
+        if dims.decide("view", lambda: o < 0 or v < 0 or v > s or o + v > n,
+                       f"window dim {dim} (offset {o}, valid {v}, size {s}) of the input {dims.shape_text(x.shape)} "
+                       f"satisfies {rule}"):
             raise op_error(PtoShapeError, "view", f"window dim {dim}: offset {o}, valid {v}, size {s} "
-                           f"must satisfy 0 <= offset, 0 <= valid <= size and offset + valid <= {n} "
-                           f"(input {tuple(x.shape)})")
+                           f"must satisfy {rule} (input {tuple(x.shape)})")
     return shaped(shape, x.dtype)
 
 
@@ -224,9 +224,9 @@ def view(x, shape, offsets, *, valid_shape=None):
     (a partial tail tile, as PyPTO's ``view(..., valid_shape=...)``); the rest of the window is zero.
     """
     x = tensor("view", x)
-    shape = static_shape("view", shape)
+    shape = dims.dims("view", shape)
     offsets = static_shape("view", offsets, "offsets")
-    valid_shape = shape if valid_shape is None else static_shape("view", valid_shape, "valid_shape")
+    valid_shape = shape if valid_shape is None else dims.dims("view", valid_shape, "valid_shape")
     if shape == tuple(x.shape) and valid_shape == shape and not any(offsets):
         return x
     return view_p.bind(x, shape=shape, offsets=offsets, valid_shape=valid_shape)
@@ -235,8 +235,9 @@ def view(x, shape, offsets, *, valid_shape=None):
 # ----------------------------------------------------------------------------------------- assemble
 def _assemble_abstract(x, out, *, offsets):
     check_same_dtype("assemble", x, out)
-    if x.ndim != out.ndim or len(offsets) != out.ndim or any(
-            o < 0 or o + s > n for o, s, n in zip(offsets, x.shape, out.shape)):
+    fits = f"input {dims.shape_text(x.shape)} at offsets {offsets} fits inside the output {dims.shape_text(out.shape)}"
+    if x.ndim != out.ndim or len(offsets) != out.ndim or dims.decide("assemble", lambda: any(
+            o < 0 or o + s > n for o, s, n in zip(offsets, x.shape, out.shape)), fits):
         raise op_error(PtoShapeError, "assemble", f"input {tuple(x.shape)} at offsets {offsets} does not "
                        f"fit inside the output {tuple(out.shape)}")
     return shaped(out.shape, out.dtype)

@@ -10,13 +10,13 @@ from jax import lax
 
 from .._jax import ad, batching
 from ..errors import PtoShapeError, op_error
-from . import cast as _cast
-from . import elementwise, layout
+from . import layout
 from ._base import (F32, FLOAT, I32, NUMERIC, check_dtype, define, jvp_from_reference, jvp_zero,
                     normalize_axes, normalize_axis, shaped, tensor)
 
 
-def _reduced_shape(shape, axes, keepdims):
+def reduced_shape(shape, axes, keepdims):
+    """``shape`` reduced over ``axes`` (kept as 1s where ``keepdims``)."""
     return tuple(1 if i in axes else n for i, n in enumerate(shape) if keepdims or i not in axes)
 
 
@@ -40,7 +40,7 @@ def _reduction(name, reference, *, nonempty):
         check_dtype(name, "operand", x, NUMERIC)
         if nonempty and any(x.shape[a] == 0 for a in axes):
             raise op_error(PtoShapeError, name, f"cannot reduce the empty axes {axes} of {tuple(x.shape)}")
-        return shaped(_reduced_shape(x.shape, axes, keepdims), x.dtype)
+        return shaped(reduced_shape(x.shape, axes, keepdims), x.dtype)
 
     prim = define(name, "reduce", abstract=abstract, reference=reference, dtypes=NUMERIC)
     _batch_axes(prim)
@@ -57,19 +57,10 @@ amin_p = _reduction("amin", lambda x, *, axes, keepdims: jnp.min(x, axes, keepdi
 
 def _sum_transpose(ct, x, *, axes, keepdims):
     shape = tuple(x.aval.shape)
-    return [layout.expand(layout.reshape(ct, _reduced_shape(shape, axes, True)), shape)]
-
-
-def _extremum_jvp(g, ans, x, *, axes, keepdims):
-    kept = layout.reshape(ans, _reduced_shape(x.shape, axes, True))
-    mask = _cast.cast(elementwise.eq(x, kept), g.dtype)
-    picked = sum_p.bind(elementwise.mul(g, mask), axes=axes, keepdims=keepdims)
-    return elementwise.div(picked, sum_p.bind(mask, axes=axes, keepdims=keepdims))
+    return [layout.expand(layout.reshape(ct, reduced_shape(shape, axes, True)), shape)]
 
 
 ad.deflinear2(sum_p, _sum_transpose)
-ad.defjvp2(amax_p, _extremum_jvp)
-ad.defjvp2(amin_p, _extremum_jvp)
 jvp_from_reference(prod_p, _prod_reference)
 
 
@@ -97,7 +88,7 @@ def _arg_reduction(name, reference):
         check_dtype(name, "operand", x, NUMERIC)
         if x.shape[axes[0]] == 0:
             raise op_error(PtoShapeError, name, f"cannot reduce the empty axis {axes[0]} of {tuple(x.shape)}")
-        return shaped(_reduced_shape(x.shape, axes, keepdims), I32)
+        return shaped(reduced_shape(x.shape, axes, keepdims), I32)
 
     prim = define(name, "reduce", abstract=abstract, dtypes=NUMERIC, differentiable=False,
                   reference=lambda x, *, axes, keepdims: reference(x, axes[0], keepdims=keepdims).astype(I32))
@@ -142,3 +133,6 @@ def unbroadcast(x, shape):
     lead = x.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
     return layout.reshape(sum_p.bind(x, axes=axes, keepdims=False), shape)
+
+
+ad.deflinear2(layout.expand_p, lambda ct, x, *, shape: [unbroadcast(ct, x.aval.shape)])

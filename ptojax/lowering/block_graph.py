@@ -1,0 +1,100 @@
+"""The Block graph as a picture's data: kernel inputs, block calls and outputs as nodes, the GM
+tensors between them as edges (what the report draws)."""
+from __future__ import annotations
+
+import math
+
+from .._jax import Literal, Var
+from . import ir
+from .walk import body_of
+
+
+def block_graph(lowering) -> dict:
+    """The Block graph as nodes and GM edges: kernel inputs, block calls (programs, core kinds,
+    instances), outputs; reshapes are followed through, block calls inside loops keep the loop."""
+    nodes, edges = [], {}
+
+    def desc(aval):
+        return f"{aval.dtype.name}{list(aval.shape)}"
+
+    def nbytes(aval):
+        return int(math.prod(aval.shape)) * aval.dtype.itemsize
+
+    def add_edge(src, dst, aval):
+        key = (src, dst)
+        e = edges.setdefault(key, {"src": src, "dst": dst, "tensors": [], "bytes": 0})
+        d = desc(aval)
+        if d not in e["tensors"]:
+            e["tensors"].append(d)
+            e["bytes"] += nbytes(aval)
+
+    closed = lowering.block
+    env: dict = {}
+    for i, v in enumerate(closed.jaxpr.invars):
+        nodes.append({"id": len(nodes), "kind": "input", "title": f"input {i}", "detail": desc(v.aval)})
+        env[v] = {nodes[-1]["id"]}
+
+    def srcs(env, v):
+        return set() if isinstance(v, Literal) else env.get(v, set())
+
+    def walk(jaxpr, env, loop):
+        for eqn in jaxpr.eqns:
+            ins = [srcs(env, v) for v in eqn.invars]
+            name = eqn.primitive.name
+            if eqn.primitive is ir.block_call_p:
+                spec = eqn.params["spec"]
+                progs = [p.program for p in spec.parts]
+                parts = [{"program": p.program.name, "core": p.program.core, "grid": list(p.shape),
+                          "tiles_per_block": p.tiles_per_block, "instances": p.instances} for p in spec.parts]
+                label = progs[0].label
+                nid = len(nodes)
+                nodes.append({"id": nid, "kind": "block", "title": label or progs[0].name, "label": label,
+                              "core": progs[0].core, "parts": parts, "loop": loop,
+                              "instances": sum(p["instances"] for p in parts),
+                              "detail": ", ".join(desc(v.aval) for v in eqn.outvars)})
+                for v, s in zip(eqn.invars, ins):
+                    for src in s:
+                        add_edge(src, nid, v.aval)
+                for v in eqn.outvars:
+                    env[v] = {nid}
+            elif name in ("scan", "while", "cond"):
+                p = eqn.params
+                tag = f"{loop + ' / ' if loop else ''}{name}"
+                if name == "scan":
+                    body, _ = body_of(p["jaxpr"])
+                    inner = ins[:len(body.invars)]
+                    ncarry = p["num_carry"]
+                    bodies = [(body, inner)]
+                    carry_in = ins[p["num_consts"]:p["num_consts"] + ncarry]
+                elif name == "while":
+                    body, _ = body_of(p["body_jaxpr"])
+                    cn = p["cond_nconsts"]
+                    bodies = [(body, ins[cn:])]
+                    carry_in = ins[cn + p["body_nconsts"]:]
+                else:
+                    bodies = [(body_of(b)[0], ins[1:]) for b in p["branches"]]
+                    carry_in = [set() for _ in eqn.outvars]
+                outs = [set(c) for c in carry_in] + [set() for _ in range(len(eqn.outvars) - len(carry_in))]
+                for body, inner in bodies:
+                    sub = {v: set(s) for v, s in zip(body.invars, inner)}
+                    walk(body, sub, tag)
+                    for j, v in enumerate(body.outvars[:len(eqn.outvars)]):
+                        outs[j] |= srcs(sub, v)
+                for v, s in zip(eqn.outvars, outs):
+                    env[v] = s
+            else:                                   # reshape (a GM view) or scalar work on the host
+                union = set().union(*ins) if ins else set()
+                for v in eqn.outvars:
+                    env[v] = set(union)
+
+    walk(closed.jaxpr, env, "")
+    for i, v in enumerate(closed.jaxpr.outvars):
+        nid = len(nodes)
+        nodes.append({"id": nid, "kind": "output", "title": f"output {i}",
+                      "detail": desc(v.aval) if isinstance(v, Var) else "constant"})
+        for src in (env.get(v, set()) if isinstance(v, Var) else set()):
+            add_edge(src, nid, v.aval)
+    return {"nodes": nodes, "edges": list(edges.values())}
+
+
+__all__ = ["block_graph"]

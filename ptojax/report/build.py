@@ -1,0 +1,133 @@
+"""A report's data: everything the page shows, as JSON-able values taken from a profile and its
+compiled kernel; pass options read from a file."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from ..lowering.block_graph import block_graph
+from .summary import kind_order, runs, summary
+
+LEVELS = ("tensor", "tile", "block", "pto")
+_BOUND_TERMS = (("critical_path", "critical path (each task + its dispatch overhead)"),
+                ("cube", "cube work / AIC cores"), ("vector", "vector work / AIV cores"),
+                ("bandwidth", "HBM bytes (the L2 rule) / HBM bandwidth"), ("scheduler", "tasks x scheduler cost / schedulers"),
+                ("phases", "chained phases: earliest start + the cores' time (work, dispatch gaps, waves) + the chain after"))
+# Distinct colours for labels (Tableau 10, then lighter companions).
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+           "#bab0ac", "#86bcb6", "#f1ce63", "#a0cbe8", "#ffbe7d", "#8cd17d", "#d4a6c8", "#fabfd2", "#d7b5a6",
+           "#79706e", "#499894")
+
+
+def label_colours(titles) -> dict:
+    """A colour per label, in the order of their names."""
+    return {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(sorted(titles))}
+
+
+def build(profile, compiled=None, *, title: str | None = None, options=None) -> dict:
+    """Everything the report shows, as JSON-able values (numbers straight from ``profile``)."""
+    trace, m = profile.trace, profile.trace.machine
+    records = sorted(trace.records, key=lambda r: r.tid)
+    host = bool(records) and records[0].host
+    lanes = sorted({(("host", r.core) if r.host else (r.kind, r.core)) for r in records},
+                   key=lambda kc: (kind_order(kc[0]), kc[1]))
+    lane_of = {kc: i for i, kc in enumerate(lanes)}
+    titles = {r.title for r in records}
+    colours = label_colours(titles)
+    critical = set(profile.critical_path)
+    succs: dict = {}
+    for r in records:
+        for p in r.preds:
+            succs.setdefault(p, []).append(r.tid)
+    recs = [{"tid": r.tid, "title": r.title, "program": r.name, "label": r.label, "kind": r.kind, "core": r.core,
+             "lane": lane_of[("host", r.core) if r.host else (r.kind, r.core)], "start_us": r.start * 1e6,
+             "end_us": r.end * 1e6, "dispatch_us": r.dispatch * 1e6, "index": list(r.index), "stage": r.stage,
+             "preds": list(r.preds), "succs": succs.get(r.tid, []), "critical": r.tid in critical}
+            for r in records]
+    bound = dataclasses.asdict(profile.bound)
+    binding = max(bound, key=bound.get)
+    used: dict = {}
+    for kind, core in lanes:
+        used[kind] = used.get(kind, 0) + 1
+    busy: dict = {}
+    label_tasks: dict = {}
+    label_kinds: dict = {}
+    for r in records:
+        busy[r.kind] = busy.get(r.kind, 0.0) + (r.end - r.start) * 1e6
+        label_tasks[r.title] = label_tasks.get(r.title, 0) + 1
+        label_kinds.setdefault(r.title, set()).add(r.kind)
+    total_busy = sum(profile.label_us.values()) or 1.0
+    by_tid = {r["tid"]: r for r in recs}
+    path = []
+    for tid in profile.critical_path:
+        r = by_tid.get(tid)
+        if r is None:
+            continue
+        ready = max((by_tid[p]["end_us"] for p in r["preds"] if p in by_tid), default=0.0)
+        path.append({**{k: r[k] for k in ("tid", "title", "program", "kind", "core", "start_us", "end_us")},
+                     "duration_us": r["end_us"] - r["start_us"], "wait_us": r["start_us"] - ready})
+    bubbles = []
+    for gap, kind, core, after in profile.bubbles(10):
+        lane = [x for x in recs if x["kind"] == kind and x["core"] == core]
+        nxt = min((x for x in lane if x["start_us"] >= by_tid[after]["end_us"] and x["tid"] != after),
+                  key=lambda x: x["start_us"], default=None)
+        bubbles.append({"gap_us": gap, "kind": kind, "core": core, "after": after, "after_title": by_tid[after]["title"],
+                        "from_us": by_tid[after]["end_us"], "before": nxt and nxt["tid"],
+                        "before_title": nxt and nxt["title"]})
+    data = {
+        "title": title or (compiled.name if compiled is not None else "kernel"),
+        "signature": repr(compiled) if compiled is not None else "",
+        "machine": getattr(m, "name", ""), "mode": trace.mode, "host": host,
+        "makespan_us": profile.makespan_us, "lower_bound_us": profile.lower_bound_us, "tasks": profile.tasks,
+        "bound": [{"term": k, "what": what, "us": bound[k] * 1e6, "binding": k == binding} for k, what in _BOUND_TERMS],
+        "machine_model": {"cores": [list(c) for c in m.cores], "schedulers": m.schedulers,
+                          "schedule_cost_us": m.schedule_cost * 1e6, "dispatch_latency_us": m.dispatch_latency * 1e6,
+                          "bandwidth_GBps": m.bandwidth / 1e9},
+        "utilisation": dict(profile.utilisation),
+        "idle": [{"kind": k, "cores": n, "used": used.get(k, 0), "busy_us": busy.get(k, 0.0),
+                  "idle_us": profile.idle_us[k], "utilisation": profile.utilisation[k]} for k, n in m.cores],
+        "labels": [{"label": lab, "us": us, "tasks": label_tasks.get(lab, 0), "share": us / total_busy,
+                    "kinds": sorted(label_kinds.get(lab, ()), key=kind_order), "colour": colours.get(lab, "#999")}
+                   for lab, us in profile.label_us.items()],
+        "critical_path": {"tids": list(profile.critical_path), "tasks": path,
+                          "runs": runs([p["title"] for p in path]),
+                          "work_us": sum(p["duration_us"] for p in path)},
+        "bubbles": bubbles,
+        "lanes": [f"{k} {c}" for k, c in lanes],
+        "unused_cores": {k: n - used.get(k, 0) for k, n in m.cores} if not host else {},
+        "records": recs, "colours": colours,
+        "options": options if options is not None else (_thaw(compiled.options.passes) if compiled is not None else {}),
+        "graph": None, "levels": {},
+        "summary": summary(profile, name=title or (compiled.name if compiled is not None else None)),
+    }
+    if compiled is not None:
+        data["graph"] = block_graph(compiled.lowering)
+        for level in LEVELS:
+            try:
+                data["levels"][level] = compiled.as_text(level)
+            except Exception as err:  # noqa: BLE001 - a level without text is reported, not fatal
+                data["levels"][level] = f"(no text: {type(err).__name__}: {err})"
+    return data
+
+
+def _thaw(v):
+    if isinstance(v, tuple) and v and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in v):
+        return {k: _thaw(x) for k, x in v}
+    if isinstance(v, tuple):
+        return [_thaw(x) for x in v]
+    return v
+
+
+def load_options(path) -> dict:
+    """Pass options from a JSON or TOML file (``.toml``): ``{"tiles": {...}, "tiles_per_block": {...}}``."""
+    path = Path(path)
+    if path.suffix == ".toml":
+        import tomllib
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    with open(path) as f:
+        return json.load(f)
+
+
+__all__ = ["LEVELS", "PALETTE", "build", "label_colours", "load_options"]

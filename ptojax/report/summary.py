@@ -1,0 +1,163 @@
+"""The saved form of a profile and the comparison of two: summaries, Chrome-trace import, diffs.
+
+A summary is a JSON object with ``"format": "ptojax.profile-summary/1"``, ``makespan_us``,
+``lower_bound_us``, ``bound_us`` (per term), ``tasks``, ``utilisation`` and ``idle_us`` per core kind,
+``label_us`` and ``label_tasks`` per label, and the critical path's labels. A Chrome trace
+(``Profile.save``) reads back as a summary without the lower bound.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from ..errors import PtoArgumentError
+
+SUMMARY_FORMAT = "ptojax.profile-summary/1"
+
+
+def kind_order(kind: str) -> tuple:
+    """Sort key of a core kind: AIC, AIV, then the others by name."""
+    return ({"AIC": 0, "AIV": 1}.get(kind, 2), kind)
+
+
+def runs(labels) -> list:
+    """Run-length encode a label sequence: [[label, count], ...]."""
+    out: list = []
+    for lab in labels:
+        if out and out[-1][0] == lab:
+            out[-1][1] += 1
+        else:
+            out.append([lab, 1])
+    return out
+
+
+def summary(profile, *, name: str | None = None, options=None) -> dict:
+    """The saved form of a profile (see the module docstring); JSON-able."""
+    trace = profile.trace
+    tasks = trace.graph.tasks
+    counts: dict = {}
+    for r in trace.records:
+        counts[r.title] = counts.get(r.title, 0) + 1
+    return {
+        "format": SUMMARY_FORMAT, "name": name, "machine": getattr(trace.machine, "name", ""), "mode": trace.mode,
+        "makespan_us": profile.makespan_us, "lower_bound_us": profile.lower_bound_us,
+        "bound_us": {k: v * 1e6 for k, v in dataclasses.asdict(profile.bound).items()},
+        "tasks": profile.tasks, "utilisation": dict(profile.utilisation), "idle_us": dict(profile.idle_us),
+        "label_us": dict(profile.label_us), "label_tasks": {k: counts.get(k, 0) for k in profile.label_us},
+        "critical_path": runs([tasks[t].label or tasks[t].name for t in profile.critical_path]),
+        "options": options,
+    }
+
+
+def save_summary(profile, path, **kw) -> Path:
+    """Write :func:`summary` of ``profile`` as JSON to ``path`` (for ``ptojax diff``); returns the path."""
+    path = Path(path)
+    path.write_text(json.dumps(summary(profile, **kw), indent=1, default=str))
+    return path
+
+
+def _from_chrome(trace: dict) -> dict:
+    """A summary from a Chrome trace (``Profile.save``): no lower bound (the trace does not hold it)."""
+    lanes, busy, label_us, label_tasks, span = {}, {}, {}, {}, 0.0
+    events = trace["traceEvents"]
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            kind = e["args"]["name"].split(" ")[0]
+            lanes[kind] = lanes.get(kind, 0) + 1
+    n = 0
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        n += 1
+        kind = e.get("cat", "")
+        busy[kind] = busy.get(kind, 0.0) + e["dur"]
+        label_us[e["name"]] = label_us.get(e["name"], 0.0) + e["dur"]
+        label_tasks[e["name"]] = label_tasks.get(e["name"], 0) + 1
+        span = max(span, e["ts"] + e["dur"])
+    name = next((e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"), "")
+    util = {k: busy.get(k, 0.0) / (max(span, 1e-12) * c) for k, c in lanes.items()}
+    label_us = dict(sorted(label_us.items(), key=lambda kv: -kv[1]))
+    return {"format": SUMMARY_FORMAT, "name": name, "machine": name, "mode": "", "makespan_us": span,
+            "lower_bound_us": None, "bound_us": {}, "tasks": n, "utilisation": util,
+            "idle_us": {k: span * lanes[k] - busy.get(k, 0.0) for k in lanes}, "label_us": label_us,
+            "label_tasks": {k: label_tasks[k] for k in label_us}, "critical_path": [], "options": None}
+
+
+def load_summary(source) -> dict:
+    """A summary from a :class:`Profile`, a summary dict, or a path to a summary or Chrome trace JSON."""
+    if hasattr(source, "trace") and hasattr(source, "makespan_us"):
+        return summary(source)
+    if isinstance(source, (str, Path)):
+        with open(source) as f:
+            source = json.load(f)
+    if isinstance(source, dict) and "traceEvents" in source:
+        return _from_chrome(source)
+    if isinstance(source, dict) and source.get("format") == SUMMARY_FORMAT:
+        return source
+    raise PtoArgumentError("ptojax diff: expected a Profile, a profile summary (ptojax.report.save_summary, "
+                           "ptojax profile --summary) or a Chrome trace JSON (Profile.save, ptojax profile --trace)")
+
+
+@dataclasses.dataclass
+class Diff:
+    """Two profile summaries side by side; ``str(diff)`` is the table, ``rows`` its lines as tuples
+    ``(what, before, after, change)`` (numbers; None where a side lacks the figure)."""
+
+    before: dict
+    after: dict
+    rows: list
+
+    @property
+    def makespan_ratio(self) -> float:
+        """Makespan after / before (below 1: faster)."""
+        return self.after["makespan_us"] / max(self.before["makespan_us"], 1e-12)
+
+    def __str__(self) -> str:
+        return format_diff(self)
+
+
+def diff(before, after) -> Diff:
+    """Compare two profiles (see :func:`load_summary` for what each may be)."""
+    a, b = load_summary(before), load_summary(after)
+    rows = [("makespan us", a["makespan_us"], b["makespan_us"]),
+            ("lower bound us", a.get("lower_bound_us"), b.get("lower_bound_us")),
+            ("tasks", a["tasks"], b["tasks"])]
+    for kind in sorted(set(a["utilisation"]) | set(b["utilisation"]), key=kind_order):
+        rows.append((f"utilisation {kind} %", _pct(a["utilisation"].get(kind)), _pct(b["utilisation"].get(kind))))
+    labels = list(a["label_us"]) + [k for k in b["label_us"] if k not in a["label_us"]]
+    for lab in labels:
+        rows.append((f"{lab} us", a["label_us"].get(lab), b["label_us"].get(lab)))
+        rows.append((f"{lab} tasks", a["label_tasks"].get(lab), b["label_tasks"].get(lab)))
+    out = [(w, x, y, None if x is None or y is None else y - x) for w, x, y in rows]
+    return Diff(a, b, out)
+
+
+def _pct(u):
+    return None if u is None else 100.0 * u
+
+
+def _num(v, integer=False) -> str:
+    if v is None:
+        return "-"
+    return f"{v:d}" if integer else f"{v:.2f}"
+
+
+def format_diff(d: Diff) -> str:
+    """The text table of a :class:`Diff` (what ``str(diff)`` returns)."""
+    width = max(22, max(len(r[0]) for r in d.rows) + 2)
+    lines = [f"{'':<{width}}{'before':>11}{'after':>11}{'change':>11}{'':>9}"]
+    for what, x, y, change in d.rows:
+        integer = what == "tasks" or what.endswith(" tasks")
+        rel = ""
+        if change is not None and x and not what.startswith("utilisation"):
+            rel = f"{100.0 * change / x:+.1f}%"
+        if change is not None and not integer and abs(change) < 5e-3:
+            change = 0.0
+        ch = "-" if change is None else (f"{change:+d}" if integer else f"{change:+.2f}")
+        lines.append(f"{what:<{width}}{_num(x, integer):>11}{_num(y, integer):>11}{ch:>11}{rel:>9}")
+    return "\n".join(lines)
+
+
+__all__ = ["SUMMARY_FORMAT", "Diff", "diff", "format_diff", "kind_order", "load_summary", "runs", "save_summary",
+           "summary"]
