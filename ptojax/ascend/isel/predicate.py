@@ -50,17 +50,29 @@ def nonzero(sel, src: str, name: str):
     sel.print("tcmps", [src, sel.const(0, wide)], [sel.mask_for(name, sel.types[src])], {"cmpMode": "ne"})
 
 
+def settled(sel, name: str) -> bool:
+    """Whether predicate ``name``'s bytes hold its value: it has no mask (its bytes are where it came
+    from: a load, a conversion), or :func:`settle` wrote them from the mask for a use outside the
+    mask world."""
+    return name not in sel.masks or bool(sel.uses.get(name, set()) - _MASK_USES)
+
+
 def settle(sel, name: str):
     """After a predicate's mask is made: also write its bytes where a use needs them."""
     if sel.uses.get(name, set()) - _MASK_USES:
-        ones = sel.like(name, dtype="i16")
-        zeros = sel.like(name, dtype="i16")
-        sel.print("texpands", [sel.const(1, "i16")], [ones])
-        sel.print("texpands", [sel.const(0, "i16")], [zeros])
-        wide = sel.like(name, dtype="i16")
-        ones, zeros, whole = full(sel, ones), full(sel, zeros), full(sel, wide)
-        sel.print("tsel", [sel.masks[name], ones, zeros, sel.like(whole)], [whole])
-        sel.convert(wide, name, "RINT", saturate=False)
+        write_bytes(sel, name)
+
+
+def write_bytes(sel, name: str):
+    """Predicate ``name``'s bytes (0 / 1) from its mask."""
+    ones = sel.like(name, dtype="i16")
+    zeros = sel.like(name, dtype="i16")
+    sel.print("texpands", [sel.const(1, "i16")], [ones])
+    sel.print("texpands", [sel.const(0, "i16")], [zeros])
+    wide = sel.like(name, dtype="i16")
+    ones, zeros, whole = full(sel, ones), full(sel, zeros), full(sel, wide)
+    sel.print("tsel", [sel.masks[name], ones, zeros, sel.like(whole)], [whole])
+    sel.convert(wide, name, "RINT", saturate=False)
 
 
 @rule(*_CMP)
@@ -104,6 +116,8 @@ def select(sel, s, ins, outs):
         return sel.copy(operands[0] if sel.values[cond] else operands[1], outs[0])
     if matrix(sel.shape(s, 0, cond)) != so:
         cond_shape = matrix(sel.shape(s, 0, cond))
+        if not settled(sel, cond):        # the broadcast reads the condition's bytes, which a
+            write_bytes(sel, cond)        # predicate only selects read was never given
         cond = sel.expand(s, cond, cond_shape, so)
     selected = mask(sel, cond)
     wide = [full(sel, widened(sel, n)) for n in operands]
