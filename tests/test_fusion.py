@@ -217,3 +217,16 @@ def test_the_demo_softmax_is_one_program_per_row_block():
     compiled, prof = compiled_and_profile(softmax_rows, [x])
     assert len(compiled.lowering.programs) == 1 and prof.tasks == 3
     check_numbers(softmax_rows, [x])
+
+
+@pytest.mark.skipif(not HAVE_PTOAS, reason="ptoas not found")
+def test_a_result_written_over_its_dying_operand_keeps_ptoas_rules():
+    """A fused chain writes ``1 / x`` over ``x``'s tile where ``x`` dies (fewer tiles); A3's ``trecip``
+    wants its destination apart from its source, so selection writes a tile of its own and copies
+    back (the erf form of gelu has such a reciprocal)."""
+    x = np.random.default_rng(3).standard_normal((16, 64)).astype(np.float32)
+    fn = lambda x: jax.nn.gelu(x, approximate=False)                   # noqa: E731
+    compiled = pj.kernel(fn).lower(x).compile()
+    for arch in ("a3", "a5"):
+        compiled.ptoas(arch=arch)
+    np.testing.assert_allclose(np.asarray(compiled.run(x, engine="pto")[0]), np.asarray(fn(x)), rtol=2e-6, atol=2e-6)

@@ -26,6 +26,9 @@ _BIAS_TABLE = 1024                          # bytes of the cube's bias table (BT
 _WIDE = {"bf16": "f32", "i8": "i16"}        # A2/A3 vector arithmetic: no bf16, no i8
 _MOVES = {"tload", "tstore", "tmov", "tcvt"}
 _FLOATS = ("f32", "f16", "bf16")
+# Instructions whose verifier wants the destination's storage apart from the sources' (PTOAS
+# lib/PTO/IR/PTO.cpp): by arch, None for every arch.
+_APART = {"trecip": ("a3",), "tprelu": ("a3",), "tands": None, "tors": None, "txors": None}
 
 
 def matrix(shape) -> tuple[int, int]:
@@ -195,6 +198,14 @@ class Selector:
         if not op.startswith("trow") and op not in ("tload", "tstore", "tmov"):
             ins = [self.row(n) for n in ins]                          # columns: elementwise on their rows
             outs = [self.row(n) for n in outs]
+        if op in _APART and (_APART[op] is None or self.arch in _APART[op]):
+            shared = [n for n in outs if n in ins]
+            if shared:                                                # into a tile of its own, then back
+                apart = {n: self.like(n) for n in shared}
+                self.print(op, ins, [apart.get(n, n) for n in outs], attrs)
+                for n in shared:
+                    self.copy(apart[n], n)
+                return None
         special = [n for n in ins if self.types[n] in _FLOATS and not math.isfinite(self.values.get(n, 0.0))]
         if special:
             return self.nonfinite(op, ins, outs, attrs, special[0])
