@@ -244,7 +244,7 @@ CASES = [
      pj.PtoVerifyError, r"pto verify: level 'block' output 0 \(float32\[64\]\) differs from the level before"),
     # ----------------------------------------------------------------------------------- codegen
     ("codegen-ub-overflow", lambda: compile_kernel(_seed()[0], CoreMemory(ub=4096)), pj.PtoCapacityError,
-     r"program 'mul\+add' \(AIV\) cannot place a 2048-byte tile in UB: 4096 of 4096 bytes are live"),
+     r"program 'sum' \(AIV\) cannot place a 128-byte tile in UB: 4096 of 4096 bytes are live"),
     ("asm-bad-token", _asm_line_error, PtoAsmError, r"pto-as:\d+:\d+: expected '\('"),
     ("asm-unknown-op", lambda: asm.parse("// program x <AIV> id=0 grid=1\nfunc.func @x() {\n  %a = pto.frobnicate %b\n"
                                          "  return\n}\n"), PtoAsmError, r"pto-as:3:\d+: unknown operation 'pto\.frobnicate'"),

@@ -72,8 +72,8 @@ def test_host_code_is_python_that_reads_like_the_kernel():
     assert source.index("v_v0 = v_arg0.reshape((64, 64,))") < source.index("for v_i0, v_i1, in _tiles:")
     assert "v_p3 = v_v0[v_o1:v_o1 + 32, v_o2:v_o2 + 32]" in source         # a window is a slice
     assert "v_t4[...] = v_p3\n" in source                                   # a tload of a window of the tile's shape
-    assert "v_t6[...] = _np.multiply(v_t4.astype(_np.float32), _C" in source        # tmuls, tadd: widened, one ufunc
-    assert "v_t11[...] = _np.add(v_t6.astype(_np.float32), v_t10.astype(_np.float32))" in source
+    assert "v_t4[...] = _np.multiply(v_t4.astype(_np.float32), _C" in source        # tmuls, tadd: widened, one ufunc,
+    assert "v_t4[...] = _np.add(v_t4.astype(_np.float32), v_t9.astype(_np.float32))" in source   # over a dying tile
     assert "try:" not in source
     matmul = code.host(("matmul", (1, 1))).source                          # float16 operands, float32 product
     assert "v_t11[...] = _np.matmul(v_t5.astype(_np.float32), v_t10.astype(_np.float32))" in matmul

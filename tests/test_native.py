@@ -100,8 +100,9 @@ def test_the_seed_kernel_runs_natively_with_host_codes_bits():
 
 def _mixed(x, y, w, b):
     """Every instruction native code takes: float16 / bfloat16 / float32 arithmetic with broadcasting
-    and scalars, casts, row sums, transposed and K-chained products."""
-    with pj.tile(vec=(16, 64)):
+    and scalars, casts, row sums, transposed and K-chained products (rows in one tile: a row loop
+    has no native form)."""
+    with pj.tile(vec=(16, 128)):
         h = jnp.sqrt(jnp.abs(x * 0.5 - y / 3.0)) + (-x)
         s = jnp.sum(h.astype(jnp.float32), axis=-1, keepdims=True)
         z = (h.astype(jnp.bfloat16) * b).astype(jnp.float32) - s
