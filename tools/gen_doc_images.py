@@ -1,7 +1,8 @@
 """Draw the swimlanes of README.md and docs/deepseek_v32.md into docs/images/ (``Profile.swimlane``;
 needs matplotlib).
 
-The README's: its python block run as the tests run it (it writes ``swimlane.png``).
+The README's: its python block run as the tests run it (it writes ``swimlane.png``). docs/tuning.md's
+demo softmax, staged and fused.
 Lightning Indexer (B=4, S1=2, 64 heads, KV 2048, top-k 512) at each step of
 ``examples/deepseek_tuning.py``, and the Indexer Prolog (B=4, MTP1, 64K KV) of
 ``benchmarks/deepseek_v32.py`` with default and tuned tiles. Run: ``python tools/gen_doc_images.py``
@@ -40,9 +41,21 @@ def readme_swimlane():
     print(f"{(OUT / 'readme_swimlane.png').relative_to(ROOT)}: the README's example")
 
 
+def fusion_swimlanes():
+    """docs/tuning.md's demo softmax, staged and fused."""
+    from ptojax.demo import softmax_rows
+    x = np.random.default_rng(3).uniform(-4, 4, (48, 1000)).astype(np.float32)
+    for name, options in [("staged", {"row_loops": {"Softmax": False}}), ("fused", None)]:
+        prof = pj.kernel(softmax_rows, options=options).lower(x).compile().profile()
+        path = OUT / f"softmax_{name}.png"
+        prof.swimlane(path)
+        print(f"{path.relative_to(ROOT)}: {prof.makespan_us:.2f} us, {prof.tasks} tasks")
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     readme_swimlane()
+    fusion_swimlanes()
     b, s1, n, topk, kv = 4, 2, 64, 512, 2048
     args = R.indexer_inputs(b, s1, n, [kv] * b, seed=0)
     fn = functools.partial(K.lightning_indexer, sparse_count=topk)
