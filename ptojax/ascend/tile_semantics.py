@@ -37,7 +37,6 @@ Numerics worth knowing (details in each docstring):
 """
 from __future__ import annotations
 
-import math
 import operator
 from typing import Callable
 
