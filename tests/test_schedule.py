@@ -1,7 +1,12 @@
-"""The compiled event loop (ptojax/mpmd/schedule.py) gives the schedule a plain Python loop of heaps
-gives: the same rows, on random DAGs, both policies, both targets."""
+"""The event loop (ptojax/mpmd/schedule.py) gives the schedule that a direct transcription of its rules
+gives (written here on the Task objects, with heapq): the same rows, on random DAGs, both policies,
+both targets, with and without ties between end times. Importing ptojax and running a kernel never
+imports a JIT compiler for the schedule."""
 import heapq
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 
 from ptojax.ascend.targets import target
@@ -65,15 +70,59 @@ def _reference(graph, m, spmd):
 @pytest.mark.parametrize("hbm", [0.0, 400.0])
 @pytest.mark.parametrize("policy", ["mpmd", "spmd"])
 @pytest.mark.parametrize("name", ["a3", "a2"])
-def test_compiled_schedule_is_the_reference_schedule(policy, name, hbm):
+def test_the_schedule_is_the_reference_schedule(policy, name, hbm):
     """``hbm``: tasks read up to 400x their GM bytes from HBM, so the HBM channel stretches many."""
     m = machine(target(name))
     for seed in range(12):
         plan = layered_dag(seed, stages=2 + seed % 6, width=(1, 4 + 9 * seed), fan_in=1 + seed % 4, hbm=hbm)
+        fanin = plan.graph.fanin.copy()
         trace = simulate(plan, m, policy=policy, execute=False)
         assert list(trace.rows) == _reference(plan.graph, m, policy == "spmd"), seed
+        assert np.array_equal(plan.graph.fanin, fanin), seed            # the graph is left as it was
         stretched = sum(end - start > plan.graph.tasks[tid].cost * (1 + 1e-9) for start, tid, _, _, end in trace.rows)
         assert (stretched > 0) == (hbm > 0) or len(plan.graph.tasks) < 8, seed
+
+
+@pytest.mark.parametrize("policy", ["mpmd", "spmd"])
+def test_ties_between_end_times_follow_the_dispatch_order(policy):
+    """Every task costs the same, so dispatches decided together end together: the one dispatched
+    first frees its core first (the schedule's (end, dispatch number) order). Odd seeds read from HBM."""
+    m = machine(target("a3"))
+    for seed in range(6):
+        plan = layered_dag(seed, stages=3 + seed % 3, width=(20, 120), fan_in=1 + seed % 3, cost=(3e-6, 3e-6),
+                           hbm=100.0 * (seed % 2))
+        rows = list(simulate(plan, m, policy=policy, execute=False).rows)
+        assert rows == _reference(plan.graph, m, policy == "spmd"), seed
+        ends = [row[4] for row in rows]
+        if seed % 2 == 0:                                           # no HBM channel to stretch them
+            assert len(set(ends)) < len(ends), seed                 # ties did happen
+
+
+def test_importing_ptojax_and_running_a_kernel_imports_no_numba():
+    """The schedule is plain Python: a kernel's first call (trace, lower, schedule, run) in a fresh
+    process leaves Numba unimported (it stays for hot kernels' native code, after many calls)."""
+    code = """if True:
+        import sys
+        import numpy as np, jax, jax.numpy as jnp
+        import ptojax as pj
+
+        def fn(a, w):
+            with pj.tile(vec=(32, 32)):
+                x = a * 2.0
+            with pj.tile(cube=(32, 32, 32)):
+                y = pj.ops.matmul(x, w)
+            with pj.tile(vec=(32, 32)):
+                return jnp.sum(y, axis=-1)
+
+        a = np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64)
+        w = np.linspace(1, -1, 64 * 32, dtype=np.float32).reshape(64, 32)
+        out = np.asarray(pj.kernel(fn)(a, w))
+        assert np.allclose(out, np.sum((a * 2.0) @ w, axis=-1), rtol=1e-4, atol=1e-4)
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("numba", "llvmlite")))
+    """
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]", run.stdout
 
 
 def test_a_task_that_never_becomes_ready_is_reported():

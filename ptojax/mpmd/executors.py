@@ -4,7 +4,7 @@
   highest-ranked ready task as soon as they are idle; each dispatch costs AICPU scheduler time (on the
   least busy of the machine's schedulers) plus a dispatch latency; a task runs for its predicted
   cost, longer when the die's HBM channel is behind with its HBM bytes (``Task.hbm``, mpmd/l2.py). Policy ``"mpmd"`` releases a task when its inputs are ready; ``"spmd"`` adds a global barrier
-  after every block call (the baseline). The event loop is compiled (``schedule.py``). Same plan →
+  after every block call (the baseline). The event loop is ``schedule.py``. Same plan →
   the same trace, byte for byte. The task bodies run after the timeline is built: when the plan has
   batch runners (``Plan.batches``), in a dependency order that runs the ready tasks of one group as
   one batch (``BATCH_MIN`` of them or more); otherwise one by one in simulated completion order. Tasks that are ready together never
@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import PtoArgumentError
 from .graph import PtoTaskError
 from .orchestrator import Plan
+from .schedule import dispatch
 from .trace import Trace
 
 
@@ -56,8 +57,6 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     """Event-driven execution of ``plan`` on ``machine``; see the module docstring."""
     if policy not in ("mpmd", "spmd"):
         raise PtoArgumentError(f"pto runtime: policy {policy!r} is not 'mpmd' or 'spmd'")
-    from .schedule import dispatch      # Numba: imported by the first simulation, not by ``import ptojax``
-
     tasks, graph = plan.graph.tasks, plan.graph
     kinds = [k for k, _ in machine.cores]
     missing = [k for k in graph.core_kinds.tolist() if k not in kinds]
@@ -67,15 +66,13 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     kind = np.array([kinds.index(k) for k in graph.core_kinds.tolist()], np.int64)[graph.core_codes]
     ctx = worker() if (execute and worker) else None
     cores = np.array([count for _, count in machine.cores], np.int64)
-    start, tid, core, decided, end, count = dispatch(
+    start, tid, core, decided, end = dispatch(
         kind, graph.place, graph.by_rank, graph.costs, graph.hbm / machine.bandwidth, graph.succ_start, graph.succ_ids,
-        graph.fanin.copy(), graph.stage_codes, graph.stage_sizes, cores, machine.schedulers, machine.schedule_cost,
+        graph.fanin, graph.stage_codes, graph.stage_sizes, cores, machine.schedulers, machine.schedule_cost,
         machine.dispatch_latency, policy == "spmd")
-    if count != len(tasks):
-        raise PtoTaskError(f"pto runtime: {len(tasks) - count} task(s) never became ready")
-    by_start = np.lexsort((tid, start))                 # by start, then tid
-    done = list(zip(start[by_start].tolist(), tid[by_start].tolist(), core[by_start].tolist(),
-                    decided[by_start].tolist(), end[by_start].tolist()))
+    if len(tid) != len(tasks):
+        raise PtoTaskError(f"pto runtime: {len(tasks) - len(tid)} task(s) never became ready")
+    done = sorted(zip(start, tid, core, decided, end))  # by start (already, in dispatch order), then tid
     if execute:
         _execute(plan, ctx, done)
     return Trace(tuple(done), machine, plan.graph, "simulated " + policy)
