@@ -5,10 +5,12 @@ Per kernel: ``replay / jit`` — steady-state time of ``jax.jit(pj.kernel(fn))``
 into XLA; data-steered kernels take the host path, marked ``host``) over ``jax.jit(fn)``'s — and the
 first call (lower + compile + first run of a fresh kernel under ``jax.jit``). Targets: steady state
 <= 1.2x on every row, first call <= 1 s for the seed example and <= 5 s for the DeepSeek kernels.
-Run: ``python benchmarks/replay.py [--quick] [--host]``; exits 1 when a target is missed. The replay is
-opt-in in the library (``PTOJAX_REPLAY=1``); this script turns it on, or with ``--host`` measures the
-default host path (the MPMD runtime in a host callback) against the same targets.
+Run: ``python benchmarks/replay.py [--quick] [--host] [--only WORD ...]`` (``--only``: the rows whose
+name contains one of the words); exits 1 when a target is missed. The replay is opt-in in the library
+(``PTOJAX_REPLAY=1``); this script turns it on, or with ``--host`` measures the default host path (the
+MPMD runtime in a host callback) against the same targets.
 """
+import argparse
 import functools
 import importlib
 import sys
@@ -120,13 +122,26 @@ def measure(name, fn, args, first_target, repeat):
     return missed
 
 
-def main():
-    quick = "--quick" in sys.argv
-    K.REPLAY = "--host" not in sys.argv
+def _options(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="smaller softmax/layer norm, fewer repeats")
+    p.add_argument("--host", action="store_true", help="measure the host path instead of the replay")
+    p.add_argument("--only", nargs="+", metavar="WORD", help="only the rows whose name contains a WORD")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    opts = _options(sys.argv[1:] if argv is None else argv)
+    quick = opts.quick
+    K.REPLAY = not opts.host
     print(f"JAX backend: {jax.default_backend()}")
     print(f"{'kernel':<22} {'path':>6} {'replay/jit':>11} {'first call':>11}  target")
     missed = []
-    for name, fn, args, first in cases(quick):
+    rows = [c for c in cases(quick) if not opts.only or any(w in c[0] for w in opts.only)]
+    if not rows:
+        print(f"no row matches {opts.only}")
+        return 1
+    for name, fn, args, first in rows:
         try:
             missed += measure(name, fn, args, first, repeat=3 if quick else 10)
         except Exception as err:  # noqa: BLE001 - a row that cannot run is a miss, reported

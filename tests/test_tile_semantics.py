@@ -200,6 +200,35 @@ def test_sums_and_products_are_sequential(dt):
     assert bits(S["trowsum"](z, z))[0, 0] == 0          # 0 + -0 + -0 = +0
 
 
+@pytest.mark.parametrize("dt", [F32, F16, BF16])
+def test_long_folds_are_sequential_under_jit_and_vmap(dt):
+    """Folds long enough to run as loops of blocks plus a tail (157 = 2 x 64 + 3 x 8 + 5 terms), on
+    values of mixed magnitudes (where the order decides the rounding) with -0.0, inf and NaN."""
+    n = 157
+    x = (RNG.standard_normal((6, n)) * RNG.choice([1e-3, 1.0, 1e3], (6, n))).astype(F32)
+    x[0, 0], x[1, :] = -0.0, -0.0                       # an all -0.0 row sums to +0.0
+    x[2, 100], x[3, 70], x[4, 1:3] = np.inf, np.nan, [np.inf, -np.inf]
+    x = x.astype(dt)
+    y = (x.astype(F32) / 256 + 1).astype(dt)
+    batch = np.stack([x, x[::-1]])
+    sums = jax.jit(jax.vmap(lambda t: S["trowsum"](t, t, out=SDS((6, 1), F32))))(batch)
+    for k in range(2):
+        same(sums[k], seq_fold(batch[k], 1, F32, np.add, 0)[:, None])
+    same(jax.jit(lambda t: S["trowsum"](t, t))(x), seq_fold(x, 1, F32, np.add, 0).astype(dt)[:, None])
+    same(jax.jit(lambda t: S["tcolsum"](t))(x.T), seq_fold(x.T, 0, dt, np.add, 0)[None, :])
+    with np.errstate(all="ignore"):
+        same(jax.jit(lambda t: S["trowprod"](t, t))(y), seq_fold(y, 1, dt, np.multiply, 1)[:, None])
+        same(jax.vmap(S["tcolprod"])(np.stack([y.T, y.T]))[1], seq_fold(y.T, 0, dt, np.multiply, 1)[None, :])
+    assert bits(sums[0])[1, 0] == 0
+    if dt != F32:                                       # f16/bf16 products are exact in f32: one add each
+        b = (RNG.standard_normal((n, 3)) * 8).astype(dt)
+        b[:, 0] = -0.0                                  # column 0: products +-0 only, sums to +0.0
+        acc = np.zeros((6, 3), F32)
+        for k in range(n):
+            acc = acc + f32(x[:, k:k + 1]) * f32(b[k:k + 1, :])
+        same(jax.jit(S["tmatmul"])(x, b), acc)
+
+
 @pytest.mark.parametrize("dt", [F32, F16, I16, I32])
 def test_max_min_arg_reductions_first_wins(dt):
     x = tile(dt, 4, 16, special=False)

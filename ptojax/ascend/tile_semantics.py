@@ -37,6 +37,7 @@ Numerics worth knowing (details in each docstring):
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Callable
 
@@ -149,15 +150,23 @@ def _scalar_op(name: str, fn: Callable):
     return op
 
 
+def _cycle_cols(x, cols: int):
+    """``x[:, c % x.shape[1]]`` for ``c < cols``, as a broadcast or a tiling (no gather)."""
+    rows, width = x.shape
+    if width == cols:
+        return x
+    if width == 1:
+        return jnp.broadcast_to(x, (rows, cols))
+    return jnp.tile(x, (1, -(-cols // width)))[:, :cols]
+
+
 def _row_expand_op(name: str, fn: Callable):
     def op(src0, src1, *tmp, out=None):
         a, b = _a(src0), _a(src1)
         cols = max(a.shape[1], b.shape[1])
         # TRowExpandOp reads src[r, c % validCol] for both operands: the R x 1 one is broadcast
         # (a row-major R x (32/sizeof) one repeats its first 32 bytes), either operand may be it.
-        a = a[:, np.arange(cols) % a.shape[1]]
-        b = b[:, np.arange(cols) % b.shape[1]].astype(a.dtype)
-        return fn(a, b)
+        return fn(_cycle_cols(a, cols), _cycle_cols(b, cols).astype(a.dtype))
     op.__name__ = f"trowexpand{name}"
     op.__doc__ = (f"``trowexpand{name}(src0, src1[, tmp])``: ``{name}(src0[r, c], src1[r, 0])`` with "
                   "src1 R x 1 (either operand may be the narrow one, as in the simulator).")
@@ -324,50 +333,96 @@ def tci(start, *tmp, descending=False, out):
 
 # ------------------------------------------------------------------------------- reductions
 
-def _fold(x, acc_dtype, step, axis):
-    """Sequential left-to-right fold of ``x`` along ``axis`` with a carry in ``acc_dtype``."""
-    xs = jnp.moveaxis(x, axis, 0)
-    init = xs[0].astype(acc_dtype)
-
-    def body(acc, v):
-        return step(acc, v.astype(acc_dtype)).astype(acc_dtype), None
-
-    acc, _ = lax.scan(body, init, xs[1:])
-    return acc
+FOLD_BLOCKS = (64, 8)    # terms of a fold per loop trip: longer chains compile longer, more trips run longer
+FOLD_UNROLLED = 64       # folds of at most this many terms are one chain (a loop trip costs microseconds)
 
 
+def _chain(n: int, acc, term, step, blocks=FOLD_BLOCKS, unrolled=FOLD_UNROLLED):
+    """``acc = step(acc, term(j))`` for ``j = 0 .. n-1`` in order.
+
+    Longer than ``unrolled`` terms, the chain is written out in blocks of ``blocks`` terms, one
+    ``fori_loop`` trip each, and the last few terms as they are: XLA fuses a block into one loop over
+    the accumulator's elements, in the chain's order, where a trip per term costs a loop iteration
+    each and one chain of all the terms a long compile. XLA may rewrite a first step ``0 + x`` as
+    ``x`` (-0.0 for +0.0)."""
+    def run(acc, start, size):
+        for j in range(size):
+            acc = step(acc, term(start + j))
+        return acc
+
+    done = 0
+    for size in blocks if n > unrolled else ():
+        trips = (n - done) // size
+        if trips > 1:
+            acc = lax.fori_loop(0, trips, lambda k, a, at=done, size=size: run(a, at + k * size, size), acc)
+            done += trips * size
+    return run(acc, done, n - done)
+
+
+def _fold(x, identity, acc_dtype, step, axis):
+    """``acc = identity; acc = step(acc, x_j)`` for every ``j`` along ``axis`` in order, in ``acc_dtype``."""
+    acc = jnp.full_like(x, identity, dtype=acc_dtype, shape=x.shape[:axis] + x.shape[axis + 1:])  # varies as x
+    x = x.astype(acc_dtype)
+    return _chain(x.shape[axis], acc, lambda j: lax.dynamic_index_in_dim(x, j, axis, keepdims=False),
+                  lambda a, v: step(a, v).astype(acc_dtype))
+
+
+def _no_minus_zero(total):
+    """A sum from +0 is never -0 (x + y is -0 only for -0 + -0): where XLA rewrote the chain's first
+    step ``0 + x_0`` as ``x_0``, the chain differs only in the sign of an all -0 sum."""
+    return jnp.where(total == 0, jnp.zeros_like(total), total)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))     # eagerly: compiled once per shape
 def _sum(x, axis, out_dt, acc_dt):
     if not _is_float(acc_dt):               # modular integer sum: order does not matter
         return jnp.sum(x.astype(acc_dt), axis=axis, dtype=acc_dt).astype(out_dt)
-    # init 0 + x0 == x0 except for x0 = -0.0 (0 + -0 = +0): start the fold from +0.
-    zero = jnp.zeros_like(jnp.take(x, jnp.array([0]), axis=axis)).astype(acc_dt)
-    return _fold(jnp.concatenate([zero, x.astype(acc_dt)], axis=axis), acc_dt, jnp.add, axis).astype(out_dt)
+    return _no_minus_zero(_fold(x, 0, acc_dt, jnp.add, axis)).astype(out_dt)      # from +0 as the simulator
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2))
 def _prod(x, axis, out_dt):
     if not _is_float(out_dt):
         return jnp.prod(x.astype(out_dt), axis=axis, dtype=out_dt)
-    one = jnp.ones_like(jnp.take(x, jnp.array([0]), axis=axis)).astype(out_dt)
-    return _fold(jnp.concatenate([one, x.astype(out_dt)], axis=axis), out_dt, jnp.multiply, axis)
+    return _fold(x, 1, out_dt, jnp.multiply, axis)        # 1 * x_0 == x_0
 
 
+def _hits(x, axis, largest: bool):
+    """(extreme, hits, whether element 0 is NaN) of the simulator's scan ``if (x > best) best = x``
+    (``<`` for min): NaN is skipped but at index 0 (nothing compares greater than it), +0 and -0 tie."""
+    extreme = jnp.max if largest else jnp.min
+    if not _is_float(x.dtype):
+        m = extreme(x, axis=axis, keepdims=True)
+        return m, x == m, jnp.zeros_like(m, dtype=jnp.bool_)
+    nan = jnp.isnan(x)
+    clean = jnp.where(nan, jnp.asarray(-jnp.inf if largest else jnp.inf, x.dtype), x)
+    m = extreme(clean, axis=axis, keepdims=True)
+    return m, ~nan & (clean == m), lax.slice_in_dim(nan, 0, 1, axis=axis)
+
+
+def _first(hit, axis, key=None):
+    """The smallest ``key`` (default: the index) of the hits along ``axis``."""
+    key = lax.broadcasted_iota(jnp.int32, hit.shape, axis) if key is None else key
+    return jnp.min(jnp.where(hit, key, jnp.iinfo(jnp.int32).max), axis=axis, keepdims=True)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
 def _best(x, axis, largest: bool):
-    """(index, value) of the simulator's scan ``if (x > best) best = x`` (``<`` for min).
+    """The index the scan of :func:`_hits` ends at: the first hit (0 where element 0 is NaN)."""
+    _, hit, nan0 = _hits(x, axis, largest)
+    return jnp.where(nan0, 0, _first(hit, axis))
 
-    First index wins ties (+0 and -0 tie); NaN wins only at index 0 (nothing compares greater than
-    it) and is skipped elsewhere.
-    """
-    if _is_float(x.dtype):
-        nan = jnp.isnan(x)
-        fill = -jnp.inf if largest else jnp.inf
-        clean = jnp.where(nan, jnp.asarray(fill, x.dtype), x)
-        m = jnp.max(clean, axis=axis, keepdims=True) if largest else jnp.min(clean, axis=axis, keepdims=True)
-        hit = (~nan) & (clean == m)
-        first_nan = jnp.take(nan, jnp.array([0]), axis=axis)
-        idx = jnp.where(first_nan, 0, jnp.argmax(hit, axis=axis, keepdims=True))
-    else:
-        idx = (jnp.argmax if largest else jnp.argmin)(x, axis=axis, keepdims=True)
-    return idx.astype(jnp.int32), jnp.take_along_axis(x, idx, axis=axis)
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _best_value(x, axis, largest: bool):
+    """The value the scan of :func:`_hits` ends at: every hit equals the extreme but for a zero's
+    sign, the first zero's (the parity of the smallest ``2 * index + signbit``); element 0 if NaN."""
+    m, _, nan0 = _hits(x, axis, largest)
+    if not _is_float(x.dtype):
+        return m
+    key = lax.broadcasted_iota(jnp.int32, x.shape, axis) * 2 + jnp.signbit(x).astype(jnp.int32)
+    zero = jnp.where(_first(x == 0, axis, key) % 2 == 1, jnp.asarray(-0.0, x.dtype), jnp.zeros_like(m))
+    return jnp.where(nan0, lax.slice_in_dim(x, 0, 1, axis=axis), jnp.where(m == 0, zero, m))
 
 
 def _sum_acc(out_dt):
@@ -408,10 +463,9 @@ def tcolprod(src, *tmp, out=None):
 def _reduce_best(axis: int, largest: bool, want_index: bool):
     def op(src, *tmp, out=None):
         x = _a(src)
-        idx, val = _best(x, axis, largest)
         if want_index:
-            return idx.astype(_out_dtype(out, I32))
-        return val.astype(_out_dtype(out, x.dtype))
+            return _best(x, axis, largest).astype(_out_dtype(out, I32))
+        return _best_value(x, axis, largest).astype(_out_dtype(out, x.dtype))
     kind = ("arg" if want_index else "") + ("max" if largest else "min")
     op.__name__ = f"t{'row' if axis == 1 else 'col'}{kind}"
     op.__doc__ = (f"{'R x 1' if axis == 1 else '1 x C'} {kind}: a sequential scan keeping the first of "
@@ -675,6 +729,10 @@ def _fma_f32(a, b, c):
     return jnp.where(jnp.isfinite(p) & jnp.isfinite(c), s + (t + e), c + p)
 
 
+MATMUL_BLOCKS = (8,)     # products per loop trip of a matmul: its accumulator is a whole tile
+
+
+@functools.partial(jax.jit, static_argnums=(2,))
 def _mmad(lhs, rhs, acc_dt):
     """TMatmulNzZn's dot products from 0: int32 ``+= a*b`` or float32 ``acc = fma(a, b, acc)``."""
     a, b = _a(lhs), _a(rhs)
@@ -685,10 +743,14 @@ def _mmad(lhs, rhs, acc_dt):
     init = (jnp.zeros_like(a32[:, :1] * b32[:1, :]) if a.shape[1]        # (M, N) zeros that vary as the
             else jnp.zeros((a.shape[0], b.shape[1]), F32))                  # operands do (shard_map)
 
-    def body(acc, ab):
+    if exact:                       # one add per product: short fused chains (see _chain)
+        term = lambda k: (lax.dynamic_index_in_dim(a32, k, 1), lax.dynamic_index_in_dim(b32, k, 0))  # noqa: E731
+        return _no_minus_zero(_chain(a.shape[1], init, term, lambda acc, ab: acc + ab[0] * ab[1],
+                                     MATMUL_BLOCKS, MATMUL_BLOCKS[-1])).astype(acc_dt)
+
+    def body(acc, ab):              # ~20 operations per emulated fma: a scan, one product per trip
         ak, bk = ab
-        ak, bk = ak[:, None], bk[None, :]
-        return (acc + ak * bk if exact else _fma_f32(ak, bk, acc)), None
+        return _fma_f32(ak[:, None], bk[None, :], acc), None
 
     acc, _ = lax.scan(body, init, (a32.T, b32))
     return acc.astype(acc_dt)
