@@ -167,6 +167,10 @@ def indexer_main(kv, out):
         compiled, prof, seconds = _profile(pj.kernel(fn, options=options), args)
         _line(name, prof, seconds, previous)
         print(f"    per label (us, summed over cores): {_per_label(prof, ['Gather', 'Score', 'Reduce', 'TopK'])}")
+        if previous is not None and "L1 reuse" in name:          # the query tile loaded once per task
+            if not _check("L1 reuse lowers Score's own time", prof.label_us["Score"] < previous.label_us["Score"],
+                          f"{previous.label_us['Score']:.1f} -> {prof.label_us['Score']:.1f} us"):
+                BELOW.append("Lightning Indexer L1 reuse")
         previous = prof
     auto = {"tiles": INDEXER_OPTIONS["tiles"], "tiles_per_block": "auto"}
     _, auto_prof, seconds = _profile(pj.kernel(fn, options=auto), args)

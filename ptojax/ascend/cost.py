@@ -22,6 +22,7 @@ cost; a fixed memory latency is not occupancy and is only charged once per block
   PostSimulator slope r0 relative to ADD's, startup = the fast simulator's op latency. Composite ops
   are priced as the passes listed in :data:`VECTOR_OPS` (e.g. softmax = row max, subtract, exp, row
   sum, divide). ``:rows`` passes work on one fp32 value per row (per-row scalars of norms/quant).
+- sorts (``ttopk``, ``tsort``, ``tsort32``, ``tmrgsort``): the sort unit's sequence, see :func:`_sort`.
 - ``SCALAR``: metadata-only ops (``tview``, ``treshape``, ...): one cycle.
 
 Per block (:func:`kernel_time`): ``scf.for`` loops multiply their body by the trip count (bounds are
@@ -48,9 +49,9 @@ THAT, with the same rules, statement by statement:
   ``tsel`` ADD-like, ...): a composite such as softmax is now the sequence selection prints, each
   instruction with its own startup and its own operand sizes (tmp tiles, masks and widened operands
   included), instead of the pass list of the composite;
-- ``tsort32`` and each ``tmrgsort`` are one stage of the sort model (:func:`_sort`) over their
-  (value, index) structs: ``SORT_STAGE_COMPARES`` compares per struct per stage (4.36 / 4: the fit's
-  4.36 per element of a sort of 2048 spread over its four stages, tsort32 + three 4-way merges);
+- ``tsort32`` and ``tmrgsort`` run on the sort unit at its rates measured on a 910B3
+  (``Target.sort32_*``, ``Target.merge_*``): ``tsort32`` one vbitsort per row, 16 cycles per 32
+  values; ``tmrgsort`` one vmrgsort4, 78 cycles per 128 (value, index) structs of its lists;
   ``tgather`` one ADD-like pass;
 - ``tload``/``tstore``/``tmov`` the DMA rules above, ``tmatmul``/``.acc``/``.bias`` the cube rule;
 - ``treshape``/``subset`` (aliases) one SCALAR cycle, like ``tview``; ``tgetval``/``tsetval`` (a UB
@@ -61,6 +62,9 @@ THAT, with the same rules, statement by statement:
   ``arith`` on constants; others from ``values``); ``scf.if`` is taken once per enclosing iteration
   (its ``then`` block, or the costlier block when there is an ``else``; a constant condition picks);
 - a ``?`` valid dim (a loop-dependent ``subset``) is priced at the tile's full dim, an upper bound;
+- a task function (a task of several grid points, :mod:`~ptojax.ascend.isel.task`) is priced by
+  :func:`task_time`, point by point, each point a block as above: a load the task keeps resident
+  (L1/UB reuse) is charged once per window, not once per point;
 - the text carries no ``l2_hit`` attribute (ptoas would reject one), so every ``tload`` reads with
   the caller's ``l2_hit`` -- :meth:`AscendKernel.costs` passes codegen's (its loads' byte-weighted
   ``l2_hit`` attributes, default 1.0), so both paths keep the same L2/HBM fractions.
@@ -322,29 +326,34 @@ def _reduce_passes(instr, op):
     return passes or (row,)
 
 
+def _sort32_cycles(rows: int, length: int, tgt: Target) -> float:
+    """TSORT32 over ``rows`` rows of ``length`` values: one vbitsort per row, one repeat per 32 values."""
+    return rows * (tgt.sort32_startup + math.ceil(length / 32) * tgt.sort32_cycles)
+
+
+def _merge_cycles(structs: float, tgt: Target) -> float:
+    """One vmrgsort4 writing ``structs`` (value, index) structs."""
+    return tgt.merge_startup + structs * tgt.merge_cycles
+
+
 def _sort(instr, tgt: Target):
-    """Top-k / sort on the vector unit as AscendC does it: VBS32 sorts groups of 32 (value, index)
-    pairs, VMS4 merges 4 lists at a time; compare work per row ~ 4.36*S + 3.32*k elements (Monte-Carlo
-    fit in the AscendC LightningIndexer guide, HW notes §2.6), priced as ADD passes over
-    (value + 4-byte index) pairs, with one startup per sort/merge stage. ``tmrgsort`` (merging sorted
-    lists) is one VMS4 pass over all pairs per factor of 4 lists."""
+    """Top-k / sort / merge in codegen's instructions, priced as the real sequence selection prints for
+    them (:func:`_sort_stage`): per row a TSORT32 of the row's 32-value groups, then 4-way TMRGSORT
+    rounds, each over all of the row's structs, until one list is left (``ttopk`` keeps a prefix of
+    it); ``tmrgsort`` (merging the tile's rows, ``lists`` per output row) is its 4-way rounds only."""
     ins, outs = _tiles(instr.ins), _tiles(instr.outs)
     if not ins:
         raise _fail(instr, "expects a tile operand")
     src = ins[0]
     if instr.op == "tmrgsort":        # the lists are the tile's rows per output row
         lists = max(1, src.v_row // max(1, outs[0].v_row)) if outs else 1
-        stages = max(1, math.ceil(math.log(lists, 4)))
-        compares = stages * src.v_row * src.v_col
-    else:
-        length = src.v_col
-        k = outs[0].v_col if outs and instr.op == "ttopk" else length
-        stages = 1 + max(0, math.ceil(math.log(max(length, 32) / 32, 4)))
-        compares = src.v_row * (4.36 * length + 3.32 * k)
-    rel, startup = VECTOR_CLASSES["ADD"]
-    work = compares * (src.np_dtype.itemsize + 4)
-    cycles = stages * startup + math.ceil(work / tgt.vector_bytes_per_repeat) * tgt.vector_cycles_per_repeat * rel
-    return "VECTOR", cycles, float(compares)
+        rounds = max(1, math.ceil(math.log(lists, 4)))
+        cycles = rounds * _merge_cycles(src.v_row * src.v_col, tgt)
+        return "VECTOR", cycles, float(rounds * src.v_row * src.v_col)
+    length = src.v_col
+    rounds = max(0, math.ceil(math.log(max(length, 32) / 32, 4)))
+    cycles = _sort32_cycles(src.v_row, length, tgt) + src.v_row * rounds * _merge_cycles(length, tgt)
+    return "VECTOR", cycles, float(src.v_row * length * (1 + rounds))
 
 
 def _cumsum(instr, tgt: Target):
@@ -529,10 +538,6 @@ def _block(events, totals, tgt: Target, priced: str) -> BlockCost:
 
 
 # ------------------------------------------------------------------------- the real module's text
-# tsort32 / tmrgsort: compares per (value, index) struct per sort stage. The LightningIndexer fit
-# (4.36 * S compares per row for a sort of S, HW notes §2.6) over the four stages of S = 2048
-# (tsort32 + three 4-way merges: 32 * 4^3 = 2048).
-SORT_STAGE_COMPARES = 4.36 / 4
 _STRUCT_BYTES = 8                                     # (value, u32 index), as tsort32 writes them
 # Real mnemonics spelled differently from codegen's.
 _REAL_NAMES = {"tmatmul.acc": "tmatmul_acc", "tmatmul.bias": "tmatmul_bias"}
@@ -564,21 +569,18 @@ def real_instr(stmt) -> asm.Instr:
 
 
 def _sort_stage(instr, tgt: Target):
-    """One ``tsort32`` or ``tmrgsort``: one stage of :func:`_sort` over the structs it writes
-    (``tmrgsort`` of L > 4 lists: ceil(log4 L) stages)."""
-    tiles = _tiles(instr.outs) or _tiles(instr.ins)
-    if not tiles:
+    """One ``tsort32`` (its values' rows) or ``tmrgsort`` (the structs of its lists: the one source
+    tile of the single-list form, the 2-4 lists of the list form, its last tile the tmp) at the sort
+    unit's measured rates (``Target.sort32_cycles``, ``Target.merge_cycles``)."""
+    ins = _tiles(instr.ins)
+    if not ins:
         raise _fail(instr, "expects a tile operand")
-    structs = max(_valid_bytes(t) for t in tiles) / _STRUCT_BYTES
-    stages = 1
-    if instr.op == "tmrgsort":
-        lists = len(_tiles(instr.ins)) - (1 if len(_tiles(instr.ins)) > 2 else 0)   # the tmp tile
-        stages = max(1, math.ceil(math.log(max(lists, 2), 4)))
-    rel, startup = VECTOR_CLASSES["ADD"]
-    compares = stages * structs * SORT_STAGE_COMPARES
-    work = compares * _STRUCT_BYTES
-    cycles = stages * startup + math.ceil(work / tgt.vector_bytes_per_repeat) * tgt.vector_cycles_per_repeat * rel
-    return "VECTOR", cycles, float(compares)
+    if instr.op == "tsort32":
+        src = ins[0]
+        return "VECTOR", _sort32_cycles(src.v_row, src.v_col, tgt), float(src.v_row * src.v_col)
+    lists = ins[:-1] if len(ins) > 2 else ins[:1]
+    structs = sum(_valid_bytes(t) for t in lists) / _STRUCT_BYTES
+    return "VECTOR", _merge_cycles(structs, tgt), float(structs)
 
 
 def price_real(stmt, target, *, l2_hit: float = 1.0):
@@ -596,8 +598,9 @@ def price_real(stmt, target, *, l2_hit: float = 1.0):
 class _RealWalk:
     """The real text's statements as :func:`_events`' tree, folding index arithmetic on constants."""
 
-    def __init__(self, tgt: Target, l2_hit, values):
+    def __init__(self, tgt: Target, l2_hit, values, block=None):
         self.tgt, self.l2_hit, self.values, self.known = tgt, l2_hit, dict(values or {}), {}
+        self.block = block                                 # pto.get_block_idx's value, where it is known
 
     def value(self, name):
         if isinstance(name, (int, bool)):
@@ -618,7 +621,9 @@ class _RealWalk:
 
     def arith(self, s):
         vals = [self.value(o) for o in s.operands]
-        if s.op == "get_block_idx" or any(v is None for v in vals):
+        if s.op == "get_block_idx" and self.block is not None:
+            self.known[s.result] = self.block
+        elif s.op == "get_block_idx" or any(v is None for v in vals):
             self.known.pop(s.result, None)                 # a loop or block dependent value
         elif s.op == "index_cast":
             self.known[s.result] = vals[0]
@@ -680,6 +685,38 @@ def function_time(function, target, *, l2_hit: float = 1.0, values=None) -> Bloc
     totals = {"in": 0, "out": 0, "flops": 0.0}
     events = _RealWalk(tgt, l2_hit, values).events(function.body, totals)
     return _block(events, totals, tgt, "pto")
+
+
+def task_time(function, target, *, block: int, l2_hit: float = 1.0, values=None) -> BlockCost:
+    """Predicted time of task ``block`` of a task function of the real module (selection's task form,
+    :mod:`~ptojax.ascend.isel.task`: one top-level ``scf.for`` over the task's grid points, resident
+    loads hoisted before it or under an ``scf.if`` that skips them while their window stays): each
+    grid point priced as :func:`function_time` prices one block — its pipes' busiest plus its fill —
+    with the statements before the loop counted in the first point, summed over the points. A load
+    the point skips is not charged, so reuse shows as less MTE2 time and fewer GM bytes; everything
+    else costs what the grid-point function costs."""
+    from . import engine_parse as E
+
+    tgt = _target(target)
+    pos = next((i for i, s in enumerate(function.body) if isinstance(s, E.For)), None)
+    if pos is None:
+        raise PtoUnsupportedError(f"task_time: function @{function.name} has no task loop (scf.for at its top level)")
+    loop, walk = function.body[pos], _RealWalk(tgt, l2_hit, values, block)
+    head = {"in": 0, "out": 0, "flops": 0.0}
+    before, points = walk.events(function.body[:pos], head), []
+    for i in range(walk.trip(loop)):
+        walk.known[loop.var] = walk.value(loop.lo) + i * walk.value(loop.step)
+        totals = dict(head) if i == 0 else {"in": 0, "out": 0, "flops": 0.0}
+        events = walk.events(loop.body, totals)
+        points.append(_block(before + events if i == 0 else events, totals, tgt, "pto"))
+    if not points:
+        return _block(before, head, tgt, "pto")
+    pipes = {p: sum(c.pipes.get(p, 0.0) for c in points) for p in PIPES if any(p in c.pipes for c in points)}
+    cycles = sum(c.cycles for c in points)
+    bottleneck = max(pipes, key=lambda p: (pipes[p], -PIPES.index(p))) if pipes else ""
+    return BlockCost(cycles, cycles / tgt.clock_hz, pipes, sum(c.bytes_in for c in points),
+                     sum(c.bytes_out for c in points), sum(c.flops for c in points), bottleneck,
+                     sum(c.fill for c in points), "pto")
 
 
 def load_l2_hit(kernel: asm.Kernel, default: float = 1.0) -> float:

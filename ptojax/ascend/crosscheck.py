@@ -237,10 +237,11 @@ def jobs_of(kernel, arch: str = "a3") -> list[Job]:
     (or of a ``Compiled``: its ``.code``)."""
     kernel = getattr(kernel, "code", kernel)
     text = kernel.pto(arch)
-    names = list(functions(text))          # one function per kernel, in order (isel.module)
-    if len(names) != len(kernel.kernels):
-        raise ValueError(f"{len(names)} functions in the module for {len(kernel.kernels)} kernels")
-    return [(text, name, math.prod(k.grid)) for name, k in zip(names, kernel.kernels.values())]
+    entries = kernel.entries()             # grid-point functions, then task functions (isel.module)
+    names = list(functions(text))
+    if names != [name for name, _ in entries]:
+        raise ValueError(f"functions {names} in the module for {[name for name, _ in entries]}")
+    return [(text, name, blocks) for name, blocks in entries]
 
 
 def run(jobs: Sequence[Job], *, seed: int = 0, arch: str = "a3", inputs=None, index_high: int = 4,

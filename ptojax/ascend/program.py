@@ -13,6 +13,8 @@ import functools
 import math
 import os
 
+import numpy as np
+
 from ..lowering import ir
 from ..lowering.memory import ASCEND_CORE, CoreMemory
 from ..lowering.pipeline import Lowering
@@ -38,14 +40,17 @@ class AscendKernel:
     memory: CoreMemory
     kernels: dict
     text: str
+    tasks: dict = dataclasses.field(default_factory=dict)   # key -> grid points per task, where more than one
     # Made from ``kernels`` once (``init=False``: ``dataclasses.replace`` with other kernels starts afresh).
     _costs: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # (target, on) -> {key: BlockCost};
-    #                                                 (target, key, HBM fraction) -> BlockCost
+    #                                                 (target, key, HBM fraction) -> BlockCost;
+    #                                                 (target, key, HBM fraction, phase, tiles) -> a task's
     _extents: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # key -> {location: bytes}
     _host: dict = dataclasses.field(default_factory=dict, init=False, repr=False)     # key -> HostKernel or None
     _lanes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # key -> LaneKernel or None
     _pto: dict = dataclasses.field(default_factory=dict, init=False, repr=False)      # (arch, level) -> module text
-    _functions: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # arch -> {key: Function}
+    _functions: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # arch -> {key: Function};
+    #                                                                                   ("tasks", arch) -> task functions
 
     def kernel(self, part) -> asm.Kernel:
         return self.kernels[(part.program.name, tuple(part.shape))]
@@ -56,12 +61,17 @@ class AscendKernel:
             self._extents[key] = extents(self.kernels[key])
         return self._extents[key]
 
+    def _task_sizes(self) -> list[int]:
+        return [self.tasks.get(key, 1) for key in self.kernels]
+
     def pto(self, arch: str = "a3", level: str = "level2") -> str:
         """The kernel as one real PTO-AS module for ``arch`` (``a3``: A2/A3, ``a5``), the text PTOAS
-        assembles (:mod:`~ptojax.ascend.isel`), made once per (arch, level)."""
+        assembles (:mod:`~ptojax.ascend.isel`), made once per (arch, level): a function per grid point
+        of each program, then a task function (:mod:`~ptojax.ascend.isel.task`, L1/UB reuse) for each
+        program whose tasks take several grid points."""
         if (arch, level) not in self._pto:
             self._pto[arch, level] = isel.module(list(self.kernels.values()), arch=arch, level=level,
-                                                 memory=self.memory)
+                                                 memory=self.memory, tasks=self._task_sizes())
         return self._pto[arch, level]
 
     def cpp(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
@@ -134,6 +144,63 @@ class AscendKernel:
                 self._costs[target.name, key, hbm] = kernel_time(self.kernels[key], target, l2_hit=1.0 - hbm)
         return self._costs[target.name, key, hbm]
 
+    def entries(self) -> list[tuple[str, int]]:
+        """``(function name, blocks)`` of every function of :meth:`pto`, in order: a grid-point
+        function runs one block per grid point, a task function one per task."""
+        names = isel.symbols(list(self.kernels.values()), self._task_sizes())
+        blocks = [math.prod(k.grid) for k in self.kernels.values()]
+        blocks += [-(-math.prod(self.kernels[key].grid) // self.tasks[key]) for key in self.grouped()]
+        return list(zip(names, blocks))
+
+    def grouped(self) -> list:
+        """The keys of the kernels that have a task function, in :meth:`pto`'s order."""
+        return [key for key in self.kernels if self.tasks.get(key, 1) > 1]
+
+    def task_functions(self, arch: str = "a3") -> dict:
+        """Each task function of the real module for ``arch`` (key -> engine ``Function``, None where
+        it cannot print or parse), made once."""
+        if ("tasks", arch) not in self._functions:
+            from . import engine
+            from ..errors import PtoUnsupportedError
+
+            names = dict(zip(self.grouped(), (name for name, _ in self.entries()[len(self.kernels):])))
+            try:
+                module = engine.parse(self.pto(arch))
+                funcs = {key: module.function(name) for key, name in names.items()}
+            except (PtoUnsupportedError, asm.PtoAsmError):   # one by one: price what prints and parses
+                funcs = {}
+                for key in names:
+                    try:
+                        module = isel.module([self.kernels[key]], arch=arch, memory=self.memory,
+                                             tasks=[self.tasks[key]])
+                        funcs[key] = engine.parse(module).functions[1]
+                    except (PtoUnsupportedError, asm.PtoAsmError):
+                        funcs[key] = None
+            self._functions["tasks", arch] = funcs
+        return self._functions["tasks", arch]
+
+    def task_cost(self, key, target, hbm: float, first: int, count: int):
+        """The block cost of the task over grid points ``first .. first+count-1`` of kernel ``key`` on
+        ``target``, a fraction ``hbm`` of its GM reads from HBM: its task function's
+        (:func:`~ptojax.ascend.cost.task_time`: a load the task keeps resident is not charged again)
+        where it has one, else ``count`` × the grid point's :meth:`cost`."""
+        n = self.tasks.get(key, 1)
+        func = self.task_functions().get(key) if n > 1 and first % n == 0 and count <= n else None
+        if func is None or self.costs(target)[key].priced != "pto":
+            one = self.cost(key, target, hbm)
+            return dataclasses.replace(one, cycles=one.cycles * count, seconds=one.seconds * count,
+                                       pipes={p: c * count for p, c in one.pipes.items()},
+                                       bytes_in=one.bytes_in * count, bytes_out=one.bytes_out * count,
+                                       flops=one.flops * count, fill=one.fill * count)
+        grid = self.kernels[key].grid
+        phase = (target.name, key, hbm, first % max(1, math.prod(grid[1:])), count)   # the same loads
+        if phase not in self._costs:
+            from .cost import load_l2_hit, task_time
+
+            l2_hit = (1.0 - hbm) * load_l2_hit(self.kernels[key])
+            self._costs[phase] = task_time(func, target, block=first // n, l2_hit=l2_hit)
+        return self._costs[phase]
+
     def functions(self, arch: str = "a3") -> dict:
         """Each kernel's function of the real module for ``arch`` (parsed; key -> engine ``Function``),
         made once; None for a kernel selection cannot print yet (or the engine cannot read)."""
@@ -170,19 +237,21 @@ def _block_calls(jaxpr):
 
 
 def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> AscendKernel:
-    kernels, texts = {}, []
+    kernels, texts, tasks = {}, [], {}
     pids = {id(p): i for i, p in enumerate(lowering.programs)}
     for eqn in _block_calls(lowering.block.jaxpr):
         for part in eqn.params["spec"].parts:
             key = (part.program.name, tuple(part.shape))
             if key in kernels:
                 continue
+            if min(part.tiles_per_block, part.size) > 1:        # 0: auto, chosen at run time
+                tasks[key] = min(part.tiles_per_block, part.size)
             text = asm.emit(codegen(part.program, part.shape, memory, pids[id(part.program)]))
             (parsed,) = asm.parse(text)
             isa.verify(parsed)
             kernels[key] = parsed
             texts.append(text)
-    return AscendKernel(lowering, memory, kernels, "\n".join(texts))
+    return AscendKernel(lowering, memory, kernels, "\n".join(texts), tasks)
 
 
 _LANE_CODE_MIN = 8                  # block instances that run as lanes of lane code; fewer run on host code
@@ -268,16 +337,26 @@ class AscendBackend:
         self._cost = compiled.costs(target)
         self.l2_bytes = target.l2_bytes
 
-    def priced(self, part, hbm: float) -> tuple[float, int]:
-        """Seconds and GM bytes read of one tile of ``part`` with a fraction ``hbm`` of its reads from HBM."""
-        cost = self.compiled.cost((part.program.name, tuple(part.shape)), self.target, hbm)
-        return cost.seconds, cost.bytes_in
+    def _task_cost(self, part, tiles, hbm: float) -> tuple[float, int, int]:
+        """(seconds, GM bytes in, GM bytes out) of the task of ``part`` over grid points ``tiles``."""
+        key = (part.program.name, tuple(part.shape))
+        if key not in self.compiled.tasks:
+            one, n = self.compiled.cost(key, self.target, hbm), len(tiles)
+            return one.seconds * n, one.bytes_in * n, one.bytes_out * n
+        first = int(np.ravel_multi_index(tuple(int(i) for i in tiles[0]), part.shape)) if tiles[0] else 0
+        cost = self.compiled.task_cost(key, self.target, hbm, first, len(tiles))
+        return cost.seconds, cost.bytes_in, cost.bytes_out
+
+    def priced(self, part, hbm: float, tiles) -> tuple[float, int]:
+        """Seconds and GM bytes read of the task of ``part`` over grid points ``tiles`` with a fraction
+        ``hbm`` of its reads from HBM (:meth:`AscendKernel.task_cost`: resident loads read once)."""
+        return self._task_cost(part, tiles, hbm)[:2]
 
     def task(self, part, tiles, arrays):
         key = (part.program.name, tuple(part.shape))
-        cost = self._cost[key]
+        seconds, bytes_in, bytes_out = self._task_cost(part, tiles, 0.0)
         body = _Instances(self.compiled.kernels[key], self.compiled.host(key), tiles, arrays)
-        return body, cost.seconds * len(tiles), int(cost.bytes_in + cost.bytes_out) * len(tiles)
+        return body, seconds, int(bytes_in + bytes_out)
 
     def tiles_per_task(self, part) -> int:
         """``tiles_per_block="auto"``: enough tiles per task that a task outlasts the AICPU schedulers'

@@ -65,6 +65,19 @@ class Target:
     # PostSimulator slope relative to ADD (cost.py).
     vector_cycles_per_repeat: float = 2.0
 
+    # ---- sort unit of the vector core: TSORT32 issues vbitsort (one repeat sorts 32 elements into
+    #      (value, index) structs), TMRGSORT vmrgsort4 (one repeat merges four sorted lists). Measured
+    #      on a 910B3 (dav-2201, the A2/A3 AI core) for pto-isa's a2a3 cost model (cann/pto-isa merge
+    #      request 1192, include/pto/costmodel/a2a3/cce_costmodel/cce_costmodel_vector_compute.hpp):
+    #      vbitsort = 16 cycles per repeat + 21; vmrgsort4 = 78 cycles per repeat of four 32-struct
+    #      lists (128 structs written) + 20. ASSUMPTION: the merge was measured on 32-struct lists only;
+    #      a merge of longer lists (or of 2-4 separate lists) is priced by the structs it writes, at
+    #      that rate, as a merge unit emitting one struct after another would take them.
+    sort32_cycles: float = 16.0            # per 32-element group
+    sort32_startup: float = 21.0           # per vbitsort (TSORT32 issues one per row)
+    merge_cycles: float = 78.0 / 128       # per struct written
+    merge_startup: float = 20.0            # per vmrgsort4 (one per TMRGSORT)
+
     # ---- per-core data paths, bytes/cycle (ini [AICoreMemoryRates], HW §3.4)
     gm_read_hbm: float = 32.0              # MTE2 GM->L1/UB when the bytes come from HBM: ddr read 32
     gm_read_l2: float = 110.0              # MTE2 GM->L1/UB when they hit L2: l2 read 110

@@ -4,14 +4,16 @@
 interpret the kernel's real module (:meth:`~ptojax.ascend.program.AscendKernel.pto`, parsed back by
 :mod:`~ptojax.ascend.engine`) instead of codegen's host code: each grid point of a task is one call
 of its program's function, its block index the point's row-major position in the part's grid (as
-``pto.get_block_idx`` gives it to the function). Slower than host code; the reference that ties
-every number to the text the vendor's tools take.
+``pto.get_block_idx`` gives it to the function); a task of a program with a task function
+(:mod:`~ptojax.ascend.isel.task`) is one call of that function, its block index the task's number,
+so the loads it keeps resident run as the text has them. Slower than host code; the reference that
+ties every number to the text the vendor's tools take.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import engine, isel
+from . import engine
 from .program import AscendBackend
 
 
@@ -28,6 +30,18 @@ class _Blocks:
             engine.run(self.module, self.name, self.arrays, block_index(index, self.grid))
 
 
+class _Task:
+    """A task's body: its program's task function at block index ``block`` (the task's number)."""
+
+    __slots__ = ("module", "name", "block", "arrays")
+
+    def __init__(self, module, name, block, arrays):
+        self.module, self.name, self.block, self.arrays = module, name, block, arrays
+
+    def __call__(self, core=None) -> None:
+        engine.run(self.module, self.name, self.arrays, self.block)
+
+
 def block_index(index, grid) -> int:
     """Grid point ``index`` as ``pto.get_block_idx`` numbers it: row-major over ``grid`` (missing
     trailing dims of the grid are 1)."""
@@ -42,11 +56,17 @@ class PtoTextBackend(AscendBackend):
     def __init__(self, compiled, target, arch: str = "a3"):
         super().__init__(compiled, target)
         self.module = engine.parse(compiled.pto(arch))
-        self.names = dict(zip(compiled.kernels, isel.symbols(list(compiled.kernels.values()))))
+        names = [name for name, _ in compiled.entries()]
+        self.names = dict(zip(compiled.kernels, names))
+        self.task_names = dict(zip(compiled.grouped(), names[len(compiled.kernels):]))
 
-    def _body(self, part, tiles, arrays) -> _Blocks:
+    def _body(self, part, tiles, arrays):
         key = (part.program.name, tuple(part.shape))
-        return _Blocks(self.module, self.names[key], self.compiled.kernels[key].grid, tiles, arrays)
+        grid, n = self.compiled.kernels[key].grid, self.compiled.tasks.get(key, 1)
+        first = block_index(tiles[0], grid) if tiles else 0
+        if key in self.task_names and first % n == 0 and len(tiles) <= n:
+            return _Task(self.module, self.task_names[key], first // n, arrays)
+        return _Blocks(self.module, self.names[key], grid, tiles, arrays)
 
     def task(self, part, tiles, arrays):
         _, seconds, nbytes = super().task(part, tiles, arrays)
@@ -54,7 +74,8 @@ class PtoTextBackend(AscendBackend):
 
     def batch(self, part, arrays):
         def run(tile_lists, core=None):
-            self._body(part, [index for tiles in tile_lists for index in tiles], arrays)()
+            for tiles in tile_lists:
+                self._body(part, tiles, arrays)()
         return run
 
     def fuse(self, steps):

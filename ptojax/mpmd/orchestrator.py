@@ -68,9 +68,10 @@ class Backend(Protocol):
     """Optional: the L2's capacity. With it, the GM reads of each block call are split between L2 and
     HBM by the L2 rule (:mod:`~ptojax.mpmd.l2`) and priced by :meth:`priced`; without it they all hit L2."""
 
-    def priced(self, part, hbm: float) -> tuple[float, int]:
-        """Optional (with ``l2_bytes``): seconds and GM bytes read of one tile of ``part`` when a
-        fraction ``hbm`` of its GM reads come from HBM."""
+    def priced(self, part, hbm: float, tiles) -> tuple[float, int]:
+        """Optional (with ``l2_bytes``): seconds and GM bytes read of the task of ``part`` over grid
+        points ``tiles`` when a fraction ``hbm`` of its GM reads come from HBM (a task that keeps an
+        operand resident across its tiles reads it once)."""
 
     def worker(self) -> object:
         """A fresh per-worker context (a simulated core's buffers)."""
@@ -368,7 +369,7 @@ class _Orchestrator:
                 made.append((Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
                                   run, reads, writes, tiles[0], self.stage, nbytes,
                                   None if group is None else (group, tiles), scatters=scatters,
-                                  binding=len(self.bindings) - 1), len(tiles)))
+                                  binding=len(self.bindings) - 1), tiles))
                 self.emit(made[-1][0])
             if self.l2 is not None:
                 self.price_memory(part, made)
@@ -391,9 +392,9 @@ class _Orchestrator:
                         done = into.get(region.buffer, (0, array.nbytes))[0]
                         into[region.buffer] = (done + region.size * array.itemsize, array.nbytes)
         hbm = round(self.l2.hbm_fraction(reads, writes), 4)
-        seconds, read_bytes = self.backend.priced(part, hbm)
         for task, tiles in made:
-            task.cost, task.hbm = seconds * tiles, int(hbm * read_bytes * tiles)
+            task.cost, read_bytes = self.backend.priced(part, hbm, tiles)
+            task.hbm = int(hbm * read_bytes)
 
     def copy(self, src: Buffer) -> Buffer:
         dst = self.scratch(src.array.shape, src.array.dtype)

@@ -246,26 +246,29 @@ class Selector:
         return name
 
     def run(self, symbol: str) -> str:
+        self.cube = CubePlan(self.kernel.body)
+        self.uses = _uses(self.kernel.body)
+        self.block_index([n for n, t in self.kernel.params if t == "index"])
+        self.body(self.kernel.body)
+        return self.function(symbol)
+
+    def function(self, symbol: str) -> str:
+        """The ``func.func`` text around the printed lines: pointer parameters, the kernel kind."""
         k = self.kernel
-        params, index_params = [], [n for n, t in k.params if t == "index"]
-        for name, type_ in k.params:
-            if type_ != "index":
-                params.append(f"{name}: {type_.replace('<i1>', '<i8>')}")
+        params = [f"{name}: {type_.replace('<i1>', '<i8>')}" for name, type_ in k.params if type_ != "index"]
         head = [f"func.func @{symbol}({', '.join(params)}) "
                 f"attributes {{pto.kernel_kind = #pto.kernel_kind<{_KIND[k.core]}>}} {{"]
-        self.cube = CubePlan(k.body)
-        self.uses = _uses(k.body)
-        self.block_index(index_params)
-        self.body(k.body)
         return "\n".join(head + ["  " + line for line in self.const_lines + self.lines] + ["  return", "}"])
 
-    def block_index(self, names):
-        """Grid indices from ``pto.get_block_idx``, delinearised row-major over the kernel's grid."""
+    def block_index(self, names, flat: str | None = None):
+        """Grid indices ``names`` of the row-major position ``flat`` (default: ``pto.get_block_idx``),
+        delinearised over the kernel's grid."""
         grid = tuple(self.kernel.grid) + (1,) * (len(names) - len(self.kernel.grid))
         if not names:
             return
-        bid, flat = self.fresh("bid"), self.fresh("b")
-        self.lines += [f"{bid} = pto.get_block_idx", f"{flat} = arith.index_cast {bid} : i64 to index"]
+        if flat is None:
+            bid, flat = self.fresh("bid"), self.fresh("b")
+            self.lines += [f"{bid} = pto.get_block_idx", f"{flat} = arith.index_cast {bid} : i64 to index"]
         for d, name in enumerate(names):
             inner, value = math.prod(grid[d + 1:]), flat
             if grid[d] == 1:
@@ -495,21 +498,33 @@ def mask_shape(rows: int, cols: int) -> tuple[int, int]:
     return rows, -(-cols // 8)
 
 
-def symbols(kernels) -> list[str]:
-    """Each kernel's function name in the module: its program name as an identifier, made unique."""
+def symbols(kernels, tasks=None) -> list[str]:
+    """Each kernel's function name in the module: its program name as an identifier, made unique;
+    then, with ``tasks`` (tiles per task of each kernel), the name of each task function
+    (:mod:`.task`: kernels whose tasks take more than one grid point), ``<name>_tasks<n>``."""
     out = []
-    for kernel in kernels:
-        base = name = re.sub(r"[^A-Za-z0-9_]", "_", kernel.name)
+    bases = [re.sub(r"[^A-Za-z0-9_]", "_", kernel.name) for kernel in kernels]
+    bases += [f"{base}_tasks{n}" for base, n in zip(bases, tasks or ()) if n > 1]
+    for base in bases:
+        name = base
         while name in out:
             name = f"{base}_{len(out)}"
         out.append(name)
     return out
 
 
-def module(kernels, *, arch: str = "a3", level: str = "level2", memory=None) -> str:
-    """The real PTO-AS module of a kernel's block programs (one ``func.func`` each)."""
+def module(kernels, *, arch: str = "a3", level: str = "level2", memory=None, tasks=None) -> str:
+    """The real PTO-AS module of a kernel's block programs: one ``func.func`` per grid point of each,
+    then, with ``tasks`` (tiles per task of each kernel), a task function for each kernel whose tasks
+    take more than one grid point (:mod:`.task`), in :func:`symbols`' order."""
+    from .task import task_function
+
     if level not in LEVELS:
         raise ValueError(f"pto realize: level {level!r} is not one of {LEVELS}")
-    funcs = [Selector(kernel, arch, level, memory).run(symbol) for kernel, symbol in zip(kernels, symbols(kernels))]
+    names = symbols(kernels, tasks)
+    funcs = [Selector(kernel, arch, level, memory).run(symbol) for kernel, symbol in zip(kernels, names)]
+    grouped = [(kernel, n) for kernel, n in zip(kernels, tasks or ()) if n > 1]
+    funcs += [task_function(kernel, symbol, n, arch=arch, level=level, memory=memory)
+              for (kernel, n), symbol in zip(grouped, names[len(kernels):])]
     body = "\n".join("  " + line for f in funcs for line in f.splitlines())
     return f'module attributes {{pto.target_arch = "{arch}"}} {{\n{body}\n}}\n'
