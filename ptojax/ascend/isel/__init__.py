@@ -8,8 +8,10 @@ accepts:
 
 - reductions are ``trow*`` (with their tmp tile; an ``R×1`` result) or ``tcol*`` (a ``1×C`` result);
 - broadcasting binaries are ``trowexpand<op>`` / ``tcolexpand<op>``, other broadcasts ``trowexpand`` /
-  ``tcolexpand`` into a tile first;
-- predicates are ``tcmp`` / ``tcmps`` packed ``i8`` masks that ``tsel`` reads (with its tmp tile);
+  ``tcolexpand`` into a tile first; rows repeated in groups go run by run on ``pto.subset`` windows
+  (:mod:`.broadcast`);
+- predicates are ``tcmp`` / ``tcmps`` packed ``i8`` masks that ``tsel`` reads (with its tmp tile), masks
+  of different widths aliased to one;
 - composites (softmax, norms, activations, pow, clip) are the instruction sequences of pto-isa's tile
   library; ``bf16`` / ``i8`` arithmetic goes through ``f32`` / ``i16`` (``tcvt``), as A2/A3 code must;
 - matmuls use ``tmatmul`` / ``tmatmul.acc`` / ``tmatmul.bias`` on left ``zz`` (A2/A3; ``nz`` on A5) and
@@ -20,6 +22,9 @@ selection adds tiles (tmp, masks, widened operands) that ptojax's planner did no
 ``level="level3"`` keeps codegen's addresses and places the added tiles above each buffer's
 high-water mark (a :class:`~ptojax.errors.PtoCapacityError` when they do not fit). Synchronisation
 is left to ``ptoas --enable-insert-sync``: the text holds no ``set_flag`` / ``wait_flag``.
+
+A program whose tasks take several grid points (``tiles_per_block``) also gets a task function
+(:mod:`.task`): a loop over the task's grid points that loads a window they share once (L1/UB reuse).
 
 An instruction with no real form yet is a :class:`~ptojax.errors.PtoUnsupportedError` naming the
 program and the instruction.

@@ -4,10 +4,18 @@ The real vector unit has no ``i1`` tiles. A compare writes a packed mask (``tcmp
 per element) that ``tsel`` reads; a predicate that leaves the mask world (stored, converted, moved)
 is also kept as bytes: an ``i8`` tile of 0 / 1 in the place of codegen's ``i1`` tile, as booleans are
 one byte in GM. Either form is made from the other where a use needs it.
+
+A mask is as wide as its compare's row pitch, which depends on the dtype compared (8 ``f32``, 16
+``i16`` elements per 32 bytes). Its readers take one width: ``tand`` / ``tor`` want operands of one
+valid shape, and ``tsel`` reads ``C / 8`` mask bytes per row of ``C`` elements, so masks and the tiles
+selected between are aliased to the narrowest width among them (:func:`aligned`).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import asm
+from .broadcast import operand
 from .rules import rule
 from .selector import matrix
 
@@ -29,6 +37,30 @@ def full(sel, name: str) -> str:
         return name
     return sel.reshape(name, asm.TileBuf(t.loc, t.dtype, t.rows, t.cols, t.v_row, t.cols, t.blayout, t.slayout,
                                          t.fractal, t.pad))
+
+
+def _per_byte(sel) -> int:
+    """Elements one mask byte stands for: 8 on A2/A3 (a bit each), 1 on A5 (a byte each)."""
+    return 8 if sel.arch == "a3" else 1
+
+
+def _cols(sel, name: str, cols: int) -> str:
+    """Tile ``name`` with ``cols`` valid columns (an alias of the same bytes)."""
+    t = sel.types[name]
+    if t.v_col == cols:
+        return name
+    return sel.reshape(name, asm.TileBuf(t.loc, t.dtype, t.rows, t.cols, t.v_row, cols, t.blayout, t.slayout,
+                                         t.fractal, t.pad))
+
+
+def aligned(sel, masks, tiles=()) -> tuple[list, list]:
+    """``masks`` and the ``tiles`` read through them as aliases of one width: the narrowest whole rows
+    among them (masks in elements, tiles widened to their row pitch by :func:`full`). Every width
+    covers the valid columns, so no result is lost."""
+    per = _per_byte(sel)
+    tiles = [full(sel, t) for t in tiles]
+    width = min([sel.types[m].v_col * per for m in masks] + [sel.types[t].cols for t in tiles])
+    return [_cols(sel, m, width // per) for m in masks], [_cols(sel, t, width) for t in tiles]
 
 
 def mask(sel, name: str) -> str:
@@ -70,8 +102,8 @@ def write_bytes(sel, name: str):
     sel.print("texpands", [sel.const(1, "i16")], [ones])
     sel.print("texpands", [sel.const(0, "i16")], [zeros])
     wide = sel.like(name, dtype="i16")
-    ones, zeros, whole = full(sel, ones), full(sel, zeros), full(sel, wide)
-    sel.print("tsel", [sel.masks[name], ones, zeros, sel.like(whole)], [whole])
+    (selected,), (ones, zeros, whole) = aligned(sel, [sel.masks[name]], [ones, zeros, wide])
+    sel.print("tsel", [selected, ones, zeros, sel.like(whole)], [whole])
     sel.convert(wide, name, "RINT", saturate=False)
 
 
@@ -87,10 +119,9 @@ def compare(sel, s, ins, outs):
         out = sel.mask_for(outs[0], sel.types[a])
         sel.print("tcmps", [a, sel.const(sel.values[b], _WIDE.get(dtype, dtype))], [out], {"cmpMode": mode})
     else:
-        sa, sb = matrix(sel.shape(s, 0, a)), matrix(sel.shape(s, 1, b))
-        so = (sel.types[outs[0]].v_row, sel.types[outs[0]].v_col)
-        a = a if sa == so else sel.expand(s, a, sa, so)
-        b = b if sb == so else sel.expand(s, b, sb, so)
+        shape_a, shape_b = sel.shape(s, 0, a), sel.shape(s, 1, b)
+        out_shape = tuple(np.broadcast_shapes(shape_a, shape_b))
+        a, b = operand(sel, s, a, shape_a, out_shape), operand(sel, s, b, shape_b, out_shape)
         a, b = full(sel, widened(sel, a, _CMP_WIDE)), full(sel, widened(sel, b, _CMP_WIDE))
         out = sel.mask_for(outs[0], sel.types[a])
         sel.print("tcmp", [a, b], [out], {"cmpMode": mode})
@@ -103,26 +134,24 @@ def select(sel, s, ins, outs):
     cond, a, b = ins
     to = sel.types[outs[0]]
     so = (to.v_row, to.v_col)
+    out_shape = tuple(np.broadcast_shapes(*s.attr("shapes"))) if s.attr("shapes") else so
     operands = []
     for i, name in ((1, a), (2, b)):
         if not isinstance(sel.types[name], asm.TileBuf):
             filled = sel.like(outs[0], dtype=_WIDE.get(to.dtype, to.dtype))
             sel.print("texpands", [sel.const(sel.values[name], sel.types[filled].dtype)], [filled])
             name = filled
-        elif matrix(sel.shape(s, i, name)) != so:
-            name = sel.expand(s, name, matrix(sel.shape(s, i, name)), so)
+        else:
+            name = operand(sel, s, name, sel.shape(s, i, name), out_shape)
         operands.append(name)
     if not isinstance(sel.types[cond], asm.TileBuf):     # a constant condition picks one operand
         return sel.copy(operands[0] if sel.values[cond] else operands[1], outs[0])
     if matrix(sel.shape(s, 0, cond)) != so:
-        cond_shape = matrix(sel.shape(s, 0, cond))
         if not settled(sel, cond):        # the broadcast reads the condition's bytes, which a
             write_bytes(sel, cond)        # predicate only selects read was never given
-        cond = sel.expand(s, cond, cond_shape, so)
-    selected = mask(sel, cond)
-    wide = [full(sel, widened(sel, n)) for n in operands]
+        cond = operand(sel, s, cond, sel.shape(s, 0, cond), out_shape)
     out = outs[0] if not sel.narrow(outs[0]) else sel.like(outs[0], dtype=_WIDE[to.dtype])
-    whole = full(sel, out)
+    (selected,), (*wide, whole) = aligned(sel, [mask(sel, cond)], [*(widened(sel, n) for n in operands), out])
     sel.print("tsel", [selected, *wide, sel.like(whole)], [whole])
     if out != outs[0]:
         sel.convert(out, outs[0], "RINT", saturate=False)
@@ -140,7 +169,7 @@ def widened(sel, name: str, wide=_WIDE) -> str:
 
 @rule("tlogical_and", "tlogical_or")
 def logical(sel, s, ins, outs):
-    a, b = (mask(sel, n) for n in ins)
+    (a, b), _ = aligned(sel, [mask(sel, n) for n in ins])
     out = sel.mask_for(outs[0], sel.types[a], mask=True)
     sel.print("tand" if s.op == "tlogical_and" else "tor", [a, b], [out])
     settle(sel, outs[0])

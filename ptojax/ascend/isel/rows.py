@@ -53,11 +53,31 @@ def _block(sel, header: str):
         sel.lines += ["  " + line for line in inner] + ["}"]
 
 
-def _row_major(rows: int, cols: int, dtype: str) -> asm.TileBuf:
+def row_major(rows: int, cols: int, dtype: str) -> asm.TileBuf:
     """A row-major work tile even of one column (``vec_tile`` makes those columns), so that its rows
     are the blocks a scan steps through."""
     t = vec_tile(rows, max(cols, 2), dtype)
     return asm.TileBuf("vec", dtype, rows, t.cols, rows, cols)
+
+
+def one_per_row(sel, tile: str) -> str:
+    """A column tile's values one per row of a row-major work tile (its ``ttrans``): there each value
+    starts a 32-byte aligned row that subsets, copies and expansions can address. A row-major tile of
+    one column already is one."""
+    if not is_column(sel.types[tile]):
+        return tile
+    t = sel.types[tile]
+    work = sel.alloc(row_major(t.v_row, 1, t.dtype))
+    src = sel.row(tile)
+    sel.print("ttrans", [src, sel.like(src)], [work])
+    return work
+
+
+def from_rows(sel, work: str, out: str):
+    """Column tile ``out`` := the values of :func:`one_per_row` work tile ``work`` (its ``ttrans``)."""
+    if not is_column(sel.types[out]):
+        return sel.copy(work, out)
+    sel.print("ttrans", [work, sel.like(work)], [sel.row(out)])
 
 
 def _for(sel, upper: int, lower: int = 0):
@@ -392,7 +412,7 @@ def cumsum(sel, s, ins, outs):
             wide = sel.like(src, dtype=acc)
             sel.convert(src, wide, "RINT")
             src = wide
-        work = sel.alloc(_row_major(rows, 1, acc))
+        work = sel.alloc(row_major(rows, 1, acc))
         sel.print("ttrans", [src, sel.like(src)], [work])
         _scan(sel, work, 1, rows, 1, reverse)
         back = sel.row(out) if acc == to.dtype else sel.like(sel.row(out), dtype=acc)
@@ -405,7 +425,7 @@ def cumsum(sel, s, ins, outs):
         if acc != tx.dtype:
             src = sel.like(x, dtype=acc)
             sel.convert(x, src, "RINT")
-        work = sel.alloc(_row_major(cols, rows, acc))
+        work = sel.alloc(row_major(cols, rows, acc))
         sel.print("ttrans", [src, sel.like(src)], [work])
         _scan(sel, work, 1, cols, 1, reverse)
         back = out if acc == to.dtype else sel.like(out, dtype=acc)

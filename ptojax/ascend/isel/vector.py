@@ -1,14 +1,15 @@
-"""Vector rules: moves, elementwise arithmetic (broadcasts as ``trowexpand*`` / ``tcolexpand*``),
-tile-scalar forms, conversions, reductions (``trow*`` with a tmp tile and an ``R×1`` result,
-``tcol*``), compares as packed ``i8`` masks, and selects."""
+"""Vector rules: moves, elementwise arithmetic and bitwise ops (broadcasts as ``trowexpand*`` /
+``tcolexpand*``, rows repeated in groups by :mod:`.broadcast`), tile-scalar forms, conversions,
+reductions (``trow*`` with a tmp tile and an ``R×1`` result, ``tcol*``), transposes (``ttrans``; a
+column regrouped as rows and back), and broadcasts of a tile or a scalar (``texpand``)."""
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from .. import asm, instructions
 from . import predicate
+from .broadcast import broadcast_rows, by_row_runs, fuses, grouped, in_groups, operand
+from .rows import from_rows, one_per_row, row_major
 from .rules import rule
 from .selector import is_column, matrix
 
@@ -51,43 +52,19 @@ def binary(sel, s, ins, outs):
     if so[1] == 1 and sb == (1, 1) and sa == so and f"trowexpand{_BINARY[op]}" in instructions.TABLE:
         # a column and one value: the value expands over the column's row
         return sel.emit(f"trowexpand{_BINARY[op]}", [sel.row(a), sel.as_cell(b, sel.types[b])], [sel.row(outs[0])])
-    if sa != so:
-        a = sel.expand(s, a, sa, so)
+    out_shape = tuple(np.broadcast_shapes(shape_a, shape_b))
+    a = operand(sel, s, a, shape_a, out_shape)
     if sb == so:
         return sel.emit(op, [a, b], outs)
-    if sb[1] == so[1] and sb[0] not in (1, so[0]):
-        return by_row_runs(sel, s, op, a, b, outs[0], shape_a, shape_b)
+    if in_groups(sb, so):
+        if is_column(to) or not fuses(op):
+            return sel.emit(op, [a, grouped(sel, s, b, shape_b, out_shape)], outs)
+        return by_row_runs(sel, s, op, a, b, outs[0], out_shape, shape_b)
     fused = {(so[0], 1): f"trowexpand{_BINARY[op]}", (1, so[1]): f"tcolexpand{_BINARY[op]}"}.get(sb)
     if fused in instructions.TABLE and so != (1, 1) and (fused[1:4] == "col" or to.dtype in _FLOATS):
         # (an integer per-row operand would need a full 32-byte row: the verifier's rule)
         return sel.emit(fused, [a, sel.as_rows(b, sel.types[b], sb) if fused.startswith("trow") else b], outs)
     sel.emit(op, [a, sel.expand(s, b, sb, so)], outs)
-
-
-def by_row_runs(sel, s, op, a, b, out, shape_a, shape_b):
-    """``a <op> b`` where ``b``'s rows broadcast over groups of ``a``'s (a (2, 1, 64) operand of a
-    (2, 4, 64) tile): per run of output rows that read one row of ``b``, a ``tcolexpand<op>`` on row
-    subsets; per run that reads consecutive rows, the plain op. ``op`` None: ``b`` broadcast into
-    ``out`` (of logical shape ``shape_a``)."""
-    if sel.types[a].v_row != matrix(shape_a)[0] or is_column(sel.types[out]):
-        sel.fail(s, f"broadcasting both operands ({list(shape_a)}, {list(shape_b)})")
-    out_shape = np.broadcast_shapes(shape_a, shape_b)
-    lead_b = (1,) * (len(out_shape) - len(shape_b)) + tuple(shape_b[:-1])
-    rows = np.broadcast_to(np.arange(math.prod(lead_b)).reshape(lead_b), out_shape[:-1]).ravel()
-    start = 0
-    while start < len(rows):
-        end, step = start + 1, None
-        while end < len(rows) and rows[end] - rows[end - 1] == (step := rows[start + 1] - rows[start]) and step in (0, 1):
-            end += 1
-        step = 0 if end - start == 1 else rows[start + 1] - rows[start]
-        count = 1 if step == 0 else end - start
-        ys, bs = sel.subset(out, start, end - start), sel.subset(b, rows[start], count)
-        if op is None:
-            sel.copy(bs, ys) if count == end - start else sel.emit("tcolexpand", [bs], [ys])
-        else:
-            xs = sel.subset(a, start, end - start)
-            sel.emit(f"tcolexpand{_BINARY[op]}" if step == 0 and end - start > 1 else op, [xs, bs], [ys])
-        start = end
 
 
 @rule("tabs")
@@ -102,10 +79,14 @@ def absolute(sel, s, ins, outs):
 @rule(*_BITWISE)
 def bitwise(sel, s, ins, outs):
     """Bitwise ops; i32 tiles as i16 tiles of twice the columns (the same bytes: A2/A3 has no i32
-    and/or/xor/not), ``txor`` with its tmp tile."""
+    and/or/xor/not), ``txor`` with its tmp tile; a broadcast operand expanded first."""
     tile = next((n for n in ins if isinstance(sel.types[n], asm.TileBuf)), None)
     if tile is None:
         sel.fail(s, "on scalars only")
+    if len(ins) == 2 and all(isinstance(sel.types[n], asm.TileBuf) for n in ins):
+        shapes = [sel.shape(s, i, n) for i, n in enumerate(ins)]
+        out_shape = tuple(np.broadcast_shapes(*shapes))
+        ins = [operand(sel, s, n, shape, out_shape) for n, shape in zip(ins, shapes)]
     filled = []
     for n in ins:                                  # a scalar operand: filled into a tile of its own
         if not isinstance(sel.types[n], asm.TileBuf):
@@ -221,12 +202,37 @@ def reduce(sel, s, ins, outs):
 
 @rule("ttrans")
 def transpose(sel, s, ins, outs):
+    """A transpose of the two axes a tile's matrix holds (``ttrans``); a permutation that keeps the
+    order of the axes longer than one moves no element (:func:`relayout`)."""
     shape = sel.shape(s, 0, ins[0])
-    if len([d for d in shape if d > 1]) > 2 or tuple(s.attr("permutation")) not in ((1, 0), (0,), ()):
-        perm = [p for p in s.attr("permutation") if shape[p] > 1]
-        if perm != sorted(perm)[::-1] or len(perm) > 2:
-            sel.fail(s, f"permuting {list(shape)} by {list(s.attr('permutation'))}")
+    moved = [p for p in s.attr("permutation") if shape[p] > 1]
+    if moved == sorted(moved):
+        return relayout(sel, s, ins[0], outs[0])
+    if moved != sorted(moved)[::-1] or len(moved) > 2:
+        sel.fail(s, f"permuting {list(shape)} by {list(s.attr('permutation'))}")
     sel.emit("ttrans", [ins[0], sel.like(ins[0])], outs)
+
+
+def relayout(sel, s, src: str, out: str):
+    """``out`` := the elements of ``src`` in the same row-major order, in another matrix form: a column
+    of ``G*k`` values as ``G`` rows of ``k`` or back, through a work tile of one value per row
+    (:func:`~.rows.one_per_row`) and ``ttrans`` of its ``k``-row blocks."""
+    ts, to = sel.types[src], sel.types[out]
+    if (ts.v_row, ts.v_col) == (to.v_row, to.v_col) or 1 in (ts.v_row, to.v_row):
+        sel.copy(src, out)
+    elif ts.v_col == 1:
+        work, k = one_per_row(sel, src), to.v_col
+        for g in range(to.v_row):
+            block = sel.subset(work, g * k, k)
+            sel.print("ttrans", [block, sel.like(block)], [sel.subset(out, g, 1)])
+    elif to.v_col == 1:
+        work, k = sel.alloc(row_major(to.v_row, 1, ts.dtype)), ts.v_col
+        for g in range(ts.v_row):
+            row = sel.subset(src, g, 1)
+            sel.print("ttrans", [row, sel.like(row)], [sel.subset(work, g * k, k)])
+        from_rows(sel, work, out)
+    else:
+        sel.fail(s, f"regrouping a {ts.v_row}x{ts.v_col} tile as {to.v_row}x{to.v_col}")
 
 
 @rule('texpand')
@@ -247,5 +253,5 @@ def broadcast(sel, s, ins, outs):
     if src == (1, dst[1]):
         return sel.emit("tcolexpand", [x], outs)
     if src[1] == dst[1] and dst[0] % src[0] == 0 and len(sel.shape(s, 0, x)) > 1:
-        return by_row_runs(sel, s, None, outs[0], x, outs[0], tuple(s.attr("shape")), sel.shape(s, 0, x))
+        return broadcast_rows(sel, s, x, sel.shape(s, 0, x), outs[0], tuple(s.attr("shape")))
     sel.copy(sel.expand(s, x, src, dst), outs[0])
