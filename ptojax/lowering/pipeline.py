@@ -8,6 +8,7 @@ integers and booleans, a per-dtype tolerance for floats.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable, Mapping
 
 import jax
@@ -81,13 +82,13 @@ class Lowering:
         return TEXT[level](self)
 
     def evaluate(self, level: str, *args):
-        """Run one level on (pytree) arguments; returns the kernel's (pytree) outputs. A symbolic
-        lowering runs at the sizes of ``args``."""
+        """Run one level on (pytree) arguments as one ``jax.jit`` computation; returns the kernel's
+        (pytree) outputs. A symbolic lowering runs at the sizes of ``args``."""
         flat, tree = jax.tree.flatten(args)
         self.check_signature("pto lowering", flat, tree)
         closed = self.level(level)
         outs = (evaluate_at_sizes(closed, flat) if self.symbolic
-                else jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *flat))
+                else jax.jit(functools.partial(jax.core.eval_jaxpr, closed.jaxpr, closed.consts))(*flat))
         return jax.tree.unflatten(self.out_tree, outs)
 
     def check_signature(self, who: str, flat, tree):
