@@ -20,6 +20,7 @@ import fuzz
 REGRESSIONS = sorted((pathlib.Path(__file__).parent / "regressions").glob("fuzz_*.py"))
 
 
+@pytest.mark.long
 @settings(max_examples=300, derandomize=True, deadline=None, database=None, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(fuzz.kernels(max_ops=3))

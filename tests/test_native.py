@@ -158,7 +158,11 @@ def test_special_values_natively(dtype):
     same_bits(got, want)
 
 
-@pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
+_SLOW_TO_COMPILE = {"matmul-fp16-out", "matmul-batched", "mlp-block", "layout", "elementwise-tails"}  # 15-23 s each
+
+
+@pytest.mark.parametrize("name,kernel,args", [pytest.param(*k, marks=[pytest.mark.slow] if k[0] in _SLOW_TO_COMPILE
+                                                           else []) for k in KERNELS], ids=[k[0] for k in KERNELS])
 def test_test_kernels_natively(name, kernel, args):
     got, want, _ = _native_and_host(kernel, args)
     same_bits(got, want)

@@ -28,6 +28,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import ptojax as pj
 from ptojax.ascend import engine
@@ -210,6 +211,7 @@ REQUIRED_KINDS = {
     "tcvt f32->i32 ROUND", "tcvt f32->i8 FLOOR", "tcvt i32->f32 RINT", "tcvt i8->i16 RINT", "tcvt i16->i8 RINT"}
 
 
+@pytest.mark.long
 def test_engine_matches_the_vendor_simulator():
     """One run (one g++ translation unit, plus one recompile when g++ drops rejected programs), many
     checks: kept in one test so that pytest-xdist does not run it twice."""
