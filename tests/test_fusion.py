@@ -14,6 +14,7 @@ import pytest
 
 import ptojax as pj
 from ptojax.ascend.ptoas import find_ptoas
+from ptojax.lowering.rowform import plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import fusion as F  # noqa: E402
@@ -90,6 +91,27 @@ def test_reduced_results_used_as_rows_stay_in_the_program():
     assert len(compiled.lowering.programs) == 1 and prof.tasks == 3
     for got, want in zip(pj.kernel(fn)(x), jax.jit(fn)(x)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("x_shape, axis, y_shape", [((1, 24, 16), 1, (8, 16)), ((8, 1, 32), -1, (8, 5))],
+                         ids=["over-rows", "over-columns"])
+def test_a_reduced_value_broadcast_to_more_elements_is_read_in_its_reduced_shape(x_shape, axis, y_shape):
+    """A reduced value with a unit dimension ((1, 16), (8, 1)) that an elementwise op broadcasts to more
+    elements: its ``keepdims`` form serves the op that keeps its shape (``s * 2``), the broadcasting
+    op reads it in its reduced shape and its result is not put in the reduction's row form."""
+    def fn(x, y):
+        with pj.tile(vec=(8, 16)):
+            s = jnp.max(x, axis=axis)
+            return jnp.clip(s / (jnp.abs(y) + 1), -1.5, 0.0), s * 2.0
+
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(y_shape).astype(np.float32)
+    tensor = pj.lower(fn, x, y).tensor.jaxpr
+    kept = {e.primitive.name: shape for e in tensor.eqns for v, shape in plan(tensor).items() if v in e.outvars}
+    row = tuple(1 if d == axis % len(x_shape) else n for d, n in enumerate(x_shape))   # keepdims shape
+    assert kept == {"pto.amax": row, "pto.mul": row}
+    for got, want in zip(pj.kernel(fn)(x, y), jax.jit(fn)(x, y)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
 
 
 def test_matmul_row_epilogue_is_one_vector_program_per_output_tile():

@@ -33,10 +33,21 @@ def _elementwise(eqn) -> bool:
     return op is not None and OPS[op].family == "elementwise" and len(eqn.outvars) == 1
 
 
+def _same_layout(a, b) -> bool:
+    """Whether shapes ``a`` and ``b`` hold the same elements in the same order: equal but for leading
+    unit dimensions (an operand that broadcasting does not grow)."""
+    def strip(shape):
+        shape = tuple(shape)
+        while shape and shape[0] == 1:
+            shape = shape[1:]
+        return shape
+    return strip(a) == strip(b)
+
+
 def plan(jaxpr) -> dict:
     """Var -> its kept (``keepdims``) shape, for the reduced values this rewrite keeps in row form:
-    those reshaped back to that shape, or read by an elementwise op whose other tensor operands
-    have the reduced shape (constants, or tensors reshaped for free)."""
+    those reshaped back to that shape, or read by an elementwise op that broadcasts none of them and
+    whose other tensor operands have its output's shape (constants, or tensors reshaped for free)."""
     kept: dict = {}
     for eqn in jaxpr.eqns:
         out = eqn.outvars[0]
@@ -45,9 +56,11 @@ def plan(jaxpr) -> dict:
             x = eqn.invars[0].aval.shape
             kept[out] = tuple(1 if d in eqn.params["axes"] else n for d, n in enumerate(x))
         elif _elementwise(eqn) and shape:
-            rows = {kept[v] for v in eqn.invars if not isinstance(v, Literal) and v in kept}
+            reduced = [v for v in eqn.invars if not isinstance(v, Literal) and v in kept]
             others = [v for v in eqn.invars if isinstance(v, Literal) or v not in kept]
-            if len(rows) == 1 and all(not v.aval.shape or tuple(v.aval.shape) == shape for v in others):
+            rows = {kept[v] for v in reduced}
+            if len(rows) == 1 and all(_same_layout(v.aval.shape, shape) for v in reduced) and \
+                    all(not v.aval.shape or tuple(v.aval.shape) == shape for v in others):
                 kept[out] = rows.pop()
     wanted = set()
     for eqn in reversed(jaxpr.eqns):
