@@ -81,6 +81,7 @@ TOPK_CASES = {
     "f16 16x256 k8": (RNG.standard_normal((16, 256)).astype(np.float16), 8, True),
     "f16 5x90 k9 smallest": (RNG.standard_normal((5, 90)).astype(np.float16), 9, False),
     "bf16 6x64 k16": (RNG.standard_normal((6, 64)).astype(ml_dtypes.bfloat16), 16, True),
+    "bf16 5x40 k1 (a column, sorted in f32)": (RNG.standard_normal((5, 40)).astype(ml_dtypes.bfloat16), 1, False),
     "f32 ties": (RNG.integers(0, 4, (3, 70)).astype(np.float32), 12, True),
     "f32 ties smallest, -inf": (np.where(RNG.random((2, 50)) < 0.3, -np.inf,
                                          RNG.integers(-3, 3, (2, 50))).astype(np.float32), 40, False),
@@ -131,7 +132,8 @@ def _lists(shape, k, largest, dtype=np.float32):
 
 
 @pytest.mark.parametrize("shape,k,largest", [((8, 4, 5), 5, True), ((3, 2, 4, 16), 16, False),
-                                             ((2, 3, 40), 24, True), ((4, 4, 64), 64, True)])
+                                             ((2, 3, 40), 24, True), ((4, 4, 64), 64, True),
+                                             ((1, 4, 1), 1, True), ((3, 5, 1), 3, False)])   # one-value lists
 def test_merge_topk_matches_reference(shape, k, largest):
     v, i = _lists(shape, k, largest)
     (values, indices), text = run_program(lambda a, b: pj.ops.merge_topk(a, b, k, largest=largest), v, i)

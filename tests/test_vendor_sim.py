@@ -149,6 +149,7 @@ def kernels():
         "staged top-k + merge_topk f32": (tiled(lambda x: O.topk(x, 64), vec=(1, 1024)), f32(2, 4096)),
         "staged top-k + merge_topk f16 smallest": (tiled(lambda x: O.topk(x, 16, largest=False), vec=(1, 1024)),
                                                    f16(2, 4096)),
+        "staged top-k k1 + merge_topk of one-value lists": (tiled(lambda x: O.topk(x, 1), vec=(1, 16)), f32(2, 64)),
         "gather rows": (tiled(lambda x, i: O.gather(x, i, 0), vec=(8,)), f32(16, 64),
                         np.array([3, 1, 0, 7, 5, 5, 0, 2], np.int32)),
         "bf16 (skipped)": (tiled(lambda x: O.cast(O.exp(O.cast(x, jnp.float32)), jnp.bfloat16) + x, vec=(16, 16)),

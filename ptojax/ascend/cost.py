@@ -120,7 +120,8 @@ VECTOR_OPS: dict[str, tuple[str, ...]] = {
     "texp": ("EXP",), "tlog": ("EXP",), "tdiv": ("DIV",), "trecip": ("DIV",), "tsqrt": ("DIV",),
     "trsqrt": ("DIV", "DIV"), "trem": ("DIV", "CAST", "MUL", "ADD"), "tfmod": ("DIV", "CAST", "MUL", "ADD"),
     "tpow": ("EXP", "MUL", "EXP"),                              # exp(y * ln x)
-    "tcvt": ("CAST",), "tround": ("CAST",),
+    "tcvt": ("CAST",),
+    "tround": ("CAST", "CAST", "MUL", "ADD", "ADD", "ADD", "ADD", "ADD"),  # via i32; x*0, |x|, 2 x (tcmps, tsel)
     # activations
     "tsigmoid": _SIGMOID, "tsilu": _SIGMOID + ("MUL",), "ttanh": _TANH,
     "tgelu": ("MUL", "MUL", "MUL", "ADD", "MUL") + _TANH + ("ADD", "MUL", "MUL"),  # tanh form

@@ -1,9 +1,10 @@
-"""Composite rules: the instruction sequences of pto-isa's tile library for clip, pow, the
+"""Composite rules: the instruction sequences of pto-isa's tile library for clip, pow, round, the
 activations (the tile ISA's only transcendentals are ``texp``, ``tlog``, ``tsqrt``, ``trsqrt`` and
 ``trecip``), softmax over rows and the row norms."""
 from __future__ import annotations
 
 from .. import asm
+from .predicate import select_where
 from .rules import rule
 from .selector import matrix, vec_tile
 from .vector import scalar_binary
@@ -36,6 +37,34 @@ def power(sel, s, ins, outs):
     sel.emit("tlog", [x], [t])
     sel.emit("tmuls", [t, p], [t])
     sel.emit("texp", [t], outs)
+
+
+_EXACT = 2.0 ** 23          # f32 values this large are integers (and overflow no i32 below 2**31)
+
+
+@rule("tround")
+def round_half_even(sel, s, ins, outs):
+    """``rint(x)``, ties to even, in f32 (f16 / bf16 widened and narrowed back, both exact): ``tcvt``
+    to i32 with RINT and back; a zero result takes x's sign (``x * 0``: -0.0 for x in [-0.5, -0]);
+    where ``|x| >= 2**23`` (integers already, ±inf, NaN: past what the i32 round trip keeps) x itself."""
+    (x,) = ins
+    out = outs[0]
+    if sel.types[x].dtype != "f32":
+        x = sel.widen(x, "f32")
+    ints = sel.like(x, dtype="i32")
+    sel.convert(x, ints, "RINT")
+    rounded = sel.like(x)
+    sel.convert(ints, rounded, "RINT")
+    signed_zero = sel.like(x)
+    sel.emit("tmuls", [x, sel.const(0.0, "f32")], [signed_zero])
+    signed = sel.like(x)
+    select_where(sel, rounded, "eq", 0.0, signed_zero, rounded, signed)
+    magnitude = sel.like(x)
+    sel.emit("tabs", [x], [magnitude])
+    result = out if sel.types[out].dtype == "f32" else sel.like(x)
+    select_where(sel, magnitude, "lt", _EXACT, signed, x, result)
+    if result != out:
+        sel.convert(result, out, "RINT", saturate=False)
 
 
 def sigmoid(sel, x, out, scale=-1.0):

@@ -157,6 +157,16 @@ def select(sel, s, ins, outs):
         sel.convert(out, outs[0], "RINT", saturate=False)
 
 
+def select_where(sel, src: str, mode: str, value, a: str, b: str, out: str):
+    """``out := where(src <mode> value, a, b)`` (``tcmps`` then ``tsel``) for tiles of one valid shape
+    in a dtype compares and selects take."""
+    src = full(sel, src)
+    compared = sel.mask_for(sel.fresh("p"), sel.types[src])
+    sel.print("tcmps", [src, sel.const(value, sel.types[src].dtype)], [compared], {"cmpMode": mode})
+    (compared,), (a, b, whole) = aligned(sel, [compared], [a, b, out])
+    sel.print("tsel", [compared, a, b, sel.like(whole)], [whole])
+
+
 def widened(sel, name: str, wide=_WIDE) -> str:
     """``name`` in a dtype compares and selects take on A2/A3 (``i8`` as ``i16``, ``bf16`` as ``f32``)."""
     dtype = sel.types[name].dtype

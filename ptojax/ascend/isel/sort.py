@@ -35,8 +35,9 @@ from __future__ import annotations
 import math
 
 from .. import asm
+from .rows import one_per_row
 from .rules import rule
-from .selector import matrix, vec_tile
+from .selector import is_column, matrix, vec_tile
 
 _LOWEST = {"f32": -3.4028234663852886e38, "f16": -65504.0}       # -FLT_MAX; twice it rounds to -inf
 _VALUE_PATTERN = {"f32": "P0101", "f16": "P0001"}
@@ -213,10 +214,15 @@ def _finish(sel, sorter, outs):
     values, indices = sorter.results()
     if not sorter.largest:                                   # smallest-k sorted the negation
         sel.print("tmuls", [values, sel.const(-1.0, sorter.dtype)], [values])
-    if sel.types[outs[0]].dtype != sorter.dtype:             # back to the input's dtype (exact)
-        sel.convert(values, outs[0], "RINT", saturate=True)
+    out = outs[0]
+    if sel.types[out].dtype != sorter.dtype and is_column(sel.types[out]):
+        staged = sel.like(out, dtype=sorter.dtype)           # k = 1: a value per row, a column ...
+        sel.copy(values, staged)
+        values = staged                                      # ... in the sort dtype first
+    if sel.types[out].dtype != sorter.dtype:                 # back to the input's dtype (exact)
+        sel.convert(values, out, "RINT", saturate=True)
     else:
-        sel.copy(values, outs[0])                            # (k = 1: a value per row, a column)
+        sel.copy(values, out)
     sel.copy(indices, outs[1])
 
 
@@ -280,8 +286,11 @@ def merge_topk(sel, s, ins, outs):
     if (tv.v_row, tv.v_col) != (rows * lists, n) or (ti.v_row, ti.v_col) != (rows * lists, n):
         sel.fail(s, f"on candidate tiles that are not {rows * lists} x {n}")
     values, dtype = _source(sel, s, values)
+    # one candidate per list (a k = 1 stage's) comes in column tiles: their values one per 32-byte row
+    # first, so that each sorted row's lists are a 32-byte aligned window
+    values, indices = one_per_row(sel, values), one_per_row(sel, indices)
     sorter = _RowSort(sel, s, rows, lists, n, k, largest, dtype)
-    vcols, icols = sel.types[values].cols, ti.cols
+    vcols, icols = sel.types[values].cols, sel.types[indices].cols
 
     def body(r, dynamic):
         first = r
