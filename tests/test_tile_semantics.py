@@ -249,6 +249,22 @@ def test_max_min_arg_reductions_first_wins(dt):
             same(S[f"t{kind}{k}"](x, x), val)
 
 
+
+@pytest.mark.parametrize("dt", [F32, BF16])
+def test_max_min_of_signed_zeros_is_the_first_zero(dt):
+    """Rows and columns whose extreme is a zero: the scan keeps the first zero, +0 or -0."""
+    signs = RNG.integers(0, 2, (32, 40))
+    x = np.where(RNG.random((32, 40)) < 0.3, np.where(signs == 1, -0.0, 0.0), -1 - RNG.random((32, 40)))
+    x[::5] = -x[::5]                                      # every fifth row: zeros are the minimum
+    x[3, 0], x[7, :] = np.nan, np.where(signs[7] == 1, -0.0, 0.0)
+    x = x.astype(dt)
+    for axis, kind in ((1, "row"), (0, "col")):
+        for largest, k in ((True, "max"), (False, "min")):
+            want = np.expand_dims(scan_best(x, axis, largest)[1], axis)
+            same(S[f"t{kind}{k}"](x, x), want)
+            same(jax.jit(lambda t, f=S[f"t{kind}{k}"]: f(t, t))(x), want)
+
+
 # ----------------------------------------------------------------- compare / select
 
 @pytest.mark.parametrize("dt", [F32, F16, I32])

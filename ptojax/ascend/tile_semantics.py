@@ -31,7 +31,8 @@ Numerics worth knowing (details in each docstring):
   reductions and products in the destination dtype); max/min/argmax/argmin keep the FIRST of equal
   values; NaN is only "seen" when it is the first element.
 * ``tmatmul`` starts every dot product from ``+0.0`` and folds ``acc = fma(a_k, b_k, acc)`` for
-  k = 0..K-1 in float32, so an all-(-0.0) product sum is ``+0.0``.
+  k = 0..K-1 in float32, so an all-(-0.0) product sum is ``+0.0``. The fma is the backend's own
+  where XLA fuses ``x*y + z`` (checked once per process), else emulated exactly in float64.
 * Masks (``tcmp``/``tcmps`` → ``tsel``) are packed LSB-first, 8 elements per byte; see
   :func:`mask_shape`.
 """
@@ -416,12 +417,24 @@ def _best(x, axis, largest: bool):
 @functools.partial(jax.jit, static_argnums=(1, 2))
 def _best_value(x, axis, largest: bool):
     """The value the scan of :func:`_hits` ends at: every hit equals the extreme but for a zero's
-    sign, the first zero's (the parity of the smallest ``2 * index + signbit``); element 0 if NaN."""
-    m, _, nan0 = _hits(x, axis, largest)
+    sign, the first zero's (the parity of the smallest ``2 * index + signbit``); element 0 if NaN.
+    The extreme and that smallest key come from one two-operand reduction (one pass over ``x``)."""
     if not _is_float(x.dtype):
-        return m
+        return _hits(x, axis, largest)[0]
+    nan = jnp.isnan(x)
+    worst = jnp.asarray(-jnp.inf if largest else jnp.inf, x.dtype)
+    no_zero = np.int32(np.iinfo(np.int32).max)
     key = lax.broadcasted_iota(jnp.int32, x.shape, axis) * 2 + jnp.signbit(x).astype(jnp.int32)
-    zero = jnp.where(_first(x == 0, axis, key) % 2 == 1, jnp.asarray(-0.0, x.dtype), jnp.zeros_like(m))
+    pick = lax.max if largest else lax.min
+
+    def combine(u, v):
+        return pick(u[0], v[0]), lax.min(u[1], v[1])
+
+    m, first_zero = lax.reduce((jnp.where(nan, worst, x), jnp.where(x == 0, key, no_zero)),
+                               (worst, no_zero), combine, (axis,))
+    m, first_zero = jnp.expand_dims(m, axis), jnp.expand_dims(first_zero, axis)
+    zero = jnp.where(first_zero % 2 == 1, jnp.asarray(-0.0, x.dtype), jnp.zeros_like(m))
+    nan0 = lax.slice_in_dim(nan, 0, 1, axis=axis)
     return jnp.where(nan0, lax.slice_in_dim(x, 0, 1, axis=axis), jnp.where(m == 0, zero, m))
 
 
@@ -713,47 +726,81 @@ def tcvt(src, *tmp, rmode="CAST_RINT", sat_mode="OFF", out):
 # ----------------------------------------------------------------------------------- matmul
 
 def _fma_f32(a, b, c):
-    """float32 ``fma(a, b, c)`` without a fused primitive: exact product by Dekker/Veltkamp, then
-    the three-term sum (correct except in rare double-rounding cases and for |a|, |b| > 2**115)."""
-    def split(v):
-        t = v * np.float32(4097.0)
-        hi = t - (t - v)
-        return hi, v - hi
-    p = a * b
-    ah, al = split(a)
-    bh, bl = split(b)
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    s = c + p
-    bp = s - c
-    t = (c - (s - bp)) + (p - bp)
-    return jnp.where(jnp.isfinite(p) & jnp.isfinite(c), s + (t + e), c + p)
+    """float32 ``fma(a, b, c)``, correctly rounded, from float64 operations (under a local x64 scope).
+
+    ``a*b`` is exact in float64 (48-bit significands); ``s = a*b + c`` and its TwoSum error give ``s``
+    rounded to odd (one ulp toward the error where it is inexact and even), and a round-to-odd float64
+    (53 >= 24 + 2 bits) rounds to the correctly rounded float32. Every product is exact, so XLA fusing
+    a multiply and an add changes nothing; inf/NaN flow through ``s`` (their NaN error is ignored)."""
+    with jax.enable_x64(True):
+        a, b, c = (v.astype(jnp.float64) for v in (a, b, c))
+        p = a * b
+        s = p + c
+        bp = s - c
+        err = (c - (s - bp)) + (p - bp)
+        bits = lax.bitcast_convert_type(s, jnp.int64)
+        toward_zero = lax.shift_right_logical(bits ^ lax.bitcast_convert_type(err, jnp.int64), jnp.int64(63))
+        odd = (bits - toward_zero) | jnp.int64(1)   # s if odd, else its neighbour on err's side
+        s = lax.bitcast_convert_type(jnp.where(jnp.abs(err) > 0, odd, bits), jnp.float64)
+        return s.astype(jnp.float32)
 
 
 MATMUL_BLOCKS = (8,)     # products per loop trip of a matmul: its accumulator is a whole tile
 
 
+def _mm_zeros(a32, b32):
+    """(M, N) float32 zeros that vary as the operands do (shard_map)."""
+    return jnp.zeros_like(a32[:, :1] * b32[:1, :]) if a32.shape[1] else jnp.zeros((a32.shape[0], b32.shape[1]), F32)
+
+
+def _mul_add_chain(a32, b32):
+    """``acc = +0.0; acc = acc + a[:, k] * b[k, :]`` for k in order, one multiply and one add per step.
+
+    The +0.0 start goes through an optimization barrier: XLA would otherwise drop the first add
+    (``0 + x`` is ``x`` but for -0.0), and a backend that fuses multiply-adds could then fuse the
+    second add with the FIRST product instead of the second."""
+    term = lambda k: (lax.dynamic_index_in_dim(a32, k, 1), lax.dynamic_index_in_dim(b32, k, 0))  # noqa: E731
+    return _chain(a32.shape[1], lax.optimization_barrier(_mm_zeros(a32, b32)), term,
+                  lambda acc, ab: acc + ab[0] * ab[1], MATMUL_BLOCKS, MATMUL_BLOCKS[-1])
+
+
+def _fma_scan(a32, b32):
+    """``acc = +0.0; acc = fma(a[:, k], b[k, :], acc)`` by :func:`_fma_f32`, one product per scan trip."""
+    step = lambda acc, ab: (_fma_f32(ab[0][:, None], ab[1][None, :], acc), None)  # noqa: E731
+    return lax.scan(step, _mm_zeros(a32, b32), (a32.T, b32))[0]
+
+
+@functools.cache
+def _fuses_multiply_add(platform: str, disable_jit: bool) -> bool:
+    """Whether :func:`_mul_add_chain` compiled by XLA on ``platform`` is a chain of fused multiply-adds
+    (XLA:CPU on FMA hardware and XLA:GPU contract ``x*y + z``): run once per process on random
+    operands, in both chain forms (K = 2 unrolled, K = 21 in loop trips) and over 19 columns (vector
+    body and remainder), against :func:`_fma_scan`."""
+    if disable_jit:                               # op by op: a multiply and an add, each rounded
+        return False
+    rng = np.random.default_rng(0)
+    for k in (2, 21):
+        a, b = rng.standard_normal((3, k)).astype(F32), rng.standard_normal((k, 19)).astype(F32)
+        # compiled ahead of time and called: runs now and whole, also while a caller is being traced
+        got, want = (np.asarray(jax.jit(f).lower(a, b).compile()(a, b)) for f in (_mul_add_chain, _fma_scan))
+        if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+            return False
+    return True
+
+
 @functools.partial(jax.jit, static_argnums=(2,))
 def _mmad(lhs, rhs, acc_dt):
-    """TMatmulNzZn's dot products from 0: int32 ``+= a*b`` or float32 ``acc = fma(a, b, acc)``."""
+    """TMatmulNzZn's dot products from +0.0: int32 ``+= a*b`` or float32 ``acc = fma(a, b, acc)`` —
+    the backend's fused multiply-add where it has one (see :func:`_fuses_multiply_add`), else
+    :func:`_fma_f32`; f16/bf16 products are exact in float32, so there fma is one rounded add."""
     a, b = _a(lhs), _a(rhs)
     if not _is_float(acc_dt):
         return jnp.matmul(a.astype(acc_dt), b.astype(acc_dt), preferred_element_type=acc_dt)
     a32, b32 = a.astype(F32), b.astype(F32)
-    exact = _dt(a) != F32           # f16/bf16 products are exact in f32: fma == one rounded add
-    init = (jnp.zeros_like(a32[:, :1] * b32[:1, :]) if a.shape[1]        # (M, N) zeros that vary as the
-            else jnp.zeros((a.shape[0], b.shape[1]), F32))                  # operands do (shard_map)
-
-    if exact:                       # one add per product: short fused chains (see _chain)
-        term = lambda k: (lax.dynamic_index_in_dim(a32, k, 1), lax.dynamic_index_in_dim(b32, k, 0))  # noqa: E731
-        return _no_minus_zero(_chain(a.shape[1], init, term, lambda acc, ab: acc + ab[0] * ab[1],
-                                     MATMUL_BLOCKS, MATMUL_BLOCKS[-1])).astype(acc_dt)
-
-    def body(acc, ab):              # ~20 operations per emulated fma: a scan, one product per trip
-        ak, bk = ab
-        return _fma_f32(ak[:, None], bk[None, :], acc), None
-
-    acc, _ = lax.scan(body, init, (a32.T, b32))
-    return acc.astype(acc_dt)
+    if (_dt(a) != F32 or a.shape[1] < 2
+            or _fuses_multiply_add(jax.default_backend(), bool(jax.config.jax_disable_jit))):
+        return _mul_add_chain(a32, b32).astype(acc_dt)
+    return _fma_scan(a32, b32).astype(acc_dt)
 
 
 def _acc_dtype(lhs, out):
