@@ -1,4 +1,6 @@
-"""TaskGraph's per-buffer spatial index gives the same dependencies as comparing every pair of accesses."""
+"""TaskGraph's dependencies equal those of comparing every pair of accesses, whether a buffer's accesses are
+paired with NumPy or found through its spatial index."""
+import dataclasses
 import random
 
 import numpy as np
@@ -15,17 +17,28 @@ def _meets(a: Region, b: Region) -> bool:
 
 def brute_force(tasks):
     """Preds (tids) per task, in program order: a read waits on earlier overlapping writes; a write on
-    earlier overlapping writes and reads (by other tasks); never on itself."""
+    earlier overlapping writes and reads (by other tasks), except a write of a buffer that both tasks
+    write only by unique-index scatters in one block call (stage); never on itself."""
     out = []
     for i, task in enumerate(tasks):
         preds = set()
         for other in tasks[:i]:
-            if any(_meets(r, w) for r in task.reads + task.writes for w in other.writes) or \
+            def apart(w, v):
+                return w.buffer in task.scatters and v.buffer in other.scatters and task.stage == other.stage
+            if any(_meets(r, w) for r in task.reads for w in other.writes) or \
+                    any(_meets(w, v) and not apart(w, v) for w in task.writes for v in other.writes) or \
                     any(_meets(w, r) for w in task.writes for r in other.reads):
                 preds.add(other.tid)
         preds.discard(task.tid)
         out.append(sorted(preds))
     return out
+
+
+@pytest.fixture(params=["pairs", "index"])
+def path(request, monkeypatch):
+    """Link every buffer by NumPy pairs, or every one through its spatial index."""
+    monkeypatch.setattr(TaskGraph, "_PAIRS_PER_ACCESS", 10**9 if request.param == "pairs" else -10**9)
+    return request.param
 
 
 def random_box(rng, shape):
@@ -73,7 +86,7 @@ def random_tasks(seed, count):
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_random_workloads_match_brute_force(seed):
+def test_random_workloads_match_brute_force(seed, path):
     tasks = random_tasks(seed, 60 if seed % 4 else 150)
     expected = brute_force(tasks)
     TaskGraph(tasks)
@@ -85,7 +98,7 @@ def test_random_workloads_match_brute_force(seed):
     assert [[s.tid for s in t.succs] for t in tasks] == [succs[t.tid] for t in tasks]
 
 
-def test_many_disjoint_tiles_and_whole_buffer_reads():
+def test_many_disjoint_tiles_and_whole_buffer_reads(path):
     """Tiles of one buffer written, read back tile by tile, then read whole: the grid and its fallbacks."""
     tasks, tid = [], 0
     tiles = [((i, j), (i + 2, j + 4)) for i in range(0, 16, 2) for j in range(0, 32, 4)]
@@ -104,6 +117,37 @@ def test_many_disjoint_tiles_and_whole_buffer_reads():
     TaskGraph(tasks)
     assert [[p.tid for p in t.preds] for t in tasks] == expected
     assert len(tasks[-1].preds) == 1 + 1 + 3       # its tile's writer, the one reader of (3, 3), the whole reads
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_scatters_ranks_and_both_paths_agree(seed, path):
+    """Unique-index scatters of one block call do not wait on each other (they do across calls, and on
+    plain writes); boxes of other ranks in one buffer (0-d, 1-d views of a 2-d buffer) compare in the
+    dims both have. Every link the graph makes, as a predecessor and as a successor."""
+    rng = random.Random(seed)
+    tasks = []
+    for tid in range(120):
+        stage = tid // 10
+        rank = rng.choice((0, 1, 2, 2))
+        lo, hi = random_box(rng, (8, 8)[:rank])
+        region = Region(rng.randint(0, 2), lo, hi)
+        if rng.random() < 0.5:
+            tasks.append(Task(tid, "scatter", "AIV", "", 1.0, None, (), (region,), stage=stage,
+                              scatters=frozenset({region.buffer})))
+        elif rng.random() < 0.5:
+            tasks.append(Task(tid, "write", "AIV", "", 1.0, None, (), (region,), stage=stage))
+        else:
+            tasks.append(Task(tid, "read", "AIV", "", 1.0, None, (region,), (), stage=stage))
+    expected = brute_force(tasks)
+    graph = TaskGraph(tasks)
+    assert [[p.tid for p in t.preds] for t in tasks] == expected
+    assert graph.fanin.tolist() == [len(e) for e in expected]
+    plain = brute_force([dataclasses.replace(t, scatters=frozenset()) for t in tasks])
+    assert plain != expected                                        # scatters did skip pairs
+    again = TaskGraph(tasks)                                        # the latest graph links the tasks
+    assert [[s.tid for s in t.succs] for t in tasks] == [[s for s in again.succ_ids[again.succ_start[i]:
+                                                                                     again.succ_start[i + 1]]]
+                                                           for i in range(len(tasks))]
 
 
 # ------------------------------------------------------------------- boxes of reshaped views

@@ -19,6 +19,7 @@ threads are joined first and no output is returned.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import heapq
 import threading
 import time
@@ -66,16 +67,31 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     kind = np.array([kinds.index(k) for k in graph.core_kinds.tolist()], np.int64)[graph.core_codes]
     ctx = worker() if (execute and worker) else None
     cores = np.array([count for _, count in machine.cores], np.int64)
-    start, tid, core, decided, end = dispatch(
-        kind, graph.place, graph.by_rank, graph.costs, graph.hbm / machine.bandwidth, graph.succ_start, graph.succ_ids,
-        graph.fanin, graph.stage_codes, graph.stage_sizes, cores, machine.schedulers, machine.schedule_cost,
-        machine.dispatch_latency, policy == "spmd")
-    if len(tid) != len(tasks):
-        raise PtoTaskError(f"pto runtime: {len(tasks) - len(tid)} task(s) never became ready")
-    done = sorted(zip(start, tid, core, decided, end))  # by start (already, in dispatch order), then tid
+    collecting = gc.isenabled()
+    gc.disable()                # the schedule makes many small objects and no garbage: no collections
+    try:
+        start, tid, core, decided, end = dispatch(
+            kind, graph.place, graph.by_rank, graph.costs, graph.hbm / machine.bandwidth, graph.succ_start,
+            graph.succ_ids, graph.fanin, graph.stage_codes, graph.stage_sizes, cores, machine.schedulers,
+            machine.schedule_cost, machine.dispatch_latency, policy == "spmd")
+        if len(tid) != len(tasks):
+            raise PtoTaskError(f"pto runtime: {len(tasks) - len(tid)} task(s) never became ready")
+        done = _rows(start, tid, core, decided, end)
+    finally:
+        if collecting:
+            gc.enable()
     if execute:
         _execute(plan, ctx, done)
-    return Trace(tuple(done), machine, plan.graph, "simulated " + policy)
+    return Trace(done, machine, plan.graph, "simulated " + policy)
+
+
+def _rows(start, tid, core, decided, end) -> tuple:
+    """The dispatches (lists, in dispatch order: by non-decreasing start) as ``(start, tid, core,
+    decided, end)`` rows sorted by start, then task id."""
+    columns = [np.array(start, np.float64), np.array(tid, np.int64), np.array(core, np.int64),
+               np.array(decided, np.float64), np.array(end, np.float64)]
+    order = np.lexsort((columns[1], columns[0]))
+    return tuple(zip(*[column[order].tolist() for column in columns]))
 
 
 def replay(plan: Plan, trace: Trace, worker: Callable[[], object] | None = None, *, ctx=None) -> None:

@@ -3,14 +3,18 @@
 A task is one block instance: a callable that does its work, a predicted duration, the core kind
 that runs it, a label, and the GM regions it reads and writes. Dependencies come from region
 overlap in program order — read-after-write, write-after-read, write-after-write — and each task
-keeps a fan-in counter of unfinished predecessors (PTO2's ``fanin``). The graph is validated before
-a run (acyclic, every wait satisfiable) and ranked by HEFT's upward rank for the ready queues.
+keeps a fan-in counter of unfinished predecessors (PTO2's ``fanin``). The graph is built as arrays
+(CSR edges, NumPy); its edges point forward in program order, so it is acyclic with every wait
+satisfiable (:meth:`TaskGraph.validate` checks links set by hand), and it is ranked by HEFT's upward
+rank for the ready queues.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gc
 import itertools
+import operator
 from typing import Callable
 
 import numpy as np
@@ -28,7 +32,7 @@ class PtoTaskGraphError(PtoError, ValueError):
 
 def _meet(lo, hi, lo2, hi2) -> bool:
     """Whether the boxes ``[lo, hi)`` and ``[lo2, hi2)`` overlap."""
-    if len(lo) == 1:                                    # the common case, without the loop
+    if len(lo) == 1 == len(lo2):                        # the common case, without the loop
         return lo[0] < hi2[0] and lo2[0] < hi[0]
     for a, b, c, d in zip(lo, hi, lo2, hi2):
         if not (a < d and c < b):
@@ -75,9 +79,58 @@ class Task:
                                         # of its block call (stage) that do so write other rows of them
     binding: int = -1               # the entry of Plan.bindings its body reads its GM arrays from
     hbm: int = 0                    # GM bytes it reads from HBM (the L2 rule, mpmd/l2.py); the rest hit L2
-    preds: list = dataclasses.field(default_factory=list)
-    succs: list = dataclasses.field(default_factory=list)
-    rank: float = 0.0
+    _preds: list | None = dataclasses.field(default=None, init=False, repr=False)
+    _succs: list | None = dataclasses.field(default=None, init=False, repr=False)
+    _rank: float = dataclasses.field(default=0.0, init=False, repr=False)
+    _graph: "TaskGraph | None" = dataclasses.field(default=None, init=False, repr=False)  # links not yet made
+
+    def _linked(self):
+        """Take the links its graph made (a task no longer in its graph's list keeps none)."""
+        self._graph.link_tasks()
+        self._graph = None
+
+    @property
+    def preds(self) -> list:
+        """The tasks it waits on, by task id (set by its :class:`TaskGraph`)."""
+        if self._graph is not None:
+            self._linked()
+        if self._preds is None:
+            self._preds = []
+        return self._preds
+
+    @preds.setter
+    def preds(self, value: list):
+        if self._graph is not None:
+            self._linked()
+        self._preds = value
+
+    @property
+    def succs(self) -> list:
+        """The tasks that wait on it, in program order (set by its :class:`TaskGraph`)."""
+        if self._graph is not None:
+            self._linked()
+        if self._succs is None:
+            self._succs = []
+        return self._succs
+
+    @succs.setter
+    def succs(self, value: list):
+        if self._graph is not None:
+            self._linked()
+        self._succs = value
+
+    @property
+    def rank(self) -> float:
+        """HEFT upward rank: its cost plus the longest chain of costs after it (set by its :class:`TaskGraph`)."""
+        if self._graph is not None:
+            self._linked()
+        return self._rank
+
+    @rank.setter
+    def rank(self, value: float):
+        if self._graph is not None:
+            self._linked()
+        self._rank = value
 
     def describe(self) -> str:
         index = "(" + ",".join(map(str, self.index)) + ")"
@@ -153,58 +206,186 @@ class _Boxes(list):
         return [self[k] for k in sorted(found)]
 
 
+_SCATTERS, _COST, _HBM, _CORE = map(operator.attrgetter, ("scatters", "cost", "hbm", "core"))
+_ACCESS = operator.attrgetter("buffer", "lo", "hi")
+_GRAPH = Task._graph.__set__
+_FAR = np.iinfo(np.int64).max
+
+
+def _box_arrays(los, his):
+    """The boxes ``[lo, hi)`` as two int64 arrays of shape (boxes, rank); a box of lower rank is padded
+    with dims every box meets in (``_meet`` compares the dims both boxes have). None when a coordinate
+    does not fit in int64."""
+    count = len(los)
+    dl = np.fromiter(map(len, los), np.int64, count)
+    dh = np.fromiter(map(len, his), np.int64, count)
+    dims = np.minimum(dl, dh)
+    rank = int(dims.max()) if count else 0
+    lo = np.full((count, rank), -_FAR, np.int64)
+    hi = np.full((count, rank), _FAR, np.int64)
+    chain = itertools.chain.from_iterable
+    try:
+        if (dl == rank).all() and (dh == rank).all():
+            lo[:] = np.fromiter(chain(los), np.int64, count * rank).reshape(count, rank)
+            hi[:] = np.fromiter(chain(his), np.int64, count * rank).reshape(count, rank)
+        else:
+            for d in np.unique(dims[dims > 0]).tolist():
+                rows = np.flatnonzero(dims == d)
+                lo[rows, :d] = np.fromiter(chain(los[r][:d] for r in rows.tolist()), np.int64, rows.size * d).reshape(-1, d)
+                hi[rows, :d] = np.fromiter(chain(his[r][:d] for r in rows.tolist()), np.int64, rows.size * d).reshape(-1, d)
+    except OverflowError:
+        return None
+    return lo, hi
+
+
+def _index_pairs(rows, owner, written, scatter, los, his, stages, n) -> list[int]:
+    """``later * n + earlier`` for the tasks whose accesses meet, of the accesses ``rows`` of one buffer
+    (in program order), through its spatial index (:class:`_Boxes`): a read waits on the earlier
+    writes, a write on the earlier writes and reads, except the writes by unique-index scatters of
+    one block call (``scatter``) on each other."""
+    writes, reads = _Boxes(), _Boxes()
+    keys = []
+    k, m = 0, len(rows)
+    while k < m:
+        o = owner[rows[k]]
+        e = k + 1
+        while e < m and owner[rows[e]] == o:
+            e += 1
+        for r in rows[k:e]:                             # this task's accesses against the earlier ones
+            lo, hi = los[r], his[r]
+            disjoint = written[r] and scatter[r]
+            for blo, bhi, j in writes.near(lo, hi):
+                if disjoint and scatter[j] and stages[owner[j]] == stages[o]:
+                    continue
+                if _meet(blo, bhi, lo, hi):
+                    keys.append(o * n + owner[j])
+            if written[r]:
+                for blo, bhi, j in reads.near(lo, hi):
+                    if _meet(blo, bhi, lo, hi):
+                        keys.append(o * n + owner[j])
+        for r in rows[k:e]:
+            (writes if written[r] else reads).add(los[r], his[r], r)
+        k = e
+    return keys
+
+
+def _ranges(starts, counts):
+    """The indices ``starts[i]:starts[i] + counts[i]``, concatenated."""
+    total = int(counts.sum())
+    offsets = np.cumsum(counts) - counts
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, counts)
+
+
 class TaskGraph:
-    """Tasks in program order with dependencies from region overlap."""
+    """Tasks in program order (``tid`` = position) with dependencies from region overlap.
+
+    The graph is built as arrays: every region access is a row (buffer, box, task, read or write);
+    the rows of one buffer are paired in program order with NumPy (a read with the earlier writes, a
+    write with every earlier access) and the pairs whose boxes meet are the edges. A buffer whose pairs
+    would be too many (many tiles written and read) is linked through its spatial index
+    (:class:`_Boxes`) instead. Edges only point forward in program order, so the graph is acyclic; the
+    upward ranks are computed level by level from the sinks. The tasks get their ``preds`` (by task
+    id), ``succs`` (in program order) and ``rank``."""
+
+    _PAIRS_PER_ACCESS = 16      # a buffer pairs its accesses with NumPy up to this many pairs per access
 
     def __init__(self, tasks: list[Task]):
         self.tasks = tasks
         collecting = gc.isenabled()
         gc.disable()                # linking makes many small objects and no garbage: no collections
         try:
-            self._link()
-            self._rank(self._order())
+            self._rank(self._link())
         finally:
             if collecting:
                 gc.enable()
 
-    def _link(self):
+    def _link(self) -> list[int]:
+        """The edges as CSR arrays: ``pred_ids[pred_start[t]:pred_start[t + 1]]`` and
+        ``succ_ids[succ_start[t]:succ_start[t + 1]]``, both ascending. Returns the tasks' stages."""
         tasks = self.tasks
-        writers: dict[int, _Boxes] = {}                 # buffer -> the boxes written so far
-        readers: dict[int, _Boxes] = {}
-        nothing = _Boxes()
-        for i, task in enumerate(tasks):
-            preds = {}
-            for region in task.reads:                        # read after write
-                for lo, hi, j in writers.get(region.buffer, nothing).near(region.lo, region.hi):
-                    other = tasks[j]
-                    if other.tid not in preds and _meet(lo, hi, region.lo, region.hi):
-                        preds[other.tid] = other
-            for region in task.writes:                       # write after write / after read
-                disjoint = region.buffer in task.scatters
-                for lo, hi, j in writers.get(region.buffer, nothing).near(region.lo, region.hi):
-                    other = tasks[j]
-                    if disjoint and other.stage == task.stage and region.buffer in other.scatters:
-                        continue
-                    if other.tid not in preds and _meet(lo, hi, region.lo, region.hi):
-                        preds[other.tid] = other
-                for lo, hi, j in readers.get(region.buffer, nothing).near(region.lo, region.hi):
-                    other = tasks[j]
-                    if other is not task and other.tid not in preds and _meet(lo, hi, region.lo, region.hi):
-                        preds[other.tid] = other
-            preds.pop(task.tid, None)
-            task.preds = [preds[tid] for tid in sorted(preds)]
-            for p in task.preds:
-                p.succs.append(task)
-            for region in task.reads:
-                boxes = readers.get(region.buffer)
-                if boxes is None:
-                    boxes = readers[region.buffer] = _Boxes()
-                boxes.add(region.lo, region.hi, i)
-            for region in task.writes:
-                boxes = writers.get(region.buffer)
-                if boxes is None:
-                    boxes = writers[region.buffer] = _Boxes()
-                boxes.add(region.lo, region.hi, i)
+        n = len(tasks)
+        reads, writes = [t.reads for t in tasks], [t.writes for t in tasks]
+        nr = np.fromiter(map(len, reads), np.int64, n)
+        nw = np.fromiter(map(len, writes), np.int64, n)
+        chain = itertools.chain.from_iterable
+        accesses = list(map(_ACCESS, chain((chain(reads), chain(writes)))))
+        count = len(accesses)
+        buffers, los, his = zip(*accesses) if count else ((), (), ())
+        at = np.arange(n, dtype=np.int64)
+        owner = np.concatenate([np.repeat(at, nr), np.repeat(at, nw)])
+        written = np.zeros(count, bool)
+        written[count - int(nw.sum()):] = True
+        buffer = np.fromiter(buffers, np.int64, count)
+        stages = [t.stage for t in tasks]
+        scatter = np.zeros(count, bool)                     # writes of buffers the task only scatters to
+        scattering = list(itertools.compress(range(n), map(bool, map(_SCATTERS, tasks))))
+        if scattering:
+            first_write = (count - int(nw.sum()) + np.cumsum(nw) - nw).tolist()
+            for i in scattering:
+                rows = range(first_write[i], first_write[i] + len(writes[i]))
+                scatter[rows.start:rows.stop] = [buffers[r] in tasks[i].scatters for r in rows]
+        boxes = _box_arrays(los, his)
+
+        s = np.lexsort((owner, buffer))                     # rows by buffer, then program order
+        b_s, o_s, w_s = buffer[s], owner[s], written[s]
+        new = np.ones(count, bool)
+        new[1:] = b_s[1:] != b_s[:-1]
+        first = np.flatnonzero(new)                         # the first row of each buffer
+        group = np.cumsum(new) - 1
+        gs = first[group]
+        pos = np.arange(count, dtype=np.int64)
+        cw = np.zeros(count + 1, np.int64)                  # writes before each row
+        np.cumsum(w_s, out=cw[1:])
+        candidates = np.where(w_s, pos - gs, cw[:-1] - cw[gs])     # earlier rows each row may wait on
+        sizes = np.diff(np.append(first, count))
+        pairs = np.add.reduceat(candidates, first) if count else candidates
+        vectorised = pairs <= self._PAIRS_PER_ACCESS * sizes + 256
+        if boxes is None:                                   # coordinates beyond int64: all by index
+            vectorised[:] = False
+        edges = []
+        mine = vectorised[group]
+        later, earlier = [], []
+        for rows, base in ((np.flatnonzero(mine & w_s), None), (np.flatnonzero(mine & ~w_s), np.flatnonzero(w_s))):
+            c = candidates[rows]
+            total = int(c.sum())
+            if not total:
+                continue
+            offset = np.cumsum(c) - c
+            lo_at = gs[rows] if base is None else cw[gs[rows]]
+            k = np.arange(total, dtype=np.int64) + np.repeat(lo_at - offset, c)
+            later.append(np.repeat(rows, c))
+            earlier.append(k if base is None else base[k])
+        if later:
+            later, earlier = np.concatenate(later), np.concatenate(earlier)
+            keep = o_s[later] != o_s[earlier]
+            lo, hi = boxes
+            lo, hi = lo[s], hi[s]
+            for d in range(lo.shape[1]):
+                keep &= (lo[earlier, d] < hi[later, d]) & (lo[later, d] < hi[earlier, d])
+            sc_s = scatter[s]
+            if sc_s.any():
+                st = np.asarray(stages, np.int64)
+                keep &= ~(w_s[earlier] & w_s[later] & sc_s[earlier] & sc_s[later]
+                          & (st[o_s[earlier]] == st[o_s[later]]))
+            edges.append(o_s[later[keep]] * n + o_s[earlier[keep]])
+        indexed = np.flatnonzero(~vectorised).tolist()
+        if indexed:
+            owner_l, written_l, scatter_l = owner.tolist(), written.tolist(), scatter.tolist()
+        for g in indexed:                                   # buffers with many tiles: the spatial index
+            rows = s[first[g]:first[g] + sizes[g]].tolist()
+            edges.append(np.array(_index_pairs(rows, owner_l, written_l, scatter_l, los, his, stages, n), np.int64))
+        key = np.sort(np.concatenate(edges)) if edges else np.zeros(0, np.int64)
+        if key.size:
+            key = key[np.append(True, key[1:] != key[:-1])]      # once each
+        succ_of, pred_of = np.divmod(key, n) if n else (key, key)
+        self.pred_start = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(succ_of, minlength=n), out=self.pred_start[1:])
+        self.pred_ids = pred_of
+        by_pred = np.argsort(pred_of, kind="stable")
+        self.succ_ids = succ_of[by_pred]
+        self.succ_start = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(pred_of, minlength=n), out=self.succ_start[1:])
+        return stages
 
     def validate(self):
         """Every predecessor is a task of this graph and the graph is acyclic (Kahn's algorithm)."""
@@ -230,30 +411,79 @@ class TaskGraph:
                                     + "; ".join(t.describe() for t in stuck))
         return order
 
-    def _rank(self, order: list[Task]):
+    def _rank(self, stages: list[int]):
         """HEFT upward rank: a task's cost plus the longest chain of costs after it; ``place[tid]``: the
         task's position in the ready queues' order (rank descending, then task id). The executor reads
         the graph by task id, as arrays: ``by_rank``, ``place``, ``costs``, HBM bytes ``hbm``, the successors
         ``succ_ids[succ_start[t]:succ_start[t + 1]]``, ``fanin``, core kinds (``core_kinds[core_codes]``)
         and stages (numbered in order: ``stage_codes``, ``stage_sizes``)."""
-        for task in reversed(order):
-            succs = task.succs
-            task.rank = task.cost + (max([s.rank for s in succs]) if succs else 0.0)
-        ranked = np.argsort(np.array([-t.rank for t in self.tasks], dtype=float), kind="stable")
-        place = np.empty(len(ranked), dtype=np.int64)
-        place[ranked] = np.arange(len(ranked))
+        tasks, n = self.tasks, len(self.tasks)
+        self.costs = cost = np.fromiter(map(_COST, tasks), np.float64, n)
+        rank = self._upward(cost)
+        ranked = np.argsort(-rank, kind="stable")
+        place = np.empty(n, dtype=np.int64)
+        place[ranked] = np.arange(n)
         self.by_rank, self.place = ranked.astype(np.int64), place
-        self.succ_start = np.zeros(len(self.tasks) + 1, np.int64)
-        np.cumsum([len(t.succs) for t in self.tasks], out=self.succ_start[1:])
-        self.succ_ids = np.array([s.tid for t in self.tasks for s in t.succs], np.int64)
-        self.costs = np.array([t.cost for t in self.tasks], np.float64)
-        self.hbm = np.array([t.hbm for t in self.tasks], np.float64)
-        self.fanin = np.array([len(t.preds) for t in self.tasks], np.int64)
-        self.core_kinds, codes = np.unique(np.array([t.core for t in self.tasks], dtype=str), return_inverse=True)
-        self.core_codes = codes.astype(np.int64).reshape(len(self.tasks))
-        stages, stage = np.unique(np.array([t.stage for t in self.tasks], np.int64), return_inverse=True)
-        self.stage_codes = stage.astype(np.int64).reshape(len(self.tasks))   # stage order numbers
+        self.hbm = np.fromiter(map(_HBM, tasks), np.float64, n)
+        self.fanin = np.diff(self.pred_start)
+        cores = list(map(_CORE, tasks))
+        kinds = sorted(set(cores))
+        self.core_kinds = np.array(kinds, dtype=str)
+        self.core_codes = np.fromiter(map(dict(zip(kinds, range(len(kinds)))).__getitem__, cores), np.int64, n)
+        stages, stage = np.unique(np.array(stages, np.int64), return_inverse=True)
+        self.stage_codes = stage.astype(np.int64).reshape(n)        # stage order numbers
         self.stage_sizes = np.bincount(self.stage_codes, minlength=len(stages)).astype(np.int64)
+        self.ranks = rank
+        collections.deque(map(_GRAPH, tasks, itertools.repeat(self, n)), 0)   # links made on first use
+
+    def link_tasks(self):
+        """Give the tasks their ``preds``, ``succs`` and ``rank`` as Python objects, from the arrays
+        (done on first use: the executors read the arrays)."""
+        tasks, n = self.tasks, len(self.tasks)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            objects = np.empty(n, object)
+            objects[:] = tasks
+            preds, succs = objects[self.pred_ids].tolist(), objects[self.succ_ids].tolist()
+            ps, ss = self.pred_start.tolist(), self.succ_start.tolist()
+            for task, a, b, c, d, r in zip(tasks, ps, ps[1:], ss, ss[1:], self.ranks.tolist()):
+                if task._graph is self:                # not taken over by a later graph
+                    task._preds, task._succs, task._rank, task._graph = preds[a:b], succs[c:d], r, None
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _upward(self, cost):
+        """The upward ranks, from the sinks up, one level of tasks at a time (those whose successors all
+        have theirs) while levels are wide; the rest one by one in reverse program order."""
+        n = len(cost)
+        ss, si, ps, pi = self.succ_start, self.succ_ids, self.pred_start, self.pred_ids
+        outdeg, indeg = np.diff(ss), np.diff(ps)
+        left = outdeg.copy()
+        rank = np.zeros(n)
+        done = np.zeros(n, bool)
+        level = np.flatnonzero(outdeg == 0)
+        while level.size >= 16:
+            c = outdeg[level]
+            r = cost[level] + 0.0
+            inner = c > 0
+            if inner.any():
+                f, k = level[inner], c[inner]
+                r[inner] = cost[f] + np.maximum.reduceat(rank[si[_ranges(ss[f], k)]], np.cumsum(k) - k)
+            rank[level] = r
+            done[level] = True
+            preds, counts = np.unique(pi[_ranges(ps[level], indeg[level])], return_counts=True)
+            left[preds] -= counts
+            level = preds[left[preds] == 0]
+        rest = np.flatnonzero(~done).tolist()
+        if rest:
+            rk, ssl, sil, cl = rank.tolist(), ss.tolist(), si.tolist(), cost.tolist()
+            for i in reversed(rest):                      # successors come later in program order
+                a, b = ssl[i], ssl[i + 1]
+                rk[i] = cl[i] + (max([rk[j] for j in sil[a:b]]) if a != b else 0.0)
+            rank = np.array(rk, np.float64)
+        return rank
 
     def topological(self) -> list[Task]:
         fanin = {t: len(t.preds) for t in self.tasks}
