@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -106,7 +108,8 @@ def test_report_data_matches_the_profile(profiled):
 def test_report_html_is_self_contained_with_every_section(profiled):
     _, profile, path, _ = profiled
     page = path.read_text()
-    for section in ("overview", "swimlane-section", "bound", "idle", "labels", "critical", "bubbles", "graph", "levels"):
+    for section in ("overview", "swimlane-section", "load", "bound", "idle", "labels", "critical", "bubbles", "fusion",
+                    "graph", "levels"):
         assert f"id='{section}'" in page, section
     for level in ("tensor", "tile", "block", "pto"):
         assert f"data-level='{level}'" in page
@@ -143,6 +146,172 @@ def test_summary_diff_and_chrome_trace(profiled, tmp_path):
             assert x1 == pytest.approx(x2, rel=1e-9, abs=1e-9), w1
     assert report.diff(t, b).rows[1][1] is None             # a trace holds no lower bound
     assert json.loads(a.read_text())["format"] == report.SUMMARY_FORMAT
+
+
+# ------------------------------------------------------------------------ fusion and core load
+def _tensor_ops(compiled):
+    """(op, label) of the Tensor level's eqns, reshapes (GM views) left out."""
+    from ptojax.lowering.scope import read
+    return [(e.primitive.name.removeprefix("pto."), read(str(e.source_info.name_stack))[1])
+            for e in compiled.lowering.tensor.jaxpr.eqns if e.primitive.name != "pto.reshape"]
+
+
+def _fusion_table(fz):
+    """block -> (core, label, ops merged), and each op node's (op, label, block)."""
+    blocks = [(b["core"], b["label"], b["ops"]) for b in fz["blocks"]]
+    return blocks, [(n["op"], n["label"], n["block"]) for n in fz["nodes"] if n["kind"] == "op"]
+
+
+def _check_against_the_block_level(compiled, fz):
+    """The fusion view's blocks are the Block level's block calls: same programs, instances, op names."""
+    graph = [n for n in report.block_graph(compiled.lowering)["nodes"] if n["kind"] == "block"]
+    assert [list(dict.fromkeys(p["program"] for p in n["parts"])) for n in graph] == [b["programs"] for b in fz["blocks"]]
+    assert [n["instances"] for n in graph] == [b["instances"] for b in fz["blocks"]]
+    for b in fz["blocks"]:
+        assert {p.split("#")[0] for p in b["programs"]} == {"+".join(b["ops"])}
+        assert [fz["nodes"][i]["block"] for i in b["op_ids"]] == [b["id"]] * len(b["ops"])
+
+
+def test_fusion_view_names_the_ops_merged_into_each_block(profiled):
+    compiled, profile, path, args = profiled
+    fz = report.build(profile, compiled)["fusion"]
+    _check_against_the_block_level(compiled, fz)
+    blocks, ops = _fusion_table(fz)
+    assert blocks == [("AIV", "Scale", ["mul", "add"]), ("AIC", "Linear", ["matmul"]), ("AIV", "Rowsum", ["sum"])]
+    assert [(op, label) for op, label, _ in ops] == _tensor_ops(compiled)
+    by_op = {n["op"]: n["id"] for n in fz["nodes"] if n["kind"] == "op"}
+    fused = {(e["src"], e["dst"]): e["fused"] for e in fz["edges"]}
+    assert fused[by_op["mul"], by_op["add"]] is True                 # mul's tile stays in UB for add
+    assert fused[by_op["add"], by_op["matmul"]] is False             # vector -> cube: through GM
+    assert fused[by_op["matmul"], by_op["sum"]] is False
+    scale = fz["blocks"][0]
+    assert (scale["gm_in_bytes"], scale["gm_out_bytes"]) == (2 * 128 * 64 * 2, 128 * 64 * 2)   # a, b in; x out
+    page = path.read_text()
+    assert page.count('class="fnode op"') == 4 and page.count('class="fedge fused"') == 1
+    assert "<td class=\"\">mul + add</td>" in page
+
+
+def test_fusion_view_a_matmul_epilogue_fuses_and_split_rows_do_not():
+    """The elementwise ops after a matmul are one vector program (the matmul its own cube block); a
+    softmax is one program, or four blocks through GM with ``row_loops`` off for its label."""
+    def gemm(x, w, b):
+        with pj.tile(cube=(64, 64, 64)), jax.named_scope("Gemm"):
+            y = pj.ops.matmul(x, w)
+        with pj.tile(vec=(32, 64)), jax.named_scope("Epilogue"):
+            return jnp.maximum(y + b, 0.0) * 2.0
+
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) for s in [(128, 64), (64, 128), (128,)]]
+    compiled = pj.kernel(gemm).lower(*args).compile()
+    fz = report.build(compiled.profile(*args), compiled)["fusion"]
+    _check_against_the_block_level(compiled, fz)
+    blocks, ops = _fusion_table(fz)
+    assert blocks == [("AIC", "Gemm", ["matmul"]), ("AIV", "Epilogue", ["add", "maximum", "mul"])]
+    assert [(op, label) for op, label, _ in ops] == _tensor_ops(compiled)
+    assert sum(e["fused"] for e in fz["edges"]) == 2                  # add -> maximum -> mul on chip
+
+    def softmax(x):
+        with pj.tile(vec=(8, 128)), jax.named_scope("Softmax"):
+            m = jnp.max(x, axis=-1, keepdims=True)
+            e = jnp.exp(x - m)
+            return e / jnp.sum(e, axis=-1, keepdims=True)
+
+    x = rng.standard_normal((16, 512)).astype(np.float32)
+    for options, want in ((None, [["amax", "sub", "exp", "sum", "div"]]),
+                          ({"row_loops": {"Softmax": False}}, [["amax"], ["sub", "exp"], ["sum"], ["div"]])):
+        compiled = pj.kernel(softmax, options=options).lower(x).compile()
+        fz = report.build(compiled.profile(x), compiled)["fusion"]
+        _check_against_the_block_level(compiled, fz)
+        assert [b["ops"] for b in fz["blocks"]] == want, options
+        assert sorted(op for op, _, _ in _fusion_table(fz)[1]) == sorted(op for op, _ in _tensor_ops(compiled))
+        # amax -> sub -> exp -> sum -> div and exp -> div on chip; split: only sub -> exp
+        assert sum(e["fused"] for e in fz["edges"]) == (5 if options is None else 1), options
+
+
+def test_fusion_view_a_group_too_large_for_the_ub_is_split_in_order():
+    """Nine elementwise ops on 32 x 512 f32 tiles: fused as written the last group needs more UB than a
+    core has, so partition splits it into consecutive blocks; each op is in exactly one of them."""
+    def fn(x, y):
+        with pj.tile(vec=(32, 512)):
+            s, d, p = x + y, x - y, x * y
+            q = s * d + p
+            return q * s + d * p
+
+    x = np.random.default_rng(5).standard_normal((64, 512)).astype(np.float32)
+    compiled = pj.kernel(fn).lower(x, x).compile()
+    fz = report.build(compiled.profile(x, x), compiled)["fusion"]
+    _check_against_the_block_level(compiled, fz)
+    split = [b for b in fz["blocks"] if b["note"].startswith("split from a fused group")]
+    assert len(split) == 2 and [b["ops"] for b in split] == [["mul", "add", "mul"], ["mul", "add"]]
+    assert sorted(op for op, _, _ in _fusion_table(fz)[1]) == sorted(op for op, _ in _tensor_ops(compiled))
+    first, second = split
+    crossing = [e for e in fz["edges"] if e["src"] in first["op_ids"] and e["dst"] in second["op_ids"]]
+    assert crossing and not any(e["fused"] for e in crossing)          # between the two halves: GM
+
+
+def _busy_from_rows(trace):
+    """(kind, core) -> summed task µs, straight from the trace's rows."""
+    busy = {}
+    for start, tid, core, _, end in trace.rows:
+        key = (trace.graph.tasks[tid].core, core)
+        busy[key] = busy.get(key, 0.0) + (end - start) * 1e6
+    return busy
+
+
+def test_load_figures_are_the_trace_sums(profiled):
+    compiled, profile, path, _ = profiled
+    data = report.build(profile, compiled)
+    assert data["load"] == data["summary"]["load"]
+    busy = _busy_from_rows(profile.trace)
+    cores = dict(profile.trace.machine.cores)
+    for kind, k in data["load"]["kinds"].items():
+        assert k["cores"] == cores[kind]
+        want = [busy.get((kind, c), 0.0) for c in range(cores[kind])]
+        assert k["busy_us"] == pytest.approx(want, rel=1e-12, abs=1e-12)
+        mean = sum(want) / cores[kind]
+        assert k["mean_us"] == pytest.approx(mean, rel=1e-12)
+        assert k["over"] == [c for c, b in enumerate(want) if b > 1.25 * mean]
+        assert k["under"] == [c for c, b in enumerate(want) if b < 0.75 * mean]
+        assert sum(k["tasks"]) == sum(profile.trace.graph.tasks[t].core == kind for _, t, *_ in profile.trace.rows)
+    # Linear: two tiles on 24 cube cores -- two cores do all the cube work, on two cores (not one)
+    aic = data["load"]["kinds"]["AIC"]
+    assert len(aic["over"]) == 2 and len(aic["under"]) == 22 and aic["max_over_mean"] == pytest.approx(12.0)
+    assert data["load"]["single_core"] == []
+    page = path.read_text()
+    assert "AIC 2–23" in page and page.count("<tr class=\"load-over\">") == len(aic["over"]) + len(
+        data["load"]["kinds"]["AIV"]["over"])
+
+
+def _elementwise(x):
+    with pj.tile(vec=(16, 64)), jax.named_scope("Ew"):
+        return jnp.exp(x) * 2.0 + 1.0
+
+
+def test_imbalance_is_flagged_and_balance_is_not(tmp_path):
+    """48 equal tiles on 48 vector cores: no core off the mean; the same tiles as one block instance
+    (tiles_per_block 48): one core does all, and the label is flagged as run on a single core."""
+    x = np.random.default_rng(4).standard_normal((48 * 16, 64)).astype(np.float32)
+    balanced = pj.kernel(_elementwise).lower(x).compile()
+    forced = pj.kernel(_elementwise, options={"tiles_per_block": {"Ew": 48}}).lower(x).compile()
+    a, b = balanced.profile(x), forced.profile(x)
+    la, lb = report.build(a, balanced)["load"], report.build(b, forced)["load"]
+    assert (a.tasks, b.tasks) == (48, 1)
+    aiv = la["kinds"]["AIV"]
+    assert aiv["tasks"] == [1] * 48 and aiv["over"] == aiv["under"] == [] and la["single_core"] == []
+    assert la["labels"] == [{"label": "Ew", "kind": "AIV", "tasks": 48, "tiles": 48, "cores": list(range(48)),
+                             "single_core": False}]
+    aiv = lb["kinds"]["AIV"]
+    (core,) = [c for c in range(48) if aiv["tasks"][c]]
+    assert aiv["over"] == [core] and aiv["under"] == [c for c in range(48) if c != core]
+    assert aiv["max_over_mean"] == pytest.approx(48.0)
+    assert lb["labels"][0]["tiles"] == 48 and lb["single_core"] == [f"Ew (AIV {core})"]
+    # the summary carries the figures; the diff shows them
+    rows = {r[0]: r[1:3] for r in report.diff(report.build(a, balanced)["summary"], report.build(b, forced)["summary"]).rows}
+    assert rows["AIV flagged cores"] == (0, 48) and rows["single-core labels"] == (0, 1)
+    assert rows["AIV busy max / mean"] == (pytest.approx(1.0), pytest.approx(48.0))
+    page = report.write(tmp_path / "forced.html", b, forced).read_text()
+    assert (f'<td class="">Ew</td><td class="">AIV</td><td class="n">48</td><td class="n">1</td><td class="">AIV {core}</td>'
+            in page)
 
 
 # ------------------------------------------------------------------------------------ overrides
@@ -237,6 +406,7 @@ def test_report_renders_in_headless_chromium(profiled, tmp_path):
     assert 'id="swimlane"' in dom
     assert len(re.findall(r'<rect class="task[^"]*" data-tid=', dom)) == profile.tasks
     assert 'id="blockgraph"' in dom and dom.count('class="gnode block"') == 3
+    assert 'id="fusiongraph"' in dom and dom.count('class="fnode op"') == 4
     png = tmp_path / "report.png"
     subprocess.run([*flags, f"--screenshot={png}", "--window-size=1400,1800", url], capture_output=True, timeout=60)
     assert png.exists() and png.stat().st_size > 30_000

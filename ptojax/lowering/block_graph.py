@@ -6,7 +6,7 @@ import math
 
 from .._jax import Literal, Var
 from . import ir
-from .walk import body_of
+from .walk import control_sources
 
 
 def block_graph(lowering) -> dict:
@@ -58,30 +58,9 @@ def block_graph(lowering) -> dict:
                 for v in eqn.outvars:
                     env[v] = {nid}
             elif name in ("scan", "while", "cond"):
-                p = eqn.params
                 tag = f"{loop + ' / ' if loop else ''}{name}"
-                if name == "scan":
-                    body, _ = body_of(p["jaxpr"])
-                    inner = ins[:len(body.invars)]
-                    ncarry = p["num_carry"]
-                    bodies = [(body, inner)]
-                    carry_in = ins[p["num_consts"]:p["num_consts"] + ncarry]
-                elif name == "while":
-                    body, _ = body_of(p["body_jaxpr"])
-                    cn = p["cond_nconsts"]
-                    bodies = [(body, ins[cn:])]
-                    carry_in = ins[cn + p["body_nconsts"]:]
-                else:
-                    bodies = [(body_of(b)[0], ins[1:]) for b in p["branches"]]
-                    carry_in = [set() for _ in eqn.outvars]
-                outs = [set(c) for c in carry_in] + [set() for _ in range(len(eqn.outvars) - len(carry_in))]
-                for body, inner in bodies:
-                    sub = {v: set(s) for v, s in zip(body.invars, inner)}
-                    walk(body, sub, tag)
-                    for j, v in enumerate(body.outvars[:len(eqn.outvars)]):
-                        outs[j] |= srcs(sub, v)
-                for v, s in zip(eqn.outvars, outs):
-                    env[v] = s
+                outs = control_sources(eqn, ins, lambda body, sub: walk(body, sub, tag), srcs)
+                env.update(zip(eqn.outvars, outs))
             else:                                   # reshape (a GM view) or scalar work on the host
                 union = set().union(*ins) if ins else set()
                 for v in eqn.outvars:

@@ -70,6 +70,29 @@ def body_of(jaxpr):
     return (jaxpr.jaxpr, jaxpr.consts) if isinstance(jaxpr, ClosedJaxpr) else (jaxpr, ())
 
 
+def control_sources(eqn, ins, walk_body, srcs):
+    """The sets each output of a ``scan``/``while``/``cond`` eqn derives from, given ``ins`` (one set per
+    input): each body walked by ``walk_body(body, env)`` from its inputs' sets, a carried output joining
+    its initial value; ``srcs(env, var)`` reads a body output's set."""
+    p, name = eqn.params, eqn.primitive.name
+    if name == "scan":
+        bodies = [(body_of(p["jaxpr"])[0], ins)]
+        carry_in = ins[p["num_consts"]:p["num_consts"] + p["num_carry"]]
+    elif name == "while":
+        bodies = [(body_of(p["body_jaxpr"])[0], ins[p["cond_nconsts"]:])]
+        carry_in = ins[p["cond_nconsts"] + p["body_nconsts"]:]
+    else:
+        bodies = [(body_of(b)[0], ins[1:]) for b in p["branches"]]
+        carry_in = [set() for _ in eqn.outvars]
+    outs = [set(c) for c in carry_in] + [set() for _ in range(len(eqn.outvars) - len(carry_in))]
+    for body, inner in bodies:
+        env = {v: set(s) for v, s in zip(body.invars, inner)}
+        walk_body(body, env)
+        for j, v in enumerate(body.outvars[:len(eqn.outvars)]):
+            outs[j] |= srcs(env, v)
+    return outs
+
+
 def by_rule(rule):
     """A body runner for :func:`control` that interprets each body eqn by eqn with ``rule``."""
     return lambda jaxpr, consts, args, stack: interpret(jaxpr, consts, args, rule, stack)

@@ -47,6 +47,12 @@ details pre{margin:0;padding:10px;max-height:520px;overflow:auto;font:12px/1.35 
 .two{display:flex;gap:18px;flex-wrap:wrap}
 .two>div{flex:1 1 420px}
 code{background:#f3f4f6;padding:1px 4px;border-radius:3px}
+h3{font-size:14px;margin:12px 0 6px;color:#374151}
+.lbar{display:inline-block;position:relative;width:204px;height:10px;background:#f3f4f6;border-radius:2px;vertical-align:middle}
+.lfill{position:absolute;left:0;top:0;height:10px;border-radius:2px}
+.lmean{position:absolute;top:-3px;width:2px;height:16px;background:#111827}
+tr.load-over td{background:#fee2e2}
+tr.load-under td{background:#fef3c7}
 """
 
 JS = """

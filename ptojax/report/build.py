@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
+from ..ascend.targets import target as get_target
 from ..lowering.block_graph import block_graph
+from .fusion import fusion
 from .summary import kind_order, runs, summary
 
 LEVELS = ("tensor", "tile", "block", "pto")
@@ -75,6 +78,9 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
         bubbles.append({"gap_us": gap, "kind": kind, "core": core, "after": after, "after_title": by_tid[after]["title"],
                         "from_us": by_tid[after]["end_us"], "before": nxt and nxt["tid"],
                         "before_title": nxt and nxt["title"]})
+    graph = block_graph(compiled.lowering) if compiled is not None else None
+    name = title or (compiled.name if compiled is not None else None)
+    summ = summary(profile, name=name, tiles=block_tiles(graph) if graph else None)
     data = {
         "title": title or (compiled.name if compiled is not None else "kernel"),
         "signature": repr(compiled) if compiled is not None else "",
@@ -98,17 +104,27 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
         "unused_cores": {k: n - used.get(k, 0) for k, n in m.cores} if not host else {},
         "records": recs, "colours": colours,
         "options": options if options is not None else (_thaw(compiled.options.passes) if compiled is not None else {}),
-        "graph": None, "levels": {},
-        "summary": summary(profile, name=title or (compiled.name if compiled is not None else None)),
+        "graph": graph, "fusion": None, "levels": {}, "load": summ["load"], "summary": summ,
     }
     if compiled is not None:
-        data["graph"] = block_graph(compiled.lowering)
+        data["fusion"] = fusion(compiled.lowering, get_target(compiled.options.target).memory,
+                                compiled.options.pass_options)
         for level in LEVELS:
             try:
                 data["levels"][level] = compiled.as_text(level)
             except Exception as err:  # noqa: BLE001 - a level without text is reported, not fatal
                 data["levels"][level] = f"(no text: {type(err).__name__}: {err})"
     return data
+
+
+def block_tiles(graph: dict) -> dict:
+    """Label (a task's title: its label, else its program) -> core kind -> grid points of its block calls."""
+    out: dict = {}
+    for n in graph["nodes"]:
+        for p in n.get("parts", ()):
+            kinds = out.setdefault(n["label"] or p["program"], {})
+            kinds[p["core"]] = kinds.get(p["core"], 0) + math.prod(p["grid"])
+    return out
 
 
 def _thaw(v):
@@ -130,4 +146,4 @@ def load_options(path) -> dict:
         return json.load(f)
 
 
-__all__ = ["LEVELS", "PALETTE", "build", "label_colours", "load_options"]
+__all__ = ["LEVELS", "PALETTE", "block_tiles", "build", "label_colours", "load_options"]

@@ -1,20 +1,20 @@
 """The report page: :func:`build`'s data rendered as one self-contained HTML document — the
-swimlane and the block graph as SVG (a layered layout), tables, the levels' text."""
+swimlane and the block graph as SVG (a layered layout), tables, the levels' text; the fusion and
+per-core load views are ``views.py``."""
 from __future__ import annotations
 
-import html as _html
 import json
 import math
 from pathlib import Path
 
 from .assets import CSS, JS
 from .build import build
-
-CORE_STYLE = {"AIC": ("#dbeafe", "#1d4ed8"), "AIV": ("#dcfce7", "#15803d"), "host": ("#f3f4f6", "#374151")}
-
-
-def _e(x) -> str:
-    return _html.escape(str(x), quote=True)
+from .markup import CORE_STYLE, layout_graph
+from .markup import clip as _clip
+from .markup import esc as _e
+from .markup import size as _bytes
+from .markup import table as _table
+from .views import fusion_section, load_section
 
 
 def _nice_step(span: float, target: int = 10) -> float:
@@ -75,50 +75,6 @@ def _swimlane_svg(data: dict) -> str:
     return "".join(out)
 
 
-def layout_graph(graph: dict, node_w=200, node_h=50, gap_x=24, gap_y=64, margin=20) -> dict:
-    """Layered layout (top to bottom): layer = longest path from a source, order by barycentres."""
-    nodes, edges = graph["nodes"], graph["edges"]
-    preds = {n["id"]: [] for n in nodes}
-    succs = {n["id"]: [] for n in nodes}
-    for e in edges:
-        preds[e["dst"]].append(e["src"])
-        succs[e["src"]].append(e["dst"])
-    layer = {}
-    for n in nodes:                                 # node ids are in a topological (program) order
-        nid = n["id"]
-        layer[nid] = 0 if n["kind"] == "input" else 1 + max((layer[p] for p in preds[nid]), default=-1)
-    out_layer = max(layer.values(), default=0) + (0 if any(n["kind"] == "output" for n in nodes) else 0)
-    for n in nodes:
-        if n["kind"] == "output":
-            layer[n["id"]] = max(out_layer, layer[n["id"]])
-    depth = max(layer.values(), default=0) + 1
-    rows = [[n["id"] for n in nodes if layer[n["id"]] == d] for d in range(depth)]
-    pos = {}
-    for row in rows:
-        for i, nid in enumerate(row):
-            pos[nid] = float(i)
-    for _ in range(4):                              # barycentre sweeps, down then up
-        for d in range(1, depth):
-            rows[d].sort(key=lambda nid: (sum(pos[p] for p in preds[nid]) / len(preds[nid]) if preds[nid] else pos[nid]))
-            for i, nid in enumerate(rows[d]):
-                pos[nid] = float(i)
-        for d in range(depth - 2, -1, -1):
-            rows[d].sort(key=lambda nid: (sum(pos[s] for s in succs[nid]) / len(succs[nid]) if succs[nid] else pos[nid]))
-            for i, nid in enumerate(rows[d]):
-                pos[nid] = float(i)
-    widest = max((len(r) for r in rows), default=1)
-    width = 2 * margin + widest * node_w + (widest - 1) * gap_x
-    xy = {}
-    for d, row in enumerate(rows):
-        row_w = len(row) * node_w + (len(row) - 1) * gap_x
-        x0 = (width - row_w) / 2
-        for i, nid in enumerate(row):
-            xy[nid] = (x0 + i * (node_w + gap_x), margin + d * (node_h + gap_y))
-    height = 2 * margin + depth * node_h + (depth - 1) * gap_y
-    return {"xy": xy, "width": width, "height": height, "node_w": node_w, "node_h": node_h}
-
-
-
 def _graph_svg(data: dict) -> str:
     graph = data["graph"]
     if not graph:
@@ -169,28 +125,6 @@ def _graph_svg(data: dict) -> str:
     return "".join(out)
 
 
-def _clip(s: str, n: int) -> str:
-    return s if len(s) <= n else s[:n - 1] + "…"
-
-
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
-def _table(head, rows, numeric=()) -> str:
-    th = "".join(f'<th class="{"n" if i in numeric else ""}">{_e(h)}</th>' for i, h in enumerate(head))
-    body = []
-    for row in rows:
-        cls, cells = (row[0], row[1]) if isinstance(row, tuple) and len(row) == 2 and isinstance(row[1], list) else ("", row)
-        tds = "".join(f'<td class="{"n" if i in numeric else ""}">{c}</td>' for i, c in enumerate(cells))
-        body.append(f'<tr class="{cls}">{tds}</tr>')
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
 def html(data: dict) -> str:
     """The report page for :func:`build`'s data: one self-contained HTML document."""
     colours = data["colours"]
@@ -224,6 +158,7 @@ def html(data: dict) -> str:
         f"<div class='scroll' id='swimwrap'>{_swimlane_svg(data)}</div>"
         "<div id='info'>Click a task to see what it waits for (orange arrows) and what it unblocks (purple arrows).</div>"
         + (f"<p class='note'>Idle cores not drawn: {_e(unused)}.</p>" if unused else "") + "</section>")
+    parts.append(load_section(data))
     # bound + idle
     brows = [("binding" if b["binding"] else "", [_e(b["term"].replace("_", " ")), _e(b["what"]), f"{b['us']:.2f}",
                                                   f"{b['us'] / max(ms, 1e-12):.0%}"]) for b in data["bound"]]
@@ -268,6 +203,7 @@ def html(data: dict) -> str:
     parts.append("<section id='bubbles'><h2>Largest bubbles<span class='hint'>idle gaps between two tasks on one "
                  "core</span></h2>" + (_table(["gap µs", "core", "from µs", "after task", "before task"], bb, (0, 2))
                                        if bb else "<p class='note'>No gaps between tasks on any core.</p>") + "</section>")
+    parts.append(fusion_section(data))
     # block graph
     parts.append("<section id='graph'><h2>Block graph<span class='hint'>block calls (programs × instances) and the GM "
                  "tensors between them; hover for details</span></h2>"

@@ -2,8 +2,9 @@
 
 A summary is a JSON object with ``"format": "ptojax.profile-summary/1"``, ``makespan_us``,
 ``lower_bound_us``, ``bound_us`` (per term), ``tasks``, ``utilisation`` and ``idle_us`` per core kind,
-``label_us`` and ``label_tasks`` per label, and the critical path's labels. A Chrome trace
-(``Profile.save``) reads back as a summary without the lower bound.
+``label_us`` and ``label_tasks`` per label, the critical path's labels, and ``load`` (``load.py``:
+busy µs per core, the mean per core kind, the cores off it and the labels whose tiles all ran on one
+core). A Chrome trace (``Profile.save``) reads back as a summary without the lower bound.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 from pathlib import Path
 
 from ..errors import PtoArgumentError
+from .load import chrome_spans, load, profile_spans
 
 SUMMARY_FORMAT = "ptojax.profile-summary/1"
 
@@ -32,8 +34,9 @@ def runs(labels) -> list:
     return out
 
 
-def summary(profile, *, name: str | None = None, options=None) -> dict:
-    """The saved form of a profile (see the module docstring); JSON-able."""
+def summary(profile, *, name: str | None = None, options=None, tiles: dict | None = None) -> dict:
+    """The saved form of a profile (see the module docstring); JSON-able. ``tiles``: label -> core kind
+    -> grid points (from the kernel's Block graph), for the single-core check; else a task is a tile."""
     trace = profile.trace
     tasks = trace.graph.tasks
     counts: dict = {}
@@ -46,6 +49,7 @@ def summary(profile, *, name: str | None = None, options=None) -> dict:
         "tasks": profile.tasks, "utilisation": dict(profile.utilisation), "idle_us": dict(profile.idle_us),
         "label_us": dict(profile.label_us), "label_tasks": {k: counts.get(k, 0) for k in profile.label_us},
         "critical_path": runs([tasks[t].label or tasks[t].name for t in profile.critical_path]),
+        "load": load(profile_spans(trace), dict(trace.machine.cores), tiles),
         "options": options,
     }
 
@@ -78,10 +82,12 @@ def _from_chrome(trace: dict) -> dict:
     name = next((e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"), "")
     util = {k: busy.get(k, 0.0) / (max(span, 1e-12) * c) for k, c in lanes.items()}
     label_us = dict(sorted(label_us.items(), key=lambda kv: -kv[1]))
+    spans, cores = chrome_spans(events)
     return {"format": SUMMARY_FORMAT, "name": name, "machine": name, "mode": "", "makespan_us": span,
             "lower_bound_us": None, "bound_us": {}, "tasks": n, "utilisation": util,
             "idle_us": {k: span * lanes[k] - busy.get(k, 0.0) for k in lanes}, "label_us": label_us,
-            "label_tasks": {k: label_tasks[k] for k in label_us}, "critical_path": [], "options": None}
+            "label_tasks": {k: label_tasks[k] for k in label_us}, "critical_path": [], "load": load(spans, cores),
+            "options": None}
 
 
 def load_summary(source) -> dict:
@@ -125,12 +131,27 @@ def diff(before, after) -> Diff:
             ("tasks", a["tasks"], b["tasks"])]
     for kind in sorted(set(a["utilisation"]) | set(b["utilisation"]), key=kind_order):
         rows.append((f"utilisation {kind} %", _pct(a["utilisation"].get(kind)), _pct(b["utilisation"].get(kind))))
+    for kind in sorted(set(_kinds(a)) | set(_kinds(b)), key=kind_order):
+        x, y = _kinds(a).get(kind), _kinds(b).get(kind)
+        rows.append((f"{kind} busy max / mean", x and x["max_over_mean"], y and y["max_over_mean"]))
+        rows.append((f"{kind} flagged cores", x and len(x["over"]) + len(x["under"]),
+                     y and len(y["over"]) + len(y["under"])))
+    if "load" in a or "load" in b:
+        rows.append(("single-core labels", _single(a), _single(b)))
     labels = list(a["label_us"]) + [k for k in b["label_us"] if k not in a["label_us"]]
     for lab in labels:
         rows.append((f"{lab} us", a["label_us"].get(lab), b["label_us"].get(lab)))
         rows.append((f"{lab} tasks", a["label_tasks"].get(lab), b["label_tasks"].get(lab)))
     out = [(w, x, y, None if x is None or y is None else y - x) for w, x, y in rows]
     return Diff(a, b, out)
+
+
+def _kinds(s: dict) -> dict:
+    return s.get("load", {}).get("kinds", {})
+
+
+def _single(s: dict):
+    return len(s["load"]["single_core"]) if "load" in s else None
 
 
 def _pct(u):
@@ -148,12 +169,12 @@ def format_diff(d: Diff) -> str:
     width = max(22, max(len(r[0]) for r in d.rows) + 2)
     lines = [f"{'':<{width}}{'before':>11}{'after':>11}{'change':>11}{'':>9}"]
     for what, x, y, change in d.rows:
-        integer = what == "tasks" or what.endswith(" tasks")
+        integer = what == "tasks" or what.endswith((" tasks", " cores", " labels"))
+        if change is not None and not integer and abs(change) < 5e-3:
+            change = 0.0
         rel = ""
         if change is not None and x and not what.startswith("utilisation"):
             rel = f"{100.0 * change / x:+.1f}%"
-        if change is not None and not integer and abs(change) < 5e-3:
-            change = 0.0
         ch = "-" if change is None else (f"{change:+d}" if integer else f"{change:+.2f}")
         lines.append(f"{what:<{width}}{_num(x, integer):>11}{_num(y, integer):>11}{ch:>11}{rel:>9}")
     return "\n".join(lines)
