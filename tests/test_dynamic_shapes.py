@@ -1,10 +1,14 @@
 """Dynamic shapes: kernels traced with ``jax.export`` symbolic dimensions.
 
 An ``xla`` kernel exports once with a symbolic row count, serialises, and runs at every size with the
-numbers of plain JAX; the Tensor level prints the symbols; levels that need concrete sizes, the
-``sim`` backend and shape checks JAX cannot decide for every size raise errors that say so.
+numbers of plain JAX; the Tensor level prints the symbols; a ``sim`` kernel with ``polymorphic_shapes``
+compiles once to a dynamic PTO-AS module that ``ptoas`` accepts and the engine runs at every size;
+levels that need concrete sizes and shape checks JAX cannot decide for every size raise errors that
+say so.
 """
 from __future__ import annotations
+
+import re
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +17,7 @@ import pytest
 
 import ptojax as pj
 from kernels import seed_kernel
-from ptojax.errors import PtoShapeError, PtoUnsupportedError
+from ptojax.errors import PtoArgumentError, PtoShapeError, PtoUnsupportedError
 
 O = pj.ops
 SIZES = (1, 17, 64, 130, 1000)
@@ -188,3 +192,164 @@ def test_verify_runs_the_symbolic_levels_at_several_sizes():
         total, picked = low.evaluate("tensor", a, b)
         np.testing.assert_allclose(total, np.exp(a * 0.5 - b).sum(-1), rtol=1e-5)
         np.testing.assert_array_equal(picked, a[:, [3, 0, 63]])
+
+
+# ------------------------------------------------------ polymorphic_shapes: one dynamic PTO compile
+POLY = {"seed": ("m, 64", "m, 64", None), "softmax": ("m, 64",), "matmul-k-tail": ("m, 100", None)}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def polymorphic(request):
+    """(the case, its sim kernel with polymorphic_shapes, compiled once by a first call)."""
+    return request.param, pj.kernel(CASES[request.param][0], polymorphic_shapes=POLY[request.param])
+
+
+def test_one_compile_serves_every_size(polymorphic):
+    name, f = polymorphic
+    _, _, shapes, reference = CASES[name]
+    for m in SIZES:
+        args = [_rand(s, seed) for seed, s in enumerate(shapes(m))]
+        got = np.asarray(f(*args))
+        want = np.asarray(reference(*args))
+        assert got.shape == want.shape and got.shape[0] == m
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert f.compiles == 1
+
+
+def test_the_dynamic_module_is_real_pto(polymorphic):
+    name, f = polymorphic
+    compiled = f.compiled_for(*[_rand(s, 0) for s in CASES[name][2](17)])
+    text = compiled.as_text("pto")
+    assert "%dyn_m: index" in text and "!pto.tensor_view<?x" in text and "!pto.partition_tensor_view<?x" in text
+    assert "valid_row = %dyn_vr" in text and "v_row=?" in text
+    assert "%dyn_vr = arith.minsi %dyn_left" in text
+    cpp = compiled.ptoas()                             # Huawei's ptoas accepts the dynamic module
+    for fn in compiled.dynamic.rows:                   # each function takes m (ptoas passes index as int32)
+        assert re.search(rf"AICORE void {fn}\((__gm__ float\* v\d+, )+int32_t v\d+\)", cpp), fn
+
+
+def test_the_seed_rows_are_tiled_by_each_programs_row_tile():
+    f = pj.kernel(seed_kernel, polymorphic_shapes=("m, 64", "m, 64", None))
+    compiled = f.compiled_for(*[_rand(s, 0) for s in [(5, 64), (5, 64), (64, 32)]])
+    assert compiled.dynamic.rows == {"mul_add": 32, "matmul": 64, "sum": 32}
+    part = {p.program.name: p for e in compiled.dynamic.lowering.block.jaxpr.eqns for p in e.params["spec"].parts}
+    assert compiled.dynamic.grid(part["mul+add"], 130) == (5, 2)       # ceil(130/32) row blocks, 2 col blocks
+    assert compiled.dynamic.grid(part["matmul"], 130) == (3, 1)        # ceil(130/64)
+
+
+def test_a_size_that_violates_a_constraint():
+    f = pj.kernel(_softmax, polymorphic_shapes=("m, 64",), polymorphic_constraints=("mod(m, 16) == 0",))
+    np.testing.assert_allclose(f(_rand((32, 64), 1)), jax.nn.softmax(_rand((32, 64), 1) * 0.5, axis=-1),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(PtoArgumentError) as err:
+        f(_rand((17, 64), 1))
+    assert str(err.value) == "pj.kernel '_softmax': m = 17 violates the constraint 'mod(m, 16) == 0'"
+    with pytest.raises(PtoArgumentError) as err:
+        f(_rand((32, 48), 1))
+    assert str(err.value) == ("pj.kernel '_softmax': arguments (float32[32, 48]) do not have the polymorphic "
+                              "shapes ('m, 64'): different size 64 for known dimension 1")
+    assert f.compiles == 1
+
+
+def test_the_symbol_must_agree_across_arguments():
+    f = pj.kernel(seed_kernel, polymorphic_shapes=("m, 64", "m, 64", None))
+    with pytest.raises(PtoArgumentError) as err:
+        f(_rand((17, 64), 0), _rand((18, 64), 1), _rand((64, 32), 2))
+    assert str(err.value) == "pj.kernel 'seed_kernel': m is 17 by an earlier argument but argument 1 has 18 at axis 0"
+
+
+def test_a_symbol_off_the_leading_dim_is_unsupported():
+    f = pj.kernel(_softmax, polymorphic_shapes=("32, n",))
+    with pytest.raises(PtoUnsupportedError) as err:
+        f(_rand((32, 64), 1))
+    assert str(err.value) == ("pj.kernel '_softmax': argument 0 has the symbolic dim n at axis 1; the tile level "
+                              "takes one symbol as the leading (row) dim")
+
+
+def test_the_tile_and_block_levels_print_the_symbol():
+    f = pj.kernel(seed_kernel, polymorphic_shapes=("m, 64", "m, 64", None))
+    compiled = f.compiled_for(*[_rand(s, 0) for s in [(5, 64), (5, 64), (64, 32)]])
+    tile = compiled.as_text("tile")
+    assert "%3:f32[m,64] = tile_grid[vector mul parts=ceil(m/32)x2](%0)" in tile
+    assert "part 0: grid ceil(m/64)x1 index" in tile
+    assert "pto.tload[window=[64*i0:+min(64, m-64*i0), 64*i2:+64] loc=mat]" in tile
+    assert "%40:f32[m] = pto.tstore[window=[32*i0:+min(32, m-32*i0)]](%37, %39, %34, %35)" in tile
+    assert compiled.as_text("block").split("\n\n")[-1] == (
+        "kernel(%0:f32[m,64], %1:f32[m,64], %2:f32[64,32]):\n"
+        "  %3:f32[m,64] = block_call[mul+add<AIV> x2*ceil(m/32)](%0, %1)\n"
+        "  %4:f32[m,32] = block_call[matmul<AIC> xceil(m/64)](%3, %2)\n"
+        "  %5:f32[m] = block_call[sum<AIV> xceil(m/32)](%4)\n"
+        "  return %5")
+
+
+def test_a_result_whose_rows_are_not_the_symbol_is_unsupported():
+    def twice(x):
+        with pj.tile(vec=(32, 64)):
+            return jnp.concatenate([x, x], axis=0) * 2.0
+
+    with pytest.raises(PtoUnsupportedError) as err:
+        pj.kernel(twice, polymorphic_shapes=("m, 64",))(_rand((17, 64), 0))
+    assert str(err.value) == ("pj.kernel 'twice': result 0 has the shape (2*m, 64); the tile level takes the "
+                              "symbol as the leading dim of a result, or no symbol")
+
+
+def _static_512(x, y):
+    """A static (512, 64) intermediate, the template's row count by coincidence: y and y/2 stacked."""
+    with pj.tile(vec=(32, 64)):
+        z = jnp.concatenate([y, y * 0.5], axis=0) * 2.0
+        return x + z[300:301]
+
+
+def test_a_static_dim_equal_to_the_template_stays_static():
+    f = pj.kernel(_static_512, polymorphic_shapes=("m, 64", None))
+    y = _rand((256, 64), 9)
+    for m in (1, 17, 512, 700):
+        x = _rand((m, 64), m)
+        want = x + np.concatenate([y, y * 0.5])[300] * 2.0           # = x + y[44]
+        np.testing.assert_allclose(np.asarray(f(x, y)), want, rtol=1e-6, atol=1e-6)
+    assert f.compiles == 1
+    compiled = f.compiled_for(_rand((5, 64), 0), y)
+    assert compiled.dynamic.size == 512 and compiled.twin.size == 768
+    fn = compiled.dynamic.names
+    rows = {p.program.name: compiled.dynamic.rows[fn[(p.program.name, tuple(p.shape))]]
+            for e in compiled.dynamic.lowering.block.jaxpr.eqns for p in e.params["spec"].parts}
+    assert rows == {"mul+concat": None, "concat": None, "mul": None, "view": None, "add": 32}
+    tile = compiled.as_text("tile")       # the static 512 rows: a fixed grid, full windows
+    assert "%32:f32[512,64] = pto.tstore[window=[32*i0:+32, 64*i1:+64]](%29, %31, %26, %27)" in tile
+    assert "%49:f32[m,64] = pto.tstore[window=[32*i0:+min(32, m-32*i0), 64*i1:+64]](%45, %48, %41, %42)" in tile
+    assert compiled.as_text("block").split("\n\n")[-1] == (
+        "kernel(%0:f32[m,64], %1:f32[256,64]):\n"
+        "  %2:f32[256,64], %3:f32[512,64] = block_call[mul+concat<AIV> x8](%1)\n"
+        "  %4:f32[512,64] = block_call[concat<AIV> x8](%2, %3)\n"
+        "  %5:f32[512,64] = block_call[mul<AIV> x16](%4)\n"
+        "  %6:f32[1,64] = block_call[view<AIV> x1](%5)\n"
+        "  %7:f32[m,64] = block_call[add<AIV> xceil(m/32)](%0, %6)\n"
+        "  return %7")
+
+
+def test_a_static_width_equal_to_the_template_stays_static():
+    def widen(x, y):       # x eight times side by side: (m, 512), 512 the template's rows by coincidence
+        with pj.tile(vec=(32, 64), cube=(64, 64, 64)):
+            return jnp.matmul(jnp.concatenate([x] * 8, axis=1), y)
+
+    f = pj.kernel(widen, polymorphic_shapes=("m, 64", None))
+    y = _rand((512, 48), 3)
+    for m in (3, 130):
+        x = _rand((m, 64), m)
+        want = np.tile(x.astype(np.float64), (1, 8)) @ y.astype(np.float64)
+        np.testing.assert_allclose(np.asarray(f(x, y)), want, rtol=1e-4, atol=1e-4)
+    assert f.compiles == 1
+
+
+def test_a_dim_that_follows_the_rows_off_the_leading_axis_is_unsupported():
+    def gram(x):
+        with pj.tile(vec=(32, 64), cube=(64, 64, 64)):
+            return jnp.matmul(x.T, x)
+
+    with pytest.raises(PtoUnsupportedError) as err:
+        pj.kernel(gram, polymorphic_shapes=("m, 64",))(_rand((17, 64), 0))
+    assert str(err.value) == (
+        "pj.kernel 'gram': lowered at 512 and at 768 rows, result 0 of step 0 (pto.block_call[transpose]) is "
+        "float32[64,512] at 512 rows but float32[64,768] at 768 (a dim that changes other than as the leading dim "
+        "equal to the row count); a symbolic row count needs one program for every size, with the rows as its "
+        "leading dim only")

@@ -64,6 +64,11 @@ def _typed(value: int, type_: str):
 
 
 # ------------------------------------------------------------------------------------ interpreter
+def _fits(sizes, dims) -> bool:
+    """Run-time ``sizes`` agree with a view type's ``dims`` (``None``: a ``?`` dim, any size)."""
+    return len(sizes) == len(dims) and all(d is None or n == d for n, d in zip(sizes, dims))
+
+
 class _ByteTile:
     """A tile: its type over a byte buffer it may share with its ``treshape`` aliases and subsets —
     element (r, c) at ``base + (r * pitch + c) * itemsize`` bytes (``col_major`` vec tiles:
@@ -193,7 +198,7 @@ class _Run:
         src = self.get(s, s.src, np.ndarray)
         a, b = [self.get(s, v, int) for v in s.a], [self.get(s, v, int) for v in s.b]
         if s.op == "make_tensor_view":         # a strided view of the flat GM array (dn: the transpose)
-            if src.dtype != DTYPES[s.type.dtype] or tuple(a) != s.type.shape or len(b) != len(a):
+            if src.dtype != DTYPES[s.type.dtype] or not _fits(a, s.type.shape) or len(b) != len(a):
                 raise self.error(s, f"shape {a} strides {b} over a {src.dtype.name} pointer do not match {s.type}")
             reach = sum((n - 1) * st for n, st in zip(a, b)) if all(a) else -1
             if min(b, default=0) < 0 or reach >= src.size:
@@ -203,16 +208,26 @@ class _Run:
         if len(a) != src.ndim or len(b) != src.ndim or any(
                 o < 0 or n < 0 or o + n > d for o, n, d in zip(a, b, src.shape)):
             raise self.error(s, f"window offsets {a} sizes {b} fall outside the tensor {list(src.shape)}")
-        if tuple(b) != s.type.shape:
+        if not _fits(b, s.type.shape):
             raise self.error(s, f"window sizes {b} do not match {s.type}")
         self.env[s.result] = src[tuple(slice(o, o + n) for o, n in zip(a, b)) or ...]   # 0-d: still a view
 
     def tile(self, s: Tile):
-        t, buf, base = s.type, None, 0
-        if t.v_row is None or t.v_col is None:
-            raise self.error(s, "a dynamic (?) valid region needs operands this engine does not read")
-        if not (0 <= t.v_row <= t.rows and 0 <= t.v_col <= t.cols):
-            raise self.error(s, f"valid region {t.v_row}x{t.v_col} exceeds the tile {t.rows}x{t.cols}")
+        t, buf, base, shape = s.type, None, 0, None
+        if s.src is None and (t.v_row is None or t.v_col is None):
+            valid = s.valid or (None, None)
+            if any(d is None and v is None for v, d in zip(valid, (t.v_row, t.v_col))):
+                raise self.error(s, "a dynamic (?) valid dim needs its valid_row / valid_col operand")
+            shape = tuple(self.get(s, v, int) if d is None else d for v, d in zip(valid, (t.v_row, t.v_col)))
+        elif s.src is not None and (t.v_row is None or t.v_col is None):   # an alias keeps the source's elements
+            src = self.get(s, s.src, _ByteTile)
+            count, known = src.shape[0] * src.shape[1], t.v_col if t.v_row is None else t.v_row
+            if known is None or count % max(known, 1):
+                raise self.error(s, f"cannot reshape the {src.shape[0]}x{src.shape[1]} valid region to {t}")
+            shape = (count // max(known, 1), known) if t.v_row is None else (known, count // max(known, 1))
+        v_row, v_col = shape or (t.v_row, t.v_col)
+        if not (0 <= v_row <= t.rows and 0 <= v_col <= t.cols):
+            raise self.error(s, f"valid region {v_row}x{v_col} exceeds the tile {t.rows}x{t.cols}")
         if s.src is not None:
             src = self.get(s, s.src, _ByteTile)
             buf, base, size = src.buf, src.base, t.rows * t.cols * DTYPES[t.dtype].itemsize
@@ -222,7 +237,7 @@ class _Run:
             if base + size > buf.size:
                 raise self.error(s, f"{t.rows}x{t.cols} {t.dtype} does not fit the "
                                     f"{buf.size - base}-byte tile {s.src}")
-        self.env[s.result] = _ByteTile(t, buf, base)
+        self.env[s.result] = _ByteTile(t, buf, base, shape=shape)
 
     def subset(self, s: Subset):
         src = self.get(s, s.src, _ByteTile)
@@ -248,7 +263,7 @@ class _Run:
         ins, outs = [self.get(s, n) for n in s.ins], [self.get(s, n) for n in s.outs]
         for name, value, declared in zip(s.ins + s.outs, ins + outs, s.in_types + s.out_types):
             if isinstance(value, _ByteTile) and value.type != declared or isinstance(declared, ViewType) and (
-                    not isinstance(value, np.ndarray) or value.shape != declared.shape):
+                    not isinstance(value, np.ndarray) or not _fits(value.shape, declared.shape)):
                 raise self.error(s, f"{name} is {getattr(value, 'type', getattr(value, 'shape', value))} "
                                     f"but the instruction says {declared}")
         if s.op == "tload":

@@ -55,8 +55,9 @@ class TileType:
 
 @dataclasses.dataclass(frozen=True)
 class ViewType:
-    """``!pto.tensor_view<AxBxdt>`` or (``partition``) ``!pto.partition_tensor_view<...>``."""
-    shape: tuple[int, ...]
+    """``!pto.tensor_view<AxBxdt>`` or (``partition``) ``!pto.partition_tensor_view<...>``; a dim is
+    ``None`` where the text says ``?`` (its size is the ``shape``/``sizes`` operand at run time)."""
+    shape: tuple[int | None, ...]
     dtype: str
     partition: bool = False
 
@@ -109,11 +110,13 @@ class View(Stmt):
 
 @dataclasses.dataclass(frozen=True)
 class Tile(Stmt):
-    """``alloc_tile [addr = %a]`` (``src`` None) or ``treshape %src`` (an alias of ``src``'s bytes)."""
+    """``alloc_tile [addr = %a] [valid_row = %r] [valid_col = %c]`` (``src`` None) or ``treshape %src``
+    (an alias of ``src``'s bytes)."""
     result: str
     src: str | None
     addr: str | int | None
     type: TileType
+    valid: tuple = ()      # (valid_row, valid_col) operands (None: absent) of an alloc_tile whose type says ``?``
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,9 +282,10 @@ class Parser:
     def type(self):
         kind, text, line, col = self.peek()
         self.next()
-        m = re.fullmatch(r"!pto\.(partition_)?tensor_view<((?:\d+x)*)(\w+)>", text or "")
+        m = re.fullmatch(r"!pto\.(partition_)?tensor_view<((?:(?:\d+|\?)x)*)(\w+)>", text or "")
         if m:
-            return ViewType(tuple(int(d) for d in m.group(2).split("x") if d), m.group(3), bool(m.group(1)))
+            return ViewType(tuple(None if d == "?" else int(d) for d in m.group(2).split("x") if d), m.group(3),
+                            bool(m.group(1)))
         m = re.fullmatch(r"!pto\.ptr<(\w+)>", text or "")
         if m:
             return PtrType(m.group(1))
@@ -447,8 +451,14 @@ class Parser:
             if self.accept("addr"):
                 self.expect("=")
                 addr = self.operand()
+            valid = [None, None]               # operands of the dims the type leaves dynamic (``?``)
+            for k, key in enumerate(("valid_row", "valid_col")):
+                if self.accept(key):
+                    self.expect("=")
+                    valid[k] = self.operand()
+            valid = tuple(valid) if any(valid) else ()
             self.expect(":")
-            return Tile(**at, result=result, src=None, addr=addr, type=self.tile_type())
+            return Tile(**at, result=result, src=None, addr=addr, type=self.tile_type(), valid=valid)
         if op == "pto.treshape":
             src = self.next("ssa")
             self.expect(":"), self.tile_type(), self.expect("->")

@@ -4,11 +4,14 @@ a level that needs concrete sizes raises.
 The Tensor level takes symbols (every op's shape rule computes with them, :mod:`ptojax.primitives.dims`);
 the Tile level and below count tiles from concrete sizes, so a symbolic lowering stops after the
 Tensor level, and asking for a lower level is a :class:`~ptojax.errors.PtoUnsupportedError` naming the
-level, the argument and its symbolic dimension.
+level, the argument and its symbolic dimension. A kernel compiled for a symbolic row count is lowered
+at a template size instead (:mod:`ptojax.polymorphic`); :func:`template_text` prints its levels with
+the symbol.
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import jax
 import numpy as np
@@ -54,3 +57,73 @@ def evaluate_at_sizes(closed: ClosedJaxpr, args) -> list:
     specs = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.invars]
     run = jax.jit(lambda *xs: jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *xs))
     return jax.export.export(run)(*specs).call(*args)
+
+
+_HIDE = str.maketrans("0123456789", "".join(map(chr, range(0xE000, 0xE00A))))   # digits no rule reads
+_SHOW = {v: k for k, v in _HIDE.items()}
+
+
+def _static_sizes(text: str, size: int, twin: str) -> str:
+    """``text`` with the dims equal to ``size`` and the grid and call counts that ``twin`` (the dump at a
+    second row count) has unchanged at their place hidden from the rules: static, not the rows."""
+    lines, others = text.split("\n"), twin.split("\n")
+    if len(lines) != len(others):
+        return text
+    out = []
+    for line, other in zip(lines, others):
+        a, b = re.split(r"(\d+)", line), re.split(r"(\d+)", other)
+        if len(a) == len(b) and a[::2] == b[::2]:
+            line = "".join(x.translate(_HIDE) if k % 2 and x == y and (x == str(size) or re.search(
+                r"(grid |parts=|> x)$", a[k - 1])) else x for k, (x, y) in enumerate(zip(a, b)))
+        out.append(line)
+    return "\n".join(out)
+
+
+def template_text(text: str, size: int, symbol: str, twin: str | None = None) -> str:
+    """A Tile- or Block-level dump of a kernel lowered at the template row count ``size``, written with
+    the ``symbol``: ``f32[m,64]``, a grid of ``ceil(m/T)`` row blocks where it tiles ``size`` rows by
+    ``T``, windows ``[T*i0:+min(T, m-T*i0), ...]`` (the last block is the tail), block calls of
+    ``ceil(m/T)`` (times the other axes') instances. ``twin``, the dump at a second row count, keeps
+    what equals ``size`` (or a count of it) by coincidence but does not follow the rows static."""
+    if twin is not None:
+        text = _static_sizes(text, size, twin)
+    lines = text.split("\n")
+    rows: dict = {}            # program name -> its row tile
+
+    def tile_after(n):
+        for line in lines[n + 1:]:
+            if re.match(r"\s*(part \d+:|program |%\S+ = tile_grid)", line) and line is not lines[n]:
+                break
+            m = re.search(r"window=\[(\d+)\*i0:\+\1\b", line)
+            if m:
+                return int(m.group(1))
+        return None
+
+    out, rowbufs = [], set()
+    for n, line in enumerate(lines):
+        m = re.match(r"program (\S+) ", line)
+        if m:
+            rows[m.group(1)] = tile_after(n)
+        for key in ("grid ", "parts="):
+            g = re.search(rf"{key}(\d+)((?:x\d+)*)", line)
+            t = (tile_after(n + 1 if key == "parts=" else n)) if g else None     # a header: its first part
+            if g and t and int(g.group(1)) * t == size:
+                line = line[:g.start()] + f"{key}ceil({symbol}/{t}){g.group(2)}" + line[g.end():]
+        line = re.sub(rf"(\b[a-z]+\d*)\[{size}([,\]])", rf"\1[{symbol}\2", line)
+        rowbufs = set() if line.startswith("program ") else rowbufs
+        rowbufs |= set(re.findall(rf"(%\d+):[a-z]+\d*\[{symbol}[,\]]", line))
+        buffer = re.search(r"\]\((%\d+)", line)
+        if buffer and buffer.group(1) in rowbufs:          # a window of a buffer with the rows: the tail
+            line = re.sub(r"\[(\d+)\*i0:\+\1\b", lambda w: f"[{w.group(1)}*i0:+min({w.group(1)}, {symbol}-"
+                                                         f"{w.group(1)}*i0)", line)
+        out.append(line)
+    text = "\n".join(out)
+
+    def calls(m):
+        name, core, count = m.group(1), m.group(2), int(m.group(3))
+        t = rows.get(name)
+        if not t or count % (size // t):
+            return m.group(0)
+        rest = count // (size // t)
+        return f"{name}<{core}> x{'' if rest == 1 else f'{rest}*'}ceil({symbol}/{t})"
+    return re.sub(r"([\w+#.-]+)<(\w+)> x(\d+)", calls, text).translate(_SHOW)
