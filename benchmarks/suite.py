@@ -14,11 +14,13 @@ Measures, each with its target where it has one (PASS / FAIL; "—": no target):
 
 (a) host time of the simulated chip (``backend="sim"``) over ``jax.jit`` on XLA:CPU of the same function
     (the ``backend="xla"`` kernel, same options; for the ``pj.nn`` ops ``jax.grad`` of a scalar loss with
-    ``backend="sim"`` vs ``"xla"``). Both are wrapped in ``jax.jit``, warmed up (calls under 50 ms: until
-    hot programs run as native code, 17 calls), then alternately ``repeats`` times on
+    ``backend="sim"`` vs ``"xla"``). Both are wrapped in ``jax.jit`` (the sim kernel: the replay of its
+    real PTO-AS text inlined, or the host callback where data steers its schedule), warmed up (one call
+    after the compiling one), then alternately ``repeats`` times on
     device-resident inputs (``block_until_ready``); the ratio of the medians. Target ≤ 2× on the seed
-    example and on each DeepSeek kernel at the seed's shape. Beside the seed example, host code's
-    floor: its compute instructions alone through their NumPy semantics. The
+    example and on each DeepSeek kernel at the seed's shape. Beside the seed example, the floor of its
+    host code (eager calls, the host callback): its compute instructions alone through their NumPy
+    semantics. The
     ``pj.nn`` ops at tests/test_nn.py's small shapes and (not --quick) at a training step's, ``TRAINING``.
 (b) lower + compile time of the DeepSeek kernels from ``jax.ShapeDtypeStruct`` specs, a fresh
     ``pj.kernel`` each time (no compile cache), at KV 8K / 32K / 64K / 128K: the fastest of ``repeats``
@@ -229,26 +231,14 @@ def at_least(value, bound):
     return bool(value >= bound)
 
 
-_WARM_S = 0.05     # calls faster than this are warmed up past native promotion (``_times``)
-
-
 def _times(fns, repeats, sample_s=0.01):
     """Warm each fn up, then time them alternately ``repeats`` times: seconds per call, each sample
     the mean over enough back-to-back calls to last about ``sample_s`` (a single call of a few
-    microseconds is mostly timer and scheduler noise). A fn whose call takes under ``_WARM_S`` is
-    warmed up past the calls after which its programs run as native code (``hostcode.NATIVE_AFTER``:
-    a timed sample would otherwise hold their compiles); slower ones (the seed shape's kernels) are
-    timed on what their first calls run."""
-    from ptojax.ascend import hostcode
-
+    microseconds is mostly timer and scheduler noise)."""
     calls = []
     for fn in fns:
         jax.block_until_ready(fn())                     # tracing, lowering, compiling
-        start = time.perf_counter()
         jax.block_until_ready(fn())
-        if time.perf_counter() - start < _WARM_S:
-            for _ in range(hostcode.NATIVE_AFTER):
-                jax.block_until_ready(fn())
         start = time.perf_counter()
         jax.block_until_ready(fn())
         calls.append(max(1, int(sample_s / max(time.perf_counter() - start, 1e-6))))
@@ -273,26 +263,23 @@ def _ratio_row(name, sim_fn, jit_fn, repeats, target=None, **detail):
 
 # ------------------------------------------------------------------------------- (a) sim vs jit
 def host_seed_example(repeats=9):
-    """(a) The seed example rowsum((A*2+B)@W) with its tiles, sim vs XLA, both under jax.jit (its
-    programs run as native code: see ``_times``)."""
+    """(a) The seed example rowsum((A*2+B)@W) with its tiles, sim vs XLA, both under jax.jit (the sim
+    kernel: its replay inlined into XLA)."""
     make = dict((name, mk) for name, _, mk in DEMOS)["seed_example"]
     args = [jnp.asarray(a) for a in make()]
     kernel = pj.kernel(seed_example)
     sim = jax.jit(kernel)
     xla = jax.jit(pj.kernel(seed_example, backend="xla"))
-    out = _ratio_row("seed example rowsum((A*2+B)@W), 64x64", lambda: sim(*args), lambda: xla(*args), repeats,
-                     target=most("host"))
-    code = kernel.compiled_for(*args)._code()
-    out["detail"]["native_programs"] = sum(bool(code.host(key).native) for key in code.kernels)
-    return out
+    return _ratio_row("seed example rowsum((A*2+B)@W), 64x64", lambda: sim(*args), lambda: xla(*args), repeats,
+                      target=most("host"))
 
 
 def host_seed_arithmetic(repeats=9):
     """(a) What NumPy alone needs for the seed example's compute instructions (each instance's
     ``pto.tmuls``, ``pto.tadd``, ``pto.tmatmul``, ``pto.tsum`` on tiles of their types, through their
     semantics; no loads, stores or runtime) over jax.jit of the whole function: the floor under host
-    code's ratio, set by NumPy's float16 arithmetic (element by element conversions), which native
-    code does not pay."""
+    code's ratio (eager calls, the host callback), set by NumPy's float16 arithmetic (element by element
+    conversions)."""
     from ptojax.ascend import asm
     from ptojax.ascend.interpreter import _BASE, semantic_params
     from ptojax.ascend.semantics import SEMANTICS

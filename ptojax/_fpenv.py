@@ -1,8 +1,9 @@
 """IEEE float arithmetic on the host thread that runs a kernel: subnormals kept, never flushed.
 
 XLA:CPU turns the float unit's flush-to-zero and denormals-are-zero modes on while it executes a
-computation, and a ``sim`` kernel under ``jax.jit`` runs inside one (its host callback; threads
-started there inherit the modes). NumPy then flushes subnormal results and operands to zero there but
+computation, and a ``sim`` kernel whose schedule data steers runs inside one under ``jax.jit`` (its
+host callback; threads started there inherit the modes; other jitted kernels are XLA code, the
+replay, and keep XLA's modes). NumPy then flushes subnormal results and operands to zero there but
 not in an eager call, and the two would disagree. ``with ieee():`` turns both modes off in the current
 thread and restores them on exit; it costs one float multiply when they are already off.
 """

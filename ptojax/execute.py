@@ -1,4 +1,6 @@
-"""Running a lowered kernel: Ascend code on the MPMD runtime, simulated or on host threads."""
+"""Running a lowered kernel: Ascend code on the MPMD runtime, simulated or on host threads; a kept
+plan replayed on new inputs (eager calls); the kernel as one JAX function replaying its real PTO-AS
+text (:func:`replay_function`: what ``jax.jit`` of a ``sim`` kernel inlines)."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,7 +9,6 @@ import threading
 import jax
 import numpy as np
 
-from .ascend import hostcode
 from .ascend.asm import PtoAsmError
 from .ascend.program import AscendBackend, compile_kernel
 from .ascend.replay_graph import PlanBackend, graph_function
@@ -16,8 +17,7 @@ from .ascend.targets import target as get_target
 from ._fpenv import ieee
 from .errors import PtoArgumentError, PtoUnsupportedError
 from .lowering.pipeline import Lowering
-from .mpmd import (FusedPlan, Machine, Plan, PtoOrchestrationError, Trace, fuse, orchestrate, replay, run_threads,
-                   simulate)
+from .mpmd import Machine, Plan, PtoOrchestrationError, Trace, orchestrate, replay, run_threads, simulate
 
 
 def machine(target) -> Machine:
@@ -28,33 +28,22 @@ def machine(target) -> Machine:
 
 @dataclasses.dataclass
 class _Replay:
-    """A replayable plan kept between calls, its trace, its backend and the core its bodies run on,
-    whether a call is using them, how often it replayed, and, from ``hostcode.NATIVE_AFTER`` replays
-    on, its bodies as one call of native code where they all have it (``fused``)."""
+    """A replayable plan kept between calls, its trace, the core its bodies run on and whether a call
+    is using them."""
 
     plan: Plan
     trace: Trace
-    backend: AscendBackend
     core: object
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
-    replays: int = 0
-    fused: FusedPlan | None = None
 
     def run(self, arrays) -> list:
         """The outputs of the kernel on ``arrays``, the plan's bodies run again."""
-        if self.fused is not None:
-            outputs = self.fused(arrays)
-            if outputs is not None:
-                return outputs
         try:
             self.plan.rebind(arrays)
             replay(self.plan, self.trace, ctx=self.core)
             outputs = self.plan.results()
         finally:
             self.plan.recycle()
-        self.replays += 1
-        if self.replays == hostcode.NATIVE_AFTER:
-            self.fused = fuse(self.plan, self.backend)
         return outputs
 
 
@@ -111,7 +100,7 @@ def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simu
         outputs = plan.results() if compute else None
         if keep and plan.replayable and key not in plans:
             plan.recycle()
-            plans[key] = _Replay(plan, trace, backend, backend.worker())
+            plans[key] = _Replay(plan, trace, backend.worker())
         else:
             plan.release()
         return outputs, trace
@@ -161,49 +150,4 @@ def _plan_key(arrays, policy, donated) -> tuple:
     return policy, tuple(sorted((i, arrays[i].flags.writeable) for i in donated))
 
 
-def native_entry(plans: dict, flat, outputs, *, policy: str = "mpmd", donated=()):
-    """The plan :func:`execute_flat` keeps in ``plans`` for arrays like ``flat``, as native code that
-    XLA calls on its own buffers (an :class:`~ptojax._xlacall.Entry`: inputs as the kernel's flat
-    arguments, ``outputs`` — (shape, dtype) each — as its results); None until its replay is one
-    native call (``hostcode.NATIVE_AFTER`` replays), and where an output is not an array the kernel
-    makes (an input, a constant, a scalar) or Numba holds the GIL in it."""
-    from . import _xlacall
-
-    kept = plans.get(_plan_key([np.asarray(x) for x in flat], policy, donated))
-    fused = None if kept is None else kept.fused
-    native = None if fused is None else fused.run
-    if native is None or not getattr(native, "nogil", False) or native.fn is None:
-        return None
-    ret = {}                                             # buffer id -> the number of the result it is
-    for k, (i, (shape, dtype)) in enumerate(zip(fused.outputs, outputs)):
-        if i is None:
-            return None
-        kind, value = fused.layout[i]
-        base = value[0] if kind == "view" else i
-        own_shape, own_dtype = fused.shapes[base]
-        if fused.layout[base][0] != "new" or base in ret or own_dtype != dtype or np.prod(own_shape) != np.prod(shape):
-            return None
-        ret[base] = k
-    memory = {}                                          # the entry's own copies of kept arrays
-    buffers = []
-    for k, i in enumerate(native.used):
-        kind, value = fused.layout[i]
-        shape, base = fused.shapes[i][0], (value[0] if kind == "view" else i)
-        base_kind, base_value = fused.layout[base]
-        if base_kind == "arg":
-            buffers.append(("arg", base_value, shape, native.storage(k)))
-        elif base_kind == "new":
-            buffers.append(("ret", ret[base], shape, native.storage(k)))
-        else:
-            own = memory.setdefault(base, np.array(base_value))
-            buffers.append(("memory", own.reshape(shape).view(native.storage(k)), shape, native.storage(k)))
-    fills = []
-    for i, value in fused.fills:
-        if i not in native.used:
-            return None
-        k = native.used.index(i)
-        fills.append((k, np.asarray(value, native.dtypes[k]).view(native.storage(k))[()]))
-    return _xlacall.Entry(native.fn, native.points, native.views_of(kept.backend.worker()), buffers, fills)
-
-
-__all__ = ["Trace", "execute", "execute_flat", "machine", "native_entry", "replay_function", "steering"]
+__all__ = ["Trace", "execute", "execute_flat", "machine", "replay_function", "steering"]

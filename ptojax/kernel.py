@@ -4,10 +4,11 @@
 shapes, target and options) and every rule:
 
 * abstract eval — the kernel's output avals;
-* lowering — backend ``"sim"``: a host callback that runs the PTO programs through the MPMD runtime,
-  or with ``PTOJAX_REPLAY=1`` the replay of the kernel's real PTO-AS text (:mod:`ptojax.ascend.replay`)
-  inlined into the caller's XLA computation where data does not steer the schedule; backend ``"xla"``:
-  the Tensor-level jaxpr inlined, a reference that runs on any JAX platform;
+* lowering — backend ``"sim"``: the replay of the kernel's real PTO-AS text (:mod:`ptojax.ascend.replay`)
+  inlined into the caller's XLA computation (no host callback; composes with ``vmap``, ``grad``,
+  ``shard_map``), or, where data steers the schedule (runtime lengths, scalar inputs, MoE counts read
+  back), a host callback that runs the PTO programs through the MPMD runtime; backend ``"xla"``: the
+  Tensor-level jaxpr inlined, a reference that runs on any JAX platform;
 * batching — the kernel is re-traced under ``jax.vmap`` so the batch axis becomes an outer tile loop
   inside one program (one ``pto_call``, not a loop of calls);
 * no JVP — differentiate through ``jax.custom_vjp`` with forward and backward kernels.
@@ -20,20 +21,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import os
-import warnings
 import weakref
 from typing import Callable, Mapping
 
 import jax
 import numpy as np
 
-from . import _xlacall, ascend
+from . import ascend
 from ._jax import Primitive, ShapedArray, ad, batching, host_call_lowering, mlir, xla
-from .ascend import hostcode
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError
-from .execute import execute_flat, native_entry, replay_function, steering
+from .execute import execute_flat, replay_function, steering
 from .lowering.pipeline import Lowering, lower
 
 BACKENDS = ("sim", "xla")
@@ -51,6 +49,8 @@ class Options:
     passes: tuple = ()              # pass options, e.g. (("tiles_per_block", (("DEFAULT", 1), ("V1", 4))),),
                                     # (("tiles", (("Score", (("vec", (64, 256)),)),)),)
     donate_argnums: tuple = ()      # positional arguments the kernel may update in place
+    polymorphic_shapes: tuple = ()  # jax.export shape specs, one per argument: one compile for every size
+    polymorphic_constraints: tuple = ()
 
     def __post_init__(self):
         get_target(self.target)
@@ -270,8 +270,8 @@ class Compiled:
 
     def report(self, path, *args, policy: str = "mpmd", title: str | None = None):
         """Profile on ``args`` (none: the compiled shapes, where no argument's value steers the
-        schedule) and write a self-contained HTML report to ``path`` (swimlane, lower bound, time per
-        label, idle time, critical path, bubbles, block graph, every level's text); returns the
+        schedule) and write a self-contained HTML report to ``path`` (swimlane, per-core load, lower bound,
+        time per label, idle time, critical path, bubbles, fusion, block graph, every level's text); returns the
         :class:`~ptojax.mpmd.Profile`. See :mod:`ptojax.report`."""
         from . import report
 
@@ -324,7 +324,10 @@ class Kernel:
         return self._cache[key]
 
     def compiled_for(self, *args) -> Compiled:
-        """The :class:`Compiled` kernel for the signature of ``args``, from the cache or compiled now."""
+        """The :class:`Compiled` kernel for the signature of ``args``, from the cache or compiled now
+        (with ``polymorphic_shapes``: one :class:`~ptojax.polymorphic.PolymorphicCompiled` for every size)."""
+        if self.options.polymorphic_shapes:
+            return self._polymorphic(args)
         flat, tree = jax.tree.flatten(args)
         key = (tree, _avals(flat))
         if key in self._cache:
@@ -334,9 +337,22 @@ class Kernel:
     def __call__(self, *args):
         return self.compiled_for(*args)(*args)
 
+    def _polymorphic(self, args):
+        from . import polymorphic
+
+        key = polymorphic.key(self, args)
+        if key not in self._cache:
+            if self.options.backend != "sim":
+                raise PtoArgumentError(f"pj.kernel '{self.name}': polymorphic_shapes compile the PTO programs "
+                                       "(backend='sim'); with backend='xla' use jax.export")
+            self._cache[key] = polymorphic.compile_polymorphic(self, args)
+            self.compiles += 1
+        return self._cache[key]
+
 
 def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "sim", executor: str = "simulated",
-           workers: int = 4, options: Mapping | None = None, donate_argnums=()):
+           workers: int = 4, options: Mapping | None = None, donate_argnums=(), polymorphic_shapes=(),
+           polymorphic_constraints=()):
     """Compile ``fn`` (a JAX function of arrays, pytrees allowed) to Ascend PTO code.
 
     ``target``: "a3" or "a2"; ``backend``: "sim" runs the PTO programs on the simulated chip,
@@ -345,11 +361,16 @@ def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "si
     ``"auto"`` for a label or all of them lets the runtime choose from the tile's cost and the machine;
     ``{"tiles": {"Score": {"vec": (64, 256)}, "QMatmul": {"cube": (16, 512, 64)}}}`` — tile shapes that
     override the kernel's ``pj.tile`` for the ops of that label);
-    ``donate_argnums``: arguments the kernel may update in place (a paged KV cache), as in ``jax.jit``.
+    ``donate_argnums``: arguments the kernel may update in place (a paged KV cache), as in ``jax.jit``;
+    ``polymorphic_shapes`` (``jax.export`` specs, ``("m, 64", None)``) and ``polymorphic_constraints``
+    (``("mod(m, 16) == 0",)``): one compile, a dynamic PTO module, serves every row count ``m``
+    (docs/dynamic_shapes.md).
     Usable as ``@pj.kernel`` or ``@pj.kernel(target="a2")``.
     """
     donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
-    opts = Options(target, backend, executor, workers, _freeze(options), donate)
+    one = lambda v: (v,) if isinstance(v, str) else tuple(v)  # noqa: E731  ("m, 64": one argument's spec)
+    opts = Options(target, backend, executor, workers, _freeze(options), donate, one(polymorphic_shapes),
+                   one(polymorphic_constraints))
     if fn is None:
         return lambda f: Kernel(f, opts)
     return Kernel(fn, opts)
@@ -358,7 +379,16 @@ def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "si
 # ------------------------------------------------------------------------------------- pto_call
 pto_call_p = Primitive("pto_call")
 pto_call_p.multiple_results = True
-pto_call_p.def_impl(functools.partial(xla.apply_primitive, pto_call_p))
+
+
+@pto_call_p.def_impl
+def _impl(*args, call: Compiled):
+    """A bind on concrete arrays (an eager ``jax.vmap`` of a kernel): ``sim`` runs on the runtime as an
+    eager call does, with no XLA compile; ``xla`` as any primitive."""
+    if call.options.backend != "sim":
+        return xla.apply_primitive(pto_call_p, *args, call=call)
+    outs, _ = call._run_flat(args, call.options.executor)
+    return [jax.numpy.asarray(np.asarray(o, v.aval.dtype)) for o, v in zip(outs, call.lowering.traced.jaxpr.outvars)]
 
 
 @pto_call_p.def_abstract_eval
@@ -371,77 +401,41 @@ def _xla(*args, call: Compiled):
     return jax.core.eval_jaxpr(tensor.jaxpr, tensor.consts, *args)
 
 
-# PTOJAX_REPLAY=1: jitted sim kernels whose schedule does not depend on data run as the replay of
-# their real PTO-AS text inlined into XLA; off by default until the replay is as fast as the host
-# path (benchmarks/replay.py measures both).
-REPLAY = os.environ.get("PTOJAX_REPLAY", "0") == "1"
 _REPLAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Compiled -> replay function or None
 
 
 def _replay(call: Compiled):
     """The kernel's replay (:func:`~ptojax.execute.replay_function`), made once; None where data steers
-    its schedule (runtime lengths, scalar inputs, MoE counts read back) or :data:`REPLAY` is off."""
-    if not REPLAY:
-        return None
+    its schedule (runtime lengths, scalar inputs, MoE counts read back)."""
     if call not in _REPLAYS:
         _REPLAYS[call] = replay_function(call.lowering, call.avals, call.options.target, call._code())
     return _REPLAYS[call]
 
 
 def _lowering(ctx, *args, call: Compiled):
-    """``xla``: the Tensor jaxpr inlined. ``sim``: with :data:`REPLAY`, the replay of the kernel's real
-    PTO-AS text inlined into the caller's XLA computation (no host callback) unless data steers its
-    schedule; else the host path: the MPMD runtime in a host callback, or its native entry once it has
-    one."""
+    """``xla``: the Tensor jaxpr inlined. ``sim``: the replay of the kernel's real PTO-AS text inlined
+    into the caller's XLA computation, or where data steers its schedule the MPMD runtime in a host
+    callback."""
     if call.options.backend != "sim":
         return mlir.lower_fun(functools.partial(_xla, call=call), multiple_results=True)(ctx, *args)
     replay = _replay(call)
     if replay is not None:
         return mlir.lower_fun(replay, multiple_results=True)(ctx, *args)
-    slot = _xlacall.new_slot() if _xlacall.available() and hostcode.NATIVE_AFTER > 0 else -1
-    if slot < 0:
-        return host_call_lowering(ctx, _host(call, slot, ctx.avals_out), *args)
-
-    def native_or_host(*xs):    # the slot's native entry where it ran, else the host callback
-        done, outs = _xlacall.call(slot, *xs, avals=ctx.avals_out)
-        return jax.lax.cond(done != 0, lambda: outs, lambda: pto_host_p.bind(*xs, call=call, slot=slot))
-
-    return mlir.lower_fun(native_or_host, multiple_results=True)(ctx, *args)
+    return host_call_lowering(ctx, _host(call, ctx.avals_out), *args)
 
 
 mlir.register_lowering(pto_call_p, _lowering)
 
 
-def _host(call: Compiled, slot: int, avals):
-    """The host callback of a jitted kernel: runs it on XLA's arrays; once its plan replays as one
-    native call, compiles that for XLA and installs it in ``slot`` (``_xlacall``)."""
-    outputs = [(a.shape, np.dtype(a.dtype)) for a in avals]
-    calls = [0]
+def _host(call: Compiled, avals):
+    """The host callback of a jitted kernel whose schedule data steers: runs it on XLA's arrays."""
+    dtypes = [np.dtype(a.dtype) for a in avals]
 
     def host(*flat):   # XLA's arrays, of the compiled signature
         outs, _ = call._run_flat(flat, call.options.executor)
-        results = tuple(np.asarray(o, d) for o, (_, d) in zip(outs, outputs))
-        calls[0] += 1
-        if slot >= 0 and calls[0] == hostcode.NATIVE_AFTER + 1:
-            try:
-                entry = native_entry(call.plans, flat, outputs, donated=call._donated)
-            except Exception as err:  # noqa: BLE001 - a speed-up: the callback stays, and says why
-                warnings.warn(f"ptojax: kernel {call.name} keeps its host callback under jax.jit: "
-                              f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=1)
-                entry = None
-            if entry is not None:
-                _xlacall.install(slot, entry)
-        return results
+        return tuple(np.asarray(o, d) for o, d in zip(outs, dtypes))
 
     return host
-
-
-# The host callback half of a jitted ``sim`` kernel's lowering (``_lowering``): lowered only.
-pto_host_p = Primitive("pto_host")
-pto_host_p.multiple_results = True
-pto_host_p.def_abstract_eval(lambda *args, call, slot: _abstract(*args, call=call))
-mlir.register_lowering(pto_host_p, lambda ctx, *args, call, slot: host_call_lowering(
-    ctx, _host(call, slot, ctx.avals_out), *args))
 
 
 _BATCHED: dict = {}   # (call, in_axes) -> the kernel of the vmapped function (its own compile cache)

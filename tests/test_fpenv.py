@@ -1,4 +1,6 @@
-"""Subnormal floats under jax.jit: XLA:CPU flushes them to zero while it runs; the simulator keeps them."""
+"""Subnormal floats under jax.jit: XLA:CPU flushes them to zero while it runs; the simulator keeps them
+in eager calls and in the host callback of a jitted kernel whose schedule data steers (a scalar
+input here); the jitted replay, XLA code, runs in XLA's float modes."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +15,15 @@ from ptojax.ascend import program
 def _scaled_sum(x, y):
     with tile(vec=(8, 128)):
         return jnp.sum(x * y, axis=-1, keepdims=True) + x
+
+
+def _scaled_sum_by(x, y, s):
+    """``_scaled_sum`` times a scalar input: the host reads the scalar, so jax.jit keeps the host callback."""
+    with tile(vec=(8, 128)):
+        return (jnp.sum(x * y, axis=-1, keepdims=True) + x) * s
+
+
+_ONE = np.float32(1)
 
 
 def _subnormal_inputs(rows=64):
@@ -61,14 +72,29 @@ def test_a_platform_without_the_switch_warns(monkeypatch):
 
 
 @pytest.mark.parametrize("executor", ["simulated", "threads"])
-def test_jit_keeps_subnormals_as_the_eager_call_does(executor):
+def test_the_host_callback_under_jit_keeps_subnormals_as_the_eager_call_does(executor):
     x, y = _subnormal_inputs()
-    kernel = pj.kernel(_scaled_sum, executor=executor)
-    eager = np.asarray(kernel(x, y))
-    jitted = np.asarray(jax.jit(kernel)(x, y))
+    kernel = pj.kernel(_scaled_sum_by, executor=executor)
+    assert "callback" in jax.jit(kernel).lower(x, y, _ONE).as_text()
+    eager = np.asarray(kernel(x, y, _ONE))
+    jitted = np.asarray(jax.jit(kernel)(x, y, _ONE))
     assert np.count_nonzero(eager) > eager.size // 2                       # subnormals survived
     np.testing.assert_array_equal(jitted.view(np.uint32), eager.view(np.uint32))
     np.testing.assert_allclose(eager, _ieee_reference(x, y), rtol=1e-5, atol=1e-44)
+
+
+def test_the_jitted_replay_runs_in_xlas_float_modes():
+    """No callback: XLA:CPU treats the subnormal operands as zeros (and would flush subnormal results),
+    where the eager call keeps them."""
+    x, y = _subnormal_inputs()
+    kernel = pj.kernel(_scaled_sum)
+    assert "callback" not in jax.jit(kernel).lower(x, y).as_text()
+    eager = np.asarray(kernel(x, y))
+    jitted = np.asarray(jax.jit(kernel)(x, y))
+    np.testing.assert_allclose(eager, _ieee_reference(x, y), rtol=1e-5, atol=1e-44)
+    assert np.count_nonzero(eager) > eager.size // 2
+    np.testing.assert_array_equal(jitted, np.asarray(jax.jit(_scaled_sum)(x, y)))
+    assert not np.any(jitted)                                              # every value was subnormal
 
 
 def test_batch_threads_started_under_jit_keep_subnormals(monkeypatch):
@@ -81,9 +107,9 @@ def test_batch_threads_started_under_jit_keep_subnormals(monkeypatch):
     program._pool.cache_clear()
     try:
         x, y = _subnormal_inputs(rows=256)
-        kernel = pj.kernel(_scaled_sum)
-        jitted = np.asarray(jax.jit(kernel)(x, y))
-        eager = np.asarray(kernel(x, y))
+        kernel = pj.kernel(_scaled_sum_by)
+        jitted = np.asarray(jax.jit(kernel)(x, y, _ONE))
+        eager = np.asarray(kernel(x, y, _ONE))
     finally:
         program._pool.cache_clear()
     assert np.count_nonzero(eager) > eager.size // 2

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # Declared but not imported by name, and why.
-NOT_IMPORTED = {"jaxlib": "jax's runtime; pinned with jax because ptojax/_xlacall.py reads its XLA call frames"}
+NOT_IMPORTED = {"jaxlib": "jax's runtime, pinned with jax"}
 
 
 def _imported_modules(paths) -> set:

@@ -1,10 +1,12 @@
-"""The jitted replay of the real PTO-AS text (``ptojax.ascend.replay``): a ``backend="sim"`` kernel under
-``jax.jit`` is part of the XLA computation — no host callback, no custom call — and computes what the
-eager engine computes from the same text: exactly for integer and boolean results, within one ulp
-per element for floats (lowering test kernels, a fuzz sample); it composes with ``jax.vmap`` and with
-``jax.grad`` through pj.nn's custom_vjp ops, runs on a GPU where JAX sees one, and a kernel whose
-schedule reads device data (the MoE router) keeps the host path."""
+"""The jitted replay of the real PTO-AS text (``ptojax.ascend.replay``), what ``jax.jit`` of a
+``backend="sim"`` kernel runs: part of the XLA computation — no host callback, no custom call — it
+computes what the eager engine computes from the same text: exactly for integer and boolean results,
+within one ulp per element for floats (lowering test kernels, a fuzz sample); it composes with
+``jax.vmap`` and with ``jax.grad`` through pj.nn's custom_vjp ops, threads share a jitted kernel, it
+runs on a GPU where JAX sees one, and a kernel whose schedule reads device data (the MoE router)
+keeps the host callback."""
 import importlib
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -18,12 +20,6 @@ import ptojax as pj
 from kernels import KERNELS
 
 K = importlib.import_module("ptojax.kernel")    # the module (pj.kernel is the decorator)
-
-
-@pytest.fixture(autouse=True)
-def replay_on(monkeypatch):
-    """The replay is opt-in (``PTOJAX_REPLAY=1``); these tests turn it on."""
-    monkeypatch.setattr(K, "REPLAY", True)
 
 
 FAST = {"elementwise-tails", "int32-compare", "cast-int", "matmul-int8", "bf16-cast", "fp16-chain", "matmul-fp16-out",
@@ -102,6 +98,34 @@ def test_vmap_of_a_jitted_kernel_is_one_replay():
     f = jax.jit(jax.vmap(pj.kernel(k)))
     _no_host_call(f.lower(x).as_text())
     np.testing.assert_allclose(np.asarray(f(x)), np.exp(x) * 2 - x, rtol=1e-6, atol=1e-6)
+
+
+def test_threads_share_a_jitted_kernel():
+    """Six threads call one jitted kernel on their own inputs, eight times each: every result is
+    that input's result from one thread."""
+    from kernels import seed_kernel
+
+    rng = np.random.default_rng(4)
+    inputs = [tuple(rng.uniform(-1, 1, s).astype(np.float16) for s in [(64, 64), (64, 64), (64, 32)])
+              for _ in range(6)]
+    jitted = jax.jit(pj.kernel(seed_kernel))
+    wants = [np.asarray(jitted(*args)) for args in inputs]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(8):
+                np.testing.assert_array_equal(np.asarray(jitted(*inputs[i])), wants[i])
+        except AssertionError as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert len({w.tobytes() for w in wants}) == len(wants)          # the inputs give different results
 
 
 def test_grad_through_a_custom_vjp_op_runs_as_xla():

@@ -1,7 +1,7 @@
 """The event loop (ptojax/mpmd/schedule.py) gives the schedule that a direct transcription of its rules
 gives (written here on the Task objects, with heapq): the same rows, on random DAGs, both policies,
-both targets, with and without ties between end times. Importing ptojax and running a kernel never
-imports a JIT compiler for the schedule."""
+both targets, with and without ties between end times. Importing ptojax and running a kernel, eagerly
+or under jax.jit, never imports Numba."""
 import heapq
 import subprocess
 import sys
@@ -99,8 +99,9 @@ def test_ties_between_end_times_follow_the_dispatch_order(policy):
 
 
 def test_importing_ptojax_and_running_a_kernel_imports_no_numba():
-    """The schedule is plain Python: a kernel's first call (trace, lower, schedule, run) in a fresh
-    process leaves Numba unimported (it stays for hot kernels' native code, after many calls)."""
+    """The schedule is plain Python and a jitted kernel is XLA: eager calls (trace, lower, schedule,
+    run, then replays of the kept plan) and jax.jit calls (the replay inlined) in a fresh process
+    leave Numba and llvmlite unimported."""
     code = """if True:
         import sys
         import numpy as np, jax, jax.numpy as jnp
@@ -116,8 +117,14 @@ def test_importing_ptojax_and_running_a_kernel_imports_no_numba():
 
         a = np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64)
         w = np.linspace(1, -1, 64 * 32, dtype=np.float32).reshape(64, 32)
-        out = np.asarray(pj.kernel(fn)(a, w))
-        assert np.allclose(out, np.sum((a * 2.0) @ w, axis=-1), rtol=1e-4, atol=1e-4)
+        f = pj.kernel(fn)
+        want = np.sum((a * 2.0) @ w, axis=-1)
+        for _ in range(20):                             # the first call, then replays of its plan
+            assert np.allclose(np.asarray(f(a, w)), want, rtol=1e-4, atol=1e-4)
+        jitted = jax.jit(f)
+        for _ in range(20):
+            assert np.allclose(np.asarray(jitted(a, w)), want, rtol=1e-4, atol=1e-4)
+        assert "callback" not in jitted.lower(a, w).as_text()
         print(sorted(m for m in sys.modules if m.split(".")[0] in ("numba", "llvmlite")))
     """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

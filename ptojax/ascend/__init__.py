@@ -1,14 +1,15 @@
 """The Ascend A2/A3 backend: targets, the real PTO instruction set (``instructions.py``), codegen and
 instruction selection into real PTO-AS (``isel/``), the vendor's tools as judges (``ptoas.py``,
 ``cpusim.py``, ``crosscheck.py``), the engine that runs the real text (``engine.py``,
-``tile_semantics.py``), the interpreter and host code of codegen's programs (native code when hot) and
-the cost model.
+``tile_semantics.py``) and its replay as one JAX function (``replay.py``, ``replay_graph.py``: what
+``jax.jit`` of a ``sim`` kernel inlines), the interpreter and host code of codegen's programs, and the
+cost model.
 
 ``compile_kernel(lowering)`` plans every block program (codegen's tile operations, parsed back and
 verified; ``AscendKernel.pto()`` is their real PTO-AS module);
 ``AscendBackend`` runs it on the MPMD runtime (``ptojax.execute``) as host code (``hostcode.py``; the
-ready tasks of one block call as lane code, ``lanecode.py``; hot host code as native code, and a
-replay whose every step has it as one native call, ``nativecode.py``) or on the interpreter; importing this package adds the ``pto`` and ``host`` levels to ``Lowering.as_text``.
+ready tasks of one block call as lane code, ``lanecode.py``) or on the interpreter; importing this
+package adds the ``pto`` and ``host`` levels to ``Lowering.as_text``.
 """
 from ..lowering import pipeline as _pipeline
 from .asm import Kernel, PtoAsmError, emit, parse

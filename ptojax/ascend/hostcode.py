@@ -18,9 +18,7 @@ does not fit its buffer) has no host code: the interpreter runs it and reports t
 from __future__ import annotations
 
 import math
-import os
 import re
-import threading
 
 import numpy as np
 
@@ -33,15 +31,9 @@ from .inline import InlineForms
 from .semantics import SEMANTICS, mscatter_into
 
 
-# Calls after which a kernel's host code is compiled to native code (``nativecode.py``, where Numba is
-# installed); 0: never.
-NATIVE_AFTER = int(os.environ.get("PTOJAX_NATIVE_AFTER", "16"))
-_PROMOTING = threading.Lock()
-
 
 class HostKernel:
-    """A kernel as a Python function of (a core's tile views, grid points, GM arrays); after
-    ``NATIVE_AFTER`` calls, as native code where the generator takes it (``native``)."""
+    """A kernel as a Python function of (a core's tile views, grid points, GM arrays)."""
 
     def __init__(self, kernel: asm.Kernel, source: str, namespace: dict, allocs: list, memory: CoreMemory):
         self.kernel, self.source, self.allocs, self.memory = kernel, source, allocs, memory
@@ -49,20 +41,6 @@ class HostKernel:
         self.fn = namespace["run"]
         self.n_index = sum(t == "index" for _, t in kernel.params)
         self.n_ptr = len(kernel.params) - self.n_index
-        self.calls, self.native, self.native_error = 0, None, None
-
-    def promote(self):
-        """Compile the kernel to native code (``native``: False where the generator does not take it
-        or Numba is not installed)."""
-        with _PROMOTING:
-            if self.native is None:
-                try:
-                    from .nativecode import native_kernel
-                except ImportError:                     # no Numba: host code stays
-                    self.native = False
-                    return self.native
-                self.native = native_kernel(self) or False
-        return self.native
 
     def views(self, core: Core) -> tuple:
         """The kernel's tiles as views of ``core``'s buffers, made once per core."""
@@ -77,11 +55,6 @@ class HostKernel:
             for index in tiles:
                 run(self.kernel, index, arrays, core, verified=True)
             return
-        if self.native:
-            return self.native(core, tiles, arrays)
-        self.calls += 1
-        if self.calls == NATIVE_AFTER and self.native is None and self.promote():
-            return self.native(core, tiles, arrays)
         self.fn(self.views(core), tiles, *arrays)
 
 

@@ -262,8 +262,6 @@ _THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances 
 _BYTES_PER_THREAD = 6 << 20         # core-buffer bytes a thread's share of a batch takes at least (NumPy releases
                                     # the GIL in its loops, but handing the GIL over costs: small batches stay on one)
 _LANE_BYTES = 64 << 20              # core-buffer bytes of one batch's lanes (larger batches run in chunks)
-_FUSED_STEPS = 64                   # steps a replay runs as one native call at most (its compile time grows
-                                    # with them; a longer replay's bookkeeping is a smaller share of its time)
 
 
 @functools.cache
@@ -370,22 +368,6 @@ class AscendBackend:
 
     def batch(self, part, arrays):
         return _InstanceBatch(self.compiled, (part.program.name, tuple(part.shape)), arrays)
-
-    def fuse(self, steps):
-        """A replay's steps as one call of native code (:func:`~ptojax.ascend.nativecode.native_plan`),
-        or None where a step is not a block call of this backend or its kernel has no native code, or
-        there are more than ``_FUSED_STEPS`` steps."""
-        if len(steps) > _FUSED_STEPS:
-            return None
-        calls = []
-        for body, point_lists, ids in steps:
-            if not isinstance(body, (_Instances, _InstanceBatch)) or body.host is None or not body.host.promote():
-                return None
-            points = body.points if point_lists is None else [index for each in point_lists for index in each]
-            calls.append((body.host.native, points, ids))
-        from .nativecode import native_plan    # promote() found Numba
-
-        return native_plan(calls, self.worker())
 
     def copy_cost(self, nbytes: int) -> float:
         """A GM-to-GM copy reads and writes every byte through HBM."""

@@ -77,6 +77,3 @@ class PtoTextBackend(AscendBackend):
             for tiles in tile_lists:
                 self._body(part, tiles, arrays)()
         return run
-
-    def fuse(self, steps):
-        return None

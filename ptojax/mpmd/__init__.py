@@ -3,14 +3,12 @@
 Target-agnostic: a :class:`Backend` turns a block instance into a callable and a cost.
 ``orchestrate`` unrolls a Block graph into a :class:`TaskGraph`; ``simulate`` (event-driven,
 deterministic) or ``run_threads`` (host threads) execute it and return a :class:`Trace`; ``replay``
-runs a replayable plan's tasks again on new inputs (``Plan.rebind``); ``fuse`` makes its bodies one
-backend call (:class:`FusedPlan`).
+runs a replayable plan's tasks again on new inputs (``Plan.rebind``).
 """
 from .executors import Machine, PtoTaskError, replay, run_threads, simulate
-from .fused import FusedPlan, fuse
 from .graph import PtoTaskGraphError, Region, Task, TaskGraph
 from .orchestrator import Backend, Plan, PtoOrchestrationError, orchestrate
 from .trace import Profile, Record, Trace
 
-__all__ = ["Backend", "FusedPlan", "Machine", "Plan", "Profile", "PtoOrchestrationError", "PtoTaskError", "PtoTaskGraphError",
-           "Record", "Region", "Task", "TaskGraph", "Trace", "fuse", "orchestrate", "replay", "run_threads", "simulate"]
+__all__ = ["Backend", "Machine", "Plan", "Profile", "PtoOrchestrationError", "PtoTaskError", "PtoTaskGraphError",
+           "Record", "Region", "Task", "TaskGraph", "Trace", "orchestrate", "replay", "run_threads", "simulate"]

@@ -83,13 +83,6 @@ class Backend(Protocol):
         """Optional: a callable running many block instances of ``part`` at once, given their tiles
         (one list per instance, equal lengths) and a worker context."""
 
-    def fuse(self, steps) -> Callable[[list], int | None] | None:
-        """Optional: a replay's task bodies as one callable (see :mod:`~ptojax.mpmd.fused`), or None.
-        ``steps``: in order, ``(body, tiles, buffer ids)`` — a task's body and None, or a batch runner
-        and its tile lists — and the ids of the buffers whose arrays the body reads. The callable takes
-        the GM arrays by buffer id and returns -1, the number of a step whose checks failed, or None
-        where it does not take these arrays (the runtime then runs the bodies one by one)."""
-
 
 @dataclasses.dataclass
 class Buffer:
