@@ -55,6 +55,24 @@ def layout_graph(graph: dict, node_w=200, node_h=50, gap_x=24, gap_y=64, margin=
     return {"xy": xy, "width": width, "height": height, "node_w": node_w, "node_h": node_h}
 
 
+def svg_open(svg_id: str, lay: dict, marker: str, arrow: int) -> str:
+    """The opening of a graph's ``<svg>`` sized by its :func:`layout_graph` and its arrowhead marker."""
+    w, h = f'{lay["width"]:.0f}', f'{lay["height"]:.0f}'
+    return (f'<svg id="{svg_id}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" '
+            f'style="max-width:100%;height:auto"><defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" '
+            f'markerWidth="{arrow}" markerHeight="{arrow}" markerUnits="userSpaceOnUse" orient="auto-start-reverse">'
+            '<path d="M0,0L10,5L0,10z" fill="#6b7280"/></marker></defs>')
+
+
+def curve(lay: dict, src: int, dst: int) -> str:
+    """The path of an edge from the bottom of node ``src`` to the top of node ``dst``."""
+    (x1, y1), (x2, y2) = lay["xy"][src], lay["xy"][dst]
+    nw, nh = lay["node_w"], lay["node_h"]
+    x1, y1, x2 = x1 + nw / 2, y1 + nh, x2 + nw / 2
+    mid = (y1 + y2) / 2
+    return f"M{x1:.1f},{y1:.1f} C{x1:.1f},{mid:.1f} {x2:.1f},{mid:.1f} {x2:.1f},{y2 - 1:.1f}"
+
+
 def clip(s: str, n: int) -> str:
     """``s`` cut to ``n`` characters, with an ellipsis where cut."""
     return s if len(s) <= n else s[:n - 1] + "…"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .assets import CSS, JS
 from .build import build
-from .markup import CORE_STYLE, layout_graph
+from .markup import CORE_STYLE, curve, layout_graph, svg_open
 from .markup import clip as _clip
 from .markup import esc as _e
 from .markup import size as _bytes
@@ -82,18 +82,12 @@ def _graph_svg(data: dict) -> str:
     lay = layout_graph(graph)
     xy, nw, nh = lay["xy"], lay["node_w"], lay["node_h"]
     colours = data["colours"]
-    out = [f'<svg id="blockgraph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {lay["width"]:.0f} {lay["height"]:.0f}" '
-           f'width="{lay["width"]:.0f}" height="{lay["height"]:.0f}" style="max-width:100%;height:auto">',
-           '<defs><marker id="garr" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="9" markerHeight="9" markerUnits="userSpaceOnUse" '
-           'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#6b7280"/></marker></defs>']
+    out = [svg_open("blockgraph", lay, "garr", 9)]
     max_bytes = max((e["bytes"] for e in graph["edges"]), default=1) or 1
     for e in graph["edges"]:
-        (x1, y1), (x2, y2) = xy[e["src"]], xy[e["dst"]]
-        x1, y1, x2, y2 = x1 + nw / 2, y1 + nh, x2 + nw / 2, y2
         sw = 0.8 + 2.6 * math.log1p(e["bytes"]) / math.log1p(max_bytes)
-        mid = (y1 + y2) / 2
         tip = f"GM: {', '.join(e['tensors'])} ({_bytes(e['bytes'])})"
-        out.append(f'<path class="gedge" d="M{x1:.1f},{y1:.1f} C{x1:.1f},{mid:.1f} {x2:.1f},{mid:.1f} {x2:.1f},{y2 - 1:.1f}" '
+        out.append(f'<path class="gedge" d="{curve(lay, e["src"], e["dst"])}" '
                    f'stroke="#9ca3af" stroke-width="{sw:.2f}" fill="none" marker-end="url(#garr)"><title>{_e(tip)}</title></path>')
     for n in graph["nodes"]:
         x, y = xy[n["id"]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from .build import PALETTE
-from .markup import CORE_STYLE, clip, esc, layout_graph, size, table
+from .markup import CORE_STYLE, clip, curve, esc, layout_graph, size, svg_open, table
 
 
 def block_colour(b: int) -> str:
@@ -18,22 +18,16 @@ def _fusion_svg(fz: dict) -> str:
     lay = layout_graph(fz, node_w=170, node_h=50, gap_x=18, gap_y=48)
     xy, nw, nh = lay["xy"], lay["node_w"], lay["node_h"]
     blocks = fz["blocks"]
-    out = [f'<svg id="fusiongraph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {lay["width"]:.0f} {lay["height"]:.0f}" '
-           f'width="{lay["width"]:.0f}" height="{lay["height"]:.0f}" style="max-width:100%;height:auto">',
-           '<defs><marker id="farr" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" '
-           'markerUnits="userSpaceOnUse" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#6b7280"/></marker></defs>']
+    out = [svg_open("fusiongraph", lay, "farr", 8)]
     top = max((e["bytes"] for e in fz["edges"]), default=1) or 1
     for e in fz["edges"]:
-        (x1, y1), (x2, y2) = xy[e["src"]], xy[e["dst"]]
-        x1, y1, x2, y2 = x1 + nw / 2, y1 + nh, x2 + nw / 2, y2
-        mid = (y1 + y2) / 2
         if e["fused"]:
             style, tip = 'stroke="#15803d" stroke-width="2.4"', "on chip (one block): "
         else:
             sw = 0.8 + 2.2 * math.log1p(e["bytes"]) / math.log1p(top)
             style, tip = f'stroke="#9ca3af" stroke-width="{sw:.2f}" stroke-dasharray="5,3"', "through GM: "
-        out.append(f'<path class="fedge {"fused" if e["fused"] else "gm"}" d="M{x1:.1f},{y1:.1f} C{x1:.1f},{mid:.1f} '
-                   f'{x2:.1f},{mid:.1f} {x2:.1f},{y2 - 1:.1f}" {style} fill="none" marker-end="url(#farr)">'
+        out.append(f'<path class="fedge {"fused" if e["fused"] else "gm"}" d="{curve(lay, e["src"], e["dst"])}" {style} '
+                   'fill="none" marker-end="url(#farr)">'
                    f'<title>{esc(tip + ", ".join(e["tensors"]) + " (" + size(e["bytes"]) + ")")}</title></path>')
     for n in fz["nodes"]:
         x, y = xy[n["id"]]
