@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from .ascend import compile_kernel
-from .ascend.dynamic import DynamicKernel, row_vars
+from .ascend.dynamic import DynamicKernel, TemplateMismatch, row_vars
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError
 from .lowering.symbolic import template_text
@@ -163,16 +163,12 @@ def compile_polymorphic(kernel, args) -> PolymorphicCompiled:
             rows, rows2 = row_vars(kernel.name, (low, size), (low2, twin))
             try:
                 dynamic = DynamicKernel(low, compiled, size, rows)
-            except PtoUnsupportedError as err:  # a row tile that does not divide this template: the next one
-                if "do not tile the template" not in str(err):
-                    raise
+            except TemplateMismatch as err:     # a row tile that does not divide this template: the next one
                 last = err
                 break
             try:
                 other = DynamicKernel(low2, compiled2, twin, rows2)
-            except PtoUnsupportedError as err:
-                if "do not tile the template" not in str(err):
-                    raise
+            except TemplateMismatch as err:
                 last = err
                 continue
             dynamic.check_twin(kernel.name, other)

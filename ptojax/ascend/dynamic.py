@@ -40,8 +40,12 @@ _RESHAPE = re.compile(r"(\s*)(%\w+) = pto\.treshape (%\w+) : (!pto\.tile_buf<[^>
 _INSTR = re.compile(r"\s*(pto\.[\w.]+) ")
 
 
-def _err(fn: str, why: str) -> PtoUnsupportedError:
-    return PtoUnsupportedError(f"pto dynamic rows: function '{fn}': {why}")
+def _err(fn: str, why: str, kind=PtoUnsupportedError) -> PtoUnsupportedError:
+    return kind(f"pto dynamic rows: function '{fn}': {why}")
+
+
+class TemplateMismatch(PtoUnsupportedError):
+    """A row tile that does not divide the template size: another template may suit."""
 
 
 def _split(text: str) -> list[str]:
@@ -340,7 +344,8 @@ class DynamicKernel:
                 fn = self.names[(part.program.name, tuple(part.shape))]
                 t = self.rows[fn]
                 if t is not None and part.shape[0] * t != size:
-                    raise _err(fn, f"{part.shape[0]} blocks of {t} rows do not tile the template's {size} rows")
+                    raise _err(fn, f"{part.shape[0]} blocks of {t} rows do not tile the template's {size} rows",
+                               TemplateMismatch)
         self._module = None
 
     def _rows(self, v) -> bool:
