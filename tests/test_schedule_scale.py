@@ -109,7 +109,9 @@ def test_a_large_schedule_equals_the_task_id_event_loop(big, policy):
     kinds = [k for k, _ in m.cores]
     kind = np.array([kinds.index(k) for k in graph.core_kinds.tolist()], np.int64)[graph.core_codes]
     cores = np.array([count for _, count in m.cores], np.int64)
-    rows = sorted(zip(*_heap_dispatch(kind, graph.place, graph.by_rank, graph.costs, graph.hbm / m.bandwidth,
+    place = np.empty(len(graph), np.int64)              # each task's position in rank order
+    place[graph.by_rank] = np.arange(len(graph))
+    rows = sorted(zip(*_heap_dispatch(kind, place, graph.by_rank, graph.costs, graph.hbm / m.bandwidth,
                                       graph.succ_start, graph.succ_ids, graph.fanin, graph.stage_codes,
                                       graph.stage_sizes, cores, m.schedulers, m.schedule_cost, m.dispatch_latency,
                                       policy == "spmd")))

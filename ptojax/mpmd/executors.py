@@ -71,27 +71,27 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     gc.disable()                # the schedule makes many small objects and no garbage: no collections
     try:
         start, tid, core, decided, end = dispatch(
-            kind, graph.place, graph.by_rank, graph.costs, graph.hbm / machine.bandwidth, graph.succ_start,
+            kind, graph.by_rank, graph.costs, graph.hbm / machine.bandwidth, graph.succ_start,
             graph.succ_ids, graph.fanin, graph.stage_codes, graph.stage_sizes, cores, machine.schedulers,
             machine.schedule_cost, machine.dispatch_latency, policy == "spmd")
         if len(tid) != len(tasks):
             raise PtoTaskError(f"pto runtime: {len(tasks) - len(tid)} task(s) never became ready")
-        done = _rows(start, tid, core, decided, end)
     finally:
         if collecting:
             gc.enable()
+    trace = Trace(_columns(start, tid, core, decided, end), machine, plan.graph, "simulated " + policy)
     if execute:
-        _execute(plan, ctx, done)
-    return Trace(done, machine, plan.graph, "simulated " + policy)
+        _execute(plan, ctx, trace.rows)
+    return trace
 
 
-def _rows(start, tid, core, decided, end) -> tuple:
-    """The dispatches (lists, in dispatch order: by non-decreasing start) as ``(start, tid, core,
-    decided, end)`` rows sorted by start, then task id."""
-    columns = [np.array(start, np.float64), np.array(tid, np.int64), np.array(core, np.int64),
-               np.array(decided, np.float64), np.array(end, np.float64)]
+def _columns(start, tid, core, decided, end) -> tuple:
+    """The dispatches (sequences, one entry each) as the arrays of :attr:`Trace.columns`: sorted by
+    start, then task id."""
+    columns = [np.asarray(start, np.float64), np.asarray(tid, np.int64), np.asarray(core, np.int64),
+               np.asarray(decided, np.float64), np.asarray(end, np.float64)]
     order = np.lexsort((columns[1], columns[0]))
-    return tuple(zip(*[column[order].tolist() for column in columns]))
+    return tuple(column[order] for column in columns)
 
 
 def replay(plan: Plan, trace: Trace, worker: Callable[[], object] | None = None, *, ctx=None) -> None:
@@ -228,4 +228,4 @@ def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Calla
     if state["error"] is not None:
         task, lane, exc = state["error"]
         _fail(task, f"host thread {lane}", exc)
-    return Trace(tuple(sorted(rows)), machine, plan.graph, f"threads x{workers}", host=True)
+    return Trace(_columns(*(zip(*rows) if rows else [()] * 5)), machine, plan.graph, f"threads x{workers}", host=True)

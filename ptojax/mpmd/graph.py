@@ -412,18 +412,15 @@ class TaskGraph:
         return order
 
     def _rank(self, stages: list[int]):
-        """HEFT upward rank: a task's cost plus the longest chain of costs after it; ``place[tid]``: the
-        task's position in the ready queues' order (rank descending, then task id). The executor reads
-        the graph by task id, as arrays: ``by_rank``, ``place``, ``costs``, HBM bytes ``hbm``, the successors
+        """HEFT upward rank: a task's cost plus the longest chain of costs after it; ``by_rank``: the tasks
+        in the ready queues' order (rank descending, then task id). The executor reads the graph by task
+        id, as arrays: ``by_rank``, ``costs``, HBM bytes ``hbm``, the successors
         ``succ_ids[succ_start[t]:succ_start[t + 1]]``, ``fanin``, core kinds (``core_kinds[core_codes]``)
         and stages (numbered in order: ``stage_codes``, ``stage_sizes``)."""
         tasks, n = self.tasks, len(self.tasks)
         self.costs = cost = np.fromiter(map(_COST, tasks), np.float64, n)
         rank = self._upward(cost)
-        ranked = np.argsort(-rank, kind="stable")
-        place = np.empty(n, dtype=np.int64)
-        place[ranked] = np.arange(n)
-        self.by_rank, self.place = ranked.astype(np.int64), place
+        self.by_rank = np.argsort(-rank, kind="stable").astype(np.int64)
         self.hbm = np.fromiter(map(_HBM, tasks), np.float64, n)
         self.fanin = np.diff(self.pred_start)
         cores = list(map(_CORE, tasks))

@@ -1,6 +1,6 @@
 """The event-driven schedule of ``executors.simulate``: when and where each task runs.
 
-Cores of each kind take the highest-ranked ready task (the lowest ``place``) as soon as they are idle,
+Cores of each kind take the highest-ranked ready task (the first in ``order``) as soon as they are idle,
 lowest core number first; each dispatch is decided on the AICPU scheduler that decided
 ``schedulers`` dispatches ago (the least busy: decisions are made in non-decreasing time), costs
 ``schedule_cost`` there and ``latency`` more before the task starts; a task ends ``cost`` after its
@@ -9,109 +9,144 @@ tasks' HBM bytes (``hbm`` seconds each at the die's bandwidth) in start order, f
 start, so no run moves HBM bytes faster than the die; its end releases its successors. Policy
 ``spmd`` holds ready tasks of later stages until every task of the current stage has ended.
 
-Plain Python on lists, with :mod:`heapq` heaps: ready places per core kind, idle cores per kind, the
-end times of running dispatches (a float heap; a dict gives each end's dispatch, and dispatches that
-end at the same time leave in dispatch order). Every key is unique, so the order is the one any
-correct heap gives. NumPy prepares the inputs: the graph renumbered by place (so the loop never maps
-between task ids and places), the tasks that are ready from the start, per kind and stage.
+Plain Python on lists. The tasks are renumbered into slots: by core kind, then place (rank order),
+with one sentinel slot closing each kind's block, so the ready tasks of a kind are the set bytes of
+its block of one ``bytearray`` and its best ready task is the first set byte (``bytearray.find``, a
+memory scan that only moves back when a task ready later outranks every ready one). Idle cores per
+kind are :mod:`heapq` heaps; the ends of running dispatches a sorted list (:mod:`bisect`; equal ends
+leave in dispatch order) with their dispatches beside it. When no other core is idle that could take
+a ready task, the core an end frees takes its kind's best ready task at once. ``spmd``'s barrier is
+one more wait per task of a later stage, lifted when its stage opens. NumPy prepares the inputs and
+the returned columns.
 """
 from __future__ import annotations
 
-from heapq import heapify, heappop, heappush
+from bisect import bisect_right
+from heapq import heappop, heappush
 
 import numpy as np
 
 
-def dispatch(kind, place, order, cost, hbm, succ_start, succ_ids, fanin, stage, stage_size, cores, schedulers,
+def _slots(kind, order, kinds):
+    """The slot numbering: the places of each kind in order, then a sentinel. Returns ``tid_of`` (the
+    task of each slot, -1 for sentinels), ``base`` (each kind's first slot) and ``stop`` (its sentinel)."""
+    n = len(order)
+    by_place = kind[order]
+    ranked = np.argsort(by_place, kind="stable")          # places by kind, then place
+    sizes = np.bincount(by_place, minlength=kinds)
+    stop = np.cumsum(sizes + 1) - 1
+    base = stop - sizes
+    tid_of = np.full(n + kinds, -1, np.int64)
+    tid_of[np.arange(n) + by_place[ranked]] = order[ranked]   # kinds before k add k sentinels
+    return tid_of, base, stop
+
+
+def dispatch(kind, order, cost, hbm, succ_start, succ_ids, fanin, stage, stage_size, cores, schedulers,
              schedule_cost, latency, spmd):
     """Schedule ``n`` tasks: per task its core kind (index into ``cores``, the count of each kind),
-    ``place`` in rank order (``order`` inverts it), ``cost``, HBM channel seconds ``hbm``, successors
-    (``succ_ids[succ_start[t]:succ_start[t + 1]]``), predecessor count ``fanin`` (not modified), and
-    ``stage`` (``0..S-1``, in order; ``stage_size`` tasks each); NumPy arrays. Returns the dispatches in
-    order (so by non-decreasing start) as five lists — start, task, core, decided, end — shorter than
-    ``n`` when some task never became ready.
-
-    The loop works on places: task ``p`` below is the task of place ``p`` (NumPy renumbers the inputs),
-    so a ready queue is a heap of the tasks themselves."""
+    ``cost``, HBM channel seconds ``hbm``, successors (``succ_ids[succ_start[t]:succ_start[t + 1]]``),
+    predecessor count ``fanin`` (not modified), and ``stage`` (``0..S-1``, in order; ``stage_size``
+    tasks each); ``order``: the tasks by place (rank order); NumPy arrays. Returns the dispatches in
+    order (so by non-decreasing start) as five arrays -- start, task, core, decided, end -- shorter
+    than ``n`` when some task never became ready."""
     n, kinds, stages = len(order), len(cores), len(stage_size)
-    counts = np.diff(succ_start)[order]                # place p's successors: succ[first[p]:first[p + 1]]
-    first = np.zeros(n + 1, np.int64)
+    if n == 0:                                          # nothing to run (a kernel of reshapes only)
+        return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
+    tid_of, base, stop = _slots(kind, order, kinds)
+    real = tid_of >= 0
+    slot_of = np.empty(n, np.int64)
+    slot_of[tid_of[real]] = np.flatnonzero(real)
+    t = np.where(real, tid_of, 0)
+    counts = np.where(real, np.diff(succ_start)[t], 0)    # slot q's successors: succ[first[q]:first[q + 1]]
+    first = np.zeros(len(t) + 1, np.int64)
     np.cumsum(counts, out=first[1:])
-    total = int(first[-1])
-    idx = np.repeat(succ_start[:-1][order] - first[:-1], counts) + np.arange(total, dtype=np.int64)
-    succ = place[succ_ids[idx]].tolist()
-    first = first.tolist()
-    kind_p = kind[order]
-    stage_p = stage[order]
-    fanin_p = fanin[order]
-    roots = np.flatnonzero(fanin_p == 0)
-    go = roots if not spmd else roots[stage_p[roots] == 0]
-    ready = [go[kind_p[go] == k].tolist() for k in range(kinds)]      # ascending: heaps
+    idx = np.repeat(succ_start[:-1][t] - first[:-1], counts) + np.arange(int(first[-1]), dtype=np.int64)
+    succ, first = slot_of[succ_ids[idx]].tolist(), first.tolist()
+    fanin_s = np.where(real, fanin[t], 1)
+    members = []                                        # spmd: the slots of each stage
+    if spmd:                                            # a later stage's task also waits for its stage to open
+        fanin_s += real & (stage[t] > 0)
+        by_stage = np.flatnonzero(real)[np.argsort(stage[tid_of[real]], kind="stable")]
+        members = [m.tolist() for m in np.split(by_stage, np.cumsum(stage_size)[:-1])]
+    ready = np.zeros(len(t), np.uint8)
+    ready[stop] = 1
+    ready[real & (fanin_s == 0)] = 1
+    ready = bytearray(ready.tobytes())
+    nxt = [ready.find(1, b) for b in base.tolist()]      # each kind's best ready slot (its sentinel: none)
+    stop = stop.tolist()
     idle = [list(range(count)) for count in cores.tolist()]
-    held = [[[] for _ in range(kinds)] for _ in range(stages)]
-    if spmd:
-        for p in roots[stage_p[roots] != 0].tolist():
-            held[stage_p[p]][kind_p[p]].append(p)
-    kind, cost, hbm = kind_p.tolist(), cost[order].tolist(), hbm[order].tolist()
-    fanin, stage, stage_left = fanin_p.tolist(), stage_p.tolist(), stage_size.tolist()
-    start, task, core, end = [0.0] * n, [0] * n, [0] * n, [0.0] * n
-    decided = [0.0] * (n + schedulers)                 # dispatch k decided at decided[k + schedulers]
-    events, waiting, ties = [], {}, {}         # ends (a heap); end -> dispatch, end -> later ones
-    by_kind = list(zip(ready, idle))
+    nidle = int(cores.sum())
+    kind = np.repeat(np.arange(kinds), np.diff(stop, prepend=-1)).tolist()
+    cost, hbm = np.where(real, cost[t], 0.0).tolist(), np.where(real, hbm[t], 0.0).tolist()
+    fanin, stage, stage_left = fanin_s.tolist(), np.where(real, stage[t], 0).tolist(), stage_size.tolist()
+    task, core, end = [0] * n, [0] * n, [0.0] * n
+    decided = [0.0] * (n + schedulers)                 # dispatch d decided at decided[d + schedulers]
+    events, ids = [], []                               # running dispatches' ends (ascending), their dispatches
+    krange = range(kinds)
     now, seq, channel, current = 0.0, 0, 0.0, 0
+    scan = True                                         # whether an idle core may have a ready task
     while True:
-        for queue, free_cores in by_kind:
-            while queue and free_cores:
-                p = heappop(queue)
-                c = heappop(free_cores)
-                free = decided[seq]
-                at = (now if now > free else free) + schedule_cost
-                begin = at + latency
-                finish = begin + cost[p]
-                seconds = hbm[p]
-                if seconds > 0.0:
-                    channel = (begin if begin > channel else channel) + seconds
-                    if channel > finish:
-                        finish = channel
-                decided[seq + schedulers] = at
-                start[seq] = begin
-                end[seq] = finish
-                task[seq] = p
-                core[seq] = c
-                if finish in waiting:                   # ties: later dispatches wait in order
-                    ties.setdefault(finish, []).append(seq)
-                elif ties and finish in ties:
-                    ties[finish].append(seq)
-                else:
-                    waiting[finish] = seq
-                heappush(events, finish)
-                seq += 1
-        if not events:
-            break
-        now = heappop(events)
-        k = waiting.pop(now, -1)
-        if k < 0:
-            later = ties[now]
-            k = later.pop(0)
-            if not later:
-                del ties[now]
-        p = task[k]
-        heappush(idle[kind[p]], core[k])
-        for s in succ[first[p]:first[p + 1]]:
-            left = fanin[s] - 1
-            fanin[s] = left
-            if not left:
-                if spmd and stage[s] != current:
-                    held[stage[s]][kind[s]].append(s)
-                else:
-                    heappush(ready[kind[s]], s)
-        if spmd:
-            stage_left[stage[p]] -= 1
-            while current < stages - 1 and stage_left[current] == 0:
-                current += 1
-                for queue, places in zip(ready, held[current]):
-                    queue += places
-                    heapify(queue)
-                held[current] = None
-    task = order[np.array(task[:seq], np.int64)].tolist()
-    return start[:seq], task, core[:seq], decided[schedulers:schedulers + seq], end[:seq]
+        if scan:                                        # idle cores take the best ready tasks, kinds in order
+            for k in krange:
+                if idle[k] and nxt[k] != stop[k]:
+                    c = heappop(idle[k])
+                    nidle -= 1
+                    break
+            else:
+                scan = False
+        if not scan:                                    # the next end (of equal ends, the first dispatched)
+            if not events:
+                break
+            now = events.pop(0)
+            d = ids.pop(0)
+            p = task[d]
+            waits = succ[first[p]:first[p + 1]]          # the slots whose waits it ends (a new list)
+            if spmd:
+                stage_left[stage[p]] -= 1
+                while current < stages - 1 and stage_left[current] == 0:
+                    current += 1                        # the next stage opens
+                    waits += members[current]
+            for s in waits:
+                left = fanin[s] - 1
+                fanin[s] = left
+                if not left:
+                    ready[s] = 1
+                    if s < nxt[kind[s]]:
+                        nxt[kind[s]] = s
+            k = kind[p]
+            c = core[d]
+            if nidle:                                   # other idle cores: the scan decides, unless none can start
+                scan = bool(idle[k]) or nxt[k] == stop[k]
+                if not scan:
+                    for j in krange:
+                        if idle[j] and nxt[j] != stop[j]:
+                            scan = True
+                            break
+            else:                                       # the core it frees is the only idle one
+                scan = nxt[k] == stop[k]
+            if scan:
+                heappush(idle[k], c)
+                nidle += 1
+                continue
+        q = nxt[k]                                      # dispatch slot q on core c of kind k
+        ready[q] = 0
+        nxt[k] = ready.find(1, q + 1)
+        free = decided[seq]
+        at = (now if now > free else free) + schedule_cost
+        finish = at + latency + cost[q]
+        if hbm[q] > 0.0:
+            begin = at + latency
+            channel = (begin if begin > channel else channel) + hbm[q]
+            if channel > finish:
+                finish = channel
+        decided[seq + schedulers] = at
+        end[seq] = finish
+        task[seq] = q
+        core[seq] = c
+        i = bisect_right(events, finish)
+        events.insert(i, finish)
+        ids.insert(i, seq)
+        seq += 1
+    decided = np.array(decided[schedulers:schedulers + seq])
+    return (decided + latency, tid_of[np.array(task[:seq], np.int64)], np.array(core[:seq], np.int64), decided,
+            np.array(end[:seq]))

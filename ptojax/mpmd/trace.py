@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import json
 
 import numpy as np
@@ -47,21 +48,34 @@ class Record:
 class Trace:
     """What one run recorded: where and when each task ran, the machine and task graph.
 
-    ``rows`` holds one ``(start, tid, core, dispatch, end)`` tuple per task, sorted by start then task
-    id (times in seconds; ``core`` is the lane within the task's core kind, or the host thread);
-    :attr:`records` gives the same as :class:`Record` objects, built on first use.
+    ``columns`` holds five NumPy arrays -- start, tid, core, dispatch, end -- with one entry per task,
+    sorted by start then task id (times in seconds; ``core`` is the lane within the task's core kind,
+    or the host thread); :attr:`rows` gives them as ``(start, tid, core, dispatch, end)`` tuples and
+    :attr:`records` as :class:`Record` objects, both built on first use.
     """
 
-    rows: tuple[tuple[float, int, int, float, float], ...]
+    columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     machine: object
     graph: object
     mode: str
     host: bool = False
 
+    @functools.cached_property
+    def rows(self) -> tuple[tuple[float, int, int, float, float], ...]:
+        """One ``(start, tid, core, dispatch, end)`` tuple per task, in :attr:`columns` order."""
+        collecting = gc.isenabled()
+        gc.disable()                # many small objects and no garbage: no collections
+        try:
+            return tuple(zip(*[column.tolist() for column in self.columns]))
+        finally:
+            if collecting:
+                gc.enable()
+
     @property
     def makespan(self) -> float:
         """End of the last task, in seconds."""
-        return max([r[4] for r in self.rows], default=0.0)
+        end = self.columns[4]
+        return float(end.max()) if len(end) else 0.0
 
     @functools.cached_property
     def records(self) -> tuple[Record, ...]:
