@@ -15,9 +15,9 @@ What the table printed here says (``pytest -s tests/test_vendor_sim.py``), as of
   (the form the simulator takes) runs too, and agrees bit for bit — the engine's semantics are right,
   the selection's encoding is what the simulator refuses;
 * top-k / sort / merge_topk (``tci`` / ``tsort32`` / ``tmrgsort`` / ``tgather``; f32 and f16, largest
-  and smallest, merge rounds, a staged top-k's merge program) run in the simulator and agree bit for
-  bit; :func:`test_sort_padding_is_minus_inf` checks the ``-inf`` padding of the sort row against
-  data at ``±inf``;
+  and smallest, merge rounds, a staged top-k's merge program; i8 sorted in f32) run in the simulator
+  and agree bit for bit; :func:`test_sort_padding_is_minus_inf` checks the ``-inf`` padding of the
+  sort row against data at ``±inf``;
 * bf16 programs are skipped: pto-isa's CPU ``bfloat16_t`` is ``_Float16`` under C++20.
 
 Skipped when ptoas / pto-isa / a C++20 compiler are missing, except in CI (``CI=true``): fails.
@@ -150,6 +150,10 @@ def kernels():
         "staged top-k + merge_topk f16 smallest": (tiled(lambda x: O.topk(x, 16, largest=False), vec=(1, 1024)),
                                                    f16(2, 4096)),
         "staged top-k k1 + merge_topk of one-value lists": (tiled(lambda x: O.topk(x, 1), vec=(1, 16)), f32(2, 64)),
+        "top-k i8 (sorted in f32)": (tiled(lambda x: O.topk(x, 4), vec=(4, 32)), i8(4, 32)),
+        "top-k i8 smallest k1 (a column)": (tiled(lambda x: O.topk(x, 1, largest=False), vec=(3, 64)), i8(3, 40)),
+        "top-k i8 axis 0": (tiled(lambda x: O.topk(x, 3, axis=0), vec=(32, 32)), i8(32, 4)),
+        "staged top-k i8 + merge_topk": (tiled(lambda x: O.topk(x, 2), vec=(2, 32)), i8(2, 64)),
         "gather rows": (tiled(lambda x, i: O.gather(x, i, 0), vec=(8,)), f32(16, 64),
                         np.array([3, 1, 0, 7, 5, 5, 0, 2], np.int32)),
         "bf16 (skipped)": (tiled(lambda x: O.cast(O.exp(O.cast(x, jnp.float32)), jnp.bfloat16) + x, vec=(16, 16)),
@@ -271,8 +275,8 @@ def test_engine_matches_the_vendor_simulator():
     assert bf16 and all(r.status == "skipped" and "_Float16" in r.skipped for r in bf16)
     # 6. without x64 only float32 transcendentals differ, by a few ulp of the output's magnitude
     assert x32 and all(u <= X32_ULPS for u in x32.values()), x32
-    # 7. top-k / sort / merge_topk (f32, f16; largest, smallest; merge rounds; a staged top-k's merge
-    #    program) run in the simulator and agree bit for bit
+    # 7. top-k / sort / merge_topk (f32, f16, i8 sorted in f32; largest, smallest; merge rounds; a staged
+    #    top-k's merge program) run in the simulator and agree bit for bit
     sorting = [r for r in results if r.family.startswith(("top-k", "sort", "staged top-k"))]
     assert {r.family for r in sorting} == {f for f in kernels() if f.startswith(("top-k", "sort", "staged top-k"))}
     assert any(r.function.startswith("merge_topk") for r in sorting)

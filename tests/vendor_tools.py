@@ -3,6 +3,7 @@ compiler, found the way the library finds them (``PTOAS`` / ``PTO_ISA_ROOT`` / `
 ``conftest.py`` points the first two at this workspace's copies). Missing tools skip those tests,
 except in CI (``CI=true``), where they fail."""
 import os
+import re
 
 import pytest
 
@@ -28,3 +29,16 @@ def tools(monkeypatch):
         pytest.fail(REASON + " (in CI the vendor tools are required)")
     monkeypatch.setenv("PTOAS", PTOAS)
     monkeypatch.setenv("PTO_ISA_ROOT", PTO_ISA_ROOT)
+
+
+_FLOAT = re.compile(r"dtype=(f16|f32|bf16)\b")
+
+
+def assert_no_float_int_views(text):
+    """No ``treshape`` between a float and an integer tile in PTO-AS ``text``: pto-isa's CPU simulator
+    static_asserts both sides float or both integer (include/pto/cpu/TReshape.hpp), which ptoas does
+    not check."""
+    for line in text.splitlines():
+        if "pto.treshape" in line:
+            src, dst = line.split(":", 1)[1].split("->")
+            assert bool(_FLOAT.search(src)) == bool(_FLOAT.search(dst)), line.strip()

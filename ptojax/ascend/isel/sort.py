@@ -23,7 +23,9 @@ through (an ``scf.for`` over rows when there are several, ``pto.subset`` row vie
    indices ``P1010`` straight from the f32 structs into an ``i32`` tile (a same-size bit copy), or,
    for f16, from an ``i32`` view of the structs' bits copied whole (``P1111``) into an ``i16`` row —
    into staging tiles that are finally copied (negated back for the smallest-k; ``bf16`` rounded
-   back, exactly) into the destinations. No ``treshape`` mixes float and integer types.
+   back, exactly) into the destinations. A staging tile converted back to a narrower dtype has the
+   destination's buffer shape, so that one ``tcvt`` does it (a tile of another pitch would need a
+   copy through an integer view of float bits). No ``treshape`` mixes float and integer types.
 
 ``bf16`` sorts as ``f32`` (A2/A3 ``tsort32`` takes f16/f32); integer operands are not selected.
 Axis 0 of a 2-D tile transposes (``ttrans``) in and out. Every subset keeps 32-byte aligned offsets
@@ -32,6 +34,7 @@ and sizes (the C++ ``Tile`` asserts 32-byte rows), so gathers take ``k`` rounded
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from .. import asm
@@ -112,9 +115,11 @@ def _sort_dtype(sel, s, dtype: str) -> str:
 class _RowSort:
     """The per-row sort of ``rows`` rows, each made of ``lists`` runs of ``n`` values (``lists``
     consecutive tile rows per sorted row), keeping the first ``k`` (value, i32 index) pairs in the
-    staging tiles ``values`` / ``indices`` (``rows × k`` valid, in the sort dtype and ``i32``)."""
+    staging tiles ``values`` / ``indices`` (``rows × k`` valid, in the sort dtype and ``i32``;
+    ``values`` at least ``cols`` wide: the pitch of the destination it is converted into)."""
 
-    def __init__(self, sel, s, rows: int, lists: int, n: int, k: int, largest: bool, dtype: str):
+    def __init__(self, sel, s, rows: int, lists: int, n: int, k: int, largest: bool, dtype: str,
+                 cols: int = 0):
         self.sel, self.s, self.rows, self.lists, self.n, self.k = sel, s, rows, lists, n, k
         self.largest, self.dtype = largest, dtype
         self.e = struct_elems(dtype)
@@ -133,7 +138,8 @@ class _RowSort:
         self.index_u32 = sel.reshape(self.index, asm.TileBuf("vec", "ui32", 1, p, 1, p))
         self.buffers = [sel.alloc(vec_tile(1, e * p, dtype)) for _ in range(2)]
         self.tmp = sel.alloc(vec_tile(1, e * p, dtype)) if self.m > 1 else None
-        self.values = sel.alloc(asm.TileBuf("vec", dtype, rows, self.kp, rows, self.kp))
+        self.cols = max(self.kp, cols)
+        self.values = sel.alloc(asm.TileBuf("vec", dtype, rows, self.cols, rows, self.kp))
         self.indices = sel.alloc(asm.TileBuf("vec", "i32", rows, self.kp, rows, self.kp))
         self.struct_bits = sel.alloc(vec_tile(1, e * self.kp, "i16")) if e == 4 else None
         if self.m > 1:
@@ -205,7 +211,7 @@ class _RowSort:
     def results(self):
         """The staging tiles narrowed to ``k`` columns, values negated back for the smallest-k."""
         sel = self.sel
-        values = sel.reshape(self.values, asm.TileBuf("vec", self.dtype, self.rows, self.kp, self.rows, self.k))
+        values = sel.reshape(self.values, asm.TileBuf("vec", self.dtype, self.rows, self.cols, self.rows, self.k))
         indices = sel.reshape(self.indices, asm.TileBuf("vec", "i32", self.rows, self.kp, self.rows, self.k))
         return values, indices
 
@@ -216,7 +222,7 @@ def _finish(sel, sorter, outs):
         sel.print("tmuls", [values, sel.const(-1.0, sorter.dtype)], [values])
     out = outs[0]
     if sel.types[out].dtype != sorter.dtype and is_column(sel.types[out]):
-        staged = sel.like(out, dtype=sorter.dtype)           # k = 1: a value per row, a column ...
+        staged = _staged(sel, out, sorter.dtype)             # k = 1: a value per row, a column ...
         sel.copy(values, staged)
         values = staged                                      # ... in the sort dtype first
     if sel.types[out].dtype != sorter.dtype:                 # back to the input's dtype (exact)
@@ -226,15 +232,32 @@ def _finish(sel, sorter, outs):
     sel.copy(indices, outs[1])
 
 
+def _staged(sel, tile, dtype: str) -> str:
+    """A ``dtype`` tile with ``tile``'s buffer shape (rows, pitch, layout): one ``tcvt`` converts
+    between the two."""
+    return sel.alloc(dataclasses.replace(sel.types[tile], dtype=dtype))
+
+
+def _cols(sel, out, dtype: str) -> int:
+    """The staging pitch for destination ``out``: its own when it is a row-major tile of another dtype."""
+    t = sel.types[out]
+    return t.cols if t.dtype != dtype and not is_column(t) else 0
+
+
 def _source(sel, s, x):
-    """``x`` in the sort dtype (``bf16`` widened to ``f32``)."""
+    """``x`` in the sort dtype (``bf16``, ``i8``, ``i16`` widened to ``f32`` in a tile of ``x``'s buffer
+    shape: one ``tcvt``)."""
     dtype = _sort_dtype(sel, s, sel.types[x].dtype)
-    return (x if sel.types[x].dtype == dtype else sel.widen(x, dtype)), dtype
+    if sel.types[x].dtype == dtype:
+        return x, dtype
+    wide = _staged(sel, x, dtype)
+    sel.convert(x, wide, "RINT")
+    return wide, dtype
 
 
-def _topk_rows(sel, s, x, rows, n, k, largest):
+def _topk_rows(sel, s, x, rows, n, k, largest, out=None):
     x, dtype = _source(sel, s, x)
-    sorter = _RowSort(sel, s, rows, 1, n, k, largest, dtype)
+    sorter = _RowSort(sel, s, rows, 1, n, k, largest, dtype, _cols(sel, out, dtype) if out else 0)
     sorter.iota()
     cols = sel.types[x].cols
 
@@ -255,7 +278,7 @@ def topk(sel, s, ins, outs):
     if axis == len(shape) - 1:
         if sel.types[x].v_row != rows:
             sel.fail(s, f"on a {list(shape)} tile whose valid region is not {rows} rows")
-        return _finish(sel, _topk_rows(sel, s, x, rows, n, k, largest), outs)
+        return _finish(sel, _topk_rows(sel, s, x, rows, n, k, largest, outs[0]), outs)
     if math.prod(shape[:axis]) != 1 or math.prod(shape[axis + 1:-1]) != 1:
         sel.fail(s, f"along axis {axis} of a {list(shape)} tile")
     # a leading axis whose rows are the tile's rows: transpose in, sort the rows, transpose the k rows out
@@ -266,7 +289,7 @@ def topk(sel, s, ins, outs):
     sorter = _topk_rows(sel, s, xt, rows, n, k, largest)
     values, indices = sorter.results()
     sel.print("tmuls", [values, sel.const(1.0 if largest else -1.0, sorter.dtype)], [values])
-    flipped = sel.like(outs[0], dtype=sorter.dtype)
+    flipped = _staged(sel, outs[0], sorter.dtype)
     sel.print("ttrans", [values, sel.like(values)], [flipped])
     sel.copy(flipped, outs[0]) if sel.types[outs[0]].dtype == sorter.dtype else \
         sel.convert(flipped, outs[0], "RINT", saturate=True)
@@ -289,7 +312,7 @@ def merge_topk(sel, s, ins, outs):
     # one candidate per list (a k = 1 stage's) comes in column tiles: their values one per 32-byte row
     # first, so that each sorted row's lists are a 32-byte aligned window
     values, indices = one_per_row(sel, values), one_per_row(sel, indices)
-    sorter = _RowSort(sel, s, rows, lists, n, k, largest, dtype)
+    sorter = _RowSort(sel, s, rows, lists, n, k, largest, dtype, _cols(sel, outs[0], dtype))
     vcols, icols = sel.types[values].cols, sel.types[indices].cols
 
     def body(r, dynamic):
