@@ -5,8 +5,9 @@ once and keeps the tile resident (``ascend/isel/task.py``), and the cost model c
 Kernels: a matmul over N blocks (the left operand shared; with a K chain of two steps, whose peeled
 first step is shared and whose loop step is not) and an attention-like score of query rows against
 key blocks (keys transposed), at 4 tiles per task (the window never changes within a task: the load
-is hoisted before the task loop) and 3 (tasks cross rows: the load is guarded by ``scf.if``); and a
-vector kernel whose every grid point loads the same row into UB."""
+is hoisted before the task loop) and 3 (tasks cross rows: the load is guarded by ``scf.if``); a
+vector kernel whose every grid point loads the same row into UB; and ``tiles_per_block="auto"``, the
+count the cost model (reuse included) predicts fastest."""
 import dataclasses
 import math
 
@@ -213,3 +214,15 @@ def test_ptoas_and_the_simulator_take_the_task_functions():
     results = xc.run(jobs, seed=0)
     assert len(results) == 2
     assert all(r.status == "exact" for r in results), xc.table(results)
+
+
+def test_auto_picks_the_count_the_cost_model_predicts_fastest():
+    """tiles_per_block="auto" on the cube-bound matmul: the count whose task function (reuse priced)
+    runs no slower in the simulated run than any fixed count; its text keeps the A tile resident."""
+    auto = pj.kernel(_matmul, options={"tiles_per_block": {"MM": "auto"}}).lower(*BUSY).compile()
+    (key, n), = auto.code.tasks.items()
+    assert n > 1 and "_tasks" in auto.code.pto()
+    fastest = auto.profile(*BUSY, compute=False).makespan_us
+    for fixed in (1, 2, 4, 8):
+        other = pj.kernel(_matmul, options={"tiles_per_block": {"MM": fixed}}).lower(*BUSY).compile()
+        assert fastest <= other.profile(*BUSY, compute=False).makespan_us * (1 + 1e-9), fixed

@@ -23,9 +23,9 @@ Partition follows PyPTO's rules for A2/A3 (separate cube and vector cores):
 
 Knobs keyed by label, with ``"DEFAULT"`` for the rest (PyPTO's ``vec_nbuffer_setting`` /
 ``cube_nbuffer_setting`` style): ``tiles_per_block`` — how many consecutive tiles one block instance
-processes (``"auto"``: chosen when the kernel runs, from the tile's predicted time, the core count and
-the scheduler's cost per task); ``tiles`` — ``{"vec": (...), "cube": (m, k, n)}`` overriding the ``pj.tile`` setting of
-the ops with that label (applied by the tile pass, so the kernel's source needs no edit);
+processes (``"auto"``: chosen by the backend's cost model when the kernel compiles); ``tiles`` —
+``{"vec": (...), "cube": (m, k, n)}`` overriding the ``pj.tile`` setting of the ops with that label
+(applied by the tile pass, so the kernel's source needs no edit);
 ``row_loops`` — ``False`` keeps a label's long rows in stages through GM (the split form: the column
 tiles spread over more cores, the reductions a step of their own) instead of one looping program.
 """
@@ -137,7 +137,7 @@ class Program:
 @dataclasses.dataclass(frozen=True, eq=False)
 class BlockPart:
     """``program`` run over a grid of ``shape`` tiles, ``tiles_per_block`` tiles per block instance
-    (0: ``"auto"``, the runtime's backend chooses from the tile's cost and the machine)."""
+    (0: ``"auto"``, the backend chooses by its cost model)."""
 
     program: Program
     shape: tuple[int, ...]

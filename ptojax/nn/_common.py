@@ -37,7 +37,7 @@ _KERNELS: dict = {}
 
 def make(name: str, fn, backend: str, **static) -> Kernel:
     """One ``pj.kernel`` per (op, backend, static parameters): its compile cache lives as long as the
-    process. Tiles per task are ``"auto"`` (from the tile's cost and the core count): at (1024, 256) the
+    process. Tiles per task are ``"auto"`` (the cost model's fastest count): at (1024, 256) the
     norms' and softmaxes' predicted makespans halve against one tile per task."""
     key = (name, backend, tuple(sorted(static.items())))
     if key not in _KERNELS:

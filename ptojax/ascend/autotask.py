@@ -1,0 +1,79 @@
+"""``tiles_per_block="auto"``: the grid points per task that the cost model predicts fastest.
+
+For a block program of ``P`` grid points on ``C`` cores of its kind, each candidate ``n`` (1 to 4,
+and the ``n`` that makes ``C``, ``2C``, ... ``8C`` tasks; none that leaves a core of the kind without
+a task) is priced as the runtime prices it: each task of ``n`` points by its task function
+(:func:`~ptojax.ascend.cost.task_time`: loads the task keeps resident in L1/UB charged once per
+window), one point by its grid-point function. The tasks, in order,
+then go to the earliest idle core, each after an AICPU scheduler (the least recently used of
+``Target.aicpu``) spends ``Target.aicpu_task_s`` deciding it and ``Target.dispatch_s`` passes: the
+last end is the part's predicted makespan on its own, and the ``n`` with the smallest wins (the
+smaller ``n`` on a tie). Reads are priced as L2 hits (the L2 rule's HBM share depends on the rest of
+the run). L1/UB capacity needs no term of its own: a resident tile is a tile the grid point already
+holds (``isel/task.py``), so a task of any ``n`` takes the space of one point.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+
+from ..errors import PtoUnsupportedError
+from . import asm, isel
+from .cost import function_time, kernel_time, load_l2_hit, task_time
+from .engine_parse import parse
+from .targets import Target
+
+ROUNDS = 8          # candidates: the n that gives each core 1 .. ROUNDS tasks
+
+
+def candidates(points: int, cores: int) -> list[int]:
+    """The counts of grid points per task tried for ``points`` points on ``cores`` cores: 1 to 4 and
+    those that make ``cores``, ``2 cores``, ... tasks, each leaving every core a task."""
+    tried = (1, 2, 3, 4, *(-(-points // (cores * r)) for r in range(1, ROUNDS + 1)))
+    return sorted({n for n in tried if n == 1 or -(-points // n) >= min(cores, points)})
+
+
+def part_makespan(costs: list[float], target: Target, cores: int) -> float:
+    """When the last of tasks costing ``costs`` seconds ends, dispatched in order to ``cores`` cores."""
+    idle = [0.0] * cores
+    schedulers = [0.0] * target.aicpu
+    end = 0.0
+    for cost in costs:
+        free = heapq.heappop(idle)
+        decide = max(free, heapq.heappop(schedulers))
+        heapq.heappush(schedulers, decide + target.aicpu_task_s)
+        done = decide + target.aicpu_task_s + target.dispatch_s + cost
+        heapq.heappush(idle, done)
+        end = max(end, done)
+    return end
+
+
+def task_costs(kernel: asm.Kernel, n: int, target: Target, memory, arch: str = "a3") -> list[float]:
+    """Seconds of each task of ``kernel`` at ``n`` grid points per task (the last may have fewer)."""
+    points = math.prod(kernel.grid)
+    l2_hit = load_l2_hit(kernel)
+    try:
+        functions = parse(isel.module([kernel], arch=arch, memory=memory, tasks=[n])).functions
+    except (PtoUnsupportedError, asm.PtoAsmError):          # what selection cannot print: codegen's, n x one
+        one = kernel_time(kernel, target).seconds
+        return [one * min(n, points - first) for first in range(0, points, n)]
+    if n == 1:
+        return [function_time(functions[0], target, l2_hit=l2_hit).seconds] * points
+    row = math.prod(kernel.grid[1:])
+    priced: dict = {}
+    out = []
+    for first in range(0, points, n):
+        phase = (first % max(1, row), min(n, points - first))       # tasks of one phase load alike
+        if phase not in priced:
+            priced[phase] = task_time(functions[-1], target, block=first // n, l2_hit=l2_hit).seconds
+        out.append(priced[phase])
+    return out
+
+
+def tiles_per_task(kernel: asm.Kernel, target: Target, memory, arch: str = "a3") -> int:
+    """The grid points per task of ``kernel`` with the smallest predicted makespan (module docstring)."""
+    cores = target.cores(kernel.core)
+    tried = candidates(math.prod(kernel.grid), cores)
+    if len(tried) == 1:
+        return tried[0]
+    return min(tried, key=lambda n: (part_makespan(task_costs(kernel, n, target, memory, arch), target, cores), n))
