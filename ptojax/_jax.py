@@ -1,8 +1,12 @@
-"""Every JAX extension API ptojax touches, in one place (``jax.extend`` has no stability promise)."""
+"""Every JAX extension API ptojax touches, in one place (``jax.extend`` has no stability promise).
+
+The ``jax.extend.core`` names are taken from ``jax._src.core``, the module that defines them (the
+same objects, tests/test_imports.py): importing ``jax.extend`` imports every part of it, Pallas
+included, which costs ``import ptojax`` tens of milliseconds."""
 from jax._src import callback as _callback
 from jax._src import source_info_util as _source_info
+from jax._src.core import ClosedJaxpr, Jaxpr, Literal, Primitive, Var, jaxprs_in_params
 from jax.core import ShapedArray
-from jax.extend.core import ClosedJaxpr, Jaxpr, Literal, Primitive, Var, jaxprs_in_params
 from jax.interpreters import ad, batching, mlir, xla
 
 

@@ -1,6 +1,7 @@
 """Running a lowered kernel: Ascend code on the MPMD runtime, simulated or on host threads; a kept
 plan replayed on new inputs (eager calls); the kernel as one JAX function replaying its real PTO-AS
-text (:func:`replay_function`: what ``jax.jit`` of a ``sim`` kernel inlines)."""
+text (:func:`replay_function`: what ``jax.jit`` of a ``sim`` kernel inlines). The replay, the real-text
+engine and the dynamic-shape runtime are imported where they are used: an eager call needs none."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,8 +12,6 @@ import numpy as np
 
 from .ascend.asm import PtoAsmError
 from .ascend.program import AscendBackend, compile_kernel
-from .ascend.replay_graph import PlanBackend, graph_function
-from .ascend.textrun import PtoTextBackend
 from .ascend.targets import target as get_target
 from ._fpenv import ieee
 from .errors import PtoArgumentError, PtoUnsupportedError
@@ -76,27 +75,27 @@ def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simu
         raise PtoArgumentError(f"pto run: engine {engine!r} is not 'host' or 'pto'")
     with ieee():   # IEEE subnormals inside XLA's execution too (see _fpenv); threads started here inherit it
         tgt = get_target(target) if isinstance(target, str) else target
-        compiled = compiled or compile_kernel(lowering, tgt.memory)
+        compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
         if not compute and executor != "simulated":
             raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
         arrays = [np.asarray(x) for x in flat]
-        key = _plan_key(arrays, policy, donated)
-        keep = plans is not None and compute and executor == "simulated" and engine == "host"
+        key = (engine, *_plan_key(arrays, policy, donated))
+        keep = plans is not None and compute and executor == "simulated"
         kept = plans.get(key) if keep else None
         if kept is not None and kept.lock.acquire(blocking=False):
             try:
                 return kept.run(arrays), kept.trace
             finally:
                 kept.lock.release()
-        backend = AscendBackend(compiled, tgt) if engine == "host" else PtoTextBackend(compiled, tgt)
+        if engine == "host":
+            backend = AscendBackend(compiled, tgt)
+        else:
+            from .ascend.textrun import PtoTextBackend
+
+            backend = PtoTextBackend(compiled, tgt)
         plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, arrays, backend, frozenset(donated),
                            execute=compute)
-        if executor == "simulated":
-            trace = simulate(plan, machine(tgt), policy=policy, execute=compute, worker=backend.worker)
-        elif executor == "threads":
-            trace = run_threads(plan, machine(tgt), workers=workers, worker=backend.worker)
-        else:
-            raise PtoArgumentError(f"pto run: executor {executor!r} is not 'simulated' or 'threads'")
+        trace = _schedule(plan, tgt, backend, executor, policy, workers, compute)
         outputs = plan.results() if compute else None
         if keep and plan.replayable and key not in plans:
             plan.recycle()
@@ -106,13 +105,45 @@ def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simu
         return outputs, trace
 
 
+def _schedule(plan, tgt, backend, executor: str, policy: str, workers: int, compute: bool) -> Trace:
+    """Run ``plan``'s tasks on ``executor``: its :class:`Trace`."""
+    if executor == "simulated":
+        return simulate(plan, machine(tgt), policy=policy, execute=compute, worker=backend.worker)
+    if executor == "threads":
+        return run_threads(plan, machine(tgt), workers=workers, worker=backend.worker)
+    raise PtoArgumentError(f"pto run: executor {executor!r} is not 'simulated' or 'threads'")
+
+
+def execute_dynamic(dynamic, flat, m: int, *, target="a3", executor: str = "simulated", policy: str = "mpmd",
+                    workers: int = 4, compute: bool = True):
+    """A kernel compiled for a symbolic row count (:class:`~ptojax.ascend.dynamic.DynamicKernel`) at
+    ``m`` rows on the runtime, as :func:`execute_flat` runs a static one: (the flat outputs, or None,
+    :class:`Trace`). The tasks are the ``ceil(m/T)`` row blocks each program needs, scheduled by the
+    GM windows they share; each runs its function of the dynamic module with ``m`` bound and is priced
+    at its block's valid rows (:mod:`~ptojax.ascend.dynamic_tasks`)."""
+    from .ascend.dynamic_tasks import DynamicBackend, bound_graph
+
+    with ieee():
+        tgt = get_target(target) if isinstance(target, str) else target
+        if not compute and executor != "simulated":
+            raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
+        jaxpr, parts = bound_graph(dynamic, m)
+        backend = DynamicBackend(dynamic, m, parts, tgt)
+        plan = orchestrate(jaxpr, dynamic.lowering.block.consts, [np.asarray(x) for x in flat], backend,
+                           execute=compute)
+        trace = _schedule(plan, tgt, backend, executor, policy, workers, compute)
+        outputs = plan.results() if compute else None
+        plan.release()
+        return outputs, trace
+
+
 def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset:
     """The flat argument positions whose values decide the kernel's task graph (runtime lengths,
     scalar inputs, indices the host reads), or ``"device data"`` where values the kernel computes do
     (MoE counts read back): what a profile cannot do without. ``avals``: (shape, dtype) per flat
     argument; orchestrated on zeros, no task run."""
     tgt = get_target(target) if isinstance(target, str) else target
-    compiled = compiled or compile_kernel(lowering, tgt.memory)
+    compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
     zeros = [np.zeros(shape, dtype) for shape, dtype in avals]
     try:
         plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, zeros, AscendBackend(compiled, tgt),
@@ -129,8 +160,10 @@ def replay_function(lowering: Lowering, avals, target="a3", compiled=None):
     device data decide its tasks (scalar inputs, runtime lengths, MoE counts read back): those keep
     the host path, as do kernels with a program the real text cannot express yet. ``avals``: (shape,
     dtype) per flat argument."""
+    from .ascend.replay_graph import PlanBackend, graph_function
+
     tgt = get_target(target) if isinstance(target, str) else target
-    compiled = compiled or compile_kernel(lowering, tgt.memory)
+    compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
     try:
         backend = PlanBackend(compiled)
     except (PtoUnsupportedError, PtoAsmError):     # a program selection cannot print as real PTO yet
@@ -150,4 +183,4 @@ def _plan_key(arrays, policy, donated) -> tuple:
     return policy, tuple(sorted((i, arrays[i].flags.writeable) for i in donated))
 
 
-__all__ = ["Trace", "execute", "execute_flat", "machine", "replay_function", "steering"]
+__all__ = ["Trace", "execute", "execute_dynamic", "execute_flat", "machine", "replay_function", "steering"]

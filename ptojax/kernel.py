@@ -36,6 +36,7 @@ from .lowering.pipeline import Lowering, lower
 
 BACKENDS = ("sim", "xla")
 EXECUTORS = ("simulated", "threads")
+ENGINE = "host"     # what runs the task bodies of eager calls and run(): "host" (codegen's host code) or "pto" (the real text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,8 +127,19 @@ class Lowered:
 
     def as_text(self, level: str = "block") -> str:
         """``tensor``, ``tile``, ``block``, ``pto`` (the PTO-AS of every block program) or ``host`` (the
-        Python each program runs as on the simulator)."""
+        Python each program runs as on the simulator). Lowered with a ``jax.export`` symbolic row count,
+        ``tile``, ``block`` and ``pto`` are the polymorphic compile's (``ceil(m/32)`` grids, the dynamic
+        PTO-AS module), as ``pj.kernel(..., polymorphic_shapes=...)`` prints them."""
+        if self.lowering.symbolic and level in ("tile", "block", "pto"):
+            return self._polymorphic.as_text(level)
         return self.lowering.as_text(level)
+
+    @functools.cached_property
+    def _polymorphic(self):
+        from . import polymorphic
+
+        specs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in self.avals]
+        return polymorphic.compile_specs(self.kernel, self.lowering.in_tree, specs)
 
     def compile(self) -> "Compiled":
         """Compile the PTO programs (once per signature; cached on the kernel): a :class:`Compiled`."""
@@ -181,7 +193,7 @@ class Compiled:
         if self.options.backend == "sim" and not any(isinstance(x, jax.core.Tracer) for x in flat):
             # Eager call on concrete arrays: run on the runtime directly (runtime errors keep their type).
             outs, _ = self.run(*args)
-            return jax.tree.map(jax.numpy.asarray, outs)
+            return jax.device_put(outs)        # jax.Arrays, no XLA compile (jnp.asarray compiles a convert)
         outs = pto_call_p.bind(*flat, call=self)
         return jax.tree.unflatten(self.lowering.out_tree, outs)
 
@@ -204,20 +216,21 @@ class Compiled:
         return self._code().cpp(arch, level, insert_sync)
 
     def run(self, *args, executor: str | None = None, policy: str = "mpmd", compute: bool = True,
-            engine: str = "host"):
+            engine: str | None = None):
         """Execute on the runtime: (outputs as NumPy arrays, :class:`~ptojax.mpmd.Trace`).
 
         Arrays of ``donate_argnums`` arguments may be overwritten (the kernel updates them in place).
         ``compute=False``: schedule on the cost model without running the task bodies (outputs None).
         ``engine="pto"``: every task interprets the kernel's real PTO-AS text (``as_text("pto")``, the
-        module ``ptoas`` assembles) instead of running host code — slower, the text's own numbers."""
+        module ``ptoas`` assembles) instead of running host code (``"host"``); default :data:`ENGINE`."""
         flat, tree = jax.tree.flatten(args)
         self._check(flat, tree)
         outs, trace = self._run_flat(flat, executor or self.options.executor, policy, compute, engine)
         return (jax.tree.unflatten(self.lowering.out_tree, outs) if compute else None), trace
 
-    def _run_flat(self, flat, executor: str, policy: str = "mpmd", compute: bool = True, engine: str = "host"):
+    def _run_flat(self, flat, executor: str, policy: str = "mpmd", compute: bool = True, engine: str | None = None):
         """:meth:`run` on flat arguments of the compiled signature: (flat outputs, trace)."""
+        engine = engine or ENGINE
         return execute_flat(self.lowering, flat, target=self.options.target, executor=executor, policy=policy,
                             workers=self.options.workers, compiled=self._code(), donated=self._donated,
                             compute=compute, plans=self.plans, engine=engine)
@@ -281,7 +294,8 @@ class Compiled:
 
     def _code(self) -> ascend.AscendKernel:
         if self.code is None:
-            object.__setattr__(self, "code", ascend.compile_kernel(self.lowering, get_target(self.options.target).memory))
+            tgt = get_target(self.options.target)
+            object.__setattr__(self, "code", ascend.compile_kernel(self.lowering, tgt.memory, tgt))
         return self.code
 
 
@@ -309,17 +323,18 @@ class Kernel:
     def _compile(self, lowered: Lowered) -> Compiled:
         key = (lowered.lowering.in_tree, lowered.avals)
         if key not in self._cache:
-            code = None
-            symbolic = lowered.lowering.symbolic
-            if self.options.backend == "sim" and symbolic:
-                raise PtoUnsupportedError(
-                    f"pj.kernel '{self.name}': the simulated backend (backend='sim') needs concrete sizes, but "
-                    f"{'; '.join(map(str, symbolic))}; use backend='xla' for jax.export with symbolic shapes")
-            if self.options.backend == "sim":
-                code = ascend.compile_kernel(lowered.lowering, get_target(self.options.target).memory)
+            code, replay = None, None
+            if self.options.backend == "sim" and lowered.lowering.symbolic:   # jax.export: the dynamic module
+                from . import polymorphic
+                replay = polymorphic.export_function(self, lowered)
+            elif self.options.backend == "sim":
+                tgt = get_target(self.options.target)
+                code = ascend.compile_kernel(lowered.lowering, tgt.memory, tgt)
             names = _arg_names(self.fn, len(lowered.lowering.in_tree.children()))
             self._cache[key] = Compiled(self.name, lowered.lowering, self.options, lowered.avals, code,
                                         arg_names=names)
+            if replay is not None:
+                _REPLAYS[self._cache[key]] = replay
             self.compiles += 1
         return self._cache[key]
 
@@ -388,7 +403,7 @@ def _impl(*args, call: Compiled):
     if call.options.backend != "sim":
         return xla.apply_primitive(pto_call_p, *args, call=call)
     outs, _ = call._run_flat(args, call.options.executor)
-    return [jax.numpy.asarray(np.asarray(o, v.aval.dtype)) for o, v in zip(outs, call.lowering.traced.jaxpr.outvars)]
+    return [jax.device_put(np.asarray(o, v.aval.dtype)) for o, v in zip(outs, call.lowering.traced.jaxpr.outvars)]
 
 
 @pto_call_p.def_abstract_eval

@@ -5,8 +5,12 @@ The shapes are ``jax.export``'s specs (``"m, 64"``; constraints in its form, ``"
 the row count from static dims that equal a template by coincidence; the first is compiled to a dynamic PTO-AS
 module (:mod:`ptojax.ascend.dynamic`: ``?`` views, ``%dyn_m: index``, tiles with dynamic valid rows); a
 call binds the symbol from the argument shapes, checks the constraints, and runs the ``ceil(m/T)``
-blocks each program needs on the engine, the last one the tail. One symbol, the leading dim of every
-argument that has it; eager calls.
+blocks each program needs as tasks of the MPMD runtime, the last one the tail (``run``, ``profile``,
+``report`` as a static kernel's, at the size the arguments bind). One symbol, the leading dim of every
+argument that has it; under ``jax.jit`` (a trace per shape, the one compile) the call inlines the
+dynamic module's replay (:meth:`PolymorphicCompiled.replay`), or where data steers its tasks runs on the
+host runtime through a callback. ``jax.export`` of a ``sim`` kernel with a symbolic row count, and a symbolic
+``lower``, compile the same way from the traced specs (:func:`compile_specs`, :func:`export_function`).
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from .ascend import compile_kernel
 from .ascend.dynamic import DynamicKernel, TemplateMismatch, row_vars
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError
+from .execute import execute_dynamic
 from .lowering.symbolic import template_text
 
 _TEMPLATES = (512, 768, 1280, 2304, 1024, 1536, 3072)   # template row counts: multiples of the usual row tiles
@@ -54,7 +59,7 @@ def _symbol(name, specs) -> str:
                                           "the tile level takes one symbol as the leading (row) dim")
             symbols.add(str(d))
     if len(symbols) != 1:
-        raise PtoUnsupportedError(f"pj.kernel '{name}': polymorphic_shapes name {sorted(symbols) or 'no symbol'}; "
+        raise PtoUnsupportedError(f"pj.kernel '{name}': the symbolic shapes name {sorted(symbols) or 'no symbol'}; "
                                   "the tile level takes exactly one symbolic row count")
     return symbols.pop()
 
@@ -71,6 +76,8 @@ class PolymorphicCompiled:
     dynamic: DynamicKernel
     constraints: tuple = ()
     twin: DynamicKernel = None       # the same kernel at a second template size (what follows the rows)
+    options: object = None           # the kernel's Options (target, executor, workers)
+    _replay: object = dataclasses.field(default=None, repr=False)   # replay(): the function, or why not
 
     def as_text(self, level: str = "pto") -> str:
         """``pto``: the dynamic PTO-AS module (the text ``ptoas`` assembles and the engine runs);
@@ -118,22 +125,95 @@ class PolymorphicCompiled:
                                    f"{stated[0]!r}")
         return value
 
-    def __call__(self, *args):
+    def _flat(self, args) -> list:
         flat, tree = jax.tree.flatten(args)
         if tree != self.in_tree:
             raise PtoArgumentError(f"pj.kernel '{self.name}': called with {tree}, compiled for {self.in_tree}")
-        if any(isinstance(x, jax.core.Tracer) for x in flat):
-            raise PtoUnsupportedError(f"pj.kernel '{self.name}': a polymorphic kernel runs on concrete arrays "
-                                      "(eager calls); under jax.jit use backend='xla' or concrete shapes")
+        return flat
+
+    def replay(self):
+        """The dynamic module as a shape-polymorphic JAX function
+        (:func:`~ptojax.ascend.dynamic_replay.polymorphic_function`), or why it cannot be one (a str:
+        argument values or device data decide its tasks, or a function cannot run for a symbolic row
+        count). Made once."""
+        if self._replay is None:
+            self._replay = _replay(self)
+        return self._replay
+
+    def __call__(self, *args):
+        flat = self._flat(args)
         m = self.bind(flat)
-        outs = self.dynamic.run([np.asarray(x) for x in flat], m)
-        return jax.tree.unflatten(self.out_tree, [jax.numpy.asarray(o) for o in outs])
+        if any(isinstance(x, jax.core.Tracer) for x in flat):     # jax.jit: this trace's shapes bind m
+            replay = self.replay()
+            if callable(replay):                                   # inlined, as a static kernel's replay
+                outs = [o.astype(s.dtype) for o, s in zip(replay(*flat), self.result_shapes(m))]
+            else:                                                  # data steers, or shared writes: host
+                outs = jax.pure_callback(lambda *xs: self._run_flat(xs, m, self.options.executor)[0],
+                                         self.result_shapes(m), *flat)
+            return jax.tree.unflatten(self.out_tree, outs)
+        outs, _ = self._run_flat(flat, m, self.options.executor)
+        return jax.tree.unflatten(self.out_tree, jax.device_put(list(outs)))
+
+    def result_shapes(self, m: int) -> list:
+        """The flat results at ``m`` rows, as ``jax.ShapeDtypeStruct`` s."""
+        return [jax.ShapeDtypeStruct(self.dynamic.shape(v, m), v.aval.dtype)
+                for v in self.dynamic.lowering.block.jaxpr.outvars]
+
+    def _run_flat(self, flat, m: int, executor: str, policy: str = "mpmd", compute: bool = True):
+        outs, trace = execute_dynamic(self.dynamic, flat, m, target=self.options.target, executor=executor,
+                                      policy=policy, workers=self.options.workers, compute=compute)
+        dtypes = [s.dtype for s in self.result_shapes(m)]
+        return (None if outs is None else [np.asarray(o, d) for o, d in zip(outs, dtypes)]), trace
+
+    def run(self, *args, executor: str | None = None, policy: str = "mpmd", compute: bool = True):
+        """Execute on the runtime at the size the arguments bind: (outputs, :class:`~ptojax.mpmd.Trace`),
+        as :meth:`~ptojax.kernel.Compiled.run` — the ``ceil(m/T)`` blocks of each program as tasks,
+        scheduled by their dependencies on the AIC/AIV cores (``compute=False``: the schedule alone)."""
+        flat = self._flat(args)
+        outs, trace = self._run_flat(flat, self.bind(flat), executor or self.options.executor, policy, compute)
+        return (jax.tree.unflatten(self.out_tree, outs) if compute else None), trace
+
+    def _sized(self, args, m, call: str) -> tuple:
+        """(``args``, True), or (zeros of the polymorphic shapes at ``m`` rows, False); an error naming
+        what is needed."""
+        if args and m is not None:
+            raise PtoArgumentError(f"pj.kernel '{self.name}': {call} takes arguments or m=, not both")
+        if args:
+            return args, True
+        if m is None:
+            shapes = ", ".join(f"{np.dtype(s.dtype).name}[{', '.join(map(str, s.shape))}]" for s in self.specs)
+            raise PtoArgumentError(f"pj.kernel '{self.name}': {call} of a polymorphic kernel needs the size: pass "
+                                   f"arguments of the shapes ({shapes}), or {self.symbol} alone: "
+                                   f"compiled.{call}({'path, ' * (call == 'report')}m=...)")
+        flat = [np.zeros(tuple(m if not isinstance(d, int) else d for d in s.shape), s.dtype) for s in self.specs]
+        return jax.tree.unflatten(self.in_tree, flat), False
+
+    def profile(self, *args, m: int | None = None, policy: str = "mpmd", compute: bool = True):
+        """A simulated run at the size ``args`` bind (or at ``m`` rows, shapes only) on the target's cost
+        model: a :class:`~ptojax.mpmd.Profile`, as :meth:`~ptojax.kernel.Compiled.profile`."""
+        args, given = self._sized(args, m, "profile")
+        return self.run(*args, executor="simulated", policy=policy, compute=compute and given)[1].profile()
+
+    def report(self, path, *args, m: int | None = None, policy: str = "mpmd", title: str | None = None):
+        """:meth:`profile` written as a self-contained HTML report to ``path`` (:mod:`ptojax.report`:
+        the timeline views; the levels are :meth:`as_text`'s); the profile."""
+        from . import report
+
+        args, given = self._sized(args, m, "report")
+        profile = self.run(*args, executor="simulated", policy=policy, compute=given)[1].profile()
+        report.write(path, profile, title=title or f"{self.name} ({self.symbol} = {self.bind(self._flat(args))})")
+        return profile
 
 
 def compile_polymorphic(kernel, args) -> PolymorphicCompiled:
     """Lower ``kernel`` at two template row counts and compile its dynamic module, which both must give
     (no cache: the caller's)."""
-    flat, tree, specs = _specs(kernel, args)
+    _, tree, specs = _specs(kernel, args)
+    return compile_specs(kernel, tree, specs, tuple(kernel.options.polymorphic_constraints))
+
+
+def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
+    """:func:`compile_polymorphic` for flat ``jax.ShapeDtypeStruct`` ``specs`` with symbolic leading dims."""
     symbol = _symbol(kernel.name, specs)
     symbolic = kernel.lower(*jax.tree.unflatten(tree, specs)).lowering      # the Tensor level, with symbols
     results = [v.aval.shape for v in symbolic.tensor.jaxpr.outvars]
@@ -172,8 +252,8 @@ def compile_polymorphic(kernel, args) -> PolymorphicCompiled:
                 last = err
                 continue
             dynamic.check_twin(kernel.name, other)
-            return PolymorphicCompiled(kernel.name, symbol, specs, tree, low.out_tree, dynamic,
-                                       tuple(kernel.options.polymorphic_constraints), other)
+            return PolymorphicCompiled(kernel.name, symbol, specs, tree, low.out_tree, dynamic, constraints, other,
+                                       kernel.options)
     raise last or PtoUnsupportedError(f"pj.kernel '{kernel.name}': no two template row counts of {_TEMPLATES} "
                                       f"are free of the static dims {sorted(static)}")
 
@@ -182,3 +262,40 @@ def key(kernel, args) -> tuple:
     """The compile cache key of ``args`` under ``kernel``'s polymorphic shapes: one per symbolic signature."""
     _, tree, specs = _specs(kernel, args)
     return ("polymorphic", tree, tuple((str(s.shape), np.dtype(s.dtype).name) for s in specs))
+
+
+def _replay(compiled: PolymorphicCompiled):
+    """:meth:`PolymorphicCompiled.replay`: the function, or why not (a str)."""
+    from .ascend.dynamic_replay import polymorphic_function
+    from .execute import steering
+
+    dk = compiled.dynamic
+    avals = [(dk.shape(v, dk.size), np.dtype(v.aval.dtype)) for v in dk.lowering.block.jaxpr.invars]
+    needed = steering(dk.lowering, avals, compiled.options.target, dk.compiled)
+    if needed:
+        what = ("values the kernel computes are read back" if "device data" in needed else
+                f"the values of argument{'s' * (len(needed) > 1)} {', '.join(map(str, sorted(needed)))}")
+        return f"{what} decide which tasks run"
+    try:
+        return polymorphic_function(dk, compiled.name)
+    except PtoUnsupportedError as err:
+        return str(err)
+
+
+def export_function(kernel, lowered):
+    """The replay ``jax.export`` inlines for a ``backend="sim"`` kernel traced with a symbolic row count:
+    its dynamic module as a shape-polymorphic JAX function (:meth:`PolymorphicCompiled.replay`), or a
+    :class:`PtoUnsupportedError` naming the kernel and why it cannot be one."""
+    flat = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in lowered.avals]
+    why = "jax.export with a symbolic row count on backend='sim' replays one dynamic PTO module"
+    try:
+        replay = compile_specs(kernel, lowered.lowering.in_tree, flat).replay()
+    except PtoUnsupportedError as err:
+        replay = str(err)
+    if callable(replay):
+        return replay
+    if replay.startswith(f"pj.kernel '{kernel.name}'"):
+        raise PtoUnsupportedError(replay)
+    if replay.endswith("decide which tasks run"):
+        replay += "; export it with backend='xla' or call it with concrete shapes"
+    raise PtoUnsupportedError(f"pj.kernel '{kernel.name}': {why}, but {replay}")

@@ -14,6 +14,18 @@ SEQ = [500, 300]                       # KV lengths (the new tokens are the last
 MAX_BLOCKS = 4                         # 512 positions per batch in the block table
 
 
+def int8_close(got, want):
+    """CANN's int8 criterion: within 1 LSB on at most 0.5 % of the elements."""
+    diff = np.abs(np.asarray(got, np.int32) - np.asarray(want, np.int32))
+    assert diff.max() <= 1, f"int8 differs by {diff.max()} LSB"
+    assert (diff > 0).mean() <= 0.005, f"{(diff > 0).mean():.2%} of int8 elements differ by 1 LSB"
+
+
+def fp16_close(got, want):
+    """fp16 scales and weights: atol 2.5e-5 + rtol 1e-3 (one fp16 ulp at the scales' O(0.1))."""
+    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), atol=2.5e-5, rtol=1e-3)
+
+
 def cann_close(got, want, rtol=5e-3, atol=1e-4, max_ratio=0.005):
     """CANN's sparse-attention criterion: isclose(rtol 5e-3, atol 1e-4) on all but 0.5 % of the elements."""
     bad = ~np.isclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=rtol, atol=atol)

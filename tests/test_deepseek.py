@@ -21,15 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from examples.deepseek_v32 import kernels as K  # noqa: E402
 from examples.deepseek_v32 import reference as R  # noqa: E402
 from deepseek_cases import B, D, H, MAX_BLOCKS, N, Q_LORA, S1, SEQ, TOPK, cann_close, sfa_ref  # noqa: E402
-
-def _int8_close(got, want):
-    diff = np.abs(np.asarray(got, np.int32) - np.asarray(want, np.int32))
-    assert diff.max() <= 1, f"int8 differs by {diff.max()} LSB"
-    assert (diff > 0).mean() <= 0.005, f"{(diff > 0).mean():.2%} of int8 elements differ by 1 LSB"
-
-
-def _fp16_close(got, want):
-    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), atol=2.5e-5, rtol=1e-3)
+from deepseek_cases import fp16_close as _fp16_close, int8_close as _int8_close  # noqa: E402
 
 
 @pytest.fixture(scope="module")

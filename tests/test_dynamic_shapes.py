@@ -3,8 +3,9 @@
 An ``xla`` kernel exports once with a symbolic row count, serialises, and runs at every size with the
 numbers of plain JAX; the Tensor level prints the symbols; a ``sim`` kernel with ``polymorphic_shapes``
 compiles once to a dynamic PTO-AS module that ``ptoas`` accepts and the engine runs at every size;
-levels that need concrete sizes and shape checks JAX cannot decide for every size raise errors that
-say so.
+a ``sim`` kernel exported with a symbolic row count inlines that module's replay, and a symbolic
+``lower`` prints its levels; kernels an export cannot take, the Lowering's levels below the Tensor
+level and shape checks JAX cannot decide for every size raise errors that say so.
 """
 from __future__ import annotations
 
@@ -118,15 +119,25 @@ def test_tensor_level_prints_the_symbols():
 LEVEL_ERROR = ("pto lowering: the {level} level needs concrete sizes, but argument 0 is float32[m,64] "
                "(symbolic m); argument 1 is float32[m,64] (symbolic m); the tensor level and backend='xla' "
                "take symbolic dimensions (jax.export), lower with concrete shapes for the tile, block and "
-               "pto levels")
+               "pto levels, or through pj.kernel (its lower and polymorphic_shapes compile a symbolic row count)")
 
 
 @pytest.mark.parametrize("level", ["tile", "block", "pto"])
-def test_lower_levels_name_the_symbolic_dims(level):
+def test_a_symbolic_lower_prints_the_polymorphic_levels(level):
+    """``lower`` with a symbolic m gives the levels the polymorphic compile prints (symbolic counts)."""
     lowered = pj.kernel(_add_exp, backend="xla").lower(*_specs())
-    with pytest.raises(PtoUnsupportedError) as err:
-        lowered.as_text(level)
+    with pytest.raises(PtoUnsupportedError) as err:      # the Lowering itself stops after the Tensor level
+        lowered.lowering.as_text(level)
     assert str(err.value) == LEVEL_ERROR.format(level=level)
+    poly = pj.kernel(_add_exp, polymorphic_shapes=("m, 64", "m, 64")).compiled_for(_rand((5, 64), 0), _rand((5, 64), 1))
+    assert lowered.as_text(level) == poly.as_text(level)
+    if level == "block":
+        assert lowered.as_text(level).split("\n\n")[-1] == (
+            "kernel(%0:f32[m,64], %1:f32[m,64]):\n"
+            "  %2:f32[m,64] = block_call[mul+add+exp<AIV> x2*ceil(m/32)](%0, %1)\n"
+            "  return %2")
+    if level == "pto":
+        assert "%dyn_m: index" in lowered.as_text(level) and "valid_row = %dyn_vr" in lowered.as_text(level)
 
 
 def test_a_symbolic_lowering_has_no_block_graph():
@@ -137,13 +148,93 @@ def test_a_symbolic_lowering_has_no_block_graph():
         assert str(err.value) == LEVEL_ERROR.format(level=level)
 
 
-def test_sim_backend_needs_concrete_sizes():
+# ------------------------------------------------------- jax.export of a sim kernel: the dynamic module
+@pytest.fixture(scope="module", params=sorted(CASES))
+def exported_sim(request):
+    """(the case, its backend='sim' kernel exported once with a symbolic m, serialised and deserialised)."""
+    fn, shapes, _, _ = CASES[request.param]
+    exp = jax.export.export(jax.jit(pj.kernel(fn)))(*[jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes])
+    assert "callback" not in exp.mlir_module()          # the replay is inlined: no host runtime
+    return request.param, jax.export.deserialize(exp.serialize())
+
+
+@pytest.mark.parametrize("m", (17, 130))
+def test_an_exported_sim_kernel_runs_the_dynamic_module(exported_sim, m):
+    """At every size, the numbers of the engine running the dynamic PTO-AS text (bit for bit) and of
+    plain JAX."""
+    name, restored = exported_sim
+    fn, _, shapes, reference = CASES[name]
+    args = [_rand(s, seed) for seed, s in enumerate(shapes(m))]
+    got = np.asarray(restored.call(*args))
+    dynamic = pj.kernel(fn, polymorphic_shapes=POLY[name]).compiled_for(*args).dynamic
+    np.testing.assert_array_equal(got, dynamic.run(args, m)[0])
+    assert got.shape[0] == m
+    np.testing.assert_allclose(got, np.asarray(reference(*args)), rtol=1e-5, atol=1e-5)
+
+
+def test_an_exported_compare_and_mask_kernel():
+    """A compare (``tcmp`` with its attribute dict) and a boolean result: the dynamic module types both
+    operands with dynamic rows, ``ptoas`` accepts it, the export gives NumPy's numbers at two sizes."""
+    def masked(x, y):
+        with pj.tile(vec=(32, 64)):
+            return jnp.where(x > y, x, y * 2.0), x > 0.5
+
+    spec = jax.ShapeDtypeStruct((M, 64), jnp.float32)
+    restored = jax.export.deserialize(jax.export.export(jax.jit(pj.kernel(masked)))(spec, spec).serialize())
+    for m in (5, 70):
+        x, y = _rand((m, 64), m), _rand((m, 64), m + 1)
+        got, mask = restored.call(x, y)
+        np.testing.assert_array_equal(got, np.where(x > y, x, y * np.float32(2.0)))
+        assert mask.dtype == np.bool_
+        np.testing.assert_array_equal(mask, x > 0.5)
+    text = pj.kernel(masked).lower(spec, spec).as_text("pto")
+    tcmp = next(line for line in text.split("\n") if "pto.tcmp ins" in line)
+    assert "{cmpMode = #pto<cmp gt>}" in tcmp and tcmp.split(" outs(")[0].count("v_row=?") == 2
+    assert pj.kernel(masked, polymorphic_shapes=("m, 64", "m, 64")).compiled_for(x, y).ptoas()
+
+
+def test_an_exported_kernel_with_a_reshape_step():
+    """A Block graph with a reshape step (a static bias viewed as a row) between the block calls."""
+    def biased(x, b):
+        with pj.tile(vec=(32, 64)):
+            return jnp.exp(x) * pj.ops.reshape(b, (1, 64))
+
+    specs = [jax.ShapeDtypeStruct((M, 64), jnp.float32), jax.ShapeDtypeStruct((64,), jnp.float32)]
+    restored = jax.export.deserialize(jax.export.export(jax.jit(pj.kernel(biased)))(*specs).serialize())
+    b = _rand((64,), 1)
+    for m in (3, 70):
+        x = _rand((m, 64), m)
+        got = np.asarray(restored.call(x, b))
+        dynamic = pj.kernel(biased, polymorphic_shapes=("m, 64", None)).compiled_for(x, b).dynamic
+        np.testing.assert_array_equal(got, dynamic.run([x, b], m)[0])
+        np.testing.assert_allclose(got, np.exp(x) * b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_sim_kernel_whose_scalar_steers_does_not_export():
+    def scaled(x, s):
+        with pj.tile(vec=(32, 64)):
+            return x * s
+
     with pytest.raises(PtoUnsupportedError) as err:
-        jax.export.export(jax.jit(pj.kernel(_add_exp)))(*_specs())
+        jax.export.export(jax.jit(pj.kernel(scaled)))(jax.ShapeDtypeStruct((M, 64), jnp.float32),
+                                                      jax.ShapeDtypeStruct((), jnp.float32))
     assert str(err.value) == (
-        "pj.kernel '_add_exp': the simulated backend (backend='sim') needs concrete sizes, but argument 0 is "
-        "float32[m,64] (symbolic m); argument 1 is float32[m,64] (symbolic m); use backend='xla' for "
-        "jax.export with symbolic shapes")
+        "pj.kernel 'scaled': jax.export with a symbolic row count on backend='sim' replays one dynamic PTO "
+        "module, but the values of argument 1 decide which tasks run; export it with backend='xla' or call it "
+        "with concrete shapes")
+
+
+def test_a_sim_kernel_with_two_symbols_does_not_export():
+    def pair(x, y):
+        with pj.tile(vec=(32, 64)):
+            return x * 2.0, jnp.exp(y)
+
+    m, n = jax.export.symbolic_shape("m, n")
+    with pytest.raises(PtoUnsupportedError) as err:
+        jax.export.export(jax.jit(pj.kernel(pair)))(jax.ShapeDtypeStruct((m, 64), jnp.float32),
+                                                    jax.ShapeDtypeStruct((n, 64), jnp.float32))
+    assert str(err.value) == ("pj.kernel 'pair': the symbolic shapes name ['m', 'n']; the tile level takes "
+                              "exactly one symbolic row count")
 
 
 # ------------------------------------------------------------------------------------- shape rules
@@ -350,6 +441,6 @@ def test_a_dim_that_follows_the_rows_off_the_leading_axis_is_unsupported():
         pj.kernel(gram, polymorphic_shapes=("m, 64",))(_rand((17, 64), 0))
     assert str(err.value) == (
         "pj.kernel 'gram': lowered at 512 and at 768 rows, result 0 of step 0 (pto.block_call[transpose]) is "
-        "float32[64,512] at 512 rows but float32[64,768] at 768 (a dim that changes other than as the leading dim "
-        "equal to the row count); a symbolic row count needs one program for every size, with the rows as its "
+        "float32[64,512] at 512 rows but float32[64,768] at 768 (a dim that changes other than as the leading dim, "
+        "k times the row count); a symbolic row count needs one program for every size, with the rows as its "
         "leading dim only")

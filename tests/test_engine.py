@@ -93,6 +93,28 @@ def test_single_program_matches_jax(name):
     check(fn, *args)
 
 
+def test_instructions_run_on_numpy_or_jitted_with_the_bits_of_the_eager_semantics(monkeypatch):
+    """Each instruction's semantics is traced once per mnemonic, attributes and shapes: run on NumPy
+    where every operation of it is exact there, else as one jitted call — the same bits as the
+    semantics run operation by operation."""
+    names = ("softmax", "layer_norm", "cast_f16", "compare_where", "matmul_dn_bias")
+    fast = {name: run_single(CASES[name][0], *CASES[name][1:])[0] for name in names}
+    kinds = {key[0]: kind for key, (kind, _) in engine._PLANS.items()}
+    assert kinds["tmul"] == kinds["trowexpanddiv"] == kinds["tcvt"] == "numpy", kinds
+    assert kinds["trowsum"] == kinds["texp"] == kinds["tmatmul.bias"] == "jit", kinds
+    src = np.sort(RNG.standard_normal((1, 256)).astype(np.float32))[:, ::-1].copy()   # an operand that fixes
+    spec = jax.ShapeDtypeStruct(src.shape, src.dtype)                                # shapes: jitted per value
+    for block in (np.asarray(64, np.int64), np.asarray(32, np.int64)):
+        merged = engine._apply("tmrgsort", engine.SEMANTICS["tmrgsort"], [src, block], spec, ())
+        np.testing.assert_array_equal(merged, engine.SEMANTICS["tmrgsort"](src, block, out=spec))
+    assert engine._PLANS["tmrgsort", (), spec, (((1, 256), src.dtype), ((), block.dtype))][0] == "static"
+    monkeypatch.setattr(engine, "_apply", lambda op, fn, args, out, attrs: fn(*args, out=out, **dict(attrs)))
+    for name in names:
+        eager, _ = run_single(CASES[name][0], *CASES[name][1:])
+        for got, want in zip(fast[name], eager):
+            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=name)
+
+
 def test_parse_model():
     _, _, text = realized(*CASES["compare_where"])
     module = engine.parse(text)

@@ -67,3 +67,43 @@ def test_test_modules_do_not_import_each_other():
     own = {p.stem for p in tests}
     crossing = {p.name: sorted(_imported_modules([p]) & own) for p in tests}
     assert not {k: v for k, v in crossing.items() if v}, "share fixtures through tests/kernels.py or helpers.py"
+
+
+# What an eager call never needs: the jitted replay and the real-text engine behind it, the dynamic-shape
+# runtime, the vendor's simulator, the report, and jax.extend (its import brings Pallas).
+ON_FIRST_USE = ("ptojax.ascend.replay", "ptojax.ascend.replay_graph", "ptojax.ascend.engine",
+                "ptojax.ascend.tile_semantics", "ptojax.ascend.textrun", "ptojax.ascend.dynamic",
+                "ptojax.ascend.dynamic_tasks", "ptojax.ascend.cpusim", "ptojax.ascend.crosscheck", "ptojax.report",
+                "jax.extend")
+
+FIRST_CALL = f"""
+import sys, jax, numpy as np
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, **kw: compiles.append(event) if "backend_compile" in event else None)
+import ptojax as pj
+f = pj.kernel(lambda x: x * 2.0 + 1.0)
+out = f(np.ones((8, 32), np.float32))
+assert isinstance(out, jax.Array) and (np.asarray(out) == 3.0).all()
+print(sorted(m for m in {ON_FIRST_USE!r} if m in sys.modules), compiles)
+"""
+
+
+def test_import_and_the_first_eager_call_load_only_what_they_run():
+    """``import ptojax`` and a kernel's first eager call import none of :data:`ON_FIRST_USE` (each is
+    imported where it is used) and compile nothing with XLA (the outputs become ``jax.Array`` s by
+    ``device_put``)."""
+    run = subprocess.run([sys.executable, "-c", FIRST_CALL], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split("\n")[-2] == "[] []", run.stdout
+
+
+def test_jax_extension_names_are_jax_extends():
+    """``ptojax._jax`` takes ``jax.extend.core``'s names from the module that defines them: the same
+    objects, without importing all of ``jax.extend``."""
+    import jax.extend.core as public
+
+    from ptojax import _jax
+
+    for name in ("ClosedJaxpr", "Jaxpr", "Literal", "Primitive", "Var", "jaxprs_in_params"):
+        assert getattr(_jax, name) is getattr(public, name), name

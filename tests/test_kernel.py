@@ -20,6 +20,13 @@ from kernels import KERNELS, seed_kernel
 NAMES = ["elementwise-tails", "compare-where-clip", "int8-arith", "reductions", "cumsum-sort-topk", "softmax-norms",
          "quantize", "matmul-tails", "matmul-int8", "layout", "mlp-block"]
 CASES = [k for k in KERNELS if k[0] in NAMES]
+# Under jax.jit a sim kernel compiles the replay of its PTO-AS text: these take 10-30 s each, so their
+# sim compositions run with ``-m slow``; the default run composes the cheaper ones on sim (the replay of
+# every lowering kernel is compared with the engine in tests/test_replay_jit.py).
+HEAVY_REPLAYS = {"reductions", "cumsum-sort-topk", "softmax-norms", "matmul-tails", "layout", "mlp-block"}
+BACKEND_CASES = [pytest.param(*case, backend, id=f"{case[0]}-{backend}",
+                              marks=[pytest.mark.slow] if backend == "sim" and case[0] in HEAVY_REPLAYS else [])
+                 for case in CASES for backend in ("sim", "xla")]
 
 
 # The MLP block rounds an intermediate to fp16: a different fp32 accumulation order upstream can move
@@ -48,8 +55,7 @@ def _batch(args, n):
     return out
 
 
-@pytest.mark.parametrize("backend", ["sim", "xla"])
-@pytest.mark.parametrize("name,fn,args", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,fn,args,backend", BACKEND_CASES)
 def test_compositions(name, fn, args, backend):
     f = pj.kernel(fn, backend=backend)
     want = jax.jit(fn)(*args)
@@ -64,8 +70,7 @@ def test_compositions(name, fn, args, backend):
     _close(jax.vmap(f, in_axes=axes)(*mixed), jax.vmap(fn, in_axes=axes)(*mixed), name)
 
 
-@pytest.mark.parametrize("backend", ["sim", "xla"])
-@pytest.mark.parametrize("name,fn,args", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,fn,args,backend", BACKEND_CASES)
 def test_shard_map_over_eight_devices(name, fn, args, backend):
     f = pj.kernel(fn, backend=backend)
     mesh = jax.make_mesh((8,), ("d",))

@@ -144,6 +144,7 @@ def test_compositions_jit_grad_vmap_value_and_grad(backend):
                                jax.vmap(jax.grad(lambda x: fr(x).sum() ** 2))(xs), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.slow      # jit(grad) compiles the replays of the forward and backward kernels (20-50 s)
 def test_flash_attention_4d_and_jit_grad_sim():
     q, k, v = (x.reshape(1, 2, 40, 16) for x in (Q, K, V))
     f = lambda q, k, v: (pj.nn.flash_attention(q, k, v, backend="sim") ** 2).sum()

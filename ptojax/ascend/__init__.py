@@ -17,8 +17,8 @@ from .interpreter import PtoExecutionError
 from .program import AscendBackend, AscendKernel, compile_kernel
 from .ptoas import PtoasError, PtoasNotFoundError
 
-_pipeline.TEXT["pto"] = lambda lowering: compile_kernel(lowering).pto()
-_pipeline.TEXT["host"] = lambda lowering: compile_kernel(lowering).host_text()
+_pipeline.TEXT["pto"] = lambda lowering: compile_kernel(lowering, target="a3").pto()
+_pipeline.TEXT["host"] = lambda lowering: compile_kernel(lowering, target="a3").host_text()
 
 __all__ = ["AscendBackend", "AscendKernel", "Kernel", "PtoAsmError", "PtoExecutionError", "PtoasError",
            "PtoasNotFoundError", "compile_kernel", "emit", "parse"]

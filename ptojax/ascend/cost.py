@@ -61,7 +61,9 @@ THAT, with the same rules, statement by statement:
 - ``scf.for`` multiplies its body by the trip count (bounds folded from ``arith.constant`` and
   ``arith`` on constants; others from ``values``); ``scf.if`` is taken once per enclosing iteration
   (its ``then`` block, or the costlier block when there is an ``else``; a constant condition picks);
-- a ``?`` valid dim (a loop-dependent ``subset``) is priced at the tile's full dim, an upper bound;
+- a ``?`` valid dim (a loop-dependent ``subset``) is priced at the tile's full dim, an upper bound,
+  except a tile's ``valid_row``/``valid_col`` operand whose value folds (a dynamic row count given
+  in ``values``: the tail block of ``ceil(m/T)`` prices its ``m - T*i`` rows);
 - a task function (a task of several grid points, :mod:`~ptojax.ascend.isel.task`) is priced by
   :func:`task_time`, point by point, each point a block as above: a load the task keeps resident
   (L1/UB reuse) is charged once per window, not once per point;
@@ -602,6 +604,7 @@ class _RealWalk:
     def __init__(self, tgt: Target, l2_hit, values, block=None):
         self.tgt, self.l2_hit, self.values, self.known = tgt, l2_hit, dict(values or {}), {}
         self.block = block                                 # pto.get_block_idx's value, where it is known
+        self.valid = {}                                    # tile -> its (valid_row, valid_col) operands
 
     def value(self, name):
         if isinstance(name, (int, bool)):
@@ -634,6 +637,17 @@ class _RealWalk:
                                     "ge": a >= b}[s.pred.lstrip("su")]
         else:
             self.known[s.result] = _FOLD[s.op](*vals)
+
+    def sized(self, names, types) -> tuple:
+        """``types`` with each ``?`` valid dim of a tile allocated with a known valid operand at its value."""
+        out = []
+        for name, t in zip(names, types):
+            valid = [self.value(v) if v is not None else None for v in self.valid.get(name, ())]
+            if valid:
+                t = dataclasses.replace(t, v_row=valid[0] if t.v_row is None and valid[0] is not None else t.v_row,
+                                        v_col=valid[1] if t.v_col is None and valid[1] is not None else t.v_col)
+            out.append(t)
+        return tuple(out)
 
     def events(self, body, totals):
         from . import engine_parse as E
@@ -668,7 +682,12 @@ class _RealWalk:
                 out.append(("i", "SCALAR", float(cycles), None))
             elif isinstance(s, (E.Subset,)) or isinstance(s, E.Tile) and s.src is not None:
                 out.append(("i", "SCALAR", 1.0, None))                        # an alias: treshape, subset
+            elif isinstance(s, E.Tile) and s.valid:
+                self.valid[s.result] = s.valid
             elif isinstance(s, E.Instr):
+                if self.valid:
+                    s = dataclasses.replace(s, in_types=self.sized(s.ins, s.in_types),
+                                            out_types=self.sized(s.outs, s.out_types))
                 pipe, cycles, b_in, b_out, flops = price_real(s, self.tgt, l2_hit=self.l2_hit)
                 totals["in"] += b_in
                 totals["out"] += b_out

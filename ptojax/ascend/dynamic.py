@@ -4,17 +4,22 @@ A kernel whose symbolic dim ``m`` is the leading (row) dim of its arguments and 
 at a *template* size (a multiple of every row tile, so no program has a tail); :func:`dynamic_module`
 then turns each function of the template's module into its dynamic form, as the real dialect writes it:
 
-* the function takes ``%dyn_m: index`` after its pointers; the GM views of the row-carrying arguments
-  are ``!pto.tensor_view<?x…>`` with ``%dyn_m`` as their leading size;
-* a block's rows are ``%dyn_vr = min(T, m - T*i)`` (``T`` the row tile, ``i`` the block's row index):
-  the windows of those views are ``!pto.partition_tensor_view<?x…>`` with ``%dyn_vr`` rows, and every
-  tile that holds the block's rows is ``v_row=?`` (a ``1xT`` row vector: ``v_col=?``) allocated with
-  a ``valid_row`` (``valid_col``) operand; the last block of a size that is not a multiple of ``T``
-  is the tail, the others are full.
+* the function takes ``%dyn_m: index`` after its pointers; the GM views (of any rank) of the
+  row-carrying arguments are ``!pto.tensor_view<?x…>`` with ``%dyn_m`` as their leading size, or
+  ``%dyn_mK = K*%dyn_m`` for a buffer of ``K·m`` rows (``[T·N, 128]``); a matmul's transposed right
+  operand, a column-major ``[D, K·m]`` view, takes ``%dyn_mK`` columns where every block is one row;
+* a block's rows are ``%dyn_vr = min(T, K*m - T*i)`` (``T`` the row tile, ``i`` the block's row index):
+  the windows of those views are ``!pto.partition_tensor_view<?x…>`` with ``%dyn_vr`` leading rows, and
+  every tile that holds the block's rows is ``v_row=?`` (a ``1xT`` row vector: ``v_col=?``) allocated
+  with a ``valid_row`` (``valid_col``) operand — ``%dyn_vrN = N*%dyn_vr`` for a tile of ``N`` rows per
+  leading index (a ``[T, N, D]`` window); a subset of such a tile has dynamic rows too, and a loop over
+  the block's rows (``scf.for`` to ``T`` picking a tile row) stops at ``%dyn_vr``; the last block of a
+  size that is not a multiple of ``T`` is the tail, the others are full.
 
 The runtime binds ``m`` from the argument shapes and makes ``ceil(m/T)`` blocks along the rows
-(:func:`blocks`). A program whose rows it cannot follow (a row index not of the form ``T*i``, a view
-whose rows are not leading, two row tiles in one function) is a :class:`PtoUnsupportedError`.
+(:meth:`DynamicKernel.grid`). A program whose rows it cannot follow (a row index not of the form
+``T*i``, a view whose rows are not leading, two row tiles or row counts in one function) is a
+:class:`PtoUnsupportedError`.
 """
 from __future__ import annotations
 
@@ -37,7 +42,9 @@ _CONST = re.compile(r"\s*(%\w+) = arith\.constant (-?\d+) : index$")
 _MULI = re.compile(r"\s*(%\w+) = arith\.muli (%\w+), (%\w+) : index$")
 _ALLOC = re.compile(r"(\s*)(%\w+) = pto\.alloc_tile (addr = \S+ )?: (!pto\.tile_buf<[^>]*>)$")
 _RESHAPE = re.compile(r"(\s*)(%\w+) = pto\.treshape (%\w+) : (!pto\.tile_buf<[^>]*>) -> (!pto\.tile_buf<[^>]*>)$")
-_INSTR = re.compile(r"\s*(pto\.[\w.]+) ")
+_INSTR = re.compile(r"\s*(?:%\w+ = )?(pto\.[\w.]+) ")
+_SUBSET = re.compile(r"(\s*)(%\w+) = pto\.subset (%\w+)\[[^\]]*\] sizes \[[^\]]*\] : (!pto\.tile_buf<[^>]*>)$")
+_FOR = re.compile(r"\s*scf\.for (%\w+) = (%\w+) to (%\w+) step (%\w+)")
 
 
 def _err(fn: str, why: str, kind=PtoUnsupportedError) -> PtoUnsupportedError:
@@ -63,7 +70,8 @@ def _split(text: str) -> list[str]:
 
 
 def _groups(line: str):
-    """The ``ins(...)`` / ``outs(...)`` groups of an instruction line: [(start, end, names, types)]."""
+    """The ``ins(...)`` / ``outs(...)`` groups of an instruction line: [(start, end, names, types, text)],
+    ``text`` the names as written (with an attribute dict such as ``{cmpMode = ...}``), ``names`` without."""
     found = []
     for key in ("ins(", "outs("):
         start = line.find(key)
@@ -77,7 +85,8 @@ def _groups(line: str):
         i = m.end()
         body = line[start + len(key):i - 1]
         names, _, types = body.partition(" : ")
-        found.append((start + len(key), i - 1, [n.strip() for n in names.split(",")], _split(types)))
+        bare = re.sub(r"\s*\{[^}]*\}", "", names)
+        found.append((start + len(key), i - 1, [n.strip() for n in bare.split(",")], _split(types), names))
     return found
 
 
@@ -100,53 +109,80 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     consts = {m.group(1): int(m.group(2)) for m in map(_CONST.match, lines) if m}
     muls = {m.group(1): (m.group(2), m.group(3)) for m in map(_MULI.match, lines) if m}
     out = list(lines)
-    views, parts, row = {}, {}, None          # row: (index name, tile const name, T)
+    views, parts, row = {}, {}, None          # row: (index name, tile const name, T, k)
+    scales = set()                            # the k of k·m-row views
+    per_row = {}                              # window -> the tile rows per leading index (its inner sizes)
+    columns = {}                              # a transposed view of k·m rows -> (its dims, the dynamic ones)
     for n, line in enumerate(lines):
         m = _VIEW.match(line)
         if m and m.group(3) in dynamic_args:
             indent, v, ptr, shape, strides, attrs, dims = m.groups()
             shape, strides = [s.strip() for s in shape.split(",")], [s.strip() for s in strides.split(",")]
-            if consts.get(shape[0]) != size or "dn" in attrs or len(shape) > 2:
-                raise _err(name, f"the view of {ptr} is not {size} leading rows of a 1-D or 2-D row-major array")
-            views[v] = (dims, _first_dim(dims))
-            out[n] = (f"{indent}{v} = pto.make_tensor_view {ptr}, shape = [{', '.join([SYMBOL] + shape[1:])}], "
+            if "dn" in attrs and len(shape) == 2 and (consts.get(shape[1]) or 1) % size == 0:
+                k = consts.get(shape[1]) // size          # [D, k·m]: a matmul's transposed right operand
+                scales.add(k)
+                columns[v] = (dims, re.sub(r"^(\d+)x\d+", r"\1x?", dims))
+                out[n] = (f"{indent}{v} = pto.make_tensor_view {ptr}, shape = [{shape[0]}, {_rows(k)}], "
+                          f"strides = [{', '.join(strides)}]{attrs}: !pto.tensor_view<{columns[v][1]}>")
+                continue
+            lead = consts.get(shape[0]) or 0
+            if lead % size or not lead or "dn" in attrs:
+                raise _err(name, f"the view of {ptr} is not k*{size} leading rows of a row-major array")
+            k = lead // size
+            scales.add(k)
+            views[v] = (dims, _first_dim(dims), k)
+            out[n] = (f"{indent}{v} = pto.make_tensor_view {ptr}, shape = [{', '.join([_rows(k)] + shape[1:])}], "
                       f"strides = [{', '.join(strides)}]{attrs}: !pto.tensor_view<{views[v][1]}>")
             continue
         m = _PART.match(line)
+        if m and m.group(3) in columns:
+            out[n] = line.replace(f"tensor_view<{columns[m.group(3)][0]}>", f"tensor_view<{columns[m.group(3)][1]}>")
+            continue
         if m and m.group(3) in views:
             indent, p, v, offsets, sizes, _, pdims = m.groups()
             offsets, sizes = [s.strip() for s in offsets.split(",")], [s.strip() for s in sizes.split(",")]
-            index, tile = muls.get(offsets[0], (None, None))
             t = consts.get(sizes[0])
-            if index is None or consts.get(tile) != t or t is None or index in consts:
+            index, tile = muls.get(offsets[0], (offsets[0], sizes[0]) if t == 1 else (None, None))  # 1 row: i
+            inner = [consts.get(x) for x in sizes[1:-1]]
+            if index is None or consts.get(tile) != t or t is None or index in consts or None in inner:
                 raise _err(name, f"the rows of window {p} are not one row tile of a block (offset {offsets[0]}, "
                                  f"size {sizes[0]})")
-            if row is not None and (row[2] != t or row[0] != index):
-                raise _err(name, f"windows of {row[2]} rows by {row[0]} and {t} rows by {index}: one row tile "
-                                 "and one row index per function")
-            row = (index, tile, t)
+            if row is not None and (row[2] != t or row[0] != index or row[3] != views[v][2]):
+                raise _err(name, f"windows of {row[2]} rows by {row[0]} of {_rows(row[3])} and {t} rows by {index} "
+                                 f"of {_rows(views[v][2])}: one row tile, one row index and one row count per function")
+            row = (index, tile, t, views[v][2])
+            per_row[p] = int(np.prod(inner, dtype=np.int64))
             parts[p] = _first_dim(pdims)
             out[n] = (f"{indent}{p} = pto.partition_view {v}, offsets = [{', '.join(offsets)}], sizes = "
                       f"[{', '.join([VALID] + sizes[1:])}] : !pto.tensor_view<{views[v][1]}> -> "
                       f"!pto.partition_tensor_view<{parts[p]}>")
+    first = min([n for n, line in enumerate(lines) if _ALLOC.match(line) or _VIEW.match(line)], default=None)
+    indent = re.match(r"\s*", lines[first]).group(0) if first is not None else ""
+    prologue = [line for k in sorted(scales - {1}) for line in
+                (f"{indent}%dyn_k{k} = arith.constant {k} : index", f"{indent}{_rows(k)} = arith.muli {SYMBOL}, "
+                                                                     f"%dyn_k{k} : index")]
+    if columns and (row is None or row[2] != 1):
+        raise _err(name, f"the transposed views {sorted(columns)} of k*{size} rows need blocks of one row "
+                         f"(every block whole), not {row[2] if row else 'no'} row windows")
     if row is None:
-        return _live(out, size)
-    index, tile, t = row
+        return _live(out[:first] + prologue + out[first:] if prologue else out, size)
+    index, tile, t, scale = row
     # which tiles hold the block's rows: seeded by the loads and stores of dynamic windows, then spread
     allocs = {m.group(2): m.group(4) for m in map(_ALLOC.match, lines) if m}
     reshapes = [m.groups()[1:] for m in map(_RESHAPE.match, lines) if m]
     types = dict(allocs)
     types.update({r: rt for r, _, _, rt in reshapes})
-    kind: dict = {}
+    subsets = [m.groups()[1:] for m in map(_SUBSET.match, lines) if m]
+    kind: dict = {}           # tile -> ("row" or "col", its rows per valid leading index)
 
-    def mark(tile_name, type_):
+    def mark(tile_name, type_, r=1):
         if tile_name in kind or tile_name not in types:
             return False
         d = _tile_dims(type_)
-        if d.get("v_row") == str(t):
-            kind[tile_name] = "row"
-        elif d.get("v_row") == "1" and d.get("v_col") == str(t):
-            kind[tile_name] = "col"
+        if d.get("v_row") == str(t * r):
+            kind[tile_name] = ("row", r)
+        elif d.get("v_row") == "1" and d.get("v_col") == str(t * r):
+            kind[tile_name] = ("col", r)
         else:
             return False
         return True
@@ -156,11 +192,12 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
         op = _INSTR.match(line).group(1)
         names = [x for g in groups for x in g[2]]
         if op in ("pto.tload", "pto.tstore") and any(x in parts for x in names):
+            r = next(per_row[x] for x in names if x in parts)
             for g in groups:
                 for x, ty in zip(g[2], g[3]):
-                    if x not in parts and not mark(x, ty) and x not in kind:
-                        raise _err(name, f"tile {x} ({ty}) moves a window of {t} dynamic rows but does not hold "
-                                         f"them as its rows (or a 1x{t} row)")
+                    if x not in parts and not mark(x, ty, r) and kind.get(x, (None, None))[1] != r:
+                        raise _err(name, f"tile {x} ({ty}) moves a window of {t}x{r} dynamic rows but does not "
+                                         f"hold them as its rows (or a 1x{t * r} row)")
     changed = True
     while changed:
         changed = False
@@ -169,47 +206,94 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
             pairs = [(x, ty) for g in groups for x, ty in zip(g[2], g[3]) if x in types]
             if op.startswith(_MATMUL):       # the rows of left, acc and result; the right operand's are K
                 pairs = [(x, ty) for x, ty in pairs if "loc=right" not in ty]
-            if any(x in kind for x, _ in pairs):
+            for r in sorted({kind[x][1] for x, _ in pairs if x in kind}):
                 for x, ty in pairs:
-                    changed |= mark(x, ty)
+                    changed |= mark(x, ty, r)
         for r, src, st, rt in reshapes:
             if (src in kind) != (r in kind):
-                changed |= mark(r, rt) if src in kind else mark(src, st)
+                changed |= mark(r, rt, kind[src][1]) if src in kind else mark(src, st, kind[r][1])
+        for res, src, _ in subsets:          # a window of a tile with dynamic rows has them too (PTOAS's ?)
+            if src in kind and res not in kind:
+                kind[res] = kind[src]
+                changed = True
     # rewrite: the prologue before the first use, then every typed mention of a dynamic tile
-    first = min([n for n, line in enumerate(lines) if _ALLOC.match(line) or _VIEW.match(line)], default=None)
     defined = {m.group(1) for m in (re.match(r"\s*(%\w+) =", line) for line in lines[:first]) if m}
     if index not in defined or tile not in defined:
         raise _err(name, f"the row index {index} or tile size {tile} is defined after the first tile")
-    indent = re.match(r"\s*", lines[first]).group(0)
-    prologue = [f"{indent}%dyn_row0 = arith.muli {index}, {tile} : index",
-                f"{indent}%dyn_left = arith.subi {SYMBOL}, %dyn_row0 : index",
-                f"{indent}{VALID} = arith.minsi %dyn_left, {tile} : index"]
+    prologue += [f"{indent}%dyn_row0 = arith.muli {index}, {tile} : index",
+                 f"{indent}%dyn_left = arith.subi {_rows(scale)}, %dyn_row0 : index",
+                 f"{indent}{VALID} = arith.minsi %dyn_left, {tile} : index"]
+    for r in sorted({r for _, r in kind.values()} - {1}):    # the valid rows of tiles of r rows per index
+        prologue += [f"{indent}%dyn_c{r} = arith.constant {r} : index",
+                     f"{indent}{_valid(r)} = arith.muli {VALID}, %dyn_c{r} : index"]
+    loops = _row_loops(out, kind, consts, t)
     for n, line in enumerate(out):
+        if n in loops:
+            out[n] = loops[n]
+            continue
         m = _ALLOC.match(line)
         if m and m.group(2) in kind:
             ind, res, addr, ty = m.groups()
-            valid = f"valid_row = {VALID}" if kind[m.group(2)] == "row" else f"valid_col = {VALID}"
-            out[n] = f"{ind}{res} = pto.alloc_tile {addr or ''}{valid} : {_dynamic_type(ty, kind[res])}"
+            (what, r) = kind[res]
+            valid = f"valid_row = {_valid(r)}" if what == "row" else f"valid_col = {_valid(r)}"
+            out[n] = f"{ind}{res} = pto.alloc_tile {addr or ''}{valid} : {_dynamic_type(ty, what)}"
             continue
         m = _RESHAPE.match(line)
         if m and (m.group(2) in kind or m.group(3) in kind):
             ind, res, src, st, rt = m.groups()
-            st = _dynamic_type(st, kind[src]) if src in kind else st
-            rt = _dynamic_type(rt, kind[res]) if res in kind else rt
+            st = _dynamic_type(st, kind[src][0]) if src in kind else st
+            rt = _dynamic_type(rt, kind[res][0]) if res in kind else rt
             out[n] = f"{ind}{res} = pto.treshape {src} : {st} -> {rt}"
             continue
+        m = _SUBSET.match(line)
+        if m and m.group(3) in kind:
+            out[n] = line[:m.start(4)] + _dynamic_type(m.group(4), kind[m.group(3)][0]) + line[m.end(4):]
+            continue
         if _INSTR.match(line) and "ins(" in line:
-            for start, end, names, tys in reversed(_groups(line)):
-                new = [_dynamic_type(ty, kind[x]) if x in kind else
+            for start, end, names, tys, text in reversed(_groups(line)):
+                new = [_dynamic_type(ty, kind[x][0]) if x in kind else
                        (f"!pto.partition_tensor_view<{parts[x]}>" if x in parts else ty) for x, ty in zip(names, tys)]
-                line = line[:start] + ", ".join(names) + " : " + ", ".join(new) + line[end:]
+                line = line[:start] + text + " : " + ", ".join(new) + line[end:]
             out[n] = line
     return _live(out[:first] + prologue + out[first:], size)
 
 
+def _rows(k: int) -> str:
+    """The name of the ``k·m`` row count (``%dyn_m`` itself for k = 1)."""
+    return SYMBOL if k == 1 else f"{SYMBOL}{k}"
+
+
+def _valid(r: int) -> str:
+    """The name of a tile's valid rows at ``r`` rows per valid leading index (``%dyn_vr`` for r = 1)."""
+    return VALID if r == 1 else f"{VALID}{r}"
+
+
+def _row_loops(lines: list[str], kind: dict, consts: dict, t: int) -> dict:
+    """{line: its rewrite} for the ``scf.for`` loops over the ``t`` rows of a tile with dynamic rows (a
+    loop to ``t`` whose index picks a row of such a tile): they stop at the block's valid rows, so a
+    tail block reads and writes no row past ``m``."""
+    found = {}
+    for n, line in enumerate(lines):
+        m = _FOR.match(line)
+        if not m or consts.get(m.group(3)) != t:
+            continue
+        depth, body = 0, []
+        for inner in lines[n:]:
+            depth += inner.count("{") - inner.count("}")
+            body.append(inner)
+            if depth <= 0:
+                break
+        iv = re.escape(m.group(1))
+        picks = {x.group(1) for b in body for x in re.finditer(rf"(%\w+)\[{iv}\s*,", b)}
+        picks |= {x.group(1) for b in body for x in re.finditer(rf"pto\.tgetval ins\((%\w+), {iv}\b", b)}
+        if any(kind.get(x, ("", 0))[1] == 1 for x in picks):
+            found[n] = line[:m.start(3)] + VALID + line[m.end(3):]
+    return found
+
+
 def _live(lines: list[str], size: int) -> list[str]:
-    """``lines`` less the ``size`` constants the rewrite left unused (the template's row count)."""
-    dead = {m.group(1) for m in map(_CONST.match, lines) if m and int(m.group(2)) == size}
+    """``lines`` less the constants of ``k·size`` the rewrite left unused (the template's row counts)."""
+    dead = {m.group(1) for m in map(_CONST.match, lines) if m and int(m.group(2)) % size == 0 and int(m.group(2))}
     for line in lines:
         if not _CONST.match(line):
             dead -= set(re.findall(r"%\w+", line))
@@ -256,14 +340,15 @@ def _aval(v) -> str:
     return f"{np.dtype(v.aval.dtype).name}[{','.join(map(str, v.aval.shape))}]"
 
 
-def row_vars(name: str, first, second) -> tuple[set, set]:
+def row_vars(name: str, first, second) -> tuple[dict, dict]:
     """The row-carrying variables of two template lowerings ``first`` and ``second`` (each a
-    ``(lowering, size)``) of kernel ``name``: those whose leading dim is the template size in both, at
-    the same place of the same Block graph. A dim equal to a size by coincidence stays static; graphs
-    that differ other than in those dims are a :class:`PtoUnsupportedError` naming what differs."""
+    ``(lowering, size)``) of kernel ``name``, each with its ``k``: those whose leading dim is ``k`` times
+    the template size in both (``k`` a static int: ``[T·N, 128]``), at the same place of the same Block
+    graph. A dim equal to a size by coincidence stays static; graphs that differ other than in those
+    dims are a :class:`PtoUnsupportedError` naming what differs."""
     (low1, s1), (low2, s2) = first, second
     j1, j2 = low1.block.jaxpr, low2.block.jaxpr
-    rows1, rows2 = set(), set()
+    rows1, rows2 = {}, {}
 
     def pair(v1, v2, what):
         if hasattr(v1, "val") or hasattr(v2, "val"):
@@ -272,12 +357,12 @@ def row_vars(name: str, first, second) -> tuple[set, set]:
             return
         a, b = v1.aval.shape, v2.aval.shape
         if len(a) != len(b) or v1.aval.dtype != v2.aval.dtype or any(
-                x != y and not (axis == 0 and x == s1 and y == s2) for axis, (x, y) in enumerate(zip(a, b))):
+                x != y and not (axis == 0 and x % s1 == 0 and x * s2 == y * s1)
+                for axis, (x, y) in enumerate(zip(a, b))):
             raise _twin_err(name, s1, s2, f"{what} is {_aval(v1)} at {s1} rows but {_aval(v2)} at {s2} (a dim "
-                                          "that changes other than as the leading dim equal to the row count)")
+                                          "that changes other than as the leading dim, k times the row count)")
         if a and a[0] != b[0]:
-            rows1.add(v1)
-            rows2.add(v2)
+            rows1[v1] = rows2[v2] = a[0] // s1
 
     for i, (v1, v2) in enumerate(zip(j1.invars, j2.invars)):
         pair(v1, v2, f"argument {i}")
@@ -305,11 +390,11 @@ def row_vars(name: str, first, second) -> tuple[set, set]:
 
 
 class DynamicKernel:
-    """A kernel's template lowering (leading dim ``size`` in its ``rows`` variables, :func:`row_vars`),
+    """A kernel's template lowering (leading dim ``k·size`` in its ``rows`` variables, :func:`row_vars`),
     its compiled programs and the dynamic module of them; :meth:`run` binds the symbol and runs the
     blocks a size needs, each one a call of its function in the dynamic text (:mod:`~ptojax.ascend.engine`)."""
 
-    def __init__(self, lowering, compiled, size: int, rows: set, arch: str = "a3"):
+    def __init__(self, lowering, compiled, size: int, rows: dict, arch: str = "a3"):
         if compiled.tasks:
             raise PtoUnsupportedError("pto dynamic rows: blocks of several tiles (tiles_per_block > 1) are not "
                                       "supported with a symbolic row count")
@@ -317,10 +402,7 @@ class DynamicKernel:
         names = [n for n, _ in compiled.entries()]
         self.names = dict(zip(compiled.kernels, names))
         dynamic = {}
-        for eqn in lowering.block.jaxpr.eqns:
-            if eqn.primitive is not ir.block_call_p:
-                raise PtoUnsupportedError(f"pto dynamic rows: the Block graph has a {eqn.primitive} step; only "
-                                          "block calls take a symbolic row count")
+        for eqn in self.calls():
             args = {f"%arg{k}" for k, v in enumerate(eqn.invars + eqn.outvars) if self._rows(v)}
             for part in eqn.params["spec"].parts:
                 fn = self.names[(part.program.name, tuple(part.shape))]
@@ -328,6 +410,7 @@ class DynamicKernel:
                     raise _err(fn, f"called with the rows in {sorted(dynamic[fn])} and in {sorted(args)}")
         self.text = dynamic_module(compiled.pto(arch), dynamic, size)
         self.rows = {}            # function -> its row tile (None: no dynamic rows)
+        self.scales = {}          # function -> the k of its k·m rows
         for fn in dynamic:
             m = re.search(rf"func\.func @{fn}\(.*?\n(.*?)\n  }}", self.text, re.S)
             tile = re.search(rf"{VALID} = arith\.minsi %dyn_left, (%\w+) : index", m.group(1)) if m else None
@@ -339,17 +422,30 @@ class DynamicKernel:
             if index.group(1) != "%i0":
                 raise _err(fn, f"the rows are grid axis {index.group(1)}, not the leading one")
             self.rows[fn] = t
-        for eqn in lowering.block.jaxpr.eqns:
+            scale = re.search(r"%dyn_left = arith\.subi %dyn_m(\d*), ", m.group(1)).group(1)
+            self.scales[fn] = int(scale or 1)
+        for eqn in self.calls():
             for part in eqn.params["spec"].parts:
                 fn = self.names[(part.program.name, tuple(part.shape))]
                 t = self.rows[fn]
-                if t is not None and part.shape[0] * t != size:
-                    raise _err(fn, f"{part.shape[0]} blocks of {t} rows do not tile the template's {size} rows",
-                               TemplateMismatch)
+                if t is not None and part.shape[0] * t != self.row_count(fn, size):
+                    raise _err(fn, f"{part.shape[0]} blocks of {t} rows do not tile the template's "
+                                   f"{self.row_count(fn, size)} rows", TemplateMismatch)
         self._module = None
 
     def _rows(self, v) -> bool:
         return not hasattr(v, "val") and v in self.row_vars
+
+    def calls(self):
+        """The Block graph's block calls; a ``pto.reshape`` step (a view of a GM tensor: of a static one,
+        or of rows that stay its leading dim, as :func:`row_vars` checked) is skipped, any other step is a
+        :class:`PtoUnsupportedError`."""
+        for eqn in self.lowering.block.jaxpr.eqns:
+            if eqn.primitive is ir.block_call_p:
+                yield eqn
+            elif eqn.primitive.name != "pto.reshape":
+                raise PtoUnsupportedError(f"pto dynamic rows: the Block graph has a {eqn.primitive} step; only "
+                                          "block calls and reshapes take a symbolic row count")
 
     def check_twin(self, name: str, other: "DynamicKernel"):
         """:class:`PtoUnsupportedError` unless ``other``, the same kernel at a second template size, made
@@ -366,7 +462,7 @@ class DynamicKernel:
                                           f"{(b[n] if n < len(b) else '<end>').strip()!r}")
         if self.rows != other.rows:
             raise _twin_err(name, s1, s2, f"the row tiles differ: {self.rows} vs {other.rows}")
-        for e1, e2 in zip(self.lowering.block.jaxpr.eqns, other.lowering.block.jaxpr.eqns):
+        for e1, e2 in zip(self.calls(), other.calls()):
             for p1, p2 in zip(e1.params["spec"].parts, e2.params["spec"].parts):
                 if self.grid(p1, s2) != tuple(p2.shape):
                     raise _twin_err(name, s1, s2, f"program {p1.program.name} has the grid {tuple(p1.shape)} at "
@@ -379,13 +475,18 @@ class DynamicKernel:
             self._module = engine.parse(self.text)
         return self._module
 
+    def row_count(self, fn: str, m: int) -> int:
+        """The rows function ``fn`` tiles at ``m``: ``k·m`` (its views of ``[k·m, ...]``)."""
+        return self.scales.get(fn, 1) * m
+
     def grid(self, part, m: int) -> tuple:
-        """The grid of ``part`` at ``m`` rows: ``ceil(m/T)`` blocks along the rows."""
-        t = self.rows[self.names[(part.program.name, tuple(part.shape))]]
-        return tuple(part.shape) if t is None else (-(-m // t),) + tuple(part.shape[1:])
+        """The grid of ``part`` at ``m`` rows: ``ceil(k·m/T)`` blocks along the rows."""
+        fn = self.names[(part.program.name, tuple(part.shape))]
+        t = self.rows[fn]
+        return tuple(part.shape) if t is None else (-(-self.row_count(fn, m) // t),) + tuple(part.shape[1:])
 
     def shape(self, v, m: int) -> tuple:
-        return (m,) + tuple(v.aval.shape[1:]) if self._rows(v) else tuple(v.aval.shape)
+        return (self.row_vars[v] * m,) + tuple(v.aval.shape[1:]) if self._rows(v) else tuple(v.aval.shape)
 
     def run(self, arrays, m: int) -> list:
         """The kernel's flat outputs on ``arrays`` (flat inputs, ``m`` rows where the symbol is)."""
@@ -393,6 +494,9 @@ class DynamicKernel:
         env = dict(zip(jaxpr.invars, [np.ascontiguousarray(a) for a in arrays]))
         env.update(zip(jaxpr.constvars, self.lowering.block.consts))
         for eqn in jaxpr.eqns:
+            if eqn.primitive is not ir.block_call_p:         # a reshape (calls() admitted it)
+                env[eqn.outvars[0]] = env[eqn.invars[0]].reshape(self.shape(eqn.outvars[0], m))
+                continue
             spec = eqn.params["spec"]
             inputs = [env[v] for v in eqn.invars]
             outputs = [inputs[o.alias].copy() if o.alias is not None else

@@ -34,9 +34,12 @@ Every fault is a :class:`PtoExecutionError` naming the function, the line and th
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 
+from . import npeval
 from .engine_parse import (DTYPES, Arith, Const, For, Function, If, Instr, Module, PtrType, Scalar, Stmt, Subset,
                            Tile, TileType, VectorType, View, ViewType, parse, subset_type, subset_valid)
 from .interpreter import PtoExecutionError
@@ -67,6 +70,17 @@ def _typed(value: int, type_: str):
 def _fits(sizes, dims) -> bool:
     """Run-time ``sizes`` agree with a view type's ``dims`` (``None``: a ``?`` dim, any size)."""
     return len(sizes) == len(dims) and all(d is None or n == d for n, d in zip(sizes, dims))
+
+
+def alias_valid(shape, dtype, t: TileType):
+    """The valid region of a ``treshape`` alias of type ``t`` (a ``?`` dim) over a source whose valid
+    region ``shape`` holds ``dtype`` elements: the same bytes (None where they do not fill whole lines)."""
+    size, item = shape[0] * shape[1] * np.dtype(dtype).itemsize, DTYPES[t.dtype].itemsize
+    known = t.v_col if t.v_row is None else t.v_row
+    if known is None or size % item or (size // item) % max(known, 1):
+        return None
+    n = size // item // max(known, 1)
+    return (n, known) if t.v_row is None else (known, n)
 
 
 class _ByteTile:
@@ -219,12 +233,11 @@ class _Run:
             if any(d is None and v is None for v, d in zip(valid, (t.v_row, t.v_col))):
                 raise self.error(s, "a dynamic (?) valid dim needs its valid_row / valid_col operand")
             shape = tuple(self.get(s, v, int) if d is None else d for v, d in zip(valid, (t.v_row, t.v_col)))
-        elif s.src is not None and (t.v_row is None or t.v_col is None):   # an alias keeps the source's elements
+        elif s.src is not None and (t.v_row is None or t.v_col is None):   # an alias keeps the source's bytes
             src = self.get(s, s.src, _ByteTile)
-            count, known = src.shape[0] * src.shape[1], t.v_col if t.v_row is None else t.v_row
-            if known is None or count % max(known, 1):
+            shape = alias_valid(src.shape, src.dtype, t)
+            if shape is None:
                 raise self.error(s, f"cannot reshape the {src.shape[0]}x{src.shape[1]} valid region to {t}")
-            shape = (count // max(known, 1), known) if t.v_row is None else (known, count // max(known, 1))
         v_row, v_col = shape or (t.v_row, t.v_col)
         if not (0 <= v_row <= t.rows and 0 <= v_col <= t.cols):
             raise self.error(s, f"valid region {v_row}x{v_col} exceeds the tile {t.rows}x{t.cols}")
@@ -291,7 +304,7 @@ class _Run:
         args = [np.array(v.valid()) if isinstance(v, _ByteTile) else np.asarray(v) for v in ins]
         specs = [jax.ShapeDtypeStruct(d.valid().shape if isinstance(d, _ByteTile) else d.shape, d.dtype) for d in outs]
         try:
-            res = fn(*args, out=specs[0] if len(specs) == 1 else tuple(specs), **dict(s.attrs))
+            res = _apply(s.op, fn, args, specs[0] if len(specs) == 1 else tuple(specs), s.attrs)
         except (TypeError, ValueError, IndexError, KeyError) as err:
             raise self.error(s, f"pto.{s.op} failed: {type(err).__name__}: {err}") from err
         res = res if isinstance(res, tuple) else (res,)
@@ -344,6 +357,49 @@ class _Run:
         elif atomic != "atomic_none":
             raise self.error(s, f"unknown atomicType {atomic!r}")
         window[...] = value
+
+
+_PLANS: dict = {}      # (mnemonic, attributes, out, operand shapes and dtypes) -> (how it runs, what runs)
+
+
+def _plan(fn, args, out, attrs) -> tuple:
+    """How an instruction runs: its semantics traced once to a jaxpr — on NumPy where every operation
+    of it is one NumPy computes as XLA does (:mod:`~ptojax.ascend.npeval`, no compile), else as one
+    jitted call; where an integer scalar operand must be concrete (it fixes a shape: ``tmrgsort``'s
+    block length), jitted per value of it; else eagerly."""
+    bound = functools.partial(fn, out=out, **dict(attrs))
+    try:
+        closed, shapes = jax.make_jaxpr(bound, return_shape=True)(*args)
+    except TypeError:
+        static = tuple(i for i, a in enumerate(args) if np.ndim(a) == 0 and np.asarray(a).dtype.kind in "iu")
+        return ("static", (static, jax.jit(bound, static_argnums=static))) if static else ("eager", fn)
+    if npeval.evaluable(closed.jaxpr):
+        return "numpy", (closed, jax.tree.structure(shapes))
+    return "jit", jax.jit(bound)
+
+
+def _apply(op: str, fn, args, out, attrs):
+    """``fn(*args, out=out, **attrs)`` as :func:`_plan` decided for these operand shapes."""
+    try:
+        key = (op, tuple(attrs), out, tuple((a.shape, a.dtype) for a in args))
+        plan = _PLANS.get(key)
+    except TypeError:                              # an unhashable attribute: eagerly
+        key, plan = None, ("eager", fn)
+    if plan is None:
+        plan = _PLANS[key] = _plan(fn, args, out, attrs)
+    kind, run = plan
+    if kind == "numpy":
+        closed, tree = run
+        return jax.tree.unflatten(tree, npeval.evaluate(closed.jaxpr, closed.consts, args))
+    if kind == "jit":
+        return run(*args)
+    if kind == "static":
+        static, jitted = run
+        try:
+            return jitted(*(int(a) if i in static else a for i, a in enumerate(args)))
+        except TypeError:                          # another operand must be concrete too: eagerly
+            _PLANS[key] = ("eager", fn)
+    return fn(*args, out=out, **dict(attrs))
 
 
 _Run.DISPATCH = {Const: _Run.const, Arith: _Run.arith, View: _Run.view, Tile: _Run.tile, Subset: _Run.subset,

@@ -22,6 +22,7 @@ with line and column.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 import numpy as np
@@ -207,9 +208,11 @@ def subset_type(src: TileType, offsets, sizes) -> TileType:
 
 
 # ----------------------------------------------------------------------------------------- parser
-_TOKEN = re.compile(r"""(?P<ws>\s+|//[^\n]*)|(?P<type>[!#][A-Za-z_][\w.]*)|(?P<ssa>%[\w.$]+)|(?P<sym>@[\w.$]+)
+_TYPES: dict = {}        # a type's text -> its parsed (frozen) value, as every module spells the same few
+_TOKEN = re.compile(r"""(?P<ws>\s+|//[^\n]*)|(?P<param>[!#]?[A-Za-z_][\w.]*<(?:[^<>\n]|<[^<>\n]*>)*>)
+    |(?P<type>[!#][A-Za-z_][\w.]*)|(?P<ssa>%[\w.$]+)|(?P<sym>@[\w.$]+)
     |(?P<str>"[^"\n]*")|(?P<num>-?0x[0-9A-Fa-f]+|-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(?P<word>[A-Za-z_][\w.]*)
-    |(?P<punct>->|[(){}\[\],:=<>])""", re.VERBOSE)
+    |(?P<punct>->|[(){}\[\],:=<>])""", re.VERBOSE)    # param: a parametric type nested at most twice
 
 
 class Parser:
@@ -222,7 +225,14 @@ class Parser:
             if not m:
                 self.fail((line, pos - start + 1), f"unexpected character {text[pos]!r}")
             kind, value, end = m.lastgroup, m.group(), m.end()
-            if kind in ("type", "word") and text[end:end + 1] == "<":
+            if kind == "ws":
+                if "\n" in value:
+                    line, start = line + value.count("\n"), pos + value.rindex("\n") + 1
+                pos = end
+                continue
+            if kind == "param":
+                kind = "type"
+            elif kind in ("type", "word") and text[end:end + 1] == "<":
                 depth = 0                            # a parametric type/attribute: take the balanced <...>
                 while end < len(text) and text[end] != "\n":
                     depth += {"<": 1, ">": -1}.get(text[end], 0)
@@ -232,10 +242,7 @@ class Parser:
                 if depth:
                     self.fail((line, pos - start + 1), "unbalanced '<' in a type")
                 kind, value = "type", text[pos:end]
-            if kind != "ws":
-                self.toks.append((kind, value, line, pos - start + 1))
-            for i in [i for i, ch in enumerate(value) if ch == "\n"]:
-                line, start = line + 1, pos + i + 1
+            self.toks.append((kind, value, line, pos - start + 1))
             pos = end
         self.i = 0
 
@@ -282,6 +289,14 @@ class Parser:
     def type(self):
         kind, text, line, col = self.peek()
         self.next()
+        if text in _TYPES:
+            return _TYPES[text]
+        if len(_TYPES) > 4096:
+            _TYPES.clear()
+        t = _TYPES[text] = self._type(kind, text, line, col)
+        return t
+
+    def _type(self, kind, text, line, col):
         m = re.fullmatch(r"!pto\.(partition_)?tensor_view<((?:(?:\d+|\?)x)*)(\w+)>", text or "")
         if m:
             return ViewType(tuple(None if d == "?" else int(d) for d in m.group(2).split("x") if d), m.group(3),
@@ -568,8 +583,10 @@ class Parser:
                      attrs=tuple(attrs))
 
 
+@functools.lru_cache(maxsize=256)
 def parse(text: str) -> Module:
-    """Parse selection's PTO-AS text into a :class:`Module` (a :class:`PtoAsmError` with line:col)."""
+    """Parse selection's PTO-AS text into a :class:`Module` (a :class:`PtoAsmError` with line:col);
+    a text parsed before is its (immutable) module again."""
     return Parser(text).module()
 
 

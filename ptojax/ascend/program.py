@@ -19,7 +19,8 @@ from ..lowering import ir
 from ..lowering.memory import ASCEND_CORE, CoreMemory
 from ..lowering.pipeline import Lowering
 from ..lowering.walk import body_of
-from . import asm, isa, isel
+from . import asm, isa, isel, targets
+from .autotask import tiles_per_task
 from .ptoas import assemble
 from .codegen import codegen
 from .hostcode import host_kernel
@@ -160,12 +161,12 @@ class AscendKernel:
         """Each task function of the real module for ``arch`` (key -> engine ``Function``, None where
         it cannot print or parse), made once."""
         if ("tasks", arch) not in self._functions:
-            from . import engine
+            from .engine_parse import parse
             from ..errors import PtoUnsupportedError
 
             names = dict(zip(self.grouped(), (name for name, _ in self.entries()[len(self.kernels):])))
             try:
-                module = engine.parse(self.pto(arch))
+                module = parse(self.pto(arch))
                 funcs = {key: module.function(name) for key, name in names.items()}
             except (PtoUnsupportedError, asm.PtoAsmError):   # one by one: price what prints and parses
                 funcs = {}
@@ -173,7 +174,7 @@ class AscendKernel:
                     try:
                         module = isel.module([self.kernels[key]], arch=arch, memory=self.memory,
                                              tasks=[self.tasks[key]])
-                        funcs[key] = engine.parse(module).functions[1]
+                        funcs[key] = parse(module).functions[1]
                     except (PtoUnsupportedError, asm.PtoAsmError):
                         funcs[key] = None
             self._functions["tasks", arch] = funcs
@@ -205,19 +206,19 @@ class AscendKernel:
         """Each kernel's function of the real module for ``arch`` (parsed; key -> engine ``Function``),
         made once; None for a kernel selection cannot print yet (or the engine cannot read)."""
         if arch not in self._functions:
-            from . import engine
+            from .engine_parse import parse
             from ..errors import PtoUnsupportedError
 
             keys, kernels = list(self.kernels), list(self.kernels.values())
             names = isel.symbols(kernels)
             try:
-                module = engine.parse(self.pto(arch))
+                module = parse(self.pto(arch))
                 funcs = {key: module.function(name) for key, name in zip(keys, names)}
             except (PtoUnsupportedError, asm.PtoAsmError):   # one by one: price what prints and parses
                 funcs = {}
                 for key, kernel, name in zip(keys, kernels, names):
                     try:
-                        (funcs[key],) = engine.parse(isel.module([kernel], arch=arch, memory=self.memory)).functions
+                        (funcs[key],) = parse(isel.module([kernel], arch=arch, memory=self.memory)).functions
                     except (PtoUnsupportedError, asm.PtoAsmError):
                         funcs[key] = None
             self._functions[arch] = funcs
@@ -236,7 +237,10 @@ def _block_calls(jaxpr):
                     yield from _block_calls(body_of(branch)[0])
 
 
-def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> AscendKernel:
+def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE, target=None) -> AscendKernel:
+    """The kernels of ``lowering``'s block programs; a part with ``tiles_per_block="auto"`` gets the
+    grid points per task the cost model predicts fastest on ``target`` (:mod:`~ptojax.ascend.autotask`),
+    one without a target (dynamic rows run one block per task)."""
     kernels, texts, tasks = {}, [], {}
     pids = {id(p): i for i, p in enumerate(lowering.programs)}
     for eqn in _block_calls(lowering.block.jaxpr):
@@ -244,12 +248,15 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE) -> Asce
             key = (part.program.name, tuple(part.shape))
             if key in kernels:
                 continue
-            if min(part.tiles_per_block, part.size) > 1:        # 0: auto, chosen at run time
-                tasks[key] = min(part.tiles_per_block, part.size)
             text = asm.emit(codegen(part.program, part.shape, memory, pids[id(part.program)]))
             (parsed,) = asm.parse(text)
             isa.verify(parsed)
             kernels[key] = parsed
+            n = part.tiles_per_block
+            if n == 0 and target is not None:                   # "auto"
+                n = tiles_per_task(parsed, targets.target(target), memory)
+            if min(n, part.size) > 1:
+                tasks[key] = min(n, part.size)
             texts.append(text)
     return AscendKernel(lowering, memory, kernels, "\n".join(texts), tasks)
 
@@ -332,7 +339,6 @@ class AscendBackend:
 
     def __init__(self, compiled: AscendKernel, target):
         self.compiled, self.target = compiled, target
-        self._cost = compiled.costs(target)
         self.l2_bytes = target.l2_bytes
 
     def _task_cost(self, part, tiles, hbm: float) -> tuple[float, int, int]:
@@ -357,14 +363,9 @@ class AscendBackend:
         return body, seconds, int(bytes_in + bytes_out)
 
     def tiles_per_task(self, part) -> int:
-        """``tiles_per_block="auto"``: enough tiles per task that a task outlasts the AICPU schedulers'
-        time to dispatch one task to every core of its kind (so dispatch does not bound the run), but
-        no more than leaves every core of that kind a task."""
-        tile_s = self._cost[(part.program.name, tuple(part.shape))].seconds
-        cores = self.target.cores(part.program.core)
-        dispatch_round = cores * self.target.aicpu_task_s / self.target.aicpu
-        per_task = max(1, math.ceil(dispatch_round / max(tile_s, 1e-12)))
-        return max(1, min(per_task, part.size // cores))
+        """``tiles_per_block="auto"``: the count :func:`compile_kernel` chose by the cost model
+        (:mod:`~ptojax.ascend.autotask`)."""
+        return self.compiled.tasks.get((part.program.name, tuple(part.shape)), 1)
 
     def batch(self, part, arrays):
         return _InstanceBatch(self.compiled, (part.program.name, tuple(part.shape)), arrays)

@@ -3,7 +3,8 @@
 :class:`Walk` traces one function of the module (:mod:`~ptojax.ascend.engine_parse`) for a batch
 of ``n`` grid points at once: every tile is a jnp array with a leading point axis, every
 instruction is ``tile_semantics.SEMANTICS[mnemonic]`` (the table the eager engine runs) vmapped over
-the points, GM tensors are flat jnp arrays. The model is the engine's (:mod:`~ptojax.ascend.engine`),
+the points — jitted and kept per instruction form, so a form is traced once however often it recurs —
+GM tensors are flat jnp arrays. The model is the engine's (:mod:`~ptojax.ascend.engine`),
 written functionally:
 
 * an ``alloc_tile`` is a root: a zeroed ``(n, rows*cols)`` array of its dtype; ``treshape`` and
@@ -30,13 +31,14 @@ contract a product with a later add into one fma, where the engine rounds each i
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .engine import _ARITH, _CMP, _bits, _typed
+from .engine import _ARITH, _CMP, _bits, _fits, _typed, alias_valid
 from .engine_parse import (DTYPES, Arith, Const, For, Function, If, Instr, PtrType, Scalar, Stmt, Subset, Tile,
                            TileType, View, ViewType, subset_valid)
 from .interpreter import PtoExecutionError
@@ -269,25 +271,50 @@ def _scale_ix(a, k: int):
     return Ix("index", x=a.x * k, lo=ends and ends[0], hi=ends and ends[1])
 
 
+# ------------------------------------------------------------------------------------ instructions
+def _form(op: str, attrs: tuple, out: tuple, static: tuple):
+    """``SEMANTICS[op]`` of one instruction form: its operands those of ``static`` that are None, the
+    others fixed (dtype, shape, bytes); ``out``: the destinations' (shape, dtype)."""
+    fn, specs = SEMANTICS[op], [jax.ShapeDtypeStruct(shape, dt) for shape, dt in out]
+    fixed = [None if v is None else np.frombuffer(v[2], v[0]).reshape(v[1]).copy() for v in static]
+    kwargs = dict(attrs, out=specs[0] if len(specs) == 1 else tuple(specs))
+
+    def call(*operands):
+        it = iter(operands)
+        return fn(*(next(it) if v is None else v for v in fixed), **kwargs)
+    return call
+
+
+@functools.lru_cache(maxsize=4096)
+def _batched(op: str, attrs: tuple, out: tuple, static: tuple):
+    """:func:`_form` vmapped over the grid points and jitted: each instruction form is traced once per
+    operand shape, however often the replays of a process execute it (a cache hit under a trace)."""
+    return jax.jit(jax.vmap(_form(op, attrs, out, static)))
+
+
 # ----------------------------------------------------------------------------------------- walk
 class Walk:
     """One function of the module traced for ``n`` grid points (see the module docstring).
 
     ``gm``: GM key -> flat jnp array; ``keys``: the GM key of each pointer parameter; ``block``: the
     points' block indices (an int, a NumPy array, or a traced :class:`Ix`); ``serial``: the points'
-    stores go straight into ``gm`` (else they are collected in ``stores``)."""
+    stores go straight into ``gm`` (else they are collected in ``stores``); ``scalars``: the values of
+    the ``index`` parameters (a dynamic module's ``%dyn_m``), by name."""
 
-    def __init__(self, func: Function, gm: dict, keys, block, n: int, serial: bool):
+    def __init__(self, func: Function, gm: dict, keys, block, n: int, serial: bool, scalars=None):
         self.func, self.gm, self.n, self.serial = func, dict(gm), n, serial
         self.env, self.roots, self.stores = {}, {}, []
         self.loaded, self.stored = set(), set()
         self.block_idx, self.axes = block, frozenset()
-        if len(keys) != len(func.params):
-            raise self.error(None, f"expects {len(func.params)} arguments, got {len(keys)}")
-        for (name, type_), key in zip(func.params, keys):
+        scalars = scalars or {}
+        pointers = [(name, type_) for name, type_ in func.params if name not in scalars]
+        if len(keys) != len(pointers):
+            raise self.error(None, f"expects {len(pointers)} arguments, got {len(keys)}")
+        for (name, type_), key in zip(pointers, keys):
             if not isinstance(type_, PtrType):
                 raise self.error(None, f"parameter {name}: {type_} (the replay takes pointer parameters only)")
             self.env[name] = ("gm", key, DTYPES[type_.dtype])
+        self.env.update({name: int(v) for name, v in scalars.items()})
 
     def error(self, stmt, message):
         where = f"line {stmt.line}: " if stmt else f"line {self.func.line}: "
@@ -495,7 +522,7 @@ class Walk:
             a, b = [self.index(s, v) for v in s.a], [self.index(s, v) for v in s.b]
             if any(isinstance(v, Ix) for v in a + b):
                 raise self.error(s, "a tensor view whose shape or strides are read from data")
-            if src[2] != DTYPES[s.type.dtype] or tuple(a) != s.type.shape or len(b) != len(a):
+            if src[2] != DTYPES[s.type.dtype] or not _fits(a, s.type.shape) or len(b) != len(a):
                 raise self.error(s, f"shape {a} strides {b} over a {src[2].name} pointer do not match {s.type}")
             size = self.gm[src[1]].shape[0]
             reach = sum((n - 1) * st for n, st in zip(a, b)) if all(a) else -1
@@ -512,7 +539,7 @@ class Walk:
             lo, hi = _bounds(o)
             if (lo is not None and lo < 0) or (hi is not None and hi + n > d) or n < 0:
                 raise self.error(s, f"window offsets {offs} sizes {sizes} fall outside the tensor {list(src.shape)}")
-        if tuple(sizes) != s.type.shape:
+        if not _fits(sizes, s.type.shape):
             raise self.error(s, f"window sizes {sizes} do not match {s.type}")
         offset = src.offset
         for o, st in zip(offs, src.strides):
@@ -525,19 +552,38 @@ class Walk:
             raise self.error(s, f"{name} is not a tile")
         return v
 
+    def valid(self, s: Tile) -> tuple:
+        """The valid region of an ``alloc_tile``: the type's, a ``?`` dim from its operand (static here)
+        or, for an alias, from the source's bytes."""
+        t = s.type
+        if t.v_row is not None and t.v_col is not None:
+            return t.v_row, t.v_col
+        if s.src is None:
+            ops = s.valid or (None, None)
+            if any(d is None and v is None for v, d in zip(ops, (t.v_row, t.v_col))):
+                raise self.error(s, "a dynamic (?) valid dim needs its valid_row / valid_col operand")
+            dims = tuple(self.index(s, v) if d is None else d for v, d in zip(ops, (t.v_row, t.v_col)))
+            if any(isinstance(d, Ix) for d in dims):
+                raise self.error(s, "a valid region that differs between grid points or is read from data")
+            return dims
+        src = self.tile(s, s.src)
+        shape = alias_valid(src.shape, src.dtype, t)
+        if shape is None:
+            raise self.error(s, f"cannot reshape the {src.shape[0]}x{src.shape[1]} valid region to {t}")
+        return shape
+
     def alloc(self, s: Tile):
         t = s.type
-        if t.v_row is None or t.v_col is None:
-            raise self.error(s, "a dynamic (?) valid region needs operands this engine does not read")
-        if not (0 <= t.v_row <= t.rows and 0 <= t.v_col <= t.cols):
-            raise self.error(s, f"valid region {t.v_row}x{t.v_col} exceeds the tile {t.rows}x{t.cols}")
+        v_row, v_col = self.valid(s)
+        if not (0 <= v_row <= t.rows and 0 <= v_col <= t.cols):
+            raise self.error(s, f"valid region {v_row}x{v_col} exceeds the tile {t.rows}x{t.cols}")
         pitch = t.rows if t.loc == "vec" and t.blayout == "col_major" else t.cols
         if s.src is None:
             root = len(self.roots)
             while root in self.roots:
                 root += 1
             self.roots[root] = jnp.zeros((self.n, t.rows * t.cols), DTYPES[t.dtype])
-            self.env[s.result] = TileView(t, root, 0, pitch, (t.v_row, t.v_col))
+            self.env[s.result] = TileView(t, root, 0, pitch, (v_row, v_col))
             return
         src = self.tile(s, s.src)
         contiguous = src.type.rows == 1 if not src.col_major else src.type.cols == 1
@@ -550,7 +596,7 @@ class Walk:
         root_bytes = self.roots[src.root].shape[1] * np.dtype(self.roots[src.root].dtype).itemsize
         if base + t.rows * t.cols * new > root_bytes:
             raise self.error(s, f"{t.rows}x{t.cols} {t.dtype} does not fit the {root_bytes - base}-byte tile {s.src}")
-        self.env[s.result] = TileView(t, src.root, base // new, pitch, (t.v_row, t.v_col))
+        self.env[s.result] = TileView(t, src.root, base // new, pitch, (v_row, v_col))
 
     def subset(self, s: Subset):
         src = self.tile(s, s.src)
@@ -677,7 +723,7 @@ class Walk:
         ins, outs = [self.get(s, n) for n in s.ins], [self.get(s, n) for n in s.outs]
         for name, value, declared in zip(s.ins + s.outs, ins + outs, s.in_types + s.out_types):
             if isinstance(value, TileView) and value.type != declared or isinstance(declared, ViewType) and (
-                    not isinstance(value, GmView) or value.shape != declared.shape):
+                    not isinstance(value, GmView) or not _fits(value.shape, declared.shape)):
                 raise self.error(s, f"{name} is {getattr(value, 'type', getattr(value, 'shape', value))} "
                                     f"but the instruction says {declared}")
         if s.op in ("tload", "tstore"):
@@ -696,8 +742,7 @@ class Walk:
             value = ins[1].x if isinstance(ins[1], Batched) else (
                 ins[1].traced(self.n) if isinstance(ins[1], Ix) else np.asarray(ins[1]))
             return self.set_cell(s, outs[0], self.index(s, s.ins[0]), value)
-        fn = SEMANTICS.get(s.op)
-        if fn is None:
+        if s.op not in SEMANTICS:
             raise self.error(s, f"no semantics for pto.{s.op}")
         args, axes = [], []
         for name, v, declared in zip(s.ins, ins, s.in_types or (None,) * len(ins)):
@@ -717,20 +762,21 @@ class Walk:
         specs = []
         for name, d, declared in zip(s.outs, outs, s.out_types):
             if isinstance(d, TileView):
-                specs.append(jax.ShapeDtypeStruct(d.shape, d.dtype))
+                specs.append((tuple(d.shape), d.dtype))
             elif isinstance(d, Batched) or isinstance(d, np.ndarray) and d.ndim:
                 x = d.x if isinstance(d, Batched) else d
                 shape = x.shape[1:] if isinstance(d, Batched) else x.shape
-                specs.append(jax.ShapeDtypeStruct(shape, x.dtype))
+                specs.append((tuple(shape), np.dtype(x.dtype)))
             else:
                 raise self.error(s, f"destination {name} is neither a tile nor a vector")
-        attrs = dict(s.attrs)
-        out = specs[0] if len(specs) == 1 else tuple(specs)
-        call = lambda *a: fn(*a, out=out, **attrs)  # noqa: E731
+        out = tuple(specs)
         try:
             if any(a == 0 for a in axes):
-                res = jax.vmap(call, in_axes=tuple(axes))(*args)
+                static = tuple(None if a == 0 else (np.dtype(x.dtype), np.shape(x), np.asarray(x).tobytes())
+                               for a, x in zip(axes, args))
+                res = _batched(s.op, s.attrs, out, static)(*(x for a, x in zip(axes, args) if a == 0))
             else:
+                call = _form(s.op, s.attrs, out, tuple((None,) * len(args)))
                 res = jax.tree.map(lambda r: jnp.broadcast_to(r, (self.n,) + jnp.shape(r)), call(*args))
         except (TypeError, ValueError, IndexError, KeyError) as err:
             raise self.error(s, f"pto.{s.op} failed: {type(err).__name__}: {err}") from err

@@ -22,26 +22,27 @@ from .replay import UNROLL, Ix, Serial, Unroll, Walk, vary, varying_axes
 from .strided import apply_store
 
 
-def call(func: Function, gm: dict, keys, blocks: np.ndarray) -> dict:
+def call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None) -> dict:
     """``gm`` after ``func`` ran at block indices ``blocks`` in order (the engine's semantics): all the
-    points at once where they do not interact, else one after another."""
+    points at once where they do not interact, else one after another; ``scalars``: its ``index``
+    parameters' values (:class:`~ptojax.ascend.replay.Walk`)."""
     try:
-        walk = Walk(func, gm, keys, blocks, len(blocks), serial=False).run()
+        walk = Walk(func, gm, keys, blocks, len(blocks), serial=False, scalars=scalars).run()
     except (Serial, Unroll):
-        return _serial(func, gm, keys, blocks)
+        return _serial(func, gm, keys, blocks, scalars)
     gm = dict(gm)
     written: dict = {}
     for key, idx, values, atomic in walk.stores:
         flat_idx = idx.reshape(-1)
         if not atomic and any(np.intersect1d(flat_idx, other).size for other in written.get(key, ())):
-            return _serial(func, gm, keys, blocks)              # two stores of the batch overlap
+            return _serial(func, gm, keys, blocks, scalars)     # two stores of the batch overlap
         written.setdefault(key, []).append(flat_idx)
     for key, idx, values, atomic in walk.stores:
         gm[key] = apply_store(gm[key], idx, values, atomic)
     return gm
 
 
-def _serial(func, gm, keys, blocks):
+def _serial(func, gm, keys, blocks, scalars=None):
     """The points one after another: unrolled while few, else a ``fori_loop`` over them."""
     if len(blocks) > UNROLL:
         lo, hi = int(blocks.min()), int(blocks.max())
@@ -50,13 +51,13 @@ def _serial(func, gm, keys, blocks):
 
         def body(k, state):
             block = Ix("i64", x=table[k][None], lo=lo, hi=hi)
-            return vary(Walk(func, state, keys, block, 1, serial=True).run().gm, axes)
+            return vary(Walk(func, state, keys, block, 1, serial=True, scalars=scalars).run().gm, axes)
         try:
             return lax.fori_loop(0, len(blocks), body, vary(dict(gm), axes))
         except (Serial, Unroll):
             pass
     for b in blocks:
-        gm = Walk(func, gm, keys, np.array([b]), 1, serial=True).run().gm
+        gm = Walk(func, gm, keys, np.array([b]), 1, serial=True, scalars=scalars).run().gm
     return gm
 
 

@@ -71,7 +71,7 @@ class Strided:
         lead, size = flat.shape[:-1], flat.shape[-1]
         need = self.base + int(np.prod(self.dims))
         if need > size:
-            flat = jnp.pad(flat, [(0, 0)] * len(lead) + [(0, need - size)])
+            flat = lax.pad(flat, jnp.zeros((), flat.dtype), [(0, 0, 0)] * len(lead) + [(0, need - size, 0)])
         span = flat if self.base == 0 and need == flat.shape[-1] else lax.slice_in_dim(flat, self.base, need, axis=-1)
         return flat, span.reshape(lead + self.dims)
 

@@ -360,11 +360,19 @@ def _chain(n: int, acc, term, step, blocks=FOLD_BLOCKS, unrolled=FOLD_UNROLLED):
     return run(acc, done, n - done)
 
 
+def _at(x, j, axis: int, keepdims: bool = True):
+    """Element ``j`` along ``axis``: a static slice where ``j`` is an int (cheaper to trace and to
+    compile), else a dynamic one (a loop counter)."""
+    if isinstance(j, int):
+        return lax.index_in_dim(x, j, axis, keepdims)
+    return lax.dynamic_index_in_dim(x, j, axis, keepdims)
+
+
 def _fold(x, identity, acc_dtype, step, axis):
     """``acc = identity; acc = step(acc, x_j)`` for every ``j`` along ``axis`` in order, in ``acc_dtype``."""
     acc = jnp.full_like(x, identity, dtype=acc_dtype, shape=x.shape[:axis] + x.shape[axis + 1:])  # varies as x
     x = x.astype(acc_dtype)
-    return _chain(x.shape[axis], acc, lambda j: lax.dynamic_index_in_dim(x, j, axis, keepdims=False),
+    return _chain(x.shape[axis], acc, lambda j: _at(x, j, axis, keepdims=False),
                   lambda a, v: step(a, v).astype(acc_dtype))
 
 

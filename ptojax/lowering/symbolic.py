@@ -48,7 +48,8 @@ def level_error(level: str, args: tuple[Symbolic, ...]) -> PtoUnsupportedError:
     return PtoUnsupportedError(
         f"pto lowering: the {level} level needs concrete sizes, but {'; '.join(map(str, args))}; "
         "the tensor level and backend='xla' take symbolic dimensions (jax.export), lower with concrete "
-        "shapes for the tile, block and pto levels")
+        "shapes for the tile, block and pto levels, or through pj.kernel (its lower and polymorphic_shapes "
+        "compile a symbolic row count)")
 
 
 def evaluate_at_sizes(closed: ClosedJaxpr, args) -> list:

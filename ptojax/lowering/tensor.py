@@ -424,6 +424,9 @@ def _translate(eqn, invals, stack):
         return control(eqn, invals, stack, by_rule(_rule))
     elif name == "dim_as_value":                 # a symbolic dimension's value (jax.export): known at run time
         out = eqn.primitive.bind(*invals, **eqn.params)
+    elif const and name not in RULES and not all(isinstance(d, int) for v in eqn.outvars for d in v.aval.shape):
+        raise unsupported(eqn, f"makes a constant of the symbolic shape {eqn.outvars[0].aval.str_short()}: constants "
+                                "are folded at trace time, so their shapes must be static")
     elif const and (name not in RULES or _elements(eqn) <= FOLD_ELEMENTS):
         with jax.ensure_compile_time_eval():
             out = eqn.primitive.bind(*invals, **eqn.params)

@@ -325,7 +325,7 @@ class _Orchestrator:
         """One task per block instance; ``read_later()`` gives the buffer bases read after this call."""
         spec = eqn.params["spec"]
         inputs = [x if isinstance(x, Buffer) else self.buffer(x, external=True) for x in invals]
-        avals = [v.aval for v in spec.parts[0].body.jaxpr.outvars]
+        avals = [v.aval for v in eqn.outvars]       # the call's (a graph bound to a size has its own)
         outputs, fills = [], {}
         for o, aval in zip(spec.outputs, avals):
             if o.alias is None:                      # filled below unless the tasks write all of it
@@ -520,7 +520,7 @@ def _box(window, first, last, shape):
             lo.append(b), hi.append(b + size)
         else:
             a, z = (b + s * first[i], b + s * last[i]) if s >= 0 else (b + s * last[i], b + s * first[i])
-            lo.append(a), hi.append(z + size)
+            lo.append(a), hi.append(min(z + size, n))       # a tail tile: the rows there are
     return lo, hi
 
 
