@@ -42,8 +42,8 @@ class _Counting:
         self.keys = itertools.count()
         self.fail = fail
 
-    def task(self, part, tiles, arrays):
-        work, cost, nbytes = self.inner.task(part, tiles, arrays)
+    def task(self, part, points, arrays):
+        work, cost, nbytes = self.inner.task(part, points, arrays)
         key = next(self.keys)
 
         def run(ctx):

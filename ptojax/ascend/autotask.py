@@ -70,7 +70,7 @@ def task_costs(kernel: asm.Kernel, n: int, target: Target, memory, arch: str = "
     return out
 
 
-def tiles_per_task(kernel: asm.Kernel, target: Target, memory, arch: str = "a3") -> int:
+def points_per_task(kernel: asm.Kernel, target: Target, memory, arch: str = "a3") -> int:
     """The grid points per task of ``kernel`` with the smallest predicted makespan (module docstring)."""
     cores = target.cores(kernel.core)
     tried = candidates(math.prod(kernel.grid), cores)

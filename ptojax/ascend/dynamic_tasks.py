@@ -48,16 +48,16 @@ def bound_graph(dynamic: DynamicKernel, m: int):
 
 
 class _Blocks:
-    """A task's body: the grid points ``tiles`` of one function of the dynamic module, ``m`` bound."""
+    """A task's body: grid points ``points`` of one function of the dynamic module, ``m`` bound."""
 
-    __slots__ = ("module", "name", "grid", "tiles", "arrays", "m")
+    __slots__ = ("module", "name", "grid", "points", "arrays", "m")
 
-    def __init__(self, module, name, grid, tiles, arrays, m):
-        self.module, self.name, self.grid, self.tiles, self.arrays, self.m = module, name, grid, tiles, arrays, m
+    def __init__(self, module, name, grid, points, arrays, m):
+        self.module, self.name, self.grid, self.points, self.arrays, self.m = module, name, grid, points, arrays, m
 
     def __call__(self, core=None) -> None:
         args = list(self.arrays) + [self.m]
-        for index in self.tiles:
+        for index in self.points:
             engine.run(self.module, self.name, args, block_index(index, self.grid))
 
 
@@ -93,16 +93,16 @@ class DynamicBackend(AscendBackend):
                 self._priced[key] = self.compiled.cost(template_key, self.target, hbm)
         return self._priced[key]
 
-    def _task_cost(self, part, tiles, hbm: float) -> tuple[float, int, int]:
-        costs = [self._block_cost(part, point, hbm) for point in tiles]
+    def _task_cost(self, part, points, hbm: float) -> tuple[float, int, int]:
+        costs = [self._block_cost(part, point, hbm) for point in points]
         return (sum(c.seconds for c in costs), sum(c.bytes_in for c in costs), sum(c.bytes_out for c in costs))
 
-    def task(self, part, tiles, arrays):
-        seconds, bytes_in, bytes_out = self._task_cost(part, tiles, 0.0)
-        body = _Blocks(self.dynamic.module, self._function(part), part.shape, list(tiles), arrays, self.m)
+    def task(self, part, points, arrays):
+        seconds, bytes_in, bytes_out = self._task_cost(part, points, 0.0)
+        body = _Blocks(self.dynamic.module, self._function(part), part.shape, list(points), arrays, self.m)
         return body, seconds, int(bytes_in + bytes_out)
 
-    def tiles_per_task(self, part) -> int:
+    def points_per_task(self, part) -> int:
         """``tiles_per_block`` "auto": one block per task."""
         return 1
 

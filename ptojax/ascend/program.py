@@ -20,7 +20,7 @@ from ..lowering.memory import ASCEND_CORE, CoreMemory
 from ..lowering.pipeline import Lowering
 from ..lowering.walk import body_of
 from . import asm, isa, isel, targets
-from .autotask import tiles_per_task
+from .autotask import points_per_task
 from .ptoas import assemble
 from .codegen import codegen
 from .hostcode import host_kernel
@@ -254,7 +254,7 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE, target=
             kernels[key] = parsed
             n = part.tiles_per_block
             if n == 0 and target is not None:                   # "auto"
-                n = tiles_per_task(parsed, targets.target(target), memory)
+                n = points_per_task(parsed, targets.target(target), memory)
             if min(n, part.size) > 1:
                 tasks[key] = min(n, part.size)
             texts.append(text)
@@ -341,28 +341,28 @@ class AscendBackend:
         self.compiled, self.target = compiled, target
         self.l2_bytes = target.l2_bytes
 
-    def _task_cost(self, part, tiles, hbm: float) -> tuple[float, int, int]:
-        """(seconds, GM bytes in, GM bytes out) of the task of ``part`` over grid points ``tiles``."""
+    def _task_cost(self, part, points, hbm: float) -> tuple[float, int, int]:
+        """(seconds, GM bytes in, GM bytes out) of the task of ``part`` over the grid points ``points``."""
         key = (part.program.name, tuple(part.shape))
         if key not in self.compiled.tasks:
-            one, n = self.compiled.cost(key, self.target, hbm), len(tiles)
+            one, n = self.compiled.cost(key, self.target, hbm), len(points)
             return one.seconds * n, one.bytes_in * n, one.bytes_out * n
-        first = int(np.ravel_multi_index(tuple(int(i) for i in tiles[0]), part.shape)) if tiles[0] else 0
-        cost = self.compiled.task_cost(key, self.target, hbm, first, len(tiles))
+        first = int(np.ravel_multi_index(tuple(int(i) for i in points[0]), part.shape)) if points[0] else 0
+        cost = self.compiled.task_cost(key, self.target, hbm, first, len(points))
         return cost.seconds, cost.bytes_in, cost.bytes_out
 
-    def priced(self, part, hbm: float, tiles) -> tuple[float, int]:
-        """Seconds and GM bytes read of the task of ``part`` over grid points ``tiles`` with a fraction
+    def priced(self, part, hbm: float, points) -> tuple[float, int]:
+        """Seconds and GM bytes read of the task of ``part`` over the grid points ``points`` with a fraction
         ``hbm`` of its reads from HBM (:meth:`AscendKernel.task_cost`: resident loads read once)."""
-        return self._task_cost(part, tiles, hbm)[:2]
+        return self._task_cost(part, points, hbm)[:2]
 
-    def task(self, part, tiles, arrays):
+    def task(self, part, points, arrays):
         key = (part.program.name, tuple(part.shape))
-        seconds, bytes_in, bytes_out = self._task_cost(part, tiles, 0.0)
-        body = _Instances(self.compiled.kernels[key], self.compiled.host(key), tiles, arrays)
+        seconds, bytes_in, bytes_out = self._task_cost(part, points, 0.0)
+        body = _Instances(self.compiled.kernels[key], self.compiled.host(key), points, arrays)
         return body, seconds, int(bytes_in + bytes_out)
 
-    def tiles_per_task(self, part) -> int:
+    def points_per_task(self, part) -> int:
         """``tiles_per_block="auto"``: the count :func:`compile_kernel` chose by the cost model
         (:mod:`~ptojax.ascend.autotask`)."""
         return self.compiled.tasks.get((part.program.name, tuple(part.shape)), 1)

@@ -85,12 +85,12 @@ class PlanBackend:
         self.names = dict(zip(compiled.kernels, isel.symbols(list(compiled.kernels.values()))))
         self.compiled, self._index = compiled, block_index
 
-    def task(self, part, tiles, arrays):
+    def task(self, part, points, arrays):
         key = (part.program.name, tuple(part.shape))
         grid = self.compiled.kernels[key].grid
-        return Points(self.names[key], tuple(self._index(t, grid) for t in tiles)), 0.0, 0
+        return Points(self.names[key], tuple(self._index(t, grid) for t in points)), 0.0, 0
 
-    def tiles_per_task(self, part) -> int:
+    def points_per_task(self, part) -> int:
         return max(1, part.size)
 
     def copy_cost(self, nbytes: int) -> float:

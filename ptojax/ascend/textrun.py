@@ -18,15 +18,15 @@ from .program import AscendBackend
 
 
 class _Blocks:
-    """A task's body: the grid points ``tiles`` of one function, one block index each."""
+    """A task's body: grid points ``points`` of one function, one block index each."""
 
-    __slots__ = ("module", "name", "grid", "tiles", "arrays")
+    __slots__ = ("module", "name", "grid", "points", "arrays")
 
-    def __init__(self, module, name, grid, tiles, arrays):
-        self.module, self.name, self.grid, self.tiles, self.arrays = module, name, grid, tiles, arrays
+    def __init__(self, module, name, grid, points, arrays):
+        self.module, self.name, self.grid, self.points, self.arrays = module, name, grid, points, arrays
 
     def __call__(self, core=None) -> None:
-        for index in self.tiles:
+        for index in self.points:
             engine.run(self.module, self.name, self.arrays, block_index(index, self.grid))
 
 
@@ -60,20 +60,20 @@ class PtoTextBackend(AscendBackend):
         self.names = dict(zip(compiled.kernels, names))
         self.task_names = dict(zip(compiled.grouped(), names[len(compiled.kernels):]))
 
-    def _body(self, part, tiles, arrays):
+    def _body(self, part, points, arrays):
         key = (part.program.name, tuple(part.shape))
         grid, n = self.compiled.kernels[key].grid, self.compiled.tasks.get(key, 1)
-        first = block_index(tiles[0], grid) if tiles else 0
-        if key in self.task_names and first % n == 0 and len(tiles) <= n:
+        first = block_index(points[0], grid) if points else 0
+        if key in self.task_names and first % n == 0 and len(points) <= n:
             return _Task(self.module, self.task_names[key], first // n, arrays)
-        return _Blocks(self.module, self.names[key], grid, tiles, arrays)
+        return _Blocks(self.module, self.names[key], grid, points, arrays)
 
-    def task(self, part, tiles, arrays):
-        _, seconds, nbytes = super().task(part, tiles, arrays)
-        return self._body(part, tiles, arrays), seconds, nbytes
+    def task(self, part, points, arrays):
+        _, seconds, nbytes = super().task(part, points, arrays)
+        return self._body(part, points, arrays), seconds, nbytes
 
     def batch(self, part, arrays):
         def run(tile_lists, core=None):
-            for tiles in tile_lists:
-                self._body(part, tiles, arrays)()
+            for points in tile_lists:
+                self._body(part, points, arrays)()
         return run

@@ -57,8 +57,8 @@ class PtoOrchestrationError(PtoError, RuntimeError):
 class Backend(Protocol):
     """What the runtime needs from a target."""
 
-    def task(self, part, tiles, arrays) -> tuple[Callable[[object], None], float, int]:
-        """For block ``part`` over grid points ``tiles`` on GM ``arrays`` (inputs then outputs):
+    def task(self, part, points, arrays) -> tuple[Callable[[object], None], float, int]:
+        """For block ``part`` over grid points ``points`` on GM ``arrays`` (inputs then outputs):
         the work (called with a worker context), its predicted seconds and the GM bytes it moves."""
 
     def copy_cost(self, nbytes: int) -> float:
@@ -68,19 +68,19 @@ class Backend(Protocol):
     """Optional: the L2's capacity. With it, the GM reads of each block call are split between L2 and
     HBM by the L2 rule (:mod:`~ptojax.mpmd.l2`) and priced by :meth:`priced`; without it they all hit L2."""
 
-    def priced(self, part, hbm: float, tiles) -> tuple[float, int]:
+    def priced(self, part, hbm: float, points) -> tuple[float, int]:
         """Optional (with ``l2_bytes``): seconds and GM bytes read of the task of ``part`` over grid
-        points ``tiles`` when a fraction ``hbm`` of its GM reads come from HBM (a task that keeps an
-        operand resident across its tiles reads it once)."""
+        points ``points`` when a fraction ``hbm`` of its GM reads come from HBM (a task that keeps an
+        operand resident across its points reads it once)."""
 
     def worker(self) -> object:
         """A fresh per-worker context (a simulated core's buffers)."""
 
-    def tiles_per_task(self, part) -> int:
-        """Optional: how many tiles one task of ``part`` takes when its ``tiles_per_block`` is 0 (auto)."""
+    def points_per_task(self, part) -> int:
+        """Optional: how many grid points one task of ``part`` takes when its ``tiles_per_block`` is 0 (auto)."""
 
     def batch(self, part, arrays) -> Callable[[list, object], None]:
-        """Optional: a callable running many block instances of ``part`` at once, given their tiles
+        """Optional: a callable running many block instances of ``part`` at once, given their grid points
         (one list per instance, equal lengths) and a worker context."""
 
 
@@ -348,21 +348,21 @@ class _Orchestrator:
                 covered[k] += _tiled_volume(windows, len(inputs) + k, part.shape, outputs[k].array.shape)
             points = list(np.ndindex(*part.shape))
             runner = batch(part, arrays) if batch is not None else None
-            per_task = part.tiles_per_block or getattr(self.backend, "tiles_per_task", lambda _: 1)(part)
+            per_task = part.tiles_per_block or getattr(self.backend, "points_per_task", lambda _: 1)(part)
             made = []
             for start in range(0, len(points), per_task):
-                tiles = points[start:start + per_task]
-                run, cost, nbytes = self.backend.task(part, tiles, arrays)
-                reads, writes, scatters = self.regions(windows, _spans(part.shape, start, start + len(tiles) - 1),
+                at = points[start:start + per_task]   # this task's grid points
+                run, cost, nbytes = self.backend.task(part, at, arrays)
+                reads, writes, scatters = self.regions(windows, _spans(part.shape, start, start + len(at) - 1),
                                                        inputs + outputs)
                 group = None
                 if runner is not None:
-                    group = (self.stage, number, len(tiles))
+                    group = (self.stage, number, len(at))
                     self.batches[group] = runner
                 made.append((Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
-                                  run, reads, writes, tiles[0], self.stage, nbytes,
-                                  None if group is None else (group, tiles), scatters=scatters,
-                                  binding=len(self.bindings) - 1), tiles))
+                                  run, reads, writes, at[0], self.stage, nbytes,
+                                  None if group is None else (group, at), scatters=scatters,
+                                  binding=len(self.bindings) - 1), at))
                 self.emit(made[-1][0])
             if self.l2 is not None:
                 self.price_memory(part, made)
@@ -385,8 +385,8 @@ class _Orchestrator:
                         done = into.get(region.buffer, (0, array.nbytes))[0]
                         into[region.buffer] = (done + region.size * array.itemsize, array.nbytes)
         hbm = round(self.l2.hbm_fraction(reads, writes), 4)
-        for task, tiles in made:
-            task.cost, read_bytes = self.backend.priced(part, hbm, tiles)
+        for task, points in made:
+            task.cost, read_bytes = self.backend.priced(part, hbm, points)
             task.hbm = int(hbm * read_bytes)
 
     def copy(self, src: Buffer) -> Buffer:
