@@ -9,16 +9,29 @@ from . import ir
 from .walk import control_sources
 
 
+def desc(aval) -> str:
+    """A tensor as a node or edge names it: ``f32[64, 32]``."""
+    return f"{aval.dtype.name}{list(aval.shape)}"
+
+
+def nbytes(aval) -> int:
+    return int(math.prod(aval.shape)) * aval.dtype.itemsize
+
+
+def add_outputs(nodes: list, outvars, sources: dict, add_edge) -> None:
+    """An output node per jaxpr result, with an edge from each node ``sources`` says it comes from."""
+    for i, v in enumerate(outvars):
+        nid = len(nodes)
+        nodes.append({"id": nid, "kind": "output", "title": f"output {i}",
+                      "detail": desc(v.aval) if isinstance(v, Var) else "constant"})
+        for src in (sources.get(v, set()) if isinstance(v, Var) else set()):
+            add_edge(src, nid, v.aval)
+
+
 def block_graph(lowering) -> dict:
     """The Block graph as nodes and GM edges: kernel inputs, block calls (programs, core kinds,
     instances), outputs; reshapes are followed through, block calls inside loops keep the loop."""
     nodes, edges = [], {}
-
-    def desc(aval):
-        return f"{aval.dtype.name}{list(aval.shape)}"
-
-    def nbytes(aval):
-        return int(math.prod(aval.shape)) * aval.dtype.itemsize
 
     def add_edge(src, dst, aval):
         key = (src, dst)
@@ -67,12 +80,7 @@ def block_graph(lowering) -> dict:
                     env[v] = set(union)
 
     walk(closed.jaxpr, env, "")
-    for i, v in enumerate(closed.jaxpr.outvars):
-        nid = len(nodes)
-        nodes.append({"id": nid, "kind": "output", "title": f"output {i}",
-                      "detail": desc(v.aval) if isinstance(v, Var) else "constant"})
-        for src in (env.get(v, set()) if isinstance(v, Var) else set()):
-            add_edge(src, nid, v.aval)
+    add_outputs(nodes, closed.jaxpr.outvars, env, add_edge)
     return {"nodes": nodes, "edges": list(edges.values())}
 
 

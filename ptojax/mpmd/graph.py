@@ -59,6 +59,26 @@ class Region:
         return n
 
 
+def _lazy(name: str, doc: str, empty=None) -> property:
+    """A :class:`Task` attribute its graph links lazily: reading or writing it first takes the links
+    the graph made (``Task._linked``); ``empty()`` stands in for a value never set."""
+    def get(task):
+        if task._graph is not None:
+            task._linked()
+        value = getattr(task, name)
+        if value is None and empty is not None:
+            value = empty()
+            setattr(task, name, value)
+        return value
+
+    def put(task, value):
+        if task._graph is not None:
+            task._linked()
+        setattr(task, name, value)
+
+    return property(get, put, doc=doc)
+
+
 @dataclasses.dataclass(eq=False, slots=True)
 class Task:
     """One unit of work for one core."""
@@ -89,48 +109,10 @@ class Task:
         self._graph.link_tasks()
         self._graph = None
 
-    @property
-    def preds(self) -> list:
-        """The tasks it waits on, by task id (set by its :class:`TaskGraph`)."""
-        if self._graph is not None:
-            self._linked()
-        if self._preds is None:
-            self._preds = []
-        return self._preds
-
-    @preds.setter
-    def preds(self, value: list):
-        if self._graph is not None:
-            self._linked()
-        self._preds = value
-
-    @property
-    def succs(self) -> list:
-        """The tasks that wait on it, in program order (set by its :class:`TaskGraph`)."""
-        if self._graph is not None:
-            self._linked()
-        if self._succs is None:
-            self._succs = []
-        return self._succs
-
-    @succs.setter
-    def succs(self, value: list):
-        if self._graph is not None:
-            self._linked()
-        self._succs = value
-
-    @property
-    def rank(self) -> float:
-        """HEFT upward rank: its cost plus the longest chain of costs after it (set by its :class:`TaskGraph`)."""
-        if self._graph is not None:
-            self._linked()
-        return self._rank
-
-    @rank.setter
-    def rank(self, value: float):
-        if self._graph is not None:
-            self._linked()
-        self._rank = value
+    preds = _lazy("_preds", "The tasks it waits on, by task id (set by its :class:`TaskGraph`).", list)
+    succs = _lazy("_succs", "The tasks that wait on it, in program order (set by its :class:`TaskGraph`).", list)
+    rank = _lazy("_rank", "HEFT upward rank: its cost plus the longest chain of costs after it (set by its "
+                 ":class:`TaskGraph`).")
 
     def describe(self) -> str:
         index = "(" + ",".join(map(str, self.index)) + ")"

@@ -8,12 +8,11 @@ overfill a buffer). Its blocks are the Block level's block calls, in the same or
 """
 from __future__ import annotations
 
-import math
-
 import jax
 
 from .._jax import Literal, Var
 from ..lowering import partition
+from ..lowering.block_graph import add_outputs, desc, nbytes
 from ..lowering.walk import control_sources
 
 
@@ -32,14 +31,6 @@ class _Recorder(partition._Partitioner):
         made = super().blocks(jaxpr, group, split)
         self.plans[id(jaxpr)].append((list(group), made))
         return made
-
-
-def _desc(aval) -> str:
-    return f"{aval.dtype.name}{list(aval.shape)}"
-
-
-def _bytes(aval) -> int:
-    return int(math.prod(aval.shape)) * aval.dtype.itemsize
 
 
 def _segments(group, made):
@@ -73,16 +64,16 @@ def fusion(lowering, memory, options) -> dict:
     def add_edge(src, dst, aval):
         fused = nodes[src]["kind"] == "op" and nodes[dst]["kind"] == "op" and nodes[src]["block"] == nodes[dst]["block"]
         e = edges.setdefault((src, dst), {"src": src, "dst": dst, "tensors": [], "bytes": 0, "fused": fused})
-        if _desc(aval) not in e["tensors"]:
-            e["tensors"].append(_desc(aval))
-            e["bytes"] += _bytes(aval)
+        if desc(aval) not in e["tensors"]:
+            e["tensors"].append(desc(aval))
+            e["bytes"] += nbytes(aval)
 
     def srcs(env, v):
         return set() if isinstance(v, Literal) else env.get(v, set())
 
     top: dict = {}
     for i, v in enumerate(tile.jaxpr.invars):
-        nodes.append({"id": len(nodes), "kind": "input", "title": f"input {i}", "detail": _desc(v.aval)})
+        nodes.append({"id": len(nodes), "kind": "input", "title": f"input {i}", "detail": desc(v.aval)})
         top[v] = {nodes[-1]["id"]}
 
     def block_of(env, members, made_block, loop):
@@ -95,7 +86,7 @@ def fusion(lowering, memory, options) -> dict:
             nid = len(nodes)
             nodes.append({"id": nid, "kind": "op", "op": spec.name, "label": spec.label, "title": spec.name,
                           "core": partition.CORE[spec.kind], "grid": [list(p.shape) for p in spec.parts],
-                          "block": b, "loop": loop, "detail": ", ".join(_desc(v.aval) for v in eqn.outvars)})
+                          "block": b, "loop": loop, "detail": ", ".join(desc(v.aval) for v in eqn.outvars)})
             for v in eqn.invars:
                 for src in srcs(env, v):
                     add_edge(src, nid, v.aval)
@@ -107,8 +98,8 @@ def fusion(lowering, memory, options) -> dict:
                        "programs": list(dict.fromkeys(p.name for p in progs)),
                        "ops": [nodes[i]["op"] for i in ids], "op_ids": ids,
                        "instances": sum(p.instances for p in block.parts), "loop": loop,
-                       "gm_in_bytes": sum(_bytes(v.aval) for v in ins), "gm_out_bytes": sum(_bytes(v.aval) for v in outputs),
-                       "inputs": [_desc(v.aval) for v in ins], "outputs": [_desc(v.aval) for v in outputs],
+                       "gm_in_bytes": sum(nbytes(v.aval) for v in ins), "gm_out_bytes": sum(nbytes(v.aval) for v in outputs),
+                       "inputs": [desc(v.aval) for v in ins], "outputs": [desc(v.aval) for v in outputs],
                        "note": "; ".join(dict.fromkeys(p.note for p in progs if p.note))})
 
     def walk(jaxpr, env, loop):
@@ -129,12 +120,7 @@ def fusion(lowering, memory, options) -> dict:
             env.update(zip(eqn.outvars, outs))
 
     walk(tile.jaxpr, top, "")
-    for i, v in enumerate(tile.jaxpr.outvars):
-        nid = len(nodes)
-        nodes.append({"id": nid, "kind": "output", "title": f"output {i}",
-                      "detail": _desc(v.aval) if isinstance(v, Var) else "constant"})
-        for src in (top.get(v, set()) if isinstance(v, Var) else set()):
-            add_edge(src, nid, v.aval)
+    add_outputs(nodes, tile.jaxpr.outvars, top, add_edge)
     return {"nodes": nodes, "edges": list(edges.values()), "blocks": blocks}
 
 
