@@ -1,12 +1,13 @@
 """TaskGraph's dependencies equal those of comparing every pair of accesses, whether a buffer's accesses are
-paired with NumPy or found through its spatial index."""
+paired with NumPy or found through its spatial index, and whether the graph is built from Task objects or
+from the tasks' columns alone (TaskTable)."""
 import dataclasses
 import random
 
 import numpy as np
 import pytest
 
-from ptojax.mpmd.graph import Region, Task, TaskGraph
+from ptojax.mpmd.graph import Region, Task, TaskGraph, TaskTable
 from ptojax.mpmd.orchestrator import _base_box
 
 
@@ -148,6 +149,57 @@ def test_scatters_ranks_and_both_paths_agree(seed, path):
     assert [[s.tid for s in t.succs] for t in tasks] == [[s for s in again.succ_ids[again.succ_start[i]:
                                                                                      again.succ_start[i + 1]]]
                                                            for i in range(len(tasks))]
+
+
+def _columns(tasks, rng) -> TaskTable:
+    """The tasks' columns, written out: the accesses shuffled, every box padded to the largest rank with
+    dims every box meets in."""
+    kinds = sorted({t.core for t in tasks})
+    rows = [(t.tid, r, write, write and r.buffer in t.scatters) for t in tasks
+            for regions, write in ((t.reads, False), (t.writes, True)) for r in regions]
+    rng.shuffle(rows)
+    rank = max([len(r.lo) for _, r, _, _ in rows], default=0)
+    far = np.iinfo(np.int64).max
+    lo = np.array([list(r.lo) + [-far] * (rank - len(r.lo)) for _, r, _, _ in rows], np.int64).reshape(-1, rank)
+    hi = np.array([list(r.hi) + [far] * (rank - len(r.hi)) for _, r, _, _ in rows], np.int64).reshape(-1, rank)
+    return TaskTable(np.array([t.cost for t in tasks]), np.array([t.hbm for t in tasks], np.float64),
+                     np.array([kinds.index(t.core) for t in tasks], np.int64), tuple(kinds),
+                     np.array([t.stage for t in tasks], np.int64), np.array([row[0] for row in rows], np.int64),
+                     np.array([row[1].buffer for row in rows], np.int64), lo, hi,
+                     np.array([row[2] for row in rows], bool), np.array([row[3] for row in rows], bool))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_a_graph_of_columns_alone_has_the_links_of_its_tasks(seed, path):
+    """Built from the tasks' columns (accesses in any order, boxes padded), with the Task objects made on
+    first use: the brute-force links, and the arrays of the graph built from the objects."""
+    rng = random.Random(seed)
+    tasks = random_tasks(seed, 80)
+    for t in tasks:                                 # stages, costs and core kinds of their own
+        t.stage, t.cost, t.core = rng.randint(0, 3), rng.uniform(1.0, 5.0), rng.choice(("AIC", "AIV", "AIV"))
+        if t.writes and rng.random() < 0.3:
+            t.scatters = frozenset({t.writes[0].buffer})
+    made = []
+    graph = TaskGraph.of_table(_columns(tasks, rng), lambda: made.append(1) or tasks)
+    assert not made                                  # not before first use
+    objects = TaskGraph([dataclasses.replace(t) for t in tasks])
+    for name in ("pred_start", "pred_ids", "succ_start", "succ_ids", "costs", "by_rank", "fanin", "core_kinds",
+                 "core_codes", "stage_codes", "stage_sizes", "ranks"):
+        assert np.array_equal(getattr(graph, name), getattr(objects, name)), name
+    assert [[p.tid for p in t.preds] for t in graph.tasks] == brute_force(tasks)
+    assert made == [1] and graph.tasks is tasks
+
+
+def test_coordinates_beyond_int64_link_through_the_index():
+    """Boxes that NumPy cannot hold: the graph links them through the spatial index, as any other."""
+    big = 2 ** 70
+    tasks = [Task(0, "w", "AIV", "", 1.0, None, (), (Region(0, (big,), (big + 4,)),)),
+             Task(1, "w", "AIV", "", 1.0, None, (), (Region(0, (big + 4,), (big + 8,)),)),
+             Task(2, "r", "AIV", "", 1.0, None, (Region(0, (big + 3,), (big + 5,)),), ()),
+             Task(3, "r", "AIV", "", 1.0, None, (Region(0, (0,), (big,)),), ())]
+    graph = TaskGraph(tasks)
+    assert graph.table.lo is None
+    assert [[p.tid for p in t.preds] for t in tasks] == brute_force(tasks) == [[], [], [0, 1], []]
 
 
 # ------------------------------------------------------------------- boxes of reshaped views

@@ -6,9 +6,9 @@ deterministic) or ``run_threads`` (host threads) execute it and return a :class:
 runs a replayable plan's tasks again on new inputs (``Plan.rebind``).
 """
 from .executors import Machine, PtoTaskError, replay, run_threads, simulate
-from .graph import PtoTaskGraphError, Region, Task, TaskGraph
+from .graph import PtoTaskGraphError, Region, Task, TaskGraph, TaskTable
 from .orchestrator import Backend, Plan, PtoOrchestrationError, orchestrate
 from .trace import Profile, Record, Trace
 
 __all__ = ["Backend", "Machine", "Plan", "Profile", "PtoOrchestrationError", "PtoTaskError", "PtoTaskGraphError",
-           "Record", "Region", "Task", "TaskGraph", "Trace", "orchestrate", "replay", "run_threads", "simulate"]
+           "Record", "Region", "Task", "TaskGraph", "TaskTable", "Trace", "orchestrate", "replay", "run_threads", "simulate"]

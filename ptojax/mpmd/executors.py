@@ -58,11 +58,11 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
     """Event-driven execution of ``plan`` on ``machine``; see the module docstring."""
     if policy not in ("mpmd", "spmd"):
         raise PtoArgumentError(f"pto runtime: policy {policy!r} is not 'mpmd' or 'spmd'")
-    tasks, graph = plan.graph.tasks, plan.graph
+    graph = plan.graph
     kinds = [k for k, _ in machine.cores]
     missing = [k for k in graph.core_kinds.tolist() if k not in kinds]
     if missing:
-        task = next(t for t in tasks if t.core == missing[0])
+        task = next(t for t in graph.tasks if t.core == missing[0])
         raise PtoArgumentError(f"pto runtime: {task.describe()} needs a {task.core} core; the machine has {kinds}")
     kind = np.array([kinds.index(k) for k in graph.core_kinds.tolist()], np.int64)[graph.core_codes]
     ctx = worker() if (execute and worker) else None
@@ -74,8 +74,8 @@ def simulate(plan: Plan, machine: Machine, *, policy: str = "mpmd", execute: boo
             kind, graph.by_rank, graph.costs, graph.hbm / machine.bandwidth, graph.succ_start,
             graph.succ_ids, graph.fanin, graph.stage_codes, graph.stage_sizes, cores, machine.schedulers,
             machine.schedule_cost, machine.dispatch_latency, policy == "spmd")
-        if len(tid) != len(tasks):
-            raise PtoTaskError(f"pto runtime: {len(tasks) - len(tid)} task(s) never became ready")
+        if len(tid) != len(graph):
+            raise PtoTaskError(f"pto runtime: {len(graph) - len(tid)} task(s) never became ready")
     finally:
         if collecting:
             gc.enable()
@@ -90,7 +90,12 @@ def _columns(start, tid, core, decided, end) -> tuple:
     start, then task id."""
     columns = [np.asarray(start, np.float64), np.asarray(tid, np.int64), np.asarray(core, np.int64),
                np.asarray(decided, np.float64), np.asarray(end, np.float64)]
-    order = np.lexsort((columns[1], columns[0]))
+    start, tid = columns[0], columns[1]
+    order = np.argsort(start, kind="stable")
+    if len(order) > 1:                      # then by task id within runs of equal starts
+        start = start[order]
+        new = np.append(True, start[1:] != start[:-1])
+        order = order[np.argsort(np.cumsum(new) * (int(tid.max()) + 1) + tid[order], kind="stable")]
     return tuple(column[order] for column in columns)
 
 

@@ -4,13 +4,15 @@ A task is one block instance: a callable that does its work, a predicted duratio
 that runs it, a label, and the GM regions it reads and writes. Dependencies come from region
 overlap in program order — read-after-write, write-after-read, write-after-write — and each task
 keeps a fan-in counter of unfinished predecessors (PTO2's ``fanin``). The graph is built as arrays
-(CSR edges, NumPy); its edges point forward in program order, so it is acyclic with every wait
-satisfiable (:meth:`TaskGraph.validate` checks links set by hand), and it is ranked by HEFT's upward
-rank for the ready queues.
+(CSR edges, NumPy) from the tasks' columns (:class:`TaskTable`: taken from the Task objects, or given
+as they are, the Task objects then made on first use); its edges point forward in program order, so it
+is acyclic with every wait satisfiable (:meth:`TaskGraph.validate` checks links set by hand), and it is
+ranked by HEFT's upward rank for the ready queues.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import gc
 import itertools
@@ -150,11 +152,11 @@ class _Boxes(list):
         ranges, count = [], 1
         for a, b, step in zip(lo, hi, self.step):
             first, last = (a, b - 1) if a < b else (b - 1, a)
-            cells = range(first // step, last // step + 1)
-            count *= len(cells)
+            first, last = first // step, last // step
+            count *= last - first + 1
             if count > self._CELLS:
                 return None
-            ranges.append(cells)
+            ranges.append(range(first, last + 1))
         return itertools.product(*ranges)
 
     def _file(self, k):
@@ -188,7 +190,19 @@ class _Boxes(list):
         return [self[k] for k in sorted(found)]
 
 
-_SCATTERS, _COST, _HBM, _CORE = map(operator.attrgetter, ("scatters", "cost", "hbm", "core"))
+@contextlib.contextmanager
+def _no_collections():
+    """No garbage collections inside: building a graph makes many small objects and no garbage."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+_FIELDS = operator.attrgetter("reads", "writes", "stage", "scatters", "cost", "hbm", "core")
 _ACCESS = operator.attrgetter("buffer", "lo", "hi")
 _GRAPH = Task._graph.__set__
 _FAR = np.iinfo(np.int64).max
@@ -218,6 +232,65 @@ def _box_arrays(los, his):
     except OverflowError:
         return None
     return lo, hi
+
+
+@dataclasses.dataclass(eq=False)
+class TaskTable:
+    """Tasks as NumPy columns, in program order (task id = row): what a :class:`TaskGraph` is built from.
+
+    Per task: ``cost`` (seconds on its core), ``hbm`` (GM bytes it reads from HBM), ``core`` (its core
+    kind, an index into ``kinds``) and ``stage`` (its block call). Per region access, in any order:
+    ``task`` (the task's id), ``buffer``, the box ``[lo, hi)`` (int64 arrays of shape (accesses, rank); a
+    box of lower rank is padded with dims every box meets in), ``write`` (else a read) and ``scatter``
+    (a write of a buffer the task writes only by unique-index scatters, :attr:`Task.scatters`).
+    ``boxes``: the boxes as coordinate tuples (lo's, hi's) instead, where some do not fit in int64
+    (``lo`` and ``hi`` are then None)."""
+
+    cost: np.ndarray
+    hbm: np.ndarray
+    core: np.ndarray
+    kinds: tuple[str, ...]
+    stage: np.ndarray
+    task: np.ndarray
+    buffer: np.ndarray
+    lo: np.ndarray | None
+    hi: np.ndarray | None
+    write: np.ndarray
+    scatter: np.ndarray
+    boxes: tuple | None = None
+
+    @classmethod
+    def of(cls, tasks: list[Task]) -> "TaskTable":
+        """The columns of ``tasks`` (``tid`` = position); accesses: every task's reads, then its writes."""
+        n = len(tasks)
+        if not n:
+            return cls(np.zeros(0), np.zeros(0), np.zeros(0, np.int64), (), np.zeros(0, np.int64),
+                       np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 0), np.int64),
+                       np.zeros((0, 0), np.int64), np.zeros(0, bool), np.zeros(0, bool))
+        reads, writes, stages, scatters, costs, hbms, cores = zip(*map(_FIELDS, tasks))
+        nr = np.fromiter(map(len, reads), np.int64, n)
+        nw = np.fromiter(map(len, writes), np.int64, n)
+        chain = itertools.chain.from_iterable
+        accesses = list(map(_ACCESS, chain((chain(reads), chain(writes)))))
+        count = len(accesses)
+        buffers, los, his = zip(*accesses) if count else ((), (), ())
+        at = np.arange(n, dtype=np.int64)
+        owner = np.concatenate([np.repeat(at, nr), np.repeat(at, nw)])
+        written = np.zeros(count, bool)
+        written[count - int(nw.sum()):] = True
+        scatter = np.zeros(count, bool)
+        scattering = list(itertools.compress(range(n), map(bool, scatters)))
+        if scattering:
+            first_write = (count - int(nw.sum()) + np.cumsum(nw) - nw).tolist()
+            for i in scattering:
+                rows = range(first_write[i], first_write[i] + len(writes[i]))
+                scatter[rows.start:rows.stop] = [buffers[r] in scatters[i] for r in rows]
+        boxes = _box_arrays(los, his)
+        kinds = sorted(set(cores))
+        return cls(np.array(costs, np.float64), np.array(hbms, np.float64),
+                   np.fromiter(map(dict(zip(kinds, range(len(kinds)))).__getitem__, cores), np.int64, n),
+                   tuple(kinds), np.array(stages, np.int64), owner, np.array(buffers, np.int64),
+                   *(boxes or (None, None)), written, scatter, None if boxes else (los, his))
 
 
 def _index_pairs(rows, owner, written, scatter, los, his, stages, n) -> list[int]:
@@ -261,53 +334,54 @@ def _ranges(starts, counts):
 class TaskGraph:
     """Tasks in program order (``tid`` = position) with dependencies from region overlap.
 
-    The graph is built as arrays: every region access is a row (buffer, box, task, read or write);
-    the rows of one buffer are paired in program order with NumPy (a read with the earlier writes, a
-    write with every earlier access) and the pairs whose boxes meet are the edges. A buffer whose pairs
-    would be too many (many tiles written and read) is linked through its spatial index
-    (:class:`_Boxes`) instead. Edges only point forward in program order, so the graph is acyclic; the
-    upward ranks are computed level by level from the sinks. The tasks get their ``preds`` (by task
-    id), ``succs`` (in program order) and ``rank``."""
+    The graph is built as arrays, from the tasks' columns (:class:`TaskTable`): every region access is
+    a row (buffer, box, task, read or write); the rows of one buffer are paired in program order with
+    NumPy (a read with the earlier writes, a write with every earlier access) and the pairs whose boxes
+    meet are the edges. A buffer whose pairs would be too many (many tiles written and read) is linked
+    through its spatial index (:class:`_Boxes`) instead. Edges only point forward in program order, so
+    the graph is acyclic; the upward ranks are computed level by level from the sinks. The tasks get
+    their ``preds`` (by task id), ``succs`` (in program order) and ``rank`` on first use.
+    :meth:`of_table` builds a graph from columns alone: its :attr:`tasks` are made on first use."""
 
     _PAIRS_PER_ACCESS = 16      # a buffer pairs its accesses with NumPy up to this many pairs per access
 
     def __init__(self, tasks: list[Task]):
-        self.tasks = tasks
-        collecting = gc.isenabled()
-        gc.disable()                # linking makes many small objects and no garbage: no collections
-        try:
-            self._rank(self._link())
-        finally:
-            if collecting:
-                gc.enable()
+        self._tasks, self._make = tasks, None
+        with _no_collections():
+            self._build(TaskTable.of(tasks))
 
-    def _link(self) -> list[int]:
+    @classmethod
+    def of_table(cls, table: TaskTable, make: Callable[[], list[Task]]) -> "TaskGraph":
+        """The graph of the tasks ``table`` holds; ``make()`` makes them as :class:`Task` objects, on first
+        use of :attr:`tasks`."""
+        graph = cls.__new__(cls)
+        graph._tasks, graph._make = None, make
+        graph._build(table)
+        return graph
+
+    @property
+    def tasks(self) -> list[Task]:
+        """The tasks, by task id."""
+        if self._tasks is None:
+            with _no_collections():
+                tasks = self._make()
+            if len(tasks) != self.n:
+                raise PtoTaskGraphError(f"pto runtime: {len(tasks)} tasks made for a task table of {self.n}")
+            collections.deque(map(_GRAPH, tasks, itertools.repeat(self, self.n)), 0)   # links made on first use
+            self._tasks = tasks
+        return self._tasks
+
+    def _build(self, table: TaskTable):
+        self.table, self.n = table, len(table.cost)
+        with _no_collections():
+            self._link(table)
+            self._rank(table)
+
+    def _link(self, table: TaskTable):
         """The edges as CSR arrays: ``pred_ids[pred_start[t]:pred_start[t + 1]]`` and
-        ``succ_ids[succ_start[t]:succ_start[t + 1]]``, both ascending. Returns the tasks' stages."""
-        tasks = self.tasks
-        n = len(tasks)
-        reads, writes = [t.reads for t in tasks], [t.writes for t in tasks]
-        nr = np.fromiter(map(len, reads), np.int64, n)
-        nw = np.fromiter(map(len, writes), np.int64, n)
-        chain = itertools.chain.from_iterable
-        accesses = list(map(_ACCESS, chain((chain(reads), chain(writes)))))
-        count = len(accesses)
-        buffers, los, his = zip(*accesses) if count else ((), (), ())
-        at = np.arange(n, dtype=np.int64)
-        owner = np.concatenate([np.repeat(at, nr), np.repeat(at, nw)])
-        written = np.zeros(count, bool)
-        written[count - int(nw.sum()):] = True
-        buffer = np.fromiter(buffers, np.int64, count)
-        stages = [t.stage for t in tasks]
-        scatter = np.zeros(count, bool)                     # writes of buffers the task only scatters to
-        scattering = list(itertools.compress(range(n), map(bool, map(_SCATTERS, tasks))))
-        if scattering:
-            first_write = (count - int(nw.sum()) + np.cumsum(nw) - nw).tolist()
-            for i in scattering:
-                rows = range(first_write[i], first_write[i] + len(writes[i]))
-                scatter[rows.start:rows.stop] = [buffers[r] in tasks[i].scatters for r in rows]
-        boxes = _box_arrays(los, his)
-
+        ``succ_ids[succ_start[t]:succ_start[t + 1]]``, both ascending."""
+        n, owner, buffer, written, scatter = self.n, table.task, table.buffer, table.write, table.scatter
+        count = len(owner)
         s = np.lexsort((owner, buffer))                     # rows by buffer, then program order
         b_s, o_s, w_s = buffer[s], owner[s], written[s]
         new = np.ones(count, bool)
@@ -322,7 +396,7 @@ class TaskGraph:
         sizes = np.diff(np.append(first, count))
         pairs = np.add.reduceat(candidates, first) if count else candidates
         vectorised = pairs <= self._PAIRS_PER_ACCESS * sizes + 256
-        if boxes is None:                                   # coordinates beyond int64: all by index
+        if table.lo is None:                                # coordinates beyond int64: all by index
             vectorised[:] = False
         edges = []
         mine = vectorised[group]
@@ -340,19 +414,20 @@ class TaskGraph:
         if later:
             later, earlier = np.concatenate(later), np.concatenate(earlier)
             keep = o_s[later] != o_s[earlier]
-            lo, hi = boxes
-            lo, hi = lo[s], hi[s]
+            lo, hi = table.lo[s], table.hi[s]
             for d in range(lo.shape[1]):
                 keep &= (lo[earlier, d] < hi[later, d]) & (lo[later, d] < hi[earlier, d])
             sc_s = scatter[s]
             if sc_s.any():
-                st = np.asarray(stages, np.int64)
+                st = table.stage
                 keep &= ~(w_s[earlier] & w_s[later] & sc_s[earlier] & sc_s[later]
                           & (st[o_s[earlier]] == st[o_s[later]]))
             edges.append(o_s[later[keep]] * n + o_s[earlier[keep]])
         indexed = np.flatnonzero(~vectorised).tolist()
         if indexed:
             owner_l, written_l, scatter_l = owner.tolist(), written.tolist(), scatter.tolist()
+            los, his = table.boxes or (table.lo.tolist(), table.hi.tolist())
+            stages = table.stage.tolist()
         for g in indexed:                                   # buffers with many tiles: the spatial index
             rows = s[first[g]:first[g] + sizes[g]].tolist()
             edges.append(np.array(_index_pairs(rows, owner_l, written_l, scatter_l, los, his, stages, n), np.int64))
@@ -367,7 +442,6 @@ class TaskGraph:
         self.succ_ids = succ_of[by_pred]
         self.succ_start = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(pred_of, minlength=n), out=self.succ_start[1:])
-        return stages
 
     def validate(self):
         """Every predecessor is a task of this graph and the graph is acyclic (Kahn's algorithm)."""
@@ -393,35 +467,36 @@ class TaskGraph:
                                     + "; ".join(t.describe() for t in stuck))
         return order
 
-    def _rank(self, stages: list[int]):
+    def _rank(self, table: TaskTable):
         """HEFT upward rank: a task's cost plus the longest chain of costs after it; ``by_rank``: the tasks
         in the ready queues' order (rank descending, then task id). The executor reads the graph by task
         id, as arrays: ``by_rank``, ``costs``, HBM bytes ``hbm``, the successors
-        ``succ_ids[succ_start[t]:succ_start[t + 1]]``, ``fanin``, core kinds (``core_kinds[core_codes]``)
-        and stages (numbered in order: ``stage_codes``, ``stage_sizes``)."""
-        tasks, n = self.tasks, len(self.tasks)
-        self.costs = cost = np.fromiter(map(_COST, tasks), np.float64, n)
+        ``succ_ids[succ_start[t]:succ_start[t + 1]]``, ``fanin``, core kinds (``core_kinds[core_codes]``,
+        the kinds in use, sorted) and stages (numbered in order: ``stage_codes``, ``stage_sizes``)."""
+        n = self.n
+        self.costs = cost = np.asarray(table.cost, np.float64)
         rank = self._upward(cost)
         self.by_rank = np.argsort(-rank, kind="stable").astype(np.int64)
-        self.hbm = np.fromiter(map(_HBM, tasks), np.float64, n)
+        self.hbm = np.asarray(table.hbm, np.float64)
         self.fanin = np.diff(self.pred_start)
-        cores = list(map(_CORE, tasks))
-        kinds = sorted(set(cores))
+        used = np.flatnonzero(np.bincount(table.core, minlength=len(table.kinds)))
+        kinds = sorted(table.kinds[k] for k in used.tolist())
+        code = np.zeros(len(table.kinds), np.int64)
+        code[used] = [kinds.index(table.kinds[k]) for k in used.tolist()]
         self.core_kinds = np.array(kinds, dtype=str)
-        self.core_codes = np.fromiter(map(dict(zip(kinds, range(len(kinds)))).__getitem__, cores), np.int64, n)
-        stages, stage = np.unique(np.array(stages, np.int64), return_inverse=True)
+        self.core_codes = code[table.core]
+        stages, stage = np.unique(table.stage, return_inverse=True)
         self.stage_codes = stage.astype(np.int64).reshape(n)        # stage order numbers
         self.stage_sizes = np.bincount(self.stage_codes, minlength=len(stages)).astype(np.int64)
         self.ranks = rank
-        collections.deque(map(_GRAPH, tasks, itertools.repeat(self, n)), 0)   # links made on first use
+        if self._tasks is not None:
+            collections.deque(map(_GRAPH, self._tasks, itertools.repeat(self, n)), 0)   # links made on first use
 
     def link_tasks(self):
         """Give the tasks their ``preds``, ``succs`` and ``rank`` as Python objects, from the arrays
         (done on first use: the executors read the arrays)."""
-        tasks, n = self.tasks, len(self.tasks)
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with _no_collections():
+            tasks, n = self.tasks, self.n
             objects = np.empty(n, object)
             objects[:] = tasks
             preds, succs = objects[self.pred_ids].tolist(), objects[self.succ_ids].tolist()
@@ -429,9 +504,6 @@ class TaskGraph:
             for task, a, b, c, d, r in zip(tasks, ps, ps[1:], ss, ss[1:], self.ranks.tolist()):
                 if task._graph is self:                # not taken over by a later graph
                     task._preds, task._succs, task._rank, task._graph = preds[a:b], succs[c:d], r, None
-        finally:
-            if collecting:
-                gc.enable()
 
     def _upward(self, cost):
         """The upward ranks, from the sinks up, one level of tasks at a time (those whose successors all
@@ -486,11 +558,11 @@ class TaskGraph:
         return path
 
     def __len__(self):
-        return len(self.tasks)
+        return self.n
 
 
 def make_graph(tasks: list[Task]) -> TaskGraph:
     return TaskGraph(tasks)
 
 
-__all__ = ["PtoTaskError", "PtoTaskGraphError", "Region", "Task", "TaskGraph", "make_graph"]
+__all__ = ["PtoTaskError", "PtoTaskGraphError", "Region", "Task", "TaskGraph", "TaskTable", "make_graph"]

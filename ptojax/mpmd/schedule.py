@@ -14,10 +14,10 @@ with one sentinel slot closing each kind's block, so the ready tasks of a kind a
 its block of one ``bytearray`` and its best ready task is the first set byte (``bytearray.find``, a
 memory scan that only moves back when a task ready later outranks every ready one). Idle cores per
 kind are :mod:`heapq` heaps; the ends of running dispatches a sorted list (:mod:`bisect`; equal ends
-leave in dispatch order) with their dispatches beside it. When no other core is idle that could take
-a ready task, the core an end frees takes its kind's best ready task at once. ``spmd``'s barrier is
-one more wait per task of a later stage, lifted when its stage opens. NumPy prepares the inputs and
-the returned columns.
+leave in dispatch order) with their slots beside it (a slot runs once, so its core is kept by slot).
+When no other core is idle that could take a ready task, the core an end frees takes its kind's best
+ready task at once. ``spmd``'s barrier is one more wait per task of a later stage, lifted when its
+stage opens. NumPy prepares the inputs and the returned columns.
 """
 from __future__ import annotations
 
@@ -79,9 +79,9 @@ def dispatch(kind, order, cost, hbm, succ_start, succ_ids, fanin, stage, stage_s
     kind = np.repeat(np.arange(kinds), np.diff(stop, prepend=-1)).tolist()
     cost, hbm = np.where(real, cost[t], 0.0).tolist(), np.where(real, hbm[t], 0.0).tolist()
     fanin, stage, stage_left = fanin_s.tolist(), np.where(real, stage[t], 0).tolist(), stage_size.tolist()
-    task, core, end = [0] * n, [0] * n, [0.0] * n
+    task, end, on = [0] * n, [0.0] * n, [0] * len(kind)   # per dispatch: slot, end; per slot: its core
     decided = [0.0] * (n + schedulers)                 # dispatch d decided at decided[d + schedulers]
-    events, ids = [], []                               # running dispatches' ends (ascending), their dispatches
+    events, ids = [], []                               # running dispatches' ends (ascending), their slots
     krange = range(kinds)
     now, seq, channel, current = 0.0, 0, 0.0, 0
     scan = True                                         # whether an idle core may have a ready task
@@ -98,8 +98,7 @@ def dispatch(kind, order, cost, hbm, succ_start, succ_ids, fanin, stage, stage_s
             if not events:
                 break
             now = events.pop(0)
-            d = ids.pop(0)
-            p = task[d]
+            p = ids.pop(0)
             waits = succ[first[p]:first[p + 1]]          # the slots whose waits it ends (a new list)
             if spmd:
                 stage_left[stage[p]] -= 1
@@ -114,7 +113,7 @@ def dispatch(kind, order, cost, hbm, succ_start, succ_ids, fanin, stage, stage_s
                     if s < nxt[kind[s]]:
                         nxt[kind[s]] = s
             k = kind[p]
-            c = core[d]
+            c = on[p]
             if nidle:                                   # other idle cores: the scan decides, unless none can start
                 scan = bool(idle[k]) or nxt[k] == stop[k]
                 if not scan:
@@ -142,11 +141,10 @@ def dispatch(kind, order, cost, hbm, succ_start, succ_ids, fanin, stage, stage_s
         decided[seq + schedulers] = at
         end[seq] = finish
         task[seq] = q
-        core[seq] = c
+        on[q] = c
         i = bisect_right(events, finish)
         events.insert(i, finish)
-        ids.insert(i, seq)
+        ids.insert(i, q)
         seq += 1
-    decided = np.array(decided[schedulers:schedulers + seq])
-    return (decided + latency, tid_of[np.array(task[:seq], np.int64)], np.array(core[:seq], np.int64), decided,
-            np.array(end[:seq]))
+    decided, task = np.array(decided[schedulers:schedulers + seq]), np.array(task[:seq], np.int64)
+    return decided + latency, tid_of[task], np.array(on, np.int64)[task], decided, np.array(end[:seq])
