@@ -3,8 +3,8 @@
 A K-chained matmul (256 x 1024) @ (1024 x 3072) fp16 at cube tiles (128, 256, 64) and (128, 64, 256),
 at 1, 2 and 4 grid points per task and ``"auto"``, and the Lightning Indexer's ``Score`` (KV 8K) at
 1 and 4 points per task and ``"auto"``. Each task count is profiled twice in one run: priced as ``n``
-separate grid points (no reuse: every load per point) and by its task function
-(``ascend/isel/task.py``, priced by ``cost.task_time``: shared windows loaded once). Per row: makespan and the label's summed task time, both ways,
+separate grid points (no reuse: every load and a pipeline fill per point) and by its task function
+(``ascend/isel/task.py``, priced by ``cost.task_time``: shared windows loaded once, one fill per task). Per row: makespan and the label's summed task time, both ways,
 and the task's MTE2 cycles and GM bytes.
 
 Exits 1 when reuse does not lower the label's time at some ``n > 1``, or when ``"auto"`` is slower

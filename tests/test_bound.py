@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import random
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -115,6 +116,34 @@ def _profile_kernel(case, rows, cols):
 @given(case=KERNEL_CASES, rows=st.sampled_from([256, 1024, 4096]), cols=st.sampled_from([256, 1024, 2048]))
 def test_no_schedule_of_a_random_kernel_beats_the_bound(case, rows, cols):
     _profile_kernel(case, rows, cols)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(case=KERNEL_CASES, rows=st.sampled_from([256, 1024]), cols=st.sampled_from([256, 1024]))
+def test_the_tasks_hbm_bytes_are_the_l2_rules_however_points_are_grouped(case, rows, cols):
+    """The tasks' HBM bytes add up to the L2 rule's for every block call, at 1, 2, 4 and "auto" grid
+    points per task: here the inputs' bytes, read once from HBM (every later read, of them or of the
+    intermediate results, hits the L2), whatever the grouping; and the bound holds."""
+    rule = []                                   # (the run's L2, its HBM bytes) per block call
+    hbm_fraction = L2.hbm_fraction
+
+    def recorded(self, reads, writes):
+        fraction = hbm_fraction(self, reads, writes)
+        rule.append((self, fraction * sum(r for r, _ in reads.values())))
+        return fraction
+
+    for tpb in (1, 2, 4, "auto"):
+        rule.clear()
+        with mock.patch.object(L2, "hbm_fraction", recorded):
+            profile = _profile_kernel(case[:3] + (tpb,), rows, cols)
+        op = case[0]
+        inputs = rows * min(cols, 1024) * 4 * 2 if op == "sum" else (
+            (rows * cols + cols * cols) * 2 if op == "matmul" else rows * cols * jnp.dtype(case[1]).itemsize * 2)
+        hbm = sum(t.hbm for t in profile.trace.graph.tasks)
+        calls = [b for l2, b in rule if l2 is rule[-1][0]]        # the profiled run's calls
+        assert abs(hbm - sum(calls)) <= len(calls), (case, tpb, hbm, sum(calls))
+        assert hbm == inputs, (case, tpb, hbm, inputs)
+        assert profile.bound.bandwidth == pytest.approx(hbm / A3.hbm_bytes_per_s)
 
 
 @pytest.mark.slow

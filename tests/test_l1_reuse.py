@@ -168,6 +168,20 @@ def test_a_task_charges_the_shared_load_once(case):
     assert task.seconds < n * one.seconds
 
 
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_task_pays_the_pipeline_fill_once(case):
+    """A task's points run as one pipeline (double buffering carries on across them): the task pays
+    one grid point's fill (GM latencies, prologue, epilogue) once, not once per point."""
+    n = 3
+    key, _, _ = _task_function(compiled := _compiled(case, n))
+    one = compiled.code.cost(key, A3, 0.0)
+    task = compiled.code.task_cost(key, A3, 0.0, 0, n)
+    assert task.bottleneck == one.bottleneck
+    assert task.fill == pytest.approx(one.fill) and one.fill >= A3.gm_read_latency + A3.gm_write_latency
+    assert task.cycles == pytest.approx(task.pipes[task.bottleneck] + one.fill)
+    assert task.cycles < n * one.cycles - (n - 1) * one.fill * (1 - 1e-9)
+
+
 def test_the_swimlane_and_the_makespan_show_the_reuse():
     compiled = pj.kernel(_matmul, options={"tiles_per_block": {"MM": 4}}).lower(*BUSY).compile()
     with_reuse, without = compiled.profile(*BUSY), _without_reuse(compiled).profile(*BUSY)

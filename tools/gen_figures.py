@@ -139,7 +139,8 @@ def targets_table() -> str:
         ["vector", f"{A3.vector_bytes_per_repeat} B per repeat, {A3.vector_cycles_per_repeat:g} cycles per repeat of an add",
          "`Target.vector_*`"],
         ["sort unit", f"TSORT32 {A3.sort32_cycles:g} cycles per 32 values + {A3.sort32_startup:g} per row; TMRGSORT "
-         f"{A3.merge_cycles * 128:g} cycles per 128 structs + {A3.merge_startup:g} (measured on a 910B3)",
+         f"{A3.merge_cycles * 128:g} cycles per 128 structs + {A3.merge_startup:g} (TSORT32 measured on a 910B3, "
+         "the merge rate fitted to pto-isa's top-k)",
          "`Target.sort32_*`, `merge_*`"],
         ["buffers", f"UB {m.ub // kib} KiB per AIV; L1 {m.l1 // kib} KiB, L0A {m.l0a // kib} KiB, L0B {m.l0b // kib} KiB, "
          f"L0C {m.l0c // kib} KiB per AIC", "`CoreMemory` (lowering/memory.py)"],

@@ -3,8 +3,8 @@
 For a block program of ``P`` grid points on ``C`` cores of its kind, each candidate ``n`` (1 to 4,
 and the ``n`` that makes ``C``, ``2C``, ... ``8C`` tasks; none that leaves a core of the kind without
 a task) is priced as the runtime prices it: each task of ``n`` points by its task function
-(:func:`~ptojax.ascend.cost.task_time`: loads the task keeps resident in L1/UB charged once per
-window), one point by its grid-point function. The tasks, in order,
+(:func:`~ptojax.ascend.cost.task_time`: one pipeline, its fill paid once, loads the task keeps
+resident in L1/UB charged once per window), one point by its grid-point function. The tasks, in order,
 then go to the earliest idle core, each after an AICPU scheduler (the least recently used of
 ``Target.aicpu``) spends ``Target.aicpu_task_s`` deciding it and ``Target.dispatch_s`` passes: the
 last end is the part's predicted makespan on its own, and the ``n`` with the smallest wins (the

@@ -49,9 +49,9 @@ THAT, with the same rules, statement by statement:
   ``tsel`` ADD-like, ...): a composite such as softmax is now the sequence selection prints, each
   instruction with its own startup and its own operand sizes (tmp tiles, masks and widened operands
   included), instead of the pass list of the composite;
-- ``tsort32`` and ``tmrgsort`` run on the sort unit at its rates measured on a 910B3
-  (``Target.sort32_*``, ``Target.merge_*``): ``tsort32`` one vbitsort per row, 16 cycles per 32
-  values; ``tmrgsort`` one vmrgsort4, 78 cycles per 128 (value, index) structs of its lists;
+- ``tsort32`` and ``tmrgsort`` run on the sort unit (``Target.sort32_*``, ``Target.merge_*``):
+  ``tsort32`` one vbitsort per row, 16 cycles per 32 values (measured on a 910B3); ``tmrgsort`` one
+  vmrgsort4, 194 cycles per 128 (value, index) structs of its lists (fitted to pto-isa's top-k);
   ``tgather`` one ADD-like pass;
 - ``tload``/``tstore``/``tmov`` the DMA rules above, ``tmatmul``/``.acc``/``.bias`` the cube rule;
 - ``treshape``/``subset`` (aliases) one SCALAR cycle, like ``tview``; ``tgetval``/``tsetval`` (a UB
@@ -65,8 +65,9 @@ THAT, with the same rules, statement by statement:
   except a tile's ``valid_row``/``valid_col`` operand whose value folds (a dynamic row count given
   in ``values``: the tail block of ``ceil(m/T)`` prices its ``m - T*i`` rows);
 - a task function (a task of several grid points, :mod:`~ptojax.ascend.isel.task`) is priced by
-  :func:`task_time`, point by point, each point a block as above: a load the task keeps resident
-  (L1/UB reuse) is charged once per window, not once per point;
+  :func:`task_time` as one block whose body is its points in order: their pipes add up, the fill is
+  paid once per task (double buffering carries on across points), and a load the task keeps
+  resident (L1/UB reuse) is charged once per window, not once per point;
 - the text carries no ``l2_hit`` attribute (ptoas would reject one), so every ``tload`` reads with
   the caller's ``l2_hit`` -- :meth:`AscendKernel.costs` passes codegen's (its loads' byte-weighted
   ``l2_hit`` attributes, default 1.0), so both paths keep the same L2/HBM fractions.
@@ -574,7 +575,7 @@ def real_instr(stmt) -> asm.Instr:
 def _sort_stage(instr, tgt: Target):
     """One ``tsort32`` (its values' rows) or ``tmrgsort`` (the structs of its lists: the one source
     tile of the single-list form, the 2-4 lists of the list form, its last tile the tmp) at the sort
-    unit's measured rates (``Target.sort32_cycles``, ``Target.merge_cycles``)."""
+    unit's rates (``Target.sort32_cycles``, ``Target.merge_cycles``)."""
     ins = _tiles(instr.ins)
     if not ins:
         raise _fail(instr, "expects a tile operand")
@@ -710,11 +711,12 @@ def function_time(function, target, *, l2_hit: float = 1.0, values=None) -> Bloc
 def task_time(function, target, *, block: int, l2_hit: float = 1.0, values=None) -> BlockCost:
     """Predicted time of task ``block`` of a task function of the real module (selection's task form,
     :mod:`~ptojax.ascend.isel.task`: one top-level ``scf.for`` over the task's grid points, resident
-    loads hoisted before it or under an ``scf.if`` that skips them while their window stays): each
-    grid point priced as :func:`function_time` prices one block — its pipes' busiest plus its fill —
-    with the statements before the loop counted in the first point, summed over the points. A load
-    the point skips is not charged, so reuse shows as less MTE2 time and fewer GM bytes; everything
-    else costs what the grid-point function costs."""
+    loads hoisted before it or under an ``scf.if`` that skips them while their window stays): the task
+    is one block whose body is its grid points one after another (the statements before the loop
+    first), priced as :func:`function_time` prices a block. Double buffering carries on from one point
+    to the next, so the points' pipes add up and the fill (GM latencies, prologue, epilogue) is paid
+    once per task; each point still pays its instructions' issue costs. A load the point skips is not
+    charged, so reuse shows as less MTE2 time and fewer GM bytes."""
     from . import engine_parse as E
 
     tgt = _target(target)
@@ -722,21 +724,12 @@ def task_time(function, target, *, block: int, l2_hit: float = 1.0, values=None)
     if pos is None:
         raise PtoUnsupportedError(f"task_time: function @{function.name} has no task loop (scf.for at its top level)")
     loop, walk = function.body[pos], _RealWalk(tgt, l2_hit, values, block)
-    head = {"in": 0, "out": 0, "flops": 0.0}
-    before, points = walk.events(function.body[:pos], head), []
+    totals = {"in": 0, "out": 0, "flops": 0.0}
+    events = walk.events(function.body[:pos], totals)
     for i in range(walk.trip(loop)):
         walk.known[loop.var] = walk.value(loop.lo) + i * walk.value(loop.step)
-        totals = dict(head) if i == 0 else {"in": 0, "out": 0, "flops": 0.0}
-        events = walk.events(loop.body, totals)
-        points.append(_block(before + events if i == 0 else events, totals, tgt, "pto"))
-    if not points:
-        return _block(before, head, tgt, "pto")
-    pipes = {p: sum(c.pipes.get(p, 0.0) for c in points) for p in PIPES if any(p in c.pipes for c in points)}
-    cycles = sum(c.cycles for c in points)
-    bottleneck = max(pipes, key=lambda p: (pipes[p], -PIPES.index(p))) if pipes else ""
-    return BlockCost(cycles, cycles / tgt.clock_hz, pipes, sum(c.bytes_in for c in points),
-                     sum(c.bytes_out for c in points), sum(c.flops for c in points), bottleneck,
-                     sum(c.fill for c in points), "pto")
+        events += walk.events(loop.body, totals)
+    return _block(events, totals, tgt, "pto")
 
 
 def load_l2_hit(kernel: asm.Kernel, default: float = 1.0) -> float:

@@ -70,12 +70,15 @@ class Target:
     #      on a 910B3 (dav-2201, the A2/A3 AI core) for pto-isa's a2a3 cost model (cann/pto-isa merge
     #      request 1192, include/pto/costmodel/a2a3/cce_costmodel/cce_costmodel_vector_compute.hpp):
     #      vbitsort = 16 cycles per repeat + 21; vmrgsort4 = 78 cycles per repeat of four 32-struct
-    #      lists (128 structs written) + 20. ASSUMPTION: the merge was measured on 32-struct lists only;
-    #      a merge of longer lists (or of 2-4 separate lists) is priced by the structs it writes, at
-    #      that rate, as a merge unit emitting one struct after another would take them.
+    #      lists (128 structs written) + 20. The merge was measured on 32-struct lists only; a merge is
+    #      priced by the structs it writes, one after another, at a rate FITTED to pto-isa's top-k
+    #      (kernels/manual/a2a3/topk, fp32 4 800 rows x 1 024: 324.1 us, vector pipe 94 % busy on 48
+    #      cores = 5 636 cycles a row): a row's tsort32 (533 cycles at the measured rate), tgather and
+    #      index passes (388) and its three 1 024-struct merges fill that vector time at 194 cycles per
+    #      128 structs, 2.5x the 32-struct measurement (docs/calibration.md).
     sort32_cycles: float = 16.0            # per 32-element group
     sort32_startup: float = 21.0           # per vbitsort (TSORT32 issues one per row)
-    merge_cycles: float = 78.0 / 128       # per struct written
+    merge_cycles: float = 194.0 / 128      # per struct written (fitted, see above)
     merge_startup: float = 20.0            # per vmrgsort4 (one per TMRGSORT)
 
     # ---- per-core data paths, bytes/cycle (ini [AICoreMemoryRates], HW §3.4)

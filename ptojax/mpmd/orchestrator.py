@@ -375,19 +375,35 @@ class _Orchestrator:
 
     def price_memory(self, part, made):
         """Split the GM reads of one part's tasks between L2 and HBM by the L2 rule (:mod:`.l2`) and
-        price them so (the backend's ``priced``): each task's cost and HBM bytes."""
-        reads, writes = {}, {}
+        price them so (the backend's ``priced``): each task's cost and HBM bytes.
+
+        The rule's HBM bytes are shared out over the tasks by the bytes of their read regions, so the
+        tasks' HBM bytes add up to the rule's however the grid points are grouped into tasks -- except
+        that a task is charged at most the GM bytes it reads (the backend's read bytes; a region can
+        cover more, e.g. the whole cache an in-place scatter updates). A task is priced with the share
+        of ITS reads that those bytes are (a task reloading a tile per point reads more than its
+        regions, one keeping it resident less)."""
+        reads, writes, region_bytes = {}, {}, []
         for task, _ in made:
+            task_bytes = 0
             for regions, into in ((task.reads, reads), (task.writes, writes)):
                 for region in regions:
                     if region.buffer >= 0:                    # not a sync token
                         array = self.buffers[region.buffer].array
                         done = into.get(region.buffer, (0, array.nbytes))[0]
                         into[region.buffer] = (done + region.size * array.itemsize, array.nbytes)
-        hbm = round(self.l2.hbm_fraction(reads, writes), 4)
-        for task, points in made:
-            task.cost, read_bytes = self.backend.priced(part, hbm, points)
-            task.hbm = int(hbm * read_bytes)
+                        if into is reads:
+                            task_bytes += region.size * array.itemsize
+            region_bytes.append(task_bytes)
+        fraction = self.l2.hbm_fraction(reads, writes)
+        shared = 0.0
+        for (task, points), task_bytes in zip(made, region_bytes):
+            share = round(fraction * (shared + task_bytes)) - round(fraction * shared)   # adds up exactly
+            shared += task_bytes
+            task.cost, read_bytes = self.backend.priced(part, 0.0, points)
+            task.hbm = min(share, read_bytes)
+            if task.hbm:
+                task.cost, _ = self.backend.priced(part, round(task.hbm / read_bytes, 4), points)
 
     def copy(self, src: Buffer) -> Buffer:
         dst = self.scratch(src.array.shape, src.array.dtype)
