@@ -26,6 +26,7 @@ from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError
 from .execute import execute_dynamic
 from .lowering.symbolic import template_text
+from .lowering.tensor import run_time_sizes
 
 _TEMPLATES = (512, 768, 1280, 2304, 1024, 1536, 3072)   # template row counts: multiples of the usual row tiles
 
@@ -224,6 +225,7 @@ def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
                                       "leading dim of a result, or no symbol")
     static = {d for s in specs for d in s.shape if isinstance(d, int)}
     static |= {d for shape in results for d in shape if isinstance(d, int)}
+    inner = {d for eqn in symbolic.tensor.jaxpr.eqns for v in eqn.outvars for d in v.aval.shape if isinstance(d, int)}
     memory = get_target(kernel.options.target).memory
     sizes = [t for t in _TEMPLATES if t not in static]
     cache: dict = {}
@@ -232,7 +234,10 @@ def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
         if size not in cache:
             concrete = [jax.ShapeDtypeStruct(tuple(size if not isinstance(d, int) else d for d in s.shape), s.dtype)
                         for s in specs]
-            low = kernel.lower(*jax.tree.unflatten(tree, concrete)).lowering
+            # the rows' iotas and constants: on the cores, as at a symbolic size (not where a static
+            # intermediate has the template's size: they fold, both alike)
+            with run_time_sizes(*({size} - inner)):
+                low = kernel.lower(*jax.tree.unflatten(tree, concrete)).lowering
             cache[size] = (low, compile_kernel(low, memory))
         return cache[size]
 

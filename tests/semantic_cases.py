@@ -204,6 +204,10 @@ for dt, outs in OUTS.items():
 case("tmatmul", [np.full((2, 129), -128, I8), np.full((129, 3), -128, I8)], out_dtype=I32, transpose_a=False,
      transpose_b=False)
 
+# the tile of a symbolic-size iota: base + step * index + j
+case("tci", [np.int32(3)], size=8, step=8, base=16)
+case("tci", [np.int32(0)], size=1, step=1, base=0)
+
 # ----------------------------------------------------------------------------------------- layout
 for dt in ANY:
     case("treshape", [rand(rng, (3, 5), dt)], new_shape=(5, 3, 1))

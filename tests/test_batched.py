@@ -71,12 +71,12 @@ def test_every_instruction_on_lanes_equals_lane_by_lane(name, args, params, tol,
 
 def test_the_lane_axis_is_used_by_most_instructions():
     """The fallback (one call per lane) is the exception among the built-in instructions: indexed
-    updates and gathers."""
+    updates and gathers, and ``tci`` (its one operand, the grid index, differs from lane to lane)."""
     fallback = {name for name in set(SEMANTICS) - set(CUSTOM) if _lane_params(name, {"axes": (0,), "axis": 0, "new_shape": (1,),
                                                                 "shape": (1,), "permutation": (0,),
                                                                 "offsets": (0,), "valid_shape": (1,),
                                                                 "pads": ((0, 0),)}, 1, 2) is None}
-    assert fallback <= {"tgather", "mgather", "tindex_add", "tscatter_update", "mscatter"}, fallback
+    assert fallback <= {"tgather", "mgather", "tindex_add", "tscatter_update", "mscatter", "tci"}, fallback
 
 
 @pytest.mark.parametrize("cols", [2, 64])

@@ -6,12 +6,10 @@ sequence; the key cache (a pool of 8 blocks of 128) stays static. The Gather til
 block (``gather_vec`` (1, 8)) and fills its tile through an i16 alias of the i8 tile; the Score matmul
 reads the gathered keys through a transposed ``[128, 512·B]`` view (``!pto.tensor_view<128x?xi8>``,
 one sequence per block). The indices equal the plain-JAX reference's exactly (the static indexer's
-criterion), ``ptoas`` accepts the dynamic module, and ``jax.export`` inlines its replay. Sparse
-attention (and so the DIA chain) does not take a symbolic batch yet: its cache slots need ``arange(B)``,
-a constant of the symbolic size.
+criterion), ``ptoas`` accepts the dynamic module, and ``jax.export`` inlines its replay. (Sparse
+attention and the DIA chain: ``test_dynamic_attention.py``.)
 """
 import functools
-import re
 
 import jax
 import numpy as np
@@ -19,7 +17,6 @@ import pytest
 
 import ptojax as pj
 from deepseek_cases import MAX_BLOCKS, N, TOPK, K, R
-from ptojax.errors import PtoUnsupportedError
 
 POOL, BS, D = 8, 128, 128
 TILES = {"gather_vec": (1, 8)}              # one block-table row per Gather block
@@ -95,14 +92,3 @@ def test_the_indexer_exports_with_a_symbolic_batch():
     args = _inputs(9)
     np.testing.assert_array_equal(np.asarray(exported.call(*args)),
                                   np.asarray(R.lightning_indexer(*args, sparse_count=TOPK)))
-
-
-def test_sparse_attention_does_not_take_a_symbolic_batch():
-    args = R.attention_inputs(3, 1, N, [300] * 3, TOPK, max_blocks=MAX_BLOCKS, seed=5)
-    sfa = pj.kernel(functools.partial(K.sparse_attention, scale_value=K.SOFTMAX_SCALE),
-                    polymorphic_shapes=("b, 4, 512", None, "b, 1, 64", f"b, {MAX_BLOCKS}", "b", "b, 4, 64", None))
-    with pytest.raises(PtoUnsupportedError) as err:
-        sfa(*args)
-    assert re.fullmatch(r"jnp\.arange at \S+kernels\.py:\d+ \(sparse_attention\): primitive 'iota' makes a constant "
-                        r"of the symbolic shape int32\[b\]: constants are folded at trace time, so their shapes "
-                        r"must be static", str(err.value)), str(err.value)

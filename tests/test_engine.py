@@ -107,7 +107,7 @@ def test_instructions_run_on_numpy_or_jitted_with_the_bits_of_the_eager_semantic
     for block in (np.asarray(64, np.int64), np.asarray(32, np.int64)):
         merged = engine._apply("tmrgsort", engine.SEMANTICS["tmrgsort"], [src, block], spec, ())
         np.testing.assert_array_equal(merged, engine.SEMANTICS["tmrgsort"](src, block, out=spec))
-    assert engine._PLANS["tmrgsort", (), spec, (((1, 256), src.dtype), ((), block.dtype))][0] == "static"
+    assert engine._PLANS["tmrgsort", (), spec, (((1, 256), src.dtype), ((), block.dtype)), False][0] == "static"
     monkeypatch.setattr(engine, "_apply", lambda op, fn, args, out, attrs: fn(*args, out=out, **dict(attrs)))
     for name in names:
         eager, _ = run_single(CASES[name][0], *CASES[name][1:])

@@ -35,8 +35,8 @@ def test_lane_code_reads_like_the_kernel():
     assert ", out=v_t9)\n        v_t9 = None" in source                  # takes where it is not read again
     assert "v_t4 = _np.add(v_t4.astype(_np.float32), v_t9.astype(_np.float32), out=v_t9)" in source
     assert "v_p12[0][v_p12[1]] = v_t4.reshape((_n, 32, 32))" in source           # one scatter
-    rowsum = code.lanes(("sum", (2, 1))).source                    # the reduction's axis after the lanes'
-    assert "_np.add.reduce(_np.ascontiguousarray(v_t4), axis=(2,), dtype=_np.float32, keepdims=False)" in rowsum
+    rowsum = code.lanes(("sum", (2, 1))).source                    # the reduction along each lane's rows,
+    assert "_np.cumsum(v_t4, axis=-1, dtype=_np.float32)[..., -1]" in rowsum      # left to right
 
 
 def _gm(key):

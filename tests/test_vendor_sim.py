@@ -352,3 +352,41 @@ def test_compare():
     e = s.copy()
     e[2] = 0.0
     assert not xc.compare(e, s)["ok"]          # NaN against a number
+
+
+# ----------------------------------------------- host code against the vendor on the same instruction
+def same_instruction_kernels():
+    """{name: (kernel, input, the real instruction)}: kernels of one program whose host code runs the
+    instruction the real text has (no expansion), on inputs where float32 NumPy would be an ulp off."""
+    r = np.random.default_rng(7)
+    x = (r.standard_normal((32, 64)) * 4).astype(np.float32)
+    positive = r.uniform(0.01, 100.0, (32, 64)).astype(np.float32)
+    return {"texp f32": (tiled(jnp.exp, vec=(8, 64)), x, "texp"),
+            "texp f16": (tiled(jnp.exp, vec=(8, 64)), (x / 2).astype(np.float16), "texp"),
+            "tlog": (tiled(jnp.log, vec=(8, 64)), positive, "tlog"),
+            "trsqrt": (tiled(O.rsqrt, vec=(8, 64)), positive, "trsqrt"),
+            "trowsum": (tiled(lambda v: jnp.sum(v, -1), vec=(8, 64)), x, "trowsum")}
+
+
+def test_host_code_computes_the_simulators_bits_on_the_same_instruction():
+    """``texp`` / ``tlog`` / ``trsqrt`` (in double, rounded once) and a row sum (left to right) run as
+    host code give pto-isa's CPU simulator's bits on the kernel's own inputs, element for element
+    (float32 NumPy's exp / log / 1/sqrt and its pairwise sums differ from it in the last bit). The
+    engine under x64 gives them too, also after the same function ran eagerly without x64 (whose
+    float32 ``trsqrt`` plan the engine must not reuse)."""
+    cases = same_instruction_kernels()
+    jobs, inputs, host = [], [], []
+    for name, (fn, x, op) in cases.items():
+        compiled = pj.kernel(fn).lower(x).compile()
+        (text, func, blocks), = xc.jobs_of(compiled._code())
+        assert op in xc.kinds(xc.functions(text)[func]), name
+        out = np.asarray(compiled.run(x, engine="host")[0])
+        jobs.append((text, func, blocks))
+        inputs.append([x.ravel(), np.zeros(out.size, out.dtype)])
+        host.append(out)
+        engine.run_grid(xc.single(text, func), func, [np.array(a) for a in inputs[-1]], blocks)   # no x64
+    for name, r, out in zip(cases, xc.run(jobs, inputs=inputs), host):
+        assert r.sim is not None, f"{name}: {r.sim_error}"
+        bits = f"u{out.dtype.itemsize}"
+        np.testing.assert_array_equal(out.ravel().view(bits), r.sim[1].view(bits), err_msg=name)
+        assert r.status == "exact", (name, r.worst())

@@ -163,7 +163,7 @@ class _Codegen:
             value = np.asarray(v.val if isinstance(v, Literal) else v)
             return asm.Operand(self.const(value.item(), asm.dtype_name(value.dtype)), asm.dtype_name(value.dtype))
         name = self.names[v]
-        return asm.Operand(name, self.tiles[name][0])
+        return asm.Operand(name, self.tiles[name][0] if name in self.tiles else "index")   # a grid index (tci)
 
     def view_of(self, gm):
         if gm not in self.views:

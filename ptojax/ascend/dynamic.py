@@ -15,6 +15,8 @@ then turns each function of the template's module into its dynamic form, as the 
   leading index (a ``[T, N, D]`` window); a subset of such a tile has dynamic rows too, and a loop over
   the block's rows (``scf.for`` to ``T`` picking a tile row) stops at ``%dyn_vr``; the last block of a
   size that is not a multiple of ``T`` is the tail, the others are full.
+* an ``i32`` constant of a ``K·size`` row count (a gather's bound on the rows of a ``K·m``-row view it
+  reads at computed offsets) is ``K*%dyn_m`` in ``i32``.
 
 The runtime binds ``m`` from the argument shapes and makes ``ceil(m/T)`` blocks along the rows
 (:meth:`DynamicKernel.grid`). A program whose rows it cannot follow (a row index not of the form
@@ -39,6 +41,7 @@ _VIEW = re.compile(r"(\s*)(%\w+) = pto\.make_tensor_view (%\w+), shape = \[([^\]
 _PART = re.compile(r"(\s*)(%\w+) = pto\.partition_view (%\w+), offsets = \[([^\]]*)\], sizes = \[([^\]]*)\]"
                    r" : !pto\.tensor_view<([^>]*)> -> !pto\.partition_tensor_view<([^>]*)>$")
 _CONST = re.compile(r"\s*(%\w+) = arith\.constant (-?\d+) : index$")
+_CONST_I32 = re.compile(r"\s*(%\w+) = arith\.constant (\d+) : i32$")
 _MULI = re.compile(r"\s*(%\w+) = arith\.muli (%\w+), (%\w+) : index$")
 _ALLOC = re.compile(r"(\s*)(%\w+) = pto\.alloc_tile (addr = \S+ )?: (!pto\.tile_buf<[^>]*>)$")
 _RESHAPE = re.compile(r"(\s*)(%\w+) = pto\.treshape (%\w+) : (!pto\.tile_buf<[^>]*>) -> (!pto\.tile_buf<[^>]*>)$")
@@ -161,6 +164,11 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     prologue = [line for k in sorted(scales - {1}) for line in
                 (f"{indent}%dyn_k{k} = arith.constant {k} : index", f"{indent}{_rows(k)} = arith.muli {SYMBOL}, "
                                                                      f"%dyn_k{k} : index")]
+    bounds = _row_bounds(out, scales, size, indent)
+    if bounds:
+        out = [line for line in out if not ((m := _CONST_I32.match(line)) and m.group(1) in bounds)]
+        first = min(n for n, line in enumerate(out) if _ALLOC.match(line) or _VIEW.match(line))
+        prologue += [line for lines_ in bounds.values() for line in lines_]
     if columns and (row is None or row[2] != 1):
         raise _err(name, f"the transposed views {sorted(columns)} of k*{size} rows need blocks of one row "
                          f"(every block whole), not {row[2] if row else 'no'} row windows")
@@ -217,7 +225,7 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
                 kind[res] = kind[src]
                 changed = True
     # rewrite: the prologue before the first use, then every typed mention of a dynamic tile
-    defined = {m.group(1) for m in (re.match(r"\s*(%\w+) =", line) for line in lines[:first]) if m}
+    defined = {m.group(1) for m in (re.match(r"\s*(%\w+) =", line) for line in out[:first]) if m}
     if index not in defined or tile not in defined:
         raise _err(name, f"the row index {index} or tile size {tile} is defined after the first tile")
     prologue += [f"{indent}%dyn_row0 = arith.muli {index}, {tile} : index",
@@ -256,6 +264,25 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
                 line = line[:start] + text + " : " + ", ".join(new) + line[end:]
             out[n] = line
     return _live(out[:first] + prologue + out[first:], size)
+
+
+def _row_bounds(lines: list[str], scales: set, size: int, indent: str) -> dict:
+    """{name: its lines} for the ``i32`` constants of a ``k·size`` row count (an indexed read's bound on
+    the rows of a ``k·m``-row view, a gather's ``cmpi ult``): ``k·m`` in ``i32`` (``%dyn_m`` cast, times
+    ``k`` in ``i32``: ``ptoas`` cannot emit a cast of the ``index`` product)."""
+    found = {}
+    compared = {x for line in lines if "arith.cmpi" in line for x in re.findall(r"%\w+", line)}
+    for m in map(_CONST_I32.match, lines):
+        k = int(m.group(2)) // size if m else 0
+        if m and k in scales and k * size == int(m.group(2)) and m.group(1) in compared:
+            name = m.group(1)
+            if k == 1:
+                found[name] = [f"{indent}{name} = arith.index_cast {SYMBOL} : index to i32"]
+            else:
+                found[name] = [f"{indent}{name}_m = arith.index_cast {SYMBOL} : index to i32",
+                               f"{indent}{name}_k = arith.constant {k} : i32",
+                               f"{indent}{name} = arith.muli {name}_m, {name}_k : i32"]
+    return found
 
 
 def _rows(k: int) -> str:

@@ -9,8 +9,9 @@ axes batched) on a slice with the block's row index 0 and ``%dyn_m = T`` — the
 text — and ``jax.vmap`` maps it over the blocks; the results are sliced back to ``m`` rows. The rows
 past ``m`` of the last block are padding that never reaches a valid row: the module's functions
 read and write the rows of their own block only (:mod:`~ptojax.ascend.dynamic` checks the windows),
-and a function that writes an argument without the rows, or a function without dynamic rows that
-touches one, is a :class:`PtoUnsupportedError` at export.
+and a function that writes an argument without the rows, reads an argument of the rows at computed
+offsets (``load_scalar``: a block may need any row), or has no dynamic rows but touches an argument
+that has them, is a :class:`PtoUnsupportedError` at export.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import numpy as np
 from ..errors import PtoUnsupportedError
 from ..lowering import ir
 from .dynamic import SYMBOL, DynamicKernel
-from .engine_parse import For, Function, If, Instr, View
+from .engine_parse import For, Function, If, Instr, Scalar, View
 from .replay_graph import call
 
 
@@ -38,17 +39,16 @@ def _blocks(x, m, t: int):
     return jnp.concatenate([x, pad]).reshape(nb, -1)
 
 
-def written(func: Function) -> set:
-    """The pointer parameters ``func`` stores into (through its views)."""
-    src, outs = {}, set()
+def _pointers(func: Function, used) -> set:
+    """The pointer parameters of ``func`` behind the names ``used(stmt)`` gives (through its views)."""
+    src, names = {}, set()
 
     def scan(body):
         for s in body:
             if isinstance(s, View):
                 src[s.result] = s.src
-            elif isinstance(s, Instr):
-                outs.update(s.outs)
-            elif isinstance(s, For):
+            names.update(used(s))
+            if isinstance(s, For):
                 scan(s.body)
             elif isinstance(s, If):
                 scan(s.then)
@@ -57,12 +57,22 @@ def written(func: Function) -> set:
     scan(func.body)
     params = {name for name, _ in func.params}
     found = set()
-    for name in outs:
+    for name in names:
         while name in src:
             name = src[name]
         if name in params:
             found.add(name)
     return found
+
+
+def written(func: Function) -> set:
+    """The pointer parameters ``func`` stores into (through its views)."""
+    return _pointers(func, lambda s: s.outs if isinstance(s, Instr) else ())
+
+
+def _indexed(func: Function) -> set:
+    """The pointer parameters ``func`` reads element by element at computed offsets (``load_scalar``)."""
+    return _pointers(func, lambda s: (s.src,) if isinstance(s, Scalar) and s.op == "load_scalar" else ())
 
 
 def check_replayable(dk: DynamicKernel, name: str) -> None:
@@ -80,12 +90,19 @@ def check_replayable(dk: DynamicKernel, name: str) -> None:
                                               f"argument {row.index(True)} without a row tile; it cannot run "
                                               "for a symbolic row count")
                 continue
-            scales = {dk.row_vars[v] for v in eqn.invars + eqn.outvars if dk._rows(v)}
+            pointers = [p for p, _ in func.params if p != SYMBOL]
+            variables = eqn.invars + eqn.outvars
+            read = [k for k, r in enumerate(row) if r and pointers[k] in _indexed(func)]
+            if read:
+                raise PtoUnsupportedError(f"pj.kernel '{name}': function '{fn}' reads argument {read[0]} "
+                                          f"({dk.row_vars[variables[read[0]]]}*m rows) at computed offsets: a "
+                                          "block may read any of its rows, not only its own, so it cannot run "
+                                          "for a symbolic row count")
+            scales = {dk.row_vars[v] for v in variables if dk._rows(v)}
             if scales != {dk.scales[fn]} or t % dk.scales[fn]:
                 raise PtoUnsupportedError(f"pj.kernel '{name}': function '{fn}' tiles {dk.scales[fn]}*m rows by "
                                           f"{t} with arguments of {sorted(scales)}*m rows; the replay takes one "
                                           "row count per function, a multiple of its scale per block")
-            pointers = [p for p, _ in func.params if p != SYMBOL]
             shared = sorted(k for k, r in enumerate(row) if not r and pointers[k] in written(func))
             if shared:
                 raise PtoUnsupportedError(f"pj.kernel '{name}': function '{fn}' writes argument {shared[0]}, which "

@@ -25,13 +25,16 @@ from .semantics import ACCUMULATOR, BF16, BOOL, EXACT_F32_TERMS, F16, F32, FLOAT
 # semantics is the ufunc on the operands widened to float32, rounded once to the destination's dtype
 # (NumPy's own float16 loops are not that: they pick other NaN payloads).
 _UFUNCS = {"tadd": "add", "tsub": "subtract", "tmul": "multiply", "tdiv": "divide", "tmax": "maximum",
-           "tmin": "minimum", "texp": "exp", "tlog": "log", "tsqrt": "sqrt", "ttanh": "tanh", "tround": "rint",
-           "tabs": "absolute", "tneg": "negative", "tpow": "power"}
+           "tmin": "minimum", "tsqrt": "sqrt", "ttanh": "tanh", "tround": "rint", "tabs": "absolute",
+           "tneg": "negative"}
 _INTEGER_UFUNCS = {"tadd", "tsub", "tmul", "tmax", "tmin", "tabs", "tneg"}   # on integers too: they wrap alike
 # Float instructions whose semantics is this NumPy expression of their float32 operands ({0}, {1}, ...:
-# the semantics' own steps, in its order), rounded once to the destination's dtype.
+# the semantics' own steps, in its order; float64 where the semantics computes in double), rounded once
+# to the destination's dtype.
 _EXPRESSIONS = {
-    "trsqrt": "_np.float32(1) / _np.sqrt({0})", "trecip": "_np.float32(1) / {0}",
+    "texp": "_np.exp({0}.astype(_np.float64))", "tlog": "_np.log({0}.astype(_np.float64))",
+    "tpow": "_np.power({0}.astype(_np.float64), {1}.astype(_np.float64))",
+    "trsqrt": "_np.float64(1) / _np.sqrt({0}.astype(_np.float64))", "trecip": "_np.float32(1) / {0}",
     "tsigmoid": "_np.float32(1) / (_np.float32(1) + _np.exp(-{0}))",
     "tsilu": "_np.multiply({0}, _np.float32(1) / (_np.float32(1) + _np.exp(-{0})))",
     "trelu": "_np.maximum({0}, _np.float32(0))", "tclip": "_np.minimum(_np.maximum({0}, {1}), {2})",
@@ -239,8 +242,9 @@ class InlineForms:
 
     def reduce(self, name, stmt: asm.Instr) -> str | None:
         """A float ``tsum`` / ``tamax`` / ``tamin`` as its semantics' steps: the tile as a C-ordered float32
-        array (as the interpreter reads it, so the summation order is the semantics'), the ufunc's reduce,
-        the assignment rounding to the tile's dtype."""
+        array (as the interpreter reads it), the ufunc's reduce (``tsum``: the reduced axes moved last and
+        flattened, the last of their float32 prefix sums: left to right), the assignment rounding to the
+        tile's dtype."""
         if name not in _REDUCE or len(stmt.ins) != 1 or len(stmt.outs) != 1:
             return None
         src, out = self.tiles.get(stmt.ins[0].name), self.tiles.get(stmt.outs[0].name)
@@ -257,11 +261,27 @@ class InlineForms:
         if math.prod(result) != out.v_row * out.v_col:
             return None
         x = self.var(stmt.ins[0].name)
-        x = f"_np.ascontiguousarray({x})" if src.np_dtype == F32 else f"{x}.astype(_np.float32)"
+        if src.np_dtype != F32:
+            x = f"{x}.astype(_np.float32)"
+        elif name != "tsum":
+            x = f"_np.ascontiguousarray({x})"
         if tuple(shapes[0]) != (src.v_row, src.v_col):
             x += f".reshape({self.shape(shapes[0])})"
-        dtype = ", dtype=_np.float32" if name == "tsum" else ""
-        value = f"_np.{_REDUCE[name]}.reduce({x}, axis={self.axes(axes)}{dtype}, keepdims={keepdims})"
+        if name == "tsum":
+            shape = tuple(shapes[0])
+            axes = tuple(sorted(a % len(shape) for a in axes))
+            if not all(shape[a] for a in axes):
+                return None
+            kept = tuple(shape[a] for a in range(len(shape)) if a not in axes)
+            if axes != tuple(range(len(kept), len(shape))):         # the reduced axes last, in order
+                x = f"_np.moveaxis({x}, {self.axes(axes)}, {tuple(range(-len(axes), 0))})"
+            if len(axes) > 1:
+                x += f".reshape({self.shape(kept + (-1,))})"
+            value = f"_np.cumsum({x}, axis=-1, dtype=_np.float32)[..., -1]"
+            if result != kept:
+                value += f".reshape({self.shape(result)})"
+        else:
+            value = f"_np.{_REDUCE[name]}.reduce({x}, axis={self.axes(axes)}, keepdims={keepdims})"
         if result != (out.v_row, out.v_col):
             value = f"_np.reshape({value}, {self.shape((out.v_row, out.v_col))})"
         return self.set_tile(stmt, value)

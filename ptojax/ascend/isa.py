@@ -56,6 +56,8 @@ def _table():
                                "C = A @ B (+ bias) into the accumulator"),
         "tmatmul_acc": Instruction("tmatmul_acc", "CUBE", "acc, left, right -> acc", ("i32", "f32"), True,
                                    "C += A @ B"),
+        "tci": Instruction("tci", "VECTOR", "grid index -> vec", ("i32",), True,
+                           "the int32 sequence base + step * index + j: a tile of a symbolic-size iota"),
     }
     for name, op in OPS.items():
         if name == "matmul":

@@ -9,10 +9,11 @@ tiles' valid regions as NumPy arrays. The contract:
   a scalar operand arrives as a 0-d array of the tile's dtype. Binary ops broadcast by NumPy rules.
   Results have exactly the tensor op's output dtypes and shapes (two arrays for ``tquant``, ``ttopk``
   and ``tsort``).
-* **Hardware dtypes, never float64.** float16 / bfloat16 elementwise instructions compute in float32
-  and round once to the operand dtype; float sums, products, prefix sums, softmax, norms and
-  quantization accumulate in float32; the cube multiplies int8 exactly into int32 and floats into
-  float32. Integers wrap modulo 2**bits. ``tcvt`` follows :mod:`ptojax.primitives.cast` bit for bit
+* **Hardware dtypes.** float16 / bfloat16 elementwise instructions compute in float32 and round once
+  to the operand dtype, except ``texp`` / ``tlog`` / ``trsqrt`` / ``tpow``, which compute in float64
+  and round once, as pto-isa's CPU simulator does; float sums, products, prefix sums, softmax, norms
+  and quantization accumulate in float32, ``tsum`` strictly left to right (the simulator's row and
+  column sums); the cube multiplies int8 exactly into int32 and floats into float32. Integers wrap modulo 2**bits. ``tcvt`` follows :mod:`ptojax.primitives.cast` bit for bit
   (rounding modes, NaN -> 0, saturation or wrap, the int32 edges).
 * **Indexed rows.** Out-of-range indices (-1 is the padding) read zeros and write nothing; a repeated
   ``scatter_update`` index keeps the last write; ``index_add`` adds repeats in index order, each add
@@ -29,6 +30,11 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import PtoUnsupportedError
+
+try:
+    from numpy.lib.array_utils import normalize_axis_tuple
+except ImportError:                                  # NumPy < 2
+    from numpy.core.numeric import normalize_axis_tuple
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
@@ -60,6 +66,15 @@ def _float_op(fn):
     def run(*args, **params):
         dtype = args[0].dtype
         return np.asarray(fn(*[_f32(a) for a in args], **params), F32).astype(dtype, copy=False)
+    return run
+
+
+def _double_op(fn):
+    """A float instruction pto-isa's CPU simulator computes in double: ``fn`` on float64 operands,
+    rounded once to the operands' dtype (``static_cast<T>(std::exp(static_cast<double>(x)))``)."""
+    def run(*args, **params):
+        dtype = args[0].dtype
+        return np.asarray(fn(*[np.asarray(a).astype(np.float64) for a in args], **params)).astype(dtype, copy=False)
     return run
 
 
@@ -108,7 +123,7 @@ _BINARY = {"tadd": np.add, "tsub": np.subtract, "tmul": np.multiply, "tmax": np.
 for _name, _fn in _BINARY.items():
     SEMANTICS[_name] = _numeric_op(_fn)
 SEMANTICS["tdiv"] = _float_op(np.divide)
-SEMANTICS["tpow"] = _float_op(np.power)
+SEMANTICS["tpow"] = _double_op(np.power)
 
 
 SEMANTICS["tand"] = lambda x, y: np.bitwise_and(x, y)
@@ -142,12 +157,13 @@ def fmod(x, y):
     return np.where(zero, x, np.fmod(x, np.where(zero, np.ones((), y.dtype), y))).astype(x.dtype, copy=False)
 
 _UNARY_FLOAT = {
-    "texp": np.exp, "tlog": np.log, "tsqrt": np.sqrt, "trsqrt": lambda x: np.float32(1) / np.sqrt(x),
-    "trecip": lambda x: np.float32(1) / x, "ttanh": np.tanh, "tsigmoid": _sigmoid,
+    "tsqrt": np.sqrt, "trecip": lambda x: np.float32(1) / x, "ttanh": np.tanh, "tsigmoid": _sigmoid,
     "tsilu": lambda x: np.multiply(x, _sigmoid(x)), "tround": np.rint,
 }
 for _name, _fn in _UNARY_FLOAT.items():
     SEMANTICS[_name] = _float_op(_fn)
+for _name, _fn in {"texp": np.exp, "tlog": np.log, "trsqrt": lambda x: 1.0 / np.sqrt(x)}.items():
+    SEMANTICS[_name] = _double_op(_fn)
 SEMANTICS["tgelu"] = _float_op(_gelu)
 SEMANTICS["tabs"] = _numeric_op(np.abs)          # int8 -128 stays -128
 SEMANTICS["tneg"] = _numeric_op(np.negative)
@@ -225,7 +241,21 @@ def _accumulate(fn):
 @_register("tsum")
 @_accumulate
 def sum_(x, *, axes, keepdims, dtype):
-    return np.add.reduce(x, axis=tuple(axes), dtype=dtype, keepdims=keepdims)       # np.sum, minus its wrapper
+    return sequential_sum(x, tuple(axes), keepdims, dtype)
+
+
+def sequential_sum(x, axes: tuple, keepdims: bool, dtype=None):
+    """``x`` summed over ``axes`` strictly left to right in C order (NumPy's reduce sums pairwise
+    along a contiguous axis; pto-isa's row and column sums add one element after another)."""
+    axes = normalize_axis_tuple(axes, x.ndim)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    moved = np.transpose(x, kept + list(axes))
+    flat = moved.reshape(moved.shape[:len(kept)] + (-1,))
+    if flat.shape[-1] == 0:
+        total = np.zeros(flat.shape[:-1], dtype or x.dtype)
+    else:
+        total = np.cumsum(flat, axis=-1, dtype=dtype)[..., -1]
+    return np.expand_dims(total, axes) if keepdims else total
 
 
 @_register("tprod")
@@ -319,6 +349,12 @@ def transpose(x, *, permutation):
 @_register("texpand")
 def expand(x, *, shape):
     return np.broadcast_to(x, shape).copy()
+
+
+@_register("tci")
+def iota(index, *, size, step, base):
+    """``base + step * index + j`` for ``j < size``, int32 (a symbolic-size iota's tile)."""
+    return (np.int64(base) + np.int64(step) * np.asarray(index, np.int64) + np.arange(size)).astype(I32)
 
 
 @_register("tconcat")
@@ -462,40 +498,61 @@ def merge_topk(values, indices, *, k, largest):
 
 
 # -------------------------------------------------------------------------------------- composite
+# Softmax and the norms as the real instructions selection expands them into (``isel/composite.py``),
+# each step with that instruction's semantics: row max, subtract, ``texp``, a row sum left to right,
+# divide; a norm's mean as the row sum times ``1 / cols``, ``trsqrt`` of the mean square plus eps, then
+# the products and sums with gamma / beta. float32 tiles: the text's bits; float16 / bfloat16: the
+# same steps in float32, rounded once (the text rounds each step to the tile's dtype).
+def _in_float32(fn):
+    """``fn`` as is on float32 operands; float16 / bfloat16 ones widened, the result rounded once."""
+    def run(*args, **params):
+        dtype = args[0].dtype
+        if dtype == F32:
+            return fn(*args, **params)
+        return np.asarray(fn(*[_f32(a) for a in args], **params)).astype(dtype, copy=False)
+    return run
+
+
+def _row_sum(x, axes=(-1,)):
+    """``trowsum``: float32, left to right, rounded to ``x``'s dtype (kept dims)."""
+    return sequential_sum(_f32(x), tuple(axes), True, F32).astype(x.dtype)
+
+
+def _scalar(value, dtype):
+    return np.asarray(value, np.float64).astype(dtype)
+
+
 @_register("tsoftmax")
-@_float_op
+@_in_float32
 def softmax(x, *, axes):
-    axes = tuple(axes)
-    e = np.exp(x - np.max(x, axis=axes, keepdims=True))
-    return e / np.sum(e, axis=axes, keepdims=True, dtype=F32)
+    e = SEMANTICS["texp"](SEMANTICS["tsub"](x, amax(x, axes=axes, keepdims=True)))
+    return SEMANTICS["tdiv"](e, _row_sum(e, axes))
 
 
-def _mean(x):
-    return np.sum(x, axis=-1, keepdims=True, dtype=F32) / np.float32(x.shape[-1])
-
-
-def _rsqrt(x):
-    return np.float32(1) / np.sqrt(x)
+def _normalise(x, eps, centre: bool):
+    inverse = _scalar(1.0 / x.shape[-1], x.dtype)
+    if centre:
+        x = SEMANTICS["tsub"](x, SEMANTICS["tmul"](_row_sum(x), inverse))
+    var = SEMANTICS["tmul"](_row_sum(SEMANTICS["tmul"](x, x)), inverse)
+    return SEMANTICS["tmul"](x, SEMANTICS["trsqrt"](SEMANTICS["tadd"](var, _scalar(eps, x.dtype))))
 
 
 @_register("trms_norm")
-@_float_op
+@_in_float32
 def rms_norm(x, *gamma, eps):
-    y = x * _rsqrt(_mean(x * x) + np.float32(eps))
-    return y * gamma[0] if gamma else y
+    y = _normalise(x, eps, centre=False)
+    return SEMANTICS["tmul"](y, gamma[0]) if gamma else y
 
 
 @_register("tlayer_norm")
-@_float_op
+@_in_float32
 def layer_norm(x, *affine, eps, has_gamma, has_beta):
-    mean = _mean(x)
-    d = x - mean
-    y = d * _rsqrt(_mean(d * d) + np.float32(eps))
+    y = _normalise(x, eps, centre=True)
     affine = list(affine)
     if has_gamma:
-        y = y * affine.pop(0)
+        y = SEMANTICS["tmul"](y, affine.pop(0))
     if has_beta:
-        y = y + affine.pop(0)
+        y = SEMANTICS["tadd"](y, affine.pop(0))
     return y
 
 

@@ -6,12 +6,16 @@ differentiates ``pj.kernel`` calls through ``jax.custom_vjp``, outside the kerne
 ``while`` and ``cond`` stay as loops and branches with translated bodies (a ``scan`` over stacked
 inputs or outputs becomes a counted loop over its carries). Gathers, scatters and dynamic slices are
 ``gathers.py``'s rules, math functions without an instruction ``libm.py``'s. Eqns whose inputs are all
-constants are folded (up to :data:`FOLD_ELEMENTS` output elements). Anything else is a
+constants are folded (up to :data:`FOLD_ELEMENTS` output elements), except an iota or constant of a size
+known at run time (a symbolic dim, or a polymorphic compile's template rows: :func:`run_time_sizes`),
+which the cores compute (``pto.iota``, ``tci`` per tile). Anything else is a
 :class:`PtoUnsupportedError`; every error raised while translating an eqn names the user's
 ``jnp``/``lax`` call and source line (``origin.py``).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 
 import jax
@@ -20,6 +24,7 @@ import numpy as np
 
 from .. import ops
 from .._jax import ClosedJaxpr
+from ..primitives import indexing
 from . import libm
 from .reduce import identity
 from .gathers import dynamic_slice, dynamic_update_slice, gather, rev, rows_of, scatter
@@ -389,14 +394,48 @@ def _div(eqn, x, y):
 RULES["div"] = _div
 
 
+_RUN_TIME_SIZES = contextvars.ContextVar("run_time_sizes", default=frozenset())
+
+
+@contextlib.contextmanager
+def run_time_sizes(*sizes):
+    """Within: a dim of one of ``sizes`` (a polymorphic compile's template row count) stands for a size
+    known at run time, as a symbolic dim does: an iota along it is computed on the cores, and a constant
+    of that size is not folded."""
+    token = _RUN_TIME_SIZES.set(frozenset(sizes))
+    try:
+        yield
+    finally:
+        _RUN_TIME_SIZES.reset(token)
+
+
+def _at_run_time(n) -> bool:
+    return not isinstance(n, int) or n in _RUN_TIME_SIZES.get()
+
+
 FOLD_ELEMENTS = 1 << 20   # constant eqns fold at trace time up to this many output elements; a larger
                           # one (jnp.where(mask, 1.0, 0.0) over a vocabulary's logits) runs on the cores
 
 
 def _elements(eqn) -> int:
-    """The eqn's output elements; a symbolic count (jax.export) counts as too large to fold."""
-    n = sum(math.prod(v.aval.shape) for v in eqn.outvars)
-    return n if isinstance(n, int) else FOLD_ELEMENTS + 1
+    """The eqn's output elements; a count with a dim known at run time (symbolic, or a polymorphic
+    compile's template rows: :func:`run_time_sizes`) counts as too large to fold."""
+    if any(_at_run_time(d) for v in eqn.outvars for d in v.aval.shape):
+        return FOLD_ELEMENTS + 1
+    return sum(math.prod(v.aval.shape) for v in eqn.outvars)
+
+
+def _iota(eqn):
+    """``lax.iota`` / ``broadcasted_iota`` with a dim known at run time: ``pto.iota`` along ``dimension``
+    (``np.arange`` where that dim is static), cast, then broadcast to the shape."""
+    shape, axis, dtype = eqn.params["shape"], eqn.params["dimension"], np.dtype(eqn.params["dtype"])
+    n = shape[axis]
+    line = indexing.iota(n) if _at_run_time(n) else np.arange(n, dtype=np.int32)
+    if dtype != np.int32:
+        line = ops.cast(line, dtype)
+    if len(shape) == 1:
+        return line
+    return ops.expand(ops.reshape(line, [n if d == axis else 1 for d in range(len(shape))]), shape)
 
 
 def _rule(eqn, invals, stack):
@@ -424,6 +463,8 @@ def _translate(eqn, invals, stack):
         return control(eqn, invals, stack, by_rule(_rule))
     elif name == "dim_as_value":                 # a symbolic dimension's value (jax.export): known at run time
         out = eqn.primitive.bind(*invals, **eqn.params)
+    elif name == "iota" and any(_at_run_time(n) for n in eqn.params["shape"]):
+        out = _iota(eqn)                         # indices of a size known at run time: made on the cores
     elif const and name not in RULES and not all(isinstance(d, int) for v in eqn.outvars for d in v.aval.shape):
         raise unsupported(eqn, f"makes a constant of the symbolic shape {eqn.outvars[0].aval.str_short()}: constants "
                                 "are folded at trace time, so their shapes must be static")

@@ -242,6 +242,19 @@ def _mapped(ctx, eqn, invals):
     return outs
 
 
+def _iota(ctx, eqn):
+    """``pto.iota`` (a size known at run time): each vector tile makes its own indices, ``tci`` from
+    its offset in the sequence (the grid index times the tile, plus the region's base)."""
+    out = eqn.outvars[0].aval
+    tile = vector_tile(ctx, out.shape, [out.dtype])
+
+    def body(region, index, ins, outs):
+        y = T.tci_p.bind(index[0], size=region.tile[0], step=region.stride[0], base=region.base[0])
+        return [T.tstore(outs[0], y, index, mapped_window([0], out.shape, region))]
+
+    return emit(ctx, "vector", regions(out.shape, tile), [], [out], body)
+
+
 def _row_tile(ctx, tensors, space):
     """The tile of an elementwise op on R×1 results of a reduction (``rowform.py``): the reduction's
     row block, so that the op runs in the reduction's program; None for any other op."""
@@ -581,6 +594,8 @@ def _rule(memory, tiles=None, seen=None):
             return on_device(_copies(ctx, eqn, invals))
         if op in _INDEXED:
             return on_device(_indexed(ctx, eqn, invals))
+        if op == "iota":
+            return on_device(_iota(ctx, eqn))
         if any(0 in v.aval.shape for v in eqn.outvars):
             raise PtoShapeError(f"pto.{op}{_at(ctx)}: empty output {[v.aval.shape for v in eqn.outvars]}")
         if _is_staged_topk(ctx, eqn, invals[0]):

@@ -49,14 +49,16 @@ OPS: dict[str, Op] = {}
 
 
 def define(name: str, family: str, *, abstract: Callable, reference: Callable, dtypes=ANY,
-           multiple_results: bool = False, differentiable: bool = True) -> Primitive:
-    """Create the primitive ``pto.<name>`` and register it in :data:`OPS`."""
+           multiple_results: bool = False, differentiable: bool = True, catalogue: bool = True) -> Primitive:
+    """Create the primitive ``pto.<name>`` and register it in :data:`OPS` (``catalogue=False``: an op
+    the lowering makes, not the user's: left out of it)."""
     prim = Primitive(f"pto.{name}")
     prim.multiple_results = multiple_results
     prim.def_impl(partial(xla.apply_primitive, prim))
     prim.def_abstract_eval(abstract)
     mlir.register_lowering(prim, mlir.lower_fun(reference, multiple_results=multiple_results))
-    OPS[name] = Op(name, family, prim, reference, differentiable, tuple(dtypes))
+    if catalogue:
+        OPS[name] = Op(name, family, prim, reference, differentiable, tuple(dtypes))
     return prim
 
 

@@ -384,3 +384,14 @@ def merge_topk(values, indices, k: int, *, largest: bool = True):
         raise op_error(PtoArgumentError, "merge_topk", f"k must be a positive int, got {k!r}")
     out_v, out_i = merge_topk_p.bind(values, indices, k=int(k), largest=bool(largest))
     return out_v, out_i
+
+
+# ------------------------------------------------------------------------------------------ iota
+iota_p = define("iota", "indexing", abstract=lambda *, size: shaped((size,), I32),
+                reference=lambda *, size: jnp.arange(size, dtype=jnp.int32), catalogue=False)
+
+
+def iota(size):
+    """``0, 1, ..., size-1`` (int32) computed on the cores: the Tensor level's ``lax.iota`` of a size known
+    at run time (a symbolic dim), which cannot fold to a constant; each tile makes its own indices."""
+    return iota_p.bind(size=size)

@@ -147,6 +147,15 @@ tmatmul_p = _mirror("matmul")
 tmatmul_acc_p = _primitive("tmatmul_acc", _tmatmul_acc_abstract, _tmatmul_acc_reference)
 
 
+def _tci_reference(index, *, size, step, base):
+    return base + step * index + jnp.arange(size, dtype=jnp.int32)
+
+
+# PTO's TCI: the int32 tile ``start + j`` with ``start = base + step * index`` (``index`` a grid index):
+# the tile of a symbolic-size ``pto.iota`` at its place in the sequence.
+tci_p = _primitive("tci", lambda index, *, size, step, base: shaped((size,), jnp.int32), _tci_reference)
+
+
 def compute(name, *args, **params):
     """Bind the tile twin of tensor op ``name``."""
     return COMPUTE[name].bind(*args, **params)
