@@ -20,6 +20,7 @@ import ptojax as pj
 from kernels import KERNELS
 
 K = importlib.import_module("ptojax.kernel")    # the module (pj.kernel is the decorator)
+O = pj.ops
 
 
 FAST = {"elementwise-tails", "int32-compare", "cast-int", "matmul-int8", "bf16-cast", "fp16-chain", "matmul-fp16-out",
@@ -86,6 +87,97 @@ def test_fuzz_sample(spec):
         return
     want, _ = compiled.run(*args, engine="pto")
     assert_replay_matches(jax.jit(compiled)(*args), want, fuzz.describe(spec))
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float16], ids=["bf16", "f16"])
+def test_rows_picked_by_data_in_16_bit_floats_equal_the_engine(dtype):
+    """Indices read from a tile steer which rows are loaded (out-of-range ones skipped under a
+    condition read from data) and where they are stored or added: 16-bit float tiles and GM tensors,
+    which the replay holds as their bits, written at traced offsets."""
+    rng = np.random.default_rng(5)
+    x, u = rng.uniform(-4, 4, (37, 50)).astype(dtype), rng.uniform(-4, 4, (24, 50)).astype(dtype)
+    idx = rng.integers(-3, 40, 24).astype(np.int32)      # out of range: -3..-1, 37..39
+
+    def k(x, i, u):
+        with pj.tile(vec=(8, 16)):
+            return O.gather(x, i, 0), O.scatter_update(x, i, u, 0), O.index_add(x, i, u, 0), jnp.take(x, jnp.abs(i), 0)
+
+    compiled = pj.kernel(k).lower(x, idx, u).compile()
+    assert "scf.if" in compiled.as_text("pto")
+    want, _ = compiled.run(x, idx, u, engine="pto")
+    assert_replay_matches(jax.jit(compiled)(x, idx, u), want, np.dtype(dtype).name)
+
+
+def _tile(dtype, rows, cols, v_row=None):
+    return (f"!pto.tile_buf<loc=vec, dtype={dtype}, rows={rows}, cols={cols}, v_row={v_row or rows}, v_col={cols}, "
+            "blayout=row_major, slayout=none_box, fractal=512, pad=0>")
+
+
+# Grid point b copies rows idx[b, q] of src (12 x 16 bf16) to out[b, q] where idx[b, q] < 12 (unsigned),
+# leaving zeros elsewhere: the gather of the DeepSeek sparse attention at a small size.
+_PICK_ROWS = f"""module attributes {{pto.target_arch = "a3"}} {{
+  func.func @pick_rows(%src: !pto.ptr<bf16>, %idx: !pto.ptr<i32>, %out: !pto.ptr<bf16>) {{
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c4 = arith.constant 4 : index
+    %c8 = arith.constant 8 : index
+    %c12 = arith.constant 12 : index
+    %c16 = arith.constant 16 : index
+    %c128 = arith.constant 128 : index
+    %n = arith.constant 12 : i32
+    %z = arith.constant 0 : i16
+    %bid = pto.get_block_idx
+    %b = arith.index_cast %bid : i64 to index
+    %vs = pto.make_tensor_view %src, shape = [%c12, %c16], strides = [%c16, %c1] : !pto.tensor_view<12x16xbf16>
+    %vi = pto.make_tensor_view %idx, shape = [%c4, %c8], strides = [%c8, %c1] : !pto.tensor_view<4x8xi32>
+    %vo = pto.make_tensor_view %out, shape = [%c4, %c8, %c16], strides = [%c128, %c16, %c1] : \
+!pto.tensor_view<4x8x16xbf16>
+    %ti = pto.alloc_tile : {_tile("i32", 1, 8)}
+    %tr = pto.alloc_tile : {_tile("bf16", 8, 16)}
+    %pi = pto.partition_view %vi, offsets = [%b, %c0], sizes = [%c1, %c8] : !pto.tensor_view<4x8xi32> -> \
+!pto.partition_tensor_view<1x8xi32>
+    pto.tload ins(%pi : !pto.partition_tensor_view<1x8xi32>) outs(%ti : {_tile("i32", 1, 8)})
+    %ri = pto.treshape %tr : {_tile("bf16", 8, 16)} -> {_tile("i16", 8, 16)}
+    pto.texpands ins(%z : i16) outs(%ri : {_tile("i16", 8, 16)})
+    scf.for %q = %c0 to %c8 step %c1 {{
+      %i = pto.tgetval ins(%ti, %q : {_tile("i32", 1, 8)}, index) outs : i32
+      %ok = arith.cmpi ult, %i, %n : i32
+      scf.if %ok {{
+        %row = arith.index_cast %i : i32 to index
+        %ps = pto.partition_view %vs, offsets = [%row, %c0], sizes = [%c1, %c16] : \
+!pto.tensor_view<12x16xbf16> -> !pto.partition_tensor_view<1x16xbf16>
+        %sub = pto.subset %tr[%q, %c0] sizes [1, 16] : {_tile("bf16", 8, 16)}
+        pto.tload ins(%ps : !pto.partition_tensor_view<1x16xbf16>) outs(%sub : {_tile("bf16", 1, 16, "?")})
+      }}
+    }}
+    %po = pto.partition_view %vo, offsets = [%b, %c0, %c0], sizes = [%c1, %c8, %c16] : \
+!pto.tensor_view<4x8x16xbf16> -> !pto.partition_tensor_view<1x8x16xbf16>
+    pto.tstore ins(%tr : {_tile("bf16", 8, 16)}) outs(%po : !pto.partition_tensor_view<1x8x16xbf16>)
+    return
+  }}
+}}
+"""
+
+
+def test_grid_points_of_a_batch_whose_conditions_differ_write_only_their_own_rows():
+    """The four grid points of one batch load a row each loop trip under a condition read from data
+    that holds for some points only: a point's tile changes only where its condition holds."""
+    from ptojax.ascend import engine
+    from ptojax.ascend.replay_graph import call
+
+    func = engine.parse(_PICK_ROWS).function("pick_rows")
+    rng = np.random.default_rng(0)
+    src = rng.uniform(-4, 4, (12, 16)).astype(ml_dtypes.bfloat16)
+    idx = rng.integers(-2, 15, (4, 8)).astype(np.int32)
+
+    def replay(src, idx):
+        gm = {0: src.reshape(-1), 1: idx.reshape(-1), 2: jnp.zeros(4 * 8 * 16, src.dtype)}
+        return call(func, gm, (0, 1, 2), np.arange(4))[2].reshape(4, 8, 16)
+
+    ok = (idx >= 0) & (idx < 12)
+    assert ok.any(axis=1).all() and not ok.all(axis=1).any()     # every point loads some rows and skips some
+    want = np.where(ok[..., None], src[np.clip(idx, 0, 11)], np.zeros((), src.dtype))
+    np.testing.assert_array_equal(np.asarray(jax.jit(replay)(src, idx)).view(np.uint16), want.view(np.uint16))
 
 
 def test_vmap_of_a_jitted_kernel_is_one_replay():

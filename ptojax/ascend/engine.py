@@ -353,13 +353,13 @@ class _Run:
             return
         value = self.converted(s, tile, window.dtype, region).reshape(window.shape)
         if atomic == "atomic_add":                 # GM += tile, in the GM dtype as the vector add rounds
-            value = np.asarray(SEMANTICS["tadd"](np.array(window), value))
+            value = np.asarray(_apply("tadd", SEMANTICS["tadd"], [np.array(window), value], None, ()))
         elif atomic != "atomic_none":
             raise self.error(s, f"unknown atomicType {atomic!r}")
         window[...] = value
 
 
-_PLANS: dict = {}      # (mnemonic, attributes, out, operand shapes and dtypes) -> (how it runs, what runs)
+_PLANS: dict = {}      # (mnemonic, attributes, out, operand shapes and dtypes, x64) -> (how it runs, what runs)
 
 
 def _plan(fn, args, out, attrs) -> tuple:
@@ -374,14 +374,15 @@ def _plan(fn, args, out, attrs) -> tuple:
         static = tuple(i for i, a in enumerate(args) if np.ndim(a) == 0 and np.asarray(a).dtype.kind in "iu")
         return ("static", (static, jax.jit(bound, static_argnums=static))) if static else ("eager", fn)
     if npeval.evaluable(closed.jaxpr):
-        return "numpy", (closed, jax.tree.structure(shapes))
+        return "numpy", (npeval.evaluator(closed.jaxpr, closed.consts), jax.tree.structure(shapes))
     return "jit", jax.jit(bound)
 
 
 def _apply(op: str, fn, args, out, attrs):
     """``fn(*args, out=out, **attrs)`` as :func:`_plan` decided for these operand shapes."""
     try:
-        key = (op, tuple(attrs), out, tuple((a.shape, a.dtype) for a in args))
+        key = (op, tuple(attrs), out, tuple((a.shape, a.dtype) for a in args),
+               jax.config.read("jax_enable_x64"))   # x64: texp/tlog/trsqrt in double (another plan)
         plan = _PLANS.get(key)
     except TypeError:                              # an unhashable attribute: eagerly
         key, plan = None, ("eager", fn)
@@ -389,8 +390,8 @@ def _apply(op: str, fn, args, out, attrs):
         plan = _PLANS[key] = _plan(fn, args, out, attrs)
     kind, run = plan
     if kind == "numpy":
-        closed, tree = run
-        return jax.tree.unflatten(tree, npeval.evaluate(closed.jaxpr, closed.consts, args))
+        evaluate, tree = run
+        return jax.tree.unflatten(tree, evaluate(args))
     if kind == "jit":
         return run(*args)
     if kind == "static":

@@ -7,17 +7,20 @@ the points — jitted and kept per instruction form, so a form is traced once ho
 GM tensors are flat jnp arrays. The model is the engine's (:mod:`~ptojax.ascend.engine`),
 written functionally:
 
-* an ``alloc_tile`` is a root: a zeroed ``(n, rows*cols)`` array of its dtype; ``treshape`` and
-  ``subset`` are views (root, dtype, first element, pitch, layout, valid shape) whose reads and
-  writes go through the root (``bitcast`` where the dtype differs);
+* an ``alloc_tile`` is a root: a zeroed ``(n, rows*cols)`` array of its dtype (:func:`storage`);
+  ``treshape`` and ``subset`` are views (root, dtype, first element, pitch, layout, valid shape)
+  whose reads and writes go through the root (``bitcast`` where the dtype differs);
 * index values are Python ints where every point agrees, NumPy arrays (one value per point) where
   they follow from the block index and constants, else traced ``int32`` values with known bounds
   (a loop counter, a value read from a tile) — see :class:`Ix`;
 * ``tload`` / ``tstore`` windows with static element indices become slices and reshapes
-  (:mod:`~ptojax.ascend.strided`), else gathers and scatters;
+  (:mod:`~ptojax.ascend.strided`), else runs of consecutive elements: a dynamic slice where the
+  points agree, one gather or scatter window per run where they differ;
+* tiles and GM tensors of floats narrower than 32 bits are held as their bits (:func:`storage`);
 * ``scf.for`` is a ``lax.fori_loop`` over the tiles (unrolled where it is short, where its body
   stores into GM of a batch, or where a shape in it depends on the counter); ``scf.if`` on a traced
-  condition runs both blocks and selects per point (one point: ``lax.cond``).
+  condition runs both blocks, each writing tiles only for the points it runs for (one point:
+  ``lax.cond``).
 
 Grid points of a batch share the GM arrays as they were before the batch; their stores are applied
 after it in point order (an ``atomic_add`` store adds as ``tadd`` does). Where that is not the
@@ -25,8 +28,9 @@ engine's in-order semantics — a function that reads a GM tensor it also writes
 index read from data, or stores under a per-point condition — :class:`Serial` is raised and the
 caller runs the points one at a time (:mod:`~ptojax.ascend.replay_graph`).
 
-Every float result passes ``nextafter(x, x)`` (the identity): XLA's code generator would otherwise
-contract a product with a later add into one fma, where the engine rounds each instruction.
+Every float result passes a select on ``isnan`` (the identity but for NaN payloads): XLA's code
+generator would otherwise contract a product with a later add into one fma, where the engine rounds
+each instruction.
 """
 from __future__ import annotations
 
@@ -196,8 +200,9 @@ class Batched:
 
 
 # ------------------------------------------------------------------------------------ storage
-def _reinterpret(x, dtype):
-    """The bytes of ``x`` ((n, L) array) as ``dtype`` ((n, L * itemsize / dtype's itemsize))."""
+def reinterpret(x, dtype):
+    """The bytes of ``x`` ((n, L) array; any shape where the itemsizes agree) as ``dtype``
+    ((n, L * itemsize / dtype's itemsize))."""
     src, dst = np.dtype(x.dtype), np.dtype(dtype)
     if src == dst:
         return x
@@ -213,10 +218,37 @@ def _reinterpret(x, dtype):
     return lax.bitcast_convert_type(raw.reshape(n, -1, dst.itemsize), dst)
 
 
+def storage(dtype) -> np.dtype:
+    """The dtype a tile or GM tensor of ``dtype`` is held in: a float narrower than 32 bits as the
+    unsigned integers of its bits (XLA:CPU converts such an array to float32 and back around every
+    update of a part of it, two passes over all of it), any other as itself."""
+    dt = np.dtype(dtype)
+    if jnp.issubdtype(dt, jnp.floating) and dt.itemsize < 4:
+        return np.dtype(f"u{dt.itemsize}")
+    return dt
+
+
+def _held(x):
+    """``x`` (any shape) in its :func:`storage` dtype."""
+    return reinterpret(x, storage(x.dtype))
+
+
+def store_held(flat, idx: np.ndarray, values, atomic: bool):
+    """:func:`~ptojax.ascend.strided.apply_store` on a GM tensor in its :func:`storage` dtype,
+    ``values`` in the tensor's own (an ``atomic_add`` adds in it)."""
+    if not atomic or flat.dtype == values.dtype:
+        return apply_store(flat, idx, _held(values), atomic)
+    return _held(apply_store(reinterpret(flat, values.dtype), idx, values, atomic))
+
+
 def _rounded(x):
-    """``x`` as it is (``nextafter(x, x)``), but no longer a product that XLA's code generator could
-    contract with a later add into one fma: the eager engine rounds every instruction's result."""
-    return lax.nextafter(x, x) if jnp.issubdtype(x.dtype, jnp.floating) else x
+    """``x`` as it is (a NaN as the quiet NaN), but no longer a product that XLA's code generator
+    could contract with a later add into one fma, nor a 16-bit float XLA could keep in float32, nor an
+    operand its simplifier could rewrite with the next instruction's (``exp(a) * exp(b)``): the eager
+    engine rounds every instruction's result. One compare and select per element."""
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return x
+    return jnp.where(jnp.isnan(x), jnp.asarray(np.nan, x.dtype), x)
 
 
 def varying_axes(x) -> frozenset:
@@ -237,9 +269,65 @@ def vary(tree, axes: frozenset):
     return jax.tree.map(one, tree)
 
 
-def _per_point(base, offs: np.ndarray, n: int):
-    """(n, size) int32 element indices ``base + offs`` for a per-point ``base``."""
-    return base.traced(n)[:, None].astype(jnp.int32) + jnp.asarray(offs.reshape(1, -1).astype(np.int32))
+def _runs(offs: np.ndarray):
+    """The element offsets ``offs`` (flattened) as runs of consecutive elements: (their first elements,
+    the run length)."""
+    flat = offs.reshape(-1)
+    if flat.size == 0:
+        return flat[:0], 1
+    width = offs.shape[-1] if offs.ndim else 1
+    rows = flat.reshape(-1, width)
+    if not np.array_equal(rows, rows[:, :1] + np.arange(width)):
+        return flat, 1
+    if np.all(np.diff(rows[:, 0]) == width):
+        return rows[:1, 0], flat.size
+    return rows[:, 0], width
+
+
+_WINDOW = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(), start_index_map=(0,))
+_WINDOW_SET = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(),
+                                          scatter_dims_to_operand_dims=(0,))
+_CLIP = lax.GatherScatterMode.CLIP
+
+
+def _starts(base, offs: np.ndarray):
+    """The runs of element offsets ``base + offs`` for a per-point ``base`` (:class:`Ix`): their
+    first elements ((k, runs) int32: k = 1 where the points agree, else one row per point), the run
+    length."""
+    first, width = _runs(offs)
+    return _raw(base).reshape(-1)[:, None].astype(jnp.int32) + jnp.asarray(first.astype(np.int32))[None, :], width
+
+
+def _per_point(fn, store, at, *rest):
+    """``fn(row, first elements, *rest)`` for every point: ``store`` (n, L) one row per point or (L,)
+    shared, ``at`` one row of first elements per point or one for all, ``rest`` per point."""
+    axes = (0 if store.ndim == 2 else None, 0 if at.shape[0] > 1 else None) + (0,) * len(rest)
+    if axes == (None, None):
+        return fn(store, at[0])[None]
+    return jax.vmap(fn, in_axes=axes)(store, at if axes[1] == 0 else at[0], *rest)
+
+
+def _take(store, base, offs: np.ndarray, n: int):
+    """The elements ``base + offs`` of each point's row of ``store`` ((n, L)), or of ``store`` ((L,)),
+    for a per-point ``base`` (:class:`Ix`): (n, *offs.shape), read as runs of consecutive elements."""
+    at, width = _starts(base, offs)
+    if at.shape == (1, 1):                       # one run, the same for every point
+        out = lax.dynamic_slice(store, (0,) * (store.ndim - 1) + (at[0, 0],), store.shape[:-1] + (width,))
+    else:
+        out = _per_point(lambda row, a: lax.gather(row, a[:, None], _WINDOW, (width,), mode=_CLIP), store, at)
+    return jnp.broadcast_to(out.reshape((-1,) + offs.shape), (n,) + offs.shape)
+
+
+def _set(store, base, offs: np.ndarray, values):
+    """``store`` ((n, L), or (L,) for one point) with the elements ``base + offs`` set to ``values``
+    ((n, *offs.shape)) for a per-point ``base`` (:class:`Ix`), written as runs of consecutive elements."""
+    at, width = _starts(base, offs)
+    rows = values.astype(store.dtype).reshape(values.shape[0], -1, width)
+    if at.shape == (1, 1):
+        start = (0,) * (store.ndim - 1) + (at[0, 0],)
+        return lax.dynamic_update_slice(store, rows.reshape(store.shape[:-1] + (width,)), start)
+    out = _per_point(lambda row, a, v: lax.scatter(row, a[:, None], v, _WINDOW_SET, mode=_CLIP), store, at, rows)
+    return out.reshape(store.shape)
 
 
 def _add_ix(a, b):
@@ -304,6 +392,7 @@ class Walk:
     def __init__(self, func: Function, gm: dict, keys, block, n: int, serial: bool, scalars=None):
         self.func, self.gm, self.n, self.serial = func, dict(gm), n, serial
         self.env, self.roots, self.stores = {}, {}, []
+        self.mask, self.scoped = None, {}   # the points a branch runs for; root -> the mask it was allocated under
         self.loaded, self.stored = set(), set()
         self.block_idx, self.axes = block, frozenset()
         scalars = scalars or {}
@@ -402,7 +491,7 @@ class Walk:
             src = self.get(s, s.src)
             if not (isinstance(src, tuple) and src[0] == "gm" and src[2] == DTYPES[s.type]):
                 raise self.error(s, f"{s.src} is not a {s.type} pointer parameter")
-            value = self.gm_read(s, src[1], offset, np.zeros((1,), np.int64))[:, 0]
+            value = self.gm_read(s, src[1], src[2], offset, np.zeros((1,), np.int64))[:, 0]
         else:
             tile = self.tile(s, s.src)
             if tile.type != s.src_type or tile.type.dtype != s.type:
@@ -446,6 +535,7 @@ class Walk:
         must vary over all of them on entry and exit alike."""
         values = [*self.gm.values(), *self.roots.values(), *(v.x for v in self.env.values()
                                                              if isinstance(v, (Ix, Batched)) and v.x is not None)]
+        values += [] if self.mask is None else [self.mask]
         return frozenset().union(*(varying_axes(x) for x in values))
 
     def functional(self, body, names, env):
@@ -498,20 +588,30 @@ class Walk:
             return
         names, env = self.carried(s.then) + self.carried(s.orelse), dict(self.env)
         names = sorted(set(names))
-        self.axes = self.varying()
-        before = vary(self.state(names), self.axes)
-        then, orelse = self.functional(s.then, names, env), self.functional(s.orelse, names, env)
         pred = cond.traced(self.n)
-        try:
-            if self.n == 1:
+        if self.n == 1:
+            self.axes = self.varying()
+            before = vary(self.state(names), self.axes)
+            then, orelse = self.functional(s.then, names, env), self.functional(s.orelse, names, env)
+            try:
                 after = lax.cond(pred[0], then, orelse, before)
-            else:
-                a, b = then(before), orelse(before)
-                after = jax.tree.map(lambda x, y: jnp.where(pred.reshape((-1,) + (1,) * (x.ndim - 1)), x, y)
-                                     if x.ndim and x.shape[0] == self.n else jnp.where(pred[0], x, y), a, b)
+            except Unroll:
+                raise Serial() from None   # a store under a condition of a batch
+            self.restore(after, names, env)
+            return
+        outer, values = self.mask, []
+        try:
+            for body, mask in ((s.then, pred), (s.orelse, ~pred)):
+                self.env, self.mask = dict(env), mask if outer is None else outer & mask
+                self.block(body)
+                values.append(self.state(names, ())[2])
         except Unroll:
-            raise Serial() from None   # a store under a per-point condition
-        self.restore(after, names, env)
+            raise Serial() from None   # a shape under a per-point condition
+        finally:
+            self.mask = outer
+        self.env = env
+        self.env.update({k: Batched(jnp.where(pred.reshape((-1,) + (1,) * (a.ndim - 1)), a, values[1][k]))
+                         for k, a in values[0].items()})
 
     # -- views and tiles
     def view(self, s: View):
@@ -582,7 +682,8 @@ class Walk:
             root = len(self.roots)
             while root in self.roots:
                 root += 1
-            self.roots[root] = jnp.zeros((self.n, t.rows * t.cols), DTYPES[t.dtype])
+            self.roots[root] = jnp.zeros((self.n, t.rows * t.cols), storage(DTYPES[t.dtype]))
+            self.scoped[root] = self.mask
             self.env[s.result] = TileView(t, root, 0, pitch, (v_row, v_col))
             return
         src = self.tile(s, s.src)
@@ -631,61 +732,69 @@ class Walk:
     def whole(self, v: TileView) -> bool:
         """Whether ``v`` is its root's storage as allocated (row-major, every element valid)."""
         root = self.roots[v.root]
-        return (v.base == 0 and not v.col_major and root.dtype == v.dtype and v.pitch == v.type.cols
+        return (v.base == 0 and not v.col_major and root.dtype == storage(v.dtype) and v.pitch == v.type.cols
                 and tuple(v.shape) == (v.type.rows, v.type.cols) and root.shape[1] == v.type.rows * v.type.cols)
 
-    def read(self, v: TileView):
-        """The valid region of ``v``: (n, rows, cols)."""
+    def read(self, v: TileView, held: bool = False):
+        """The valid region of ``v``: (n, rows, cols); ``held``: in its :func:`storage` dtype."""
         if self.whole(v):
-            return self.roots[v.root].reshape((self.n,) + v.shape)
-        store = _reinterpret(self.roots[v.root], v.dtype)
-        offs = v.offsets()
-        if isinstance(v.base, Ix):
-            return jnp.take_along_axis(store, _per_point(v.base, offs, self.n), axis=1).reshape((self.n,) + v.shape)
-        return gather(store, v.base + offs)
+            x = self.roots[v.root].reshape((self.n,) + v.shape)
+        else:
+            store = reinterpret(self.roots[v.root], storage(v.dtype))
+            offs = v.offsets()
+            x = _take(store, v.base, offs, self.n) if isinstance(v.base, Ix) else gather(store, v.base + offs)
+        return x if held else reinterpret(x, v.dtype)
 
     def put(self, s, v: TileView, value):
         value = jnp.asarray(value)
         if value.shape != (self.n,) + tuple(v.shape) or value.dtype != v.dtype:
             raise self.error(s, f"result {np.dtype(value.dtype).name}{list(value.shape[1:])} does not fit the "
                                 f"destination's valid region {v.dtype.name}{list(v.shape)}")
+        value = _held(value)
+        if self.masked(v):
+            value = jnp.where(self.mask.reshape(-1, 1, 1), value, self.read(v, held=True))
         if self.whole(v):
             self.roots[v.root] = value.reshape(self.n, -1)
             return
         root = self.roots[v.root]
-        store = _reinterpret(root, v.dtype)
+        store = reinterpret(root, value.dtype)
         offs = v.offsets()
         if isinstance(v.base, Ix):
-            idx = _per_point(v.base, offs, self.n)
-            store = store.at[jnp.arange(self.n)[:, None], idx].set(value.reshape(self.n, -1))
+            store = _set(store, v.base, offs, value)
         else:
             store = scatter(store, v.base + offs, value)
-        self.roots[v.root] = _reinterpret(store, root.dtype)
+        self.roots[v.root] = reinterpret(store, root.dtype)
 
-    def cell(self, s, tile: TileView, offset):
+    def masked(self, v: TileView) -> bool:
+        """Whether a write to ``v`` must keep the old values of the points a branch does not run for
+        (not where ``v``'s tile was allocated in that branch)."""
+        return self.mask is not None and self.scoped.get(v.root) is not self.mask
+
+    def cell(self, s, tile: TileView, offset, held: bool = False):
         """``tgetval``'s element ``offset`` past the tile's first: (n,)."""
         lo, hi = _bounds(offset)
         if (lo is not None and lo < 0) or (hi is not None and hi >= tile.span()):
             raise self.error(s, f"offset {offset} is outside the tile's {tile.span()} elements")
-        store = _reinterpret(self.roots[tile.root], tile.dtype)
+        store = reinterpret(self.roots[tile.root], storage(tile.dtype))
         at = _add_ix(tile.base, offset)
-        if isinstance(at, Ix):
-            return jnp.take_along_axis(store, _per_point(at, np.zeros(1, np.int64), self.n), axis=1)[:, 0]
-        return store[:, at]
+        x = _take(store, at, np.zeros(1, np.int64), self.n)[:, 0] if isinstance(at, Ix) else store[:, at]
+        return x if held else reinterpret(x, tile.dtype)
 
     def set_cell(self, s, tile: TileView, offset, value):
         lo, hi = _bounds(offset)
         if (lo is not None and lo < 0) or (hi is not None and hi >= tile.span()):
             raise self.error(s, f"offset {offset} is outside the tile's {tile.span()} elements")
         root = self.roots[tile.root]
-        store = _reinterpret(root, tile.dtype)
+        store = reinterpret(root, storage(tile.dtype))
         at = _add_ix(tile.base, offset)
-        value = jnp.broadcast_to(jnp.asarray(value).astype(tile.dtype), (self.n,))
+        value = _held(jnp.broadcast_to(jnp.asarray(value).astype(tile.dtype), (self.n,)))
+        if self.masked(tile):
+            value = jnp.where(self.mask, value, self.cell(s, tile, offset, held=True))
         if isinstance(at, Ix):
-            store = store.at[jnp.arange(self.n), at.traced(self.n)].set(value)
+            store = _set(store, at, np.zeros(1, np.int64), value[:, None])
         else:
             store = store.at[:, at].set(value)
-        self.roots[tile.root] = _reinterpret(store, root.dtype)
+        self.roots[tile.root] = reinterpret(store, root.dtype)
 
     # -- GM
     def gm_index(self, offset, offs: np.ndarray):
@@ -696,28 +805,34 @@ class Walk:
             return offset.np.reshape((-1,) + (1,) * offs.ndim) + offs
         return np.broadcast_to(offset + offs, (self.n,) + offs.shape)
 
-    def gm_read(self, s, key, offset, offs: np.ndarray):
+    def gm_read(self, s, key, dtype, offset, offs: np.ndarray):
+        """The elements ``offset + offs`` of GM tensor ``key`` (of ``dtype``): (n, *offs.shape)."""
         if not self.serial and key in self.stored:
             raise Serial()
         self.loaded.add(key)
         flat = self.gm[key]
         if not isinstance(offset, Ix):
-            return jnp.broadcast_to(gather(flat, offset + offs), (self.n,) + offs.shape)
-        idx = self.gm_index(offset, offs)
-        if idx is not None:
-            return gather(flat, idx)
-        return jnp.take(flat, _per_point(offset, offs, self.n), mode="clip").reshape((self.n,) + offs.shape)
+            x = jnp.broadcast_to(gather(flat, offset + offs), (self.n,) + offs.shape)
+        else:
+            idx = self.gm_index(offset, offs)
+            x = gather(flat, idx) if idx is not None else _take(flat, offset, offs, self.n)
+        return reinterpret(x, dtype)
 
     def gm_write(self, s, key, offset, offs: np.ndarray, value, atomic: bool):
         idx = self.gm_index(offset, offs)
         if not self.serial:
-            if idx is None or key in self.loaded:
+            if idx is None or key in self.loaded or self.mask is not None:
                 raise Serial()
             self.stored.add(key)
             self.stores.append((key, idx, value, atomic))
             return
-        self.gm[key] = apply_store(self.gm[key], idx if idx is not None else _per_point(offset, offs, self.n),
-                                   value, atomic)
+        flat = self.gm[key]
+        if idx is not None:
+            self.gm[key] = store_held(flat, idx, value, atomic)
+            return
+        if atomic:
+            value = SEMANTICS["tadd"](reinterpret(_take(flat, offset, offs, self.n), value.dtype), value)
+        self.gm[key] = _set(flat, offset, offs, _held(value))
 
     def instr(self, s: Instr):
         ins, outs = [self.get(s, n) for n in s.ins], [self.get(s, n) for n in s.outs]
@@ -809,7 +924,7 @@ class Walk:
         if load:
             if window.dtype != tile.dtype:
                 raise self.error(s, f"GM {window.dtype.name} does not match the tile's {tile.dtype.name}")
-            value = self.gm_read(s, window.key, window.offset, offs)
+            value = self.gm_read(s, window.key, window.dtype, window.offset, offs)
             return self.put(s, tile, value.reshape((self.n,) + tile.shape))
         value = self.converted(s, tile, window.dtype, self.read(tile)).reshape((self.n,) + window.shape)
         self.gm_write(s, window.key, window.offset, offs, value, atomic == "atomic_add")
@@ -819,4 +934,5 @@ Walk.DISPATCH = {Const: Walk.const, Arith: Walk.arith, View: Walk.view, Tile: Wa
                  Scalar: Walk.scalar, For: Walk.for_, If: Walk.if_, Instr: Walk.instr}
 
 
-__all__ = ["Batched", "GmView", "Ix", "Serial", "TileView", "UNROLL", "Unroll", "Walk", "vary", "varying_axes"]
+__all__ = ["Batched", "GmView", "Ix", "Serial", "TileView", "UNROLL", "Unroll", "Walk", "reinterpret", "storage",
+           "store_held", "vary", "varying_axes"]

@@ -18,14 +18,20 @@ from jax import lax
 
 from .engine_parse import Function
 from .interpreter import PtoExecutionError
-from .replay import UNROLL, Ix, Serial, Unroll, Walk, vary, varying_axes
-from .strided import apply_store
+from .replay import UNROLL, Ix, Serial, Unroll, Walk, reinterpret, storage, store_held, vary, varying_axes
 
 
 def call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None) -> dict:
     """``gm`` after ``func`` ran at block indices ``blocks`` in order (the engine's semantics): all the
     points at once where they do not interact, else one after another; ``scalars``: its ``index``
-    parameters' values (:class:`~ptojax.ascend.replay.Walk`)."""
+    parameters' values (:class:`~ptojax.ascend.replay.Walk`). The walk sees the GM tensors in their
+    :func:`~ptojax.ascend.replay.storage` dtypes."""
+    dtypes = {k: x.dtype for k, x in gm.items()}
+    gm = _call(func, {k: reinterpret(x, storage(x.dtype)) for k, x in gm.items()}, keys, blocks, scalars)
+    return {k: reinterpret(x, dtypes[k]) for k, x in gm.items()}
+
+
+def _call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None) -> dict:
     try:
         walk = Walk(func, gm, keys, blocks, len(blocks), serial=False, scalars=scalars).run()
     except (Serial, Unroll):
@@ -38,7 +44,7 @@ def call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None) -> di
             return _serial(func, gm, keys, blocks, scalars)     # two stores of the batch overlap
         written.setdefault(key, []).append(flat_idx)
     for key, idx, values, atomic in walk.stores:
-        gm[key] = apply_store(gm[key], idx, values, atomic)
+        gm[key] = store_held(gm[key], idx, values, atomic)
     return gm
 
 
@@ -59,9 +65,6 @@ def _serial(func, gm, keys, blocks, scalars=None):
     for b in blocks:
         gm = Walk(func, gm, keys, np.array([b]), 1, serial=True, scalars=scalars).run().gm
     return gm
-
-
-__all__ = ["Serial", "Strided", "Walk", "apply_store", "call", "gather", "scatter"]
 
 
 # ------------------------------------------------------------------------------------ task graph
