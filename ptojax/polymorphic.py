@@ -78,18 +78,24 @@ class PolymorphicCompiled:
     constraints: tuple = ()
     twin: DynamicKernel = None       # the same kernel at a second template size (what follows the rows)
     options: object = None           # the kernel's Options (target, executor, workers)
+    tensor: str = ""                 # the Tensor level, with the symbol (jax.export's shapes)
     _replay: object = dataclasses.field(default=None, repr=False)   # replay(): the function, or why not
 
     def as_text(self, level: str = "pto") -> str:
         """``pto``: the dynamic PTO-AS module (the text ``ptoas`` assembles and the engine runs);
-        ``tile``, ``block``: the template's levels written with the symbol (``grid ceil(m/32)x2``)."""
+        ``tensor``: the Tensor level lowered with the symbol; ``tile``, ``block``: the template's levels
+        written with the symbol (``grid ceil(m/32)x2``). The tasks depend on the size: :meth:`profile`
+        with ``m`` shows them."""
         if level == "pto":
             return self.dynamic.text
+        if level == "tensor":
+            return self.tensor
         if level in ("tile", "block"):
             return template_text(self.dynamic.lowering.as_text(level), self.dynamic.size, self.symbol,
                                  self.twin.lowering.as_text(level))
-        raise PtoArgumentError(f"pj.kernel '{self.name}': a polymorphic compile prints 'tile', 'block' or 'pto', "
-                               f"not {level!r}")
+        raise PtoArgumentError(f"pj.kernel '{self.name}': a polymorphic compile prints 'tensor', 'tile', "
+                               f"'block' or 'pto', not {level!r} (its tasks depend on the size: profile(m=...) "
+                               "shows them)")
 
     def ptoas(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
         """The C++ Huawei's ``ptoas`` makes of the dynamic module."""
@@ -258,7 +264,7 @@ def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
                 continue
             dynamic.check_twin(kernel.name, other)
             return PolymorphicCompiled(kernel.name, symbol, specs, tree, low.out_tree, dynamic, constraints, other,
-                                       kernel.options)
+                                       kernel.options, symbolic.as_text("tensor"))
     raise last or PtoUnsupportedError(f"pj.kernel '{kernel.name}': no two template row counts of {_TEMPLATES} "
                                       f"are free of the static dims {sorted(static)}")
 

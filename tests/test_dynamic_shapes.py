@@ -140,6 +140,17 @@ LEVEL_ERROR = ("pto lowering: the {level} level needs concrete sizes, but argume
                "pto levels, or through pj.kernel (its lower and polymorphic_shapes compile a symbolic row count)")
 
 
+def test_a_polymorphic_compile_prints_its_tensor_level_with_the_symbol():
+    poly = pj.kernel(_add_exp, polymorphic_shapes=("m, 64", "m, 64")).compiled_for(_rand((5, 64), 0), _rand((5, 64), 1))
+    text = poly.as_text("tensor")
+    assert text == pj.kernel(_add_exp, backend="xla").lower(*_specs()).as_text("tensor")
+    assert "f32[m,64]" in text and "f32[512" not in text
+    with pytest.raises(PtoArgumentError) as err:
+        poly.as_text("execution")
+    assert str(err.value) == ("pj.kernel '_add_exp': a polymorphic compile prints 'tensor', 'tile', 'block' or "
+                              "'pto', not 'execution' (its tasks depend on the size: profile(m=...) shows them)")
+
+
 @pytest.mark.parametrize("level", ["tile", "block", "pto"])
 def test_a_symbolic_lower_prints_the_polymorphic_levels(level):
     """``lower`` with a symbolic m gives the levels the polymorphic compile prints (symbolic counts)."""
