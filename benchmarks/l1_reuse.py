@@ -7,8 +7,11 @@ separate grid points (no reuse: every load and a pipeline fill per point) and by
 (``ascend/isel/task.py``, priced by ``cost.task_time``: shared windows loaded once, one fill per task). Per row: makespan and the label's summed task time, both ways,
 and the task's MTE2 cycles and GM bytes.
 
-Exits 1 when reuse does not lower the label's time at some ``n > 1``, or when ``"auto"`` is slower
-than the fastest fixed count of the table.
+Then the K strip: the (128, 256, 64) matmul's task of 4 points with A's whole strip resident (one
+load, each K step a subset) against per-step loads of A (task time, MTE2 cycles, GM bytes).
+
+Exits 1 when reuse does not lower the label's time at some ``n > 1``, when ``"auto"`` is slower
+than the fastest fixed count of the table, or when the strip does not lower the task's time.
 
 Run: ``python benchmarks/l1_reuse.py``
 """
@@ -71,6 +74,34 @@ def matmuls():
         _check_auto(name, {n: _row(name, fn, (a, b), "MM", n) for n in (1, 2, 4, "auto")})
 
 
+def k_strip():
+    """The matmul at cube tile (128, 256, 64), 4 points per task: its task function with the A strip
+    resident (one load of the 128 x 1024 strip, each K step a subset) against per-step loads of A."""
+    from ptojax.ascend import engine
+    from ptojax.ascend.cost import task_time
+    from ptojax.ascend.isel.task import TaskSelector
+
+    a, b = np.zeros((256, 1024), np.float16), np.zeros((1024, 3072), np.float16)
+
+    def fn(a, b):
+        with pj.tile(cube=(128, 256, 64)), jax.named_scope("MM"):
+            return pj.ops.matmul(a, b)
+
+    code = pj.kernel(fn, options={"tiles_per_block": {"MM": 4}}).lower(a, b).compile().code
+    (key, n), = code.tasks.items()
+    name = code.entries()[-1][0]
+    plain = TaskSelector(code.kernels[key], "a3", "level2", code.memory, n, strips=False).run(name)
+    module = f'module attributes {{pto.target_arch = "a3"}} {{\n{plain}\n}}\n'
+    costs = [task_time(engine.parse(text).function(name), A3, block=0) for text in (module, code.pto())]
+    print("K strip, matmul cube (128, 256, 64), 4 points per task: per-step A loads -> A strip resident")
+    for what, (before, after) in (("task us", [c.seconds * 1e6 for c in costs]),
+                                  ("MTE2 cyc", [c.pipes["MTE2"] for c in costs]),
+                                  ("GM bytes in", [c.bytes_in for c in costs])):
+        print(f"  {what:<12} {before:12.2f} -> {after:12.2f}  ({after / before:.3f}x)")
+    if not costs[1].seconds < costs[0].seconds:
+        FAILED.append("K strip: the task function with the A strip is not faster")
+
+
 def indexer():
     from examples.deepseek_v32 import kernels as K
     from examples.deepseek_v32 import reference as R
@@ -85,6 +116,7 @@ def indexer():
 def main() -> int:
     print("makespan and label time: n separate grid points -> the task function (L1/UB reuse)")
     matmuls()
+    k_strip()
     indexer()
     for line in FAILED:
         print("FAILED:", line)

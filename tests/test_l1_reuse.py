@@ -6,8 +6,11 @@ Kernels: a matmul over N blocks (the left operand shared; with a K chain of two 
 first step is shared and whose loop step is not) and an attention-like score of query rows against
 key blocks (keys transposed), at 4 tiles per task (the window never changes within a task: the load
 is hoisted before the task loop) and 3 (tasks cross rows: the load is guarded by ``scf.if``); a
-vector kernel whose every grid point loads the same row into UB; and ``tiles_per_block="auto"``, the
-count the cost model (reuse included) predicts fastest."""
+vector kernel whose every grid point loads the same row into UB; ``tiles_per_block="auto"``, the
+count the cost model (reuse included) predicts fastest; and the K strip: a K chain's left operand kept
+whole in L1 (each step a subset), its GM bytes, its numbers, ptoas at level2 and level3 (which once
+aborted on the task function of a (128, 256, 64) chain), and the per-step fallback where it does
+not fit."""
 import dataclasses
 import math
 
@@ -87,13 +90,13 @@ def _tloads(body, where=()):
 
 
 def _task_bytes(first, count, grid, steps, shared, other):
-    """GM bytes a task over flat grid points first .. first+count-1 reads when it keeps the window of
-    the peeled first K step's left operand resident: that window once per run of points with the same
-    leading grid indices (all but the last), every other window (the loop steps' left windows, every
-    right window) at every point."""
+    """GM bytes a task over flat grid points first .. first+count-1 reads when it keeps the left
+    operand's strip resident (the windows of all ``steps`` K steps: the peeled first step's and, as
+    subsets, the loop's): the strip once per run of points with the same leading grid indices (all
+    but the last), every right window at every point."""
     row = grid[-1]
     shared_loads = sum(1 for f in range(first, first + count) if f == first or f % row == 0)
-    return shared_loads * shared + count * (steps - 1) * shared + count * steps * other
+    return shared_loads * steps * shared + count * steps * other
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -102,13 +105,13 @@ def test_the_text_loads_a_shared_window_once_per_task(case):
     hoisted, guarded = _compiled(case, 4), _compiled(case, 3)
     _, _, func = _task_function(hoisted)
     where = _tloads(func.body)
-    # 4 tiles per task: the shared window's load sits before the task loop; every other load in it
-    assert where.count(()) == 1 and sum(w[:1] == ("for",) for w in where) == 2 * steps - 1, where
+    # 4 tiles per task: the shared strip's load sits before the task loop; the right windows' in it
+    assert where.count(()) == 1 and sum(w[:1] == ("for",) for w in where) == steps, where
     _, _, func = _task_function(guarded)
     where = _tloads(func.body)
     tail = math.prod(grid) % 3 != 0            # the tail task's points sit under scf.if too
     inner = ("for", "if") if tail else ("for",)
-    assert where.count(inner + ("if",)) == 1 and len(where) == 2 * steps and () not in where, where
+    assert where.count(inner + ("if",)) == 1 and len(where) == 1 + steps and () not in where, where
     # executed loads per task (the cost model walks the text point by point) against the grid's rows
     for compiled, n in ((hoisted, 4), (guarded, 3)):
         key, _, _ = _task_function(compiled)
@@ -240,3 +243,106 @@ def test_auto_picks_the_count_the_cost_model_predicts_fastest():
     for fixed in (1, 2, 4, 8):
         other = pj.kernel(_matmul, options={"tiles_per_block": {"MM": fixed}}).lower(*BUSY).compile()
         assert fastest <= other.profile(*BUSY, compute=False).makespan_us * (1 + 1e-9), fixed
+
+
+# the K strip: a (128, 256, 64) cube tile over K = 1024 (4 steps), 4 grid points per task along N
+STRIP_TILE, STRIP_K = (128, 256, 64), 1024
+
+
+def _strip_matmul(a, b):
+    with pj.tile(cube=STRIP_TILE), jax.named_scope("MM"):
+        return pj.ops.matmul(a, b)
+
+
+def _strip_args(m=256, n=512):
+    """Small integers: every product and sum is exact in fp32, so any order of the K sum is exact."""
+    a = RNG.integers(-4, 5, (m, STRIP_K)).astype(np.float16)
+    b = RNG.integers(-4, 5, (STRIP_K, n)).astype(np.float16)
+    return a, b
+
+
+def _strip_compiled(args, n=4):
+    return pj.kernel(_strip_matmul, options={"tiles_per_block": {"MM": n}}).lower(*args).compile()
+
+
+def _module(function_text):
+    return f'module attributes {{pto.target_arch = "a3"}} {{\n{function_text}\n}}\n'
+
+
+def _task_texts(compiled, level="level2"):
+    """The task function with the K strip (as compiled) and without it (per-step loads of A)."""
+    from ptojax.ascend.isel.task import TaskSelector
+
+    (key, n), = compiled.code.tasks.items()
+    kernel = compiled.code.kernels[key]
+    plain = TaskSelector(kernel, "a3", level, compiled.code.memory, n, strips=False).run("plain")
+    return compiled.code.pto(level=level), _module(plain)
+
+
+@vendor_tools.needed
+def test_ptoas_takes_the_task_function_of_a_k_chain_at_every_level():
+    """A K chain at cube tile (128, 256, 64): its first step's and its loop's left tiles are 64 KiB each,
+    all of L0A. Allocated before the task loop, PTOAS's level2 memory plan kept both live over the whole
+    loop and aborted ("missing failed storage entry"); a grid point's tiles are allocated in the loop."""
+    compiled = _strip_compiled(_strip_args(128, 256))
+    for level in ("level2", "level3"):
+        strip, plain = _task_texts(compiled, level)          # with A's K strip and with per-step loads
+        assert "pto.subset" in strip.split("@matmul_tasks4")[1] and "pto.subset" not in plain
+        for text in (strip, plain):
+            assemble(text, arch="a3", level=level)
+
+
+def test_a_k_strip_loads_a_once_per_task():
+    """Points along N share A's rows: the task loads the whole strip (128 x 1024) once and takes each K
+    step's chunk as a subset; GM bytes and MTE2 drop by the 3 other points' 3 loop steps' A windows."""
+    from ptojax.ascend.cost import task_time
+
+    args = _strip_args()
+    compiled = _strip_compiled(args)
+    (key, n), = compiled.code.tasks.items()
+    strip_text, plain_text = _task_texts(compiled)
+    name = compiled.code.entries()[-1][0]
+    strip = task_time(engine.parse(strip_text).function(name), A3, block=0)
+    plain = task_time(engine.parse(plain_text).function("plain"), A3, block=0)
+    m, k, nb = STRIP_TILE
+    steps, chunk = STRIP_K // k, m * k * 2                  # bytes of one K step's A window
+    b_bytes = n * steps * k * nb * 2
+    assert plain.bytes_in == chunk + n * (steps - 1) * chunk + b_bytes
+    assert strip.bytes_in == steps * chunk + b_bytes
+    assert plain.bytes_in - strip.bytes_in == (n - 1) * (steps - 1) * chunk
+    assert strip.pipes["MTE2"] < plain.pipes["MTE2"] and strip.seconds < plain.seconds
+    func = engine.parse(strip_text).function(name)
+    assert strip_text.count("pto.subset") == 2 and _tloads(func.body).count(()) == 1
+    assert compiled.code.task_cost(key, A3, 0.0, 0, n).bytes_in == strip.bytes_in
+    # the numbers: the text engine, the replay (jax.jit of the sim kernel), the eager call
+    ref = args[0].astype(np.float32) @ args[1].astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(compiled.run(*args, engine="pto")[0]), ref)
+    np.testing.assert_array_equal(np.asarray(jax.jit(compiled)(*args)), ref)
+    np.testing.assert_array_equal(np.asarray(compiled(*args)), ref)
+
+
+@vendor_tools.needed
+def test_ptoas_and_the_simulator_take_the_k_strip():
+    """ptoas at both levels; pto-isa's CPU simulator runs the task function (the strip's subsets in
+    its NZ layout) and matches the engine exactly."""
+    code = _strip_compiled(_strip_args()).code
+    assert "cols=1024" in code.pto(level="level2")
+    for level in ("level2", "level3"):
+        assemble(code.pto(level=level), arch="a3", level=level)
+    results = xc.run([job for job in xc.jobs_of(code) if "_tasks" in job[1]], seed=0)
+    assert len(results) == 1 and results[0].status == "exact", xc.table(results)
+
+
+def test_a_k_strip_that_does_not_fit_l1_falls_back_to_per_step_loads():
+    """K = 4096 at (128, 256, 64): the strip (1 MiB) exceeds L1 (512 KiB): each step loads its A chunk."""
+    from ptojax.ascend.isel.task import k_strips, resident_loads
+
+    a, b = RNG.integers(-4, 5, (128, 4096)).astype(np.float16), RNG.integers(-4, 5, (4096, 256)).astype(np.float16)
+    compiled = _strip_compiled((a, b))
+    (key, _), = compiled.code.tasks.items()
+    kernel = compiled.code.kernels[key]
+    assert resident_loads(kernel) and not k_strips(kernel, resident_loads(kernel), {}, compiled.code.memory.l1)
+    text = compiled.code.pto()
+    assert "pto.subset" not in text.split("_tasks4")[1]
+    np.testing.assert_array_equal(np.asarray(compiled.run(a, b, engine="pto")[0]),
+                                  a.astype(np.float32) @ b.astype(np.float32))

@@ -10,7 +10,8 @@ then go to the earliest idle core, each after an AICPU scheduler (the least rece
 last end is the part's predicted makespan on its own, and the ``n`` with the smallest wins (the
 smaller ``n`` on a tie). Reads are priced as L2 hits (the L2 rule's HBM share depends on the rest of
 the run). L1/UB capacity needs no term of its own: a resident tile is a tile the grid point already
-holds (``isel/task.py``), so a task of any ``n`` takes the space of one point.
+holds (``isel/task.py``), so a task of any ``n`` takes the space of one point; a K chain's resident
+A strip is larger, and selection keeps it only where L1 holds it beside the point's tiles.
 """
 from __future__ import annotations
 

@@ -16,14 +16,23 @@ window's offsets follow from grid indices and constants alone, its period is abo
 else writes its tile. At ``level3`` a resident tile gets an address of its own above codegen's
 plan (codegen may reuse the space of a tile once it is dead; a resident one never is), and a task
 function whose resident tiles do not fit is printed without reuse.
+
+A resident left operand of a K chain becomes its *strip* (:func:`k_strips`): the window of all K
+chunks of its rows, loaded into one ``mat`` tile, each step's chunk a ``pto.subset`` of it, so points
+along N load A once per task instead of once per K step — where L1 holds the strips beside every
+``mat`` tile of the grid point (else, and where a level3 address does not fit, each step loads its
+chunk). A grid point's other tiles are allocated inside the task loop: PTOAS's level2 memory plan
+keeps a tile allocated before a loop and used in it live for the whole loop.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ...errors import PtoCapacityError
+from ...lowering.memory import ASCEND_CORE
 from .. import asm
-from .cube import CubePlan
+from .cube import CubePlan, _walk
 from .selector import Selector, _uses
 
 
@@ -64,29 +73,115 @@ def resident_loads(kernel: asm.Kernel) -> dict[str, int]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Strip:
+    """A resident left-operand window of a K chain's peeled first step (``tile``, rows × ``chunk``
+    columns at column 0) widened to the whole strip of its rows, ``cols`` = the K steps × ``chunk``:
+    the chain's loop takes its step's chunk (at column ``offset``) as a subset of the strip where it
+    loaded ``step_tile`` from window ``step_window``."""
+
+    tile: str
+    step_tile: str
+    step_window: str
+    offset: str             # the loop step's column offset (an index SSA name)
+    rows: int
+    chunk: int
+    cols: int
+
+
+def k_strips(kernel: asm.Kernel, resident, types: dict, capacity: int) -> dict[str, Strip]:
+    """Resident ``mat`` tiles of ``kernel`` that become the whole strip of their rows (:class:`Strip`):
+    the left operand of a K chain whose loop (``1 .. S`` step 1) loads the same rows of the same 2-D
+    GM tensor at column ``k * chunk`` into a tile of the same type, read only in the loop. Only while
+    L1 holds the strips next to every ``mat`` tile of the grid point (``capacity`` bytes)."""
+    values = {s.name: s.value for s in kernel.body if isinstance(s, asm.Const)}
+    ariths = {s.name: s for s in _walk(kernel.body) if isinstance(s, asm.Arith)}
+    views = {s.name: s for s in _walk(kernel.body) if isinstance(s, asm.PartitionView)}
+
+    def value(name):
+        if name in values:
+            return values[name]
+        a = ariths.get(name)
+        lhs, rhs = (value(a.lhs), value(a.rhs)) if a is not None else (None, None)
+        if lhs is None or rhs is None:
+            return None
+        return lhs * rhs if a.op == "muli" else lhs + rhs
+
+    def same(x, y):
+        a, b = ariths.get(x), ariths.get(y)
+        return x == y or (a is not None and b is not None and (a.op, a.lhs, a.rhs) == (b.op, b.lhs, b.rhs))
+
+    typed = {s.name: types.get(s.name, s.type) for s in _walk(kernel.body) if isinstance(s, asm.Alloc)}
+    loops = [s for s in kernel.body if isinstance(s, asm.For) and value(s.lower) == 1 and value(s.step) == 1]
+    out, used = {}, sum(t.rows * t.cols * t.np_dtype.itemsize for t in typed.values() if t.loc == "mat")
+    for tile in resident:
+        t = typed.get(tile)
+        load = next(s for s in kernel.body if isinstance(s, asm.Instr) and s.op == "tload" and s.outs[0].name == tile)
+        window = views[load.ins[0].name]
+        if (t is None or t.loc != "mat" or t.blayout != "col_major" or (t.rows, t.cols) != (t.v_row, t.v_col)
+                or len(window.offsets) != 2 or value(window.offsets[1]) != 0):
+            continue
+        for loop in loops:
+            step = next((s for s in loop.body if isinstance(s, asm.PartitionView) and s.view == window.view
+                         and s.sizes == window.sizes and same(s.offsets[0], window.offsets[0])), None)
+            mul = ariths.get(step.offsets[1]) if step is not None else None
+            if (mul is None or mul.op != "muli" or loop.var not in (mul.lhs, mul.rhs)
+                    or value(mul.rhs if mul.lhs == loop.var else mul.lhs) != t.cols):
+                continue
+            loads = [s for s in loop.body
+                     if isinstance(s, asm.Instr) and s.op == "tload" and s.ins[0].name == step.name]
+            step_tile = loads[0].outs[0].name if len(loads) == 1 else None
+            inside = {id(s) for s in _walk(loop.body)}
+            read_outside = {o.name for s in _walk(kernel.body) if isinstance(s, asm.Instr) and id(s) not in inside
+                            for o in s.ins}
+            cols = value(loop.upper) * t.cols if value(loop.upper) is not None else None
+            if (step_tile is None or typed.get(step_tile) != t or step_tile in read_outside or cols is None
+                    or cols > window.source.shape[1] or used + t.rows * cols * t.np_dtype.itemsize > capacity):
+                continue
+            used += t.rows * cols * t.np_dtype.itemsize
+            out[tile] = Strip(tile, step_tile, step.name, step.offsets[1], t.rows, t.cols, cols)
+            break
+    return out
+
+
 class TaskSelector(Selector):
     """Prints the task function of a kernel whose tasks take ``tiles`` grid points each."""
 
-    def __init__(self, kernel: asm.Kernel, arch: str, level: str, memory, tiles: int, reuse: bool = True):
+    def __init__(self, kernel: asm.Kernel, arch: str, level: str, memory, tiles: int, reuse: bool = True,
+                 strips: bool = True):
         super().__init__(kernel, arch, level, memory)
         self.tiles = tiles
         self.resident = resident_loads(kernel) if reuse else {}
+        self.cube = CubePlan(kernel.body)
+        self.strips = k_strips(kernel, self.resident, self.cube.types, (memory or ASCEND_CORE).l1) if strips else {}
+        self.step_tiles = {strip.step_tile: strip for strip in self.strips.values()}
+        self.step_windows = {strip.step_window for strip in self.strips.values()}
         self.hoisted = {t for t, period in self.resident.items() if period % tiles == 0}
         self.loads = {s.outs[0].name: s for s in kernel.body if isinstance(s, asm.Instr) and s.op == "tload"}
         self.windows = {self.loads[t].ins[0].name: t for t in self.resident}     # partition view -> its tile
 
     def run(self, symbol: str) -> str:
         k = self.kernel
-        self.cube = CubePlan(k.body)
         self.uses = _uses(k.body)
         setup = 0
         while setup < len(k.body) and isinstance(k.body[setup], (asm.Const, asm.MakeView, asm.Alloc)):
             setup += 1
-        prelude, code = k.body[:setup], k.body[setup:]
-        self.body([s for s in prelude if not (isinstance(s, asm.Alloc) and s.name in self.resident)])
+        prelude, code = list(k.body[:setup]), list(k.body[setup:])
+        # a grid point's own tiles are allocated in the loop's body: PTOAS's memory plan (level2) keeps
+        # a tile allocated before a loop and used in it live for the whole loop, so tiles one grid point
+        # holds one after another (the left operand of a K chain's first step and of its loop) would
+        # all take space at once
+        allocs = [s for s in prelude if isinstance(s, asm.Alloc) and s.name not in self.resident
+                  and s.name not in self.step_tiles]
+        self.body([s for s in prelude if not isinstance(s, asm.Alloc)])
         for s in prelude:                       # resident tiles: above codegen's plan (level3)
             if isinstance(s, asm.Alloc) and s.name in self.resident:
-                self.alloc(self.tile_type(self.cube.types.get(s.name, s.type)), s.name)
+                t = self.tile_type(self.cube.types.get(s.name, s.type))
+                strip = self.strips.get(s.name)
+                if strip is None:
+                    self.alloc(t, s.name)
+                    continue
+                self.alloc(dataclasses.replace(t, cols=strip.cols, v_col=strip.cols), s.name)
         index = [name for name, type_ in k.params if type_ == "index"]
         bid, task = self.fresh("bid"), self.fresh("b")
         first = self.fresh("first")
@@ -99,10 +194,10 @@ class TaskSelector(Selector):
         def iteration():
             self.lines.append(f"{flat} = arith.addi {first}, {t} : index")
             if size % self.tiles == 0:
-                return self.point(code, index, flat, t)
+                return self.point(allocs + code, index, flat, t)
             inside = self.fresh("in")               # the tail task stops at the grid's end
             self.lines.append(f"{inside} = arith.cmpi slt, {flat}, {self.const(size, 'index')} : index")
-            self.nested(f"scf.if {inside}", lambda: self.point(code, index, flat, t))
+            self.nested(f"scf.if {inside}", lambda: self.point(allocs + code, index, flat, t))
 
         self.nested(f"scf.for {t} = {self.const(0, 'index')} to {self.const(self.tiles, 'index')} "
                     f"step {self.const(1, 'index')}", iteration)
@@ -123,15 +218,33 @@ class TaskSelector(Selector):
                 continue
             if isinstance(s, asm.Instr) and s.op == "tload" and s.outs[0].name in self.resident:
                 tile = s.outs[0].name
-                if tile in self.hoisted:
-                    continue
-                rem, low, new = self.fresh("r"), self.fresh("m"), self.fresh("new")
-                self.lines += [f"{rem} = arith.remsi {flat}, {self.const(self.resident[tile], 'index')} : index",
-                               f"{low} = arith.minsi {t}, {rem} : index",
-                               f"{new} = arith.cmpi eq, {low}, {self.const(0, 'index')} : index"]
-                self.nested(f"scf.if {new}", lambda s=s: self.instr(s))
+                if tile not in self.hoisted:
+                    rem, low, new = self.fresh("r"), self.fresh("m"), self.fresh("new")
+                    self.lines += [f"{rem} = arith.remsi {flat}, {self.const(self.resident[tile], 'index')} : index",
+                                   f"{low} = arith.minsi {t}, {rem} : index",
+                                   f"{new} = arith.cmpi eq, {low}, {self.const(0, 'index')} : index"]
+                    self.nested(f"scf.if {new}", lambda s=s: self.instr(s))
+                strip = self.strips.get(tile)
+                if strip is not None:                   # the first step's chunk
+                    self.renamed[tile] = self.subset(tile, 0, strip.rows, 0, strip.chunk)
                 continue
             self.body([s])
+
+    def body(self, stmts, indent=""):
+        """Selection's statements, with a K strip's window widened to the strip and a loop step's load
+        of a chunk of it replaced by a subset of the strip."""
+        for s in stmts:
+            if isinstance(s, asm.PartitionView) and s.name in self.step_windows:
+                continue
+            if isinstance(s, asm.PartitionView) and self.windows.get(s.name) in self.strips:
+                strip = self.strips[self.windows[s.name]]
+                s = dataclasses.replace(s, sizes=(s.sizes[0], self.const(strip.cols, "index")),
+                                        type=dataclasses.replace(s.type, shape=(strip.rows, strip.cols)))
+            elif isinstance(s, asm.Instr) and s.op == "tload" and s.outs[0].name in self.step_tiles:
+                strip = self.step_tiles[s.outs[0].name]
+                self.renamed[strip.step_tile] = self.subset(strip.tile, 0, strip.rows, strip.offset, strip.chunk)
+                continue
+            super().body([s], indent)
 
     def hoist(self, code, index, first):
         """The hoisted loads, before the task loop, at the task's first grid point."""
@@ -159,8 +272,10 @@ class TaskSelector(Selector):
 
 def task_function(kernel: asm.Kernel, symbol: str, tiles: int, *, arch: str, level: str, memory) -> str:
     """The task function ``@symbol`` of ``kernel`` for tasks of ``tiles`` grid points (see the module
-    docstring); without reuse where the resident tiles do not fit (``level3``)."""
-    try:
-        return TaskSelector(kernel, arch, level, memory, tiles).run(symbol)
-    except PtoCapacityError:
-        return TaskSelector(kernel, arch, level, memory, tiles, reuse=False).run(symbol)
+    docstring); where the resident tiles do not fit (``level3``) without K strips, then without reuse."""
+    for strips in (True, False):
+        try:
+            return TaskSelector(kernel, arch, level, memory, tiles, strips=strips).run(symbol)
+        except PtoCapacityError:
+            pass
+    return TaskSelector(kernel, arch, level, memory, tiles, reuse=False).run(symbol)
