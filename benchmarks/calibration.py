@@ -15,8 +15,10 @@ Points (published on one A3 die):
   row per vector tile and the rows split evenly over the 48 vector cores (``tiles_per_block`` =
   rows / 48). Band ±20 %.
 - PyPTO's matmul guide: 6144³ fp16 in 1.6 ms after its L2-hit optimisation -- the GEMM above. Band ±15 %.
-- PyPTO's QuantIndexerProlog at B=4, MTP1, KV 64K: 49 µs after its tuning -- the DeepSeek-V3.2 Indexer
-  Prolog of ``examples/deepseek_v32`` with its tuned tiles and the caches updated in place. Band ±20 %.
+- PyPTO's QuantIndexerProlog at B=4, MTP1, KV 64K over its three tuning steps: 76 µs (vector tile fix),
+  56 µs (cube tiles m16, k512/1024, n128/64/32), 49 µs (L1 reuse) -- the DeepSeek-V3.2 Indexer Prolog of
+  ``examples/deepseek_v32`` with each step's tiles (``PYPTO_PROLOG_STEPS`` in
+  ``benchmarks/deepseek_v32.py``) and the caches updated in place. Band ±20 % each.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from ptojax import ops as O
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from examples.deepseek_v32 import kernels as K  # noqa: E402
 from examples.deepseek_v32 import reference as R  # noqa: E402
+from benchmarks import deepseek_v32 as D  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,11 +69,12 @@ def topk(rows: int, target: str = "a3", dtype=jnp.float32, k: int = 1000, width:
             (jax.ShapeDtypeStruct((rows, width), dtype),))
 
 
-def indexer_prolog(target: str = "a3", kv: int = 65536):
-    """The tuned Indexer Prolog at B=4, S1=2 (MTP1), KV ``kv`` per batch, key caches updated in place."""
-    args, _ = R.prolog_inputs(4, 2, 7168, 1536, 64, [kv] * 4)
-    kernel = pj.kernel(functools.partial(K.indexer_prolog, n_heads=64, tiles=K.PROLOG_TILES), target=target,
-                       options=K.PROLOG_OPTIONS, donate_argnums=(13, 14))
+def indexer_prolog(tiles, options, target: str = "a3", kv: int = 65536):
+    """The Indexer Prolog at B=4, S1=2 (MTP1), KV ``kv`` per batch with ``tiles`` and ``options``, key
+    caches updated in place."""
+    args, _ = R.prolog_inputs(D.B, D.S1, D.H, D.Q_LORA, D.N_IDX, [kv] * D.B)
+    kernel = pj.kernel(functools.partial(K.indexer_prolog, n_heads=D.N_IDX, tiles=tiles), target=target,
+                       options=options, donate_argnums=(13, 14))
     return kernel, args
 
 
@@ -85,8 +89,9 @@ POINTS = (
             lambda target, rows=rows, dtype=dtype: topk(rows, target, dtype))
       for rows, dtype, name, us in ((4800, jnp.float32, "fp32", 324.1), (3456, jnp.float32, "fp32", 238.8),
                                     (2304, jnp.float32, "fp32", 161.4), (4800, jnp.float16, "fp16", 326.9))),
-    Point("QuantIndexerProlog, B=4 MTP1 KV 64K", "PyPTO QuantIndexerProlog performance case", 49.0, 0.20,
-          "tuned tiles, caches in place", indexer_prolog),
+    *(Point(f"QuantIndexerProlog, B=4 MTP1 KV 64K, step {i}", "PyPTO QuantIndexerProlog performance case", us, 0.20,
+            f"{step}, caches in place", lambda target, tiles=tiles, options=options: indexer_prolog(tiles, options, target))
+      for i, (step, us, tiles, options) in enumerate(D.PYPTO_PROLOG_STEPS, 1)),
 )
 
 

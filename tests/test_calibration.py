@@ -40,40 +40,50 @@ GEMMS = [p.name for p in C.POINTS if p.name.startswith("GEMM")]
 TOPKS = [p.name for p in C.POINTS if p.name.startswith("top-")]
 
 
-@pytest.mark.parametrize("name", GEMMS)
-def test_gemm_within_its_band(name):
+def _within_band(name):
+    """Assert ``name``'s prediction within its band and at or above the lower bound; its profile."""
     point, prof = _point(name), profile(name)
     ratio = prof.makespan_us / point.published_us
     print(f"\n[calibration] {name}: {prof.makespan_us:.1f} us vs {point.published_us} us published ({ratio:.3f})")
     assert abs(ratio - 1) <= point.band
     assert prof.makespan_us >= prof.lower_bound_us * (1 - 1e-9)
+    return prof
+
+
+@pytest.mark.parametrize("name", GEMMS)
+def test_gemm_within_its_band(name):
+    prof = _within_band(name)
     assert prof.utilisation["AIC"] > 0.5 and prof.utilisation["AIV"] == 0.0
 
 
 @pytest.mark.parametrize("name", TOPKS)
 def test_topk_within_its_band(name):
-    point, prof = _point(name), profile(name)
-    ratio = prof.makespan_us / point.published_us
-    print(f"\n[calibration] {name}: {prof.makespan_us:.1f} us vs {point.published_us} us published ({ratio:.3f})")
-    assert abs(ratio - 1) <= point.band
-    assert prof.makespan_us >= prof.lower_bound_us * (1 - 1e-9)
+    prof = _within_band(name)
     assert prof.utilisation["AIV"] > 0.5 and prof.utilisation["AIC"] == 0.0
 
 
-PROLOG = "QuantIndexerProlog, B=4 MTP1 KV 64K"
+PROLOGS = [p.name for p in C.POINTS if p.name.startswith("QuantIndexerProlog")]
 
 
-def test_indexer_prolog_within_its_band():
-    point, prof = _point(PROLOG), profile(PROLOG)
-    assert abs(prof.makespan_us / point.published_us - 1) <= point.band
+@pytest.mark.parametrize("name", PROLOGS)
+def test_indexer_prolog_step_within_its_band(name):
+    _within_band(name)
 
 
-def test_indexer_prolog_streams_its_weights_from_hbm():
+def test_indexer_prolog_steps_are_pyptos_three():
+    """One point per published step, in order, each faster than the one before -- as published."""
+    assert [_point(n).published_us for n in PROLOGS] == [76.0, 56.0, 49.0]
+    times = [profile(n).makespan_us for n in PROLOGS]
+    assert times[0] > times[1] > times[2], times
+
+
+@pytest.mark.parametrize("name", PROLOGS)
+def test_indexer_prolog_streams_its_weights_from_hbm(name):
     """The prolog's weights are read once: from HBM, and the bound's bandwidth term counts at least them."""
     from ptojax.ascend.targets import A3
 
     weights = 1536 * 64 * 128 + (7168 * 128 + 7168 * 64) * 2          # Q int8, K and weights-path bf16
-    prof = profile(PROLOG)
+    prof = profile(name)
     assert prof.bound.bandwidth * A3.hbm_bytes_per_s >= weights
     assert prof.makespan_us >= prof.lower_bound_us * (1 - 1e-9)
 
@@ -138,7 +148,34 @@ def test_the_docs_figures_come_from_the_model():
     sorts = [s for s in f16_code.functions()[f16_key].body if getattr(s, "op", None) == "tsort32"]
     assert len(sorts) == 1024 // 32 and f16_cost.cycles > cost.cycles          # one per 32-value block: dearer
     assert max(ratios) == ratios[TOPKS.index(next(n for n in TOPKS if "fp16" in n))]
-    ratio = profile(PROLOG).makespan_us / 49.0
-    assert f"QuantIndexerProlog is predicted at {ratio:.2f}× PyPTO's tuned 49 µs" in text
-    assert f"its `QMatmul` tasks run {dict(C.K.PROLOG_OPTIONS['tiles_per_block'])['QMatmul']} tiles each" in text
+    _prolog_prose(text)
+
+
+def _stage(prof, label):
+    """(tasks, longest task µs) of ``label`` in ``prof``'s run."""
+    spans = [r.end - r.start for r in prof.trace.records if r.title == label]
+    return len(spans), max(spans) * 1e6
+
+
+def _prolog_prose(text):
+    """docs/calibration.md's paragraph on PyPTO's QuantIndexerProlog steps, recomputed."""
+    one, two, three = (profile(n) for n in PROLOGS)
+    ratios = [profile(n).makespan_us / _point(n).published_us for n in PROLOGS]
+    assert ("QuantIndexerProlog's three steps are predicted at " + ", ".join(f"{r:.2f}" for r in ratios)
+            + "× PyPTO's 76, 56 and 49 µs") in text
     assert f"({1536 * 8192 / 2 ** 20:.0f} MiB of int8 Q weights, {7168 * 192 * 2 / 2 ** 20:.1f} MiB of bf16" in text
+    k1, k2 = _stage(one, "KMatmul"), _stage(two, "KMatmul")
+    assert k1[0] == 1 and k2[0] == 2
+    assert f"one `KMatmul` task of {k1[1]:.1f} µs" in text and f"two of {k2[1]:.1f} µs" in text
+    q1, q2, q3 = (_stage(p, "QMatmul") for p in (one, two, three))
+    assert f"{q1[0]} `QMatmul` tasks of {q1[1]:.1f} µs at k128 and {q2[1]:.1f} µs at k512" in text
+    assert q3[0] == q2[0] // 4 and f"{q2[0]} `QMatmul` tasks become {q3[0]}" in text
+    drops = [f"{1 - b.makespan_us / a.makespan_us:.0%}".replace("%", " %") for a, b in ((one, two), (two, three))]
+    assert (f"{one.makespan_us:.1f} → {two.makespan_us:.1f} → {three.makespan_us:.1f} µs "
+            f"(−{drops[0]}, −{drops[1]})") in text
+    vec = dict(vec_dequant=(2, 2048), vec_head=(1, 32, 128), vec_quant=(32, 128))
+    pypto = []
+    for _, _, tiles, options in C.D.PYPTO_PROLOG_STEPS:
+        kernel, args = C.indexer_prolog(dict(tiles, **vec), options)
+        pypto.append(kernel.lower(*args).compile().profile(*args, compute=False).makespan_us)
+    assert f"PyPTO's own vector tiles ({', '.join(f'{t:.1f}' for t in pypto)} µs)" in text

@@ -49,6 +49,21 @@ def test_indexer_prolog(prolog_case, backend):
     assert np.any(flat[slots] != np.asarray(args[13]).reshape(-1, D)[slots])
 
 
+@pytest.mark.parametrize("step", [1, 2, 3])
+def test_indexer_prolog_with_pyptos_step_tiles(prolog_case, step):
+    """Each of PyPTO's published tuning steps (benchmarks/deepseek_v32.py: its cube tiles, the separate
+    weights-path ``w_cube``, L1 reuse), caches updated in place, computes the reference's outputs."""
+    from benchmarks.deepseek_v32 import PYPTO_PROLOG_STEPS
+
+    args, want = prolog_case
+    _, _, tiles, options = PYPTO_PROLOG_STEPS[step - 1]
+    prolog = pj.kernel(functools.partial(K.indexer_prolog, n_heads=N, tiles=tiles), options=options,
+                       donate_argnums=(13, 14))
+    got = prolog(*[np.array(a, copy=True) for a in args])
+    for close, g, w in zip((_int8_close, _fp16_close, _fp16_close, _int8_close, _fp16_close), got, want):
+        close(g, w)
+
+
 def test_indexer_prolog_profile_has_the_stage_labels(prolog_case):
     args, _ = prolog_case
     prolog = pj.kernel(functools.partial(K.indexer_prolog, n_heads=N), options=K.PROLOG_OPTIONS)

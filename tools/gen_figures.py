@@ -191,28 +191,31 @@ KV = 65536
 
 
 def prolog_64k_table() -> str:
-    """The Indexer Prolog at B=4, S1=2, KV 64K: the settings of benchmarks/deepseek_v32.py."""
+    """The Indexer Prolog at B=4, S1=2, KV 64K: PyPTO's published steps, then the settings of
+    benchmarks/deepseek_v32.py."""
     import numpy as np
     import ptojax as pj
 
     K, R, D = _deepseek()
     args, _ = R.prolog_inputs(D.B, D.S1, D.H, D.Q_LORA, D.N_IDX, [KV] * D.B)
+    steps = [(f"PyPTO step {i} — {name}", tiles, options, {}, True, us)
+             for i, (name, us, tiles, options) in enumerate(D.PYPTO_PROLOG_STEPS, 1)]
     rows = []
-    for name, tiles, options, kw, donate in [
-            ("default tiles", D.UNTUNED_TILES, None, {}, False),
+    for name, tiles, options, kw, donate, published in steps + [
+            ("default tiles", D.UNTUNED_TILES, None, {}, False, None),
             ("tuned tiles, one Q matmul per batch (`q_rows=2`: M = S1)", K.PROLOG_TILES, K.PROLOG_OPTIONS,
-             {"q_rows": D.S1}, False),
+             {"q_rows": D.S1}, False, None),
             ("tuned tiles, b·s1 merged into M (`K.PROLOG_TILES`, `K.PROLOG_OPTIONS`)", K.PROLOG_TILES,
-             K.PROLOG_OPTIONS, {}, False),
-            ("the same, caches donated", K.PROLOG_TILES, K.PROLOG_OPTIONS, {}, True)]:
+             K.PROLOG_OPTIONS, {}, False, None),
+            ("the same, caches donated", K.PROLOG_TILES, K.PROLOG_OPTIONS, {}, True, None)]:
         kernel = pj.kernel(functools.partial(K.indexer_prolog, n_heads=D.N_IDX, tiles=tiles, **kw), options=options,
                            donate_argnums=(13, 14) if donate else ())
         run_args = [np.array(a, copy=True) for a in args] if donate else args
-        rows.append(_row(name, _profile(kernel, run_args)))
-    for row, (what, us) in zip([rows[0], rows[2], rows[3]], D.PUBLISHED_US):   # PyPTO's steps beside ours
-        row.append(f"{us:.0f} ({what})")
-    rows[1].append("")
-    return _table(["kernel (a3 model)", "makespan µs", "lower bound µs", "tasks", "PyPTO published (A3) µs"], rows)
+        prof = _profile(kernel, run_args)
+        rows.append(_row(name, prof) + ([f"{published:.0f}", f"{prof.makespan_us / published:.2f}"]
+                                        if published else ["", ""]))
+    return _table(["kernel (a3 model)", "makespan µs", "lower bound µs", "tasks", "PyPTO published (A3) µs",
+                   "predicted / published"], rows)
 
 
 def dsa_64k_table() -> str:

@@ -29,8 +29,9 @@ from ptojax import ops
 F32, BF16, F16, I32 = jnp.float32, jnp.bfloat16, jnp.float16, jnp.int32
 ROPE_DIM = 64
 
-# Tiles (the seed's tuned ones where they apply: Q matmul cube tile m16, k512, n64).
-PROLOG_TILES = dict(q_cube=(16, 512, 64), kw_cube=(16, 512, 64), had_cube=(64, 128, 128),
+# Tiles, tuned for ptojax (cube tiles m16, k512, as the seed's); ``kw_cube``: the K matmul's, ``w_cube``
+# the weights-path matmul's.
+PROLOG_TILES = dict(q_cube=(16, 512, 64), kw_cube=(16, 512, 64), w_cube=(16, 512, 64), had_cube=(64, 128, 128),
                     vec_dequant=(8, 1024), vec_head=(2, 64, 128), vec_quant=(64, 128), vec_row=(8, 128),
                     vec_w=(8, 64))
 PROLOG_OPTIONS = {"tiles_per_block": {"QMatmul": 6}}
@@ -100,7 +101,7 @@ def indexer_prolog(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_
         s_cache = ops.scatter_update(ops.reshape(idx_k_scale_cache, (nb * bs, 1)), idx_k_cache_index, k_scale,
                                      axis=0)
     # ---- weights stream
-    with pj.tile(cube=tl["kw_cube"]), jax.named_scope("Weights"):
+    with pj.tile(cube=tl["w_cube"]), jax.named_scope("Weights"):
         w = ops.matmul(token_x, weights_proj, out_dtype=BF16)
     with pj.tile(vec=tl["vec_w"]), jax.named_scope("WScale"):
         weights = ops.cast(ops.cast(w, F32) * np.float32(n_heads ** -0.5 * d ** -0.5), F16)
