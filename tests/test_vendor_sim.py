@@ -18,7 +18,10 @@ What the table printed here says (``pytest -s tests/test_vendor_sim.py``), as of
   and smallest, merge rounds, a staged top-k's merge program; i8 sorted in f32) run in the simulator
   and agree bit for bit; :func:`test_sort_padding_is_minus_inf` checks the ``-inf`` padding of the
   sort row against data at ``±inf``;
-* bf16 programs are skipped: pto-isa's CPU ``bfloat16_t`` is ``_Float16`` under C++20.
+* bf16 programs are skipped: pto-isa's CPU ``bfloat16_t`` is ``_Float16`` under C++20;
+* whole kernels whose text the simulator once refused (a row sum of a tail tile, a matmul bias with
+  an N tail, cross entropy's sum into a 0-d tensor) run call by call in both, bit for bit, and
+  against NumPy references (:func:`_text_and_simulator`).
 
 Skipped when ptoas / pto-isa / a C++20 compiler are missing, except in CI (``CI=true``): fails.
 """
@@ -31,7 +34,7 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from ptojax.ascend import engine
+from ptojax.ascend import engine, textbatch
 from ptojax.ascend import crosscheck as xc
 from ptojax.ascend.ptoas import PtoasError, assemble
 from vendor_tools import needed, tools  # noqa: F401 - tools: autouse fixture
@@ -390,3 +393,101 @@ def test_host_code_computes_the_simulators_bits_on_the_same_instruction():
         bits = f"u{out.dtype.itemsize}"
         np.testing.assert_array_equal(out.ravel().view(bits), r.sim[1].view(bits), err_msg=name)
         assert r.status == "exact", (name, r.worst())
+
+
+# ------------------------------------ whole kernels: every call of the real text also in the simulator
+def _text_and_simulator(fn, args, monkeypatch, functions=None):
+    """Run ``fn``'s kernel from its real text (``engine="pto"``, under ``jax.enable_x64`` so that
+    ``texp``/``tlog`` round once from double as the simulator's do) twice — the second run replays
+    the first's tapes — recording every function call with its arrays before and after; run every call
+    in pto-isa's CPU simulator on the same arrays (one g++ compile). Asserts ptoas takes the module
+    at level2 and level3 (A3 and A5), that the calls name ``functions`` (when given) and that every
+    array after every call is the simulator's, bit for bit, in both runs. Returns the outputs of the
+    first run."""
+    compiled = pj.kernel(fn).lower(*args).compile()
+    for arch in ("a3", "a5"):
+        for level in ("level2", "level3"):
+            compiled.ptoas(arch, level)             # a PtoasError names the program, line and message
+    calls, interpret = [], textbatch.run
+
+    def recorded(module, name, arrays, blocks):
+        before = [np.array(a) for a in arrays]
+        interpret(module, name, arrays, blocks)
+        calls.append((name, list(blocks), before, [np.array(a) for a in arrays]))
+
+    monkeypatch.setattr(textbatch, "run", recorded)
+    with xc._x64(True):                             # texp / tlog in double, as the simulator does
+        outs = [compiled.run(*args, engine="pto")[0] for _ in range(2)]
+    first = calls[:len(calls) // 2]
+    assert len(calls) == 2 * len(first) and [c[0] for c in first] == [c[0] for c in calls[len(first):]]
+    if functions is not None:
+        assert {c[0] for c in first} >= set(functions), [c[0] for c in first]
+    assert all(blocks == list(range(len(blocks))) for _, blocks, _, _ in first)
+    text = compiled.code.pto("a3")
+    jobs = [(text, name, len(blocks)) for name, blocks, _, _ in calls]
+    results = xc.run(jobs, inputs=[before for _, _, before, _ in calls])
+    bits = lambda a: np.ascontiguousarray(a).reshape(-1).view(np.uint8)    # noqa: E731
+    for i, (r, (name, _, _, after)) in enumerate(zip(results, calls)):
+        assert r.sim is not None, f"{name}: {r.sim_error}"
+        for j, (a, s) in enumerate(zip(after, r.sim)):
+            np.testing.assert_array_equal(bits(a), bits(s), err_msg=f"call {i} @{name} argument {j}")
+    for g, w in zip(jax.tree.leaves(outs[0]), jax.tree.leaves(outs[1])):
+        np.testing.assert_array_equal(bits(np.asarray(g)), bits(np.asarray(w)))
+    return outs[0]
+
+
+def _left_to_right(x):
+    """Row sums as pto-isa's TRowSum adds them: left to right, from 0."""
+    return np.cumsum(x, axis=-1, dtype=x.dtype)[..., -1]
+
+
+def test_row_sum_of_a_tail_tile(monkeypatch):
+    """13 rows in 8-row tiles: the tail program's source tile has 5 static rows, the ``R×1`` column
+    8 (its bytes padded to 32); TRowSum.hpp:57 ``static_assert(TileSrc::Rows == TileDst::Rows)``. The
+    sum goes into a 5-row ND tile and ``ttrans`` into the column's row. Also the normalisations'
+    row sums (softmax) on the tail."""
+    x = np.random.default_rng(3).standard_normal((13, 32)).astype(np.float32)
+    fn = tiled(lambda x: (jnp.sum(x, -1), jax.nn.softmax(x)), vec=(8, 32))
+    s, y = _text_and_simulator(fn, (x,), monkeypatch, functions=("sum_2", "amax_maximum_sub_exp_sum_div_2"))
+    np.testing.assert_array_equal(np.asarray(s), _left_to_right(x))
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(np.asarray(y), e / e.sum(-1, keepdims=True), rtol=1e-6, atol=1e-7)
+
+
+def test_matmul_bias_with_an_n_tail(monkeypatch):
+    """N = 40 in 32-column cube tiles: the tail's bias row is 8 of a 16-column tile. ptoas prints a
+    partly valid Bias tile as an alias ``uint64_t v = t.data()`` that does not compile, so the whole
+    row moves to the bias table; tmatmul.bias reads its first N. Small integers: exact sums."""
+    r = np.random.default_rng(4)
+    a = r.integers(-4, 5, (32, 64)).astype(np.float16)
+    b = r.integers(-4, 5, (64, 40)).astype(np.float16)
+    c = r.integers(-50, 50, 40).astype(np.float32)
+    for fn, bb in [(lambda a, b, c: O.matmul(a, b, bias=c), b),
+                   (lambda a, b, c: O.matmul(a, b, transpose_b=True, bias=c), np.ascontiguousarray(b.T))]:
+        out = _text_and_simulator(tiled(fn, cube=(32, 32, 32)), (a, bb, c), monkeypatch,
+                                  functions=("matmul", "matmul_2"))        # the full tile and the tail
+        np.testing.assert_array_equal(np.asarray(out), (a.astype(np.float64) @ b + c).astype(np.float32))
+        monkeypatch.undo()
+
+
+def test_softmax_cross_entropy_and_a_sum_to_a_scalar(monkeypatch):
+    """pj.nn's cross entropy (log-softmax, then the mean of a 13-vector): the mean's sum of one row
+    into a 0-d tensor. Its 1-row source against the 8-row column (TRowSum.hpp:57), and the 0-d GM
+    view: ptoas prints it as a bare pointer, which TSTORE takes for no GlobalTensor (``'layout' is
+    not a member of 'float*'``); it is a 1-element view."""
+    from ptojax.nn._softmax import _xent_fwd_kernel
+
+    r = np.random.default_rng(5)
+    logits = r.standard_normal((13, 40)).astype(np.float32)
+    labels = r.integers(0, 40, 13).astype(np.int32)
+    loss, lse = _text_and_simulator(_xent_fwd_kernel, (logits, labels), monkeypatch,
+                                    functions=("sum", "mul"))
+    x = logits.astype(np.float64)
+    want_lse = np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1)) + x.max(-1)
+    np.testing.assert_allclose(np.asarray(lse), want_lse, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(loss), [np.mean(want_lse - x[np.arange(13), labels])], rtol=1e-6)
+    monkeypatch.undo()
+    v = r.standard_normal(24).astype(np.float32)
+    total = _text_and_simulator(lambda v: jnp.sum(v), (v,), monkeypatch)
+    assert np.asarray(total).shape == ()
+    np.testing.assert_array_equal(np.asarray(total), _left_to_right(v))

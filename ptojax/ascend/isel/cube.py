@@ -83,10 +83,15 @@ def load(sel, s, ins, outs):
 
 @rule('tmatmul')
 def matmul(sel, s, ins, outs):
-    if len(ins) == 3:                        # the bias row moves to the bias table first
-        t = sel.types[ins[2]]
-        bias = sel.alloc(asm.TileBuf("bias", t.dtype, 1, t.cols, 1, t.v_col, "row_major", "none_box"))
-        sel.print("tmov", [ins[2]], [bias])
+    if len(ins) == 3:
+        # The bias row moves to the bias table first, as a whole row: ptoas prints a partly valid bias
+        # tile as an alias ``uint64_t v = full.data()``, which pto-isa's Bias TileDType (float*) does not
+        # convert to. tmatmul.bias reads the first N (the product's valid columns) of the row.
+        row, t = ins[2], sel.types[ins[2]]
+        if t.v_col != t.cols:
+            row = sel.reshape(row, _cube_tile(t, t.rows, t.cols, t.v_row, t.cols))
+        bias = sel.alloc(asm.TileBuf("bias", t.dtype, 1, t.cols, 1, t.cols, "row_major", "none_box"))
+        sel.print("tmov", [row], [bias])
         return sel.print("tmatmul.bias", [ins[0], ins[1], bias], outs)
     sel.print("tmatmul", ins, outs)
 

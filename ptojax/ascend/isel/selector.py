@@ -29,6 +29,9 @@ _FLOATS = ("f32", "f16", "bf16")
 # Instructions whose verifier wants the destination's storage apart from the sources' (PTOAS
 # lib/PTO/IR/PTO.cpp): by arch, None for every arch.
 _APART = {"trecip": ("a3",), "tprelu": ("a3",), "tands": None, "tors": None, "txors": None}
+# Row reductions whose pto-isa header wants the source's and the destination's static rows equal
+# (include/pto/cpu/TRowSum.hpp:57 ``static_assert(TileSrc::Rows == TileDst::Rows)``).
+_SAME_ROWS = {"trowsum"}
 
 
 def matrix(shape) -> tuple[int, int]:
@@ -198,6 +201,9 @@ class Selector:
         if not op.startswith("trow") and op not in ("tload", "tstore", "tmov"):
             ins = [self.row(n) for n in ins]                          # columns: elementwise on their rows
             outs = [self.row(n) for n in outs]
+        if op in _SAME_ROWS and is_column(self.types[outs[0]]) and (
+                self.types[outs[0]].rows != self.types[ins[0]].rows):
+            return self.row_reduce_rows(op, ins, outs[0], attrs)
         if op in _APART and (_APART[op] is None or self.arch in _APART[op]):
             shared = [n for n in outs if n in ins]
             if shared:                                                # into a tile of its own, then back
@@ -215,6 +221,16 @@ class Selector:
             return self.lines.append(instructions.text(op, ins_t, outs_t, attrs))
         self.lines.append(f"pto.{op} ins({', '.join(ins)} : {', '.join(t for _, t in ins_t)}) "
                           f"outs({', '.join(outs)} : {', '.join(t for _, t in outs_t)})")
+
+    def row_reduce_rows(self, op, ins, out: str, attrs):
+        """Row reduction ``op`` of ``ins[0]`` into ``out`` whose static rows differ from the source's (a
+        column padded to 32 bytes, a tail tile's exact rows): into a row-major (ND) tile of the
+        source's static rows, a value at the start of each 32-byte row, then its ``ttrans`` into
+        ``out``'s ``1×R`` row."""
+        ts, to = self.types[ins[0]], self.types[out]
+        work = self.alloc(asm.TileBuf("vec", to.dtype, ts.rows, 32 // to.np_dtype.itemsize, ts.v_row, 1))
+        self.print(op, ins, [work], attrs)
+        self.print("ttrans", [work, self.like(work)], [self.row(out)])
 
     def nonfinite(self, op, ins, outs, attrs, scalar):
         """An instruction whose scalar operand is ±inf or NaN, without that constant: ptoas writes such a
@@ -296,13 +312,17 @@ class Selector:
             elif kind is asm.Arith:
                 self.lines.append(s.text())
             elif kind is asm.MakeView:
+                if not s.shape:                                         # a scalar: one element
+                    one = (self.const(1, "index"),)
+                    s = asm.MakeView(s.name, s.ptr, s.type, one, one)
                 s = asm.MakeView(s.name, s.ptr, _bytes(s.type), s.shape, s.strides)
                 self.lines.append(s.text())
                 self.types[s.name] = s.type
                 if s.name in self.cube.dn_views:
                     dn_view(self, s)
             elif kind is asm.PartitionView:
-                s = asm.PartitionView(s.name, s.view, s.offsets, s.sizes, _bytes(s.source), _bytes(s.type))
+                s = asm.PartitionView(s.name, s.view, s.offsets or (self.const(0, "index"),),
+                                      s.sizes or (self.const(1, "index"),), _bytes(s.source), _bytes(s.type))
                 if s.name in self.cube.transposed_windows:
                     dn_partition(self, s)
                 else:
@@ -442,8 +462,10 @@ def _wider(dtype: str, accepts) -> str:
 
 
 def _bytes(t: asm.ViewType) -> asm.ViewType:
-    """A GM view of booleans as bytes (``i8``): the real dialect has no ``i1`` tensors."""
-    return asm.ViewType(t.shape, "i8", t.partition) if t.dtype == "i1" else t
+    """A GM view as the real dialect takes it: booleans as bytes (``i8``: no ``i1`` tensors), a scalar
+    as one element (ptoas prints a rank-0 view as a bare pointer, which pto-isa's TSTORE / TLOAD do not
+    take: ``'layout' is not a member of 'float*'``)."""
+    return asm.ViewType(t.shape or (1,), "i8" if t.dtype == "i1" else t.dtype, t.partition)
 
 
 def _uses(body, uses=None) -> dict:
