@@ -108,6 +108,55 @@ def test_rows_picked_by_data_in_16_bit_floats_equal_the_engine(dtype):
     assert_replay_matches(jax.jit(compiled)(x, idx, u), want, np.dtype(dtype).name)
 
 
+def test_row_and_column_extremes_keep_the_first_zero_and_skip_nan():
+    """Row and column max/min of a batch — the replay's plain reduction, its exact scan where a line
+    holds NaN or its extreme is zero — equal the engine's: the first zero's sign, NaN only first."""
+    x = np.random.default_rng(3).uniform(-4, 4, (32, 48)).astype(np.float32)
+
+    def k(x):
+        with pj.tile(vec=(8, 16)):
+            return jnp.max(x, axis=1), jnp.min(x, axis=1), jnp.max(x, axis=0), jnp.min(x, axis=0)
+
+    plain = x.copy()
+    x[1, :] = -np.abs(x[1, :])
+    x[1, 5], x[1, 9] = -0.0, 0.0                 # row max is the first zero: -0.0
+    x[2, :] = np.abs(x[2, :])
+    x[2, 3], x[2, 4] = 0.0, -0.0                 # row min: +0.0
+    x[3, 7], x[4, 0] = np.nan, np.nan            # skipped at index 7, the result at index 0
+    x[:, 13] = -np.abs(x[:, 13])
+    x[0, 13], x[2, 13] = -0.0, 0.0               # a column whose max is the first zero: -0.0
+    compiled = pj.kernel(k).lower(x).compile()
+    for arg in (plain, x):                       # no line that needs the scan; several that do
+        want, _ = compiled.run(arg, engine="pto")
+        got = jax.jit(compiled)(arg)
+        assert_replay_matches(got, want, "extremes")
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.signbit(np.asarray(g)), np.signbit(np.asarray(w)))
+    assert np.signbit(np.asarray(got[0])[1]) and not np.signbit(np.asarray(got[1])[2])
+    assert not np.isnan(np.asarray(got[0])[3]) and np.isnan(np.asarray(got[0])[4])
+    assert np.signbit(np.asarray(got[2])[13])
+
+
+def test_row_folds_of_a_large_batch_run_in_chunks_and_equal_the_engine():
+    """515 grid points of a row sum and product: the replay folds them in chunks of points, a loop
+    trip each (512 points), then the last three; every row equals the engine's sequential fold."""
+    from ptojax.ascend import replay as R
+
+    x = np.random.default_rng(8).uniform(0.5, 1.5, (8 * 515, 16)).astype(np.float32)
+
+    def k(x):
+        with pj.tile(vec=(8, 16)):
+            return jnp.sum(x * 3.0, axis=1), jnp.prod(x, axis=1)
+
+    assert 515 // (R.CHUNK_BYTES // (8 * 16 * 4)) >= 2 and 515 % (R.CHUNK_BYTES // (8 * 16 * 4))
+    compiled = pj.kernel(k).lower(x).compile()
+    assert {"pto.trowsum", "pto.trowprod"} <= set(compiled.as_text("pto").split())
+    want, _ = compiled.run(x, engine="pto")
+    got = jax.jit(compiled)(x)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
 def _tile(dtype, rows, cols, v_row=None):
     return (f"!pto.tile_buf<loc=vec, dtype={dtype}, rows={rows}, cols={cols}, v_row={v_row or rows}, v_col={cols}, "
             "blayout=row_major, slayout=none_box, fractal=512, pad=0>")

@@ -28,9 +28,12 @@ engine's in-order semantics — a function that reads a GM tensor it also writes
 index read from data, or stores under a per-point condition — :class:`Serial` is raised and the
 caller runs the points one at a time (:mod:`~ptojax.ascend.replay_graph`).
 
-Every float result passes a select on ``isnan`` (the identity but for NaN payloads): XLA's code
-generator would otherwise contract a product with a later add into one fma, where the engine rounds
-each instruction.
+Every float result but a 32-bit one of an add, a subtraction, a max/min or a move passes a select on
+``isnan`` (the identity but for NaN payloads): XLA's code generator would otherwise contract a product
+with a later add into one fma, where the engine rounds each instruction. Two instruction families take
+a form over the whole batch (:data:`_WHOLE`): a row or column max/min is the plain reduction, which
+XLA vectorizes, where that equals the simulator's scan (no NaN, no zero extreme); a row sum or
+product folds chunks of points, one loop trip each, so that their moved copies stay in the cache.
 """
 from __future__ import annotations
 
@@ -241,12 +244,21 @@ def store_held(flat, idx: np.ndarray, values, atomic: bool):
     return _held(apply_store(reinterpret(flat, values.dtype), idx, values, atomic))
 
 
-def _rounded(x):
+# Instructions whose 32-bit float results need no guard (:func:`_rounded`): neither a product XLA could
+# contract into an fma nor a value its simplifier rewrites together with a later instruction.
+_PLAIN = frozenset({"tadd", "tsub", "tadds", "tsubs", "tmax", "tmin", "tmaxs", "tmins", "tabs", "tneg", "trelu",
+                    "trowsum", "tcolsum", "trowmax", "trowmin", "tcolmax", "tcolmin", "texpands", "trowexpand",
+                    "tcolexpand", "tconcat", "ttrans"} | {f"t{side}expand{op}" for side in ("row", "col")
+                                                            for op in ("add", "sub", "max", "min")})
+
+
+def _rounded(x, op: str = ""):
     """``x`` as it is (a NaN as the quiet NaN), but no longer a product that XLA's code generator
     could contract with a later add into one fma, nor a 16-bit float XLA could keep in float32, nor an
     operand its simplifier could rewrite with the next instruction's (``exp(a) * exp(b)``): the eager
-    engine rounds every instruction's result. One compare and select per element."""
-    if not jnp.issubdtype(x.dtype, jnp.floating):
+    engine rounds every instruction's result. One compare and select per element, left out for the
+    32-bit results of ``op`` in :data:`_PLAIN` (it keeps XLA from vectorizing some loops)."""
+    if not jnp.issubdtype(x.dtype, jnp.floating) or (op in _PLAIN and np.dtype(x.dtype).itemsize >= 4):
         return x
     return jnp.where(jnp.isnan(x), jnp.asarray(np.nan, x.dtype), x)
 
@@ -373,11 +385,55 @@ def _form(op: str, attrs: tuple, out: tuple, static: tuple):
     return call
 
 
+def _first_extreme(op: str, vmapped, out: tuple):
+    """``vmapped`` (a row/column max or min of the points) led by the plain reduction: the simulator's
+    scan keeps the first of equal values and skips NaN, which a reduction of the whole batch matches
+    but where an extreme is NaN (a NaN in the line) or zero (the first zero's sign): then, for the
+    whole batch, the scan's exact form. XLA vectorizes the plain reduction; not the exact form's."""
+    largest, axis = op.endswith("max"), 2 if op.startswith("trow") else 1
+    dtype = out[0][1]
+
+    def fn(x, *tmp):
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            return vmapped(x, *tmp)
+        m = (jnp.max if largest else jnp.min)(x, axis=axis, keepdims=True)
+        return lax.cond(jnp.any(jnp.isnan(m) | (m == 0)), lambda: vmapped(x, *tmp), lambda: m.astype(dtype))
+    return fn
+
+
+CHUNK_BYTES = 1 << 17    # the points of a row fold per loop trip: their moved copies stay in the cache
+
+
+def _in_chunks(op: str, vmapped, out: tuple):
+    """``vmapped`` (a row sum or product of the points, which moves every point's tile to fold it along
+    its rows) over chunks of :data:`CHUNK_BYTES` of points, one loop trip each: for the whole batch at
+    once the moved copy would go through memory."""
+    def fn(*xs):
+        n, size = xs[0].shape[0], int(np.prod(xs[0].shape[1:])) * np.dtype(xs[0].dtype).itemsize
+        per = max(1, CHUNK_BYTES // max(size, 1))
+        if not jnp.issubdtype(xs[0].dtype, jnp.floating) or n < 2 * per:
+            return vmapped(*xs)
+        whole = n // per * per
+        parts = tuple(x[:whole].reshape((n // per, per) + x.shape[1:]) for x in xs)
+        head = lax.map(lambda part: vmapped(*part), parts)
+        head = head.reshape((whole,) + head.shape[2:])
+        return head if whole == n else jnp.concatenate([head, vmapped(*(x[whole:] for x in xs))])
+    return fn
+
+
+_WHOLE = {**{op: _first_extreme for op in ("trowmax", "trowmin", "tcolmax", "tcolmin")},   # forms over the batch
+          **{op: _in_chunks for op in ("trowsum", "trowprod")}}
+
+
 @functools.lru_cache(maxsize=4096)
 def _batched(op: str, attrs: tuple, out: tuple, static: tuple):
-    """:func:`_form` vmapped over the grid points and jitted: each instruction form is traced once per
-    operand shape, however often the replays of a process execute it (a cache hit under a trace)."""
-    return jax.jit(jax.vmap(_form(op, attrs, out, static)))
+    """:func:`_form` vmapped over the grid points (or its whole-batch form, :data:`_WHOLE`) and jitted:
+    each instruction form is traced once per operand shape, however often the replays of a process
+    execute it (a cache hit under a trace)."""
+    fn = jax.vmap(_form(op, attrs, out, static))
+    if op in _WHOLE and static[0] is None:
+        fn = _WHOLE[op](op, fn, out)
+    return jax.jit(fn)
 
 
 # ----------------------------------------------------------------------------------------- walk
@@ -896,7 +952,7 @@ class Walk:
         except (TypeError, ValueError, IndexError, KeyError) as err:
             raise self.error(s, f"pto.{s.op} failed: {type(err).__name__}: {err}") from err
         res = res if isinstance(res, tuple) else (res,)
-        res = tuple(_rounded(r) for r in res)
+        res = tuple(_rounded(r, s.op) for r in res)
         if len(res) != len(outs):
             raise self.error(s, f"{len(res)} results for {len(outs)} destinations")
         for name, d, r in zip(s.outs, outs, res):

@@ -369,10 +369,13 @@ def _at(x, j, axis: int, keepdims: bool = True):
 
 
 def _fold(x, identity, acc_dtype, step, axis):
-    """``acc = identity; acc = step(acc, x_j)`` for every ``j`` along ``axis`` in order, in ``acc_dtype``."""
+    """``acc = identity; acc = step(acc, x_j)`` for every ``j`` along ``axis`` in order, in ``acc_dtype``.
+
+    The folded axis is moved first: a step then adds one contiguous row to the accumulators (a vector
+    operation), where along a later axis every accumulator would read its own strided element."""
     acc = jnp.full_like(x, identity, dtype=acc_dtype, shape=x.shape[:axis] + x.shape[axis + 1:])  # varies as x
-    x = x.astype(acc_dtype)
-    return _chain(x.shape[axis], acc, lambda j: _at(x, j, axis, keepdims=False),
+    x = jnp.moveaxis(x.astype(acc_dtype), axis, 0)
+    return _chain(x.shape[0], acc, lambda j: _at(x, j, 0, keepdims=False),
                   lambda a, v: step(a, v).astype(acc_dtype))
 
 
@@ -831,9 +834,10 @@ def tmatmul_acc(acc, lhs, rhs, *, out=None):
 
 @_register("tmatmul.bias")
 def tmatmul_bias(lhs, rhs, bias, *, out=None):
-    """``(lhs @ rhs) + bias[0, :]`` (bias 1 x N in the accumulator dtype), added after the product."""
+    """``(lhs @ rhs) + bias[0, :N]`` (bias 1 x N or wider, in the accumulator dtype; N = the product's
+    columns, as pto-isa reads it), added after the product."""
     prod = _mmad(lhs, rhs, _acc_dtype(lhs, out))
-    return prod + _a(bias)[:1, :].astype(prod.dtype)
+    return prod + _a(bias)[:1, :prod.shape[1]].astype(prod.dtype)
 
 
 # ------------------------------------------------------------------------------ sort/gather
