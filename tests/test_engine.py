@@ -94,12 +94,12 @@ def test_single_program_matches_jax(name):
 
 
 def test_instructions_run_on_numpy_or_jitted_with_the_bits_of_the_eager_semantics(monkeypatch):
-    """Each instruction's semantics is traced once per mnemonic, attributes and shapes: run on NumPy
-    where every operation of it is exact there, else as one jitted call — the same bits as the
-    semantics run operation by operation."""
+    """Each instruction's semantics is traced once per mnemonic, attributes and shapes (vmapped over
+    the points): run on NumPy where every operation of it is exact there, else as one jitted call —
+    the same bits as the semantics run operation by operation, point by point."""
     names = ("softmax", "layer_norm", "cast_f16", "compare_where", "matmul_dn_bias")
     fast = {name: run_single(CASES[name][0], *CASES[name][1:])[0] for name in names}
-    kinds = {key[0]: kind for key, (kind, _) in engine._PLANS.items()}
+    kinds = {key[0]: kind for key, (kind, _) in engine._VPLANS.items()}
     assert kinds["tmul"] == kinds["trowexpanddiv"] == kinds["tcvt"] == "numpy", kinds
     assert kinds["trowsum"] == kinds["texp"] == kinds["tmatmul.bias"] == "jit", kinds
     src = np.sort(RNG.standard_normal((1, 256)).astype(np.float32))[:, ::-1].copy()   # an operand that fixes
@@ -109,6 +109,7 @@ def test_instructions_run_on_numpy_or_jitted_with_the_bits_of_the_eager_semantic
         np.testing.assert_array_equal(merged, engine.SEMANTICS["tmrgsort"](src, block, out=spec))
     assert engine._PLANS["tmrgsort", (), spec, (((1, 256), src.dtype), ((), block.dtype)), False][0] == "static"
     monkeypatch.setattr(engine, "_apply", lambda op, fn, args, out, attrs: fn(*args, out=out, **dict(attrs)))
+    monkeypatch.setattr(engine, "_vplanned", lambda *form: ("points", None))      # each point eagerly
     for name in names:
         eager, _ = run_single(CASES[name][0], *CASES[name][1:])
         for got, want in zip(fast[name], eager):
@@ -462,9 +463,9 @@ def test_sort_sequence_ui32_tci_tmrgsort_lists_and_gather_masks():
     engine.run(SORT, "k", [x, v, i])
     np.testing.assert_array_equal(v, -np.sort(-x))
     np.testing.assert_array_equal(i, np.argsort(-x, kind="stable"))
-    runner = engine._Run(func, [x, v, i], 0)                                  # the executed counts
+    runner = engine._Run(func, [x, v, i], np.array([0]))                      # the executed counts
     runner.block(func.body)
-    assert runner.env["%ex"].tolist() == [32, 32, 0, 0] and ex.value.tolist() == [0, 0, 0, 0]
+    assert runner.env["%ex"].x.tolist() == [[32, 32, 0, 0]] and ex.value.tolist() == [0, 0, 0, 0]
 
 
 def test_sort_sequence_faults_name_the_line():

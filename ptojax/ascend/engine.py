@@ -1,10 +1,13 @@
-"""An eager engine for the real PTO-AS text instruction selection prints (:mod:`ptojax.ascend.isel`,
+"""The interpreter of the real PTO-AS text instruction selection prints (:mod:`ptojax.ascend.isel`,
 ``AscendKernel.pto()``): :func:`parse` (:mod:`ptojax.ascend.engine_parse`, the statements it reads
-and the dataclasses it builds) and an interpreter.
+and the dataclasses it builds) and one walk of a function's statements for a batch of block indices
+(points) at once.
 
 ``run(module, name, args, block_idx)`` executes one function for one block on host NumPy arrays
-(the GM arguments, pointer parameters in order; ``tstore`` updates them in place);
-``run_grid(..., blocks)`` runs block indices ``0 .. blocks-1`` in turn. The model:
+(the GM arguments, pointer parameters in order; ``tstore`` updates them in place) — a batch of one
+point, the reference and the debugger; ``run_grid(..., blocks)`` runs block indices
+``0 .. blocks-1`` in turn; :func:`ptojax.ascend.textbatch.run` runs many points in one walk. The
+model, for each point:
 
 * every ``alloc_tile`` owns a zeroed byte buffer of ``rows*cols*itemsize`` bytes; an ``addr`` is
   accepted and ignored (tiles never overlap here, so PTOAS-planned aliasing is not modelled);
@@ -22,13 +25,25 @@ and the dataclasses it builds) and an interpreter.
   dtype); ``cmpi`` gives an ``i1``; ``scf.if`` runs one of its blocks;
 * cube tiles (mat/left/right/acc/bias) are plain row-major logical arrays: fractal layout is the
   hardware's business; ``tmov`` copies valid regions (an ``acc`` source converts, as FIXPIPE does);
-* a tensor view is a strided NumPy view of the flat GM array (``strides = [1, R]`` with
-  ``layout<dn>`` is the transpose); ``tload``/``tstore`` copy between a window and a tile's valid
-  region (equal element counts; an ``acc`` tile's store rounds to the GM dtype to nearest; an
-  ``atomicType = atomic_add`` store adds to GM as ``tadd`` does);
+* a tensor view is a strided view of the flat GM array (``strides = [1, R]`` with ``layout<dn>`` is
+  the transpose); ``tload``/``tstore`` copy between a window and a tile's valid region (equal element
+  counts; an ``acc`` tile's store rounds to the GM dtype to nearest; an ``atomicType = atomic_add``
+  store adds to GM as ``tadd`` does);
 * every other instruction is ``tile_semantics.SEMANTICS[mnemonic]`` on the valid regions (scalars
   0-d, ``out=`` the destinations' ``ShapeDtypeStruct``s), its results written into the
   destinations (tiles, or a ``vector`` output such as ``tmrgsort``'s executed counts, rebound).
+
+The batch: every tile is a byte buffer with a leading point axis, ``(n, rows*cols*itemsize)``; an
+index value is a Python int where the points agree, else one value per point (:class:`Each`); every
+instruction is its semantics once for all points — its jaxpr vmapped over the points, evaluated on
+NumPy where it is :func:`~ptojax.ascend.npeval.evaluable` (no XLA compile; NumPy computes every
+element alike, so each point gets one point's bits), else jitted (batch sizes rounded up to a power
+of two, so a form compiles once per bucket), or, where an operand must be concrete (it fixes a
+shape: ``tmrgsort``'s block length), point by point. GM is the NumPy arrays themselves: a load reads
+a window per point, a store writes the points' windows in point order. Control flow, loop bounds,
+tile shapes or views that differ between points stop the walk (:class:`_Split`, naming the groups of
+points that agree); a walk may record a tape of its steps over its tile buffers to run again
+(:mod:`ptojax.ascend.textbatch` decides which points walk together and keeps the tapes).
 
 Every fault is a :class:`PtoExecutionError` naming the function, the line and the instruction.
 """
@@ -38,6 +53,7 @@ import functools
 
 import jax
 import numpy as np
+from jax.extend import core as jax_core
 
 from . import npeval
 from .engine_parse import (DTYPES, Arith, Const, For, Function, If, Instr, Module, PtrType, Scalar, Stmt, Subset,
@@ -66,7 +82,7 @@ def _typed(value: int, type_: str):
     return np.asarray((value + 2 ** (w - 1)) % 2 ** w - 2 ** (w - 1), DTYPES[type_])
 
 
-# ------------------------------------------------------------------------------------ interpreter
+# ----------------------------------------------------------------------------------------- values
 def _fits(sizes, dims) -> bool:
     """Run-time ``sizes`` agree with a view type's ``dims`` (``None``: a ``?`` dim, any size)."""
     return len(sizes) == len(dims) and all(d is None or n == d for n, d in zip(sizes, dims))
@@ -83,282 +99,231 @@ def alias_valid(shape, dtype, t: TileType):
     return (n, known) if t.v_row is None else (known, n)
 
 
-class _ByteTile:
-    """A tile: its type over a byte buffer it may share with its ``treshape`` aliases and subsets —
-    element (r, c) at ``base + (r * pitch + c) * itemsize`` bytes (``col_major`` vec tiles:
-    ``c * pitch + r``); ``shape`` is the valid region at run time (the type may say ``?``)."""
+class Each:
+    """A scalar SSA value that differs between the points: ``v``, one value per point ((n,) array)."""
 
-    def __init__(self, type_: TileType, buf=None, base: int = 0, pitch: int | None = None, shape=None):
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+
+class Vec:
+    """A ``vector`` SSA value (an instruction's result such as ``tmrgsort``'s counts): ``x``, (n, ...)."""
+
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+
+class _Stale(Exception):
+    """A value a tape's run depended on (read from GM or a tile) differs in this run."""
+
+
+def _guard(expected, read, flats) -> None:
+    """A tape's step: the values read here are those the recorded run read, else :class:`_Stale`."""
+    if not (read(flats) == expected).all():
+        raise _Stale()
+
+
+class _Split(Exception):
+    """The points disagree on control flow or a shape: ``key`` ((n, k) array) groups those that agree."""
+
+    def __init__(self, key):
+        super().__init__("split")
+        self.key = key
+
+
+def _scalar(values: np.ndarray, type_: str):
+    """Per-point ``values`` of ``type_`` as one value (an int, a 0-d array) where they agree, else
+    :class:`Each`."""
+    first = values[0]
+    if values.shape[0] == 1 or (values == first).all():
+        if type_ == "index":
+            return int(first)
+        if type_ == "i1":
+            return np.bool_(first)
+        return np.asarray(first, DTYPES.get(type_, values.dtype))
+    return Each(values)
+
+
+def _wrap(v: np.ndarray, type_: str) -> np.ndarray:
+    """int64 ``v`` wrapped to ``type_`` as :func:`_typed` wraps one value."""
+    if type_ == "index":
+        return v
+    if type_ == "i1":
+        return (v & 1).astype(np.bool_)
+    return v.astype(DTYPES[type_])
+
+
+def _div(a, b):
+    return np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))
+
+
+_NP_ARITH = {"addi": np.add, "subi": np.subtract, "muli": np.multiply, "divsi": _div,
+             "remsi": lambda a, b: a - b * _div(a, b), "minsi": np.minimum, "maxsi": np.maximum}
+
+
+# ------------------------------------------------------------------------------------------ storage
+class _Tile:
+    """A tile of the batch: its type over byte buffers ``buf`` ((n, bytes), shared with its aliases and
+    subsets), element (r, c) at ``base + (r * pitch + c) * itemsize`` bytes (``col_major`` vec tiles:
+    ``c * pitch + r``); ``base`` an int or one per point; ``shape`` the valid region."""
+
+    __slots__ = ("type", "dtype", "col_major", "pitch", "base", "shape", "buf")
+
+    def __init__(self, type_: TileType, buf, base=0, pitch=None, shape=None):
         self.type, self.dtype = type_, DTYPES[type_.dtype]
         self.col_major = type_.loc == "vec" and type_.blayout == "col_major"
         self.pitch = pitch or (type_.rows if self.col_major else type_.cols)
-        self.base, self.shape = base, shape or (type_.v_row, type_.v_col)
-        self.buf = np.zeros(type_.rows * type_.cols * self.dtype.itemsize, np.uint8) if buf is None else buf
+        self.base, self.shape, self.buf = base, shape or (type_.v_row, type_.v_col), buf
 
     def span(self) -> int:
-        """Elements from the first to one past the last of the tile's rows x cols."""
         t = self.type
         major, minor = (t.cols, t.rows) if self.col_major else (t.rows, t.cols)
         return (major - 1) * self.pitch + minor
 
     def element(self, r: int, c: int) -> int:
-        """The element offset of (r, c) from the tile's first element."""
         return c * self.pitch + r if self.col_major else r * self.pitch + c
 
-    def valid(self) -> np.ndarray:
+    def _strides(self):
         item = self.dtype.itemsize
-        strides = (item, self.pitch * item) if self.col_major else (self.pitch * item, item)
-        return np.ndarray(self.shape, self.dtype, self.buf, self.base, strides)
+        return (item, self.pitch * item) if self.col_major else (self.pitch * item, item)
 
-    def cell(self, offset: int) -> np.ndarray:
-        """Element ``offset`` past the first (``Tile::GetValue`` / ``SetValue``), as a 1-element view."""
-        return np.ndarray((1,), self.dtype, self.buf, self.base + offset * self.dtype.itemsize)
+    def _index(self):
+        """(n, rows*cols) element indices of the valid region into ``buf`` seen as the dtype."""
+        item = self.dtype.itemsize
+        r, c = np.meshgrid(np.arange(self.shape[0]), np.arange(self.shape[1]), indexing="ij")
+        offs = (c * self.pitch + r if self.col_major else r * self.pitch + c).reshape(-1)
+        return self.base[:, None] // item + offs[None, :]
 
+    def read(self) -> np.ndarray:
+        """The valid regions of all points, (n, rows, cols): a view where the base is shared."""
+        n = self.buf.shape[0]
+        if not isinstance(self.base, np.ndarray):
+            return np.ndarray((n,) + self.shape, self.dtype, self.buf, self.base,
+                              (self.buf.shape[1],) + self._strides())
+        flat = self.buf.view(self.dtype)
+        return flat[np.arange(n)[:, None], self._index()].reshape((n,) + self.shape)
 
-class _Run:
-    def __init__(self, func: Function, args, block_idx: int):
-        self.func, self.block_idx, self.env = func, block_idx, {}
-        if len(args) != len(func.params):
-            raise self.error(None, f"expects {len(func.params)} arguments ({[n for n, _ in func.params]}), "
-                                   f"got {len(args)}")
-        for (name, type_), arg in zip(func.params, args):
-            if isinstance(type_, PtrType):
-                if type_.dtype == "i8" and isinstance(arg, np.ndarray) and arg.dtype == np.bool_:
-                    arg = arg.view(np.int8)            # booleans are bytes in GM: selection prints i1 as i8
-                if not isinstance(arg, np.ndarray) or arg.dtype != DTYPES[type_.dtype] or not arg.flags.c_contiguous:
-                    raise self.error(None, f"argument {name}: {type_.dtype} pointer needs a C-contiguous "
-                                           f"{type_.dtype} array, got {getattr(arg, 'dtype', type(arg).__name__)}")
-                self.env[name] = arg.reshape(-1)
-            else:
-                self.env[name] = int(arg) if type_ == "index" else np.asarray(arg, DTYPES[type_])
-
-    def error(self, stmt, message):
-        where = f"line {stmt.line}: " if stmt else f"line {self.func.line}: "
-        text = f" in `{stmt.text[:160]}`" if stmt else ""
-        return PtoExecutionError(f"pto engine: function '{self.func.name}' {where}{message}{text}")
-
-    def get(self, stmt, name, kind=None):
-        if isinstance(name, int):
-            value = name
-        elif name not in self.env:
-            raise self.error(stmt, f"{name} is not defined")
-        else:
-            value = self.env[name]
-        if kind is int:
-            if isinstance(value, _ByteTile) or np.ndim(value):
-                raise self.error(stmt, f"{name} is not an index")
-            return int(value)
-        if kind is not None and not isinstance(value, kind):
-            raise self.error(stmt, f"{name} is not a {'tile' if kind is _ByteTile else 'tensor view'}")
-        return value
-
-    def block(self, body):
-        for stmt in body:
-            if type(stmt) is Stmt:                # return
-                return
-            self.DISPATCH[type(stmt)](self, stmt)
-
-    def const(self, s: Const):
-        if isinstance(s.value, np.ndarray):
-            self.env[s.result] = s.value.copy()
-        else:
-            self.env[s.result] = s.value if s.type == "index" else np.asarray(s.value, DTYPES.get(s.type, np.int64))
-
-    def arith(self, s: Arith):
-        if s.op == "get_block_idx":
-            self.env[s.result] = _typed(self.block_idx, s.type)
+    def write(self, value) -> None:
+        n = self.buf.shape[0]
+        if not isinstance(self.base, np.ndarray):
+            self.read()[...] = value
             return
-        vals = [self.get(s, o, int) for o in s.operands]
-        if s.op == "cmpi":                         # signed or unsigned in the operands' width
-            w = _bits(s.type)
-            if s.pred[0] == "u":
-                vals = [v % 2 ** w for v in vals]
-            self.env[s.result] = np.bool_(_CMP[s.pred.lstrip("su")](*vals))
-            return
-        if s.op in ("divsi", "remsi") and vals[1] == 0:
-            raise self.error(s, "division by zero")
-        self.env[s.result] = _typed(vals[0] if s.op == "index_cast" else _ARITH[s.op](*vals), s.type)
+        flat = self.buf.view(self.dtype)
+        flat[np.arange(n)[:, None], self._index()] = np.reshape(value, (n, -1))
 
-    def if_(self, s: If):
-        cond = self.get(s, s.cond)
-        if isinstance(cond, _ByteTile) or np.ndim(cond) or np.asarray(cond).dtype != np.bool_:
-            raise self.error(s, f"condition {s.cond} is not an i1")
-        self.block(s.then if bool(cond) else s.orelse)
+    def reader(self):
+        """A function giving :meth:`read`'s values when called (later: the buffer as it is then)."""
+        if isinstance(self.base, np.ndarray):
+            return self.read
+        view = self.read()
+        return lambda: view
 
-    def scalar(self, s: Scalar):
-        offset = self.get(s, s.offset, int)
-        if s.op == "load_scalar":
-            ptr = self.get(s, s.src)
-            if not isinstance(s.src_type, PtrType) or s.src_type.dtype != s.type or not (
-                    s.src in dict(self.func.params) and isinstance(ptr, np.ndarray) and ptr.dtype == DTYPES[s.type]):
-                raise self.error(s, f"{s.src} is not a {s.type} pointer parameter")
-            if not 0 <= offset < ptr.size:
-                raise self.error(s, f"offset {offset} is outside the {ptr.size}-element tensor")
-            self.env[s.result] = np.asarray(ptr[offset]).copy()
-            return
-        self.env[s.result] = np.asarray(self.cell(s, self.get(s, s.src, _ByteTile), s.src_type, offset, s.type)[0])
+    def writer(self):
+        """A function doing :meth:`write` when called."""
+        if isinstance(self.base, np.ndarray):
+            return self.write
+        view = self.read()
+        return lambda value: view.__setitem__(Ellipsis, value)
 
-    def cell(self, s, tile: _ByteTile, declared, offset: int, dtype: str):
-        """``tgetval`` / ``tsetval``'s element of ``tile``: checked, as a 1-element view."""
-        if tile.type != declared:
-            raise self.error(s, f"the tile is {tile.type} but the instruction says {declared}")
-        if tile.type.loc != "vec" or tile.type.dtype != dtype:
-            raise self.error(s, f"needs a vec tile of {dtype}, got a {tile.type.loc} tile of {tile.type.dtype}")
-        if not 0 <= offset < tile.span():
-            raise self.error(s, f"offset {offset} is outside the tile's {tile.span()} elements")
-        return tile.cell(offset)
-
-    def view(self, s: View):
-        src = self.get(s, s.src, np.ndarray)
-        a, b = [self.get(s, v, int) for v in s.a], [self.get(s, v, int) for v in s.b]
-        if s.op == "make_tensor_view":         # a strided view of the flat GM array (dn: the transpose)
-            if src.dtype != DTYPES[s.type.dtype] or not _fits(a, s.type.shape) or len(b) != len(a):
-                raise self.error(s, f"shape {a} strides {b} over a {src.dtype.name} pointer do not match {s.type}")
-            reach = sum((n - 1) * st for n, st in zip(a, b)) if all(a) else -1
-            if min(b, default=0) < 0 or reach >= src.size:
-                raise self.error(s, f"view shape {a} strides {b} reaches past the {src.size}-element tensor")
-            self.env[s.result] = np.lib.stride_tricks.as_strided(src, a, [st * src.itemsize for st in b])
-            return
-        if len(a) != src.ndim or len(b) != src.ndim or any(
-                o < 0 or n < 0 or o + n > d for o, n, d in zip(a, b, src.shape)):
-            raise self.error(s, f"window offsets {a} sizes {b} fall outside the tensor {list(src.shape)}")
-        if not _fits(b, s.type.shape):
-            raise self.error(s, f"window sizes {b} do not match {s.type}")
-        self.env[s.result] = src[tuple(slice(o, o + n) for o, n in zip(a, b)) or ...]   # 0-d: still a view
-
-    def tile(self, s: Tile):
-        t, buf, base, shape = s.type, None, 0, None
-        if s.src is None and (t.v_row is None or t.v_col is None):
-            valid = s.valid or (None, None)
-            if any(d is None and v is None for v, d in zip(valid, (t.v_row, t.v_col))):
-                raise self.error(s, "a dynamic (?) valid dim needs its valid_row / valid_col operand")
-            shape = tuple(self.get(s, v, int) if d is None else d for v, d in zip(valid, (t.v_row, t.v_col)))
-        elif s.src is not None and (t.v_row is None or t.v_col is None):   # an alias keeps the source's bytes
-            src = self.get(s, s.src, _ByteTile)
-            shape = alias_valid(src.shape, src.dtype, t)
-            if shape is None:
-                raise self.error(s, f"cannot reshape the {src.shape[0]}x{src.shape[1]} valid region to {t}")
-        v_row, v_col = shape or (t.v_row, t.v_col)
-        if not (0 <= v_row <= t.rows and 0 <= v_col <= t.cols):
-            raise self.error(s, f"valid region {v_row}x{v_col} exceeds the tile {t.rows}x{t.cols}")
-        if s.src is not None:
-            src = self.get(s, s.src, _ByteTile)
-            buf, base, size = src.buf, src.base, t.rows * t.cols * DTYPES[t.dtype].itemsize
-            contiguous = src.type.rows == 1 if not src.col_major else src.type.cols == 1
-            if src.pitch != (src.type.rows if src.col_major else src.type.cols) and not contiguous:
-                raise self.error(s, f"{s.src} is a strided window (pitch {src.pitch}); it has no one byte layout")
-            if base + size > buf.size:
-                raise self.error(s, f"{t.rows}x{t.cols} {t.dtype} does not fit the "
-                                    f"{buf.size - base}-byte tile {s.src}")
-        self.env[s.result] = _ByteTile(t, buf, base, shape=shape)
-
-    def subset(self, s: Subset):
-        src = self.get(s, s.src, _ByteTile)
-        if src.type != s.src_type:
-            raise self.error(s, f"{s.src} is {src.type} but the subset says {s.src_type}")
-        (r, c), (rows, cols) = [self.get(s, o, int) for o in s.offsets], s.sizes
-        if r < 0 or c < 0 or r + rows > src.type.rows or c + cols > src.type.cols:
-            raise self.error(s, f"rows {r}..{r + rows} cols {c}..{c + cols} fall outside the "
-                                f"{src.type.rows}x{src.type.cols} tile {s.src}")
-        shape = (subset_valid(r, rows, src.shape[0]), subset_valid(c, cols, src.shape[1]))
-        base = src.base + src.element(r, c) * src.dtype.itemsize
-        self.env[s.result] = _ByteTile(s.type, src.buf, base, src.pitch, shape)
-
-    def for_(self, s: For):
-        lo, hi, step = (self.get(s, v, int) for v in (s.lo, s.hi, s.step))
-        if step <= 0:
-            raise self.error(s, f"loop step {step} is not positive")
-        for k in range(lo, hi, step):
-            self.env[s.var] = k
-            self.block(s.body)
-
-    def instr(self, s: Instr):
-        ins, outs = [self.get(s, n) for n in s.ins], [self.get(s, n) for n in s.outs]
-        for name, value, declared in zip(s.ins + s.outs, ins + outs, s.in_types + s.out_types):
-            if isinstance(value, _ByteTile) and value.type != declared or isinstance(declared, ViewType) and (
-                    not isinstance(value, np.ndarray) or not _fits(value.shape, declared.shape)):
-                raise self.error(s, f"{name} is {getattr(value, 'type', getattr(value, 'shape', value))} "
-                                    f"but the instruction says {declared}")
-        if s.op == "tload":
-            return self.copy(s, ins[0], outs[0], window_from=True)
-        if s.op == "tstore":
-            return self.copy(s, outs[0], ins[0], window_from=False)
-        if s.op == "tmov":
-            src, dst = self.tiles(s, ins + outs)
-            return self.put(s, dst, self.converted(s, src, dst.dtype, src.valid()))
-        if s.op == "tsetval":                      # tsetval ins(%offset, %value : index, T) outs(%tile : T)
-            if len(ins) != 2 or len(outs) != 1 or len(s.out_types) != 1:
-                raise self.error(s, "takes (offset, value) and one tile")
-            tile, = self.tiles(s, outs)
-            cell = self.cell(s, tile, s.out_types[0], self.get(s, s.ins[0], int), tile.type.dtype)
-            if isinstance(ins[1], _ByteTile) or np.ndim(ins[1]):
-                raise self.error(s, f"{s.ins[1]} is not a scalar")
-            cell[0] = np.asarray(ins[1]).astype(tile.dtype)
-            return
-        fn = SEMANTICS.get(s.op)
-        if fn is None:
-            raise self.error(s, f"no semantics for pto.{s.op}")
-        for name, value in zip(s.outs, outs):
-            if not isinstance(value, _ByteTile) and not (isinstance(value, np.ndarray) and value.ndim):
-                raise self.error(s, f"destination {name} is neither a tile nor a vector")
-        args = [np.array(v.valid()) if isinstance(v, _ByteTile) else np.asarray(v) for v in ins]
-        specs = [jax.ShapeDtypeStruct(d.valid().shape if isinstance(d, _ByteTile) else d.shape, d.dtype) for d in outs]
-        try:
-            res = _apply(s.op, fn, args, specs[0] if len(specs) == 1 else tuple(specs), s.attrs)
-        except (TypeError, ValueError, IndexError, KeyError) as err:
-            raise self.error(s, f"pto.{s.op} failed: {type(err).__name__}: {err}") from err
-        res = res if isinstance(res, tuple) else (res,)
-        if len(res) != len(outs):
-            raise self.error(s, f"{len(res)} results for {len(outs)} destinations")
-        for name, d, r in zip(s.outs, outs, res):
-            r = np.asarray(r)
-            if isinstance(d, _ByteTile):
-                self.put(s, d, r)
-            elif r.shape != d.shape or r.dtype != d.dtype:
-                raise self.error(s, f"result {r.dtype.name}{list(r.shape)} does not fit {name}, "
-                                    f"{d.dtype.name}{list(d.shape)}")
-            else:
-                self.env[name] = r.copy()          # a vector SSA value: rebound, never written through
-
-    def tiles(self, s, values):
-        if not all(isinstance(v, _ByteTile) for v in values):
-            raise self.error(s, "operands must be tiles")
-        return values
-
-    def converted(self, s, src: _ByteTile, dtype, value):
-        if src.dtype != dtype and src.type.loc != "acc":
-            raise self.error(s, f"dtype {src.dtype.name} does not match {np.dtype(dtype).name}")
-        return value.astype(dtype)                  # acc (FIXPIPE): round to nearest
-
-    def put(self, s, dst: _ByteTile, value):
-        region = dst.valid()
-        if value.shape != region.shape or value.dtype != dst.dtype:
-            raise self.error(s, f"result {value.dtype.name}{list(value.shape)} does not fit the destination's "
-                                f"valid region {dst.dtype.name}{list(region.shape)}")
-        region[...] = value
-
-    def copy(self, s, window, tile, window_from: bool):
-        if not isinstance(window, np.ndarray) or not isinstance(tile, _ByteTile):
-            raise self.error(s, "needs a partition view and a tile")
-        region = tile.valid()
-        if window.size != region.size:
-            raise self.error(s, f"window {list(window.shape)} and valid region {list(region.shape)} "
-                                "hold different numbers of elements")
-        atomic = dict(s.attrs).get("atomicType", "atomic_none")
-        if window_from:
-            if window.dtype != tile.dtype or atomic != "atomic_none":
-                raise self.error(s, f"GM {window.dtype.name} does not match the tile's {tile.dtype.name}"
-                                 if atomic == "atomic_none" else f"a load has no {atomic}")
-            region[...] = window.reshape(region.shape)
-            return
-        value = self.converted(s, tile, window.dtype, region).reshape(window.shape)
-        if atomic == "atomic_add":                 # GM += tile, in the GM dtype as the vector add rounds
-            value = np.asarray(_apply("tadd", SEMANTICS["tadd"], [np.array(window), value], None, ()))
-        elif atomic != "atomic_none":
-            raise self.error(s, f"unknown atomicType {atomic!r}")
-        window[...] = value
+    def cells(self, offset) -> tuple:
+        """``Tile::GetValue``'s element ``offset`` past the first of each point: (points, elements)."""
+        item = self.dtype.itemsize
+        at = (self.base + np.asarray(offset) * item) // item
+        flat = self.buf.view(self.dtype)
+        return flat, np.broadcast_to(at, (self.buf.shape[0],))
 
 
+@functools.lru_cache(maxsize=1024)
+def _offsets(shape: tuple, strides: tuple) -> np.ndarray:
+    """Element offsets of a window of ``shape`` with ``strides`` from its first element."""
+    grid = np.indices(shape, dtype=np.int64)
+    return sum((g * s for g, s in zip(grid, strides)), np.zeros(shape, np.int64))
+
+
+class _Gm:
+    """A tensor view of pointer parameter ``param`` (a flat GM array ``flat`` of this run): element
+    ``offset + sum(i * strides)`` (``offset``: an int or one per point); a window's ``starts``: its
+    offsets per dim where they differ between points."""
+
+    __slots__ = ("param", "flat", "offset", "shape", "strides", "starts")
+
+    def __init__(self, param, flat, offset, shape, strides, starts=None):
+        self.param, self.flat, self.offset = param, flat, offset
+        self.shape, self.strides, self.starts = tuple(shape), tuple(strides), starts
+
+    @property
+    def dtype(self):
+        return self.flat.dtype
+
+    def one(self, flat, offset: int) -> np.ndarray:
+        """The window at element ``offset`` of ``flat``: a (writable) view."""
+        item = flat.itemsize
+        return np.ndarray(self.shape, flat.dtype, flat, offset * item, tuple(s * item for s in self.strides))
+
+    def _spaced(self, n: int):
+        """(first offset, step) where the points' offsets step evenly by ``step`` >= 0, else None."""
+        off = self.offset
+        step = int(off[1] - off[0]) if n > 1 else 0
+        return (int(off[0]), step) if step >= 0 and (np.diff(off) == step).all() else None
+
+    def _spaced_view(self, flat, n, first, step):
+        item = flat.itemsize
+        strides = (step * item,) + tuple(s * item for s in self.strides)
+        return np.ndarray((n,) + self.shape, flat.dtype, flat, first * item, strides)
+
+    def _index(self) -> np.ndarray:
+        return self.offset.reshape((-1,) + (1,) * len(self.shape)) + _offsets(self.shape, self.strides)
+
+    def _disjoint(self) -> bool:
+        """Whether no element is in two points' windows: boxes of the view that do not meet, the view's
+        strides giving distinct elements distinct addresses."""
+        if self.starts is None or len(self.starts) > 256:
+            return False
+        dims = sorted(zip(self.strides, self.shape))
+        if any(st < small * size for (small, size), (st, _) in zip(dims, dims[1:])) or dims and dims[0][0] < 1:
+            return False
+        apart = np.zeros((len(self.starts),) * 2, bool)
+        for d, size in enumerate(self.shape):
+            col = self.starts[:, d]
+            apart |= np.abs(col[:, None] - col[None, :]) >= size
+        np.fill_diagonal(apart, True)
+        return bool(apart.all())
+
+    def loader(self, n: int):
+        """A function of a flat GM array: the points' windows, (n, *shape)."""
+        if not isinstance(self.offset, np.ndarray):
+            offset, shape = self.offset, (n,) + self.shape
+            return lambda flat: np.broadcast_to(self.one(flat, offset), shape)
+        spaced = self._spaced(n)
+        if spaced is not None:
+            return lambda flat: self._spaced_view(flat, n, *spaced)
+        idx = self._index()
+        return lambda flat: flat[idx]
+
+    def storer(self, n: int):
+        """A function of a flat GM array and the points' windows ``values`` ((n, *shape)) writing them
+        in point order (a later point's element wins)."""
+        if not isinstance(self.offset, np.ndarray):
+            offset = self.offset
+            return lambda flat, values: self.one(flat, offset).__setitem__(Ellipsis, values[-1])
+        spaced = self._spaced(n)
+        if spaced is not None and spaced[1] >= 1 + sum((d - 1) * s for d, s in zip(self.shape, self.strides)):
+            return lambda flat, values: self._spaced_view(flat, n, *spaced).__setitem__(Ellipsis, values)
+        idx = self._index()
+        if self._disjoint():
+            return lambda flat, values: flat.__setitem__(idx, values)
+
+        def each(flat, values):
+            for p in range(n):
+                flat[idx[p]] = values[p]
+        return each
+
+
+# ------------------------------------------------------------------------------- instruction plans
 _PLANS: dict = {}      # (mnemonic, attributes, out, operand shapes and dtypes, x64) -> (how it runs, what runs)
 
 
@@ -403,16 +368,526 @@ def _apply(op: str, fn, args, out, attrs):
     return fn(*args, out=out, **dict(attrs))
 
 
-_Run.DISPATCH = {Const: _Run.const, Arith: _Run.arith, View: _Run.view, Tile: _Run.tile, Subset: _Run.subset,
-                 Scalar: _Run.scalar, For: _Run.for_, If: _Run.if_, Instr: _Run.instr}
+_FORMS: dict = {}   # (instruction, operand axes, shapes and dtypes, destinations, x64) -> (instruction, out, [plan])
+_VPLANS: dict = {}  # (mnemonic, attributes, out, operand point axes, shapes and dtypes, x64) -> plan, for every module
+
+
+def _vplanned(op, fn, args, axes, out, attrs):
+    """:func:`_vplan` of an instruction form, kept for every instruction of that form in any module."""
+    try:
+        key = (op, attrs, out, axes, tuple((a.shape, a.dtype) for a in args), jax.config.read("jax_enable_x64"))
+        found = _VPLANS.get(key)
+    except TypeError:                              # an unhashable attribute
+        return _vplan(op, fn, args, axes, out, attrs)
+    if found is None:
+        found = _VPLANS[key] = _vplan(op, fn, args, axes, out, attrs)
+    return found
+
+
+def _bucket(n: int) -> int:
+    """The point count a jitted instruction runs for: ``n`` rounded up to a power of two, so a form
+    compiles once for every batch size of a bucket."""
+    return 1 << (n - 1).bit_length()
+
+
+def _vplan(op, fn, args, axes, out, attrs):
+    """How an instruction runs for all points: the semantics vmapped over the points, on NumPy where
+    that jaxpr is :func:`~ptojax.ascend.npeval.evaluable` (NumPy computes every element alike), else
+    jitted; where an operand must be concrete, point by point (:func:`_apply`)."""
+    one = tuple((a.shape[1:] if ax == 0 else a.shape, a.dtype) for a, ax in zip(args, axes))
+    form = (op, attrs, out, axes, one, jax.config.read("jax_enable_x64"))
+    try:
+        if form in _JITTED:                        # known for another batch size: not traced again
+            return "jit", _jitted(op, attrs, out, axes)
+    except TypeError:                              # an unhashable attribute
+        form = None
+    bound = jax.vmap(functools.partial(fn, out=out, **dict(attrs)), in_axes=axes)
+    try:
+        closed, shapes = jax.make_jaxpr(bound, return_shape=True)(*args)
+    except TypeError:                              # an operand must be concrete: point by point
+        return "points", None
+    if npeval.evaluable(closed.jaxpr):
+        return "numpy", (npeval.evaluator(closed.jaxpr, closed.consts), jax.tree.structure(shapes))
+    if form is not None:
+        _JITTED.add(form)
+    if _bucket(len(args[axes.index(0)])) == len(args[axes.index(0)]):     # the traced jaxpr is the one to jit
+        traced, tree = jax_core.jaxpr_as_fun(closed), jax.tree.structure(shapes)
+        return "jit", jax.jit(lambda *operands: jax.tree.unflatten(tree, traced(*operands)))
+    return "jit", _jitted(op, attrs, out, axes) if form is not None else jax.jit(bound)
+
+
+_JITTED: set = set()   # instruction forms (all but the batch size) that run jitted
+
+
+@functools.lru_cache(maxsize=4096)
+def _jitted(op, attrs, out, axes):
+    """The semantics of an instruction form vmapped and jitted: one per form, whatever the batch
+    (XLA compiles it per operand shapes: per bucket of :func:`_bucket`)."""
+    return jax.jit(jax.vmap(functools.partial(SEMANTICS[op], out=out, **dict(attrs)), in_axes=axes))
+
+
+def _vapply(plan, op, fn, args, axes, out, attrs, n):
+    """The instruction's results for all points, as ``plan`` (:func:`_vplan`) runs it."""
+    kind, run_ = plan
+    if kind == "numpy":
+        evaluate, tree = run_
+        return evaluate(args)[0] if tree.num_leaves == 1 and tree.num_nodes == 1 else \
+            jax.tree.unflatten(tree, evaluate(args))
+    if kind == "jit":
+        pad = _bucket(n) - n                       # more points: copies of the last, dropped after
+        if pad:
+            args = [np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]) if ax == 0 else a
+                    for a, ax in zip(args, axes)]
+        return jax.tree.map(lambda r: np.asarray(r)[:n], run_(*args))
+    results = [_apply(op, fn, [a[p] if ax == 0 else a for a, ax in zip(args, axes)], out, attrs)
+               for p in range(n)]
+    return jax.tree.map(lambda *rs: np.stack([np.asarray(r) for r in rs]), *results)
+
+
+def _flat(type_: PtrType, arg: np.ndarray) -> np.ndarray:
+    """A pointer argument as the flat GM array the text sees (booleans are bytes: i1 prints as i8)."""
+    return (arg.view(np.int8) if type_.dtype == "i8" and arg.dtype == np.bool_ else arg).reshape(-1)
+
+
+# ----------------------------------------------------------------------------------------- the walk
+class _Run:
+    """One function of the module run for the block indices ``blocks`` together (one walk of its
+    statements); ``tape``, a list, records the walk's steps (functions of the flat GM arrays) to run
+    it again, ``guarded``: values read from data are checked there (:class:`_Stale`), else reading
+    one stops the recording."""
+
+    def __init__(self, func: Function, args, blocks: np.ndarray, tape: list | None = None, guarded=False):
+        self.func, self.blocks, self.n, self.env = func, blocks, len(blocks), {}
+        self.x64 = jax.config.read("jax_enable_x64")   # texp/tlog/trsqrt in double: other plans
+        self.params, self.tape, self.guarded, self.read_data = {}, tape, guarded, False
+        self.nbytes = 0                            # tile buffer bytes allocated
+        if len(args) != len(func.params):
+            raise self.error(None, f"expects {len(func.params)} arguments ({[n for n, _ in func.params]}), "
+                                   f"got {len(args)}")
+        for (name, type_), arg in zip(func.params, args):
+            if isinstance(type_, PtrType):
+                if not isinstance(arg, np.ndarray) or _flat(type_, arg).dtype != DTYPES[type_.dtype] \
+                        or not arg.flags.c_contiguous:
+                    raise self.error(None, f"argument {name}: {type_.dtype} pointer needs a C-contiguous "
+                                           f"{type_.dtype} array, got {getattr(arg, 'dtype', type(arg).__name__)}")
+                self.env[name] = _flat(type_, arg)
+                self.params[name] = len(self.params)
+            else:
+                self.env[name] = int(arg) if type_ == "index" else np.asarray(arg, DTYPES[type_])
+
+    def error(self, stmt, message):
+        where = f"line {stmt.line}: " if stmt else f"line {self.func.line}: "
+        text = f" in `{stmt.text[:160]}`" if stmt else ""
+        return PtoExecutionError(f"pto engine: function '{self.func.name}' {where}{message}{text}")
+
+    def get(self, stmt, name):
+        if isinstance(name, int):
+            return name
+        try:
+            return self.env[name]
+        except KeyError:
+            raise self.error(stmt, f"{name} is not defined") from None
+
+    def index(self, stmt, name):
+        """An index operand: an int, or :class:`Each` (int64 per point)."""
+        value = self.get(stmt, name)
+        if type(value) is int:
+            return value
+        if isinstance(value, Each):
+            if value.v.dtype.kind not in "iub":
+                raise self.error(stmt, f"{name} is not an index")
+            return value
+        if isinstance(value, (_Tile, _Gm, Vec)) or np.ndim(value):
+            raise self.error(stmt, f"{name} is not an index")
+        return int(value)
+
+    def uniform(self, values):
+        """``values`` (ints or :class:`Each`) as ints, or split the batch by them."""
+        if not any(isinstance(v, Each) for v in values):
+            return values
+        raise _Split(np.stack([v.v.astype(np.int64) if isinstance(v, Each) else np.full(self.n, v, np.int64)
+                               for v in values], axis=1))
+
+    def block(self, body):
+        for stmt in body:
+            if type(stmt) is Stmt:
+                return True
+            if self.DISPATCH[type(stmt)](self, stmt):
+                return True
+        return False
+
+    # -- scalars
+    def const(self, s: Const):
+        if isinstance(s.value, np.ndarray):
+            self.env[s.result] = s.value.copy()
+        else:
+            self.env[s.result] = s.value if s.type == "index" else np.asarray(s.value, DTYPES.get(s.type, np.int64))
+
+    def arith(self, s: Arith):
+        if s.op == "get_block_idx":
+            self.env[s.result] = _scalar(self.blocks, s.type) if s.type == "index" else \
+                _scalar(_wrap(self.blocks, s.type), s.type)
+            return
+        vals = [self.index(s, o) for o in s.operands]
+        if not any(isinstance(v, Each) for v in vals):
+            if s.op == "cmpi":
+                w = _bits(s.type)
+                if s.pred[0] == "u":
+                    vals = [v % 2 ** w for v in vals]
+                self.env[s.result] = np.bool_(_CMP[s.pred.lstrip("su")](*vals))
+                return
+            if s.op in ("divsi", "remsi") and vals[1] == 0:
+                raise self.error(s, "division by zero")
+            self.env[s.result] = _typed(vals[0] if s.op == "index_cast" else _ARITH[s.op](*vals), s.type)
+            return
+        arrs = [v.v.astype(np.int64) if isinstance(v, Each) else np.full(self.n, v, np.int64) for v in vals]
+        if s.op == "cmpi":
+            if s.pred[0] == "u":
+                w = _bits(s.type)
+                arrs = [a.astype(np.uint64) if w == 64 else a & (2 ** w - 1) for a in arrs]
+            self.env[s.result] = _scalar(_CMP[s.pred.lstrip("su")](*arrs), "i1")
+            return
+        if s.op in ("divsi", "remsi") and (arrs[1] == 0).any():
+            raise self.error(s, "division by zero")
+        res = arrs[0] if s.op == "index_cast" else _NP_ARITH[s.op](*arrs)
+        self.env[s.result] = _scalar(_wrap(res, s.type), s.type)
+
+    def if_(self, s: If):
+        cond = self.get(s, s.cond)
+        if isinstance(cond, Each):
+            if cond.v.dtype != np.bool_:
+                raise self.error(s, f"condition {s.cond} is not an i1")
+            raise _Split(cond.v[:, None].astype(np.int64))
+        if isinstance(cond, (_Tile, _Gm, Vec)) or np.ndim(cond) or np.asarray(cond).dtype != np.bool_:
+            raise self.error(s, f"condition {s.cond} is not an i1")
+        return self.block(s.then if bool(cond) else s.orelse)
+
+    def for_(self, s: For):
+        lo, hi, step = self.uniform([self.index(s, v) for v in (s.lo, s.hi, s.step)])
+        if step <= 0:
+            raise self.error(s, f"loop step {step} is not positive")
+        for k in range(lo, hi, step):
+            self.env[s.var] = k
+            if self.block(s.body):
+                return True
+        return False
+
+    def scalar(self, s: Scalar):
+        self.read_data = True
+        if not self.guarded:                       # a value read from data: the next run may differ
+            self.tape = None
+        offset = self.index(s, s.offset)
+        if s.op == "load_scalar":
+            ptr = self.get(s, s.src)
+            if not isinstance(s.src_type, PtrType) or s.src_type.dtype != s.type or not (
+                    s.src in dict(self.func.params) and isinstance(ptr, np.ndarray) and ptr.dtype == DTYPES[s.type]):
+                raise self.error(s, f"{s.src} is not a {s.type} pointer parameter")
+            at = offset.v if isinstance(offset, Each) else np.full(self.n, offset, np.int64)
+            if at.min() < 0 or at.max() >= ptr.size:
+                bad = int(at[(at < 0) | (at >= ptr.size)][0])
+                raise self.error(s, f"offset {bad} is outside the {ptr.size}-element tensor")
+            values, k = ptr[at], self.params[s.src]
+            self.env[s.result] = _scalar(values, s.type)
+            self.record(functools.partial(_guard, values.copy(), lambda flats: flats[k][at]))
+            return
+        tile = self.get(s, s.src)
+        if not isinstance(tile, _Tile):
+            raise self.error(s, f"{s.src} is not a tile")
+        flat, at = self.cell(s, tile, s.src_type, offset, s.type)
+        where = (np.arange(self.n), at)
+        values = flat[where]
+        self.env[s.result] = _scalar(values, s.type)
+        self.record(functools.partial(_guard, values.copy(), lambda flats: flat[where]))
+
+    def cell(self, s, tile: _Tile, declared, offset, dtype: str):
+        if tile.type != declared:
+            raise self.error(s, f"the tile is {tile.type} but the instruction says {declared}")
+        if tile.type.loc != "vec" or tile.type.dtype != dtype:
+            raise self.error(s, f"needs a vec tile of {dtype}, got a {tile.type.loc} tile of {tile.type.dtype}")
+        off = offset.v if isinstance(offset, Each) else np.asarray([offset])
+        bad = off[(off < 0) | (off >= tile.span())]
+        if bad.size:
+            raise self.error(s, f"offset {int(bad[0])} is outside the tile's {tile.span()} elements")
+        return tile.cells(offset.v if isinstance(offset, Each) else offset)
+
+    # -- views and tiles
+    def view(self, s: View):
+        src = self.get(s, s.src)
+        a, b = [self.index(s, v) for v in s.a], [self.index(s, v) for v in s.b]
+        if s.op == "make_tensor_view":
+            if s.src not in self.params:
+                raise self.error(s, f"{s.src} is not a pointer parameter")
+            a, b = self.uniform(a), self.uniform(b)
+            if src.dtype != DTYPES[s.type.dtype] or not _fits(a, s.type.shape) or len(b) != len(a):
+                raise self.error(s, f"shape {a} strides {b} over a {src.dtype.name} pointer do not match {s.type}")
+            reach = sum((n - 1) * st for n, st in zip(a, b)) if all(a) else -1
+            if min(b, default=0) < 0 or reach >= src.size:
+                raise self.error(s, f"view shape {a} strides {b} reaches past the {src.size}-element tensor")
+            self.env[s.result] = _Gm(self.params[s.src], src, 0, a, b)
+            return
+        if not isinstance(src, _Gm):
+            raise self.error(s, f"{s.src} is not a tensor view")
+        b = self.uniform(b)
+        if len(a) != len(src.shape) or len(b) != len(src.shape):
+            raise self.error(s, f"window offsets {a} sizes {b} fall outside the tensor {list(src.shape)}")
+        offset, starts = src.offset, None
+        if any(isinstance(o, Each) for o in a):
+            starts = np.stack([o.v if isinstance(o, Each) else np.full(self.n, o, np.int64) for o in a], axis=1)
+        for o, n, d, st in zip(a, b, src.shape, src.strides):
+            lo, hi = (int(o.v.min()), int(o.v.max())) if isinstance(o, Each) else (o, o)
+            if lo < 0 or n < 0 or hi + n > d:
+                bad = int(o.v[(o.v < 0) | (o.v + n > d)][0]) if isinstance(o, Each) else o
+                raise self.error(s, f"window offsets {[bad if x is o else x for x in a]} sizes {b} fall outside "
+                                    f"the tensor {list(src.shape)}")
+            offset = offset + (o.v if isinstance(o, Each) else o) * st
+        if not _fits(b, s.type.shape):
+            raise self.error(s, f"window sizes {b} do not match {s.type}")
+        if isinstance(offset, np.ndarray) and (offset == offset[0]).all():
+            offset, starts = int(offset[0]), None
+        self.env[s.result] = _Gm(src.param, src.flat, offset, b, src.strides,
+                                 starts if not isinstance(src.offset, np.ndarray) else None)
+
+    def tile(self, s: Tile):
+        t, buf, base, shape = s.type, None, 0, None
+        if s.src is None and (t.v_row is None or t.v_col is None):
+            valid = s.valid or (None, None)
+            if any(d is None and v is None for v, d in zip(valid, (t.v_row, t.v_col))):
+                raise self.error(s, "a dynamic (?) valid dim needs its valid_row / valid_col operand")
+            dims = [self.index(s, v) if d is None else d for v, d in zip(valid, (t.v_row, t.v_col))]
+            shape = tuple(self.uniform(dims))
+        elif s.src is not None and (t.v_row is None or t.v_col is None):
+            src = self.get(s, s.src)
+            if not isinstance(src, _Tile):
+                raise self.error(s, f"{s.src} is not a tile")
+            shape = alias_valid(src.shape, src.dtype, t)
+            if shape is None:
+                raise self.error(s, f"cannot reshape the {src.shape[0]}x{src.shape[1]} valid region to {t}")
+        v_row, v_col = shape or (t.v_row, t.v_col)
+        if not (0 <= v_row <= t.rows and 0 <= v_col <= t.cols):
+            raise self.error(s, f"valid region {v_row}x{v_col} exceeds the tile {t.rows}x{t.cols}")
+        size = t.rows * t.cols * DTYPES[t.dtype].itemsize
+        if s.src is not None:
+            src = self.get(s, s.src)
+            if not isinstance(src, _Tile):
+                raise self.error(s, f"{s.src} is not a tile")
+            buf, base = src.buf, src.base
+            contiguous = src.type.rows == 1 if not src.col_major else src.type.cols == 1
+            if src.pitch != (src.type.rows if src.col_major else src.type.cols) and not contiguous:
+                raise self.error(s, f"{s.src} is a strided window (pitch {src.pitch}); it has no one byte layout")
+            top = int(np.max(base)) if isinstance(base, np.ndarray) else base
+            if top + size > buf.shape[1]:
+                raise self.error(s, f"{t.rows}x{t.cols} {t.dtype} does not fit the "
+                                    f"{buf.shape[1] - top}-byte tile {s.src}")
+        else:
+            buf = np.zeros((self.n, size), np.uint8)
+            self.nbytes += buf.nbytes
+            self.record(lambda flats, buf=buf: buf.fill(0))
+        self.env[s.result] = _Tile(t, buf, base, shape=shape)
+
+    def subset(self, s: Subset):
+        src = self.get(s, s.src)
+        if not isinstance(src, _Tile):
+            raise self.error(s, f"{s.src} is not a tile")
+        if src.type != s.src_type:
+            raise self.error(s, f"{s.src} is {src.type} but the subset says {s.src_type}")
+        (r, c), (rows, cols) = [self.index(s, o) for o in s.offsets], s.sizes
+        if isinstance(r, Each) or isinstance(c, Each):
+            rv = r.v if isinstance(r, Each) else np.full(self.n, r, np.int64)
+            cv = c.v if isinstance(c, Each) else np.full(self.n, c, np.int64)
+            bad = (rv < 0) | (cv < 0) | (rv + rows > src.type.rows) | (cv + cols > src.type.cols)
+            if bad.any():
+                p = int(np.argmax(bad))
+                raise self.error(s, f"rows {rv[p]}..{rv[p] + rows} cols {cv[p]}..{cv[p] + cols} fall outside the "
+                                    f"{src.type.rows}x{src.type.cols} tile {s.src}")
+            shapes = np.stack([[subset_valid(int(x), rows, src.shape[0]) for x in rv],
+                               [subset_valid(int(y), cols, src.shape[1]) for y in cv]], axis=1)
+            if not (shapes == shapes[0]).all():
+                raise _Split(np.stack([rv, cv], axis=1))
+            shape = tuple(int(v) for v in shapes[0])
+            el = cv * src.pitch + rv if src.col_major else rv * src.pitch + cv
+            base = src.base + el * src.dtype.itemsize
+        else:
+            if r < 0 or c < 0 or r + rows > src.type.rows or c + cols > src.type.cols:
+                raise self.error(s, f"rows {r}..{r + rows} cols {c}..{c + cols} fall outside the "
+                                    f"{src.type.rows}x{src.type.cols} tile {s.src}")
+            shape = (subset_valid(r, rows, src.shape[0]), subset_valid(c, cols, src.shape[1]))
+            base = src.base + src.element(r, c) * src.dtype.itemsize
+        self.env[s.result] = _Tile(s.type, src.buf, base, src.pitch, shape)
+
+    # -- instructions
+    def record(self, step) -> None:
+        """Add ``step`` (a function of the flat GM arrays) to the tape, if one is being recorded."""
+        if self.tape is not None:
+            self.tape.append(step)
+
+    def instr(self, s: Instr):
+        ins, outs = [self.get(s, n) for n in s.ins], [self.get(s, n) for n in s.outs]
+        for name, value, declared in zip(s.ins + s.outs, ins + outs, s.in_types + s.out_types):
+            if isinstance(value, _Tile) and value.type is not declared and value.type != declared or isinstance(
+                    declared, ViewType) and (not isinstance(value, _Gm) or not _fits(value.shape, declared.shape)):
+                raise self.error(s, f"{name} is {getattr(value, 'type', getattr(value, 'shape', value))} "
+                                    f"but the instruction says {declared}")
+        if s.op == "tload":
+            return self.copy(s, ins[0], outs[0], load=True)
+        if s.op == "tstore":
+            return self.copy(s, outs[0], ins[0], load=False)
+        if s.op == "tmov":
+            if not all(isinstance(v, _Tile) for v in ins + outs):
+                raise self.error(s, "operands must be tiles")
+            src, dst = ins[0], outs[0]
+            self.put(s, dst, self.converted(s, src, dst.dtype, src.read()))
+            if self.tape is not None:
+                read, write, dtype = src.reader(), dst.writer(), dst.dtype
+                self.tape.append(lambda flats: write(read().astype(dtype)))
+            return
+        if s.op == "tsetval":
+            if len(ins) != 2 or len(outs) != 1 or len(s.out_types) != 1:
+                raise self.error(s, "takes (offset, value) and one tile")
+            if not isinstance(outs[0], _Tile):
+                raise self.error(s, "operands must be tiles")
+            tile = outs[0]
+            flat, at = self.cell(s, tile, s.out_types[0], self.index(s, s.ins[0]), tile.type.dtype)
+            value = ins[1]
+            if isinstance(value, (_Tile, _Gm, Vec)) or (not isinstance(value, Each) and np.ndim(value)):
+                raise self.error(s, f"{s.ins[1]} is not a scalar")
+            where = (np.arange(self.n), at)
+            value = (value.v if isinstance(value, Each) else np.asarray(value)).astype(tile.dtype)
+            flat[where] = value
+            self.record(lambda flats: flat.__setitem__(where, value))
+            return
+        fn = SEMANTICS.get(s.op)
+        if fn is None:
+            raise self.error(s, f"no semantics for pto.{s.op}")
+        for name, value in zip(s.outs, outs):
+            if not isinstance(value, (_Tile, Vec)) and not (isinstance(value, np.ndarray) and value.ndim):
+                raise self.error(s, f"destination {name} is neither a tile nor a vector")
+        args, axes = [], []
+        for v in ins:
+            if isinstance(v, _Tile):
+                args.append(v.read()), axes.append(0)
+            elif isinstance(v, (Each, Vec)):
+                args.append(v.v if isinstance(v, Each) else v.x), axes.append(0)
+            elif isinstance(v, _Gm):
+                raise self.error(s, "a tensor view is not an operand")
+            else:
+                args.append(np.asarray(v)), axes.append(None)
+        shapes = tuple((d.shape, d.dtype) if isinstance(d, _Tile) else (d.x.shape[1:], d.x.dtype) if isinstance(d, Vec)
+                       else (d.shape, d.dtype) for d in outs)
+        axes = tuple(axes)
+        key = (id(s), axes, tuple((a.shape, a.dtype) for a in args), shapes, self.x64)
+        form = _FORMS.get(key)
+        if form is None or form[0] is not s:
+            specs = [jax.ShapeDtypeStruct(*shape) for shape in shapes]
+            if len(_FORMS) > 1 << 16:              # it keeps the instructions alive: bounded
+                _FORMS.clear()
+            form = _FORMS[key] = (s, specs[0] if len(specs) == 1 else tuple(specs), [None])
+        _, out, plan = form
+        try:
+            if 0 in axes:
+                if plan[0] is None:
+                    plan[0] = _vplanned(s.op, fn, args, axes, out, s.attrs)
+                res = _vapply(plan[0], s.op, fn, args, axes, out, s.attrs, self.n)
+            else:                                   # the same for every point: once
+                res = jax.tree.map(lambda r: np.broadcast_to(np.asarray(r), (self.n,) + np.shape(r)),
+                                   _apply(s.op, fn, args, out, s.attrs))
+        except (TypeError, ValueError, IndexError, KeyError) as err:
+            raise self.error(s, f"pto.{s.op} failed: {type(err).__name__}: {err}") from err
+        res = res if isinstance(res, tuple) else (res,)
+        if len(res) != len(outs):
+            raise self.error(s, f"{len(res)} results for {len(outs)} destinations")
+        for name, d, r, (shape, dtype) in zip(s.outs, outs, res, shapes):
+            r = np.asarray(r)
+            if isinstance(d, _Tile):
+                self.put(s, d, r)
+            elif r.shape[1:] != shape or r.dtype != dtype:
+                raise self.error(s, f"result {r.dtype.name}{list(r.shape[1:])} does not fit {name}, "
+                                    f"{np.dtype(dtype).name}{list(shape)}")
+            else:
+                self.env[name] = Vec(r.copy())
+                self.tape = None                   # vectors are rebound, not kept in buffers: no tape
+        if self.tape is not None:
+            self.tape.append(self.replay_instr(s, fn, ins, args, axes, out, plan, outs))
+
+    def replay_instr(self, s, fn, ins, args, axes, out, plan, outs):
+        """The tape's step for a semantics instruction: its operands read and its results written
+        through views of the tiles' buffers."""
+        readers = [v.reader() if isinstance(v, _Tile) else (lambda a=a: a) for v, a in zip(ins, args)]
+        writers = [d.writer() for d in outs]
+        op, attrs, n = s.op, s.attrs, self.n
+        if 0 not in axes:                          # constant operands: the results are too
+            done = [np.array(d.read()) for d in outs]
+            return lambda flats: [w(r) for w, r in zip(writers, done)]
+        single = len(outs) == 1
+
+        def step(flats):
+            res = _vapply(plan[0], op, fn, [r() for r in readers], axes, out, attrs, n)
+            if single:
+                writers[0](np.asarray(res[0] if isinstance(res, tuple) else res))
+            else:
+                for w, r in zip(writers, res):
+                    w(np.asarray(r))
+        return step
+
+    def converted(self, s, src: _Tile, dtype, value):
+        if src.dtype != dtype and src.type.loc != "acc":
+            raise self.error(s, f"dtype {src.dtype.name} does not match {np.dtype(dtype).name}")
+        return value.astype(dtype)
+
+    def put(self, s, dst: _Tile, value):
+        if value.shape[1:] != tuple(dst.shape) or value.dtype != dst.dtype:
+            raise self.error(s, f"result {value.dtype.name}{list(value.shape[1:])} does not fit the destination's "
+                                f"valid region {dst.dtype.name}{list(dst.shape)}")
+        dst.write(value)
+
+    def copy(self, s, window, tile, load: bool):
+        if not isinstance(window, _Gm) or not isinstance(tile, _Tile):
+            raise self.error(s, "needs a partition view and a tile")
+        size = int(np.prod(window.shape))
+        if size != tile.shape[0] * tile.shape[1]:
+            raise self.error(s, f"window {list(window.shape)} and valid region {list(tile.shape)} "
+                                "hold different numbers of elements")
+        atomic = dict(s.attrs).get("atomicType", "atomic_none")
+        n, k = self.n, window.param
+        if load:
+            if window.dtype != tile.dtype or atomic != "atomic_none":
+                raise self.error(s, f"GM {window.dtype.name} does not match the tile's {tile.dtype.name}"
+                                 if atomic == "atomic_none" else f"a load has no {atomic}")
+            load_, shape = window.loader(n), (n,) + tile.shape
+            tile.write(load_(window.flat).reshape(shape))
+            if self.tape is not None:
+                write = tile.writer()
+                self.tape.append(lambda flats: write(load_(flats[k]).reshape(shape)))
+            return
+        value = self.converted(s, tile, window.dtype, tile.read())
+        if atomic == "atomic_add":                 # GM += tile point after point, as tadd rounds
+            store = functools.partial(_add_into, window, np.broadcast_to(window.offset, (n,)))
+        elif atomic != "atomic_none":
+            raise self.error(s, f"unknown atomicType {atomic!r}")
+        else:
+            store = window.storer(n)
+        read, dtype, shape = tile.reader(), window.dtype, (n,) + window.shape
+        store(window.flat, value.reshape(shape))
+        self.record(lambda flats: store(flats[k], read().astype(dtype).reshape(shape)))
+
+
+def _add_into(window: _Gm, offsets, flat, values) -> None:
+    """An ``atomic_add`` store: GM += each point's values in point order, as ``tadd`` rounds."""
+    for p, offset in enumerate(offsets):
+        target = window.one(flat, int(offset))
+        target[...] = np.asarray(_apply("tadd", SEMANTICS["tadd"], [np.array(target), values[p]], None, ()))
+
+
+_Run.DISPATCH = {Const: _Run.const, Arith: _Run.arith, View: _Run.view, Tile: _Run.tile,
+                   Subset: _Run.subset, Scalar: _Run.scalar, For: _Run.for_, If: _Run.if_,
+                   Instr: _Run.instr}
 
 
 def run(module, function_name: str, args: list, block_idx: int = 0) -> list:
     """Run ``function_name`` of ``module`` (text or :class:`Module`) for one block on NumPy GM
     ``args`` (pointer parameters in order); ``tstore`` writes into them. Returns ``args``."""
     module = parse(module) if isinstance(module, str) else module
-    runner = _Run(module.function(function_name), args, block_idx)
-    runner.block(runner.func.body)
+    func = module.function(function_name)
+    _Run(func, args, np.array([block_idx], np.int64)).block(func.body)
     return args
 
 
@@ -424,5 +899,6 @@ def run_grid(module, function_name: str, args: list, blocks: int) -> list:
     return args
 
 
-__all__ = ["Arith", "Const", "For", "Function", "If", "Instr", "Module", "PtrType", "Scalar", "Stmt", "Subset", "Tile",
-           "TileType", "VectorType", "View", "ViewType", "parse", "run", "run_grid", "subset_type", "subset_valid"]
+__all__ = ["Arith", "Const", "Each", "For", "Function", "If", "Instr", "Module", "PtrType", "Scalar", "Stmt", "Subset",
+           "Tile", "TileType", "Vec", "VectorType", "View", "ViewType", "parse", "run", "run_grid", "subset_type",
+           "subset_valid"]
