@@ -20,8 +20,9 @@ What the table printed here says (``pytest -s tests/test_vendor_sim.py``), as of
   sort row against data at ``±inf``;
 * bf16 programs are skipped: pto-isa's CPU ``bfloat16_t`` is ``_Float16`` under C++20;
 * whole kernels whose text the simulator once refused (a row sum of a tail tile, a matmul bias with
-  an N tail, cross entropy's sum into a 0-d tensor) run call by call in both, bit for bit, and
-  against NumPy references (:func:`_text_and_simulator`).
+  an N tail, cross entropy's sum into a 0-d tensor, an f16 row sum and mean whose f32 column is
+  copied to the f16 column's pitch) run call by call in both, bit for bit, and against NumPy
+  references (:func:`_text_and_simulator`); their bf16 twins against NumPy and ptoas only.
 
 Skipped when ptoas / pto-isa / a C++20 compiler are missing, except in CI (``CI=true``): fails.
 """
@@ -491,3 +492,54 @@ def test_softmax_cross_entropy_and_a_sum_to_a_scalar(monkeypatch):
     total = _text_and_simulator(lambda v: jnp.sum(v), (v,), monkeypatch)
     assert np.asarray(total).shape == ()
     np.testing.assert_array_equal(np.asarray(total), _left_to_right(v))
+
+
+def _half_row_sums(h, divisor=None):
+    """An f16/bf16 row sum (``divisor``: a mean) as the kernel computes it: each value to f32, added left
+    to right from 0 (TRowSum), divided in f32, rounded once to nearest even in ``h``'s dtype."""
+    s = _left_to_right(h.astype(np.float32))
+    return (s if divisor is None else s / np.float32(divisor)).astype(h.dtype)
+
+
+def _float_int_views(text):
+    """The ``treshape`` lines of ``text`` that view float bits as integers or back (pto-isa's CPU
+    TReshape.hpp:43 static_asserts both element types float or both integer)."""
+    kinds = [[d.startswith(("f", "bf")) for d in re.findall(r"dtype=(\w+)", line)]
+             for line in text.splitlines() if "pto.treshape" in line]
+    return [k for k in kinds if len(set(k)) > 1]
+
+
+@pytest.mark.parametrize("rows", [16, 13], ids=["whole tiles", "a tail"])
+def test_f16_row_sum_and_mean_into_an_f16_column(monkeypatch, rows):
+    """An f16 row sum and mean in 8-row tiles, with and without a tail: summed in f32 into an 8-row
+    column whose row (8 f32, 32 B) is copied into the f16 column's 16-element pitch for ``tcvt`` (equal
+    physical shapes). That copy was ``tmuls`` on ``i32`` views of the f32 bits, which pto-isa's CPU
+    ``treshape`` refuses (TReshape.hpp:43); it is a float ``tmuls`` by 1 now. Values over 2^-8..2^8, so
+    that f32 sums round and their order shows."""
+    r = np.random.default_rng(6)
+    h = (r.standard_normal((rows, 64)) * 2.0 ** r.integers(-8, 9, (rows, 64))).astype(np.float16)
+    fn = tiled(lambda h: (jnp.sum(h, axis=-1), jnp.mean(h, axis=-1)), vec=(8, 64))
+    s, m = _text_and_simulator(fn, (h,), monkeypatch)
+    assert not _float_int_views(pj.kernel(fn).lower(h).compile().code.pto("a3"))
+    for got, want in ((s, _half_row_sums(h)), (m, _half_row_sums(h, 64))):
+        assert np.asarray(got).dtype == np.float16
+        np.testing.assert_array_equal(np.asarray(got).view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("rows", [16, 13], ids=["whole tiles", "a tail"])
+def test_bf16_row_sum_and_mean_into_a_bf16_column(rows):
+    """The bf16 twin of :func:`test_f16_row_sum_and_mean_into_an_f16_column`. The simulator computes
+    bf16 as _Float16 (``crosscheck`` skips it), so: ptoas takes the text at level2 and level3, no
+    ``treshape`` views float bits as integers, and the engine's bits are the NumPy reference's."""
+    r = np.random.default_rng(7)
+    h = (r.standard_normal((rows, 64)) * 2.0 ** r.integers(-8, 9, (rows, 64))).astype(jnp.bfloat16)
+    fn = tiled(lambda h: (jnp.sum(h, axis=-1), jnp.mean(h, axis=-1)), vec=(8, 64))
+    compiled = pj.kernel(fn).lower(h).compile()
+    for arch in ("a3", "a5"):
+        for level in ("level2", "level3"):
+            compiled.ptoas(arch, level)
+        assert not _float_int_views(compiled.code.pto(arch))
+    s, m = compiled.run(h, engine="pto")[0]
+    for got, want in ((s, _half_row_sums(h)), (m, _half_row_sums(h, 64))):
+        assert np.asarray(got).dtype == jnp.bfloat16
+        np.testing.assert_array_equal(np.asarray(got).view(np.uint16), want.view(np.uint16))

@@ -180,18 +180,24 @@ class Selector:
         self.repitch(wide, dst)
 
     def repitch(self, src, dst):
-        """Copy a tile into one of another row pitch (same dtype and valid shape): ``tmuls`` by 1 on
-        integer views of the bits (exact for every value; the vector unit has no i8/bf16 multiply)."""
+        """Copy a tile into one of another row pitch (same dtype and valid shape): ``tmuls`` by 1 (exact,
+        keeps -0.0 and NaN); integers on ``i32``/``i16`` views (A2/A3 have no i8 multiply), ``bf16`` (nor a
+        bf16 one) through ``f32`` — no view of float bits as integers, which pto-isa's CPU ``treshape``
+        refuses (TReshape.hpp:43)."""
         src, dst = self.row(src), self.row(dst)
-        views = []
-        for name in (src, dst):
-            t = self.types[name]
-            item = t.np_dtype.itemsize
-            bits = {4: "i32", 2: "i16", 1: "i16"}[item]
-            scale = 2 if item == 1 else 1
-            views.append(self.reshape(name, asm.TileBuf(t.loc, bits, t.rows, t.cols // scale, t.v_row,
-                                                        -(-t.v_col // scale))) if t.dtype != bits else name)
-        self.print("tmuls", [views[0], self.const(1, self.types[views[0]].dtype)], [views[1]])
+        ts, td = self.types[src], self.types[dst]
+        if ts.dtype == "bf16":
+            wide = self.widen(src)
+            narrow = self.alloc(asm.TileBuf(td.loc, "f32", td.rows, td.cols, td.v_row, td.v_col))
+            self.repitch(wide, narrow)
+            return self.convert(narrow, dst, "RINT")
+        if ts.dtype not in _FLOATS:                                  # integers: as i32 / i16
+            item = ts.np_dtype.itemsize
+            bits, scale = {4: "i32", 2: "i16", 1: "i16"}[item], 2 if item == 1 else 1
+            if ts.dtype != bits:
+                src, dst = (self.reshape(n, asm.TileBuf(t.loc, bits, t.rows, t.cols // scale, t.v_row,
+                                                        -(-t.v_col // scale))) for n, t in ((src, ts), (dst, td)))
+        self.print("tmuls", [src, self.const(1, self.types[src].dtype)], [dst])
 
     def print(self, op: str, ins, outs, attrs: dict | None = None):
         """One instruction as the real dialect spells it (:func:`~ptojax.ascend.instructions.text`);
