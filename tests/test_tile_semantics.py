@@ -119,6 +119,19 @@ def test_tdivs_operand_order():
         same(S["tdivs"](s, x), s / x)
 
 
+@pytest.mark.parametrize("dt", [F32, F16])
+def test_broadcast_divisor_is_divided_under_jit(dt):
+    """XLA rewrites ``x / broadcast(s)`` as ``x * (1 / s)`` (an ulp off for many ``x``): the jitted and
+    vmapped row-expand and scalar divisions still equal IEEE division, specials and NaN dividends included."""
+    x = np.stack([tile(dt, 4, 16), tile(dt, 4, 16, special=False)])
+    col = np.stack([tile(dt, 4, 1, special=False), np.array([[0.0], [-0.0], [np.inf], [np.nan]], dt)])
+    s = np.array([3.0, -0.0], dt)
+    with np.errstate(all="ignore"):
+        same(jax.jit(jax.vmap(S["trowexpanddiv"]))(x, col), x / col)
+        same(jax.jit(jax.vmap(S["tdivs"]))(x, s), x / s[:, None, None])
+        same(jax.jit(jax.vmap(S["tdivs"]))(s, x), s[:, None, None] / x)
+
+
 @pytest.mark.parametrize("dt", FLOATS)
 def test_unary(dt):
     x = tile(dt)

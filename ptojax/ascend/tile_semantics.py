@@ -106,12 +106,17 @@ def _std_min(a, b):
 def _div(a, b):
     """C ``/``: IEEE division for floats, truncating division for integers.
 
-    The divisor goes through an optimization barrier: XLA otherwise rewrites ``x / broadcast(s)``
-    as ``x * (1 / s)``, which is off by an ulp for about half of all ``x``.
+    XLA rewrites ``x / broadcast(s)`` as ``x * (1 / s)``, which is off by an ulp for about half of all
+    ``x``: a divisor broadcast to a whole dividend ``x`` is taken as ``isnan(x) ? x : s`` (a NaN
+    dividend gives NaN either way), which XLA cannot rewrite and still fuses into one loop; any other
+    divisor goes through an optimization barrier (``1 / s`` would become a reciprocal, ``1 / sqrt`` an
+    rsqrt).
     """
     if not _is_float(a.dtype):
         return lax.div(a, b)
     shape = jnp.broadcast_shapes(a.shape, b.shape)
+    if a.shape == shape != b.shape:
+        return a / jnp.where(jnp.isnan(a), a, jnp.broadcast_to(b, shape))
     return jnp.broadcast_to(a, shape) / lax.optimization_barrier(jnp.broadcast_to(b, shape))
 
 
