@@ -17,6 +17,7 @@ from ._fpenv import ieee
 from .errors import PtoArgumentError, PtoUnsupportedError
 from .lowering.pipeline import Lowering
 from .mpmd import Machine, Plan, PtoOrchestrationError, Trace, orchestrate, replay, run_threads, simulate
+from .mpmd import orchestrator
 
 
 def machine(target) -> Machine:
@@ -146,12 +147,9 @@ def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset
     compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
     zeros = [np.zeros(shape, dtype) for shape, dtype in avals]
     try:
-        plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, zeros, AscendBackend(compiled, tgt),
-                           frozenset(), execute=False)
+        return orchestrator.steering(lowering.block.jaxpr, lowering.block.consts, zeros, AscendBackend(compiled, tgt))
     except PtoOrchestrationError:
         return frozenset({"device data"})
-    plan.release()
-    return plan.steering
 
 
 def replay_function(lowering: Lowering, avals, target="a3", compiled=None):

@@ -245,3 +245,48 @@ def test_spans_of_consecutive_grid_points_are_boxes_they_fill_exactly():
         assert sorted(covered) == points[a:b + 1], (grid, a, b, boxes)
         assert len(boxes) <= 2 * len(grid) - 1
     assert _spans((4, 8, 2), 16, 47) == [((1, 0, 0), (2, 7, 1))]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_tiled_buffers_grouped_by_cell_match_brute_force(seed, path):
+    """Buffers accessed only by tiles of one grid (tail tiles, repeats, scatters of one call included) are
+    paired cell by cell: the links equal brute force's, and the cells do split those buffers."""
+    from ptojax.mpmd.graph import _cells
+
+    rng = random.Random(seed)
+    shapes = {0: (20, 30), 1: (37,), 2: (8, 8, 9)}
+    steps = {0: (4, 8), 1: (5,), 2: (2, 8, 4)}
+
+    def tile(b):
+        lo = tuple(rng.randrange(0, n, t) for n, t in zip(shapes[b], steps[b]))
+        return Region(b, lo, tuple(min(n, a + t) for a, n, t in zip(lo, shapes[b], steps[b])))
+
+    tasks = []
+    for tid in range(120):
+        reads = tuple(tile(rng.choice((0, 1, 2))) for _ in range(rng.randint(0, 2)))
+        writes = tuple(tile(rng.choice((0, 1, 2))) for _ in range(rng.randint(0, 2)))
+        if tid == 60:
+            reads += (Region(0, (0, 0), (4, 8)),)    # a first box that is not the buffer's: still a tile
+        scatters = frozenset({2}) if rng.random() < 0.3 else frozenset()
+        tasks.append(Task(tid, "t", "AIV", "", 1.0, None, reads, writes, stage=tid // 40, scatters=scatters))
+    table = TaskTable.of(tasks)
+    cells = _cells(table)
+    assert all(len(set(cells[table.buffer == b].tolist())) > 1 for b in shapes if (table.buffer == b).any())
+    expected = brute_force(tasks)
+    TaskGraph(tasks)
+    assert [[p.tid for p in t.preds] for t in tasks] == expected
+
+
+def test_buffers_not_on_one_grid_stay_one_group():
+    """A box off the grid of its buffer's first box (misaligned, or wider than a cell) keeps the buffer whole."""
+    from ptojax.mpmd.graph import _cells
+
+    tasks = [Task(0, "t", "AIV", "", 1.0, None, (), (Region(0, (0,), (4,)), Region(1, (0,), (4,)))),
+             Task(1, "t", "AIV", "", 1.0, None, (Region(0, (2,), (6,)), Region(1, (4,), (12,))), ()),
+             Task(2, "t", "AIV", "", 1.0, None, (Region(2, (4,), (8,)), Region(2, (8,), (10,))), ())]
+    table = TaskTable.of(tasks)
+    cells = _cells(table).tolist()
+    by = dict(zip(zip(table.buffer.tolist(), table.lo[:, 0].tolist()), cells))
+    assert by[0, 0] == by[0, 2] and by[1, 0] == by[1, 4] and by[2, 4] != by[2, 8]
+    TaskGraph(tasks)
+    assert [[p.tid for p in t.preds] for t in tasks] == brute_force(tasks)

@@ -293,6 +293,43 @@ class TaskTable:
                    *(boxes or (None, None)), written, scatter, None if boxes else (los, his))
 
 
+def _cells(table) -> np.ndarray:
+    """Per access, a cell number that only accesses of its buffer whose boxes may meet share: where
+    every box of a buffer is non-empty and lies within one cell of the grid whose step is the largest
+    extent of the buffer's boxes (per dim: tiles, tail tiles included), boxes in different cells never
+    meet and the cell is the box's; elsewhere 0 (the buffer's accesses are paired as one group)."""
+    count = len(table.task)
+    cell = np.zeros(count, np.int64)
+    if table.lo is None or not count or not 0 < table.lo.shape[1] < 63:
+        return cell
+    key, rank = table.buffer, table.lo.shape[1]
+    padded = (table.lo == -_FAR) & (table.hi == _FAR)              # a dim of a box of lower rank
+    extreme = (table.lo <= -_FAR) | (table.hi >= _FAR)
+    lo, hi = np.where(extreme, 0, table.lo), np.where(extreme, 1, table.hi)   # padded dims: one cell
+    pattern = padded @ (1 << np.arange(rank, dtype=np.int64))     # which dims, as bits
+    order = np.argsort(key, kind="stable")
+    starts = np.flatnonzero(np.append(True, key[order][1:] != key[order][:-1]))
+    extent = hi - lo
+    ends = np.append(starts[1:], count)
+    per = np.repeat(np.arange(len(starts)), ends - starts)       # each sorted access's buffer number
+    step = np.maximum.reduceat(extent[order], starts)[per]
+    same = (np.minimum.reduceat(pattern[order], starts) == np.maximum.reduceat(pattern[order], starts))[per]
+    ok = np.empty(count, bool)                                   # the same padded dims per buffer
+    ok[order] = same & (extreme == padded)[order].all(1) & (extent[order] > 0).all(1) & (lo[order] % step == 0).all(1)
+    fits = np.logical_and.reduceat(ok[order], starts)[per]
+    rows = order[fits]
+    if not rows.size:
+        return cell
+    at = lo[rows] // step[fits]
+    at -= at.min(0)
+    span = at.max(0) + 1
+    if float(np.prod(span.astype(np.float64))) < 2.0 ** 62:      # the cell's row-major number
+        cell[rows] = at @ np.append(np.cumprod(span[::-1])[::-1][1:], 1)
+    else:
+        cell[rows] = np.unique(at, axis=0, return_inverse=True)[1].reshape(-1)
+    return cell
+
+
 def _index_pairs(rows, owner, written, scatter, los, his, stages, n) -> list[int]:
     """``later * n + earlier`` for the tasks whose accesses meet, of the accesses ``rows`` of one buffer
     (in program order), through its spatial index (:class:`_Boxes`): a read waits on the earlier
@@ -337,7 +374,8 @@ class TaskGraph:
     The graph is built as arrays, from the tasks' columns (:class:`TaskTable`): every region access is
     a row (buffer, box, task, read or write); the rows of one buffer are paired in program order with
     NumPy (a read with the earlier writes, a write with every earlier access) and the pairs whose boxes
-    meet are the edges. A buffer whose pairs would be too many (many tiles written and read) is linked
+    meet are the edges. The accesses of a buffer whose boxes are tiles of one grid are paired only
+    within their tile's cell (:func:`_cells`); a buffer whose pairs would still be too many is linked
     through its spatial index (:class:`_Boxes`) instead. Edges only point forward in program order, so
     the graph is acyclic; the upward ranks are computed level by level from the sinks. The tasks get
     their ``preds`` (by task id), ``succs`` (in program order) and ``rank`` on first use.
@@ -382,10 +420,11 @@ class TaskGraph:
         ``succ_ids[succ_start[t]:succ_start[t + 1]]``, both ascending."""
         n, owner, buffer, written, scatter = self.n, table.task, table.buffer, table.write, table.scatter
         count = len(owner)
-        s = np.lexsort((owner, buffer))                     # rows by buffer, then program order
+        cell = _cells(table)
+        s = np.lexsort((owner, cell, buffer))               # rows by buffer (and cell), then program order
         b_s, o_s, w_s = buffer[s], owner[s], written[s]
         new = np.ones(count, bool)
-        new[1:] = b_s[1:] != b_s[:-1]
+        new[1:] = (b_s[1:] != b_s[:-1]) | (cell[s[1:]] != cell[s[:-1]])
         first = np.flatnonzero(new)                         # the first row of each buffer
         group = np.cumsum(new) - 1
         gs = first[group]

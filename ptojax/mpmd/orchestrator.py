@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import threading
 import weakref
 from typing import Callable, Protocol
@@ -350,11 +351,15 @@ class _Orchestrator:
             runner = batch(part, arrays) if batch is not None else None
             per_task = part.tiles_per_block or getattr(self.backend, "points_per_task", lambda _: 1)(part)
             made = []
+            pointwise = self.point_regions(windows, points, inputs + outputs) if per_task == 1 else None
             for start in range(0, len(points), per_task):
                 at = points[start:start + per_task]   # this task's grid points
                 run, cost, nbytes = self.backend.task(part, at, arrays)
-                reads, writes, scatters = self.regions(windows, _spans(part.shape, start, start + len(at) - 1),
-                                                       inputs + outputs)
+                if pointwise is None:
+                    reads, writes, scatters = self.regions(windows, _spans(part.shape, start, start + len(at) - 1),
+                                                           inputs + outputs)
+                else:
+                    reads, writes, scatters = pointwise[start]
                 group = None
                 if runner is not None:
                     group = (self.stage, number, len(at))
@@ -383,17 +388,22 @@ class _Orchestrator:
         cover more, e.g. the whole cache an in-place scatter updates). A task is priced with the share
         of ITS reads that those bytes are (a task reloading a tile per point reads more than its
         regions, one keeping it resident less)."""
-        reads, writes, region_bytes = {}, {}, []
+        reads, writes, region_bytes, sizes = {}, {}, [], {}      # sizes: buffer -> (itemsize, nbytes)
         for task, _ in made:
             task_bytes = 0
             for regions, into in ((task.reads, reads), (task.writes, writes)):
                 for region in regions:
-                    if region.buffer >= 0:                    # not a sync token
-                        array = self.buffers[region.buffer].array
-                        done = into.get(region.buffer, (0, array.nbytes))[0]
-                        into[region.buffer] = (done + region.size * array.itemsize, array.nbytes)
+                    buffer = region.buffer
+                    if buffer >= 0:                           # not a sync token
+                        size = sizes.get(buffer)
+                        if size is None:
+                            array = self.buffers[buffer].array
+                            size = sizes[buffer] = (array.itemsize, array.nbytes)
+                        nbytes = region.size * size[0]
+                        done = into.get(buffer)
+                        into[buffer] = (nbytes if done is None else done[0] + nbytes, size[1])
                         if into is reads:
-                            task_bytes += region.size * array.itemsize
+                            task_bytes += nbytes
             region_bytes.append(task_bytes)
         fraction = self.l2.hbm_fraction(reads, writes)
         shared = 0.0
@@ -421,6 +431,42 @@ class _Orchestrator:
             self.l2.touch(src.base, nbytes)
             self.l2.touch(dst.id, nbytes)
         return dst
+
+    def point_regions(self, windows, points, buffers) -> list:
+        """:meth:`regions` of one task per grid point of ``points`` (row-major, as :func:`np.ndindex` gives
+        them), each window's boxes computed for all points at once."""
+        count = len(points)
+        if not count:
+            return []
+        grid = np.array(points, np.int64).reshape(count, -1)
+        reads, writes, scatters, written = [], [], set(), set()
+        for kind, position, window in windows:
+            buf = buffers[position]
+            if window is None:
+                column = [self.full[buf.base]] * count
+            else:
+                dims = list(zip(buf.array.shape, window.index, window.stride, window.base, window.shape))
+                lo = np.empty((count, len(dims)), np.int64)
+                hi = np.empty((count, len(dims)), np.int64)
+                for d, (n, i, s, b, size) in enumerate(dims):
+                    if i is None:               # driven by a loop counter: the whole dimension
+                        lo[:, d], hi[:, d] = 0, n
+                    elif i < 0:
+                        lo[:, d], hi[:, d] = b, b + size
+                    else:
+                        lo[:, d] = b + s * grid[:, i]
+                        hi[:, d] = np.minimum(lo[:, d] + size, n)    # a tail tile: the rows there are
+                if buf.base != buf.id:
+                    column = [self.region(buf, a, z) for a, z in zip(lo.tolist(), hi.tolist())]
+                else:
+                    column = list(map(Region, [buf.base] * count, map(tuple, lo.tolist()), map(tuple, hi.tolist())))
+            (reads if kind == "read" else writes).append(column)
+            if kind != "read":
+                (scatters if kind == "scatter" else written).add(buf.base)
+        scatters = frozenset(scatters - written)
+        read_rows = [tuple(dict.fromkeys(row)) for row in zip(*reads)] if reads else [()] * count
+        write_rows = [tuple(dict.fromkeys(row)) for row in zip(*writes)] if writes else [()] * count
+        return [(r, w, scatters) for r, w in zip(read_rows, write_rows)]
 
     def regions(self, windows, spans, buffers):
         """The GM regions of a task whose tiles fill the grid boxes ``spans`` (:func:`_spans`): (reads,
@@ -505,7 +551,7 @@ def _spans(grid, a, b) -> list:
     if not grid:
         return [((), ())]
     rest = grid[1:]
-    inner = int(np.prod(rest, dtype=np.int64))
+    inner = math.prod(rest)
     (qa, ra), (qb, rb) = divmod(a, inner), divmod(b, inner)
 
     def within(q, lo, hi):
@@ -623,16 +669,35 @@ def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, exec
     host needs from device data runs the tasks that produce it (``execute=False``: an error instead);
     ``Plan.syncs`` counts those reads.
     """
+    orch, args, outputs = _walk(block_jaxpr, consts, args, backend, donated, execute)
+    replayable = orch.replayable and all(a.ndim for a in args)      # scalar inputs steer the host directly
+    return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned,
+                replayable, orch.bindings, orch.fills, steering=_steering(orch, args))
+
+
+def steering(block_jaxpr, consts, args, backend: Backend) -> frozenset:
+    """:attr:`Plan.steering` of ``orchestrate(..., execute=False)`` on ``args``, without building the
+    task graph (a :class:`PtoOrchestrationError` where device data steers it)."""
+    orch, args, _ = _walk(block_jaxpr, consts, args, backend, frozenset(), False, priced=False)
+    return _steering(orch, args)
+
+
+def _walk(block_jaxpr, consts, args, backend, donated, execute, priced=True):
+    """The orchestrator that unrolled ``block_jaxpr`` on ``args`` (as arrays), and the kernel's outputs;
+    ``priced=False``: the tasks keep the backend's costs (no L2 rule)."""
     orch = _Orchestrator(backend, execute)
+    if not priced:
+        orch.l2 = None
     args = [np.asarray(a) for a in args]
     inputs = [orch.buffer(a, external=i not in donated or not a.flags.writeable, source=i) if a.ndim else a
               for i, a in enumerate(args)]                          # read-only donated arrays: copied
     consts = [orch.buffer(c, external=True) if np.ndim(c) else np.asarray(c) for c in consts]
-    outputs = orch.run(block_jaxpr, consts, inputs)
-    replayable = orch.replayable and all(a.ndim for a in args)      # scalar inputs steer the host directly
-    steering = frozenset(orch.steering | {i for i, a in enumerate(args) if not a.ndim})
-    return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned,
-                replayable, orch.bindings, orch.fills, steering=steering)
+    return orch, args, orch.run(block_jaxpr, consts, inputs)
+
+
+def _steering(orch, args) -> frozenset:
+    """The argument positions (or "device data") whose values the host read; scalar inputs steer it directly."""
+    return frozenset(orch.steering | {i for i, a in enumerate(args) if not a.ndim})
 
 
 @functools.lru_cache(maxsize=1024)
@@ -649,4 +714,4 @@ def _scratch(shape, dtype, owned: list) -> np.ndarray:
     return array
 
 
-__all__ = ["Backend", "Buffer", "Plan", "PtoOrchestrationError", "orchestrate"]
+__all__ = ["Backend", "Buffer", "Plan", "PtoOrchestrationError", "orchestrate", "steering"]
