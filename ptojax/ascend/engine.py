@@ -88,6 +88,19 @@ def _fits(sizes, dims) -> bool:
     return len(sizes) == len(dims) and all(d is None or n == d for n, d in zip(sizes, dims))
 
 
+def scalar_arith(s: Arith, vals: list, error):
+    """Arith statement ``s`` on the concrete ints ``vals``: its typed result (a bool for ``cmpi``, compared
+    in the operands' width); ``error(s, message)`` makes the fault of a division by zero."""
+    if s.op == "cmpi":
+        if s.pred[0] == "u":
+            w = _bits(s.type)
+            vals = [v % 2 ** w for v in vals]
+        return np.bool_(_CMP[s.pred.lstrip("su")](*vals))
+    if s.op in ("divsi", "remsi") and vals[1] == 0:
+        raise error(s, "division by zero")
+    return _typed(vals[0] if s.op == "index_cast" else _ARITH[s.op](*vals), s.type)
+
+
 def alias_valid(shape, dtype, t: TileType):
     """The valid region of a ``treshape`` alias of type ``t`` (a ``?`` dim) over a source whose valid
     region ``shape`` holds ``dtype`` elements: the same bytes (None where they do not fill whole lines)."""
@@ -530,15 +543,7 @@ class _Run:
             return
         vals = [self.index(s, o) for o in s.operands]
         if not any(isinstance(v, Each) for v in vals):
-            if s.op == "cmpi":
-                w = _bits(s.type)
-                if s.pred[0] == "u":
-                    vals = [v % 2 ** w for v in vals]
-                self.env[s.result] = np.bool_(_CMP[s.pred.lstrip("su")](*vals))
-                return
-            if s.op in ("divsi", "remsi") and vals[1] == 0:
-                raise self.error(s, "division by zero")
-            self.env[s.result] = _typed(vals[0] if s.op == "index_cast" else _ARITH[s.op](*vals), s.type)
+            self.env[s.result] = scalar_arith(s, vals, self.error)
             return
         arrs = [v.v.astype(np.int64) if isinstance(v, Each) else np.full(self.n, v, np.int64) for v in vals]
         if s.op == "cmpi":

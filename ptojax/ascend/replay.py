@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .engine import _ARITH, _CMP, _bits, _fits, _typed, alias_valid
+from .engine import _ARITH, _CMP, _bits, _fits, _typed, alias_valid, scalar_arith
 from .engine_parse import (DTYPES, Arith, Const, For, Function, If, Instr, PtrType, Scalar, Stmt, Subset, Tile,
                            TileType, View, ViewType, subset_valid)
 from .interpreter import PtoExecutionError
@@ -505,15 +505,7 @@ class Walk:
             return
         vals = [self.index(s, o) for o in s.operands]
         if not any(isinstance(v, Ix) for v in vals):
-            if s.op == "cmpi":
-                w = _bits(s.type)
-                if s.pred[0] == "u":
-                    vals = [v % 2 ** w for v in vals]
-                self.env[s.result] = np.bool_(_CMP[s.pred.lstrip("su")](*vals))
-            elif s.op in ("divsi", "remsi") and vals[1] == 0:
-                raise self.error(s, "division by zero")
-            else:
-                self.env[s.result] = _typed(vals[0] if s.op == "index_cast" else _ARITH[s.op](*vals), s.type)
+            self.env[s.result] = scalar_arith(s, vals, self.error)
             return
         if all(not isinstance(v, Ix) or v.np is not None for v in vals):
             arrs = [v.np.astype(np.int64) if isinstance(v, Ix) else np.full(self.n, v, np.int64) for v in vals]
