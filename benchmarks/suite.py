@@ -18,10 +18,7 @@ Measures, each with its target where it has one (PASS / FAIL; "—": no target):
     real PTO-AS text inlined, or the host callback where data steers its schedule), warmed up (one call
     after the compiling one), then alternately ``repeats`` times on
     device-resident inputs (``block_until_ready``); the ratio of the medians. Target ≤ 2× on the seed
-    example and on each DeepSeek kernel at the seed's shape. Beside the seed example, the floor of its
-    host code (eager calls, the host callback): its compute instructions alone through their NumPy
-    semantics. The
-    ``pj.nn`` ops at tests/test_nn.py's small shapes and (not --quick) at a training step's, ``TRAINING``.
+    example and on each DeepSeek kernel at the seed's shape. The ``pj.nn`` ops at tests/test_nn.py's small shapes and (not --quick) at a training step's, ``TRAINING``.
 (b) lower + compile time of the DeepSeek kernels from ``jax.ShapeDtypeStruct`` specs, a fresh
     ``pj.kernel`` each time (no compile cache), at KV 8K / 32K / 64K / 128K: the fastest of ``repeats``
     samples taken in turns (a compile of 40–200 ms on a shared machine gains up to 2× in its slow phases;
@@ -274,39 +271,6 @@ def host_seed_example(repeats=9):
                       target=most("host"))
 
 
-def host_seed_arithmetic(repeats=9):
-    """(a) What NumPy alone needs for the seed example's compute instructions (each instance's
-    ``pto.tmuls``, ``pto.tadd``, ``pto.tmatmul``, ``pto.tsum`` on tiles of their types, through their
-    semantics; no loads, stores or runtime) over jax.jit of the whole function: the floor under host
-    code's ratio (eager calls, the host callback), set by NumPy's float16 arithmetic (element by element
-    conversions)."""
-    from ptojax.ascend import asm
-    from ptojax.ascend.interpreter import _BASE, semantic_params
-    from ptojax.ascend.semantics import SEMANTICS
-
-    make = dict((name, mk) for name, _, mk in DEMOS)["seed_example"]
-    args = [jnp.asarray(a) for a in make()]
-    code = pj.kernel(seed_example).compiled_for(*args)._code()
-    calls, rng = [], np.random.default_rng(0)
-    for (_, grid), kernel in code.kernels.items():
-        consts = {s.name: np.asarray(s.value, asm.DTYPES[s.type]) for s in kernel.body
-                  if isinstance(s, asm.Const) and s.type != "index"}
-        for stmt in kernel.body:
-            if not isinstance(stmt, asm.Instr) or stmt.op in ("tload", "tstore", "tmov"):
-                continue
-            ins = [rng.uniform(-1, 1, (o.type.v_row, o.type.v_col)).astype(o.type.np_dtype)
-                   if isinstance(o.type, asm.TileBuf) else consts[o.name] for o in stmt.ins]
-            calls += [(SEMANTICS[_BASE.get(stmt.op, stmt.op)], ins, semantic_params(stmt))] * int(np.prod(grid))
-
-    def arithmetic():
-        for fn, ins, params in calls:
-            fn(*ins, **params)
-
-    xla = jax.jit(pj.kernel(seed_example, backend="xla"))
-    return _ratio_row(f"seed example: its {len(calls)} compute instructions alone in NumPy (host code's floor)", arithmetic,
-                      lambda: xla(*args), repeats)
-
-
 def host_deepseek(which: str, s: Shape, repeats=3, target=None):
     """(a) One DeepSeek kernel at shape ``s``: sim vs the xla-backend kernel (same options), under jax.jit."""
     args = [jnp.asarray(a) for a in make_args(which, s)]
@@ -503,7 +467,7 @@ def measures(mode: str, executor_tasks: int = 100_000):
     def small(k):
         return lambda: [host_deepseek(k, SMALL, repeats=9)]
 
-    out = [("seed example", "a", most("host"), lambda: [host_seed_example(), host_seed_arithmetic()])]
+    out = [("seed example", "a", most("host"), lambda: [host_seed_example()])]
     out += [(f"{TITLES[k]}, small", "a", None, small(k)) for k in KERNELS]
     out += [("pj.nn", "a", None, host_nn)]
     if mode != "quick":

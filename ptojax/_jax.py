@@ -5,7 +5,7 @@ same objects, tests/test_imports.py): importing ``jax.extend`` imports every par
 included, which costs ``import ptojax`` tens of milliseconds."""
 from jax._src import callback as _callback
 from jax._src import source_info_util as _source_info
-from jax._src.core import ClosedJaxpr, Jaxpr, Literal, Primitive, Var, jaxprs_in_params
+from jax._src.core import ClosedJaxpr, Jaxpr, Literal, Primitive, Var, jaxpr_as_fun, jaxprs_in_params
 from jax.core import ShapedArray
 from jax.interpreters import ad, batching, mlir, xla
 
@@ -30,5 +30,5 @@ def host_call_lowering(ctx, host, *operands):
 
 __all__ = [
     "ClosedJaxpr", "Jaxpr", "Literal", "Primitive", "ShapedArray", "Var", "ad", "batching", "frames", "host_call_lowering",
-    "jaxprs_in_params", "mlir", "xla",
+    "jaxpr_as_fun", "jaxprs_in_params", "mlir", "xla",
 ]

@@ -181,7 +181,7 @@ def main(argv=None) -> int:
         sub.add_argument("--options", help="pass options as JSON or TOML (.toml), e.g. "
                          '{"tiles": {"Score": {"vec": [64, 256]}}, "tiles_per_block": {"QMatmul": 6}}')
         if name == "lower":
-            sub.add_argument("--level", default="block", choices=["tensor", "tile", "block", "pto", "host"])
+            sub.add_argument("--level", default="block", choices=["tensor", "tile", "block", "pto"])
             sub.set_defaults(run=_lower)
         else:
             sub.add_argument("--trace", help="write the Chrome trace JSON here")

@@ -31,6 +31,10 @@ class PtoVerifyError(PtoError, AssertionError):
     """Verification found a lowering level whose numbers differ from the level before it."""
 
 
+class PtoExecutionError(PtoError, RuntimeError):
+    """An instruction could not execute: out-of-bounds access, bad shapes or dtypes."""
+
+
 class PtoUnsupportedError(PtoError, NotImplementedError):
     """A construct ptojax does not support (yet)."""
 

@@ -1,7 +1,7 @@
-"""Running a lowered kernel: Ascend code on the MPMD runtime, simulated or on host threads; a kept
-plan replayed on new inputs (eager calls); the kernel as one JAX function replaying its real PTO-AS
-text (:func:`replay_function`: what ``jax.jit`` of a ``sim`` kernel inlines). The replay, the real-text
-engine and the dynamic-shape runtime are imported where they are used: an eager call needs none."""
+"""Running a lowered kernel: its real PTO-AS text interpreted on the MPMD runtime, simulated or on host
+threads; a kept plan run again on new inputs (eager calls); the kernel as one JAX function replaying
+that text (:func:`replay_function`: what ``jax.jit`` of a ``sim`` kernel inlines). The replay and the
+dynamic-shape runtime are imported where they are used: an eager call needs neither."""
 from __future__ import annotations
 
 import dataclasses
@@ -67,20 +67,15 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
 
 
 def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simulated", policy: str = "mpmd",
-                 workers: int = 4, compiled=None, donated=(), compute: bool = True, plans: dict | None = None,
-                 engine: str = "host"):
-    """:func:`execute` on the flat list of arguments: (the flat list of outputs, or None, :class:`Trace`).
-    ``engine="pto"`` runs the task bodies from the real PTO-AS text (:mod:`~ptojax.ascend.textrun`)
-    instead of host code."""
-    if engine not in ("host", "pto"):
-        raise PtoArgumentError(f"pto run: engine {engine!r} is not 'host' or 'pto'")
+                 workers: int = 4, compiled=None, donated=(), compute: bool = True, plans: dict | None = None):
+    """:func:`execute` on the flat list of arguments: (the flat list of outputs, or None, :class:`Trace`)."""
     with ieee():   # IEEE subnormals inside XLA's execution too (see _fpenv); threads started here inherit it
         tgt = get_target(target) if isinstance(target, str) else target
         compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
         if not compute and executor != "simulated":
             raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
         arrays = [np.asarray(x) for x in flat]
-        key = (engine, *_plan_key(arrays, policy, donated))
+        key = _plan_key(arrays, policy, donated)
         keep = plans is not None and compute and executor == "simulated"
         kept = plans.get(key) if keep else None
         if kept is not None and kept.lock.acquire(blocking=False):
@@ -88,12 +83,9 @@ def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simu
                 return kept.run(arrays), kept.trace
             finally:
                 kept.lock.release()
-        if engine == "host":
-            backend = AscendBackend(compiled, tgt)
-        else:
-            from .ascend.textrun import PtoTextBackend
-
-            backend = PtoTextBackend(compiled, tgt)
+        backend = AscendBackend(compiled, tgt)
+        if compute:
+            backend.module          # the real text printed and parsed: a program with no real form fails here
         plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, arrays, backend, frozenset(donated),
                            execute=compute)
         trace = _schedule(plan, tgt, backend, executor, policy, workers, compute)

@@ -36,7 +36,6 @@ from .lowering.pipeline import Lowering, lower
 
 BACKENDS = ("sim", "xla")
 EXECUTORS = ("simulated", "threads")
-ENGINE = "host"     # what runs the task bodies of eager calls and run(): "host" (codegen's host code) or "pto" (the real text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,8 +125,8 @@ class Lowered:
     avals: tuple
 
     def as_text(self, level: str = "block") -> str:
-        """``tensor``, ``tile``, ``block``, ``pto`` (the PTO-AS of every block program) or ``host`` (the
-        Python each program runs as on the simulator). Lowered with a ``jax.export`` symbolic row count,
+        """``tensor``, ``tile``, ``block`` or ``pto`` (the real PTO-AS module of every block program).
+        Lowered with a ``jax.export`` symbolic row count,
         ``tile``, ``block`` and ``pto`` are the polymorphic compile's (``ceil(m/32)`` grids, the dynamic
         PTO-AS module), as ``pj.kernel(..., polymorphic_shapes=...)`` prints them."""
         if self.lowering.symbolic and level in ("tile", "block", "pto"):
@@ -199,14 +198,11 @@ class Compiled:
 
     def as_text(self, level: str = "pto") -> str:
         """The compiled kernel as a real PTO-AS module (``"pto"``), the C++ Huawei's ``ptoas`` makes of it
-        (``"cpp"``), its host code and lane code (``"host"``), or a lowering level's: ``tensor``, ``tile``,
-        ``block``."""
+        (``"cpp"``), or a lowering level's: ``tensor``, ``tile``, ``block``."""
         if self.code is not None and level == "pto":
             return self.code.pto()
         if self.code is not None and level == "cpp":
             return self.ptoas()
-        if self.code is not None and level == "host":
-            return self.code.host_text()
         return self.lowering.as_text(level)
 
     def ptoas(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
@@ -215,25 +211,23 @@ class Compiled:
         :class:`~ptojax.ascend.PtoasError` naming the program, the line and ptoas's message."""
         return self._code().cpp(arch, level, insert_sync)
 
-    def run(self, *args, executor: str | None = None, policy: str = "mpmd", compute: bool = True,
-            engine: str | None = None):
+    def run(self, *args, executor: str | None = None, policy: str = "mpmd", compute: bool = True):
         """Execute on the runtime: (outputs as NumPy arrays, :class:`~ptojax.mpmd.Trace`).
 
         Arrays of ``donate_argnums`` arguments may be overwritten (the kernel updates them in place).
-        ``compute=False``: schedule on the cost model without running the task bodies (outputs None).
-        ``engine="pto"``: every task interprets the kernel's real PTO-AS text (``as_text("pto")``, the
-        module ``ptoas`` assembles) instead of running host code (``"host"``); default :data:`ENGINE`."""
+        Every task interprets the kernel's real PTO-AS text (``as_text("pto")``, the module ``ptoas``
+        assembles). ``compute=False``: schedule on the cost model without running the task bodies
+        (outputs None)."""
         flat, tree = jax.tree.flatten(args)
         self._check(flat, tree)
-        outs, trace = self._run_flat(flat, executor or self.options.executor, policy, compute, engine)
+        outs, trace = self._run_flat(flat, executor or self.options.executor, policy, compute)
         return (jax.tree.unflatten(self.lowering.out_tree, outs) if compute else None), trace
 
-    def _run_flat(self, flat, executor: str, policy: str = "mpmd", compute: bool = True, engine: str | None = None):
+    def _run_flat(self, flat, executor: str, policy: str = "mpmd", compute: bool = True):
         """:meth:`run` on flat arguments of the compiled signature: (flat outputs, trace)."""
-        engine = engine or ENGINE
         return execute_flat(self.lowering, flat, target=self.options.target, executor=executor, policy=policy,
                             workers=self.options.workers, compiled=self._code(), donated=self._donated,
-                            compute=compute, plans=self.plans, engine=engine)
+                            compute=compute, plans=self.plans)
 
     @functools.cached_property
     def _donated(self) -> frozenset:

@@ -24,7 +24,7 @@ instructions read (``left``/``right`` for the cube, ``vec`` for the vector unit)
 the partition pass (each program's peak footprint per buffer), as for lowered tiles.
 
 :func:`register_op` defines a new tile instruction ``pto.<name>`` in one call: its abstract eval and
-jnp reference (lowering, XLA backend, ``verify``), its NumPy semantics (interpreter), its cost (cost
+jnp reference (lowering, XLA backend, ``verify``), its NumPy semantics (the simulator), its cost (cost
 model) and its ISA table entry. With ``reads_gm=True`` the op's first operand is a GM tensor it
 reads as indexed rows straight into a tile in buffer ``loc`` (``"mat"``: L1 of a cube core, for a
 matmul to read; ``"vec"``: UB): a custom DMA such as a gather of top-k rows into the cube's input.
@@ -40,6 +40,7 @@ from ._jax import ClosedJaxpr, Literal, ShapedArray
 from .ascend import asm
 from .ascend import cost as _cost
 from .ascend import isa as _isa
+from .ascend import tile_semantics as _tile_semantics
 from .errors import PtoArgumentError, PtoDtypeError, PtoShapeError, PtoUnsupportedError
 from .lowering import ir
 from .lowering.tensor import to_tensor_level
@@ -498,9 +499,13 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
     """Define tile instruction ``pto.<name>`` (``name`` starts with ``t``) in one call; returns a
     function binding it (also reachable as ``pj.tiles.compute(name, ...)``).
 
-    * ``reference(*tiles, **params)``: the jnp semantics (the XLA backend, ``verify``, eager calls);
-    * ``numpy(*arrays, **params)``: the interpreter's semantics, on the tiles' valid regions as NumPy
-      arrays in the hardware dtypes (default: ``reference`` run through JAX and converted);
+    * ``reference(*tiles, **params)``: the jnp semantics (the XLA backend, ``verify``, the tracing
+      of a kernel); the simulator's too where ``numpy`` is not given;
+    * ``numpy(*arrays, **params)``: the simulator's semantics (``backend="sim"``: eager calls, and
+      ``jax.jit``, whose replay of the PTO-AS text calls it back on the host), run on one grid point
+      at a time, on the tiles' valid regions (2-D) as NumPy arrays in the hardware dtypes; an
+      exception it raises fails that point's task. Without it the simulator runs ``reference`` on
+      those regions (traced and vmapped over the grid points, as the built-in instructions are);
     * ``abstract(*avals, **params)``: the output aval (a list of them with ``multiple_results``;
       default: the first operand's shape and dtype);
     * ``cost``: a function ``cost(ins, outs, target) -> cycles`` of the operand and result
@@ -513,7 +518,9 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
     the others tiles in the grid's load buffer (``vec`` on a vector grid, ``mat`` on a cube grid), and
     the results are tiles in buffer ``loc`` (``"vec"``, the default: UB of a vector core; ``"mat"``:
     L1 of a cube core; ``"left"``/``"right"``: L0A/L0B), which also fixes the core kind. ``numpy`` and
-    ``reference`` get the whole GM tensor (read it, never write it); ``abstract`` is required. Its
+    ``reference`` get the whole GM tensor (read it, never write it); ``abstract`` is required. An L1
+    result that instruction selection makes a transposed matmul operand's tile is written there
+    transposed (the matmul reads the value the op returns). Its
     default pipe is ``MTE2`` and its default cost ``"gather"`` (priced like ``mgather``: the result's
     bytes at the GM read rate plus one row access per result row; ``"load"``: like ``tload``, without
     the row accesses); a function ``cost`` gets the GM tensor's ``asm.ViewType`` first in ``ins``. The
@@ -554,12 +561,12 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
             return [ShapedArray(tuple(o.shape), np.dtype(o.dtype)) for o in out]
         return ShapedArray(tuple(out.shape), np.dtype(out.dtype))
 
-    semantics_fn = numpy or (lambda *args, **params: _via_jax(reference, args, params))
     prim = T.define_compute(name, abstract_eval, reference, multiple_results, reads_gm=loc if reads_gm else None)
     operands_text = f"GM tensor, {'vec' if loc == 'vec' else 'mat'} tiles -> {loc}" if reads_gm else \
         "tiles and scalar immediates -> tiles"
-    _isa.register(name, semantics_fn=semantics_fn, price=price, pipe=pipe, dtypes=dtypes, summary=summary,
+    _isa.register(name, price=price, pipe=pipe, dtypes=dtypes, summary=summary,
                   operands=operands_text)
+    _tile_semantics.register(name, reference, numpy)
     CUSTOM[name] = {"primitive": prim, "pipe": pipe, "dtypes": dtypes, "reference": reference,
                     "reads_gm": loc if reads_gm else None}
 
@@ -577,6 +584,11 @@ def unregister_op(name: str) -> None:
     del CUSTOM[name]
     T.undefine_compute(name)
     _isa.unregister(name)
+    _tile_semantics.unregister(name)
+    from .ascend import engine, replay          # what they kept of it (imported where they are used)
+
+    engine.forget(name)
+    replay.forget(name)
 
 
 def _bind_custom(name, prim, args, params):
@@ -587,11 +599,6 @@ def _bind_custom(name, prim, args, params):
         raise PtoDtypeError(f"pj.tiles.{name}: first operand is {np.dtype(args[0].dtype).name}; pto.{name} takes "
                             f"{', '.join(d.name for d in dtypes)}")
     return prim.bind(*args, **params)
-
-
-def _via_jax(reference, args, params):
-    out = reference(*args, **params)
-    return tuple(np.asarray(o) for o in out) if isinstance(out, (list, tuple)) else np.asarray(out)
 
 
 def _gm_bytes(instr):

@@ -1,19 +1,12 @@
 """Shared test utilities: dtype grids, random inputs, per-dtype tolerances, composition checks,
-bit-for-bit comparisons, float32 special values, a run with and without batch runners."""
+bit-for-bit comparisons, float32 special values."""
 from __future__ import annotations
-
-import dataclasses
 
 import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
-from ptojax.ascend import program
-from ptojax.ascend.program import AscendBackend
-from ptojax.ascend.targets import A3
-from ptojax.execute import machine
-from ptojax.mpmd import executors, orchestrate, simulate
 
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 I8, I32, BOOL = np.dtype(np.int8), np.dtype(np.int32), np.dtype(np.bool_)
@@ -120,26 +113,3 @@ def specials(shape, dtype, seed):
     x.view(np.uint32)[:len(SPECIAL_F32)] = SPECIAL_F32
     with np.errstate(invalid="ignore", over="ignore"):
         return np.random.default_rng(seed).permutation(x).reshape(shape).astype(dtype)
-
-
-def batched_outputs(compiled, args, batched: bool, lane_code: bool = True):
-    """The kernel's outputs on the simulator, with or without its batch runners (with them, every group
-    of ready tasks runs as a batch, however small: as lane code, or without it on the interpreter's lanes)."""
-    lowering, code = compiled.lowering, compiled._code()
-    if not lane_code:
-        code = dataclasses.replace(code)
-        code._lanes.update(dict.fromkeys(code.kernels))
-    flat = [np.array(x) for x in jax.tree.leaves(args)]
-    backend = AscendBackend(code, A3)
-    saved = executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN, program._LANE_CODE_BYTES
-    executors.BATCH_MIN = program._LANES_MIN = program._LANE_CODE_MIN = 1
-    program._LANE_CODE_BYTES = 1 << 40
-    try:
-        plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, flat, backend)   # (batch runners)
-        groups = len(plan.batches)
-        if not batched:
-            plan.batches.clear()
-        trace = simulate(plan, machine(A3), worker=backend.worker)
-    finally:
-        executors.BATCH_MIN, program._LANES_MIN, program._LANE_CODE_MIN, program._LANE_CODE_BYTES = saved
-    return plan.results(), trace, groups

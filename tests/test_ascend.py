@@ -1,4 +1,4 @@
-"""Ascend codegen: PTO-AS round trips, the interpreter against XLA, and errors with line:col."""
+"""Ascend codegen: PTO-AS round trips, runs against XLA, and errors with line:col."""
 import dataclasses
 
 import jax
@@ -7,8 +7,7 @@ import pytest
 
 import ptojax as pj
 from helpers import F16, rand
-from ptojax.ascend import asm
-from ptojax.ascend.interpreter import PtoExecutionError
+from ptojax.ascend import asm, isa
 from ptojax.ascend.program import compile_kernel
 from ptojax.execute import execute
 from ptojax.mpmd import PtoTaskError
@@ -18,7 +17,7 @@ from kernels import KERNELS, seed_kernel
 
 
 @pytest.mark.parametrize("name,kernel,args", KERNELS, ids=[k[0] for k in KERNELS])
-def test_round_trip_and_interpreter_match_xla(name, kernel, args):
+def test_round_trip_and_the_run_match_xla(name, kernel, args):
     compiled = compile_kernel(pj.lower(kernel, *args))
     for parsed in compiled.kernels.values():
         text = asm.emit(parsed)
@@ -89,38 +88,35 @@ def test_cube_rejects_int8_times_fp16():
     compiled, _ = _seed()
     text = compiled.text.replace("loc=right, dtype=f16", "loc=right, dtype=i8")
     (parsed,) = [k for k in asm.parse(text) if k.name == "matmul"]
-    from ptojax.ascend import isa
     with pytest.raises(asm.PtoAsmError, match=r"pto\.tmatmul cannot multiply f16 by i8 into f32; the cube takes "
                                               r"i8\*i8->i32"):
         isa.verify(parsed)
 
 
-def test_interpreter_rejects_a_tile_outside_its_buffer():
-    compiled, args = _seed()
-    key = ("mul+add", (2, 2))
-    kernel = compiled.kernels[key]
+def test_a_plan_with_a_tile_outside_its_buffer_is_rejected():
+    compiled, _ = _seed()
+    kernel = compiled.kernels[("mul+add", (2, 2))]
+    isa.verify(kernel, compiled.memory)                          # the plan codegen made fits
     body = tuple(dataclasses.replace(s, addr=196608 - 1024) if isinstance(s, asm.Alloc) else s for s in kernel.body)
-    broken = dataclasses.replace(compiled, kernels={**compiled.kernels, key: dataclasses.replace(kernel, body=body)})
-    with pytest.raises(PtoTaskError, match=r"mul\+add.*PtoExecutionError: .*tile of 2048 bytes at address 195584 does "
-                                           r"not fit the 196608-byte vec buffer") as err:
-        execute(broken.lowering, *args, compiled=broken)
-    assert isinstance(err.value.__cause__, PtoExecutionError)
+    with pytest.raises(pj.PtoCapacityError, match=r"program 'mul\+add': %t\d+, a tile of 2048 bytes at address 195584, "
+                                                  r"does not fit the 196608-byte vec buffer"):
+        isa.verify(dataclasses.replace(kernel, body=body), compiled.memory)
 
 
-def test_interpreter_rejects_a_window_outside_the_tensor():
+def test_the_engine_rejects_a_view_that_is_not_its_tensor():
     compiled, args = _seed()
     key = ("sum", (2, 1))
     kernel = compiled.kernels[key]
     body = tuple(dataclasses.replace(s, shape=("%c32", "%c32")) if isinstance(s, asm.MakeView) and s.name == "%v0" else s
                  for s in kernel.body)
     broken = dataclasses.replace(compiled, kernels={**compiled.kernels, key: dataclasses.replace(kernel, body=body)})
-    with pytest.raises(PtoTaskError, match=r"does not match the view"):
+    with pytest.raises(PtoTaskError, match=r"task \d+ 'sum\(0,0\)'.*pto engine: function 'sum' line \d+: shape \[32, 32\] "
+                                           r"strides \[32, 1\] over a float32 pointer do not match"):
         execute(broken.lowering, *args, compiled=broken)
 
 
 def test_unknown_instruction_is_rejected():
     compiled, _ = _seed()
-    from ptojax.ascend import isa
     (parsed,) = [k for k in asm.parse(compiled.text.replace("pto.tadd ins", "pto.taddx ins")) if k.name == "mul+add"]
     with pytest.raises(pj.PtoUnsupportedError, match=r"unknown instruction 'pto\.taddx'"):
         isa.verify(parsed)

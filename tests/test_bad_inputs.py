@@ -66,7 +66,7 @@ def _broken(key, replace):
 
 
 def _interpret(code):
-    """Run broken code; the interpreter's PtoExecutionError surfaces as the cause of a PtoTaskError."""
+    """Run broken code; the engine's PtoExecutionError surfaces as the cause of a PtoTaskError."""
     try:
         return execute(_seed()[0], *SEED_ARGS, compiled=code)
     except PtoTaskError as err:
@@ -255,12 +255,14 @@ CASES = [
      PtoAsmError, r"pto\.tmatmul cannot multiply f16 by i8 into f32; the cube takes i8\*i8->i32"),
     ("isa-unknown-instruction", lambda: _isa(lambda t: t.replace("pto.tadd ins", "pto.taddx ins"), "mul+add"),
      pj.PtoUnsupportedError, r"unknown instruction 'pto\.taddx'"),
-    ("interp-tile-outside-buffer",
-     lambda: _interpret(_broken(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, addr=196608 - 1024)
-                                if isinstance(s, asm.Alloc) else s)),
-     PtoExecutionError, r"tile of 2048 bytes at address 195584 does not fit the 196608-byte vec buffer"),
-    ("interp-window-outside-view", lambda: _interpret(_broken(("sum", (2, 1)), _bad_window)),
-     PtoExecutionError, r"does not match the view"),
+    ("plan-tile-outside-buffer",
+     lambda: isa.verify(_broken(("mul+add", (2, 2)), lambda s: dataclasses.replace(s, addr=196608 - 1024)
+                                if isinstance(s, asm.Alloc) else s).kernels[("mul+add", (2, 2))], _seed()[1].memory),
+     pj.PtoCapacityError, r"program 'mul\+add': %t\d+, a tile of 2048 bytes at address 195584, does not fit the "
+                          r"196608-byte vec buffer"),
+    ("engine-window-outside-view", lambda: _interpret(_broken(("sum", (2, 1)), _bad_window)),
+     PtoExecutionError, r"pto engine: function 'sum' line \d+: shape \[32, 32\] strides \[32, 1\] over a float32 "
+                        r"pointer do not match"),
     # ------------------------------------------------------------------------------------ pj.kernel
     ("kernel-backend", lambda: pj.kernel(seed_kernel, backend="gpu"), pj.PtoArgumentError, r"backend 'gpu' is not one of"),
     ("kernel-target", lambda: pj.kernel(seed_kernel, target="a9"), pj.PtoArgumentError,
@@ -295,7 +297,7 @@ CASES = [
      r"task 8 'bad\(0,1\)' label 'Faulty' on AIC \(core .*\) failed: FloatingPointError: injected"),
     ("failing-kernel-task", lambda: execute(_seed()[0], *SEED_ARGS, compiled=_broken(("sum", (2, 1)), _bad_window),
                                             executor="threads"),
-     PtoTaskError, r"task \d+ 'sum\(\d,0\)' on AIV .* does not match the view"),
+     PtoTaskError, r"task \d+ 'sum\(\d,0\)' on AIV .* do not match ViewType"),
     ("device-loop-bound-unexecuted", _device_loop_bound, PtoOrchestrationError,
      r"pto runtime: .*depends on device data .*execute=False"),
 ]

@@ -1,6 +1,7 @@
-"""Subnormal floats under jax.jit: XLA:CPU flushes them to zero while it runs; the simulator keeps them
-in eager calls and in the host callback of a jitted kernel whose schedule data steers (a scalar
-input here); the jitted replay, XLA code, runs in XLA's float modes."""
+"""Subnormal floats under jax.jit: XLA:CPU flushes them to zero while it runs; the text engine keeps
+them, as pto-isa's CPU simulator does (IEEE arithmetic: g++ without fast-math), in eager calls and in
+the host callback of a jitted kernel whose schedule data steers (a scalar input here); the jitted
+replay, XLA code, runs in XLA's float modes."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +10,6 @@ import pytest
 import ptojax as pj
 from ptojax import tile
 from ptojax._fpenv import flushing, ieee
-from ptojax.ascend import program
 
 
 def _scaled_sum(x, y):
@@ -103,20 +103,61 @@ def test_the_jitted_replay_runs_in_xlas_float_modes():
     assert not np.any(jitted)                                              # every value was subnormal
 
 
-def test_batch_threads_started_under_jit_keep_subnormals(monkeypatch):
-    """Lanes shared by pool threads that a jitted call starts (threads inherit the float modes)."""
-    monkeypatch.setattr(program, "_THREADS", 3)
-    monkeypatch.setattr(program, "_BYTES_PER_THREAD", 1)
-    monkeypatch.setattr(program, "_LANES_MIN", 1)
-    monkeypatch.setattr(program, "_LANE_CODE_MIN", 1)
-    monkeypatch.setattr(program, "_LANE_CODE_BYTES", 1 << 40)
-    program._pool.cache_clear()
-    try:
-        x, y = _subnormal_inputs(rows=256)
-        kernel = pj.kernel(_scaled_sum_by)
-        jitted = np.asarray(jax.jit(kernel)(x, y, _ONE))
-        eager = np.asarray(kernel(x, y, _ONE))
-    finally:
-        program._pool.cache_clear()
+def test_walks_and_tapes_under_jit_keep_subnormals():
+    """Under jax.jit's host callback, the grid points walk the text together and a second call replays
+    the kept plan (its tapes): both keep subnormals, bit for bit the eager call, and the row sums
+    (``trowsum``'s fold, run on NumPy) are IEEE's."""
+    x, y = _subnormal_inputs(rows=256)
+    kernel = pj.kernel(_scaled_sum_by)
+    eager = np.asarray(kernel(x, y, _ONE))
+    jitted = jax.jit(kernel)
+    first, again = np.asarray(jitted(x, y, _ONE)), np.asarray(jitted(x, y, _ONE))
     assert np.count_nonzero(eager) > eager.size // 2
-    np.testing.assert_array_equal(jitted.view(np.uint32), eager.view(np.uint32))
+    np.testing.assert_array_equal(eager, _ieee_reference(x, y))
+    for got in (first, again):
+        np.testing.assert_array_equal(got.view(np.uint32), eager.view(np.uint32))
+
+
+@pytest.mark.parametrize("op,shape,dtype", [("trowsum", (3, 8, 16), np.float32), ("trowsum", (3, 8, 1000), np.float32),
+                                            ("tcolsum", (3, 200, 16), np.float32), ("trowsum", (3, 8, 100), np.float16),
+                                            ("tcolsum", (3, 70, 16), np.float16), ("tcolsum", (3, 9, 40), np.int16)])
+def test_sums_on_numpy_equal_the_jnp_semantics_and_keep_subnormals(op, shape, dtype):
+    """The engine's NumPy row and column sums (``ON_NUMPY``, all grid points at once): the jnp
+    semantics' bits under XLA on normal values (signed zeros, all -0 rows too), and where the terms are
+    subnormal the in-order IEEE sum the simulator adds, not XLA:CPU's zeros."""
+    from ptojax.ascend.tile_semantics import ON_NUMPY, SEMANTICS
+
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(shape) * 100).astype(dtype)
+    x[0] = 0
+    if x.dtype.kind == "f":
+        x[0, :2] = -0.0
+    want = np.asarray(jax.jit(jax.vmap(SEMANTICS[op]))(x))
+    got = ON_NUMPY[op](x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    if x.dtype != np.float32:
+        return
+    tiny = (rng.uniform(-1, 1, shape) * 1e-39).astype(np.float32)
+    axis = 2 if op == "trowsum" else 1
+    sums = ON_NUMPY[op](tiny)
+    assert np.count_nonzero(sums) > sums.size // 2
+    np.testing.assert_array_equal(sums, np.cumsum(tiny, axis=axis, dtype=np.float32).take([-1], axis=axis))
+    assert np.count_nonzero(np.asarray(jax.jit(jax.vmap(SEMANTICS[op]))(tiny))) == 0     # XLA:CPU flushes
+
+
+@pytest.mark.parametrize("name,x", [
+    ("exp", np.linspace(-103.5, -86.0, 2048)),                                   # subnormal results
+    ("log", np.concatenate([np.linspace(1e-45, 1.2e-38, 1024), np.linspace(0.5, 2.0, 1024)])),  # subnormal operands
+    ("sqrt", np.linspace(0.0, 2e-38, 2048))])
+def test_double_rounded_instructions_keep_subnormals(name, x):
+    """``texp``/``tlog`` run jitted (XLA:CPU flushes), ``tsqrt`` on NumPy; the engine computes the
+    elements XLA may have flushed as the simulator does, in double rounded once: its subnormals, not zeros."""
+    x = x.astype(np.float32)
+    got = np.asarray(pj.kernel(getattr(jnp, name))(x))
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(x.astype(np.float64)).astype(np.float32)
+    tiny = np.finfo(np.float32).tiny
+    subnormal = (want != 0) & (np.abs(want) < tiny) | (x != 0) & (np.abs(x) < tiny)
+    assert subnormal.sum() > 100
+    np.testing.assert_array_equal(got[subnormal].view(np.uint32), want[subnormal].view(np.uint32))

@@ -251,4 +251,4 @@ def test_a_result_written_over_its_dying_operand_keeps_ptoas_rules():
     compiled = pj.kernel(fn).lower(x).compile()
     for arch in ("a3", "a5"):
         compiled.ptoas(arch=arch)
-    np.testing.assert_allclose(np.asarray(compiled.run(x, engine="pto")[0]), np.asarray(fn(x)), rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(np.asarray(compiled.run(x)[0]), np.asarray(fn(x)), rtol=2e-6, atol=2e-6)

@@ -69,10 +69,9 @@ def test_test_modules_do_not_import_each_other():
     assert not {k: v for k, v in crossing.items() if v}, "share fixtures through tests/kernels.py or helpers.py"
 
 
-# What an eager call never needs: the jitted replay and the real-text engine behind it, the dynamic-shape
-# runtime, the vendor's simulator, the report, and jax.extend (its import brings Pallas).
-ON_FIRST_USE = ("ptojax.ascend.replay", "ptojax.ascend.replay_graph", "ptojax.ascend.engine",
-                "ptojax.ascend.tile_semantics", "ptojax.ascend.textrun", "ptojax.ascend.dynamic",
+# What an eager call never needs: the jitted replay, the dynamic-shape runtime, the vendor's simulator,
+# the report, and jax.extend (its import brings Pallas).
+ON_FIRST_USE = ("ptojax.ascend.replay", "ptojax.ascend.replay_graph", "ptojax.ascend.dynamic",
                 "ptojax.ascend.dynamic_tasks", "ptojax.ascend.cpusim", "ptojax.ascend.crosscheck", "ptojax.report",
                 "jax.extend")
 

@@ -2,7 +2,7 @@
 tiles (a value per row) broadcast in groups, and permutations that only regroup a column into rows.
 
 Each kernel's real PTO-AS is accepted by ``ptoas`` (A3 and A5, level2 and level3, when the binary is
-present) and, executed by the real-text engine (``Compiled.run(engine="pto")``), equals XLA's result.
+present) and, executed by the real-text engine (``Compiled.run()``), equals XLA's result.
 """
 import jax
 import pytest
@@ -66,7 +66,7 @@ def test_real_text_is_accepted_and_computes_what_xla_does(spec):
         for arch in ("a3", "a5"):
             for level in ("level2", "level3"):
                 compiled.ptoas(arch, level)             # a PtoasError names the program, line and message
-    got, _ = compiled.run(*args, engine="pto")
+    got, _ = compiled.run(*args)
     want = jax.jit(fn)(*args)
     for i, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
         fuzz.assert_same(g, w, f"output {i}")

@@ -1,6 +1,6 @@
 """Selection of ``round`` (``tround``, ties to even; ``ptojax/ascend/isel/composite.py``): the real text,
 accepted by ``ptoas`` (A3 and A5, level2 and level3, when the binary is present), run by the real-text
-engine (``Compiled.run(engine="pto")``) and, for f32 / f16, by pto-isa's CPU simulator, equals
+engine (``Compiled.run()``) and, for f32 / f16, by pto-isa's CPU simulator, equals
 ``np.rint`` bit for bit: ties, signed zeros (``round(-0.3)`` is ``-0.0``), values past 2**23 and past
 int32, infinities and NaN."""
 import jax
@@ -53,7 +53,7 @@ def test_real_text_rounds_half_to_even_bit_for_bit(dtype, shape, vec):
                 compiled.ptoas(arch, level)             # a PtoasError names the program, line and message
     text = compiled.as_text("pto")
     assert "pto.tround" not in text and "pto.tsel" in text
-    got, _ = compiled.run(x, engine="pto")
+    got, _ = compiled.run(x)
     want = np.rint(x)
     same_bits(np.asarray(got), want)
     same_bits(np.asarray(compiled(x)), want)

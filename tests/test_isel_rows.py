@@ -5,8 +5,9 @@ Each program is realized to real PTO-AS, accepted by ``ptoas`` (A3 and A5, level
 binary is present), and its text is EXECUTED by the real-text engine (``ptojax/ascend/engine.py``:
 ``scf.for`` / ``scf.if``, ``pto.tgetval`` / ``pto.tsetval``, ``pto.subset`` with PTOAS's run-time
 valid shape, ``arith`` on ``index`` / ``i32``, ``pto.load_scalar``, atomic-add ``tstore``; compute
-instructions are ``tile_semantics``) — and compared bit for bit with ptojax's interpreter running
-codegen's program (``semantics.py``: ``gather`` / ``mscatter_into`` / ``cumsum``) on the same GM tensors.
+instructions are ``tile_semantics``) — and compared bit for bit with the tests' reference interpreter
+of codegen's program (``tests/plan_interpreter.py``: NumPy ``gather`` / ``mscatter_into`` / ``cumsum``) on
+the same GM tensors.
 """
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import plan_interpreter as private
 import ptojax as pj
 from ptojax import ops as O
 from ptojax.ascend import asm, compile_kernel, engine
-from ptojax.ascend import interpreter as private
 from ptojax.ascend import isel
 
 PTOAS = Path(__file__).resolve().parents[1] / "shared/tools/ptoas/bin/ptoas"

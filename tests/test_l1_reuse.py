@@ -125,13 +125,13 @@ def test_the_text_loads_a_shared_window_once_per_task(case):
 def test_reuse_computes_the_same_numbers(case):
     fn, args, ref, *_ = CASES[case]
     one = _compiled(case, 1)
-    plain, plain_text = np.asarray(one(*args)), np.asarray(one.run(*args, engine="pto")[0])
+    plain, plain_text = np.asarray(one(*args)), np.asarray(one.run(*args)[0])
     for out in (plain, plain_text):
         np.testing.assert_allclose(out, ref(*args), rtol=1e-5, atol=1e-4)
     for n in (3, 4):
         compiled = _compiled(case, n)
         np.testing.assert_array_equal(np.asarray(compiled(*args)), plain)
-        text, _ = compiled.run(*args, engine="pto")          # the task functions of the real text run
+        text, _ = compiled.run(*args)          # the task functions of the real text run
         np.testing.assert_array_equal(np.asarray(text), plain_text)
 
 
@@ -147,8 +147,8 @@ def test_a_vector_task_keeps_a_row_in_ub():
     one = pj.kernel(_scale).lower(x, w).compile()
     compiled = pj.kernel(_scale, options={"tiles_per_block": {"Scale": 3}}).lower(x, w).compile()
     np.testing.assert_array_equal(np.asarray(compiled(x, w)), x * w + 1)
-    np.testing.assert_array_equal(np.asarray(compiled.run(x, w, engine="pto")[0]),
-                                  np.asarray(one.run(x, w, engine="pto")[0]))
+    np.testing.assert_array_equal(np.asarray(compiled.run(x, w)[0]),
+                                  np.asarray(one.run(x, w)[0]))
     key, n, func = _task_function(compiled)
     assert sorted(_tloads(func.body)) == [("for", "if"), ("for", "if", "if")]
     for first in range(0, 8, n):
@@ -316,7 +316,7 @@ def test_a_k_strip_loads_a_once_per_task():
     assert compiled.code.task_cost(key, A3, 0.0, 0, n).bytes_in == strip.bytes_in
     # the numbers: the text engine, the replay (jax.jit of the sim kernel), the eager call
     ref = args[0].astype(np.float32) @ args[1].astype(np.float32)
-    np.testing.assert_array_equal(np.asarray(compiled.run(*args, engine="pto")[0]), ref)
+    np.testing.assert_array_equal(np.asarray(compiled.run(*args)[0]), ref)
     np.testing.assert_array_equal(np.asarray(jax.jit(compiled)(*args)), ref)
     np.testing.assert_array_equal(np.asarray(compiled(*args)), ref)
 
@@ -344,5 +344,5 @@ def test_a_k_strip_that_does_not_fit_l1_falls_back_to_per_step_loads():
     assert resident_loads(kernel) and not k_strips(kernel, resident_loads(kernel), {}, compiled.code.memory.l1)
     text = compiled.code.pto()
     assert "pto.subset" not in text.split("_tasks4")[1]
-    np.testing.assert_array_equal(np.asarray(compiled.run(a, b, engine="pto")[0]),
+    np.testing.assert_array_equal(np.asarray(compiled.run(a, b)[0]),
                                   a.astype(np.float32) @ b.astype(np.float32))

@@ -11,7 +11,7 @@ import pytest
 from jax.test_util import check_grads
 
 import ptojax as pj
-from ptojax._jax import ClosedJaxpr
+from ptojax._jax import ClosedJaxpr, Jaxpr
 
 BACKENDS = ["sim", "xla"]
 BF16_TOL = 5e-2        # bf16 results and gradients vs the fp32 reference: |err| <= 5e-2 * max|ref| (+ atol 5e-2)
@@ -164,7 +164,7 @@ def _avals(jaxpr):
             for sub in (p if isinstance(p, (tuple, list)) else [p]):
                 if isinstance(sub, ClosedJaxpr):
                     yield from _avals(sub.jaxpr)
-                elif isinstance(sub, jax.extend.core.Jaxpr):
+                elif isinstance(sub, Jaxpr):
                     yield from _avals(sub)
 
 

@@ -1,5 +1,5 @@
 """What ptoas takes is what runs: every lowering test kernel executed task by task from its real
-PTO-AS text (``Compiled.run(engine="pto")``: the module parsed back, each instruction's semantics as
+PTO-AS text (``Compiled.run()``: the module parsed back, each instruction's semantics as
 pto-isa's CPU simulator computes them) equals XLA's evaluation of the same function — exact for
 integer and boolean results, within the per-dtype tolerance of the lowering checks for floats.
 
@@ -25,7 +25,7 @@ REGRESSIONS = sorted((pathlib.Path(__file__).parent / "regressions").glob("fuzz_
 
 def _text_equals_xla(name, kernel, args):
     compiled = pj.kernel(kernel).lower(*args).compile()
-    got, _ = compiled.run(*args, engine="pto")
+    got, _ = compiled.run(*args)
     want = jax.jit(kernel)(*args)
     for i, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
         g, w = np.asarray(g), np.asarray(w)
@@ -61,7 +61,7 @@ def test_a_fault_in_the_text_names_the_function_and_line():
     compiled = pj.kernel(lambda x: x * 2.0).lower(x).compile()
     compiled.code._pto["a3", "level2"] = compiled.code.pto().replace("pto.tmuls", "pto.tmulz", 1)
     with pytest.raises(pj.errors.PtoError, match=r"line \d+"):
-        compiled.run(x, engine="pto")
+        compiled.run(x)
 
 
 def _point_by_point(module, name, args, blocks):
@@ -82,9 +82,9 @@ def _together_equals_point_by_point(kernel, args, monkeypatch):
     values (the inputs rolled by one) — and point by point: equal bit for bit."""
     compiled = pj.kernel(kernel).lower(*args).compile()
     rolled = [np.roll(np.asarray(a), 1) for a in args]
-    got = [compiled.run(*args, engine="pto")[0], compiled.run(*rolled, engine="pto")[0]]
+    got = [compiled.run(*args)[0], compiled.run(*rolled)[0]]
     monkeypatch.setattr(textbatch, "run", _point_by_point)
-    want = [compiled.run(*args, engine="pto")[0], compiled.run(*rolled, engine="pto")[0]]
+    want = [compiled.run(*args)[0], compiled.run(*rolled)[0]]
     for i, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
         g, w = np.asarray(g), np.asarray(w)
         assert g.shape == w.shape and g.dtype == w.dtype, f"output {i}"
@@ -178,9 +178,9 @@ def test_a_batch_runs_again_from_its_tape(monkeypatch):
     compiled = pj.kernel(kernel).lower(x).compile()
     walks, block = [], engine._Run.block
     monkeypatch.setattr(engine._Run, "block", lambda self, body: walks.append(self.n) or block(self, body))
-    compiled.run(x, engine="pto")
+    compiled.run(x)
     assert walks == [16]
-    got, _ = compiled.run(x + 1, engine="pto")
+    got, _ = compiled.run(x + 1)
     assert walks == [16]
     np.testing.assert_array_equal(np.asarray(got), np.asarray(jax.jit(kernel)(x + 1)))
 

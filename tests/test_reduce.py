@@ -341,6 +341,30 @@ def test_low_precision_sum_over_a_long_row(dtype, rtol):
     np.testing.assert_allclose(got.astype(np.float64), np.sum(x.astype(np.float64), -1), rtol=rtol)
 
 
+@pytest.mark.parametrize("shape,axis,kind", [
+    ((2, 3, 2, 16), 1, "sum"), ((2, 3, 2, 16), 1, "amax"), ((2, 3, 2, 16), 1, "argmax"), ((8, 2, 64), 1, "argmin"),
+    ((3, 16, 64), 0, "argmax"), ((2, 2, 1), 0, "argmax"), ((3, 4, 1), 0, "sum"), ((2, 5, 3, 8), (1, 3), "sum"),
+    ((3, 4, 5), 0, "argmax"), ((2, 3, 4, 5), 1, "sum")])
+@pytest.mark.parametrize("dtype", [F32, I32])
+def test_a_reduction_that_keeps_leading_axes_of_one_tile(shape, axis, kind, dtype):
+    """A middle or first axis reduced in a tile that keeps other leading axes (rows grouped, a value per
+    row regrouped), eager and jitted, equals NumPy; NaN wins an arg-reduction as in JAX."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(-5, 5, shape).astype(dtype) if dtype == I32 else rng.normal(size=shape).astype(dtype)
+    if dtype == F32 and kind == "argmax":
+        x.reshape(-1)[[x.size // 2, -1]] = np.nan
+
+    def fn(v):
+        with pj.tile(vec=shape):
+            return getattr(OPS, kind)(v, axis=axis)
+
+    kernel = pj.kernel(fn)
+    want = {"sum": np.sum, "amax": np.max, "argmax": np.argmax, "argmin": np.argmin}[kind](x, axis=axis)
+    for got in (kernel(x), jax.jit(kernel)(x)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+        assert np.asarray(got).dtype == (np.int32 if kind.startswith("arg") else dtype)
+
+
 @pytest.mark.parametrize("kind", ["argmax", "argmin"])
 def test_arg_reduction_over_a_vocabulary_row_runs_in_stages(kind):
     """Greedy decoding's argmax over 50 257 logits: chunks' extrema and indices, then the first best
@@ -353,9 +377,12 @@ def test_arg_reduction_over_a_vocabulary_row_runs_in_stages(kind):
     x[2, [30000, 7]] = np.nan
     x[3, :] = -sign * np.inf
     x[4, -1] = sign * 50
-    got = np.asarray(pj.kernel(lambda v: getattr(OPS, kind)(v, axis=-1))(x))
+    x[5, [0, 45001]] = sign * 60, np.nan            # a NaN in a chunk whose other values are not the best
+    kernel = pj.kernel(lambda v: getattr(OPS, kind)(v, axis=-1))
+    got = np.asarray(kernel(x))
     np.testing.assert_array_equal(got, golden_arg(kind, x, -1, False))
-    assert got[1] == 3 and got[2] == 7 and got[3] == 0 and got[4] == 50256
+    assert got[1] == 3 and got[2] == 7 and got[3] == 0 and got[4] == 50256 and got[5] == 45001
+    np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), got)          # the jitted replay
     xi = rng.integers(-5, 5, (3, 9000, 4)).astype(I32)                  # a middle axis, integer ties
     got = np.asarray(pj.kernel(lambda v: getattr(OPS, kind)(v, axis=1, keepdims=True))(xi))
     np.testing.assert_array_equal(got, golden_arg(kind, xi, 1, True))

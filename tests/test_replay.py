@@ -140,20 +140,3 @@ def test_threads_calling_one_compiled_kernel_get_their_own_results():
     for t in threads:
         t.join()
     assert not errors and len(compiled.plans) == 1
-
-
-@pytest.mark.parametrize("name,kernel,args", [k for k in KERNELS if k[0] in ("elementwise-tails", "matmul-int8")],
-                         ids=["elementwise-tails", "matmul-int8"])
-def test_text_engine_plans_are_kept_apart_from_host_code_plans(name, kernel, args):
-    """A plan whose bodies interpret the real text is replayed for the text engine only."""
-    from ptojax.execute import execute_flat
-
-    compiled = pj.kernel(kernel).compiled_for(*args)
-    compiled.run(*args, engine="pto")
-    compiled.run(*args, engine="host")
-    assert {key[0] for key in compiled.plans} == {"pto", "host"}, name
-    other = _rolled(args)
-    for engine in ("pto", "host"):
-        got, _ = compiled.run(*other, engine=engine)
-        want, _ = execute_flat(compiled.lowering, jax.tree.leaves(other), compiled=compiled._code(), engine=engine)
-        _same(got, jax.tree.unflatten(compiled.lowering.out_tree, want))

@@ -63,7 +63,7 @@ def test_jitted_replay_equals_the_engine(name, kernel, args):
     compiled = pj.kernel(kernel).lower(*args).compile()
     assert K._replay(compiled) is not None, "the schedule of a lowering test kernel depends on no data"
     got = jax.jit(compiled)(*args)
-    want, _ = compiled.run(*args, engine="pto")
+    want, _ = compiled.run(*args)
     assert_replay_matches(got, want, name)
 
 
@@ -74,7 +74,7 @@ def test_the_seed_example_lowers_to_plain_xla_and_matches_the_engine():
     f = pj.kernel(seed_kernel)
     _no_host_call(jax.jit(f).lower(a, b, w).as_text())
     _no_host_call(jax.jit(f).lower(a, b, w).compile().as_text())
-    want, _ = f.lower(a, b, w).compile().run(a, b, w, engine="pto")
+    want, _ = f.lower(a, b, w).compile().run(a, b, w)
     assert_replay_matches(jax.jit(f)(a, b, w), want, "seed")
 
 
@@ -85,7 +85,7 @@ def test_fuzz_sample(spec):
     compiled = pj.kernel(fn).lower(*args).compile()
     if K._replay(compiled) is None:           # a scalar input steers the host
         return
-    want, _ = compiled.run(*args, engine="pto")
+    want, _ = compiled.run(*args)
     assert_replay_matches(jax.jit(compiled)(*args), want, fuzz.describe(spec))
 
 
@@ -104,7 +104,7 @@ def test_rows_picked_by_data_in_16_bit_floats_equal_the_engine(dtype):
 
     compiled = pj.kernel(k).lower(x, idx, u).compile()
     assert "scf.if" in compiled.as_text("pto")
-    want, _ = compiled.run(x, idx, u, engine="pto")
+    want, _ = compiled.run(x, idx, u)
     assert_replay_matches(jax.jit(compiled)(x, idx, u), want, np.dtype(dtype).name)
 
 
@@ -127,7 +127,7 @@ def test_row_and_column_extremes_keep_the_first_zero_and_skip_nan():
     x[0, 13], x[2, 13] = -0.0, 0.0               # a column whose max is the first zero: -0.0
     compiled = pj.kernel(k).lower(x).compile()
     for arg in (plain, x):                       # no line that needs the scan; several that do
-        want, _ = compiled.run(arg, engine="pto")
+        want, _ = compiled.run(arg)
         got = jax.jit(compiled)(arg)
         assert_replay_matches(got, want, "extremes")
         for g, w in zip(got, want):
@@ -151,7 +151,7 @@ def test_row_folds_of_a_large_batch_run_in_chunks_and_equal_the_engine():
     assert 515 // (R.CHUNK_BYTES // (8 * 16 * 4)) >= 2 and 515 % (R.CHUNK_BYTES // (8 * 16 * 4))
     compiled = pj.kernel(k).lower(x).compile()
     assert {"pto.trowsum", "pto.trowprod"} <= set(compiled.as_text("pto").split())
-    want, _ = compiled.run(x, engine="pto")
+    want, _ = compiled.run(x)
     got = jax.jit(compiled)(x)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
@@ -305,7 +305,7 @@ def test_deepseek_kernels_replay_under_jit():
                      (sfa.fn, R.attention_inputs(B, S1, N, SEQ, TOPK, max_blocks=MAX_BLOCKS, seed=5))):
         compiled = pj.kernel(fn).lower(*args).compile()
         assert K._replay(compiled) is not None
-        want, _ = compiled.run(*args, engine="pto")
+        want, _ = compiled.run(*args)
         assert_replay_matches(jax.jit(compiled)(*args), want, compiled.name)
 
 
@@ -339,7 +339,7 @@ def test_the_replay_runs_on_a_gpu():
             return jnp.sum(jnp.maximum(x * 2.0 + 1.0, x), axis=1), y * 3 - (y > 0)
 
     compiled = pj.kernel(k).lower(x, y).compile()
-    want, _ = compiled.run(x, y, engine="pto")
+    want, _ = compiled.run(x, y)
     gpu = _gpus()[0]
     got = jax.jit(compiled)(jax.device_put(x, gpu), jax.device_put(y, gpu))
     assert all(leaf.devices() == {gpu} for leaf in jax.tree.leaves(got))

@@ -195,7 +195,8 @@ def test_failing_kernel_task_returns_no_output():
                  for s in kernel.body)
     broken = dataclasses.replace(compiled, kernels={**compiled.kernels, key: dataclasses.replace(kernel, body=body)})
     result = None
-    with pytest.raises(PtoTaskError, match=r"task \d+ 'sum\(\d,0\)' on AIV .* does not match the view"):
+    with pytest.raises(PtoTaskError, match=r"task \d+ 'sum\(\d,0\)' on AIV .* pto engine: function 'sum' line \d+: "
+                                           r"shape \[32, 32\] strides \[32, 1\] over a float32 pointer do not match"):
         result = execute(low, *args, compiled=broken, executor="threads")
     assert result is None
 

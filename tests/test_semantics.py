@@ -1,4 +1,5 @@
-"""The NumPy semantics of the tile instructions (ptojax.ascend.semantics) against the ops' JAX references.
+"""The tests' NumPy semantics of codegen's tile instructions (tests/plan_semantics.py, the reference
+interpreter's) against the ops' JAX references.
 
 Every instruction runs on random tiles over the dtypes its op accepts and two shapes (size-1 and odd),
 plus edge cases (wrap, NaN, ties, out-of-range indices, repeated indices). Each result must have the
@@ -15,10 +16,10 @@ import jax
 import numpy as np
 import pytest
 
+import plan_semantics as semantics
+from plan_semantics import SEMANTICS, execute
 from ptojax._jax import ShapedArray
-from ptojax.ascend import semantics
 from ptojax.ascend.cost import CUSTOM
-from ptojax.ascend.semantics import SEMANTICS, execute
 from ptojax.primitives import tile
 from ptojax.primitives._base import OPS
 from ptojax.primitives.tile import TILE_OPS
@@ -72,7 +73,7 @@ def test_matches_reference(name, args, params, tol, atol_scale):
 
 
 def test_every_compute_instruction_has_semantics():
-    compute = set(TILE_OPS) - MOVES
+    compute = set(TILE_OPS) - MOVES - set(CUSTOM)          # user-defined ones run their own
     assert set(SEMANTICS) == compute, (sorted(compute - set(SEMANTICS)), sorted(set(SEMANTICS) - compute))
     assert set(TILE_OPS) >= MOVES
 
@@ -88,7 +89,7 @@ def test_semantics_does_not_use_jax():
     tree = ast.parse(inspect.getsource(semantics))
     modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     modules |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert not any("jax" in m for m in modules), modules
+    assert not any(m.split(".")[0] == "jax" for m in modules), modules
 
 
 def test_execute_accepts_the_pto_prefix_and_rejects_moves():
@@ -165,33 +166,3 @@ def test_merge_topk_order_against_a_python_sort(dtype, largest):
             pairs.append(((not nan) if largest else nan, key, int(np.uint32(ix)), ix))
         want = [p[3] for p in sorted(pairs)][:10]
         assert got_i[row].tolist() == want, (row, got_i[row].tolist(), want)
-
-
-@pytest.mark.parametrize("dtype", [F32, F16], ids=["f32", "f16"])
-def test_elementwise_semantics_do_not_depend_on_the_array_size(dtype):
-    """An elementwise instruction gives each element the same bits on a large array as on small pieces
-    of it, NaN payloads too. (NumPy computes ``a * tmp`` as ``tmp *= a`` — the other NaN first — once the
-    temporary reaches 256 KiB; silu once did, and its batched lanes then differed from one instance.)"""
-    from ptojax.ascend.batched import _ELEMENTWISE
-
-    rng = np.random.default_rng(0)
-    n = 2**17
-    if dtype == F32:
-        bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
-        bits[::7] = rng.integers(0x7F800001, 0x7FFFFFFF, len(bits[::7]), dtype=np.uint64)   # NaNs, payloads
-    else:
-        bits = np.tile(np.arange(2**16, dtype=np.uint16), n // 2**16)
-    operands = (bits.view(dtype), np.roll(bits, 3).view(dtype), np.roll(bits, 11).view(dtype))
-    checked = []
-    with np.errstate(all="ignore"):
-        for name in sorted(_ELEMENTWISE):
-            for arity in (1, 2, 3):
-                try:
-                    whole = SEMANTICS[name](*operands[:arity])
-                except TypeError:                           # another arity, or params this check does not pass
-                    continue
-                pieces = [SEMANTICS[name](*(a[i:i + 64] for a in operands[:arity])) for i in range(0, n, 64)]
-                assert whole.tobytes() == np.concatenate(pieces).tobytes(), name
-                checked.append(name)
-                break
-    assert {"tadd", "tmul", "tsilu", "tsigmoid", "tclip", "tsel"} <= set(checked), checked

@@ -590,3 +590,33 @@ def test_vmap_over_tiles():
         args = (stacked, stacked.transpose(0, 2, 1)) if name == "tmatmul" else (stacked, stacked[::-1])
         got = jax.vmap(S[name])(*args)
         same(got[1], S[name](args[0][1], args[1][1]))
+
+
+@pytest.mark.parametrize("op", ["tmatmul", "tmatmul.acc", "tmatmul.bias"])
+@pytest.mark.parametrize("dtype", [F16, BF16, np.int8], ids=["f16", "bf16", "i8"])
+def test_numpy_matmul_folds_equal_the_jnp_semantics(op, dtype):
+    """The engine's NumPy matmuls (``ON_NUMPY``: 3 grid points at once, the right operand shared) give
+    each point the jnp semantics' bits — specials, -0.0 and int32 wrap-around included (a NaN, any
+    NaN: its sign is the CPU's) — and are used
+    only where exact: not on float32 operands, nor past ``NUMPY_MACS`` multiply-adds."""
+    from ptojax.ascend import tile_semantics as TS
+
+    if dtype == np.int8:
+        a, b = (RNG.integers(-128, 128, s).astype(np.int8) for s in ((3, 16, 4096), (4096, 24)))
+        acc, bias = RNG.integers(-2**31, 2**31, (3, 16, 24)).astype(np.int32), RNG.integers(-99, 99, (1, 24)).astype(np.int32)
+    else:
+        a, b = (RNG.standard_normal(s).astype(dtype) for s in ((3, 16, 40), (40, 24)))
+        a[0, 0, :3], a[1, 2, :] = [np.inf, np.nan, -0.0], -0.0
+        b[:, 5] = -0.0
+        acc, bias = RNG.standard_normal((3, 16, 24)).astype(F32), RNG.standard_normal((1, 24)).astype(F32)
+    ins = {"tmatmul": (a, b), "tmatmul.acc": (acc, a, b), "tmatmul.bias": (a, b, bias)}[op]
+    assert TS.ON_NUMPY_IF[op](*ins)
+    got = TS.ON_NUMPY[op](*ins, out=None)
+    want = np.stack([np.asarray(S[op](*(x[p] if x.ndim == 3 else x for x in ins), out=None)) for p in range(3)])
+    assert got.dtype == want.dtype
+    nan = np.isnan(want) if got.dtype.kind == "f" else np.zeros(want.shape, bool)
+    np.testing.assert_array_equal(np.isnan(got) if got.dtype.kind == "f" else nan, nan)   # a NaN's sign is the CPU's
+    bits = f"u{got.dtype.itemsize}"
+    np.testing.assert_array_equal(got.view(bits)[~nan], want.view(bits)[~nan])
+    wide = np.zeros((1, 1024, 4096), F16), np.zeros((4096, 8), F16)      # 2**25 multiply-adds
+    assert not TS.ON_NUMPY_IF["tmatmul"](*wide) and not TS.ON_NUMPY_IF["tmatmul"](a.astype(F32), b.astype(F32))

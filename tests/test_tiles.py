@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from ptojax.ascend import asm, isa
+from ptojax.ascend import asm, engine, isa, tile_semantics
+from ptojax.errors import PtoExecutionError
+from ptojax.mpmd import PtoTaskError
 
-from helpers import rand
+from helpers import bits, rand
 
 W32 = pj.tiles.window((32, 32))
 
@@ -190,7 +192,9 @@ def test_custom_op_end_to_end(scaled_exp):
     compiled = pj.kernel(scaled_exp_kernel).lower(x).compile()
     text = compiled.as_text("pto")
     assert "pto.tscaled_exp ins(" in text
-    np.testing.assert_allclose(np.asarray(compiled(x)), want, rtol=1e-6)             # the interpreter
+    eager = np.asarray(compiled(x))
+    np.testing.assert_allclose(eager, want, rtol=1e-6)                                # the interpreter
+    np.testing.assert_array_equal(bits(np.asarray(jax.jit(pj.kernel(scaled_exp_kernel))(x))), bits(eager))  # replay
     np.testing.assert_allclose(np.asarray(pj.kernel(scaled_exp_kernel, backend="xla")(x)), want, rtol=1e-6)
     # parsed back and priced on the VECTOR pipe as a MUL pass plus an EXP pass
     (kernel,) = [k for k in asm.parse(compiled.code.text) if k.name == "scaled_exp"]
@@ -210,7 +214,6 @@ def test_custom_op_cost_forms_and_default_semantics():
         t = asm.TileBuf("vec", "f32", 32, 32, 32, 32)
         instr = asm.Instr("tdouble_it", (asm.Operand("%t1", t),), (asm.Operand("%t2", t),))
         assert isa.cycles(instr, "a3") == ("VECTOR", 0.5 * 32 * 32 * 4)
-        np.testing.assert_array_equal(isa.execute("tdouble_it", np.ones((2, 2), np.float32)), np.full((2, 2), 2.0))
 
         def f(x):
             body = lambda i, ins, outs: [pj.tiles.store(outs[0], op(pj.tiles.load(ins[0], i, W32)), i, W32)]
@@ -218,6 +221,7 @@ def test_custom_op_cost_forms_and_default_semantics():
 
         x = rand((32, 64), np.float32, 6)
         np.testing.assert_array_equal(np.asarray(pj.kernel(f)(x)), x * 2)
+        np.testing.assert_array_equal(np.asarray(jax.jit(pj.kernel(f))(x)), x * 2)
     finally:
         pj.tiles.unregister_op("tdouble_it")
     with pytest.raises(pj.PtoArgumentError, match="already exists"):
@@ -226,6 +230,63 @@ def test_custom_op_cost_forms_and_default_semantics():
         pj.tiles.register_op("scaled", reference=jnp.exp)
     with pytest.raises(pj.PtoArgumentError, match="vector pass classes"):
         pj.tiles.register_op("tbad", reference=jnp.exp, cost=("NOPE",))
+
+
+def _one_op_kernel(op, grid=(1, 2)):
+    def f(x):
+        body = lambda i, ins, outs: [pj.tiles.store(outs[0], op(pj.tiles.load(ins[0], i, W32)), i, W32)]
+        return pj.tiles.grid(body, grid, x, jax.ShapeDtypeStruct(x.shape, x.dtype))
+    return f
+
+
+def test_custom_op_semantics_on_each_backend_and_after_unregistering():
+    """The simulator runs numpy= where given (eagerly and under jax.jit: the replay calls it back), the
+    XLA backend the jnp reference; an op unregistered is gone from the text engine, and registered
+    again under its name runs its new semantics."""
+    x = rand((32, 64), np.float32, 7)
+    op = pj.tiles.register_op("tbump", reference=lambda t: t + 1, numpy=lambda t: t + 2)
+    f = _one_op_kernel(op)
+    try:
+        np.testing.assert_array_equal(np.asarray(pj.kernel(f)(x)), x + 2)
+        np.testing.assert_array_equal(np.asarray(jax.jit(pj.kernel(f))(x)), x + 2)
+        np.testing.assert_array_equal(np.asarray(pj.kernel(f, backend="xla")(x)), x + 1)
+        text = pj.kernel(f).lower(x).compile().as_text("pto")
+    finally:
+        pj.tiles.unregister_op("tbump")
+    assert "tbump" not in tile_semantics.SEMANTICS and "tbump" not in tile_semantics.USER
+    (func,) = engine.parse(text).functions
+    with pytest.raises(PtoExecutionError, match="no semantics for pto.tbump"):
+        engine.run(text, func.name, [x, np.zeros_like(x)])
+    op = pj.tiles.register_op("tbump", reference=lambda t: t * 3)                       # the reference only
+    try:
+        f = _one_op_kernel(op)
+        np.testing.assert_array_equal(np.asarray(pj.kernel(f)(x)), x * 3)
+        np.testing.assert_array_equal(np.asarray(jax.jit(pj.kernel(f))(x)), x * 3)
+    finally:
+        pj.tiles.unregister_op("tbump")
+
+
+@pytest.mark.parametrize("cols", [2, 64])
+def test_a_fault_in_a_custom_op_names_its_grid_point(cols):
+    """A registered op that raises at one grid point of a batch of them: the error names that point's
+    task, the instruction and the op's own message."""
+    def check(x):
+        if (x > 100).any():
+            raise ValueError("a value above 100")
+        return x
+
+    op = pj.tiles.register_op("tcheck_small", reference=lambda x: x, numpy=check)
+    try:
+        x = np.zeros((128, 32 * cols), np.float32)
+        x[70, 40] = 101.0                                        # in the tile at grid point (2, 1)
+        compiled = pj.kernel(_one_op_kernel(op, (4, cols))).compiled_for(x)
+        with pytest.raises(PtoTaskError, match=rf"task {2 * cols + 1} 'lambda\(2,1\)'.*pto.tcheck_small failed: "
+                                               "ValueError: a value above 100"):
+            compiled.run(x)
+        out, _ = compiled.run(np.ones_like(x))
+        np.testing.assert_array_equal(out, np.ones_like(x))
+    finally:
+        pj.tiles.unregister_op("tcheck_small")
 
 
 # ---------------------------------------------------------------------------------------- errors

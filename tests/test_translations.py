@@ -379,3 +379,28 @@ def test_new_binary_ops_broadcast(name):
     op = getattr(pj.ops, name)
     for run in (op, pj.kernel(op)):
         np.testing.assert_array_equal(np.asarray(run(a, b)), want)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=["float32", "float16", "bfloat16"])
+def test_max_min_nan_from_either_operand_abs_of_minus_zero_and_exact_scalar_compares(dtype):
+    """``tmax`` / ``tmin`` pass only their first operand's NaN, ``tabs(-0.0)`` is -0.0 and ``tcmps``'s EQ / NE
+    are ``|x - s| < 1e-9``: the translations still give XLA's results, eagerly and under ``jax.jit``
+    (operands of one shape, a row and a column broadcast, in both orders)."""
+    rng = np.random.default_rng(19)
+    x, y = (rng.normal(size=(16, 40)).astype(dtype) for _ in range(2))
+    x[1, 2], y[3, 4], x[5, 6], y[5, 6] = np.nan, np.nan, np.inf, -np.inf
+    x[7, :8] = np.array([0.0, -0.0, 1e-30, -1e-30, 1e-12, np.inf, -np.inf, 2.0 ** -20], np.float32).astype(dtype)
+    row, col = y[:1].copy(), y[:, :1].copy()
+    row[0, 9], col[10, 0] = np.nan, np.nan
+    cases = [(op, a, b) for op in (jnp.maximum, jnp.minimum)
+             for a, b in ((x, y), (y, x), (x, row), (row, x), (x, col), (col, x))]
+    cases += [(lambda v: (jnp.abs(v), v == 0, v != 0, v == np.inf, v != -np.inf), x, None)]
+    for fn, a, b in cases:
+        args = (a,) if b is None else (a, b)
+        want = jax.tree.leaves(fn(*args))
+        for run in (pj.kernel(fn), jax.jit(pj.kernel(fn))):
+            for g, w in zip(jax.tree.leaves(run(*args)), want):
+                g, w = (np.asarray(v).astype(F32 if v.dtype != np.bool_ else np.bool_) for v in (g, w))
+                np.testing.assert_array_equal(g, w)          # (in float32: NumPy sees bfloat16 NaNs unequal)
+            if b is None:                           # abs: +0.0 (max / min of ±0: either zero, as XLA's vary)
+                np.testing.assert_array_equal(np.signbit(np.asarray(run(a)[0])), np.signbit(want[0]))

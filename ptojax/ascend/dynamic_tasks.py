@@ -19,8 +19,7 @@ from ..errors import PtoUnsupportedError
 from . import engine
 from .cost import function_time, load_l2_hit
 from .dynamic import SYMBOL, VALID, DynamicKernel
-from .program import AscendBackend
-from .textrun import block_index
+from .program import AscendBackend, block_index
 
 
 def bound_graph(dynamic: DynamicKernel, m: int):

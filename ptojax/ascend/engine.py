@@ -31,19 +31,25 @@ model, for each point:
   store adds to GM as ``tadd`` does);
 * every other instruction is ``tile_semantics.SEMANTICS[mnemonic]`` on the valid regions (scalars
   0-d, ``out=`` the destinations' ``ShapeDtypeStruct``s), its results written into the
-  destinations (tiles, or a ``vector`` output such as ``tmrgsort``'s executed counts, rebound).
+  destinations (tiles, or a ``vector`` output such as ``tmrgsort``'s executed counts, rebound);
+  a user's instruction (``pj.tiles.register_op``, :data:`~ptojax.ascend.tile_semantics.USER`) may
+  take a whole tensor view (a GM reader), and runs its NumPy semantics point by point where it has one.
 
 The batch: every tile is a byte buffer with a leading point axis, ``(n, rows*cols*itemsize)``; an
 index value is a Python int where the points agree, else one value per point (:class:`Each`); every
-instruction is its semantics once for all points — its jaxpr vmapped over the points, evaluated on
-NumPy where it is :func:`~ptojax.ascend.npeval.evaluable` (no XLA compile; NumPy computes every
-element alike, so each point gets one point's bits), else jitted (batch sizes rounded up to a power
-of two, so a form compiles once per bucket), or, where an operand must be concrete (it fixes a
-shape: ``tmrgsort``'s block length), point by point. GM is the NumPy arrays themselves: a load reads
-a window per point, a store writes the points' windows in point order. Control flow, loop bounds,
-tile shapes or views that differ between points stop the walk (:class:`_Split`, naming the groups of
-points that agree); a walk may record a tape of its steps over its tile buffers to run again
-(:mod:`ptojax.ascend.textbatch` decides which points walk together and keeps the tapes).
+instruction is its semantics once for all points — ``tile_semantics.ON_NUMPY``'s NumPy function where
+it has one (the sums' in-order folds; the matmuls NumPy computes exactly: no XLA compile), else its jaxpr vmapped over the points, evaluated on NumPy
+where it is :func:`~ptojax.ascend.npeval.evaluable` (no XLA compile; NumPy computes every element
+alike, so each point gets one point's bits; subnormals kept, as the simulator keeps them), else
+jitted (batch sizes rounded up to a power of two, so a form compiles once per bucket; XLA:CPU
+flushes subnormals there, so the elements of ``texp``/``tlog``/``trsqrt`` it may have flushed are
+computed again in double on NumPy, as the simulator computes them), or, where an operand must be
+concrete (it fixes a shape: ``tmrgsort``'s block length), point by point. GM is the NumPy arrays
+themselves: a load reads a window per point, a store writes the points' windows in point order.
+Control flow, loop bounds, tile shapes or views that differ between points stop the walk
+(:class:`_Split`, naming the groups of points that agree); a walk may record a tape of its steps over
+its tile buffers to run again (:mod:`ptojax.ascend.textbatch` decides which points walk together and
+keeps the tapes).
 
 Every fault is a :class:`PtoExecutionError` naming the function, the line and the instruction.
 """
@@ -53,17 +59,18 @@ import functools
 
 import jax
 import numpy as np
-from jax.extend import core as jax_core
 
+from .._jax import jaxpr_as_fun
 from . import npeval
 from .engine_parse import (DTYPES, Arith, Const, For, Function, If, Instr, Module, PtrType, Scalar, Stmt, Subset,
                            Tile, TileType, VectorType, View, ViewType, parse, subset_type, subset_valid)
-from .interpreter import PtoExecutionError
-from .tile_semantics import SEMANTICS
+from ..errors import PtoExecutionError
+from .tile_semantics import ON_NUMPY, ON_NUMPY_IF, SEMANTICS, USER, zn
 
 _ARITH = {"addi": lambda a, b: a + b, "subi": lambda a, b: a - b, "muli": lambda a, b: a * b,
           "divsi": lambda a, b: abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1),
           "remsi": lambda a, b: a - b * _ARITH["divsi"](a, b), "minsi": min, "maxsi": max}
+_ALWAYS = lambda *args, out=None: True  # noqa: E731 - an ON_NUMPY instruction without a condition
 _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
         "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 
@@ -358,6 +365,8 @@ def _plan(fn, args, out, attrs) -> tuple:
 
 def _apply(op: str, fn, args, out, attrs):
     """``fn(*args, out=out, **attrs)`` as :func:`_plan` decided for these operand shapes."""
+    if op in ON_NUMPY and ON_NUMPY_IF.get(op, _ALWAYS)(*args, out=out):
+        return ON_NUMPY[op](*args, out=out, **dict(attrs))
     try:
         key = (op, tuple(attrs), out, tuple((a.shape, a.dtype) for a in args),
                jax.config.read("jax_enable_x64"))   # x64: texp/tlog/trsqrt in double (another plan)
@@ -371,7 +380,7 @@ def _apply(op: str, fn, args, out, attrs):
         evaluate, tree = run
         return jax.tree.unflatten(tree, evaluate(args))
     if kind == "jit":
-        return run(*args)
+        return _unflushed(op, args, run(*args))
     if kind == "static":
         static, jitted = run
         try:
@@ -381,12 +390,41 @@ def _apply(op: str, fn, args, out, attrs):
     return fn(*args, out=out, **dict(attrs))
 
 
+# instructions the simulator computes in double and rounds once (tile_semantics): XLA:CPU, which runs
+# them jitted, flushes their subnormal operands and results to zero
+_WIDE = {"texp": np.exp, "tlog": np.log, "trsqrt": lambda v: 1.0 / np.sqrt(v)}
+_FLUSHED = (np.dtype(np.float32), DTYPES["bf16"])   # f16 values are normal float32 values: never flushed
+
+
+def _unflushed(op: str, args, res):
+    """``res``, the jitted result of ``op`` on ``args`` (its first operand the tile), with the elements
+    XLA:CPU may have flushed (a subnormal operand, a zero result) computed as the simulator computes
+    them: in double on NumPy, rounded once, subnormals kept (a choice per element, whatever the batch)."""
+    wide = _WIDE.get(op)
+    x = np.asarray(args[0]) if wide is not None and args else None
+    if x is None or x.dtype not in _FLUSHED or isinstance(res, tuple) or np.shape(res) != x.shape:
+        return res
+    res = np.asarray(res)
+    magnitude = np.abs(x.astype(np.float32))
+    redo = (res == 0) | ((magnitude < np.finfo(np.float32).tiny) & (magnitude > 0))
+    if not redo.any():
+        return res
+    res = np.array(res)
+    with np.errstate(all="ignore"):
+        res[redo] = wide(x[redo].astype(np.float64)).astype(res.dtype)
+    return res
+
+
 _FORMS: dict = {}   # (instruction, operand axes, shapes and dtypes, destinations, x64) -> (instruction, out, [plan])
 _VPLANS: dict = {}  # (mnemonic, attributes, out, operand point axes, shapes and dtypes, x64) -> plan, for every module
 
 
 def _vplanned(op, fn, args, axes, out, attrs):
     """:func:`_vplan` of an instruction form, kept for every instruction of that form in any module."""
+    if USER.get(op) is not None:                   # a user's NumPy semantics: on the host, point by point
+        return "host", USER[op]
+    if op in ON_NUMPY and ON_NUMPY_IF.get(op, _ALWAYS)(*args, out=out):   # all points at once on NumPy
+        return "numpy-op", ON_NUMPY[op]
     try:
         key = (op, attrs, out, axes, tuple((a.shape, a.dtype) for a in args), jax.config.read("jax_enable_x64"))
         found = _VPLANS.get(key)
@@ -424,12 +462,25 @@ def _vplan(op, fn, args, axes, out, attrs):
     if form is not None:
         _JITTED.add(form)
     if _bucket(len(args[axes.index(0)])) == len(args[axes.index(0)]):     # the traced jaxpr is the one to jit
-        traced, tree = jax_core.jaxpr_as_fun(closed), jax.tree.structure(shapes)
+        traced, tree = jaxpr_as_fun(closed), jax.tree.structure(shapes)
         return "jit", jax.jit(lambda *operands: jax.tree.unflatten(tree, traced(*operands)))
     return "jit", _jitted(op, attrs, out, axes) if form is not None else jax.jit(bound)
 
 
 _JITTED: set = set()   # instruction forms (all but the batch size) that run jitted
+
+
+def forget(op: str) -> None:
+    """Drop what is kept of instruction ``op`` (a user's, unregistered): its plans, and the parsed
+    modules whose instructions they hang on, so that an instruction of that name registered again runs."""
+    for table in (_PLANS, _VPLANS):
+        for key in [k for k in table if k[0] == op]:
+            del table[key]
+    _JITTED.difference_update([f for f in _JITTED if f[0] == op])
+    for key in [k for k, form in _FORMS.items() if form[0].op == op]:
+        del _FORMS[key]
+    _jitted.cache_clear()
+    parse.cache_clear()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -446,12 +497,17 @@ def _vapply(plan, op, fn, args, axes, out, attrs, n):
         evaluate, tree = run_
         return evaluate(args)[0] if tree.num_leaves == 1 and tree.num_nodes == 1 else \
             jax.tree.unflatten(tree, evaluate(args))
+    if kind == "numpy-op":
+        return run_(*args, out=out, **dict(attrs))
+    if kind == "host":
+        results = [run_(*(a[p] if ax == 0 else a for a, ax in zip(args, axes)), out=out, **dict(attrs))
+                   for p in range(n)]
+        return jax.tree.map(lambda *rs: np.stack(rs), *results)
     if kind == "jit":
         pad = _bucket(n) - n                       # more points: copies of the last, dropped after
-        if pad:
-            args = [np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]) if ax == 0 else a
-                    for a, ax in zip(args, axes)]
-        return jax.tree.map(lambda r: np.asarray(r)[:n], run_(*args))
+        padded = [np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]) if ax == 0 and pad else a
+                  for a, ax in zip(args, axes)]
+        return _unflushed(op, args, jax.tree.map(lambda r: np.asarray(r)[:n], run_(*padded)))
     results = [_apply(op, fn, [a[p] if ax == 0 else a for a, ax in zip(args, axes)], out, attrs)
                for p in range(n)]
     return jax.tree.map(lambda *rs: np.stack([np.asarray(r) for r in rs]), *results)
@@ -772,13 +828,22 @@ class _Run:
                 args.append(v.read()), axes.append(0)
             elif isinstance(v, (Each, Vec)):
                 args.append(v.v if isinstance(v, Each) else v.x), axes.append(0)
+            elif isinstance(v, _Gm) and s.op in USER:     # a user's GM reader: the tensor as it is now
+                shared = not isinstance(v.offset, np.ndarray)
+                args.append(v.one(v.flat, v.offset) if shared else v.loader(self.n)(v.flat))
+                axes.append(None if shared else 0)
             elif isinstance(v, _Gm):
                 raise self.error(s, "a tensor view is not an operand")
             else:
                 args.append(np.asarray(v)), axes.append(None)
         shapes = tuple((d.shape, d.dtype) if isinstance(d, _Tile) else (d.x.shape[1:], d.x.dtype) if isinstance(d, Vec)
                        else (d.shape, d.dtype) for d in outs)
-        axes = tuple(axes)
+        if 0 not in axes and any(isinstance(v, _Gm) for v in ins):    # GM differs between runs of a tape
+            axes = [0 if isinstance(v, _Gm) else a for v, a in zip(ins, axes)]
+            args = [np.broadcast_to(a, (self.n,) + a.shape) if isinstance(v, _Gm) else a for v, a in zip(ins, args)]
+        axes, attrs = tuple(axes), s.attrs
+        if s.op in USER:                            # a user's op sees the values of transposed L1 tiles
+            attrs += (("zn", tuple(isinstance(v, _Tile) and zn(v.type) for v in ins + outs)),)
         key = (id(s), axes, tuple((a.shape, a.dtype) for a in args), shapes, self.x64)
         form = _FORMS.get(key)
         if form is None or form[0] is not s:
@@ -790,12 +855,14 @@ class _Run:
         try:
             if 0 in axes:
                 if plan[0] is None:
-                    plan[0] = _vplanned(s.op, fn, args, axes, out, s.attrs)
-                res = _vapply(plan[0], s.op, fn, args, axes, out, s.attrs, self.n)
+                    plan[0] = _vplanned(s.op, fn, args, axes, out, attrs)
+                res = _vapply(plan[0], s.op, fn, args, axes, out, attrs, self.n)
             else:                                   # the same for every point: once
                 res = jax.tree.map(lambda r: np.broadcast_to(np.asarray(r), (self.n,) + np.shape(r)),
-                                   _apply(s.op, fn, args, out, s.attrs))
-        except (TypeError, ValueError, IndexError, KeyError) as err:
+                                   _apply(s.op, fn, args, out, attrs))
+        except Exception as err:                   # noqa: BLE001 - a user's semantics may raise anything
+            if s.op not in USER and not isinstance(err, (TypeError, ValueError, IndexError, KeyError)):
+                raise
             raise self.error(s, f"pto.{s.op} failed: {type(err).__name__}: {err}") from err
         res = res if isinstance(res, tuple) else (res,)
         if len(res) != len(outs):
@@ -811,21 +878,24 @@ class _Run:
                 self.env[name] = Vec(r.copy())
                 self.tape = None                   # vectors are rebound, not kept in buffers: no tape
         if self.tape is not None:
-            self.tape.append(self.replay_instr(s, fn, ins, args, axes, out, plan, outs))
+            self.tape.append(self.replay_instr(s, fn, ins, args, axes, out, plan, outs, attrs))
 
-    def replay_instr(self, s, fn, ins, args, axes, out, plan, outs):
+    def replay_instr(self, s, fn, ins, args, axes, out, plan, outs, attrs):
         """The tape's step for a semantics instruction: its operands read and its results written
         through views of the tiles' buffers."""
-        readers = [v.reader() if isinstance(v, _Tile) else (lambda a=a: a) for v, a in zip(ins, args)]
+        readers = [(lambda flats, r=v.reader(): r()) if isinstance(v, _Tile) else
+                   (lambda flats, v=v: v.one(flats[v.param], v.offset)) if isinstance(v, _Gm) and ax is None else
+                   (lambda flats, v=v, load=v.loader(self.n): load(flats[v.param])) if isinstance(v, _Gm) else
+                   (lambda flats, a=a: a) for v, a, ax in zip(ins, args, axes)]
         writers = [d.writer() for d in outs]
-        op, attrs, n = s.op, s.attrs, self.n
+        op, n = s.op, self.n
         if 0 not in axes:                          # constant operands: the results are too
             done = [np.array(d.read()) for d in outs]
             return lambda flats: [w(r) for w, r in zip(writers, done)]
         single = len(outs) == 1
 
         def step(flats):
-            res = _vapply(plan[0], op, fn, [r() for r in readers], axes, out, attrs, n)
+            res = _vapply(plan[0], op, fn, [r(flats) for r in readers], axes, out, attrs, n)
             if single:
                 writers[0](np.asarray(res[0] if isinstance(res, tuple) else res))
             else:

@@ -29,7 +29,7 @@ import numpy as np
 
 from .asm import DTYPES as _ASM_DTYPES
 from .asm import PtoAsmError
-from .interpreter import PtoExecutionError
+from ..errors import PtoExecutionError
 
 DTYPES = {**_ASM_DTYPES, "i64": np.dtype(np.int64), "ui8": np.dtype(np.uint8), "ui16": np.dtype(np.uint16),
           "ui32": np.dtype(np.uint32), "ui64": np.dtype(np.uint64)}

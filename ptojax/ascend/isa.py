@@ -1,6 +1,6 @@
 """Codegen's tile operations as one table: for each operation a planned block program holds, its
-pipe, operand locations, dtype rule, whether it maps to one real instruction or a sequence, its NumPy
-semantics (``semantics.py``, what host code runs) and its cost (``cost.py``).
+pipe, operand locations, dtype rule, whether it maps to one real instruction or a sequence, and its
+cost (``cost.py``).
 
 These are not the real ISA: a tile operation mirrors a tensor op (``tadd`` ↔ ``add``, ``tsum`` ↔ ``sum``
 with its ``axes``, ``tsoftmax``), and instruction selection (``isel/``) prints the real instructions
@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
-from ..errors import PtoUnsupportedError
+from ..errors import PtoCapacityError, PtoUnsupportedError
 from ..primitives import OPS
 from ..primitives import tile as T
-from . import asm, cost, semantics
+from . import asm, cost
 from .codegen import SCALAR_FORM
 
 _TILE = ("vec",)
@@ -76,23 +74,22 @@ def _table():
 TABLE: dict[str, Instruction] = _table()
 
 
-def register(mnemonic: str, *, semantics_fn, price, pipe: str = "VECTOR", dtypes=(), summary: str = "",
+def register(mnemonic: str, *, price, pipe: str = "VECTOR", dtypes=(), summary: str = "",
              operands: str = "tiles and scalar immediates -> tiles") -> Instruction:
-    """Add a user-defined instruction: its table entry, NumPy semantics (``semantics.SEMANTICS``) and
-    price (``cost.CUSTOM``: ``price(instr, target, l2_hit) -> (pipe, cycles, flops)``, plus GM bytes in
-    and out for an instruction that moves data). ``pj.tiles.register_op`` calls this."""
+    """Add a user-defined instruction: its table entry and price (``cost.CUSTOM``: ``price(instr,
+    target, l2_hit) -> (pipe, cycles, flops)``, plus GM bytes in and out for an instruction that moves
+    data). ``pj.tiles.register_op`` calls this."""
     if pipe not in cost.PIPES:
         raise PtoUnsupportedError(f"pto isa: pipe {pipe!r} of 'pto.{mnemonic}' is not one of {cost.PIPES}")
     entry = Instruction(mnemonic, pipe, f"user-defined: {operands}",
                         tuple(asm.dtype_name(d) for d in dtypes), False, summary or f"user-defined pto.{mnemonic}")
     TABLE[mnemonic] = entry
-    semantics.SEMANTICS[mnemonic] = semantics_fn
     cost.CUSTOM[mnemonic] = price
     return entry
 
 
 def unregister(mnemonic: str) -> None:
-    for table in (TABLE, semantics.SEMANTICS, cost.CUSTOM):
+    for table in (TABLE, cost.CUSTOM):
         table.pop(mnemonic, None)
 
 
@@ -117,22 +114,24 @@ def check(instr: asm.Instr, program: str) -> None:
                               f"allowed: {', '.join(entry.dtypes)}")
 
 
-def verify(kernel: asm.Kernel) -> None:
-    """Check every instruction of a kernel (loops included)."""
+def verify(kernel: asm.Kernel, memory=None) -> None:
+    """Check every instruction of a kernel (loops included) and, given the core's ``memory``
+    (:class:`~ptojax.lowering.memory.CoreMemory`), that every tile lies inside its buffer."""
     def walk(body):
         for stmt in body:
             if isinstance(stmt, asm.For):
                 walk(stmt.body)
             elif isinstance(stmt, asm.Instr):
                 check(stmt, kernel.name)
+            elif isinstance(stmt, asm.Alloc) and memory is not None:
+                t, size = stmt.type, memory.buffer(stmt.type.loc)
+                nbytes = t.rows * t.cols * t.np_dtype.itemsize
+                if stmt.addr < 0 or stmt.addr + nbytes > size:
+                    raise PtoCapacityError(f"pto isa: program '{kernel.name}': {stmt.name}, a tile of {nbytes} bytes at "
+                                           f"address {stmt.addr}, does not fit the {size}-byte {t.loc} buffer")
     walk(kernel.body)
 
 
 def cycles(instr: asm.Instr, target, *, l2_hit: float = 1.0) -> tuple[str, float]:
     """The pipe an instruction occupies and for how many cycles (``cost.instr_cost``)."""
     return cost.instr_cost(instr, target, l2_hit=l2_hit)
-
-
-def execute(mnemonic: str, *args, **params):
-    """Run an instruction's NumPy semantics (tile-scalar forms run their base instruction)."""
-    return semantics.execute(mnemonic, *(np.asarray(a) for a in args), **params)

@@ -10,7 +10,8 @@ evaluable: XLA runs those.
 from __future__ import annotations
 
 import numpy as np
-from jax.extend.core import Literal
+
+from .._jax import Literal
 
 
 def _broadcast(x, shape, broadcast_dimensions, **_):

@@ -1,17 +1,16 @@
 """A lowered kernel compiled for Ascend: PTO-AS text for every block program, and how it runs.
 
-``compile_kernel(lowering, memory)`` generates each block program's kernel, prints it, parses the
-text back and verifies it — the parsed kernels are what runs, so what is emitted is what executes.
-:class:`AscendBackend` hands block instances to the MPMD runtime: the interpreter runs a parsed
-kernel at each tile of the instance, and the cost model predicts its time.
+``compile_kernel(lowering, memory)`` generates each block program's kernel (codegen's plan: tiles,
+addresses, instructions), prints it, parses the text back and verifies it; instruction selection
+prints the plans as one real PTO-AS module (:meth:`AscendKernel.pto`). :class:`AscendBackend` hands
+tasks to the MPMD runtime: their bodies interpret that module (:mod:`~ptojax.ascend.engine`: what
+``ptoas`` accepts is what runs), and the cost model predicts their time.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
 import math
-import os
 
 import numpy as np
 
@@ -23,10 +22,6 @@ from . import asm, isa, isel, targets
 from .autotask import points_per_task
 from .ptoas import assemble
 from .codegen import codegen
-from .hostcode import host_kernel
-from .lanecode import lane_kernel
-from .batched import extents, run_batch
-from .interpreter import Core, run
 
 
 # What AscendKernel.costs prices by default: the real module's instructions ("pto") or codegen's ("codegen").
@@ -46,21 +41,12 @@ class AscendKernel:
     _costs: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # (target, on) -> {key: BlockCost};
     #                                                 (target, key, HBM fraction) -> BlockCost;
     #                                                 (target, key, HBM fraction, phase, tiles) -> a task's
-    _extents: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # key -> {location: bytes}
-    _host: dict = dataclasses.field(default_factory=dict, init=False, repr=False)     # key -> HostKernel or None
-    _lanes: dict = dataclasses.field(default_factory=dict, init=False, repr=False)    # key -> LaneKernel or None
     _pto: dict = dataclasses.field(default_factory=dict, init=False, repr=False)      # (arch, level) -> module text
     _functions: dict = dataclasses.field(default_factory=dict, init=False, repr=False)  # arch -> {key: Function};
     #                                                                                   ("tasks", arch) -> task functions
 
     def kernel(self, part) -> asm.Kernel:
         return self.kernels[(part.program.name, tuple(part.shape))]
-
-    def extents(self, key) -> dict:
-        """Bytes of each core buffer that kernel ``key``'s tiles reach, computed once."""
-        if key not in self._extents:
-            self._extents[key] = extents(self.kernels[key])
-        return self._extents[key]
 
     def _task_sizes(self) -> list[int]:
         return [self.tasks.get(key, 1) for key in self.kernels]
@@ -79,30 +65,6 @@ class AscendKernel:
         """The C++ for the pto-isa tile library that Huawei's ``ptoas`` makes of :meth:`pto`
         (:func:`~ptojax.ascend.ptoas.assemble`; ``PTOAS`` or ``ptoas`` on PATH)."""
         return assemble(self.pto(arch, level), arch=arch, level=level, insert_sync=insert_sync)
-
-    def host(self, key):
-        """Kernel ``key`` as host code (:func:`~ptojax.ascend.hostcode.host_kernel`), made once;
-        None where the interpreter runs it."""
-        if key not in self._host:
-            self._host[key] = host_kernel(self.kernels[key], self.memory)
-        return self._host[key]
-
-    def lanes(self, key):
-        """Kernel ``key`` as lane code (:func:`~ptojax.ascend.lanecode.lane_kernel`), made once; None
-        where independent instances run one after another on host code or as the interpreter's lanes."""
-        if key not in self._lanes:
-            self._lanes[key] = lane_kernel(self.host(key), self.memory)
-        return self._lanes[key]
-
-    def host_text(self) -> str:
-        """The host code of every program (its ``// program`` header, then the Python function), and its
-        lane code (the ready tasks of one block call at once)."""
-        out = []
-        for key, kernel in self.kernels.items():
-            host, lanes = self.host(key), self.lanes(key)
-            out.append(f"{kernel.header()}\n{host.source if host else '# no host code: runs on the interpreter'}")
-            out.append(f"# lane code\n{lanes.source}" if lanes else "# no lane code: ready tasks run one by one")
-        return "\n".join(out)
 
     def costs(self, target, on: str | None = None) -> dict:
         """Each kernel's predicted block cost on ``target``, computed once: priced ``on`` the real
@@ -250,7 +212,7 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE, target=
                 continue
             text = asm.emit(codegen(part.program, part.shape, memory, pids[id(part.program)]))
             (parsed,) = asm.parse(text)
-            isa.verify(parsed)
+            isa.verify(parsed, memory)
             kernels[key] = parsed
             n = part.tiles_per_block
             if n == 0 and target is not None:                   # "auto"
@@ -261,85 +223,58 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE, target=
     return AscendKernel(lowering, memory, kernels, "\n".join(texts), tasks)
 
 
-_LANE_CODE_MIN = 8                  # block instances that run as lanes of lane code; fewer run on host code
-_LANE_CODE_BYTES = 64 << 10         # core-buffer bytes of an instance above which it does not run as lane code
-_LANES_MIN = 64                     # the same without lane code: on the interpreter's lanes (~50-100 µs per
-                                    # instruction; host code ~1 µs per instruction and instance)
-_THREADS = min(os.cpu_count() or 1, 4)  # a batch of many independent instances is shared by this many threads
-_BYTES_PER_THREAD = 6 << 20         # core-buffer bytes a thread's share of a batch takes at least (NumPy releases
-                                    # the GIL in its loops, but handing the GIL over costs: small batches stay on one)
-_LANE_BYTES = 64 << 20              # core-buffer bytes of one batch's lanes (larger batches run in chunks)
+def block_index(index, grid) -> int:
+    """Grid point ``index`` as ``pto.get_block_idx`` numbers it: row-major over ``grid`` (missing
+    trailing dims of the grid are 1)."""
+    grid = tuple(grid) + (1,) * (len(index) - len(grid))
+    flat = 0
+    for i, size in zip(index, grid):
+        if not 0 <= i < size:
+            raise ValueError(f"grid point {tuple(index)} is outside the grid {grid}")
+        flat = flat * int(size) + int(i)
+    return flat
 
 
-@functools.cache
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    return concurrent.futures.ThreadPoolExecutor(_THREADS - 1, thread_name_prefix="ptojax-lanes")
+class _Blocks:
+    """A task's body: function ``name`` of the parsed module at block indices ``blocks``, in order (the
+    grid points together where the text allows: :func:`~ptojax.ascend.textbatch.run`, bit for bit the
+    engine's point-after-point result)."""
 
+    __slots__ = ("backend", "name", "blocks", "arrays")
 
-class _Instances:
-    """A task's body: block instances at grid points ``points`` of one kernel, on a core, with their GM arrays."""
+    def __init__(self, backend, name, blocks, arrays):
+        self.backend, self.name, self.blocks, self.arrays = backend, name, blocks, arrays
 
-    __slots__ = ("kernel", "host", "points", "arrays")
+    def __call__(self, core=None) -> None:
+        from . import textbatch
 
-    def __init__(self, kernel: asm.Kernel, host, points, arrays):
-        self.kernel, self.host, self.points, self.arrays = kernel, host, points, arrays
-
-    def __call__(self, core) -> None:
-        if self.host is not None:
-            return self.host(core, self.points, self.arrays)
-        for index in self.points:
-            run(self.kernel, index, self.arrays, core, verified=True)
-
-
-class _InstanceBatch:
-    """Runs many block instances of one kernel (equal tile counts) at once, their tiles at position j
-    together, for j in order: as the lanes of lane code from ``_LANE_CODE_MIN`` instances (of at most
-    ``_LANE_CODE_BYTES`` of tiles each), else as the interpreter's lanes from ``_LANES_MIN``
-    (:func:`~ptojax.ascend.batched.run_batch`); fewer instances, one call of the host code over all
-    their tiles, instance after instance."""
-
-    def __init__(self, compiled: AscendKernel, key, arrays):
-        self.kernel, self.extent, self.memory = compiled.kernels[key], compiled.extents(key), compiled.memory
-        self.host, self.lane, self.arrays = compiled.host(key), compiled.lanes(key), arrays
-        self.lane_bytes = max(1, sum(self.extent.values()))
-        if self.lane_bytes > _LANE_CODE_BYTES:          # large tiles: few calls per byte, and one instance's
-            self.lane = None                            # tiles stay in cache (a K chain's accumulator)
-        self.chunk = max(1, _LANE_BYTES // self.lane_bytes)
-
-    def lanes(self, point_lists) -> None:
-        for c in range(0, len(point_lists), self.chunk):         # lane buffers stay within _LANE_BYTES
-            for j in range(len(point_lists[c])):
-                points = [each[j] for each in point_lists[c:c + self.chunk]]
-                if self.lane is not None:
-                    self.lane(points, self.arrays)
-                else:
-                    run_batch(self.kernel, points, self.arrays, self.memory, self.extent, verified=True)
-
-    def __call__(self, point_lists, core) -> None:
-        if self.host is not None and len(point_lists) < (_LANES_MIN if self.lane is None else _LANE_CODE_MIN):
-            return self.host(core, [index for each in point_lists for index in each], self.arrays)
-        shares = min(_THREADS, len(point_lists) * len(point_lists[0]) * self.lane_bytes // _BYTES_PER_THREAD)
-        if shares < 2:
-            return self.lanes(point_lists)
-        cut = [len(point_lists) * i // shares for i in range(shares + 1)]
-        futures = [_pool().submit(self.lanes, point_lists[a:b]) for a, b in zip(cut[1:-1], cut[2:])]
-        try:
-            self.lanes(point_lists[:cut[1]])
-        finally:                                                # never leave a share running on an error
-            concurrent.futures.wait(futures)
-        for f in futures:
-            f.result()
+        textbatch.run(self.backend.module, self.name, self.arrays, self.blocks)
 
 
 class AscendBackend:
-    """Runs block instances on the MPMD runtime: the parsed kernels, the interpreter and the cost model.
+    """Runs tasks on the MPMD runtime and prices them: each grid point of a task is one call of its
+    program's function in the kernel's real module for ``arch``, its block index the point's row-major
+    position in the part's grid (as ``pto.get_block_idx`` gives it); a task of a program with a task
+    function (:mod:`~ptojax.ascend.isel.task`) is one call of that function, its block index the task's
+    number, so the loads it keeps resident run as the text has them. The module is printed and parsed
+    when a body first runs (a profile without computing needs neither).
 
     (The runtime's Backend protocol, met structurally: the Ascend layer does not import the runtime.)
     """
 
-    def __init__(self, compiled: AscendKernel, target):
-        self.compiled, self.target = compiled, target
+    def __init__(self, compiled: AscendKernel, target, arch: str = "a3"):
+        self.compiled, self.target, self.arch = compiled, target, arch
         self.l2_bytes = target.l2_bytes
+        names = [name for name, _ in compiled.entries()]
+        self.names = dict(zip(compiled.kernels, names))
+        self.task_names = dict(zip(compiled.grouped(), names[len(compiled.kernels):]))
+
+    @functools.cached_property
+    def module(self):
+        """The kernel's real module, parsed by the engine."""
+        from .engine_parse import parse
+
+        return parse(self.compiled.pto(self.arch))
 
     def _task_cost(self, part, points, hbm: float) -> tuple[float, int, int]:
         """(seconds, GM bytes in, GM bytes out) of the task of ``part`` over the grid points ``points``."""
@@ -356,11 +291,17 @@ class AscendBackend:
         ``hbm`` of its reads from HBM (:meth:`AscendKernel.task_cost`: resident loads read once)."""
         return self._task_cost(part, points, hbm)[:2]
 
-    def task(self, part, points, arrays):
+    def _body(self, part, points, arrays) -> _Blocks:
         key = (part.program.name, tuple(part.shape))
+        grid, n = self.compiled.kernels[key].grid, self.compiled.tasks.get(key, 1)
+        first = block_index(points[0], grid) if points else 0
+        if key in self.task_names and first % n == 0 and len(points) <= n:
+            return _Blocks(self, self.task_names[key], [first // n], arrays)
+        return _Blocks(self, self.names[key], [block_index(p, grid) for p in points], arrays)
+
+    def task(self, part, points, arrays):
         seconds, bytes_in, bytes_out = self._task_cost(part, points, 0.0)
-        body = _Instances(self.compiled.kernels[key], self.compiled.host(key), points, arrays)
-        return body, seconds, int(bytes_in + bytes_out)
+        return self._body(part, points, arrays), seconds, int(bytes_in + bytes_out)
 
     def points_per_task(self, part) -> int:
         """``tiles_per_block="auto"``: the count :func:`compile_kernel` chose by the cost model
@@ -368,11 +309,17 @@ class AscendBackend:
         return self.compiled.tasks.get((part.program.name, tuple(part.shape)), 1)
 
     def batch(self, part, arrays):
-        return _InstanceBatch(self.compiled, (part.program.name, tuple(part.shape)), arrays)
+        """Many tasks of ``part`` at once: one walk per function over all their blocks, tasks in order."""
+        def run(tile_lists, core=None):
+            bodies = [self._body(part, points, arrays) for points in tile_lists]
+            for name in dict.fromkeys(b.name for b in bodies):
+                _Blocks(self, name, [i for b in bodies if b.name == name for i in b.blocks], arrays)()
+        return run
 
     def copy_cost(self, nbytes: int) -> float:
         """A GM-to-GM copy reads and writes every byte through HBM."""
         return self.target.gm_read_latency / self.target.clock_hz + 2 * nbytes / self.target.hbm_bytes_per_s
 
-    def worker(self) -> Core:
-        return Core(self.compiled.memory)
+    def worker(self) -> None:
+        """No per-worker state: a body's tiles live in the engine's walk."""
+        return None

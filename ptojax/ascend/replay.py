@@ -17,6 +17,8 @@ written functionally:
   (:mod:`~ptojax.ascend.strided`), else runs of consecutive elements: a dynamic slice where the
   points agree, one gather or scatter window per run where they differ;
 * tiles and GM tensors of floats narrower than 32 bits are held as their bits (:func:`storage`);
+* a user's instruction (``pj.tiles.register_op``) reads a whole tensor view as its GM operand; its
+  NumPy semantics, where it has one, is called back on the host (``jax.pure_callback``);
 * ``scf.for`` is a ``lax.fori_loop`` over the tiles (unrolled where it is short, where its body
   stores into GM of a batch, or where a shape in it depends on the counter); ``scf.if`` on a traced
   condition runs both blocks, each writing tiles only for the points it runs for (one point:
@@ -48,9 +50,9 @@ from jax import lax
 from .engine import _ARITH, _CMP, _bits, _fits, _typed, alias_valid, scalar_arith
 from .engine_parse import (DTYPES, Arith, Const, For, Function, If, Instr, PtrType, Scalar, Stmt, Subset, Tile,
                            TileType, View, ViewType, subset_valid)
-from .interpreter import PtoExecutionError
+from ..errors import PtoExecutionError
 from .strided import apply_store, gather, scatter
-from .tile_semantics import SEMANTICS
+from .tile_semantics import SEMANTICS, USER, zn
 
 UNROLL = 1          # loop trips (and serial grid points) unrolled rather than run as a fori_loop
 UNROLL_MAX = 256    # the most trips unrolled where a fori_loop cannot do (stores of a batch, shapes per trip)
@@ -434,6 +436,11 @@ def _batched(op: str, attrs: tuple, out: tuple, static: tuple):
     if op in _WHOLE and static[0] is None:
         fn = _WHOLE[op](op, fn, out)
     return jax.jit(fn)
+
+
+def forget(op: str) -> None:
+    """Drop the traced instruction forms (a user's instruction ``op`` unregistered)."""
+    _batched.cache_clear()
 
 
 # ----------------------------------------------------------------------------------------- walk
@@ -916,6 +923,8 @@ class Walk:
             elif isinstance(v, Ix):
                 dt = DTYPES.get(v.type, np.dtype(np.int32))
                 args.append(v.traced(self.n).astype(np.int32 if dt.itemsize > 4 else dt)), axes.append(0)
+            elif isinstance(v, GmView) and s.op in USER:    # a user's GM reader: the tensor per point
+                args.append(self.gm_read(s, v.key, v.dtype, v.offset, v.offsets())), axes.append(0)
             elif isinstance(v, (GmView, tuple)):
                 raise self.error(s, f"{name} is not a tile or a scalar")
             elif jnp.issubdtype(np.asarray(v).dtype, jnp.floating):   # per point: vmap would broadcast it after
@@ -932,14 +941,16 @@ class Walk:
                 specs.append((tuple(shape), np.dtype(x.dtype)))
             else:
                 raise self.error(s, f"destination {name} is neither a tile nor a vector")
-        out = tuple(specs)
+        out, attrs = tuple(specs), s.attrs
+        if s.op in USER:                            # a user's op sees the values of transposed L1 tiles
+            attrs += (("zn", tuple(isinstance(v, TileView) and zn(v.type) for v in ins + outs)),)
         try:
             if any(a == 0 for a in axes):
                 static = tuple(None if a == 0 else (np.dtype(x.dtype), np.shape(x), np.asarray(x).tobytes())
                                for a, x in zip(axes, args))
-                res = _batched(s.op, s.attrs, out, static)(*(x for a, x in zip(axes, args) if a == 0))
+                res = _batched(s.op, attrs, out, static)(*(x for a, x in zip(axes, args) if a == 0))
             else:
-                call = _form(s.op, s.attrs, out, tuple((None,) * len(args)))
+                call = _form(s.op, attrs, out, tuple((None,) * len(args)))
                 res = jax.tree.map(lambda r: jnp.broadcast_to(r, (self.n,) + jnp.shape(r)), call(*args))
         except (TypeError, ValueError, IndexError, KeyError) as err:
             raise self.error(s, f"pto.{s.op} failed: {type(err).__name__}: {err}") from err

@@ -17,7 +17,7 @@ import numpy as np
 from jax import lax
 
 from .engine_parse import Function
-from .interpreter import PtoExecutionError
+from ..errors import PtoExecutionError
 from .replay import UNROLL, Ix, Serial, Unroll, Walk, reinterpret, storage, store_held, vary, varying_axes
 
 
@@ -82,7 +82,7 @@ class PlanBackend:
 
     def __init__(self, compiled, arch: str = "a3"):
         from . import engine, isel
-        from .textrun import block_index
+        from .program import block_index
 
         self.module = engine.parse(compiled.pto(arch))
         self.names = dict(zip(compiled.kernels, isel.symbols(list(compiled.kernels.values()))))

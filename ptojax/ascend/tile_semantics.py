@@ -23,6 +23,9 @@ Numerics worth knowing (details in each docstring):
   ``_Float16`` arithmetic rounds each result). ``texp/tlog/tsqrt/trsqrt`` are computed by the
   simulator in double and rounded once; here in float64 when ``jax_enable_x64`` is on, else in
   float32 (``tsqrt`` is then still exact; ``texp/tlog/trsqrt`` on float32 tiles can differ by an ulp).
+* Subnormals are IEEE's (the simulator is g++ without fast-math); XLA:CPU flushes them to zero, so
+  these functions under XLA do too; the eager engine keeps them (:data:`ON_NUMPY`, NumPy-evaluated
+  jaxprs, and ``texp``/``tlog``/``trsqrt`` elements XLA may have flushed computed again in double).
   Under ``jax.jit`` of a whole program, run XLA with ``--xla_allow_excess_precision=false`` so it
   does not skip the f16/bf16 rounding between instructions.
 * ``tmax/tmin`` are ``std::max/std::min``: ``a < b ? b : a`` — NaN only propagates from ``src0``
@@ -149,7 +152,10 @@ def _binary_op(name: str, fn: Callable):
 def _scalar_op(name: str, fn: Callable):
     def op(src, scalar, *tmp, out=None):
         a = _a(src)
-        return fn(a, _a(scalar).astype(a.dtype))
+        s = _a(scalar).astype(a.dtype)
+        if name in ("add", "sub") and _is_float(a.dtype):
+            s = lax.optimization_barrier(s)     # XLA folds x + 0.0 to x: -0.0 + 0.0 is +0.0
+        return fn(a, s)
     op.__name__ = f"t{name}s"
     op.__doc__ = (f"``t{name}s(src, scalar)``: ``{name}(src, scalar)``; the scalar is first converted "
                   "to the tile dtype (the simulator's ``DType scalar`` parameter).")
@@ -473,6 +479,35 @@ def tcolsum(src, *tmp, isBinary=False, out=None):
     x = _a(src)
     dt = _out_dtype(out, x.dtype)
     return _sum(x, 0, dt, dt)[None, :]
+
+
+def _np_sum(x, axis: int, out_dt, acc_dt):
+    """:func:`_sum` on NumPy, ``x`` with any leading (grid point) axes: the same in-order fold from +0
+    (``np.add.accumulate`` adds left to right), IEEE subnormals kept where XLA:CPU flushes them."""
+    x = np.asarray(x)
+    if not _is_float(acc_dt) or x.shape[axis] == 0:
+        return np.sum(x.astype(acc_dt), axis=axis, keepdims=True, dtype=acc_dt).astype(out_dt)
+    with np.errstate(all="ignore"):
+        total = np.take(np.add.accumulate(x.astype(acc_dt), axis=axis), [-1], axis=axis)
+    return np.where(total == 0, np.zeros((), acc_dt), total).astype(out_dt)
+
+
+def _np_rowsum(src, *tmp, out=None):
+    dt = _out_dtype(out, np.asarray(src).dtype)
+    return _np_sum(src, -1, dt, _sum_acc(dt))
+
+
+def _np_colsum(src, *tmp, isBinary=False, out=None):
+    dt = _out_dtype(out, np.asarray(src).dtype)
+    return _np_sum(src, -2, dt, dt)
+
+
+# instruction -> its semantics on NumPy operands with leading grid point axes, which the eager engine
+# runs: the jnp functions' in-order folds bit for bit on normal values, subnormals kept where XLA:CPU
+# flushes them (and a loop XLA runs far faster than NumPy runs its jaxpr); the matmuls where NumPy
+# computes them exactly (:func:`_np_exact`), the rest go to XLA (the engine asks :data:`ON_NUMPY_IF`)
+ON_NUMPY: dict[str, Callable] = {"trowsum": _np_rowsum, "tcolsum": _np_colsum}
+ON_NUMPY_IF: dict[str, Callable] = {}
 
 
 @_register("trowprod")
@@ -823,6 +858,55 @@ def _acc_dtype(lhs, out):
     return _out_dtype(out, I32 if _dt(_a(lhs)) == I8 else F32)
 
 
+NUMPY_MACS = 1 << 24   # multiply-adds of a 16-bit float matmul (all its grid points) that NumPy folds in
+#                      about 10 ms: more, and one XLA compile of the form (~0.5 s) pays for itself
+
+
+def _np_exact(lhs, rhs, *rest, out=None) -> bool:
+    """Whether :func:`_np_mmad` computes this matmul: int8 operands (exact in int64, wrapped as int32
+    wraps), or 16-bit float operands (every product exact in float32, so each fma is one rounded add)
+    with at most :data:`NUMPY_MACS` multiply-adds."""
+    a, b = np.asarray(lhs), np.asarray(rhs)
+    if a.dtype == I8 and b.dtype == I8:
+        return True
+    macs = int(np.prod(np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,)))) * a.shape[-1] * b.shape[-1]
+    return a.dtype in (F16, BF16) and b.dtype in (F16, BF16) and macs <= NUMPY_MACS
+
+
+def _np_mmad(lhs, rhs, acc_dt):
+    """:func:`_mmad` on NumPy (operands with any leading grid point axes), where :func:`_np_exact`."""
+    a, b = np.asarray(lhs), np.asarray(rhs)
+    if not _is_float(acc_dt):
+        return np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(acc_dt)
+    a32, b32 = a.astype(F32), b.astype(F32)
+    acc = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])), F32)
+    with np.errstate(all="ignore"):
+        for k in range(a.shape[-1]):                    # from +0.0, k in order: acc + a_k * b_k
+            acc = acc + a32[..., :, k:k + 1] * b32[..., k:k + 1, :]
+    return acc.astype(acc_dt)
+
+
+def _np_tmatmul(lhs, rhs, *, out=None):
+    return _np_mmad(lhs, rhs, _out_dtype(out, I32 if np.asarray(lhs).dtype == I8 else F32))
+
+
+def _np_tmatmul_acc(acc, lhs, rhs, *, out=None):
+    acc = np.asarray(acc)
+    with np.errstate(all="ignore"):
+        return acc + _np_mmad(lhs, rhs, acc.dtype)
+
+
+def _np_tmatmul_bias(lhs, rhs, bias, *, out=None):
+    prod = _np_tmatmul(lhs, rhs, out=out)
+    with np.errstate(all="ignore"):
+        return prod + np.asarray(bias)[..., :1, :prod.shape[-1]].astype(prod.dtype)
+
+
+ON_NUMPY.update({"tmatmul": _np_tmatmul, "tmatmul.acc": _np_tmatmul_acc, "tmatmul.bias": _np_tmatmul_bias})
+ON_NUMPY_IF.update({"tmatmul": _np_exact, "tmatmul.acc": lambda acc, *ab, out=None: _np_exact(*ab),
+                    "tmatmul.bias": lambda lhs, rhs, bias, out=None: _np_exact(lhs, rhs)})
+
+
 @_register("tmatmul")
 def tmatmul(lhs, rhs, *, out=None):
     """``lhs @ rhs`` into the accumulator: i8·i8 → i32 exactly; f16/bf16/f32 → f32 by a sequential
@@ -1002,4 +1086,79 @@ def tgather(src, indices=None, *tmp, maskPattern=None, out=None):
     return jnp.where(ok, got, jnp.zeros_like(got)).astype(_out_dtype(out, x.dtype))
 
 
-__all__ = ["SEMANTICS", "mask_shape"]
+# ------------------------------------------------------------------------ user-defined instructions
+USER: dict[str, Callable | None] = {}   # a user's instruction -> its NumPy semantics, None: its jnp reference
+
+
+def zn(t) -> bool:
+    """Whether tile type ``t`` is an L1 tile of a transposed matmul operand (``zn``: selection loads
+    it through a ``dn`` view, in the transposed shape): it holds the transpose of its value."""
+    return t.loc == "mat" and t.blayout == "row_major" and t.slayout == "col_major"
+
+
+def register(name: str, reference: Callable, numpy: Callable | None = None) -> None:
+    """Add user-defined instruction ``name`` (``pj.tiles.register_op``) to :data:`SEMANTICS`: its
+    ``reference`` (jnp: traced, vmapped and jitted as the built-ins are) or, where given, ``numpy``
+    (run on the host on one grid point's operands at a time, :data:`USER`; under a trace through
+    ``jax.pure_callback``). A first operand may be a whole GM tensor (a GM reader). The results are
+    reshaped to the destinations' valid regions (their dtypes must match); attribute ``zn`` (one
+    flag per operand, then per destination: :func:`zn` tiles) transposes those operands and results."""
+    if numpy is None:
+        def fn(*operands, out=None, zn=(), **attrs):
+            return _flipped(name, reference, operands, out, zn, attrs, jnp)
+        USER[name] = None
+    else:
+        def host(*operands, out=None, zn=(), **attrs):
+            with np.errstate(all="ignore"):
+                return _flipped(name, numpy, [np.asarray(o) for o in operands], out, zn, attrs, np)
+
+        def fn(*operands, out=None, **attrs):
+            if out is None or not any(isinstance(o, jax.core.Tracer) for o in operands):
+                return host(*operands, out=out, **attrs)
+            return jax.pure_callback(functools.partial(host, out=out, **attrs), out, *operands,
+                                     vmap_method="sequential")
+        USER[name] = host
+    SEMANTICS[name] = fn
+
+
+def unregister(name: str) -> None:
+    USER.pop(name, None)
+    SEMANTICS.pop(name, None)
+
+
+def _flipped(name: str, fn, operands, out, flags, attrs, xp):
+    """``fn`` on ``operands`` where the flagged ones (tiles of :func:`zn` type) are transposed, its
+    results fitted to ``out`` (the flagged destinations: to their transposes, then transposed)."""
+    if not any(flags):
+        return _fitted(name, fn(*operands, **attrs), out, xp)
+    flags = tuple(flags) + (False,) * (len(operands) + len(out if isinstance(out, tuple) else (out,)))
+    operands = [xp.swapaxes(o, -1, -2) if f else o for o, f in zip(operands, flags)]
+    outs = out if isinstance(out, tuple) else (out,)
+    at = flags[len(operands):]
+    logical = tuple(jax.ShapeDtypeStruct(o.shape[::-1], o.dtype) if f and o is not None else o
+                    for o, f in zip(outs, at))
+    res = _fitted(name, fn(*operands, **attrs), logical if isinstance(out, tuple) else logical[0], xp)
+    res = res if isinstance(out, tuple) else (res,)
+    res = tuple(xp.swapaxes(r, -1, -2) if f else r for r, f in zip(res, at))
+    return res if isinstance(out, tuple) else res[0]
+
+
+def _fitted(name: str, result, out, xp):
+    """A user's ``result`` (an array or a sequence of them) as the destinations ``out`` take it."""
+    outs = out if isinstance(out, tuple) else (out,)
+    res = tuple(result) if isinstance(result, (list, tuple)) else (result,)
+    if len(res) != len(outs):
+        raise ValueError(f"pto.{name} gave {len(res)} results for {len(outs)} destinations")
+    fitted = []
+    for r, o in zip(res, outs):
+        r = xp.asarray(r)
+        if o is not None:
+            if np.dtype(r.dtype) != np.dtype(o.dtype) or int(np.prod(r.shape)) != int(np.prod(o.shape)):
+                raise ValueError(f"pto.{name} gave {np.dtype(r.dtype).name}{list(r.shape)} for a destination of "
+                                 f"{np.dtype(o.dtype).name}{list(o.shape)}")
+            r = r.reshape(o.shape)
+        fitted.append(r)
+    return tuple(fitted) if isinstance(out, tuple) else fitted[0]
+
+
+__all__ = ["SEMANTICS", "USER", "mask_shape", "register", "unregister"]

@@ -191,7 +191,7 @@ def atan(x):
     atan((|x| - 1) / (|x| + 1))``; then an odd polynomial on ``|t| <= tan(π/8)``."""
     a = ops.abs(x)
     big, mid = ops.gt(a, _TAN_3PI_8), ops.gt(a, _TAN_PI_8)
-    t = ops.where(big, ops.neg(ops.reciprocal(a)),
+    t = ops.where(big, ops.neg(ops.reciprocal(ops.where(big, a, F32(1)))),      # no zero divisor
                   ops.where(mid, ops.div(ops.sub(a, F32(1)), ops.add(a, F32(1))), a))
     base = ops.where(big, F32(np.pi / 2), ops.mul(ops.cast(mid, np.float32), F32(np.pi / 4)))
     z = ops.mul(t, t)
@@ -204,25 +204,39 @@ def _negative(v):
     return ops.logical_or(ops.lt(v, F32(0)), ops.lt(ops.reciprocal(v), F32(0)))
 
 
-def atan2(y, x):
-    """``atan(|y| / |x|)`` (or ``π/2 - atan(|x| / |y|)`` past the diagonal) moved to ``x``'s side and
-    given ``y``'s sign; zeros and infinities as C's ``atan2`` (±0 / -0 is ±π, inf / inf is π/4)."""
-    ax, ay = ops.abs(x), ops.abs(y)
+def _first_quadrant(ay, ax):
+    """``atan2(ay, ax)`` for ``ay, ax >= 0``: ``atan`` of the smaller over the larger (``π/2 - `` it past
+    the diagonal), 0 at 0 / 0 and π/4 at inf / inf; no divisor is zero (pto-isa's simulator asserts)."""
     steep = ops.gt(ay, ax)
-    a = atan(ops.where(steep, ops.div(ax, ay), ops.div(ay, ax)))
+    larger = ops.where(steep, ay, ax)
+    a = atan(ops.div(ops.where(steep, ax, ay), ops.where(ops.eq(larger, F32(0)), F32(1), larger)))
     a = ops.where(steep, ops.sub(F32(np.pi / 2), a), a)
     a = ops.where(ops.logical_and(ops.eq(ax, F32(0)), ops.eq(ay, F32(0))), F32(0), a)
-    a = ops.where(ops.logical_and(ops.eq(ax, F32(np.inf)), ops.eq(ay, F32(np.inf))), F32(np.pi / 4), a)
+    return ops.where(ops.logical_and(ops.eq(ax, F32(np.inf)), ops.eq(ay, F32(np.inf))), F32(np.pi / 4), a)
+
+
+def atan2(y, x):
+    """The first quadrant's angle of ``|y|, |x|`` moved to ``x``'s side and given ``y``'s sign; zeros and
+    infinities as C's ``atan2`` (±0 / -0 is ±π, inf / inf is π/4)."""
+    a = _first_quadrant(ops.abs(y), ops.abs(x))
     a = ops.where(_negative(x), ops.sub(_PI, a), a)
     return ops.where(_negative(y), ops.neg(a), a)
 
 
+def _cos_of_asin(x):
+    """``sqrt(1 - x²)`` as ``sqrt((1 - x)(1 + x))``: +0 at ±1, NaN past them."""
+    return ops.sqrt(ops.mul(ops.sub(F32(1), x), ops.add(F32(1), x)))
+
+
 def asin(x):
-    return atan2(x, ops.sqrt(ops.mul(ops.sub(F32(1), x), ops.add(F32(1), x))))
+    """``atan2(|x|, sqrt(1 - x²))`` given ``x``'s sign (±0 stays itself: no ``1 / x`` to tell -0)."""
+    return _odd(x, _first_quadrant(ops.abs(x), _cos_of_asin(x)))
 
 
 def acos(x):
-    return atan2(ops.sqrt(ops.mul(ops.sub(F32(1), x), ops.add(F32(1), x))), x)
+    """``atan2(sqrt(1 - x²), |x|)``, ``π -`` it for negative x (at ±0 both are π/2)."""
+    a = _first_quadrant(_cos_of_asin(x), ops.abs(x))
+    return ops.where(ops.lt(x, F32(0)), ops.sub(_PI, a), a)
 
 
 def _half_exp(a):
@@ -276,7 +290,9 @@ def cbrt(x):
     """``exp(log|x| / 3)`` with one Newton step ``r - (r - |x| / r²) / 3`` (no r³: it would underflow for
     subnormal x), signed; zeros, infinities and NaN are their own."""
     a = ops.abs(x)
+    own = ops.logical_or(ops.eq(a, F32(0)), ops.eq(a, F32(np.inf)))
+    a = ops.where(own, F32(1), a)                # no zero divisor r² (pto-isa's simulator asserts)
     r = ops.exp(ops.mul(ops.log(a), F32(1 / 3)))
     r = ops.sub(r, ops.mul(ops.sub(r, ops.div(a, ops.mul(r, r))), F32(1 / 3)))
     r = ops.where(ops.lt(x, F32(0)), ops.neg(r), r)
-    return ops.where(ops.logical_or(ops.eq(a, F32(0)), ops.eq(a, F32(np.inf))), x, r)
+    return ops.where(own, x, r)

@@ -75,7 +75,7 @@ class Lowering:
 
     def as_text(self, level: str = "block") -> str:
         """A readable dump of one level: ``tensor``, ``tile``, ``block``, ``traced``, or any level a
-        backend registered in :data:`TEXT` (the Ascend backend adds ``pto`` and ``host``)."""
+        backend registered in :data:`TEXT` (the Ascend backend adds ``pto``)."""
         if level not in TEXT:
             raise PtoArgumentError(f"pto lowering: no text for level {level!r}; available: {sorted(TEXT)}")
         self._needs_sizes(level)

@@ -10,6 +10,7 @@ float32 and round once.
 """
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 
 from ..primitives import cast as C
@@ -74,6 +75,9 @@ def _staged_arg(x, op, axis, keepdims, limit, step):
         return OPS[op](x, axis, keepdims=keepdims)
     chunks, chunk = _chunked(x, _EXTREMUM[op], axis, limit, step)
     best = OPS[_EXTREMUM[op]](chunks, axis + 1)                      # (..., runs, ...)
+    if jnp.issubdtype(x.dtype, jnp.floating):                        # a chunk holding a NaN: NaN
+        held = R.amax(C.cast(E.ne(chunks, chunks), np.float32), axis + 1)  # (the extremum skips NaN)
+        best = E.where(E.gt(held, np.float32(0)), np.array(np.nan, x.dtype), best)
     at = OPS[op](chunks, axis + 1)
     runs = best.shape[axis]
     which = _staged_arg(best, op, axis, True, limit, step)           # (..., 1, ...): the first best chunk

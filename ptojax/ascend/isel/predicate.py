@@ -79,7 +79,18 @@ def nonzero(sel, src: str, name: str):
         sel.convert(src, widened_src, "RINT")
         src = widened_src
     src = full(sel, src)
-    sel.print("tcmps", [src, sel.const(0, wide)], [sel.mask_for(name, sel.types[src])], {"cmpMode": "ne"})
+    _compare_scalar(sel, src, 0, "ne", sel.mask_for(name, sel.types[src]))
+
+
+def _compare_scalar(sel, src: str, value, mode: str, out: str):
+    """``out`` := the mask of ``src <mode> value`` for a whole-row tile ``src``. ``tcmps``'s float EQ / NE
+    are ``|x - s| < 1e-9`` (tiny values equal 0, inf unequal inf), so those compare with a filled tile."""
+    dtype = sel.types[src].dtype
+    if mode in ("eq", "ne") and dtype in ("f32", "f16", "bf16"):
+        filled = sel.like(src)
+        sel.print("texpands", [sel.const(value, dtype)], [filled])
+        return sel.print("tcmp", [src, filled], [out], {"cmpMode": mode})
+    sel.print("tcmps", [src, sel.const(value, dtype)], [out], {"cmpMode": mode})
 
 
 def settled(sel, name: str) -> bool:
@@ -114,10 +125,9 @@ def compare(sel, s, ins, outs):
     if not isinstance(sel.types[a], asm.TileBuf):
         a, b, mode = b, a, _SWAP[mode]
     if not isinstance(sel.types[b], asm.TileBuf):
-        dtype = sel.types[a].dtype
         a = full(sel, widened(sel, a))
         out = sel.mask_for(outs[0], sel.types[a])
-        sel.print("tcmps", [a, sel.const(sel.values[b], _WIDE.get(dtype, dtype))], [out], {"cmpMode": mode})
+        _compare_scalar(sel, a, sel.values[b], mode, out)
     else:
         shape_a, shape_b = sel.shape(s, 0, a), sel.shape(s, 1, b)
         out_shape = tuple(np.broadcast_shapes(shape_a, shape_b))
@@ -162,9 +172,24 @@ def select_where(sel, src: str, mode: str, value, a: str, b: str, out: str):
     in a dtype compares and selects take."""
     src = full(sel, src)
     compared = sel.mask_for(sel.fresh("p"), sel.types[src])
-    sel.print("tcmps", [src, sel.const(value, sel.types[src].dtype)], [compared], {"cmpMode": mode})
+    _compare_scalar(sel, src, value, mode, compared)
     (compared,), (a, b, whole) = aligned(sel, [compared], [a, b, out])
     sel.print("tsel", [compared, a, b, sel.like(whole)], [whole])
+
+
+def nan_or(sel, src: str, other: str, out: str):
+    """``out := where(isnan(src), src, other)`` (``tcmp ne`` of ``src`` with itself, then ``tsel``) for
+    float tiles of one valid shape."""
+    dtype = sel.types[out].dtype
+    result = sel.like(out, dtype=_WIDE[dtype]) if sel.narrow(out) else out
+    src, other = widened(sel, src), widened(sel, other)
+    whole = full(sel, src)
+    nan = sel.mask_for(sel.fresh("p"), sel.types[whole])
+    sel.print("tcmp", [whole, whole], [nan], {"cmpMode": "ne"})
+    (nan,), (src, other, picked) = aligned(sel, [nan], [src, other, result])
+    sel.print("tsel", [nan, src, other, sel.like(picked)], [picked])
+    if result != out:
+        sel.convert(result, out, "RINT", saturate=False)
 
 
 def widened(sel, name: str, wide=_WIDE) -> str:

@@ -254,28 +254,59 @@ def mgather(sel, s, ins, outs):
             sel.print("tload", [src], [dst])
 
 
+def _element_plan(sel, s, view, tile, count, what):
+    """The pointer of 1-D GM tensor ``view`` (unit stride), checked against ``tile`` of ``count``
+    elements."""
+    made = next((st for st in sel.kernel.body if isinstance(st, asm.MakeView) and st.name == view), None)
+    t = sel.types[tile]
+    if made is None or made.strides[0] != "%c1":            # codegen names index constants %c<value>
+        sel.fail(s, "of single elements of a strided or unknown GM tensor")
+    if t.v_row * t.v_col != count:
+        sel.fail(s, f"with a {t.v_row}x{t.v_col} {what} for {count} elements")
+    return made.ptr
+
+
+def _position(sel, q, t):
+    """Element ``q`` of tile type ``t``'s valid region as its offset in the buffer."""
+    if t.v_row == 1:
+        return q
+    return _arith(sel, "addi", _arith(sel, "muli", _arith(sel, "divsi", q, t.v_col), t.cols), _arith(sel, "remsi", q, t.v_col))
+
+
 def _element_gather(sel, s, view, idx, out, n, count):
     """Elements of a 1-D GM tensor (a lookup table): ``pto.load_scalar`` from its pointer and
     ``pto.tsetval`` into the destination, zero out of range."""
-    made = next((st for st in sel.kernel.body if isinstance(st, asm.MakeView) and st.name == view), None)
-    to = sel.types[out]
-    if made is None or made.strides[0] != "%c1":            # codegen names index constants %c<value>
-        sel.fail(s, "of single elements from a strided or unknown GM tensor")
-    if to.v_row * to.v_col != count:
-        sel.fail(s, f"with a {to.v_row}x{to.v_col} destination for {count} elements")
-    ptr = f"!pto.ptr<{to.dtype}>"
+    ptr, to = _element_plan(sel, s, view, out, count, "destination"), sel.types[out]
     _zero(sel, out)
     q, loop = _for(sel, count)
     with loop:
         value = _index(sel, s, idx, q, count)
         with _block(sel, f"scf.if {_in_range(sel, value, n)}"):
             element = sel.fresh("re")
-            sel.lines.append(f"{element} = pto.load_scalar {made.ptr}[{_as_index(sel, value)}] : {ptr} -> {to.dtype}")
-            pos = q
-            if to.v_row > 1:
-                pos = _arith(sel, "addi", _arith(sel, "muli", _arith(sel, "divsi", q, to.v_col), to.cols),
-                             _arith(sel, "remsi", q, to.v_col))
-            sel.lines.append(f"pto.tsetval ins({pos}, {element} : index, {to.dtype}) outs({out} : {to})")
+            sel.lines.append(f"{element} = pto.load_scalar {ptr}[{_as_index(sel, value)}] : "
+                             f"!pto.ptr<{to.dtype}> -> {to.dtype}")
+            sel.lines.append(f"pto.tsetval ins({_position(sel, q, to)}, {element} : index, {to.dtype}) outs({out} : {to})")
+
+
+def _element_scatter(sel, s, view, idx, src, n, count):
+    """Elements into a 1-D GM tensor in index order: each read from the source tile (``pto.tgetval``),
+    set into a one-element tile (``pto.tsetval``) and stored (``pto.tstore``, ``atomic_add`` when it
+    accumulates) to a one-element ``pto.partition_view`` at its index; out-of-range indices write
+    nothing."""
+    _element_plan(sel, s, view, src, count, "source")
+    ts = sel.types[src]
+    cell = sel.alloc(asm.TileBuf("vec", ts.dtype, 1, 32 // ts.np_dtype.itemsize, 1, 1))
+    attr = " {atomicType = #pto<atomic_type atomic_add>}" if s.attr("accumulate") else ""
+    q, loop = _for(sel, count)
+    with loop:
+        value = _index(sel, s, idx, q, count)
+        with _block(sel, f"scf.if {_in_range(sel, value, n)}"):
+            element = sel.fresh("re")
+            sel.types[element] = ts.dtype
+            sel.lines.append(f"{element} = pto.tgetval ins({src}, {_position(sel, q, ts)} : {ts}, index) outs : {ts.dtype}")
+            sel.lines.append(f"pto.tsetval ins({_idx(sel, 0)}, {element} : index, {ts.dtype}) outs({cell} : {sel.types[cell]})")
+            dst = _gm_row(sel, view, [], _as_index(sel, value))
+            sel.lines.append(f"pto.tstore ins({cell} : {sel.types[cell]}) outs({dst} : {sel.types[dst]}){attr}")
 
 
 @rule("mscatter")
@@ -288,6 +319,8 @@ def mscatter(sel, s, ins, outs):
     axis = s.attr("axis", 0) % len(shape)
     shapes = s.attr("shapes")
     count = math.prod(shapes[0]) if shapes else sel.types[idx].v_col
+    if len(shape) == 1:
+        return _element_scatter(sel, s, view, idx, rows, shape[0], count)
     lead, m = _row_plan(sel, s, shape, axis, count, rows, "source")
     tr = sel.types[rows]
     attr = " {atomicType = #pto<atomic_type atomic_add>}" if s.attr("accumulate") else ""

@@ -15,7 +15,7 @@ through (an ``scf.for`` over rows when there are several, ``pto.subset`` row vie
 2. an i32 index row beside it (seen as ``ui32`` by ``tsort32``): ``tci`` iota for ``ttopk`` (``-1``
    after the data), the candidates' own indices for ``merge_topk`` (``-1`` in the gaps) —
    ``tsort32`` breaks ties by that index ascending, which is the lower-index-first rule of
-   :func:`ptojax.ascend.semantics.topk` / ``merge_topk``;
+   ``lax.top_k`` (and of the top-k merge after it);
 3. ``tsort32`` into 32-struct runs (f16: one per 32-value block, see :meth:`_RowSort.sort32`),
    single-list ``tmrgsort`` rounds (``blockLen`` = 32·4^i structs) merging them four at a time, and
    a final 2- or 3-list ``tmrgsort`` when ``m > 1``;
@@ -124,8 +124,8 @@ class _RowSort:
         self.largest, self.dtype = largest, dtype
         self.e = struct_elems(dtype)
         self.pitch = 2 ** math.ceil(math.log2(row_pitch(n, dtype))) if lists > 1 else None
-        self.p, self.m, self.j = padded_length(lists * self.pitch if lists > 1 else max(n, k),
-                                               self.pitch or 1)
+        self.p, self.m, self.j = padded_length(max(lists * self.pitch if lists > 1 else n, k),   # k past
+                                               self.pitch or 1)                             # the data: -inf
         self.kp = row_pitch(k, dtype)
         if self.kp > self.p:
             sel.fail(s, f"k={k} past the {self.p}-value sort row")

@@ -11,7 +11,7 @@ from . import predicate
 from .broadcast import broadcast_rows, by_row_runs, fuses, grouped, in_groups, operand
 from .rows import from_rows, one_per_row, row_major
 from .rules import rule
-from .selector import is_column, matrix
+from .selector import is_column, matrix, vec_tile
 
 _ROUNDING = {"rint": "RINT", "round": "ROUND", "floor": "FLOOR", "ceil": "CEIL", "trunc": "TRUNC"}
 _BINARY = {"tadd": "add", "tsub": "sub", "tmul": "mul", "tdiv": "div", "tmax": "max", "tmin": "min", "tfmod": "fmod",
@@ -36,11 +36,26 @@ def unary(sel, s, ins, outs):
 @rule(*_BINARY)
 def binary(sel, s, ins, outs):
     """Tile-tile arithmetic on operands of one shape, or one broadcast along rows / columns (compared as
-    the 2-D matrices the tiles hold); a scalar operand takes the tile-scalar form."""
-    op = s.op
+    the 2-D matrices the tiles hold); a scalar operand takes the tile-scalar form. Float ``max`` / ``min``
+    take NaN from either operand, as JAX's: ``tmax`` / ``tmin`` (``std::max``) pass only ``src0``'s, so
+    the other operand's NaNs are selected in after."""
     a, b = ins
     if not isinstance(sel.types[a], asm.TileBuf) or not isinstance(sel.types[b], asm.TileBuf):
-        return scalar_binary(sel, s, ins, outs, _BINARY[op], scalar_first=not isinstance(sel.types[a], asm.TileBuf))
+        return scalar_binary(sel, s, ins, outs, _BINARY[s.op], scalar_first=not isinstance(sel.types[a], asm.TileBuf))
+    if s.op not in ("tmax", "tmin") or sel.types[outs[0]].dtype not in _FLOATS:
+        return _tile_binary(sel, s, ins, outs)
+    shapes = [sel.shape(s, i, n) for i, n in enumerate(ins)]
+    out_shape = tuple(np.broadcast_shapes(*shapes))
+    to = sel.types[outs[0]]
+    src1 = 0 if matrix(shapes[0]) != (to.v_row, to.v_col) == matrix(shapes[1]) else 1   # after the swap below
+    plain = sel.like(outs[0])
+    _tile_binary(sel, s, ins, [plain])
+    predicate.nan_or(sel, operand(sel, s, ins[src1], shapes[src1], out_shape), plain, outs[0])
+
+
+def _tile_binary(sel, s, ins, outs):
+    op = s.op
+    a, b = ins
     shape_a, shape_b = (sel.shape(s, i, n) for i, n in enumerate(ins))
     sa, sb = matrix(shape_a), matrix(shape_b)
     to = sel.types[outs[0]]
@@ -69,8 +84,10 @@ def binary(sel, s, ins, outs):
 
 @rule("tabs")
 def absolute(sel, s, ins, outs):
-    if sel.types[ins[0]].dtype in _FLOATS:
-        return sel.emit("tabs", ins, outs)
+    dtype = sel.types[ins[0]].dtype
+    if dtype in _FLOATS:                        # tabs(-0.0) is -0.0 (x < 0 ? -x : x); + 0.0 makes it +0.0
+        sel.emit("tabs", ins, outs)
+        return sel.emit("tadds", [outs[0], sel.const(0.0, dtype)], outs)
     neg = sel.like(outs[0])                     # integers: |x| = max(x, -x) (no integer tabs)
     sel.emit("tmuls", [ins[0], sel.const(-1, sel.types[ins[0]].dtype)], [neg])
     sel.emit("tmax", [ins[0], neg], outs)
@@ -150,7 +167,9 @@ def cvt(sel, s, ins, outs):
     if s.attr("dtype") == "i1":                 # x -> bool: x != 0
         predicate.nonzero(sel, ins[0], outs[0])
         return predicate.settle(sel, outs[0])
-    sel.convert(ins[0], outs[0], _ROUNDING[s.attr("rounding", "rint")], s.attr("saturate"))
+    integer = sel.types[outs[0]].dtype in ("i8", "ui8", "i16", "i32")
+    saturate = s.attr("saturate") if integer else None      # into a float: overflow is inf, NaN stays NaN
+    sel.convert(ins[0], outs[0], _ROUNDING[s.attr("rounding", "rint")], saturate)
 
 
 
@@ -167,37 +186,162 @@ def reduce(sel, s, ins, outs):
     if s.attr("dtype") is not None and s.attr("dtype") != sel.types[src].dtype:
         sel.fail(s, f"accumulating {sel.types[src].dtype} in {s.attr('dtype')}")
     real = {a for a in axes if shape[a] > 1}
-    rows_axes = {a for a in range(len(shape) - 1) if shape[a] > 1}
-    by_row = len(shape) - 1 in real
-    by_col = bool(real - {len(shape) - 1})
-    if by_col and real - {len(shape) - 1} != rows_axes:
-        sel.fail(s, f"over axes {sorted(axes)} of a {list(shape)} tile (some leading axes kept)")
-    rows, cols = matrix(shape)
     arg = kind in ("argmax", "argmin")
     if not real:                                 # nothing to reduce: a copy (an index of 0)
         if arg:
             return sel.emit("texpands", [sel.const(0, to.dtype)], [out])
         return sel.copy(src, out)
+    if arg and sel.types[src].dtype in _FLOATS:
+        return _nan_first(sel, s, kind, src, out, lambda k, x, o: _reduce(sel, s, k, x, shape, real, o))
+    _reduce(sel, s, kind, src, shape, real, out)
+
+
+def _reduce(sel, s, kind: str, src: str, shape, real: set, out: str):
+    """``out`` := ``kind`` of ``src`` over the (longer than one) axes ``real`` with the real
+    instructions' NaN rule (a NaN counts only as a row's or column's first element)."""
+    to = sel.types[out]
+    arg = kind in ("argmax", "argmin")
+    rows_axes = {a for a in range(len(shape) - 1) if shape[a] > 1}
+    by_row = len(shape) - 1 in real
+    by_col = bool(real - {len(shape) - 1})
+    if by_col and real - {len(shape) - 1} != rows_axes:
+        return _some_rows(sel, s, kind, src, shape, real, out)
+    rows, cols = matrix(shape)
     if is_column(sel.types[src]):                # a value per row: reduce the row it also is
         src, rows, cols, by_row, by_col = sel.row(src), 1, rows, True, False
+    if by_row and not by_col and 1 not in (to.v_row, to.v_col):     # R results kept as a matrix:
+        per_row = sel.like(src, cols=1, dtype=to.dtype)                # a column, regrouped
+        sel.emit(f"trow{kind}", [src, sel.like(src)], [per_row])
+        return relayout(sel, s, per_row, out)
     if by_row and not by_col:
         return sel.emit(f"trow{kind}", [src, sel.like(src)], [sel.as_column(out, to, rows)])
-    if by_col and not by_row and arg and sel.types[src].dtype not in _FLOATS:
-        flipped = sel.like(src, rows=cols, cols=rows)      # integer column arg-reductions: rows of the transpose
-        sel.emit("ttrans", [src, sel.like(src)], [flipped])
-        result = sel.like(flipped, cols=1, dtype=to.dtype)
-        sel.emit(f"trow{kind}", [flipped, sel.like(flipped)], [result])
-        return sel.copy(result, out)
     if by_col and not by_row:
-        result = out if (to.v_row, to.v_col) == (1, cols) else sel.like(src, rows=1, dtype=to.dtype)
-        sel.emit(f"tcol{kind}", [src, *([sel.like(src)] if arg else [])], [result])
-        return sel.copy(result, out)
+        return _by_columns(sel, kind, src, out)
     if arg:
         sel.fail(s, f"over every axis of a {list(shape)} tile")
     per_row = sel.like(src, cols=1, dtype=to.dtype)
     sel.emit(f"trow{kind}", [src, sel.like(src)], [per_row])
     values = sel.row(per_row)                    # then the row of the R per-row results
     sel.emit(f"trow{kind}", [values, sel.like(values)], [sel.as_cell(out, to)])
+
+
+def _as_wide_rows(sel, kind: str, src: str, n: int, inner: int, out: str):
+    """``out`` (``inner`` rows) := the reduction of ``src``'s ``n`` blocks of ``inner`` rows, the
+    same bytes viewed as ``n`` rows of ``inner`` rows each and reduced by columns."""
+    ts, to = sel.types[src], sel.types[out]
+    width = inner * ts.v_col
+    _by_columns(sel, kind, sel.reshape(src, asm.TileBuf("vec", ts.dtype, n, width, n, width)),
+                sel.reshape(out, asm.TileBuf("vec", to.dtype, 1, width, 1, width)))
+
+
+def _regrouped(sel, s, kind: str, src: str, outer: int, n: int, inner: int, out: str):
+    """A reduction over the middle ``n`` of a value per row (``outer x n x inner`` of them): the
+    values regrouped as rows of ``inner`` (or of ``n`` when ``inner`` is 1, a row reduction), reduced,
+    and the results regrouped as a value per row (:func:`relayout`)."""
+    shape, kept = ((outer, n, inner), (outer, inner)) if inner > 1 else ((outer, n), (outer, 1))
+    work = sel.alloc(vec_tile(*matrix(shape), sel.types[src].dtype))
+    relayout(sel, s, src, work)
+    result = sel.alloc(vec_tile(*kept, sel.types[out].dtype))
+    _reduce(sel, s, kind, work, shape, {1}, result)
+    relayout(sel, s, result, out)
+
+
+def _nan_first(sel, s, kind: str, src: str, out: str, reduce):
+    """``argmax`` / ``argmin`` of floats as JAX defines them: the first NaN's index where one is. The
+    real instructions skip a NaN past the first element, so the NaNs' flags (``tcmp ne`` of ``src``
+    with itself, ``tsel`` of 1 / 0) reduce too (``max``: any, ``argmax``: the first) and a ``tsel``
+    picks between that index and the plain one."""
+    wide = predicate.widened(sel, src)
+    dtype = sel.types[wide].dtype
+    ones, zeros, flags = sel.like(wide), sel.like(wide), sel.like(wide)
+    sel.print("texpands", [sel.const(1.0, dtype)], [ones])
+    sel.print("texpands", [sel.const(0.0, dtype)], [zeros])
+    whole = predicate.full(sel, wide)
+    nan = sel.mask_for(sel.fresh("p"), sel.types[whole])
+    sel.print("tcmp", [whole, whole], [nan], {"cmpMode": "ne"})
+    (nan,), (ones, zeros, selected) = predicate.aligned(sel, [nan], [ones, zeros, flags])
+    sel.print("tsel", [nan, ones, zeros, sel.like(selected)], [selected])
+    to = sel.types[out]
+    seen, plain, first = (sel.alloc(vec_tile(to.v_row, to.v_col, d)) for d in (dtype, to.dtype, to.dtype))
+    reduce("max", flags, seen)
+    reduce("argmax", flags, first)
+    reduce(kind, src, plain)
+    predicate.select_where(sel, seen, "ne", 0.0, first, plain, out)
+
+
+def _by_columns(sel, kind: str, src: str, out: str):
+    """``out`` := the reduction of each column of ``src`` (``tcol*``; integer arg-reductions as row
+    reductions of the transpose)."""
+    ts, to = sel.types[src], sel.types[out]
+    rows, cols = ts.v_row, ts.v_col
+    arg = kind in ("argmax", "argmin")
+    if arg and ts.dtype not in _FLOATS:
+        flipped = sel.like(src, rows=cols, cols=rows)
+        sel.emit("ttrans", [src, sel.like(src)], [flipped])
+        result = sel.like(flipped, cols=1, dtype=to.dtype)
+        sel.emit(f"trow{kind}", [flipped, sel.like(flipped)], [result])
+        return sel.copy(result, out)
+    result = out if (to.v_row, to.v_col) == (1, cols) else sel.like(src, rows=1, dtype=to.dtype)
+    sel.emit(f"tcol{kind}", [src, *([sel.like(src)] if arg else [])], [result])
+    return sel.copy(result, out)
+
+
+def _some_rows(sel, s, kind: str, src: str, shape, real: set, out: str):
+    """A reduction over some leading axes that keeps others: the rows are ``outer x n x inner`` (``n``
+    the reduced axes, consecutive; the last axis reduced first, a value per row regrouped). With
+    ``inner`` 1, block ``o`` of ``n`` rows (a ``pto.subset``) reduces by columns (:func:`_by_columns`)
+    into row ``o``; a sum / max / min / prod combines the ``n`` blocks of ``inner`` rows elementwise;
+    an arg-reduction views block ``o`` (copied out: PTOAS takes no ``pto.subset`` of a ``treshape``d
+    tile) as ``n`` rows of ``inner*C`` where rows have no padding, else gathers each kept row's ``n``
+    rows into a tile of its own."""
+    last = len(shape) - 1
+    lead = [a for a in range(last) if shape[a] > 1]
+    red = [a for a in lead if a in real]
+    first = lead.index(red[0])
+    ts, to = sel.types[src], sel.types[out]
+    if last in real and kind in ("sum", "max", "min", "prod"):     # the rows first: a value per row
+        per_row = sel.like(src, cols=1, dtype=to.dtype)
+        sel.emit(f"trow{kind}", [src, sel.like(src)], [per_row])
+        return _some_rows(sel, s, kind, per_row, (*shape[:-1], 1), real - {last}, out)
+    outer = int(np.prod([shape[a] for a in lead[:first]]))
+    n = int(np.prod([shape[a] for a in red]))
+    inner = int(np.prod([shape[a] for a in lead[first + len(red):]]))
+    if shape[-1] == 1 and last not in real and red == lead[first:first + len(red)]:
+        return _regrouped(sel, s, kind, src, outer, n, inner, out)
+    elementwise = {"sum": "tadd", "max": "tmax", "min": "tmin", "prod": "tmul"}.get(kind)
+    wide_rows = ts.cols == ts.v_col and (outer == 1 or elementwise is None)     # (whole rows of bytes)
+    if last in real or red != lead[first:first + len(red)] or is_column(ts):
+        sel.fail(s, f"over axes {sorted(real)} of a {list(shape)} tile (some leading axes kept)")
+    whole = (to.rows, to.cols) == (to.v_row, to.v_col) and not is_column(to)
+    result = out if whole else sel.alloc(vec_tile(to.v_row, to.v_col, to.dtype))
+    if inner == 1:
+        for o in range(outer):
+            _by_columns(sel, kind, sel.subset(src, o * n, n) if outer > 1 else src,
+                        sel.subset(result, o, 1) if outer > 1 else result)
+    elif wide_rows and outer == 1:
+        _as_wide_rows(sel, kind, src, n, inner, result)
+    elif wide_rows:                             # block o copied out whole, then viewed as n wide rows
+        for o in range(outer):
+            block = sel.like(src, rows=n * inner)
+            sel.copy(sel.subset(src, o * n * inner, n * inner), block)
+            part = sel.like(result, rows=inner)
+            _as_wide_rows(sel, kind, block, n, inner, part)
+            sel.copy(part, sel.subset(result, o * inner, inner))
+    elif elementwise is None:                   # the n rows of each kept row gathered, then reduced
+        picked = sel.like(src, rows=n)
+        for o in range(outer):
+            for i in range(inner):
+                for j in range(n):
+                    sel.copy(sel.subset(src, (o * n + j) * inner + i, 1), sel.subset(picked, j, 1))
+                _by_columns(sel, kind, picked, sel.subset(result, o * inner + i, 1))
+    else:
+        for o in range(outer):
+            acc = sel.subset(result, o * inner, inner)
+            sel.copy(sel.subset(src, o * n * inner, inner), acc)
+            for j in range(1, n):
+                sel.emit(elementwise, [acc, sel.subset(src, (o * n + j) * inner, inner)], [acc])
+    if not whole:
+        sel.copy(result, out)
 
 
 @rule("ttrans")

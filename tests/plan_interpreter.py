@@ -1,8 +1,9 @@
-"""The PTO interpreter: runs a parsed PTO-AS kernel for one block instance on one simulated core.
+"""A reference for tests: runs one of codegen's planned programs (``AscendKernel.kernels``, the plan
+instruction selection prints as real PTO-AS) for one block instance on one simulated core.
 
 A core owns byte buffers of the target's sizes (UB, L1, L0A, L0B, L0C); ``alloc_tile`` places a tile
 at its planned address, and every instruction reads and writes those bytes in the hardware dtypes
-(the per-instruction NumPy semantics in ``semantics.py``). GM tensors are NumPy arrays, updated in
+(the per-instruction NumPy semantics in ``plan_semantics.py``). GM tensors are NumPy arrays, updated in
 place by ``tstore``/``mscatter``. A window outside its tensor, a tile outside its buffer, operands whose
 shapes disagree with the destination's valid region or an illegal dtype combination is a
 :class:`PtoExecutionError` naming the program, instruction and values — never garbage.
@@ -13,18 +14,14 @@ import math
 
 import numpy as np
 
-from ..errors import PtoError
-from ..lowering.memory import CoreMemory
-from . import asm, isa
-from .codegen import SCALAR_FORM
-from .semantics import mscatter_into
+from ptojax.ascend import asm, isa
+from ptojax.ascend.codegen import SCALAR_FORM
+from plan_semantics import execute, mscatter_into
+from ptojax.errors import PtoExecutionError
+from ptojax.lowering.memory import CoreMemory
 
 _BASE = {v: k for k, v in SCALAR_FORM.items()}
 _DTYPE_PARAMS = ("dtype", "out_dtype", "scale_dtype")
-
-
-class PtoExecutionError(PtoError, RuntimeError):
-    """An instruction could not execute: out-of-bounds access, bad shapes or dtypes."""
 
 
 class Core:
@@ -33,7 +30,6 @@ class Core:
     def __init__(self, memory: CoreMemory):
         self.memory = memory
         self.buffers = {loc: np.zeros(memory.buffer(loc), np.uint8) for loc in ("vec", "mat", "left", "right", "acc")}
-        self.views: dict = {}           # host code -> its tiles' views of these buffers (hostcode.py)
 
 
 def statement_error(kernel: asm.Kernel, stmt, message: str, at: str = "") -> PtoExecutionError:
@@ -107,8 +103,7 @@ def bind(kernel: asm.Kernel, indices, args) -> dict:
 
 
 class _Runner:
-    """Walks a kernel's statements on one core. The batched runner (``batched.py``) subclasses it: the
-    hooks ``arith``, ``index``, ``capacity`` and ``new_tile`` are where lanes differ."""
+    """Walks a kernel's statements on one core."""
 
     def __init__(self, kernel, core, env, verified=False):
         self.kernel, self.core, self.env, self.verified = kernel, core, env, verified
@@ -219,7 +214,7 @@ class _Runner:
         elif op == "mgather":
             gm = self.env[stmt.ins[0].name]
             (idx_shape,) = stmt.attr("shapes")
-            self.write(stmt, stmt.outs[0], isa.execute("mgather", gm, self.read(stmt.ins[1], idx_shape),
+            self.write(stmt, stmt.outs[0], execute("mgather", gm, self.read(stmt.ins[1], idx_shape),
                                                        axis=stmt.attr("axis")))
         elif op == "mscatter":
             gm = self.env[stmt.outs[0].name]
@@ -237,7 +232,7 @@ class _Runner:
             it = iter(shapes or ())
             args = [self.read(o, next(it, None) if shapes and isinstance(o.type, asm.TileBuf) else None)
                     for o in stmt.ins]
-            return isa.execute(_BASE.get(stmt.op, stmt.op), *args, **params)
+            return execute(_BASE.get(stmt.op, stmt.op), *args, **params)
 
         compute_into(self, stmt, call)
 

@@ -29,7 +29,7 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from ..errors import PtoUnsupportedError
+from ptojax.errors import PtoUnsupportedError
 
 try:
     from numpy.lib.array_utils import normalize_axis_tuple
