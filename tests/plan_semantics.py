@@ -26,24 +26,16 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-import ml_dtypes
 import numpy as np
 
 from ptojax.errors import PtoUnsupportedError
+from ptojax.primitives._base import BF16, BOOL, F16, F32, FLOAT, I8, I32, INT
 
 try:
     from numpy.lib.array_utils import normalize_axis_tuple
 except ImportError:                                  # NumPy < 2
     from numpy.core.numeric import normalize_axis_tuple
 
-F32 = np.dtype(np.float32)
-F16 = np.dtype(np.float16)
-BF16 = np.dtype(ml_dtypes.bfloat16)
-I8 = np.dtype(np.int8)
-I32 = np.dtype(np.int32)
-BOOL = np.dtype(np.bool_)
-FLOAT = (F32, F16, BF16)
-INT = (I8, I32)
 
 SEMANTICS: dict[str, Callable] = {}
 

@@ -70,7 +70,6 @@ from .tile_semantics import ON_NUMPY, ON_NUMPY_IF, SEMANTICS, USER, zn
 _ARITH = {"addi": lambda a, b: a + b, "subi": lambda a, b: a - b, "muli": lambda a, b: a * b,
           "divsi": lambda a, b: abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1),
           "remsi": lambda a, b: a - b * _ARITH["divsi"](a, b), "minsi": min, "maxsi": max}
-_ALWAYS = lambda *args, out=None: True  # noqa: E731 - an ON_NUMPY instruction without a condition
 _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
         "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 
@@ -363,9 +362,15 @@ def _plan(fn, args, out, attrs) -> tuple:
     return "jit", jax.jit(bound)
 
 
+def _on_numpy(op: str, args, out) -> bool:
+    """Whether ``op`` on ``args`` runs its NumPy function (``tile_semantics.ON_NUMPY``, where its
+    ``ON_NUMPY_IF`` condition, if any, holds)."""
+    return op in ON_NUMPY and (op not in ON_NUMPY_IF or ON_NUMPY_IF[op](*args, out=out))
+
+
 def _apply(op: str, fn, args, out, attrs):
     """``fn(*args, out=out, **attrs)`` as :func:`_plan` decided for these operand shapes."""
-    if op in ON_NUMPY and ON_NUMPY_IF.get(op, _ALWAYS)(*args, out=out):
+    if _on_numpy(op, args, out):
         return ON_NUMPY[op](*args, out=out, **dict(attrs))
     try:
         key = (op, tuple(attrs), out, tuple((a.shape, a.dtype) for a in args),
@@ -423,7 +428,7 @@ def _vplanned(op, fn, args, axes, out, attrs):
     """:func:`_vplan` of an instruction form, kept for every instruction of that form in any module."""
     if USER.get(op) is not None:                   # a user's NumPy semantics: on the host, point by point
         return "host", USER[op]
-    if op in ON_NUMPY and ON_NUMPY_IF.get(op, _ALWAYS)(*args, out=out):   # all points at once on NumPy
+    if _on_numpy(op, args, out):                   # all points at once on NumPy
         return "numpy-op", ON_NUMPY[op]
     try:
         key = (op, attrs, out, axes, tuple((a.shape, a.dtype) for a in args), jax.config.read("jax_enable_x64"))
