@@ -1,18 +1,17 @@
-"""IEEE float arithmetic on the host thread that runs a kernel: subnormals kept, never flushed.
+"""IEEE float arithmetic for a kernel run on the host: subnormals kept, never flushed.
 
-XLA:CPU turns the float unit's flush-to-zero and denormals-are-zero modes on while it executes a
-computation, and a ``sim`` kernel whose schedule data steers runs inside one under ``jax.jit`` (its
-host callback; threads started there inherit the modes; other jitted kernels are XLA code, the
-replay, and keep XLA's modes). NumPy then flushes subnormal results and operands to zero there but
-not in an eager call, and the two would disagree. ``with ieee():`` turns both modes off in the current
-thread and restores them on exit; it costs one float multiply when they are already off.
+XLA:CPU turns the float unit's flush-to-zero and denormals-are-zero modes on in the threads that run
+a computation, and a ``sim`` kernel whose schedule data steers runs inside one under ``jax.jit`` (its
+host callback; other jitted kernels are XLA code, the replay, and keep XLA's modes). NumPy would
+flush subnormal results and operands there but not in an eager call, and the two would disagree.
+:func:`ieee_call` runs such work on a thread with the modes off: threads inherit their creator's
+float environment, so it has a thread started at import (from a thread with IEEE modes) start one
+for each call.
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
-import platform
+import queue
+import threading
 import warnings
 
 import numpy as np
@@ -20,67 +19,58 @@ import numpy as np
 _SUBNORMAL = np.float32(1e-40)
 _ONE = np.float32(1)
 
-# (platform, machine) -> (offset of the float control register in libc's fenv_t, its C type, the mode bits)
-_CONTROL = {
-    ("Linux", "x86_64"): (28, ctypes.c_uint32, 0x8040),      # MXCSR: FTZ (bit 15), DAZ (bit 6)
-    ("Linux", "aarch64"): (0, ctypes.c_uint32, 0x1080000),   # FPCR: FZ (bit 24), FZ16 (bit 19)
-    ("Darwin", "x86_64"): (4, ctypes.c_uint32, 0x8040),
-    ("Darwin", "arm64"): (8, ctypes.c_uint64, 0x1080000),
-}
-_ENV_BYTES = 64                                               # more than any fenv_t above
-
 
 def flushing() -> bool:
     """Whether this thread's float unit flushes subnormals to zero (FTZ or DAZ on)."""
     return bool(_SUBNORMAL * _ONE == 0)
 
 
-@functools.cache
-def _libm():
-    name = ctypes.util.find_library("m")
-    control = _CONTROL.get((platform.system(), platform.machine()))
-    if name is None or control is None:
-        return None
-    return ctypes.CDLL(name), control
+class _Call:
+    """One function call made on a thread of its own: its result or its exception."""
+
+    def __init__(self, fn, args, kwargs):
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.result = self.error = None
+        self.done = threading.Event()
+
+    def __call__(self):
+        try:
+            self.result = self.fn(*self.args, **self.kwargs)
+        except BaseException as err:    # noqa: BLE001 - raised again in the caller's thread
+            self.error = err
+        self.done.set()
 
 
-def _disable_flushing():
-    """Turn flush-to-zero / denormals-are-zero off: the saved environment, or None where that is not possible."""
-    found = _libm()
-    saved = ctypes.create_string_buffer(_ENV_BYTES)
-    if found is not None:
-        libm = found[0]
-        if libm.fegetenv(saved) == 0:
-            env = _without_flushing(saved.raw)
-            if libm.fesetenv(env) == 0 and not flushing():
-                return saved
-            libm.fesetenv(saved)
-    warnings.warn(f"ptojax: this thread's float unit flushes subnormals to zero and ptojax cannot turn that off on "
-                  f"{platform.system()} {platform.machine()}; results with subnormal values may differ from IEEE "
-                  f"arithmetic", RuntimeWarning, stacklevel=3)
-    return None
+class _Starter(threading.Thread):
+    """Starts a thread for each call it is given: threads that inherit its float modes."""
+
+    def __init__(self):
+        super().__init__(name="ptojax-ieee", daemon=True)
+        self.calls: queue.SimpleQueue = queue.SimpleQueue()
+        self.ieee = not flushing()                   # its creator's modes, which it inherits
+
+    def run(self):
+        while True:
+            threading.Thread(target=self.calls.get(), name="ptojax-ieee-call", daemon=True).start()
 
 
-@functools.lru_cache(maxsize=16)
-def _without_flushing(raw: bytes):
-    """The environment ``raw`` with the flushing modes off (made once per environment: XLA's is one)."""
-    offset, ctype, bits = _libm()[1]
-    env = ctypes.create_string_buffer(raw, _ENV_BYTES)
-    register = ctype.from_buffer(env, offset)
-    register.value &= ~bits
-    return env
+_STARTER = _Starter()
+_STARTER.start()
 
 
-class ieee:
-    """Context manager: IEEE subnormals in this thread inside the block, the thread's modes restored after."""
-
-    __slots__ = ("_saved",)
-
-    def __enter__(self):
-        self._saved = _disable_flushing() if flushing() else None
-        return self
-
-    def __exit__(self, *exc):
-        if self._saved is not None:
-            _libm()[0].fesetenv(self._saved)
-        return False
+def ieee_call(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with IEEE subnormals: here where this thread keeps them, else on a thread
+    that does (the caller waits for it; an exception is raised again here)."""
+    if not flushing():
+        return fn(*args, **kwargs)
+    if not _STARTER.ieee:
+        warnings.warn("ptojax: this thread's float unit flushes subnormals to zero and so did the thread that "
+                      "imported ptojax; results with subnormal values may differ from IEEE arithmetic",
+                      RuntimeWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+    call = _Call(fn, args, kwargs)
+    _STARTER.calls.put(call)
+    call.done.wait()
+    if call.error is not None:
+        raise call.error
+    return call.result

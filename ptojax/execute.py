@@ -13,7 +13,7 @@ import numpy as np
 from .ascend.asm import PtoAsmError
 from .ascend.program import AscendBackend, compile_kernel
 from .ascend.targets import target as get_target
-from ._fpenv import ieee
+from ._fpenv import ieee_call
 from .errors import PtoArgumentError, PtoUnsupportedError
 from .lowering.pipeline import Lowering
 from .mpmd import Machine, Plan, PtoOrchestrationError, Trace, orchestrate, replay, run_threads, simulate
@@ -69,33 +69,37 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
 def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simulated", policy: str = "mpmd",
                  workers: int = 4, compiled=None, donated=(), compute: bool = True, plans: dict | None = None):
     """:func:`execute` on the flat list of arguments: (the flat list of outputs, or None, :class:`Trace`)."""
-    with ieee():   # IEEE subnormals inside XLA's execution too (see _fpenv); threads started here inherit it
-        tgt = get_target(target) if isinstance(target, str) else target
-        compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
-        if not compute and executor != "simulated":
-            raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
-        arrays = [np.asarray(x) for x in flat]
-        key = _plan_key(arrays, policy, donated)
-        keep = plans is not None and compute and executor == "simulated"
-        kept = plans.get(key) if keep else None
-        if kept is not None and kept.lock.acquire(blocking=False):
-            try:
-                return kept.run(arrays), kept.trace
-            finally:
-                kept.lock.release()
-        backend = AscendBackend(compiled, tgt)
-        if compute:
-            backend.module          # the real text printed and parsed: a program with no real form fails here
-        plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, arrays, backend, frozenset(donated),
-                           execute=compute)
-        trace = _schedule(plan, tgt, backend, executor, policy, workers, compute)
-        outputs = plan.results() if compute else None
-        if keep and plan.replayable and key not in plans:
-            plan.recycle()
-            plans[key] = _Replay(plan, trace, backend.worker())
-        else:
-            plan.release()
-        return outputs, trace
+    return ieee_call(_execute_flat, lowering, flat, target, executor, policy, workers, compiled, donated, compute,
+                     plans)     # IEEE subnormals inside XLA's execution too (see _fpenv)
+
+
+def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, donated, compute, plans):
+    tgt = get_target(target) if isinstance(target, str) else target
+    compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
+    if not compute and executor != "simulated":
+        raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
+    arrays = [np.asarray(x) for x in flat]
+    key = _plan_key(arrays, policy, donated)
+    keep = plans is not None and compute and executor == "simulated"
+    kept = plans.get(key) if keep else None
+    if kept is not None and kept.lock.acquire(blocking=False):
+        try:
+            return kept.run(arrays), kept.trace
+        finally:
+            kept.lock.release()
+    backend = AscendBackend(compiled, tgt)
+    if compute:
+        backend.module          # the real text printed and parsed: a program with no real form fails here
+    plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, arrays, backend, frozenset(donated),
+                       execute=compute)
+    trace = _schedule(plan, tgt, backend, executor, policy, workers, compute)
+    outputs = plan.results() if compute else None
+    if keep and plan.replayable and key not in plans:
+        plan.recycle()
+        plans[key] = _Replay(plan, trace, backend.worker())
+    else:
+        plan.release()
+    return outputs, trace
 
 
 def _schedule(plan, tgt, backend, executor: str, policy: str, workers: int, compute: bool) -> Trace:
@@ -114,20 +118,23 @@ def execute_dynamic(dynamic, flat, m: int, *, target="a3", executor: str = "simu
     :class:`Trace`). The tasks are the ``ceil(m/T)`` row blocks each program needs, scheduled by the
     GM windows they share; each runs its function of the dynamic module with ``m`` bound and is priced
     at its block's valid rows (:mod:`~ptojax.ascend.dynamic_tasks`)."""
+    return ieee_call(_execute_dynamic, dynamic, flat, m, target, executor, policy, workers, compute)
+
+
+def _execute_dynamic(dynamic, flat, m, target, executor, policy, workers, compute):
     from .ascend.dynamic_tasks import DynamicBackend, bound_graph
 
-    with ieee():
-        tgt = get_target(target) if isinstance(target, str) else target
-        if not compute and executor != "simulated":
-            raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
-        jaxpr, parts = bound_graph(dynamic, m)
-        backend = DynamicBackend(dynamic, m, parts, tgt)
-        plan = orchestrate(jaxpr, dynamic.lowering.block.consts, [np.asarray(x) for x in flat], backend,
-                           execute=compute)
-        trace = _schedule(plan, tgt, backend, executor, policy, workers, compute)
-        outputs = plan.results() if compute else None
-        plan.release()
-        return outputs, trace
+    tgt = get_target(target) if isinstance(target, str) else target
+    if not compute and executor != "simulated":
+        raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
+    jaxpr, parts = bound_graph(dynamic, m)
+    backend = DynamicBackend(dynamic, m, parts, tgt)
+    plan = orchestrate(jaxpr, dynamic.lowering.block.consts, [np.asarray(x) for x in flat], backend,
+                       execute=compute)
+    trace = _schedule(plan, tgt, backend, executor, policy, workers, compute)
+    outputs = plan.results() if compute else None
+    plan.release()
+    return outputs, trace
 
 
 def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset:

@@ -9,7 +9,7 @@ import pytest
 
 import ptojax as pj
 from ptojax import tile
-from ptojax._fpenv import flushing, ieee
+from ptojax._fpenv import flushing, ieee_call
 
 
 def _scaled_sum(x, y):
@@ -45,31 +45,35 @@ def _ieee_reference(x, y):
     return total + x
 
 
-def test_xla_flushes_in_a_callback_and_ieee_turns_it_off_and_back():
+def test_xla_flushes_in_a_callback_and_ieee_call_runs_without():
     seen = {}
+
+    def fails():
+        raise ZeroDivisionError("from the IEEE thread")
 
     def host(x):
         seen["callback"] = flushing()
-        with ieee():
-            seen["inside"] = flushing()
+        seen["inside"] = ieee_call(flushing)
+        with pytest.raises(ZeroDivisionError, match="from the IEEE thread"):
+            ieee_call(fails)
         seen["after"] = flushing()
         return x
 
     f = jax.jit(lambda x: jax.pure_callback(host, jax.ShapeDtypeStruct((1,), jnp.float32), x))
     jax.block_until_ready(f(jnp.ones(1, jnp.float32)))
     assert seen == {"callback": True, "inside": False, "after": True}
+    assert ieee_call(flushing) is False                    # on an IEEE thread: called here
 
 
-def test_a_platform_without_the_switch_warns(monkeypatch):
+def test_flushing_everywhere_warns(monkeypatch):
     from ptojax import _fpenv
 
-    monkeypatch.setattr(_fpenv, "_libm", lambda: None)
+    monkeypatch.setattr(_fpenv._STARTER, "ieee", False)
     seen = {}
 
     def host(x):
-        with pytest.warns(RuntimeWarning, match="flushes subnormals to zero and ptojax cannot turn that off"):
-            with ieee():
-                seen["inside"] = flushing()
+        with pytest.warns(RuntimeWarning, match="flushes subnormals to zero and so did the thread that imported"):
+            seen["inside"] = ieee_call(flushing)
         return x
 
     f = jax.jit(lambda x: jax.pure_callback(host, jax.ShapeDtypeStruct((1,), jnp.float32), x))
@@ -151,8 +155,8 @@ def test_sums_on_numpy_equal_the_jnp_semantics_and_keep_subnormals(op, shape, dt
     ("log", np.concatenate([np.linspace(1e-45, 1.2e-38, 1024), np.linspace(0.5, 2.0, 1024)])),  # subnormal operands
     ("sqrt", np.linspace(0.0, 2e-38, 2048))])
 def test_double_rounded_instructions_keep_subnormals(name, x):
-    """``texp``/``tlog`` run jitted (XLA:CPU flushes), ``tsqrt`` on NumPy; the engine computes the
-    elements XLA may have flushed as the simulator does, in double rounded once: its subnormals, not zeros."""
+    """The engine computes ``texp``/``tlog``/``tsqrt`` as the simulator does, in double rounded once
+    (their NumPy forms): subnormal results and operands kept where XLA:CPU flushes them."""
     x = x.astype(np.float32)
     got = np.asarray(pj.kernel(getattr(jnp, name))(x))
     with np.errstate(all="ignore"):

@@ -78,6 +78,24 @@ def test_erfc_and_the_exact_gelu():
     np.testing.assert_allclose(gelu, exact, rtol=3e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("dtype", [F32, F16, BF16])
+def test_the_gelu_op_erf_form_runs_as_the_exact_gelu(dtype):
+    """``pj.ops.gelu(x, approximate=False)``: no instruction computes it (``tgelu`` is the tanh form), so
+    it lowers to the exact GELU's sequence, in float32 rounded once; eager and jitted agree within an
+    ulp; the text is real (ptoas)."""
+    y = np.linspace(-9, 6, 1536).reshape(24, 64).astype(dtype)
+    kernel = pj.kernel(lambda v: pj.ops.gelu(v, approximate=False))
+    got = np.asarray(kernel(y))
+    exact = np.array([0.5 * v * math.erfc(-v / math.sqrt(2)) for v in y.astype(np.float64).ravel()]).reshape(y.shape)
+    assert got.dtype == dtype and "tgelu" not in kernel.lower(y).as_text("pto")
+    if dtype == F32:
+        np.testing.assert_allclose(got, exact, rtol=3e-6, atol=1e-7)
+    else:
+        assert _ulps(got, exact, dtype).max() <= 1
+    assert _ulps(np.asarray(jax.jit(kernel)(y)), got, dtype).max() <= 1
+    kernel.lower(y).compile().ptoas()
+
+
 def test_exp2_is_exp_of_x_ln2_as_xla_computes_it():
     x = np.concatenate([np.random.default_rng(8).uniform(-140, 127, 5000), [0.0, -0.0, np.inf, -np.inf, np.nan,
                                                                             128.0, -150.0]]).astype(F32)

@@ -6,10 +6,8 @@ translation unit (one more compile when g++ rejects some: they are dropped and r
 
 What the table printed here says (``pytest -s tests/test_vendor_sim.py``), as of this test:
 
-* every program that runs on both sides agrees BIT FOR BIT when the engine runs under
-  ``jax.enable_x64`` (``tile_semantics`` then computes ``texp``/``tlog``/``trsqrt`` in double, as the
-  simulator does); without x64, float32 ``texp``/``tlog``/``trsqrt`` are up to 1 ulp off and
-  compositions of them (tanh, silu, gelu) a few ulp (:data:`X32_ULPS`);
+* every program that runs on both sides agrees BIT FOR BIT (``texp``/``tlog``/``trsqrt`` in double,
+  rounded once, as the simulator computes them, whether or not ``jax_enable_x64`` is on);
 * where the simulator rejects what selection prints, the reason is one of :data:`KNOWN_REJECTIONS`
   (the pto-isa source lines are quoted there); for two of them a "vendor variant" of the same text
   (the form the simulator takes) runs too, and agrees bit for bit — the engine's semantics are right,
@@ -35,7 +33,7 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from ptojax.ascend import engine, textbatch
+from ptojax.ascend import textbatch
 from ptojax.ascend import crosscheck as xc
 from ptojax.ascend.ptoas import PtoasError, assemble
 from vendor_tools import needed, tools  # noqa: F401 - tools: autouse fixture
@@ -54,23 +52,6 @@ KNOWN_REJECTIONS = {
         "include/pto/cpu/TRowExpandOp.hpp:78-86 asserts row_major src1 has v_col == 32/sizeof(T) (it reads "
         "src1[r, c % v_col]: a brcb'd block) or is col_major R x 1. The col_major variant agrees bit for bit."),
 }
-
-#: Float32 ulps (of a program's largest output: a norm's centred values near 0 carry the absolute
-#: error of its mean) by which the engine WITHOUT x64 may differ from the simulator.
-X32_ULPS = 16
-
-
-def _scaled_ulps(e, s) -> float:
-    """The largest difference of ``e`` from ``s`` in ulps of ``s``'s largest finite magnitude."""
-    e64, s64 = np.asarray(e, np.float64), np.asarray(s, np.float64)
-    finite = np.isfinite(s64) & np.isfinite(e64)
-    if not finite.any() or np.dtype(s.dtype).kind != "f":
-        return 0.0 if np.array_equal(e, s) else np.inf
-    scale = np.spacing(np.asarray(np.abs(s64[finite]).max(), s.dtype)).astype(np.float64)
-    return float(np.abs(e64 - s64)[finite].max() / scale)
-
-
-
 
 # ------------------------------------------------------------------------------------------ kernels
 def tiled(fn, **tile):
@@ -238,7 +219,7 @@ def test_engine_matches_the_vendor_simulator():
     t2 = time.time()
     for fam, r in zip(family, results):
         r.family = fam
-    lines = [f"\nengine (x64) vs pto-isa CPU simulator: {len(results)} programs; lowering {t1 - t0:.1f} s, "
+    lines = [f"\nengine vs pto-isa CPU simulator: {len(results)} programs; lowering {t1 - t0:.1f} s, "
              f"engine + simulator {t2 - t1:.1f} s", xc.table(results), "", xc.kind_table(results), ""]
     for r in results:
         if r.sim_error or r.engine_error:
@@ -246,15 +227,6 @@ def test_engine_matches_the_vendor_simulator():
             lines.append(f"{r.family} / {r.function}: {r.status}: "
                          + (f"[known] {reason}" if reason else (r.engine_error or r.sim_error)[:800]))
 
-    # Without x64: the engine in float32 against the simulator outputs already computed.
-    x32 = {}
-    for (text, name, blocks), r in zip(jobs, results):
-        if r.sim is None or r.engine is None or not {"texp", "tlog", "trsqrt"} & set(r.kinds):
-            continue
-        out = engine.run_grid(xc.single(text, name), name, [np.array(a) for a in r.inputs], blocks)
-        x32[f"{r.family} / {name}"] = max(_scaled_ulps(e, s) for e, s in zip(out, r.sim))
-    lines.append(f"without x64, max error vs the simulator in ulps of the largest output (texp/tlog/trsqrt "
-                 f"programs): {x32}")
     lines.append(f"total {time.time() - t0:.1f} s")
     print("\n".join(lines))
 
@@ -277,9 +249,7 @@ def test_engine_matches_the_vendor_simulator():
     # 5. bf16 programs are skipped, with the reason
     bf16 = [r for r in results if r.family == "bf16 (skipped)"]
     assert bf16 and all(r.status == "skipped" and "_Float16" in r.skipped for r in bf16)
-    # 6. without x64 only float32 transcendentals differ, by a few ulp of the output's magnitude
-    assert x32 and all(u <= X32_ULPS for u in x32.values()), x32
-    # 7. top-k / sort / merge_topk (f32, f16, i8 sorted in f32; largest, smallest; merge rounds; a staged
+    # 6. top-k / sort / merge_topk (f32, f16, i8 sorted in f32; largest, smallest; merge rounds; a staged
     #    top-k's merge program) run in the simulator and agree bit for bit
     sorting = [r for r in results if r.family.startswith(("top-k", "sort", "staged top-k"))]
     assert {r.family for r in sorting} == {f for f in kernels() if f.startswith(("top-k", "sort", "staged top-k"))}
@@ -358,10 +328,10 @@ def test_compare():
     assert not xc.compare(e, s)["ok"]          # NaN against a number
 
 
-# ----------------------------------------------- host code against the vendor on the same instruction
+# ---------------------------------------------- the engine and the replay against the vendor, one instruction
 def same_instruction_kernels():
-    """{name: (kernel, input, the real instruction)}: kernels of one program whose host code runs the
-    instruction the real text has (no expansion), on inputs where float32 NumPy would be an ulp off."""
+    """{name: (kernel, input, the real instruction)}: kernels of one program that runs the instruction
+    (no expansion), on inputs where float32 math would be an ulp off."""
     r = np.random.default_rng(7)
     x = (r.standard_normal((32, 64)) * 4).astype(np.float32)
     positive = r.uniform(0.01, 100.0, (32, 64)).astype(np.float32)
@@ -372,29 +342,34 @@ def same_instruction_kernels():
             "trowsum": (tiled(lambda v: jnp.sum(v, -1), vec=(8, 64)), x, "trowsum")}
 
 
-def test_the_engine_under_x64_computes_the_simulators_bits_on_the_same_instruction():
-    """``texp`` / ``tlog`` / ``trsqrt`` (under x64: in double, rounded once) and a row sum (left to right)
-    run by the engine give pto-isa's CPU simulator's bits on the kernel's own inputs, element for
-    element (float32 exp / log / 1/sqrt and pairwise sums differ from it in the last bit), also after
-    the same kernel ran without x64 (whose float32 plans the engine must not reuse)."""
+@pytest.mark.parametrize("x64", [False, True])
+def test_the_engine_and_the_replay_compute_the_simulators_bits_on_the_same_instruction(x64):
+    """``texp`` / ``tlog`` / ``trsqrt`` (in double, rounded once) and a row sum (left to right), run by
+    the engine and by the jitted replay, give pto-isa's CPU simulator's bits on the kernel's own
+    inputs, element for element (float32 exp / log / 1/sqrt and pairwise sums differ from it in the
+    last bit), with ``jax_enable_x64`` off or on."""
     cases = same_instruction_kernels()
-    jobs, inputs = [], []
-    for name, (fn, x, op) in cases.items():
-        compiled = pj.kernel(fn).lower(x).compile()
-        (text, func, blocks), = xc.jobs_of(compiled._code())
-        assert op in xc.kinds(xc.functions(text)[func]), name
-        out = np.asarray(compiled.run(x)[0])                                # float32 plans first
-        jobs.append((text, func, blocks))
-        inputs.append([x.ravel(), np.zeros(out.size, out.dtype)])
-    for name, r in zip(cases, xc.run(jobs, inputs=inputs)):                # the engine under x64
+    jobs, inputs, replays = [], [], []
+    with jax.enable_x64(x64):
+        for name, (fn, x, op) in cases.items():
+            compiled = pj.kernel(fn).lower(x).compile()
+            (text, func, blocks), = xc.jobs_of(compiled._code())
+            assert op in xc.kinds(xc.functions(text)[func]), name
+            out = np.asarray(compiled.run(x)[0])
+            replays.append((out, np.asarray(jax.jit(compiled)(x))))
+            jobs.append((text, func, blocks))
+            inputs.append([x.ravel(), np.zeros(out.size, out.dtype)])
+    for name, r, (out, replayed) in zip(cases, xc.run(jobs, inputs=inputs), replays):
         assert r.sim is not None, f"{name}: {r.sim_error}"
         assert r.status == "exact", (name, r.worst())
+        sim = r.sim[1].reshape(out.shape)
+        np.testing.assert_array_equal(out.view(np.uint8), sim.view(np.uint8), err_msg=name)
+        np.testing.assert_array_equal(replayed.view(np.uint8), sim.view(np.uint8), err_msg=name)
 
 
 # ------------------------------------ whole kernels: every call of the real text also in the simulator
 def _text_and_simulator(fn, args, monkeypatch, functions=None):
-    """Run ``fn``'s kernel from its real text (under ``jax.enable_x64`` so that
-    ``texp``/``tlog`` round once from double as the simulator's do) twice — the second run replays
+    """Run ``fn``'s kernel from its real text twice — the second run replays
     the first's tapes — recording every function call with its arrays before and after; run every call
     in pto-isa's CPU simulator on the same arrays (one g++ compile). Asserts ptoas takes the module
     at level2 and level3 (A3 and A5), that the calls name ``functions`` (when given) and that every
@@ -412,8 +387,7 @@ def _text_and_simulator(fn, args, monkeypatch, functions=None):
         calls.append((name, list(blocks), before, [np.array(a) for a in arrays]))
 
     monkeypatch.setattr(textbatch, "run", recorded)
-    with xc._x64(True):                             # texp / tlog in double, as the simulator does
-        outs = [compiled.run(*args)[0] for _ in range(2)]
+    outs = [compiled.run(*args)[0] for _ in range(2)]
     first = calls[:len(calls) // 2]
     assert len(calls) == 2 * len(first) and [c[0] for c in first] == [c[0] for c in calls[len(first):]]
     if functions is not None:

@@ -245,13 +245,9 @@ def jobs_of(kernel, arch: str = "a3") -> list[Job]:
 
 
 def run(jobs: Sequence[Job], *, seed: int = 0, arch: str = "a3", inputs=None, index_high: int = 4,
-        sim: bool = True, x64: bool = True) -> list[Result]:
+        sim: bool = True) -> list[Result]:
     """Run every ``(text, function, blocks)`` job in the engine and (all in one g++ compile) in the
-    CPU simulator on random inputs (or ``inputs[i]``, one list of arrays per job).
-
-    ``x64``: run the engine under ``jax.enable_x64`` so that ``tile_semantics`` computes
-    ``texp``/``tlog``/``trsqrt`` in double as the simulator does (bit for bit); without it float32
-    transcendentals may be an ulp off."""
+    CPU simulator on random inputs (or ``inputs[i]``, one list of arrays per job)."""
     rng = np.random.default_rng(seed)
     results, sim_jobs = [], []
     for j, (text, name, blocks) in enumerate(jobs):
@@ -267,8 +263,7 @@ def run(jobs: Sequence[Job], *, seed: int = 0, arch: str = "a3", inputs=None, in
             continue
         module = single(text, name)
         try:
-            with _x64(x64):
-                r.engine = engine.run_grid(module, name, [np.array(a) for a in args], blocks)
+            r.engine = engine.run_grid(module, name, [np.array(a) for a in args], blocks)
         except Exception as err:   # noqa: BLE001 - reported, not raised
             r.engine_error = f"{type(err).__name__}: {err}"
         if sim:
@@ -276,19 +271,6 @@ def run(jobs: Sequence[Job], *, seed: int = 0, arch: str = "a3", inputs=None, in
     if sim_jobs:
         _simulate(sim_jobs, arch)
     return results
-
-
-def _x64(on: bool):
-    import contextlib
-
-    import jax
-
-    if not on:
-        return contextlib.nullcontext()
-    if hasattr(jax, "enable_x64"):
-        return jax.enable_x64(True)
-    from jax.experimental import enable_x64   # older jax
-    return enable_x64()
 
 
 def _simulate(pending, arch):

@@ -373,8 +373,7 @@ def _apply(op: str, fn, args, out, attrs):
     if _on_numpy(op, args, out):
         return ON_NUMPY[op](*args, out=out, **dict(attrs))
     try:
-        key = (op, tuple(attrs), out, tuple((a.shape, a.dtype) for a in args),
-               jax.config.read("jax_enable_x64"))   # x64: texp/tlog/trsqrt in double (another plan)
+        key = (op, tuple(attrs), out, tuple((a.shape, a.dtype) for a in args), jax.config.read("jax_enable_x64"))
         plan = _PLANS.get(key)
     except TypeError:                              # an unhashable attribute: eagerly
         key, plan = None, ("eager", fn)
@@ -385,7 +384,7 @@ def _apply(op: str, fn, args, out, attrs):
         evaluate, tree = run
         return jax.tree.unflatten(tree, evaluate(args))
     if kind == "jit":
-        return _unflushed(op, args, run(*args))
+        return run(*args)
     if kind == "static":
         static, jitted = run
         try:
@@ -393,31 +392,6 @@ def _apply(op: str, fn, args, out, attrs):
         except TypeError:                          # another operand must be concrete too: eagerly
             _PLANS[key] = ("eager", fn)
     return fn(*args, out=out, **dict(attrs))
-
-
-# instructions the simulator computes in double and rounds once (tile_semantics): XLA:CPU, which runs
-# them jitted, flushes their subnormal operands and results to zero
-_WIDE = {"texp": np.exp, "tlog": np.log, "trsqrt": lambda v: 1.0 / np.sqrt(v)}
-_FLUSHED = (np.dtype(np.float32), DTYPES["bf16"])   # f16 values are normal float32 values: never flushed
-
-
-def _unflushed(op: str, args, res):
-    """``res``, the jitted result of ``op`` on ``args`` (its first operand the tile), with the elements
-    XLA:CPU may have flushed (a subnormal operand, a zero result) computed as the simulator computes
-    them: in double on NumPy, rounded once, subnormals kept (a choice per element, whatever the batch)."""
-    wide = _WIDE.get(op)
-    x = np.asarray(args[0]) if wide is not None and args else None
-    if x is None or x.dtype not in _FLUSHED or isinstance(res, tuple) or np.shape(res) != x.shape:
-        return res
-    res = np.asarray(res)
-    magnitude = np.abs(x.astype(np.float32))
-    redo = (res == 0) | ((magnitude < np.finfo(np.float32).tiny) & (magnitude > 0))
-    if not redo.any():
-        return res
-    res = np.array(res)
-    with np.errstate(all="ignore"):
-        res[redo] = wide(x[redo].astype(np.float64)).astype(res.dtype)
-    return res
 
 
 _FORMS: dict = {}   # (instruction, operand axes, shapes and dtypes, destinations, x64) -> (instruction, out, [plan])
@@ -512,7 +486,7 @@ def _vapply(plan, op, fn, args, axes, out, attrs, n):
         pad = _bucket(n) - n                       # more points: copies of the last, dropped after
         padded = [np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]) if ax == 0 and pad else a
                   for a, ax in zip(args, axes)]
-        return _unflushed(op, args, jax.tree.map(lambda r: np.asarray(r)[:n], run_(*padded)))
+        return jax.tree.map(lambda r: np.asarray(r)[:n], run_(*padded))
     results = [_apply(op, fn, [a[p] if ax == 0 else a for a, ax in zip(args, axes)], out, attrs)
                for p in range(n)]
     return jax.tree.map(lambda *rs: np.stack([np.asarray(r) for r in rs]), *results)
@@ -532,7 +506,7 @@ class _Run:
 
     def __init__(self, func: Function, args, blocks: np.ndarray, tape: list | None = None, guarded=False):
         self.func, self.blocks, self.n, self.env = func, blocks, len(blocks), {}
-        self.x64 = jax.config.read("jax_enable_x64")   # texp/tlog/trsqrt in double: other plans
+        self.x64 = jax.config.read("jax_enable_x64")   # the semantics trace to other jaxprs under x64
         self.params, self.tape, self.guarded, self.read_data = {}, tape, guarded, False
         self.nbytes = 0                            # tile buffer bytes allocated
         if len(args) != len(func.params):

@@ -21,11 +21,11 @@ Numerics worth knowing (details in each docstring):
 
 * Elementwise float ops compute in the tile dtype with one round-to-nearest (the simulator's
   ``_Float16`` arithmetic rounds each result). ``texp/tlog/tsqrt/trsqrt`` are computed by the
-  simulator in double and rounded once; here in float64 when ``jax_enable_x64`` is on, else in
-  float32 (``tsqrt`` is then still exact; ``texp/tlog/trsqrt`` on float32 tiles can differ by an ulp).
+  simulator in double and rounded once; here too, in float64 under a local x64 scope whatever
+  ``jax_enable_x64`` says (the eager engine runs their :data:`ON_NUMPY` forms, NumPy in double).
 * Subnormals are IEEE's (the simulator is g++ without fast-math); XLA:CPU flushes them to zero, so
-  these functions under XLA do too; the eager engine keeps them (:data:`ON_NUMPY`, NumPy-evaluated
-  jaxprs, and ``texp``/``tlog``/``trsqrt`` elements XLA may have flushed computed again in double).
+  these functions under XLA do too; the eager engine keeps them (:data:`ON_NUMPY` and NumPy-evaluated
+  jaxprs).
   Under ``jax.jit`` of a whole program, run XLA with ``--xla_allow_excess_precision=false`` so it
   does not skip the f16/bf16 rounding between instructions.
 * ``tmax/tmin`` are ``std::max/std::min``: ``a < b ? b : a`` — NaN only propagates from ``src0``
@@ -89,11 +89,6 @@ def _static_int(v, what: str) -> int:
         return operator.index(v) if isinstance(v, (int, np.integer)) else int(np.asarray(v))
     except (TypeError, jax.errors.ConcretizationTypeError) as e:  # a tracer
         raise TypeError(f"{what} must be a concrete value, not a traced one") from e
-
-
-def _wide():
-    """The dtype the simulator's double-precision math is emulated in (float64 only under x64)."""
-    return jnp.float64 if jax.config.read("jax_enable_x64") else jnp.float32
 
 
 def _std_max(a, b):
@@ -226,16 +221,18 @@ def tlrelu(src, slope, *tmp, out=None):
 
 # ------------------------------------------------------------------------------------ unary
 
-def _via_wide(fn, x, wide=None):
-    """``fn`` evaluated in ``wide`` (default :func:`_wide`) and rounded once to ``x``'s dtype."""
-    return fn(x.astype(wide or _wide())).astype(x.dtype)
+def _via_wide(fn, x):
+    """``fn`` in float64 (a local x64 scope: whatever ``jax_enable_x64`` says), rounded to float32 and
+    then to ``x``'s dtype: the simulator's double math (for f16 tiles its float function, which a
+    correctly rounded float32 result stands for)."""
+    with jax.enable_x64(True):
+        return fn(x.astype(jnp.float64)).astype(F32).astype(x.dtype)
 
 
 @_register("texp")
 def texp(src, *tmp, out=None):
     """``exp``: the simulator uses ``expf`` (float) for f16 tiles and ``std::exp`` (double) otherwise."""
-    x = _a(src)
-    return _via_wide(jnp.exp, x, jnp.float32 if _dt(x) == F16 else None)
+    return _via_wide(jnp.exp, _a(src))
 
 
 @_register("tlog")
@@ -252,7 +249,7 @@ def tsqrt(src, *tmp, out=None):
 
 @_register("trsqrt")
 def trsqrt(src, *tmp, out=None):
-    """``1.0 / std::sqrt(x)`` in double, rounded once (float32 emulation: two roundings)."""
+    """``1.0 / std::sqrt(x)`` in double, rounded once."""
     return _via_wide(lambda v: _div(jnp.ones_like(v), jnp.sqrt(v)), _a(src))   # no fused rsqrt
 
 
@@ -508,6 +505,21 @@ def _np_colsum(src, *tmp, isBinary=False, out=None):
 # computes them exactly (:func:`_np_exact`), the rest go to XLA (the engine asks :data:`ON_NUMPY_IF`)
 ON_NUMPY: dict[str, Callable] = {"trowsum": _np_rowsum, "tcolsum": _np_colsum}
 ON_NUMPY_IF: dict[str, Callable] = {}
+
+
+def _np_via_wide(fn):
+    """:func:`_via_wide` on NumPy: the same roundings, IEEE subnormals kept where XLA:CPU flushes them."""
+    def run(src, *tmp, out=None):
+        x = np.asarray(src)
+        with np.errstate(all="ignore"):
+            return fn(x.astype(np.float64)).astype(F32).astype(x.dtype)
+    return run
+
+
+ON_NUMPY.update({"texp": _np_via_wide(np.exp), "tlog": _np_via_wide(np.log), "tsqrt": _np_via_wide(np.sqrt),
+                 "trsqrt": _np_via_wide(lambda v: 1.0 / np.sqrt(v))})
+ON_NUMPY_IF.update({op: (lambda src, *tmp, out=None: np.asarray(src).dtype.kind == "f")
+                    for op in ("texp", "tlog", "tsqrt", "trsqrt")})
 
 
 @_register("trowprod")

@@ -128,6 +128,12 @@ def _in_float32(fn):
     return rule
 
 
+def _gelu_erf(x):
+    """The exact GELU ``x erfc(-x / sqrt 2) / 2`` (float32, as ``jax.nn.gelu`` writes it: no cancellation
+    for negative x) in vector instructions: no ``tgelu`` computes it."""
+    return ops.mul(ops.mul(x, np.float32(0.5)), libm.erfc(ops.mul(x, np.float32(-1 / np.sqrt(2)))))
+
+
 def _select_n(eqn, pred, *cases):
     """``cases[pred]``: one ``where`` for a boolean predicate; for an integer one a tree of them on
     ``pred < middle``, as XLA lowers it (so an index below the range takes the first case, above it
@@ -448,6 +454,8 @@ def _translate(eqn, invals, stack):
     const = all(is_const(x) for x in invals)
     if name in _ROWS and eqn.params["axis"] and not const:
         out = rows_of(_ROWS[name], *invals, axis=eqn.params["axis"])
+    elif name == "pto.gelu" and not eqn.params["approximate"] and not const:
+        out = _in_float32(_gelu_erf)(eqn, *invals)
     elif name.startswith("pto."):
         out = eqn.primitive.bind(*invals, **eqn.params)
     elif name in _INLINE:
