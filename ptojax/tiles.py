@@ -506,6 +506,9 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
       at a time, on the tiles' valid regions (2-D) as NumPy arrays in the hardware dtypes; an
       exception it raises fails that point's task. Without it the simulator runs ``reference`` on
       those regions (traced and vmapped over the grid points, as the built-in instructions are);
+    * ``params``: keyword parameters (bools, ints, finite floats, strings and tuples of them) are
+      written into the instruction's PTO-AS line as attributes (``{scale = 0.5 : f64}``) and reach
+      ``numpy`` / ``reference`` from there;
     * ``abstract(*avals, **params)``: the output aval (a list of them with ``multiple_results``;
       default: the first operand's shape and dtype);
     * ``cost``: a function ``cost(ins, outs, target) -> cycles`` of the operand and result

@@ -266,6 +266,38 @@ def test_custom_op_semantics_on_each_backend_and_after_unregistering():
         pj.tiles.unregister_op("tbump")
 
 
+@pytest.mark.parametrize("with_numpy", [False, True])
+def test_custom_op_parameters_reach_its_semantics_through_the_text(with_numpy):
+    """Keyword parameters of a registered op (int, float, bool, string, tuple) are written into its
+    PTO-AS line as attributes and parsed back: the engine and the replay run the op with them, as the
+    XLA backend runs the reference; a parameter the text cannot hold is refused, naming it."""
+    def ref(t, *, scale, shift, flip, mode, weights):
+        y = t * scale + shift * (len(weights) + sum(weights))
+        y = -y if flip else y
+        return jnp.abs(y) if mode == "abs" else y
+
+    def host(t, *, scale, shift, flip, mode, weights):
+        return np.asarray(ref(t, scale=scale, shift=shift, flip=flip, mode=mode, weights=weights))
+
+    x = rand((32, 64), np.float32, 9)
+    params = dict(scale=0.1, shift=3, flip=True, mode="abs", weights=(1.5, -2.0))
+    op = pj.tiles.register_op("tparams", reference=ref, numpy=host if with_numpy else None)
+    try:
+        f = _one_op_kernel(lambda t: op(t, **params))
+        want = np.abs(-(x * np.float32(0.1) + np.float32(3 * 1.5)))
+        text = pj.kernel(f).lower(x).compile().as_text("pto")
+        line = next(line for line in text.split("\n") if "pto.tparams ins(" in line)
+        assert 'mode = "abs"' in line and "scale = 0.1 : f64" in line and "weights = [1.5 : f64, -2.0 : f64]" in line
+        np.testing.assert_allclose(np.asarray(pj.kernel(f)(x)), want, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(jax.jit(pj.kernel(f))(x)), want, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(pj.kernel(f, backend="xla")(x)), want, rtol=1e-6)
+        bad = _one_op_kernel(lambda t: op(t, **{**params, "scale": float("inf")}))
+        with pytest.raises(pj.errors.PtoUnsupportedError, match=r"pto.tparams: parameter scale=inf cannot be written"):
+            pj.kernel(bad)(x)
+    finally:
+        pj.tiles.unregister_op("tparams")
+
+
 @pytest.mark.parametrize("cols", [2, 64])
 def test_a_fault_in_a_custom_op_names_its_grid_point(cols):
     """A registered op that raises at one grid point of a batch of them: the error names that point's

@@ -330,6 +330,8 @@ class Parser:
     def attr_value(self):
         kind, text, line, col = self.peek()
         self.next()
+        if text == "[":
+            return tuple(self.listed(self.attr_value, "]"))
         if kind == "type" and text.startswith("#"):
             inner = text[text.index("<") + 1:-1].split()
             value = inner[-1] if inner else ""
@@ -341,7 +343,7 @@ class Parser:
             value = text == "true"
         else:
             self.fail((line, col), f"bad attribute value {text!r}")
-        if self.peek()[1] == ":" and self.peek(1)[0] == "word" and self.peek(2)[1] in (",", "}"):
+        if self.peek()[1] == ":" and self.peek(1)[0] == "word" and self.peek(2)[1] in (",", "}", "]"):
             self.next(), self.next()              # a typed literal: `3 : i32`
         return value
 

@@ -50,9 +50,6 @@ class Region:
     lo: tuple[int, ...]
     hi: tuple[int, ...]
 
-    def overlaps(self, other: "Region") -> bool:
-        return self.buffer == other.buffer and _meet(self.lo, self.hi, other.lo, other.hi)
-
     @property
     def size(self) -> int:
         n = 1

@@ -140,10 +140,6 @@ def operands(op: str, *args):
     return out
 
 
-def scalar_like(value, dtype) -> np.ndarray:
-    return np.asarray(value, dtype=dtype)
-
-
 # ------------------------------------------------------------------------------------ shapes, axes
 def broadcast_shapes(op: str, *shapes) -> tuple:
     """NumPy broadcasting of shapes whose dims may be ``jax.export`` symbols (:mod:`.dims`)."""

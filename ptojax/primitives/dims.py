@@ -27,10 +27,6 @@ def symbolic(shape) -> tuple:
     return tuple(d for d in shape if is_symbolic(d))
 
 
-def is_static(shape) -> bool:
-    return not symbolic(shape)
-
-
 def shape_text(shape) -> str:
     """``(m, 64)``: a shape as its user wrote it (symbols by name)."""
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"

@@ -51,6 +51,26 @@ def _float_text(value: float, dtype: str) -> str:
     return "0x" + (bits[:4] if dtype == "bf16" else bits)
 
 
+def user_attrs(s: asm.Instr) -> str:
+    """A user instruction's parameters as a trailing attribute dict (``{factor = 3.0 : f64}``), which
+    the engine and the replay parse back: bools, ints, finite floats, strings and lists of them."""
+    def spell(v, name):
+        if isinstance(v, (bool, np.bool_)):
+            return "true" if v else "false"
+        if isinstance(v, (int, np.integer)):
+            return f"{int(v)} : i64"
+        if isinstance(v, (float, np.floating)) and math.isfinite(v):
+            return f"{float(v)!r} : f64"
+        if isinstance(v, str) and '"' not in v and "\n" not in v:
+            return f'"{v}"'
+        if isinstance(v, (tuple, list)):
+            return "[" + ", ".join(spell(x, name) for x in v) + "]"
+        raise PtoUnsupportedError(f"pto realize: pto.{s.op}: parameter {name}={v!r} cannot be written in PTO-AS "
+                                  "(bools, ints, finite floats, strings and lists of them can)")
+    params = [(k, v) for k, v in s.attrs if k not in ("shapes", "scalar_first")]    # codegen's own notes
+    return " {" + ", ".join(f"{k} = {spell(v, k)}" for k, v in params) + "}" if params else ""
+
+
 class Selector:
     """Selects the real instructions of one kernel and prints its ``func.func``."""
 
@@ -226,7 +246,7 @@ class Selector:
         if op in instructions.TABLE:
             return self.lines.append(instructions.text(op, ins_t, outs_t, attrs))
         self.lines.append(f"pto.{op} ins({', '.join(ins)} : {', '.join(t for _, t in ins_t)}) "
-                          f"outs({', '.join(outs)} : {', '.join(t for _, t in outs_t)})")
+                          f"outs({', '.join(outs)} : {', '.join(t for _, t in outs_t)}){attrs or ''}")
 
     def row_reduce_rows(self, op, ins, out: str, attrs):
         """Row reduction ``op`` of ``ins[0]`` into ``out`` whose static rows differ from the source's (a
@@ -362,7 +382,7 @@ class Selector:
         if selected is not None:
             return selected(self, s, ins, outs)
         if op in isa.TABLE and isa.TABLE[op].operands.startswith("user-defined"):
-            return self.print(op, ins, outs)     # a user's instruction prints as written: not real PTO
+            return self.print(op, ins, outs, user_attrs(s))     # as written, its parameters too: not real PTO
         self.fail(s, "has no selection")
 
     def expand(self, s, name, src, dst) -> str:
