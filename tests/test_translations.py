@@ -6,6 +6,7 @@ where it is exact (remainders, flips, tiles): never ptojax's.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -403,7 +404,8 @@ def test_new_binary_ops_broadcast(name):
 def test_max_min_nan_from_either_operand_abs_of_minus_zero_and_exact_scalar_compares(dtype):
     """``tmax`` / ``tmin`` pass only their first operand's NaN, ``tabs(-0.0)`` is -0.0 and ``tcmps``'s EQ / NE
     are ``|x - s| < 1e-9``: the translations still give XLA's results, eagerly and under ``jax.jit``
-    (operands of one shape, a row and a column broadcast, in both orders)."""
+    (operands of one shape, a row and a column broadcast, in both orders; a NaN scalar, which ``tmaxs``
+    / ``tmins`` would drop)."""
     rng = np.random.default_rng(19)
     x, y = (rng.normal(size=(16, 40)).astype(dtype) for _ in range(2))
     x[1, 2], y[3, 4], x[5, 6], y[5, 6] = np.nan, np.nan, np.inf, -np.inf
@@ -422,3 +424,9 @@ def test_max_min_nan_from_either_operand_abs_of_minus_zero_and_exact_scalar_comp
                 np.testing.assert_array_equal(g, w)          # (in float32: NumPy sees bfloat16 NaNs unequal)
             if b is None:                           # abs: +0.0 (max / min of ±0: either zero, as XLA's vary)
                 np.testing.assert_array_equal(np.signbit(np.asarray(run(a)[0])), np.signbit(want[0]))
+    for op in (jnp.maximum, jnp.minimum):                   # a constant scalar, NaN or not, on either side
+        for fn in [functools.partial(lambda v, op, c, first: op(v, c) if first else op(c, v), op=op, c=c, first=first)
+                   for c in (dtype.type(np.nan), dtype.type(0.5), np.float32(np.nan)) for first in (True, False)]:
+            want = np.asarray(fn(x)).astype(F32)
+            for run in (pj.kernel(fn), jax.jit(pj.kernel(fn))):
+                np.testing.assert_array_equal(np.asarray(run(x)).astype(F32), want)

@@ -4,6 +4,8 @@ reductions (``trow*`` with a tmp tile and an ``R×1`` result, ``tcol*``), transp
 column regrouped as rows and back), and broadcasts of a tile or a scalar (``texpand``)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import asm, instructions
@@ -138,6 +140,8 @@ def scalar_binary(sel, s, ins, outs, base, scalar_first=None):
         full = sel.like(tile, dtype="i32" if dtype == "i32" else "i16")     # an integer max / min: the scalar
         sel.print("texpands", [sel.const(sel.values[scalar], sel.types[full].dtype)], [full])   # as a tile
         return sel.emit(f"t{base}", [tile, full], outs)
+    if base in ("max", "min") and math.isnan(sel.values.get(scalar, 0.0)):    # JAX's max / min of NaN is NaN
+        return sel.emit("texpands", [sel.const(math.nan, dtype)], outs)          # (std::max would keep x)
     if base in ("fmod", "shl", "shr") and scalar_first:
         full = sel.like(tile)
         sel.emit("texpands", [sel.const(sel.values[scalar], dtype)], [full])
