@@ -51,6 +51,7 @@ class Options:
     donate_argnums: tuple = ()      # positional arguments the kernel may update in place
     polymorphic_shapes: tuple = ()  # jax.export shape specs, one per argument: one compile for every size
     polymorphic_constraints: tuple = ()
+    interpret: bool = False         # under jax.jit too: the interpreter in a host callback, not the replay
 
     def __post_init__(self):
         get_target(self.target)
@@ -361,7 +362,7 @@ class Kernel:
 
 def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "sim", executor: str = "simulated",
            workers: int = 4, options: Mapping | None = None, donate_argnums=(), polymorphic_shapes=(),
-           polymorphic_constraints=()):
+           polymorphic_constraints=(), interpret: bool = False):
     """Compile ``fn`` (a JAX function of arrays, pytrees allowed) to Ascend PTO code.
 
     ``target``: "a3" or "a2"; ``backend``: "sim" runs the PTO programs on the simulated chip,
@@ -373,13 +374,15 @@ def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "si
     ``donate_argnums``: arguments the kernel may update in place (a paged KV cache), as in ``jax.jit``;
     ``polymorphic_shapes`` (``jax.export`` specs, ``("m, 64", None)``) and ``polymorphic_constraints``
     (``("mod(m, 16) == 0",)``): one compile, a dynamic PTO module, serves every row count ``m``
-    (docs/dynamic_shapes.md).
+    (docs/dynamic_shapes.md); ``interpret=True`` (for debugging): under ``jax.jit`` too, a ``sim``
+    kernel runs its PTO-AS text on the interpreter (the runtime, in a host callback) instead of the
+    replay — faults name the task, instruction and line; subnormals kept — as eager calls always do.
     Usable as ``@pj.kernel`` or ``@pj.kernel(target="a2")``.
     """
     donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
     one = lambda v: (v,) if isinstance(v, str) else tuple(v)  # noqa: E731  ("m, 64": one argument's spec)
     opts = Options(target, backend, executor, workers, _freeze(options), donate, one(polymorphic_shapes),
-                   one(polymorphic_constraints))
+                   one(polymorphic_constraints), bool(interpret))
     if fn is None:
         return lambda f: Kernel(f, opts)
     return Kernel(fn, opts)
@@ -415,7 +418,10 @@ _REPLAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Compiled
 
 def _replay(call: Compiled):
     """The kernel's replay (:func:`~ptojax.execute.replay_function`), made once; None where data steers
-    its schedule (runtime lengths, scalar inputs, MoE counts read back)."""
+    its schedule (runtime lengths, scalar inputs, MoE counts read back) or ``interpret=True`` asks for
+    the interpreter."""
+    if call.options.interpret:
+        return None
     if call not in _REPLAYS:
         _REPLAYS[call] = replay_function(call.lowering, call.avals, call.options.target, call._code())
     return _REPLAYS[call]

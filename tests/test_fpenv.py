@@ -107,6 +107,17 @@ def test_the_jitted_replay_runs_in_xlas_float_modes():
     assert not np.any(jitted)                                              # every value was subnormal
 
 
+def test_interpret_runs_the_interpreter_under_jit_too():
+    """``pj.kernel(..., interpret=True)``, the debugging switch: jax.jit lowers the kernel to the host
+    callback instead of the replay, and gives the eager call's bits (subnormals kept)."""
+    x, y = _subnormal_inputs()
+    kernel = pj.kernel(_scaled_sum, interpret=True)
+    assert "callback" in jax.jit(kernel).lower(x, y).as_text()
+    jitted = np.asarray(jax.jit(kernel)(x, y))
+    np.testing.assert_array_equal(jitted.view(np.uint32), np.asarray(kernel(x, y)).view(np.uint32))
+    np.testing.assert_array_equal(jitted, _ieee_reference(x, y))
+
+
 def test_walks_and_tapes_under_jit_keep_subnormals():
     """Under jax.jit's host callback, the grid points walk the text together and a second call replays
     the kept plan (its tapes): both keep subnormals, bit for bit the eager call, and the row sums
