@@ -239,3 +239,22 @@ def test_unsupported_cast_dtype(dtype, pattern):
     with pytest.raises(pj.PtoDtypeError, match=r"pto\.cast: " + pattern) as err:
         OPS.cast(np.ones(3, F32), dtype)
     assert isinstance(err.value, TypeError)
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=["float32", "float16", "bfloat16"])
+def test_saturating_float_to_int_is_xlas_nan_zero_and_limits(dtype):
+    """``astype`` / ``pj.ops.cast`` (saturating) of floats to int32 and int8 as XLA converts: NaN to 0,
+    ±inf and out-of-range values to the limits — the real ``tcvt`` clamps NaN to the upper limit and,
+    into i32, turns 2**31 (the limit rounded to float32) into INT32_MIN; an f16 source clamped ±inf to
+    ±65504. Eagerly and under jax.jit; the text is real (ptoas)."""
+    row = np.array([1.0, np.nan, np.inf, -np.inf, 3e9, -3e9, 200.7, -300.5, 2147483520.0, -2.5, 65504, 1e5,
+                    0.5, -0.0, 127.5, -128.6], np.float32)
+    with np.errstate(over="ignore"):
+        x = np.tile(row, (8, 4)).astype(dtype)
+    for to in (I32, I8):
+        for fn in (lambda v: v.astype(to), lambda v: pj.ops.cast(v, to, rounding="rint")):
+            want = np.asarray(jax.jit(fn)(x))
+            kernel = pj.kernel(fn)
+            np.testing.assert_array_equal(np.asarray(kernel(x)), want)
+            np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), want)
+            kernel.lower(x).compile().ptoas()

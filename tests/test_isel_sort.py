@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 
 import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
@@ -143,3 +144,17 @@ def test_padded_lengths_and_rounds():
     assert sort_rules.padded_length(80, 64) == (128, 1, 1)
     assert sort_rules.rounds(384, 3, 1, "f32") == [("single", 64), ("lists", 3, 256)]
     assert sort_rules.rounds(1024, 2, 2, "f16") == [("single", 128), ("single", 512), ("lists", 2, 2048)]
+
+
+def test_bf16_sort_and_top_k_keep_infinities():
+    """bf16 sorts in f32 and converts back exactly: ±inf stay ±inf (a saturating conversion back made
+    them ±3.39e38), along either axis, largest and smallest, eagerly and under jax.jit."""
+    x = np.tile(np.array([1.0, np.inf, -np.inf, 3e38, -2.5, 0.0, 7.0, -1e30], np.float32), (8, 8))
+    x[:, 3] = np.arange(8)
+    x = x.astype(ml_dtypes.bfloat16)
+    for fn in (lambda v: jnp.sort(v, -1), lambda v: jax.lax.top_k(v, 4), lambda v: jax.lax.top_k(-v, 3),
+               lambda v: jnp.sort(v, 0)):
+        want = [np.asarray(w).astype(np.float32) for w in jax.tree.leaves(fn(jnp.asarray(x)))]
+        for run in (pj.kernel(fn), jax.jit(pj.kernel(fn))):
+            for got, w in zip(jax.tree.leaves(run(x)), want):
+                np.testing.assert_array_equal(np.asarray(got).astype(np.float32), w)

@@ -386,3 +386,20 @@ def test_arg_reduction_over_a_vocabulary_row_runs_in_stages(kind):
     xi = rng.integers(-5, 5, (3, 9000, 4)).astype(I32)                  # a middle axis, integer ties
     got = np.asarray(pj.kernel(lambda v: getattr(OPS, kind)(v, axis=1, keepdims=True))(xi))
     np.testing.assert_array_equal(got, golden_arg(kind, xi, 1, True))
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=["float32", "float16", "bfloat16"])
+def test_float_max_min_are_nan_wherever_a_nan_is(dtype):
+    """``jnp.max`` / ``jnp.min`` of floats: NaN where the row (column, tile) holds one, as JAX's — the
+    real ``trowmax`` / ``tcolmax`` see a NaN only in first place (a row [1, nan, inf] gave inf) — and
+    argmax the first NaN's index; eagerly and under jax.jit, over the last axis, the first, all."""
+    x = np.tile(np.array([1.0, np.nan, np.inf, 0.0], np.float32), (8, 16))
+    x[1] = np.tile(np.array([1.0, 2.0, np.inf, np.nan], np.float32), 16)
+    x[2], x[3] = np.arange(64), -np.arange(64)
+    x[3, 63] = np.nan
+    x = x.astype(dtype)
+    for fn in (lambda v: jnp.max(v, -1), lambda v: jnp.min(v, -1), lambda v: jnp.max(v, 0, keepdims=True),
+               lambda v: jnp.min(v), lambda v: jnp.argmax(v, -1), lambda v: jnp.argmin(v, 0)):
+        want = np.asarray(fn(jnp.asarray(x))).astype(np.float32)
+        for run in (pj.kernel(fn), jax.jit(pj.kernel(fn))):
+            np.testing.assert_array_equal(np.asarray(run(x)).astype(np.float32), want)

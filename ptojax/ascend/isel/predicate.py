@@ -204,6 +204,11 @@ def widened(sel, name: str, wide=_WIDE) -> str:
 
 @rule("tlogical_and", "tlogical_or")
 def logical(sel, s, ins, outs):
+    if any(not isinstance(sel.types[n], asm.TileBuf) for n in ins):
+        sel.fail(s, "with a constant operand")
+    shapes = [sel.shape(s, i, n) for i, n in enumerate(ins)]
+    if shapes[0] != shapes[1]:
+        sel.fail(s, f"of a {list(shapes[0])} and a {list(shapes[1])} predicate (a broadcast)")
     (a, b), _ = aligned(sel, [mask(sel, n) for n in ins])
     out = sel.mask_for(outs[0], sel.types[a], mask=True)
     sel.print("tand" if s.op == "tlogical_and" else "tor", [a, b], [out])

@@ -225,8 +225,8 @@ def _finish(sel, sorter, outs):
         staged = _staged(sel, out, sorter.dtype)             # k = 1: a value per row, a column ...
         sel.copy(values, staged)
         values = staged                                      # ... in the sort dtype first
-    if sel.types[out].dtype != sorter.dtype:                 # back to the input's dtype (exact)
-        sel.convert(values, out, "RINT", saturate=True)
+    if sel.types[out].dtype != sorter.dtype:                 # back to the input's dtype (exact; ±inf stay)
+        sel.convert(values, out, "RINT", saturate=sel.types[out].dtype != "bf16")
     else:
         sel.copy(values, out)
     sel.copy(indices, outs[1])
@@ -292,7 +292,7 @@ def topk(sel, s, ins, outs):
     flipped = _staged(sel, outs[0], sorter.dtype)
     sel.print("ttrans", [values, sel.like(values)], [flipped])
     sel.copy(flipped, outs[0]) if sel.types[outs[0]].dtype == sorter.dtype else \
-        sel.convert(flipped, outs[0], "RINT", saturate=True)
+        sel.convert(flipped, outs[0], "RINT", saturate=sel.types[outs[0]].dtype != "bf16")
     sel.print("ttrans", [indices, sel.like(indices)], [outs[1]])
 
 

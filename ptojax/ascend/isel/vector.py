@@ -171,9 +171,47 @@ def cvt(sel, s, ins, outs):
     if s.attr("dtype") == "i1":                 # x -> bool: x != 0
         predicate.nonzero(sel, ins[0], outs[0])
         return predicate.settle(sel, outs[0])
-    integer = sel.types[outs[0]].dtype in ("i8", "ui8", "i16", "i32")
+    to = sel.types[outs[0]].dtype
+    integer = to in ("i8", "ui8", "i16", "i32")
     saturate = s.attr("saturate") if integer else None      # into a float: overflow is inf, NaN stays NaN
-    sel.convert(ins[0], outs[0], _ROUNDING[s.attr("rounding", "rint")], saturate)
+    src, big = ins[0], None
+    if saturate and sel.types[src].dtype in _FLOATS:
+        src, big = _saturable(sel, src, to)
+    sel.convert(src, outs[0], _ROUNDING[s.attr("rounding", "rint")], saturate)
+    if big is not None:                                     # 2**31 and above: INT32_MAX
+        top = sel.like(outs[0])
+        sel.print("texpands", [sel.const(2 ** 31 - 1, "i32")], [top])
+        (big,), (top, out) = predicate.aligned(sel, [big], [top, outs[0]])
+        sel.print("tsel", [big, top, out, sel.like(out)], [out])
+
+
+_I32_BELOW = 2147483520.0       # the largest float32 below 2**31
+
+
+def _saturable(sel, x: str, to: str) -> tuple:
+    """(The float source of a saturating conversion to integer ``to`` as JAX converts, the mask of
+    the values the result must hold as INT32_MAX or None): NaN to 0 (the real ``tcvt`` clamps NaN to
+    the upper limit) and, into i32, in float32 at most 2**31 - 128 (the limit 2**31 - 1 rounds up to
+    2**31 in float32, which converts to INT32_MIN; an f16 source would clamp ±inf to ±65504), the
+    values from 2**31 up flagged."""
+    x, big = predicate.widened(sel, x), None                # bf16 in f32: no bf16 compare, select
+    if to == "i32":
+        if sel.types[x].dtype != "f32":
+            x = sel.widen(x, "f32")
+        whole = predicate.full(sel, x)
+        big = sel.mask_for(sel.fresh("p"), sel.types[whole])
+        sel.print("tcmps", [whole, sel.const(2.0 ** 31, "f32")], [big], {"cmpMode": "ge"})
+        clamped = sel.like(x)
+        sel.print("tmins", [x, sel.const(_I32_BELOW, "f32")], [clamped])
+        x = clamped
+    zeros, whole = sel.like(x), predicate.full(sel, x)
+    sel.print("texpands", [sel.const(0.0, sel.types[x].dtype)], [zeros])
+    nan = sel.mask_for(sel.fresh("p"), sel.types[whole])
+    sel.print("tcmp", [whole, whole], [nan], {"cmpMode": "ne"})
+    result = sel.like(x)
+    (nan,), (zeros, x, whole) = predicate.aligned(sel, [nan], [zeros, x, result])
+    sel.print("tsel", [nan, zeros, x, sel.like(whole)], [whole])
+    return result, big
 
 
 
@@ -195,8 +233,8 @@ def reduce(sel, s, ins, outs):
         if arg:
             return sel.emit("texpands", [sel.const(0, to.dtype)], [out])
         return sel.copy(src, out)
-    if arg and sel.types[src].dtype in _FLOATS:
-        return _nan_first(sel, s, kind, src, out, lambda k, x, o: _reduce(sel, s, k, x, shape, real, o))
+    if kind in ("argmax", "argmin", "max", "min") and sel.types[src].dtype in _FLOATS:
+        return _nan_aware(sel, s, kind, src, out, lambda k, x, o: _reduce(sel, s, k, x, shape, real, o))
     _reduce(sel, s, kind, src, shape, real, out)
 
 
@@ -250,11 +288,11 @@ def _regrouped(sel, s, kind: str, src: str, outer: int, n: int, inner: int, out:
     relayout(sel, s, result, out)
 
 
-def _nan_first(sel, s, kind: str, src: str, out: str, reduce):
-    """``argmax`` / ``argmin`` of floats as JAX defines them: the first NaN's index where one is. The
-    real instructions skip a NaN past the first element, so the NaNs' flags (``tcmp ne`` of ``src``
-    with itself, ``tsel`` of 1 / 0) reduce too (``max``: any, ``argmax``: the first) and a ``tsel``
-    picks between that index and the plain one."""
+def _nan_aware(sel, s, kind: str, src: str, out: str, reduce):
+    """``max`` / ``min`` / ``argmax`` / ``argmin`` of floats as JAX defines them: NaN, or the first
+    NaN's index, where one is. The real instructions skip a NaN past the first element, so the NaNs'
+    flags (``tcmp ne`` of ``src`` with itself, ``tsel`` of 1 / 0) reduce too (``max``: any, ``argmax``:
+    the first) and a ``tsel`` picks between NaN or that index and the plain result."""
     wide = predicate.widened(sel, src)
     dtype = sel.types[wide].dtype
     ones, zeros, flags = sel.like(wide), sel.like(wide), sel.like(wide)
@@ -266,11 +304,21 @@ def _nan_first(sel, s, kind: str, src: str, out: str, reduce):
     (nan,), (ones, zeros, selected) = predicate.aligned(sel, [nan], [ones, zeros, flags])
     sel.print("tsel", [nan, ones, zeros, sel.like(selected)], [selected])
     to = sel.types[out]
-    seen, plain, first = (sel.alloc(vec_tile(to.v_row, to.v_col, d)) for d in (dtype, to.dtype, to.dtype))
+    seen, plain = (sel.alloc(vec_tile(to.v_row, to.v_col, d)) for d in (dtype, to.dtype))
     reduce("max", flags, seen)
-    reduce("argmax", flags, first)
     reduce(kind, src, plain)
-    predicate.select_where(sel, seen, "ne", 0.0, first, plain, out)
+    if kind in ("argmax", "argmin"):
+        first = sel.alloc(vec_tile(to.v_row, to.v_col, to.dtype))
+        reduce("argmax", flags, first)
+        return predicate.select_where(sel, seen, "ne", 0.0, first, plain, out)
+    wide = to.dtype == "bf16"                               # A2/A3: no bf16 arithmetic nor tsel
+    nan = sel.alloc(vec_tile(to.v_row, to.v_col, "f32" if wide else to.dtype))
+    sel.print("texpands", [sel.const(math.nan, sel.types[nan].dtype)], [nan])
+    if not wide:
+        return predicate.select_where(sel, seen, "ne", 0.0, nan, plain, out)
+    result = sel.like(nan)
+    predicate.select_where(sel, seen, "ne", 0.0, nan, sel.widen(plain), result)
+    sel.convert(result, out, "RINT")
 
 
 def _by_columns(sel, kind: str, src: str, out: str):
