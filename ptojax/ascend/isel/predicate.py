@@ -177,17 +177,18 @@ def select_where(sel, src: str, mode: str, value, a: str, b: str, out: str):
     sel.print("tsel", [compared, a, b, sel.like(whole)], [whole])
 
 
-def nan_or(sel, src: str, other: str, out: str):
-    """``out := where(isnan(src), src, other)`` (``tcmp ne`` of ``src`` with itself, then ``tsel``) for
-    float tiles of one valid shape."""
+def where_nan(sel, src: str, then: str, other: str, out: str):
+    """``out := where(isnan(src), then, other)`` (``tcmp ne`` of ``src`` with itself, then ``tsel``)
+    for float tiles of one valid shape; bf16 through f32 (A2/A3 compare and select no bf16)."""
     dtype = sel.types[out].dtype
     result = sel.like(out, dtype=_WIDE[dtype]) if sel.narrow(out) else out
-    src, other = widened(sel, src), widened(sel, other)
+    wide = {n: widened(sel, n) for n in dict.fromkeys((src, then, other))}    # each operand converted once
+    src, then, other = wide[src], wide[then], wide[other]
     whole = full(sel, src)
     nan = sel.mask_for(sel.fresh("p"), sel.types[whole])
     sel.print("tcmp", [whole, whole], [nan], {"cmpMode": "ne"})
-    (nan,), (src, other, picked) = aligned(sel, [nan], [src, other, result])
-    sel.print("tsel", [nan, src, other, sel.like(picked)], [picked])
+    (nan,), (then, other, picked) = aligned(sel, [nan], [then, other, result])
+    sel.print("tsel", [nan, then, other, sel.like(picked)], [picked])
     if result != out:
         sel.convert(result, out, "RINT", saturate=False)
 

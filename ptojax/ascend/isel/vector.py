@@ -52,7 +52,8 @@ def binary(sel, s, ins, outs):
     src1 = 0 if matrix(shapes[0]) != (to.v_row, to.v_col) == matrix(shapes[1]) else 1   # after the swap below
     plain = sel.like(outs[0])
     _tile_binary(sel, s, ins, [plain])
-    predicate.nan_or(sel, operand(sel, s, ins[src1], shapes[src1], out_shape), plain, outs[0])
+    nans = operand(sel, s, ins[src1], shapes[src1], out_shape)
+    predicate.where_nan(sel, nans, nans, plain, outs[0])
 
 
 def _tile_binary(sel, s, ins, outs):
@@ -204,13 +205,9 @@ def _saturable(sel, x: str, to: str) -> tuple:
         clamped = sel.like(x)
         sel.print("tmins", [x, sel.const(_I32_BELOW, "f32")], [clamped])
         x = clamped
-    zeros, whole = sel.like(x), predicate.full(sel, x)
+    zeros, result = sel.like(x), sel.like(x)
     sel.print("texpands", [sel.const(0.0, sel.types[x].dtype)], [zeros])
-    nan = sel.mask_for(sel.fresh("p"), sel.types[whole])
-    sel.print("tcmp", [whole, whole], [nan], {"cmpMode": "ne"})
-    result = sel.like(x)
-    (nan,), (zeros, x, whole) = predicate.aligned(sel, [nan], [zeros, x, result])
-    sel.print("tsel", [nan, zeros, x, sel.like(whole)], [whole])
+    predicate.where_nan(sel, x, zeros, x, result)
     return result, big
 
 
@@ -298,11 +295,7 @@ def _nan_aware(sel, s, kind: str, src: str, out: str, reduce):
     ones, zeros, flags = sel.like(wide), sel.like(wide), sel.like(wide)
     sel.print("texpands", [sel.const(1.0, dtype)], [ones])
     sel.print("texpands", [sel.const(0.0, dtype)], [zeros])
-    whole = predicate.full(sel, wide)
-    nan = sel.mask_for(sel.fresh("p"), sel.types[whole])
-    sel.print("tcmp", [whole, whole], [nan], {"cmpMode": "ne"})
-    (nan,), (ones, zeros, selected) = predicate.aligned(sel, [nan], [ones, zeros, flags])
-    sel.print("tsel", [nan, ones, zeros, sel.like(selected)], [selected])
+    predicate.where_nan(sel, wide, ones, zeros, flags)
     to = sel.types[out]
     seen, plain = (sel.alloc(vec_tile(to.v_row, to.v_col, d)) for d in (dtype, to.dtype))
     reduce("max", flags, seen)
