@@ -103,6 +103,9 @@ def kernels():
         "transpose": (tiled(lambda x: x.T, vec=(16, 16)), X),
         "masks of two widths": (tiled(lambda x, b, h, i: (O.logical_and(O.gt(x, 0.0), b), O.where(O.gt(h, 0.0), i, 7)),
                                       vec=(8, 8)), f32(16, 8), r.random((16, 8)) < 0.5, f16(16, 8), i32(16, 8)),
+        "logical of a constant and a broadcast": (tiled(lambda x, r: (O.logical_and(O.gt(x, 0.0), False),
+                                                                     O.logical_or(O.gt(x, 0.5), O.lt(r, 0.0))),
+                                                       vec=(8, 32)), f32(16, 32), f32(1, 32)),
         "column broadcast in groups": (tiled(lambda x, y: jnp.broadcast_to(
             O.fmod(O.sum(x, -1, keepdims=True), O.abs(O.amax(y, -1, keepdims=True)) + 1), (2, 4, 16)),
             vec=(2, 4, 16)), f32(2, 4, 16), f32(2, 1, 16)),

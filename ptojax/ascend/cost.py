@@ -102,7 +102,8 @@ _STARTUP = {"ADD": 6, "MUL": 7, "EXP": 12, "DIV": 13, "CAST": 6, "ROWSUM": 23, "
 VECTOR_CLASSES = {c: (_R0[c] / _R0["ADD"], _STARTUP[c]) for c in _R0}
 
 _SIGMOID = ("MUL", "EXP", "ADD", "DIV")                       # exp(-x), 1 + ., 1 / .
-_TANH = ("MUL", "EXP", "ADD", "DIV", "MUL", "ADD")            # 2 * sigmoid(2x) - 1
+_TANH = (("ADD", "MUL", "EXP", "ADD", "ADD", "DIV", "ADD", "ADD", "ADD")    # sign(x) (1 - e) / (1 + e), e = exp(-2|x|)
+         + ("MUL", "MUL", "ADD") + ("MUL", "ADD") * 3 + ("MUL", "ADD", "MUL", "ADD", "ADD"))  # x (1 + x² P(x²)), select
 _ROW_RSQRT = ("MUL:rows", "ADD:rows", "DIV:rows", "DIV:rows")  # mean = sum/n, + eps, sqrt, 1/.
 
 VECTOR_OPS: dict[str, tuple[str, ...]] = {
@@ -127,7 +128,7 @@ VECTOR_OPS: dict[str, tuple[str, ...]] = {
     "tround": ("CAST", "CAST", "MUL", "ADD", "ADD", "ADD", "ADD", "ADD"),  # via i32; x*0, |x|, 2 x (tcmps, tsel)
     # activations
     "tsigmoid": _SIGMOID, "tsilu": _SIGMOID + ("MUL",), "ttanh": _TANH,
-    "tgelu": ("MUL", "MUL", "MUL", "ADD", "MUL") + _TANH + ("ADD", "MUL", "MUL"),  # tanh form
+    "tgelu": ("MUL", "MUL", "ADD", "MUL") + _SIGMOID + ("MUL",),  # tanh form: x sigmoid(2 c (x + a x³))
     # axis reductions (explicit forms)
     "trowsum": ("ROWSUM",), "trowprod": ("ROWSUM",), "trowmax": ("ROWMAX",), "trowmin": ("ROWMAX",),
     "trowargmax": ("ROWMAX", "ADD"), "trowargmin": ("ROWMAX", "ADD"),

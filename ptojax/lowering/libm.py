@@ -9,8 +9,8 @@ value (``tests/test_translations.py`` and ``tests/test_lowering.py`` check each)
 
 * ``log1p``, ``expm1``: within 2 ulp, also where ``|x| << 1``.
 * ``erf``: within 7 ulp; ``erfc``: within 8 ulp wherever the result is a normal float.
-* ``sin``, ``cos`` within 3 ulp, ``tan`` 4, for ``|x| <`` :data:`TRIG_RANGE` (2**17: RoPE angles at 128K
-  positions); past it the argument reduction loses accuracy, growing with ``|x|``.
+* ``sin``, ``cos`` within 3 ulp, ``tan`` 4, for ``|x| <`` :data:`TRIG_RANGE` (2**20: RoPE angles past
+  a million positions); past it the argument reduction loses accuracy, growing with ``|x|``.
 * ``atan``, ``atan2``, ``asin``, ``acos``, ``asinh``, ``acosh``, ``atanh``: within 3 ulp; ``cbrt`` 1 ulp;
   ``cosh`` 4 ulp, ``sinh`` 8 ulp (signed zeros, infinities and NaN as C's).
 * ``exp2``: ``exp(x * ln 2)``, as XLA computes it.
@@ -101,7 +101,7 @@ def erfc(x):
 
 
 # --------------------------------------------------------------------------------------- sin, cos, tan
-TRIG_RANGE = 2.0 ** 17
+TRIG_RANGE = 2.0 ** 20
 _HALF_PI = Fraction(int("1921FB54442D18469898CC51701B839A252049C1", 16), 16 ** 39)   # π/2 to 156 bits
 
 
@@ -118,18 +118,22 @@ def _split(value: Fraction, bits: int, parts: int) -> tuple:
     return (*out, F32(float(value)))
 
 
-_HALF_PI_PARTS = _split(_HALF_PI, 7, 6)       # exact products for quadrants below 2**17: |x| < 2**17 π/2
+_HALF_PI_PARTS = _split(_HALF_PI, 12, 4)      # exact products with the 12-bit halves of a quadrant below 2**24
+_Q_HALF = F32(2.0 ** 12)
 _SIN = (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)                  # Cephes' sinf / cosf on
 _COS = (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)    # [-π/4, π/4]
 _TINY = F32(2.0 ** -12)      # sin(x) and tan(x) round to x below it
 
 
 def _reduced(x):
-    """``(r, q)``: ``x = r + q π/2``, ``|r| <= π/4``, ``q`` integral (Cody and Waite's reduction)."""
+    """``(r, q)``: ``x = r + q π/2``, ``|r| <= π/4``, ``q`` integral (Cody and Waite's reduction, with
+    ``q`` split into a multiple of 2**12 and the rest so that each product with a part is exact)."""
     q = ops.round(ops.mul(x, F32(2 / np.pi)))
+    high = ops.mul(ops.round(ops.mul(q, F32(1 / _Q_HALF))), _Q_HALF)
+    low = ops.sub(q, high)
     r = x
     for part in _HALF_PI_PARTS:
-        r = ops.sub(r, ops.mul(q, part))
+        r = ops.sub(ops.sub(r, ops.mul(high, part)), ops.mul(low, part))
     return r, q
 
 

@@ -205,14 +205,34 @@ def widened(sel, name: str, wide=_WIDE) -> str:
 
 @rule("tlogical_and", "tlogical_or")
 def logical(sel, s, ins, outs):
-    if any(not isinstance(sel.types[n], asm.TileBuf) for n in ins):
-        sel.fail(s, "with a constant operand")
+    """``tand`` / ``tor`` of two masks; a constant operand leaves the other predicate (``x & true``) or
+    a constant result (``x & false``: ``x & ~x``), a broadcast operand is expanded from its bytes."""
+    is_and = s.op == "tlogical_and"
+    tiles = [(i, n) for i, n in enumerate(ins) if isinstance(sel.types[n], asm.TileBuf)]
+    if len(tiles) == 1:
+        i, x = tiles[0]
+        constant = bool(sel.values[ins[1 - i]])
+        a = mask(sel, x)
+        out = sel.mask_for(outs[0], sel.types[a], mask=True)
+        if constant == is_and:                      # x & true, x | false: x itself
+            sel.print("tand", [a, a], [out])
+        else:                                       # x & false = x & ~x, x | true = x | ~x
+            flipped = sel.like(a)
+            sel.print("txors", [a, sel.const(-1, "i8"), sel.like(a)], [flipped])
+            sel.print("tand" if is_and else "tor", [a, flipped], [out])
+        return settle(sel, outs[0])
     shapes = [sel.shape(s, i, n) for i, n in enumerate(ins)]
-    if shapes[0] != shapes[1]:
-        sel.fail(s, f"of a {list(shapes[0])} and a {list(shapes[1])} predicate (a broadcast)")
-    (a, b), _ = aligned(sel, [mask(sel, n) for n in ins])
+    out_shape = tuple(np.broadcast_shapes(*shapes))
+    operands = []
+    for i, (name, shape) in enumerate(zip(ins, shapes)):
+        if matrix(shape) != matrix(out_shape):      # the broadcast reads the predicate's bytes
+            if not settled(sel, name):
+                write_bytes(sel, name)
+            name = operand(sel, s, name, shape, out_shape)
+        operands.append(mask(sel, name))
+    (a, b), _ = aligned(sel, operands)
     out = sel.mask_for(outs[0], sel.types[a], mask=True)
-    sel.print("tand" if s.op == "tlogical_and" else "tor", [a, b], [out])
+    sel.print("tand" if is_and else "tor", [a, b], [out])
     settle(sel, outs[0])
 
 

@@ -509,9 +509,7 @@ def _uses(body, uses=None) -> dict:
 def _scalar_text(value, type_):
     if type_ in ("f32", "f16", "bf16"):
         return _float_text(float(value), type_)
-    if type_ == "i1":
-        return "true" if value else "false"
-    return str(int(value))
+    return str(int(value))          # i1 too: `arith.constant true : i1` is not MLIR (`1 : i1` is)
 
 
 def vec_tile(rows: int, cols: int, dtype: str) -> asm.TileBuf:
