@@ -30,7 +30,7 @@ import numpy as np
 from . import ascend
 from ._jax import Primitive, ShapedArray, ad, batching, host_call_lowering, mlir, xla
 from .ascend.targets import target as get_target
-from .errors import PtoArgumentError, PtoUnsupportedError
+from .errors import PtoArgumentError, PtoCapacityError, PtoUnsupportedError
 from .execute import execute_flat, replay_function, steering
 from .lowering.pipeline import Lowering, lower
 
@@ -80,8 +80,22 @@ def _frozen(v):
     return v
 
 
+MIN_TILE_BYTES = 2 * 1024      # the smallest default vector tile lower() halves down to
+
+
 def _dtype(x) -> np.dtype:
     return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
+
+
+def _canonical(args):
+    """Arguments as ``jax.jit`` takes them: NumPy data and Python scalars in JAX's dtypes (float64 as
+    float32 while ``jax_enable_x64`` is off), C-contiguous; JAX arrays, tracers and shape specs as they are."""
+    def one(x):
+        if isinstance(x, (jax.Array, jax.core.Tracer, jax.ShapeDtypeStruct)):
+            return x
+        x = np.asarray(x)
+        return np.asarray(x, dtype=jax.dtypes.canonicalize_dtype(x.dtype), order="C")
+    return jax.tree.map(one, args)
 
 
 def _aval(x) -> tuple:
@@ -124,6 +138,7 @@ class Lowered:
     kernel: "Kernel"
     lowering: Lowering
     avals: tuple
+    code: ascend.AscendKernel | None = None          # backend "sim": the compiled programs, their text fits
 
     def as_text(self, level: str = "block") -> str:
         """``tensor``, ``tile``, ``block`` or ``pto`` (the real PTO-AS module of every block program).
@@ -188,11 +203,11 @@ class Compiled:
         return labels
 
     def __call__(self, *args):
-        flat, tree = jax.tree.flatten(args)
+        flat, tree = jax.tree.flatten(_canonical(args))
         self._check(flat, tree)
         if self.options.backend == "sim" and not any(isinstance(x, jax.core.Tracer) for x in flat):
             # Eager call on concrete arrays: run on the runtime directly (runtime errors keep their type).
-            outs, _ = self.run(*args)
+            outs, _ = self.run(*jax.tree.unflatten(tree, flat))
             return jax.device_put(outs)        # jax.Arrays, no XLA compile (jnp.asarray compiles a convert)
         outs = pto_call_p.bind(*flat, call=self)
         return jax.tree.unflatten(self.lowering.out_tree, outs)
@@ -219,7 +234,7 @@ class Compiled:
         Every task interprets the kernel's real PTO-AS text (``as_text("pto")``, the module ``ptoas``
         assembles). ``compute=False``: schedule on the cost model without running the task bodies
         (outputs None)."""
-        flat, tree = jax.tree.flatten(args)
+        flat, tree = jax.tree.flatten(_canonical(args))
         self._check(flat, tree)
         outs, trace = self._run_flat(flat, executor or self.options.executor, policy, compute)
         return (jax.tree.unflatten(self.lowering.out_tree, outs) if compute else None), trace
@@ -308,12 +323,27 @@ class Kernel:
         return f"pj.kernel({self.name}, target={self.options.target!r}, backend={self.options.backend!r})"
 
     def lower(self, *args) -> Lowered:
-        """Trace and lower for the shapes and dtypes of ``args`` (arrays or ``jax.ShapeDtypeStruct`` s)."""
-        flat, tree = jax.tree.flatten(args)
-        specs = [jax.ShapeDtypeStruct(np.shape(x), _dtype(x)) for x in flat]
-        lowering = lower(self.fn, *jax.tree.unflatten(tree, specs), options=self.options.pass_options,
-                         memory=get_target(self.options.target).memory)
-        return Lowered(self, lowering, _avals(flat))
+        """Trace and lower for the shapes and dtypes of ``args`` (arrays or ``jax.ShapeDtypeStruct`` s).
+        With ``backend="sim"`` the PTO-AS text is selected here too (an op with no real form fails here,
+        also under ``jax.jit``), and where a function's instructions need more UB at once than the core
+        has, the default vector tiles are halved until it fits (down to :data:`MIN_TILE_BYTES`; tiles you
+        chose stay, and the :class:`~ptojax.errors.PtoCapacityError` names the function)."""
+        flat, tree = jax.tree.flatten(_canonical(args))
+        specs = jax.tree.unflatten(tree, [jax.ShapeDtypeStruct(np.shape(x), _dtype(x)) for x in flat])
+        tgt = get_target(self.options.target)
+        memory = tgt.memory
+        while True:
+            lowering = lower(self.fn, *specs, options=self.options.pass_options, memory=memory)
+            if self.options.backend != "sim" or lowering.symbolic:
+                return Lowered(self, lowering, _avals(flat))
+            code = ascend.compile_kernel(lowering, memory, tgt)
+            try:
+                code.check_fit()
+                return Lowered(self, lowering, _avals(flat), code)
+            except PtoCapacityError:
+                if memory.tile_bytes <= MIN_TILE_BYTES:
+                    raise
+                memory = dataclasses.replace(memory, tile_bytes=memory.tile_bytes // 2)
 
     def _compile(self, lowered: Lowered) -> Compiled:
         key = (lowered.lowering.in_tree, lowered.avals)
@@ -324,7 +354,7 @@ class Kernel:
                 replay = polymorphic.export_function(self, lowered)
             elif self.options.backend == "sim":
                 tgt = get_target(self.options.target)
-                code = ascend.compile_kernel(lowered.lowering, tgt.memory, tgt)
+                code = lowered.code or ascend.compile_kernel(lowered.lowering, tgt.memory, tgt)
             names = _arg_names(self.fn, len(lowered.lowering.in_tree.children()))
             self._cache[key] = Compiled(self.name, lowered.lowering, self.options, lowered.avals, code,
                                         arg_names=names)
@@ -338,7 +368,7 @@ class Kernel:
         (with ``polymorphic_shapes``: one :class:`~ptojax.polymorphic.PolymorphicCompiled` for every size)."""
         if self.options.polymorphic_shapes:
             return self._polymorphic(args)
-        flat, tree = jax.tree.flatten(args)
+        flat, tree = jax.tree.flatten(_canonical(args))
         key = (tree, _avals(flat))
         if key in self._cache:
             return self._cache[key]

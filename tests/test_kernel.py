@@ -219,3 +219,45 @@ def test_profile_without_arguments_names_the_argument_whose_value_steers(tmp_pat
             f"compiled.{shown}{', ' if shown.startswith('report') else ''}x, start)")
     assert not (tmp_path / "report.html").exists()
     _close(compiled(x, np.int32(8)), x[8:16] * 2)
+
+
+def test_arguments_are_taken_as_jax_jit_takes_them():
+    """Non-contiguous NumPy views, float64 / int64 data and Python floats: converted to JAX's dtypes
+    (x64 off) and made contiguous before the run, eagerly, through ``lower`` and under jax.jit alike
+    (they faulted the first task: "needs a C-contiguous f32 array, got float64")."""
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    double = pj.kernel(lambda x: x * 2)
+    np.testing.assert_array_equal(np.asarray(double(a.T)), a.T * 2)
+    np.testing.assert_array_equal(np.asarray(double(a[:, ::2])), a[:, ::2] * 2)
+    for x, dtype in ((np.linspace(0, 1, 8), np.float32), (np.arange(6), np.int32)):
+        for run in (double, jax.jit(double), double.lower(x).compile()):
+            got = run(x)
+            assert got.dtype == dtype
+            np.testing.assert_array_equal(np.asarray(got), (x * 2).astype(dtype))
+    scaled = pj.kernel(lambda x, s: x * s)(a, 2.5)
+    assert scaled.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(scaled), a * np.float32(2.5))
+
+
+def test_constant_outputs_of_any_rank_under_jit():
+    """A 0-d constant output (``jnp.zeros(())``, ``n * jnp.ones(())``) under jax.jit: the replay read it
+    as a GM buffer (an AttributeError); 1-d and 2-d ones worked."""
+    x = np.ones((5, 6), np.float32)
+    for fn in (lambda v: (v + 1, jnp.zeros((), jnp.float32)), lambda v: v.shape[0] * jnp.ones(()),
+               lambda v: (jnp.arange(3), v * 2)):
+        kernel = pj.kernel(fn)
+        for got, want in zip(jax.tree.leaves(jax.jit(kernel)(x)), jax.tree.leaves(jax.jit(fn)(x))):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        for got, want in zip(jax.tree.leaves(kernel(x)), jax.tree.leaves(fn(x))):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_an_op_without_a_real_form_fails_at_trace_time_under_jit():
+    """Selection runs in ``lower()``: under jax.jit the PtoUnsupportedError of an op with no real form
+    yet (a sort of int32 values) is raised while tracing, not as an XLA runtime error from a callback."""
+    n = np.random.default_rng(0).integers(-9, 9, (4, 9)).astype(np.int32)
+    kernel = pj.kernel(lambda v: jnp.sort(v, axis=-1))
+    with pytest.raises(pj.PtoUnsupportedError, match="tsort32 sorts f16/f32"):
+        jax.jit(kernel)(n)
+    with pytest.raises(pj.PtoUnsupportedError, match="tsort32 sorts f16/f32"):
+        kernel.lower(n)

@@ -4,9 +4,11 @@ Layout ops move data without arithmetic, so every result must equal the NumPy go
 """
 from __future__ import annotations
 
+import itertools
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -317,3 +319,19 @@ def test_error_permute_and_transpose_args():
         OPS.transpose(np.zeros((2, 3, 4), F32), 0, 3)
     with _raises(pj.PtoShapeError, "transpose", "(7,)"):
         OPS.transpose(np.zeros((7,), F32))
+
+
+def test_every_permutation_of_a_3d_array_and_axis_reversals_in_4d():
+    """``x.T`` of a 3-d / 4-d array and the other permutations: where the tile holds the two moved axes
+    as a column (a (3, 4, 1) tile is 12 x 1), selection regroups it as their matrix before ``ttrans``
+    (it failed: "no copy of a 1x12 tile into a 4x3 one"); eager, jitted and ptoas alike."""
+    x3 = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    x4 = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
+    cases = [(x3, p) for p in itertools.permutations(range(3))] + [
+        (x4, p) for p in [(3, 2, 1, 0), (0, 2, 3, 1), (3, 1, 2, 0), (1, 0, 3, 2)]]
+    for x, perm in cases:
+        kernel = pj.kernel(lambda v, perm=perm: jnp.transpose(v, perm))
+        want = np.transpose(x, perm)
+        np.testing.assert_array_equal(np.asarray(kernel(x)), want)
+        np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), want)
+        kernel.lower(x).compile().ptoas()

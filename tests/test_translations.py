@@ -500,3 +500,61 @@ def test_logical_and_or_of_constants_and_broadcast_predicates(op):
     for fn in (lambda a, b: jnp.arctan2(a, 2.0), lambda a, b: jnp.arctan2(-3.0, b), jnp.hypot):
         got, want = np.asarray(pj.kernel(fn)(x, y)), np.asarray(jax.jit(fn)(x, y))
         np.testing.assert_allclose(got, want, rtol=4e-7)
+
+
+POW_BASES = np.array([-2.0, -0.5, 0.0, -0.0, 3.0, -3.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-3, 7.5, -7.5,
+                      2.5, 0.3, 1e20, -1e20], F32)
+
+
+def _pow_matches_xla(got, want):
+    """NaN where XLA's pow is NaN, its infinities and signed zeros, and within ``(|y log x| + 2)`` ulp
+    elsewhere (exp(y log x) in float32 loses an ulp per unit of its exponent to rounding it)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    got = np.where(np.abs(got) < np.finfo(F32).tiny, got * 0, got)           # XLA:CPU flushes subnormals
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    special = np.isinf(want) | (want == 0)
+    np.testing.assert_array_equal(got[special], want[special])
+    np.testing.assert_array_equal(np.signbit(got[special]), np.signbit(want[special]))
+    return got, want, np.isfinite(want) & ~special
+
+
+@pytest.mark.parametrize("p", [2.0, 3.0, -1.0, -2.0, 0.0, 1.0, 0.5, -0.5, 17.0, -17.0, 18.0, 2.5, -1.5, 1 / 3])
+def test_pow_by_a_constant_is_cs_pow(p):
+    """``x ** p`` for a constant p: negative bases to integral powers signed (they were NaN: exp(p log x)),
+    NaN for non-integral ones, C's zeros, infinities and ``x ** 0 = 1``; integral powers up to 16 are
+    products (``x ** 2.0`` is XLA's ``x * x``), 0.5 a square root; eager and jitted alike; ptoas accepts."""
+    x = np.tile(POW_BASES, 4)[:64].reshape(1, 64)
+    kernel = pj.kernel(lambda v: v ** p)
+    got, want, finite = _pow_matches_xla(kernel(x), jax.jit(lambda v: v ** p)(x))
+    with np.errstate(all="ignore"):
+        exponent = np.nan_to_num(np.abs(p * np.log(np.abs(x.astype(np.float64)))), nan=0.0)
+    bound = (exponent + 2) * np.spacing(np.abs(want).astype(F32)).astype(np.float64)
+    assert np.all(np.abs(got - want)[finite] <= bound[finite])
+    if p == int(p) and abs(p) <= 16:
+        assert np.all(np.abs(got - want)[finite] <= 2 * np.spacing(np.abs(want).astype(F32))[finite])
+    normal = np.abs(x) >= 1e-3
+    np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x))[normal], np.asarray(got, F32)[normal])
+    kernel.lower(x).compile().ptoas()
+
+
+def test_pow_of_tiles_and_of_a_constant_base():
+    """``x ** y`` elementwise over every pair of special and ordinary values (C's pow: the sign of odd
+    integral powers, -0, ±inf, ``1 ** nan = 1``, ``nan ** 0 = 1``); ``c ** y`` for a constant base (RoPE's
+    ``10000 ** (i / d)``) within 2 ulp (``log c`` to 48 bits), where ``exp(y log c)`` was 28 ulp off."""
+    ys = np.array([2.0, 3.0, -1.0, -3.0, 0.0, 0.5, -0.5, np.inf, -np.inf, np.nan, 1.0, 2.5, -2.0, 17.0, 1e10, -1e10], F32)
+    x, y = np.repeat(POW_BASES, len(ys)).reshape(-1, 32), np.tile(ys, len(POW_BASES)).reshape(-1, 32)
+    f = lambda a, b: a ** b                                                # noqa: E731
+    got, want, finite = _pow_matches_xla(pj.kernel(f)(x, y), jax.jit(f)(x, y))
+    with np.errstate(all="ignore"):
+        exponent = np.nan_to_num(np.abs(y * np.log(np.abs(x.astype(np.float64)))), nan=0.0)
+    assert np.all((np.abs(got - want) <= (exponent + 2) * np.spacing(np.abs(want).astype(F32)))[finite])
+    pj.kernel(f).lower(x, y).compile().ptoas()
+
+    e = np.concatenate([np.random.default_rng(30).uniform(-40, 40, 4000), np.arange(64) / 64,
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30]]).astype(F32)
+    for c in (10000.0, 2.0, 0.5, 1.0, 1.5):
+        g = lambda v, c=c: c ** v                                          # noqa: E731
+        got, want, finite = _pow_matches_xla(pj.kernel(g)(e), jax.jit(g)(e))
+        exact = np.power(np.float64(c), e.astype(np.float64))
+        normal = finite & (np.abs(want) >= np.finfo(F32).tiny)
+        assert _ulps(got[normal], exact[normal]).max() <= 2, c

@@ -155,7 +155,8 @@ def make_kernels(n_heads: int, sparse_count: int, backend: str = "sim", target: 
 
 
 # ---------------------------------------------------------------------------------- sparse attention
-SFA_TILES = dict(gather_vec=(1, 64), qk_cube=(128, 128, 128), softmax_vec=(1, 8, None),
+SFA_TILES = dict(gather_vec=(1, 64), qk_cube=(128, 128, 128), softmax_vec=(1, 4, None),  # 4 x 2048 fp32: the
+                 # fused scale-mask-softmax program's work tiles fit the UB (8 rows overfilled it at top-k 2048)
                  pv_cube=(128, 128, 128), slot_vec=(1, None), out_vec=(1, 8, None),
                  gather_l1=False, qk_l1=(None, None, 4), softmax_l1_vec=(1, 4, None), pv_l1=(None, None, 1),
                  out_l1_vec=(1, 32, None))

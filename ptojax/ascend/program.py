@@ -19,6 +19,7 @@ from ..lowering.memory import ASCEND_CORE, CoreMemory
 from ..lowering.pipeline import Lowering
 from ..lowering.walk import body_of
 from . import asm, isa, isel, targets
+from .isel import liveness
 from .autotask import points_per_task
 from .ptoas import assemble
 from .codegen import codegen
@@ -60,6 +61,19 @@ class AscendKernel:
             self._pto[arch, level] = isel.module(list(self.kernels.values()), arch=arch, level=level,
                                                  memory=self.memory, tasks=self._task_sizes())
         return self._pto[arch, level]
+
+    def check_fit(self, arch: str = "a3"):
+        """A :class:`~ptojax.errors.PtoCapacityError` naming the first function of :meth:`pto` whose tiles
+        need more UB than the core has (:func:`~ptojax.ascend.isel.liveness.ub_plan`: what ``ptoas``
+        refuses as ``vec overflow``)."""
+        from ..errors import PtoCapacityError
+
+        for name, text in liveness.functions(self.pto(arch)).items():
+            need = liveness.ub_plan(text)
+            if need > self.memory.ub:
+                raise PtoCapacityError(
+                    f"pto realize: function @{name} needs {need} bytes of UB (its tiles placed as ptoas "
+                    f"plans them); UB holds {self.memory.ub} bytes — use a smaller vec tile for its ops")
 
     def cpp(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
         """The C++ for the pto-isa tile library that Huawei's ``ptoas`` makes of :meth:`pto`

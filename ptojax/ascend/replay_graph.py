@@ -128,7 +128,7 @@ def graph_function(plan, module):
         else:
             raise PtoExecutionError(f"pto replay: {task.describe()} has no recorded body")
     fills = [(buffers[i].base, value) for i, value in plan.fills]
-    outputs = [(b.base, b.array.shape, b.array.dtype) if hasattr(b, "base") else np.asarray(b) for b in plan.outputs]
+    outputs = [(b.base, b.array.shape, b.array.dtype) if hasattr(b, "array") else np.asarray(b) for b in plan.outputs]
     functions = {step[1]: module.function(step[1]) for step in steps if step[0] == "call"}
 
     def replay(*flat):

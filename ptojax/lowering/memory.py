@@ -28,6 +28,8 @@ class CoreMemory:
     fractal: int = 16              # cube fractal edge for fp16/bf16/fp32 (M, N; and K for 2-byte types)
     max_cols: int = 4095
     max_rows: int = 8192
+    tile_bytes: int = 32 * KIB     # a default vector tile's size (pj.kernel halves it where a program's
+    #                                instructions overfill the UB)
 
     def fractal_k(self, dtype) -> int:
         """The K edge of the cube fractal: 32 for 1-byte operands (16x32x16 for int8), else 16."""

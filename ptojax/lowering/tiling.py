@@ -111,9 +111,6 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
     return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
 
 
-DEFAULT_TILE_BYTES = 32 * 1024
-
-
 def _at_most(tile, count: int, step: int) -> tuple[int, ...]:
     """``tile`` cut to at most ``count`` elements: leading dims to 1 first, then the last dim to a
     multiple of ``step`` (its alignment) where it has to be cut."""
@@ -126,11 +123,12 @@ def _at_most(tile, count: int, step: int) -> tuple[int, ...]:
     return tuple(tile)
 
 
-def default_vector_tile(shape, itemsize, memory: CoreMemory, target=DEFAULT_TILE_BYTES):
-    """About ``target`` bytes of ``memory``'s aligned rows: whole rows where they fit (half of it, in
+def default_vector_tile(shape, itemsize, memory: CoreMemory):
+    """About ``memory.tile_bytes`` of aligned rows: whole rows where they fit (half of it, in
     ``max_cols`` columns), a power-of-two column block otherwise."""
     if not shape:
         return ()
+    target = memory.tile_bytes
     half, max_cols = (target // 2) // itemsize, memory.max_cols
     cols = shape[-1] if shape[-1] <= min(half, max_cols) else min(half, 1 << (max_cols.bit_length() - 1))
     row = -(-cols * itemsize // memory.align) * memory.align
@@ -425,7 +423,7 @@ def _indexed(ctx, eqn, invals):
     tile = vector_tile(ctx, space, [idx.dtype])
     if ctx.config.vec is None:              # the rows an index tile moves: about a default tile's bytes
         row = int(np.prod(pre)) * int(np.prod(post)) * np.dtype(x.dtype).itemsize
-        tile = _at_most(tile, max(1, DEFAULT_TILE_BYTES // max(1, row)), ctx.memory.align // np.dtype(idx.dtype).itemsize)
+        tile = _at_most(tile, max(1, ctx.memory.tile_bytes // max(1, row)), ctx.memory.align // np.dtype(idx.dtype).itemsize)
     row_dims = [None] * len(pre) + list(range(len(space))) + [None] * len(post)
     full = tuple(pre) + space + tuple(post)
 
@@ -485,7 +483,7 @@ def _staged_topk(ctx, eqn, invals):
         stages = jax.make_jaxpr(staged)(jax.ShapeDtypeStruct(x.shape, x.dtype)).jaxpr.eqns
         per_row = max(math.prod(e.invars[0].aval.shape[len(rows):-1]) * tail(e.invars[0].aval.shape)[-1]
                       for e in stages if e.primitive.name != "pto.reshape") * (size + 4) * 2
-        rows = _at_most(rows, max(1, ctx.memory.ub // 2 // per_row), 1)
+        rows = _at_most(rows, max(1, stage_bytes(ctx.memory) // per_row), 1)
 
     def config(shape):
         return TileConfig(vec=rows + tail(shape))
@@ -493,24 +491,28 @@ def _staged_topk(ctx, eqn, invals):
     return _stages(ctx, staged, x, config)
 
 
-REDUCE_BYTES_SHARE = 2    # a reduced axis other than the last stages past 1/2 of the UB in one tile
+def stage_bytes(memory: CoreMemory) -> int:
+    """The bytes one tile holding a whole reduced axis (or a staged top-k row) may take: half the UB at
+    the default tile size, less with a smaller ``memory.tile_bytes`` (a kernel whose text overfills the UB)."""
+    return min(memory.ub // 2, 3 * memory.tile_bytes)
 
 
 def _staged_reduce_axis(ctx, eqn, x):
     """For a reduction (``reduce.py``'s ``OPS``) over one axis too long for one tile to hold whole
-    (the last axis past ``max_cols`` columns; another axis past ``max_rows`` rows or half the UB):
-    (axis, chunk limit, chunk step); else None."""
+    (the last axis past ``max_cols`` columns or a default tile; another axis past ``max_rows`` rows or
+    :func:`stage_bytes`): (axis, chunk limit, chunk step); else None."""
     if ctx.op not in STAGED_REDUCTIONS or len(eqn.params["axes"]) != 1:
         return None
     (axis,) = eqn.params["axes"]
     n, size = x.shape[axis], np.dtype(x.dtype).itemsize
     if axis == x.ndim - 1:
         step = max(1, ctx.memory.align // size)
-        return (axis, ctx.memory.max_cols, step) if n > ctx.memory.max_cols else None
+        limit = min(ctx.memory.max_cols, ctx.memory.tile_bytes // size)
+        return (axis, limit, step) if n > limit else None
     tile = vector_tile(ctx, x.shape, [x.dtype], whole=(axis,))
     per_row = aligned_bytes(tile[:axis] + (1,) + tile[axis + 1:], x.dtype, ctx.memory.align)
     limit = min(ctx.memory.max_rows // max(1, math.prod(tile[:-1]) // n),
-                ctx.memory.ub // REDUCE_BYTES_SHARE // max(1, per_row))
+                stage_bytes(ctx.memory) // max(1, per_row))
     return (axis, max(1, limit), 1) if n > limit else None
 
 
@@ -519,13 +521,13 @@ _COMPOSITES = ("softmax", "rms_norm", "layer_norm")
 
 def _is_wide_composite(ctx, eqn, x) -> bool:
     """A row-wise composite whose whole axes do not fit one tile: a row past ``max_cols`` columns, or
-    the whole axes alone past half the UB."""
+    the whole axes alone past :func:`stage_bytes`."""
     if ctx.op not in _COMPOSITES:
         return False
     whole = tuple(_WHOLE_AXES[ctx.op](eqn.params, x.ndim))
     row = tuple(n if d in whole else 1 for d, n in enumerate(x.shape))
     return (x.ndim - 1 in whole and x.shape[-1] > ctx.memory.max_cols) or \
-        aligned_bytes(row, np.float32, ctx.memory.align) > ctx.memory.ub // REDUCE_BYTES_SHARE
+        aligned_bytes(row, np.float32, ctx.memory.align) > stage_bytes(ctx.memory)
 
 
 def _staged_reduce(ctx, eqn, invals, axis, limit, step):

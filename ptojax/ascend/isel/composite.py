@@ -3,11 +3,16 @@ activations (the tile ISA's only transcendentals are ``texp``, ``tlog``, ``tsqrt
 ``trecip``), softmax over rows and the row norms."""
 from __future__ import annotations
 
+import functools
+import math
+
+import numpy as np
+
 from .. import asm
 from .predicate import select_where
 from .rules import rule
 from .selector import matrix, vec_tile
-from .vector import scalar_binary
+from .vector import FINITE_MAX, scalar_binary
 
 
 @rule('tclip')
@@ -23,6 +28,10 @@ def bound(sel, s, x, limit, out, kind):
     if isinstance(sel.types[limit], asm.TileBuf):
         return sel.emit(f"t{kind}", [x, limit], [out])
     scalar_binary(sel, s, [x, limit], [out], kind, scalar_first=False)
+
+
+def _f32(sel, value: float) -> str:
+    return sel.const(value, "f32")
 
 
 def in_f32(composite):
@@ -41,19 +50,149 @@ def in_f32(composite):
     return rule_
 
 
+_MULTIPLIED = 16          # integral exponents up to this magnitude run as products (x ** 2.0 is x * x)
+
+
 @rule('tpow')
 @in_f32
 def power(sel, s, ins, outs):
+    """``x ** p`` as C's ``pow`` (and XLA's): ``|x| ** p = exp(p log |x|)`` (``tlog``, ``tmul``, ``texp``),
+    signed for a negative base and an odd integral exponent, NaN for a negative finite base and a
+    non-integral one. A constant exponent is decided here: an integral one up to 16 is a product of
+    squarings (one reciprocal for a negative one), 0.5 a ``tsqrt``; a constant base is a filled tile."""
     x, p = ins
+    out = outs[0]
+    if not isinstance(sel.types[x], asm.TileBuf):
+        if 0 < sel.values[x] < math.inf:
+            return _power_of_constant(sel, float(sel.values[x]), p, out)
+        x = _filled(sel, p, float(sel.values[x]))
     if isinstance(sel.types[p], asm.TileBuf):
-        t = sel.like(outs[0])
-        sel.emit("tlog", [x], [t])
-        sel.emit("tmul", [t, p], [t])
-        return sel.emit("texp", [t], outs)
-    t = sel.like(outs[0])
-    sel.emit("tlog", [x], [t])
-    sel.emit("tmuls", [t, p], [t])
-    sel.emit("texp", [t], outs)
+        return _power_of_tiles(sel, x, p, out)
+    v = float(sel.values[p])
+    k = functools.partial(_f32, sel)
+    if v == int(v) and abs(v) <= _MULTIPLIED:
+        return _integer_power(sel, x, int(v), out)
+    if v == 0.5:                                    # sqrt(-0) + 0 = +0; pow(-inf, 0.5) = +inf
+        root, flipped = sel.like(x), sel.like(x)
+        sel.emit("tsqrt", [x], [root])
+        sel.emit("tadds", [root, k(0.0)], [root])
+        sel.emit("tmuls", [x, k(-1.0)], [flipped])
+        return select_where(sel, x, "lt", -FINITE_MAX["f32"], flipped, root, out)
+    odd = v == int(v) and int(v) % 2 != 0
+    r = sel.like(x)
+    sel.emit("tabs", [x], [r])
+    sel.emit("tlog", [r], [r])
+    sel.emit("tmuls", [r, k(abs(v) - 1 if odd else v)], [r])
+    sel.emit("texp", [r], [r])
+    if odd:                                         # x |x| ** (p - 1): the sign of x, -0 and -inf too
+        if v > 0:
+            return sel.emit("tmul", [x, r], [out])
+        sel.emit("tmul", [x, r], [r])
+        return sel.emit("trecip", [r], [out])
+    if v != int(v):                                 # a negative finite base: NaN (tlog's), -inf: |x| ** p
+        nan = sel.like(x)
+        sel.emit("tlog", [x], [nan])
+        select_where(sel, x, "lt", 0.0, nan, r, nan)
+        return select_where(sel, x, "lt", -FINITE_MAX["f32"], r, nan, out)
+    sel.emit("tmuls", [r, k(1.0)], [out])
+
+
+def _integer_power(sel, x, n: int, out):
+    """``x ** n`` by squarings, a reciprocal last for ``n < 0`` (``x ** 0`` is 1, for NaN too)."""
+    if n == 0:
+        return sel.print("texpands", [_f32(sel, 1.0)], [out])
+    factors, base, m = [], x, abs(n)
+    while True:
+        if m & 1:
+            factors.append(base)
+        m >>= 1
+        if not m:
+            break
+        squared = sel.like(x)
+        sel.emit("tmul", [base, base], [squared])
+        base = squared
+    product = factors[0]
+    for i, factor in enumerate(factors[1:]):
+        dst = out if n > 0 and i == len(factors) - 2 else sel.like(x)
+        sel.emit("tmul", [product, factor], [dst])
+        product = dst
+    if n < 0:
+        return sel.emit("trecip", [product], [out])
+    if product != out:
+        sel.emit("tmuls", [product, _f32(sel, 1.0)], [out])
+
+
+def _power_of_constant(sel, c: float, y, out):
+    """``c ** y`` for a constant ``c > 0``: ``exp(y log c)`` with ``log c`` to 48 bits (``L + l``, L of 12
+    bits) and ``y`` split in halves of 12 bits (``h + t``), so that ``exp(h L) exp(t L + y l)`` rounds
+    only at the two ``texp`` and their product (within 2 ulp: RoPE's ``10000 ** (i / d)``), where
+    ``exp(y log c)`` loses ``|y log c|`` ulp to rounding the exponent."""
+    k = functools.partial(_f32, sel)
+    if c == 1.0:                                                          # 1 ** NaN = 1
+        return sel.print("texpands", [k(1.0)], [out])
+    log = math.log(c)
+    high = _top_bits(log, 12)
+    low = float(np.float32(log - high))
+    y_clamped, split, head, tail = sel.like(y), sel.like(y), sel.like(y), sel.like(y)
+    sel.emit("tmaxs", [y, k(-2.0 ** 100)], [y_clamped])                 # (NaN stays: the split must not overflow)
+    sel.emit("tmins", [y_clamped, k(2.0 ** 100)], [y_clamped])
+    sel.emit("tmuls", [y_clamped, k(4097.0)], [split])                  # Veltkamp: head = 12 top bits of y
+    sel.emit("tsub", [split, y_clamped], [head])
+    sel.emit("tsub", [split, head], [head])
+    sel.emit("tsub", [y_clamped, head], [tail])
+    sel.emit("tmuls", [head, k(high)], [head])                          # exact: 12 x 12 bits
+    sel.emit("texp", [head], [head])
+    sel.emit("tmuls", [tail, k(high)], [tail])
+    sel.emit("tmuls", [y_clamped, k(low)], [split])
+    sel.emit("tadd", [tail, split], [tail])
+    sel.emit("texp", [tail], [tail])
+    sel.emit("tmul", [head, tail], [out])
+
+
+def _top_bits(value: float, bits: int) -> float:
+    """``value`` truncated to its top ``bits`` significant bits (a float32 that many bits long)."""
+    exponent = math.frexp(value)[1]
+    scale = 2.0 ** (bits - exponent)
+    return math.trunc(value * scale) / scale
+
+
+def _filled(sel, like: str, value: float) -> str:
+    t = sel.like(like)
+    sel.print("texpands", [sel.const(value, sel.types[like].dtype)], [t])
+    return t
+
+
+def _power_of_tiles(sel, x, y, out):
+    """``x ** y`` elementwise: ``exp(y log |x|)``; where x < 0 (or -0): ``-r`` for odd integral y
+    (``|fmod(y, 2)| = 1``), ``r`` for even ones (0), else NaN (-inf: r); ``|x| = 1`` to the ±inf is 1,
+    1 to anything and anything to 0 too."""
+    r = sel.like(x)
+    sel.emit("tabs", [x], [r])
+    sel.emit("tlog", [r], [r])
+    sel.emit("tmul", [r, y], [r])
+    sel.emit("texp", [r], [r])                                          # |x| ** y
+    g = sel.like(x)
+    sel.emit("tfmod", [y, _filled(sel, x, 2.0)], [g])
+    sel.emit("tabs", [g], [g])                                          # 1: odd, 0: even, else neither
+    negative = sel.like(x)
+    sel.emit("tlog", [x], [negative])                                   # NaN where x < 0
+    select_where(sel, x, "lt", 0.0, negative, r, negative)
+    select_where(sel, x, "lt", -FINITE_MAX["f32"], r, negative, negative)
+    select_where(sel, g, "eq", 0.0, r, negative, negative)
+    flipped = sel.like(x)
+    sel.emit("tneg", [r], [flipped])
+    select_where(sel, g, "eq", 1.0, flipped, negative, negative)
+    result = sel.like(x)
+    select_where(sel, x, "lt", 0.0, negative, r, result)
+    sel.emit("trecip", [x], [flipped])                                  # -0: 1 / x = -inf
+    select_where(sel, flipped, "lt", 0.0, negative, result, result)
+    ones = _filled(sel, x, 1.0)
+    sel.emit("tabs", [x], [g])
+    select_where(sel, g, "eq", 1.0, ones, r, r)                         # |x| ** ±inf: 0, inf or 1
+    sel.emit("tabs", [y], [g])
+    select_where(sel, g, "gt", FINITE_MAX["f32"], r, result, result)
+    select_where(sel, x, "eq", 1.0, ones, result, result)
+    select_where(sel, y, "eq", 0.0, ones, result, out)
 
 
 _EXACT = 2.0 ** 23          # f32 values this large are integers (and overflow no i32 below 2**31)
@@ -124,8 +263,7 @@ def tanh(sel, s, ins, outs):
     cancellation: 14 % off at 1e-4), ``sign(x) (1 - e) / (1 + e)`` with ``e = exp(-2|x|)`` past it.
     Work tiles are reused in place: five live at once, as the UB holds at the default tile size."""
     (x,) = ins
-    dtype = sel.types[outs[0]].dtype
-    k = lambda v: sel.const(v, dtype)                                   # noqa: E731
+    k = functools.partial(_f32, sel)
     magnitude, e, t = sel.like(x), sel.like(x), sel.like(x)
     sel.emit("tabs", [x], [magnitude])
     sel.emit("tmuls", [magnitude, k(-2.0)], [e])

@@ -168,11 +168,14 @@ def select(sel, s, ins, outs):
 
 
 def select_where(sel, src: str, mode: str, value, a: str, b: str, out: str):
-    """``out := where(src <mode> value, a, b)`` (``tcmps`` then ``tsel``) for tiles of one valid shape
-    in a dtype compares and selects take."""
+    """``out := where(src <mode> value, a, b)`` (``tcmps``, or ``tcmp`` where ``value`` is a tile, then
+    ``tsel``) for tiles of one valid shape in a dtype compares and selects take."""
     src = full(sel, src)
     compared = sel.mask_for(sel.fresh("p"), sel.types[src])
-    _compare_scalar(sel, src, value, mode, compared)
+    if isinstance(sel.types.get(value) if isinstance(value, str) else None, asm.TileBuf):
+        sel.print("tcmp", [src, full(sel, value)], [compared], {"cmpMode": mode})
+    else:
+        _compare_scalar(sel, src, value, mode, compared)
     (compared,), (a, b, whole) = aligned(sel, [compared], [a, b, out])
     sel.print("tsel", [compared, a, b, sel.like(whole)], [whole])
 

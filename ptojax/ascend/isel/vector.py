@@ -119,8 +119,8 @@ def bitwise(sel, s, ins, outs):
                 full = narrow
             n = full
         filled.append(n)
-    ins = filled
-    names = list(ins) + list(outs)
+    ins, outs = [sel.row(n) for n in filled], [sel.row(n) for n in outs]     # columns as their rows:
+    names = list(ins) + list(outs)                                           # and/or/xor want row-major
     if sel.types[outs[0]].dtype == "i32" and "i32" not in instructions.TABLE[s.op].dtypes_for(sel.arch):
         halves = {n: sel.reshape(n, _halves(sel.types[n])) for n in names}
         ins, outs = [halves[n] for n in ins], [halves[n] for n in outs]
@@ -285,33 +285,38 @@ def _regrouped(sel, s, kind: str, src: str, outer: int, n: int, inner: int, out:
     relayout(sel, s, result, out)
 
 
+FINITE_MAX = {"f32": 3.4028234663852886e38, "f16": 65504.0}     # the largest finite values
+
+
 def _nan_aware(sel, s, kind: str, src: str, out: str, reduce):
     """``max`` / ``min`` / ``argmax`` / ``argmin`` of floats as JAX defines them: NaN, or the first
-    NaN's index, where one is. The real instructions skip a NaN past the first element, so the NaNs'
-    flags (``tcmp ne`` of ``src`` with itself, ``tsel`` of 1 / 0) reduce too (``max``: any, ``argmax``:
-    the first) and a ``tsel`` picks between NaN or that index and the plain result."""
+    NaN's index, where one is. The real instructions skip a NaN past the first element, so a NaN pass
+    reduces too: for ``max`` / ``min`` the sum of ``clip(x, ±max finite) * 0`` (NaN exactly where a NaN
+    is: one work tile beside ``x``, as a whole-row tile leaves UB room for), then ``tcmp``/``tsel`` of
+    it with itself; for the arg-reductions the NaNs' 1 / 0 flags (``tcmp ne`` of ``src`` with itself,
+    ``tsel``), their ``max`` and first index, and a ``tsel`` of that index or the plain result."""
     wide = predicate.widened(sel, src)
     dtype = sel.types[wide].dtype
-    ones, zeros, flags = sel.like(wide), sel.like(wide), sel.like(wide)
-    sel.print("texpands", [sel.const(1.0, dtype)], [ones])
-    sel.print("texpands", [sel.const(0.0, dtype)], [zeros])
-    predicate.where_nan(sel, wide, ones, zeros, flags)
     to = sel.types[out]
-    seen, plain = (sel.alloc(vec_tile(to.v_row, to.v_col, d)) for d in (dtype, to.dtype))
+    plain = sel.alloc(vec_tile(to.v_row, to.v_col, to.dtype))
+    seen = sel.alloc(vec_tile(to.v_row, to.v_col, dtype))
+    if kind in ("max", "min"):
+        zeros = sel.like(wide)
+        sel.emit("tmaxs", [wide, sel.const(-FINITE_MAX[dtype], dtype)], [zeros])
+        sel.emit("tmins", [zeros, sel.const(FINITE_MAX[dtype], dtype)], [zeros])
+        sel.emit("tmuls", [zeros, sel.const(0.0, dtype)], [zeros])
+        reduce("sum", zeros, seen)
+        reduce(kind, src, plain)
+        return predicate.where_nan(sel, seen, seen, plain, out)
+    flags, zeros = sel.like(wide), sel.like(wide)
+    sel.print("texpands", [sel.const(1.0, dtype)], [flags])
+    sel.print("texpands", [sel.const(0.0, dtype)], [zeros])
+    predicate.where_nan(sel, wide, flags, zeros, flags)                 # in place
     reduce("max", flags, seen)
+    first = sel.alloc(vec_tile(to.v_row, to.v_col, to.dtype))
+    reduce("argmax", flags, first)
     reduce(kind, src, plain)
-    if kind in ("argmax", "argmin"):
-        first = sel.alloc(vec_tile(to.v_row, to.v_col, to.dtype))
-        reduce("argmax", flags, first)
-        return predicate.select_where(sel, seen, "ne", 0.0, first, plain, out)
-    wide = to.dtype == "bf16"                               # A2/A3: no bf16 arithmetic nor tsel
-    nan = sel.alloc(vec_tile(to.v_row, to.v_col, "f32" if wide else to.dtype))
-    sel.print("texpands", [sel.const(math.nan, sel.types[nan].dtype)], [nan])
-    if not wide:
-        return predicate.select_where(sel, seen, "ne", 0.0, nan, plain, out)
-    result = sel.like(nan)
-    predicate.select_where(sel, seen, "ne", 0.0, nan, sel.widen(plain), result)
-    sel.convert(result, out, "RINT")
+    return predicate.select_where(sel, seen, "ne", 0.0, first, plain, out)
 
 
 def _by_columns(sel, kind: str, src: str, out: str):
@@ -399,7 +404,16 @@ def transpose(sel, s, ins, outs):
         return relayout(sel, s, ins[0], outs[0])
     if moved != sorted(moved)[::-1] or len(moved) > 2:
         sel.fail(s, f"permuting {list(shape)} by {list(s.attr('permutation'))}")
-    sel.emit("ttrans", [ins[0], sel.like(ins[0])], outs)
+    rows, cols = (shape[a] for a in sorted(moved))      # the two moved axes as the matrix they are
+    src, out = ins[0], outs[0]
+    if (sel.types[src].v_row, sel.types[src].v_col) != (rows, cols):     # e.g. a (3, 4, 1) tile: 12 x 1
+        src = sel.like(src, rows=rows, cols=cols)
+        relayout(sel, s, ins[0], src)
+    to = sel.types[out]
+    dst = out if (to.v_row, to.v_col) == (cols, rows) else sel.like(out, rows=cols, cols=rows)
+    sel.emit("ttrans", [src, sel.like(src)], [dst])
+    if dst != out:
+        relayout(sel, s, dst, out)
 
 
 def relayout(sel, s, src: str, out: str):

@@ -1,0 +1,71 @@
+"""A sim kernel's text fits the UB as PTOAS plans it: ``lower()`` halves the default vector tiles where a
+function's instructions (a composite's work tiles beside a fused program's) would overfill it — PTOAS
+refused ``jnp.sin``, ``jnp.arctan2``, ``jax.nn.gelu`` or a bf16 row max over 512 x 1024 with "vec
+overflow" — and names the function where tiles the user chose do not fit. The plan
+(``ascend/isel/liveness.py``) is checked against the addresses PTOAS assigns. Without ``ptoas`` the
+PTOAS comparisons skip, except in CI, where they fail."""
+import os
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from helpers import BF16
+from ptojax.ascend.isel import liveness
+from ptojax.ascend.ptoas import find_ptoas
+from ptojax.lowering.memory import ASCEND_CORE
+
+needs_ptoas = pytest.mark.skipif(not find_ptoas() and os.environ.get("CI") != "true",
+                                 reason="no ptoas: set PTOAS to Huawei's PTO assembler (hw-native-sys/PTOAS)")
+_CPP_BYTES = {"float": 4, "half": 2, "bfloat16_t": 2, "int32_t": 4, "uint32_t": 4, "int16_t": 2, "uint16_t": 2,
+              "int8_t": 1, "uint8_t": 1}
+
+
+def _ptoas_top(cpp: str) -> int:
+    """The highest UB byte PTOAS's plan uses: max over ``Tile<Vec, T, R, C> v; TASSIGN(v, offset)``."""
+    offsets = dict(re.findall(r"const int64_t (v\d+) = (\d+);", cpp))
+    return max(int(offsets[at]) + int(rows) * int(cols) * _CPP_BYTES[dtype]
+               for dtype, rows, cols, name, at in re.findall(
+                   r"Tile<TileType::Vec, (\w+), (\d+), (\d+)[^>]*> (v\d+);\s*TASSIGN\(\4, (v\d+)\);", cpp))
+
+
+X = np.random.default_rng(0).uniform(-3, 3, (512, 1024)).astype(np.float32)
+Y = np.random.default_rng(1).uniform(0.5, 3, (512, 1024)).astype(np.float32)
+
+
+@needs_ptoas
+@pytest.mark.parametrize("name, fn, args", [
+    ("sin", jnp.sin, (X,)), ("arctan2", jnp.arctan2, (X, Y)), ("gelu", jax.nn.gelu, (X,)),
+    ("pow", lambda a, b: b ** a, (X, Y)), ("bf16 row max", lambda a: jnp.max(a, 1), (X[:64].astype(BF16),))])
+def test_default_tiles_shrink_until_the_text_fits(name, fn, args):
+    kernel = pj.kernel(fn)
+    compiled = kernel.lower(*args).compile()
+    text = compiled.code.pto()
+    assert all(liveness.ub_plan(t) <= ASCEND_CORE.ub for t in liveness.functions(text).values())
+    compiled.ptoas()                                       # "vec overflow" before
+    got, want = np.asarray(compiled(*args), np.float32), np.asarray(jax.jit(fn)(*args), np.float32)
+    np.testing.assert_allclose(got, want, rtol=2e-6 if name != "pow" else 2e-5, atol=1e-6)
+
+
+def test_tiles_you_chose_that_overfill_the_ub_name_the_function():
+    def tanh(x):
+        with pj.tile(vec=(16, 1024)):               # two 64 KiB tiles fit; tanh's work tiles beside them not
+            return jnp.tanh(x)
+
+    with pytest.raises(pj.PtoCapacityError, match=r"function @tanh needs \d+ bytes of UB .*UB holds 196608 bytes"):
+        pj.kernel(tanh).lower(X[:64])
+
+
+@needs_ptoas
+@pytest.mark.parametrize("fn", [jnp.tanh, jnp.round, jax.scipy.special.erfc], ids=["tanh", "round", "erfc"])
+def test_the_plan_is_ptoas_plan_where_tiles_must_share_the_ub(fn):
+    """On a program without loops whose tiles together pass the UB (else PTOAS places them without
+    reuse), the first-fit plan places every tile where PTOAS does: the same high-water mark."""
+    compiled = pj.kernel(fn).lower(X[:64]).compile()
+    (text,) = liveness.functions(compiled.code.pto()).values()
+    sizes, _, _ = liveness._lifetimes(text.splitlines())
+    assert sum(sizes.values()) > ASCEND_CORE.ub
+    assert liveness.ub_plan(text) == _ptoas_top(compiled.ptoas())
