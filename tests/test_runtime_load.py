@@ -87,3 +87,35 @@ def test_bit_identical_across_runs_executors_and_workers(name, kernel, args):
             np.testing.assert_array_equal(a.view(np.uint8), np.asarray(b).view(np.uint8))   # bit for bit
     traces = [json.dumps(r[1].profile().chrome_trace()) for r in runs[:2]]
     assert traces[0] == traces[1]
+
+
+def test_batch_tapes_are_kept_safely_from_several_threads(monkeypatch):
+    """The threaded executor's cores record batch tapes at once: keeping one (which sums and evicts
+    the kept ones) while another core keeps or reorders them raised "OrderedDict mutated during
+    iteration" inside a task (a flaky docs/runtime.md run in CI)."""
+    import sys
+    import threading
+
+    from ptojax.ascend import textbatch
+
+    monkeypatch.setattr(textbatch, "_TAPES", textbatch.collections.OrderedDict())
+    monkeypatch.setattr(textbatch, "TAPES", 512)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                   # switch threads often: inside the sum, if unguarded
+    errors = []
+
+    def keep(worker):
+        try:
+            for i in range(3000):
+                textbatch._keep((worker, i), (None, None, None, 1))
+        except Exception as exc:          # noqa: BLE001 - the race shows as any exception
+            errors.append(exc)
+
+    threads = [threading.Thread(target=keep, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sys.setswitchinterval(interval)
+    assert not errors, errors[0]
+    assert len(textbatch._TAPES) <= textbatch.TAPES

@@ -99,6 +99,7 @@ def _groups(key: np.ndarray) -> list[np.ndarray]:
 
 
 _TAPES: collections.OrderedDict = collections.OrderedDict()   # recorded batches, the latest used last
+_TAPES_LOCK = threading.Lock()                     # the threaded executor's cores record and reorder them
 TAPES = 256                                        # the most kept
 TAPE_BYTES = 256 << 20                             # the most tile buffer bytes they keep
 
@@ -128,13 +129,16 @@ def _together(func: Function, args, blocks: np.ndarray, guarded: bool) -> None:
         return
     if found is not None and found[0] is func and found[2].acquire(blocking=False):
         try:
-            _TAPES.move_to_end(key)
+            with _TAPES_LOCK:
+                if key in _TAPES:
+                    _TAPES.move_to_end(key)
             flats = [_flat(t, a) for (_, t), a in zip(func.params, args) if isinstance(t, PtrType)]
             for step in found[1]:
                 step(flats)
             return
         except _Stale:
-            _TAPES.pop(key, None)
+            with _TAPES_LOCK:
+                _TAPES.pop(key, None)
         finally:
             found[2].release()
     batch = _Run(func, args, blocks, [], guarded)
@@ -153,10 +157,11 @@ def _together(func: Function, args, blocks: np.ndarray, guarded: bool) -> None:
 
 def _keep(key, entry) -> None:
     """Keep a tape (or a split), dropping the least recently used beyond ``TAPES`` or ``TAPE_BYTES``."""
-    _TAPES[key] = entry
-    total = sum(e[3] for e in _TAPES.values())
-    while len(_TAPES) > TAPES or total > TAPE_BYTES and len(_TAPES) > 1:
-        total -= _TAPES.popitem(last=False)[1][3]
+    with _TAPES_LOCK:
+        _TAPES[key] = entry
+        total = sum(e[3] for e in _TAPES.values())
+        while len(_TAPES) > TAPES or total > TAPE_BYTES and len(_TAPES) > 1:
+            total -= _TAPES.popitem(last=False)[1][3]
 
 
 def run(module, function_name: str, args: list, blocks) -> list:
