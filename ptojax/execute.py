@@ -140,11 +140,11 @@ def _execute_dynamic(dynamic, flat, m, target, executor, policy, workers, comput
 def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset:
     """The flat argument positions whose values decide the kernel's task graph (runtime lengths,
     scalar inputs, indices the host reads), or ``"device data"`` where values the kernel computes do
-    (MoE counts read back): what a profile cannot do without. ``avals``: (shape, dtype) per flat
-    argument; orchestrated on zeros, no task run."""
+    (MoE counts read back): what a profile cannot do without. ``avals``: (shape, dtype[, weak]) per
+    flat argument; orchestrated on zeros, no task run."""
     tgt = get_target(target) if isinstance(target, str) else target
     compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
-    zeros = [np.zeros(shape, dtype) for shape, dtype in avals]
+    zeros = [np.zeros(shape, dtype) for shape, dtype, *_ in avals]
     try:
         return orchestrator.steering(lowering.block.jaxpr, lowering.block.consts, zeros, AscendBackend(compiled, tgt))
     except PtoOrchestrationError:
@@ -165,7 +165,7 @@ def replay_function(lowering: Lowering, avals, target="a3", compiled=None):
         backend = PlanBackend(compiled)
     except (PtoUnsupportedError, PtoAsmError):     # a program selection cannot print as real PTO yet
         return None
-    zeros = [np.zeros(shape, dtype) for shape, dtype in avals]
+    zeros = [np.zeros(shape, dtype) for shape, dtype, *_ in avals]
     try:
         plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, zeros, backend, frozenset(), execute=False)
     except PtoOrchestrationError:

@@ -25,6 +25,7 @@ import weakref
 from typing import Callable, Mapping
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import ascend
@@ -88,18 +89,31 @@ def _dtype(x) -> np.dtype:
 
 
 def _canonical(args):
-    """Arguments as ``jax.jit`` takes them: NumPy data and Python scalars in JAX's dtypes (float64 as
-    float32 while ``jax_enable_x64`` is off), C-contiguous; JAX arrays, tracers and shape specs as they are."""
+    """Arguments as ``jax.jit`` takes them: NumPy data in JAX's dtypes (float64 as float32 while
+    ``jax_enable_x64`` is off), C-contiguous; Python numbers weakly typed (``f16 * 2.0`` stays float16);
+    JAX arrays, tracers and shape specs as they are."""
     def one(x):
         if isinstance(x, (jax.Array, jax.core.Tracer, jax.ShapeDtypeStruct)):
             return x
+        if type(x) in (int, float, complex):
+            return jnp.asarray(x)
         x = np.asarray(x)
         return np.asarray(x, dtype=jax.dtypes.canonicalize_dtype(x.dtype), order="C")
     return jax.tree.map(one, args)
 
 
+def _weak(x) -> bool:
+    return bool(getattr(x, "weak_type", False) or getattr(getattr(x, "aval", None), "weak_type", False))
+
+
 def _aval(x) -> tuple:
-    return tuple(np.shape(x)), _dtype(x)
+    """(shape, dtype, weakly typed) of an argument: a Python number's type gives way to an array's."""
+    return tuple(np.shape(x)), _dtype(x), _weak(x)
+
+
+def _spec(aval) -> jax.ShapeDtypeStruct:
+    shape, dtype, weak = aval
+    return jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
 
 
 def _avals(flat):
@@ -107,8 +121,8 @@ def _avals(flat):
 
 
 def _aval_text(aval) -> str:
-    shape, dtype = aval
-    return f"{dtype.name}{list(shape)}"
+    shape, dtype, weak = aval
+    return f"{dtype.name}{list(shape)}{' (a Python number)' * weak}"
 
 
 def _arg_names(fn, count: int) -> tuple:
@@ -153,7 +167,7 @@ class Lowered:
     def _polymorphic(self):
         from . import polymorphic
 
-        specs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in self.avals]
+        specs = [_spec(a) for a in self.avals]
         return polymorphic.compile_specs(self.kernel, self.lowering.in_tree, specs)
 
     def compile(self) -> "Compiled":
@@ -268,12 +282,11 @@ class Compiled:
 
     def _profile(self, args, policy, compute, call: str):
         if not args and self.avals:
-            args = self._shapes_only(call)
-            compute = False
+            return self._run_flat(self._shapes_only(call), "simulated", policy, compute=False)[1].profile()
         return self.run(*args, executor="simulated", policy=policy, compute=compute)[1].profile()
 
     def _shapes_only(self, call: str):
-        """Zeros of the compiled signature, where no argument's value decides the task graph; else the
+        """Flat zeros of the compiled signature, where no argument's value decides the task graph; else the
         error that names the arguments needed (``call``: the method the user called)."""
         needed = steering(self.lowering, self.avals, self.options.target, self._code())
         if needed:
@@ -289,7 +302,7 @@ class Compiled:
             raise PtoArgumentError(f"pj.kernel '{self.name}': {call}({', '.join(path)}) without arguments needs a "
                                    f"schedule that the shapes alone decide, but {why}; pass the arguments: "
                                    f"compiled.{call}({', '.join(path + names)})")
-        return jax.tree.unflatten(self.lowering.in_tree, [np.zeros(shape, dtype) for shape, dtype in self.avals])
+        return [np.zeros(shape, dtype) for shape, dtype, _ in self.avals]
 
     def report(self, path, *args, policy: str = "mpmd", title: str | None = None):
         """Profile on ``args`` (none: the compiled shapes, where no argument's value steers the
@@ -329,7 +342,7 @@ class Kernel:
         has, the default vector tiles are halved until it fits (down to :data:`MIN_TILE_BYTES`; tiles you
         chose stay, and the :class:`~ptojax.errors.PtoCapacityError` names the function)."""
         flat, tree = jax.tree.flatten(_canonical(args))
-        specs = jax.tree.unflatten(tree, [jax.ShapeDtypeStruct(np.shape(x), _dtype(x)) for x in flat])
+        specs = jax.tree.unflatten(tree, [_spec(_aval(x)) for x in flat])
         tgt = get_target(self.options.target)
         memory = tgt.memory
         while True:

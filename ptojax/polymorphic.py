@@ -297,7 +297,7 @@ def export_function(kernel, lowered):
     """The replay ``jax.export`` inlines for a ``backend="sim"`` kernel traced with a symbolic row count:
     its dynamic module as a shape-polymorphic JAX function (:meth:`PolymorphicCompiled.replay`), or a
     :class:`PtoUnsupportedError` naming the kernel and why it cannot be one."""
-    flat = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in lowered.avals]
+    flat = [jax.ShapeDtypeStruct(shape, dtype, weak_type=weak) for shape, dtype, weak in lowered.avals]
     why = "jax.export with a symbolic row count on backend='sim' replays one dynamic PTO module"
     try:
         replay = compile_specs(kernel, lowered.lowering.in_tree, flat).replay()

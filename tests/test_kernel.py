@@ -239,6 +239,28 @@ def test_arguments_are_taken_as_jax_jit_takes_them():
     np.testing.assert_array_equal(np.asarray(scaled), a * np.float32(2.5))
 
 
+def test_python_numbers_are_weakly_typed_as_under_jax_jit():
+    """A Python number argument gives way to an array's dtype as it does under ``jax.jit``: ``f16 * 2.0``
+    is float16 and ``int8 * 3`` int8, eagerly, under jax.jit and through ``lower``; a NumPy scalar is not
+    weak (float32), and a kernel compiled for a Python number names the difference (it was float32 and
+    an int8 product int32)."""
+    fn = lambda x, s: x * s
+    kernel = pj.kernel(fn)
+    half = (np.arange(64, dtype=np.float16) / 8).reshape(4, 16)
+    small = np.arange(-32, 32, dtype=np.int8).reshape(4, 16)
+    for x, s in ((half, 2.5), (small, 3), (half, np.float32(2.5))):
+        want = jax.jit(fn)(x, s)
+        for run in (kernel, jax.jit(kernel), kernel.lower(x, s).compile()):
+            got = run(x, s)
+            assert got.dtype == want.dtype, (x.dtype, s, run)
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    compiled = kernel.lower(half, 2.5).compile()
+    with pytest.raises(pj.PtoArgumentError, match=r"argument 1 's' is float32\[\], compiled for float32\[\] "
+                                                  r"\(a Python number\)"):
+        compiled(half, np.float32(2.5))
+    assert kernel.lower(half, 2.5).compile().profile(half, 2.5).makespan_us > 0
+
+
 def test_constant_outputs_of_any_rank_under_jit():
     """A 0-d constant output (``jnp.zeros(())``, ``n * jnp.ones(())``) under jax.jit: the replay read it
     as a GM buffer (an AttributeError); 1-d and 2-d ones worked."""

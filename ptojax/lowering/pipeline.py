@@ -157,7 +157,7 @@ PASSES: tuple[tuple[str, Callable], ...] = (
 def lower(fn: Callable, *args, options: Mapping | None = None, memory: CoreMemory = ASCEND_CORE) -> Lowering:
     """Trace ``fn`` on ``args`` (arrays or ``jax.ShapeDtypeStruct``s, in pytrees) and run every pass."""
     flat, in_tree = jax.tree.flatten(args)
-    avals = [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in flat]
+    avals = [jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=getattr(x, "weak_type", False)) for x in flat]
     out_tree = []
 
     def flat_fn(*xs):
