@@ -158,3 +158,54 @@ def test_bf16_sort_and_top_k_keep_infinities():
         for run in (pj.kernel(fn), jax.jit(pj.kernel(fn))):
             for got, w in zip(jax.tree.leaves(run(x)), want):
                 np.testing.assert_array_equal(np.asarray(got).astype(np.float32), w)
+
+
+# ------------------------------------------------------------------------------------ int32 values
+def _int32_rows(rows, n, seed):
+    """int32 rows with the extremes, values equal in one 16-bit half only, and repeated values."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2 ** 31, 2 ** 31, (rows, n), dtype=np.int64).astype(np.int32)
+    edges = np.array([2 ** 31 - 1, -2 ** 31, 0, -1, 65535, 65536, -65536, -65537, 1 << 16 | 7, 3 << 16 | 7],
+                     np.int32)
+    x[0, :min(n, edges.size)] = edges[:n]
+    if rows > 1:
+        x[1] = rng.integers(-3, 3, n) * 65536 + rng.integers(0, 3, n)       # ties in each half and whole
+    return x
+
+
+@pytest.mark.parametrize("rows,n,k", [(3, 37, 5), (1, 7, 7), (4, 100, 100), (2, 300, 33), (1, 1000, 64)])
+def test_int32_top_k_and_sort_equal_xla(rows, n, k):
+    """int32 values sort by their 16-bit halves in two stable tsort32 passes (f32 holds 24 bits):
+    sort, argsort and top_k (largest and smallest) equal XLA's, indices included (ties: the lower index
+    first), eagerly and under jax.jit; ptoas accepts the text."""
+    x = _int32_rows(rows, n, seed=n)
+    fns = (lambda v: jax.lax.top_k(v, k), lambda v: jax.lax.top_k(-v, k),
+           lambda v: jnp.sort(v, axis=-1), lambda v: jnp.argsort(v, axis=-1))
+    for fn in fns:
+        kernel = pj.kernel(fn)
+        want = jax.tree.leaves(jax.jit(fn)(x))
+        for run in (kernel, jax.jit(kernel)):
+            for got, w in zip(jax.tree.leaves(run(x)), want):
+                np.testing.assert_array_equal(np.asarray(got), np.asarray(w))
+    compiled = pj.kernel(fns[0]).lower(x).compile()
+    text = compiled.as_text("pto")
+    assert text.count("pto.tsort32") >= 2 and "pto.tshrs" in text
+    assert_no_float_int_views(text)
+    if os.path.exists(PTOAS):
+        compiled.ptoas()
+
+
+def test_int32_top_k_equals_the_vendor_simulator():
+    """pto-isa's CPU simulator runs the same text (ptoas's C++) to the same values and indices."""
+    from ptojax.ascend import crosscheck as xc
+    from vendor_tools import MISSING, IN_CI
+    if MISSING and not IN_CI:
+        pytest.skip("vendor tools not found: " + ", ".join(MISSING))
+    x = _int32_rows(3, 70, seed=1)
+    (job,) = xc.jobs_of(pj.kernel(lambda v: jax.lax.top_k(v, 9)).lower(x).compile().code)
+    params = xc.pointer_params(xc.functions(job[0])[job[1]])
+    (result,) = xc.run([job], inputs=[[x.reshape(-1)] + [np.zeros(n, dt) for _, dt, n in params[1:]]])
+    assert result.status == "exact", result.sim_error or result.engine_error or result.errors()
+    want_v, want_i = jax.lax.top_k(x, 9)
+    np.testing.assert_array_equal(result.sim[1].reshape(3, 9), np.asarray(want_v))
+    np.testing.assert_array_equal(result.sim[2].reshape(3, 9), np.asarray(want_i))

@@ -38,8 +38,8 @@ def _programs(fn, *args):
 ])
 def test_staged_topk_equals_xla(shape, k, vec, largest, dtype):
     x = rand(shape, dtype, seed=3, low=-40, high=40)
-    if dtype == np.int32:                               # tsort32 sorts f16/f32 keys: no real form (yet)
-        with pytest.raises(pj.PtoUnsupportedError, match=r"pto\.ttopk on i32 values \(tsort32 sorts f16/f32; "
+    if dtype == np.int32:           # each chunk sorts by 16-bit halves; their merge has no real form (yet)
+        with pytest.raises(pj.PtoUnsupportedError, match=r"pto\.tmrgsort on i32 values \(tsort32 sorts f16/f32; "
                                                          r"f32 does not hold every i32\)"):
             pj.kernel(_topk_kernel(k, vec, largest))(x)
         return

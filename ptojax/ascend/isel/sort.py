@@ -27,7 +27,8 @@ through (an ``scf.for`` over rows when there are several, ``pto.subset`` row vie
    destination's buffer shape, so that one ``tcvt`` does it (a tile of another pitch would need a
    copy through an integer view of float bits). No ``treshape`` mixes float and integer types.
 
-``bf16`` sorts as ``f32`` (A2/A3 ``tsort32`` takes f16/f32); integer operands are not selected.
+``bf16``, ``i8`` and ``i16`` sort as ``f32`` (A2/A3 ``tsort32`` takes f16/f32, and f32 holds them
+exactly); ``i32`` values sort by their 16-bit halves in two passes (:func:`_topk_int32`).
 Axis 0 of a 2-D tile transposes (``ttrans``) in and out. Every subset keeps 32-byte aligned offsets
 and sizes (the C++ ``Tile`` asserts 32-byte rows), so gathers take ``k`` rounded up to a row of
 32 bytes and the copies use ``treshape`` aliases narrowed to ``k``.
@@ -268,6 +269,44 @@ def _topk_rows(sel, s, x, rows, n, k, largest, out=None):
     return sorter
 
 
+def _topk_int32(sel, s, x, rows, n, k, largest, outs):
+    """The first ``k`` of each row of i32 ``x`` sorted (f32 holds 24 bits): a radix sort by 16-bit
+    halves in two stable ``tsort32`` passes. The row sorts by its low halves (``x - (x >> 16 << 16)``,
+    0..65535, exact in f32); its high halves (signed) are gathered (``tgather`` index form) into that
+    order and sorted again — ties keep the first pass's order, as ``tsort32`` breaks them by the index
+    ascending — so the order is by (high, low) half with the lower index first among equal values.
+    The indices are the first pass's permutation gathered by the second's, the values ``x`` gathered by
+    them."""
+    hi, lo = sel.like(x), sel.like(x)
+    sel.print("tshrs", [x, sel.const(16, "i32")], [hi])
+    sel.print("tshls", [hi, sel.const(16, "i32")], [lo])
+    sel.print("tsub", [x, lo], [lo])
+    halves = []
+    for half in (lo, hi):
+        wide = sel.like(x, dtype="f32")
+        sel.convert(half, wide, "RINT")
+        halves.append(wide)
+    sorter = _RowSort(sel, s, 1, 1, n, n, largest, "f32")
+    sorter.iota()
+    kp, cols, c0 = sorter.kp, sel.types[x].cols, _index(sel, 0)
+    perm, tmp = sel.alloc(vec_tile(1, kp, "i32")), sel.alloc(vec_tile(1, kp, "i32"))
+    ordered = sel.alloc(vec_tile(1, kp, "f32"))
+    ordered_data = sel.reshape(ordered, asm.TileBuf("vec", "f32", 1, kp, 1, n))
+    staged = [sel.alloc(asm.TileBuf("vec", "i32", rows, kp, rows, kp)) for _ in range(2)]
+
+    def body(r, dynamic):                      # the gathers read -1 (index 0 out of range) past n
+        sorter.gather(sorter.row(sel.subset(halves[0], r, 1, 0, cols), None), c0, False)
+        sel.copy(sorter.indices, perm)
+        sel.print("tgather", [sel.subset(halves[1], r, 1, 0, cols), perm, tmp], [ordered])
+        sorter.gather(sorter.row(ordered_data, None), c0, False)
+        values, indices = (sel.subset(t, r, 1, 0, kp) for t in staged)
+        sel.print("tgather", [perm, sorter.indices, tmp], [indices])
+        sel.print("tgather", [sel.subset(x, r, 1, 0, cols), indices, tmp], [values])
+    _loop(sel, rows, body)
+    for t, out in zip(staged, outs):
+        sel.copy(sel.reshape(t, asm.TileBuf("vec", "i32", rows, kp, rows, k)), out)
+
+
 @rule("ttopk", "tsort")
 def topk(sel, s, ins, outs):
     (x,) = ins
@@ -278,7 +317,11 @@ def topk(sel, s, ins, outs):
     if axis == len(shape) - 1:
         if sel.types[x].v_row != rows:
             sel.fail(s, f"on a {list(shape)} tile whose valid region is not {rows} rows")
+        if sel.types[x].dtype == "i32":
+            return _topk_int32(sel, s, x, rows, n, k, largest, outs)
         return _finish(sel, _topk_rows(sel, s, x, rows, n, k, largest, outs[0]), outs)
+    if sel.types[x].dtype == "i32":
+        sel.fail(s, f"along axis {axis} of a {list(shape)} i32 tile (i32 sorts along the last axis)")
     if math.prod(shape[:axis]) != 1 or math.prod(shape[axis + 1:-1]) != 1:
         sel.fail(s, f"along axis {axis} of a {list(shape)} tile")
     # a leading axis whose rows are the tile's rows: transpose in, sort the rows, transpose the k rows out
