@@ -195,6 +195,19 @@ def test_int32_top_k_and_sort_equal_xla(rows, n, k):
         compiled.ptoas()
 
 
+@pytest.mark.parametrize("largest", [True, False])
+def test_int32_top_k_past_the_row_pads(largest):
+    """``k > n``: the tail is index -1 and the lowest (largest-k) or highest i32, as ptojax's top-k
+    pads (the gathers of the two passes read -1 as 0: they took x[0] and index 0)."""
+    x = _int32_rows(2, 5, seed=2)
+    fn = lambda v: pj.ops.topk(v, 11, largest=largest)
+    want = pj.kernel(fn, backend="xla")(x)
+    for run in (pj.kernel(fn), jax.jit(pj.kernel(fn))):
+        for got, w in zip(run(x), want):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(w))
+    assert np.all(np.asarray(want[1])[:, 5:] == -1)
+
+
 def test_int32_top_k_equals_the_vendor_simulator():
     """pto-isa's CPU simulator runs the same text (ptoas's C++) to the same values and indices."""
     from ptojax.ascend import crosscheck as xc

@@ -39,6 +39,7 @@ import dataclasses
 import math
 
 from .. import asm
+from . import predicate
 from .rows import one_per_row
 from .rules import rule
 from .selector import is_column, matrix, vec_tile
@@ -276,7 +277,9 @@ def _topk_int32(sel, s, x, rows, n, k, largest, outs):
     order and sorted again — ties keep the first pass's order, as ``tsort32`` breaks them by the index
     ascending — so the order is by (high, low) half with the lower index first among equal values.
     The indices are the first pass's permutation gathered by the second's, the values ``x`` gathered by
-    them."""
+    them. Past ``n`` (``k > n``) the second pass's index is -1, which the gathers read as 0: the
+    permutation is gathered plus one and the result less one (-1), and the values selected where the
+    index is -1 are the pad (the lowest i32 for the largest-k, the highest for the smallest)."""
     hi, lo = sel.like(x), sel.like(x)
     sel.print("tshrs", [x, sel.const(16, "i32")], [hi])
     sel.print("tshls", [hi, sel.const(16, "i32")], [lo])
@@ -286,7 +289,7 @@ def _topk_int32(sel, s, x, rows, n, k, largest, outs):
         wide = sel.like(x, dtype="f32")
         sel.convert(half, wide, "RINT")
         halves.append(wide)
-    sorter = _RowSort(sel, s, 1, 1, n, n, largest, "f32")
+    sorter = _RowSort(sel, s, 1, 1, n, max(n, k), largest, "f32")
     sorter.iota()
     kp, cols, c0 = sorter.kp, sel.types[x].cols, _index(sel, 0)
     perm, tmp = sel.alloc(vec_tile(1, kp, "i32")), sel.alloc(vec_tile(1, kp, "i32"))
@@ -300,9 +303,19 @@ def _topk_int32(sel, s, x, rows, n, k, largest, outs):
         sel.print("tgather", [sel.subset(halves[1], r, 1, 0, cols), perm, tmp], [ordered])
         sorter.gather(sorter.row(ordered_data, None), c0, False)
         values, indices = (sel.subset(t, r, 1, 0, kp) for t in staged)
+        if k > n:
+            sel.print("tadds", [perm, sel.const(1, "i32")], [perm])
         sel.print("tgather", [perm, sorter.indices, tmp], [indices])
+        if k > n:
+            sel.print("tadds", [indices, sel.const(-1, "i32")], [indices])
         sel.print("tgather", [sel.subset(x, r, 1, 0, cols), indices, tmp], [values])
     _loop(sel, rows, body)
+    if k > n:
+        values, indices = staged
+        pad = sel.like(values)
+        sel.print("texpands", [sel.const(-2 ** 31 if largest else 2 ** 31 - 1, "i32")], [pad])
+        staged[0] = sel.like(values)
+        predicate.select_where(sel, indices, "lt", 0, pad, values, staged[0])
     for t, out in zip(staged, outs):
         sel.copy(sel.reshape(t, asm.TileBuf("vec", "i32", rows, kp, rows, k)), out)
 
