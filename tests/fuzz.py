@@ -559,8 +559,7 @@ def assert_same(got, want, where=""):
 
 # Tile operations instruction selection has no real PTO form for yet (docs/pto.md): the fuzz property
 # accepts their clear PtoUnsupportedError; any other unsupported case fails.
-NO_REAL_FORM_YET = ("f32 does not hold every i32",        # a merge of int32 top-k lists (tsort32: f16/f32)
-                    "pto.ttopk along axis 0 of a")       # top-k along the first axis of a 3-D tile
+NO_REAL_FORM_YET = ("pto.ttopk along axis 0 of a",)      # top-k along the first axis of a 3-D / i32 tile
 
 
 def check(spec):

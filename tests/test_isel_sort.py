@@ -111,7 +111,8 @@ def test_sort_along_axis0_transposes():
 def _lists(shape, k, largest, dtype=np.float32):
     """Sorted candidate lists with distinct indices (as a staged top-k leaves them), some padded."""
     *lead, lists, n = shape
-    v = RNG.standard_normal(shape).astype(dtype)
+    v = (RNG.integers(-3, 3, shape) * 65536 + RNG.integers(0, 3, shape) if dtype == np.int32    # ties
+         else RNG.standard_normal(shape)).astype(dtype)
     v = -np.sort(-v, axis=-1) if largest else np.sort(v, axis=-1)
     i = RNG.permutation(int(np.prod(shape))).reshape(shape).astype(np.int32)
     pad = ptojax_semantics._pad_value(np.dtype(dtype), largest)
@@ -120,11 +121,16 @@ def _lists(shape, k, largest, dtype=np.float32):
     return v, i
 
 
-@pytest.mark.parametrize("shape,k,largest", [((8, 4, 5), 5, True), ((3, 2, 4, 16), 16, False),
-                                             ((2, 3, 40), 24, True), ((4, 4, 64), 64, True),
-                                             ((1, 4, 1), 1, True), ((3, 5, 1), 3, False)])   # one-value lists
-def test_merge_topk_matches_reference(shape, k, largest):
-    v, i = _lists(shape, k, largest)
+@pytest.mark.parametrize("shape,k,largest,dtype", [
+    ((8, 4, 5), 5, True, np.float32), ((3, 2, 4, 16), 16, False, np.float32), ((2, 3, 40), 24, True, np.float32),
+    ((4, 4, 64), 64, True, np.float32), ((1, 4, 1), 1, True, np.float32),
+    ((3, 5, 1), 3, False, np.float32),                                                      # one-value lists
+    ((8, 4, 5), 5, True, np.int32), ((2, 3, 40), 24, False, np.int32), ((3, 5, 1), 3, True, np.int32),
+    ((2, 2, 8), 20, True, np.int32)])                                                       # k past the lists
+def test_merge_topk_matches_reference(shape, k, largest, dtype):
+    """int32 lists merge by 16-bit halves after a pass that orders the candidates by index (ties:
+    the lower index first whatever list it is in)."""
+    v, i = _lists(shape, k, largest, dtype)
     (values, indices), text = run_program(lambda a, b: pj.ops.merge_topk(a, b, k, largest=largest), v, i)
     assert "pto.tsort32" in text
     assert_no_float_int_views(text)
@@ -208,17 +214,24 @@ def test_int32_top_k_past_the_row_pads(largest):
     assert np.all(np.asarray(want[1])[:, 5:] == -1)
 
 
-def test_int32_top_k_equals_the_vendor_simulator():
-    """pto-isa's CPU simulator runs the same text (ptoas's C++) to the same values and indices."""
+def test_int32_top_k_and_merge_equal_the_vendor_simulator():
+    """pto-isa's CPU simulator runs the same text (ptoas's C++) to the same values and indices: a
+    top-k, and a merge of lists with padding whose k goes past the candidates."""
     from ptojax.ascend import crosscheck as xc
     from vendor_tools import MISSING, IN_CI
     if MISSING and not IN_CI:
         pytest.skip("vendor tools not found: " + ", ".join(MISSING))
     x = _int32_rows(3, 70, seed=1)
-    (job,) = xc.jobs_of(pj.kernel(lambda v: jax.lax.top_k(v, 9)).lower(x).compile().code)
-    params = xc.pointer_params(xc.functions(job[0])[job[1]])
-    (result,) = xc.run([job], inputs=[[x.reshape(-1)] + [np.zeros(n, dt) for _, dt, n in params[1:]]])
-    assert result.status == "exact", result.sim_error or result.engine_error or result.errors()
-    want_v, want_i = jax.lax.top_k(x, 9)
-    np.testing.assert_array_equal(result.sim[1].reshape(3, 9), np.asarray(want_v))
-    np.testing.assert_array_equal(result.sim[2].reshape(3, 9), np.asarray(want_i))
+    v, i = _lists((3, 3, 5), 20, True, np.int32)
+    kernels = [(lambda a: jax.lax.top_k(a, 9), (x,)), (lambda a, b: pj.ops.merge_topk(a, b, 20), (v, i))]
+    jobs, inputs = [], []
+    for fn, args in kernels:
+        (job,) = xc.jobs_of(pj.kernel(fn).lower(*args).compile().code)
+        params = xc.pointer_params(xc.functions(job[0])[job[1]])
+        jobs.append(job)
+        inputs.append([a.reshape(-1) for a in args] + [np.zeros(n, dt) for _, dt, n in params[len(args):]])
+    wants = [jax.lax.top_k(x, 9), ptojax_semantics.merge_topk(v, i, k=20, largest=True)]
+    for result, (_, args), want in zip(xc.run(jobs, inputs=inputs), kernels, wants):
+        assert result.status == "exact", result.sim_error or result.engine_error or result.errors()
+        for got, w in zip(result.sim[len(args):], want):
+            np.testing.assert_array_equal(got.reshape(np.shape(w)), np.asarray(w))

@@ -38,11 +38,6 @@ def _programs(fn, *args):
 ])
 def test_staged_topk_equals_xla(shape, k, vec, largest, dtype):
     x = rand(shape, dtype, seed=3, low=-40, high=40)
-    if dtype == np.int32:           # each chunk sorts by 16-bit halves; their merge has no real form (yet)
-        with pytest.raises(pj.PtoUnsupportedError, match=r"pto\.tmrgsort on i32 values \(tsort32 sorts f16/f32; "
-                                                         r"f32 does not hold every i32\)"):
-            pj.kernel(_topk_kernel(k, vec, largest))(x)
-        return
     if dtype == np.float32:
         x = np.round(x) + 0.0                            # ties (no -0.0): the lower index comes first
     fn = _topk_kernel(k, vec, largest)
@@ -52,6 +47,23 @@ def test_staged_topk_equals_xla(shape, k, vec, largest, dtype):
     np.testing.assert_array_equal(np.asarray(got_v), np.asarray(want_v))
     ref_v, ref_i = jax.lax.top_k(-x if not largest else x, min(k, shape[-1]))
     np.testing.assert_array_equal(np.asarray(got_i)[..., :min(k, shape[-1])], np.asarray(ref_i))
+    assert "merge_topk" in " ".join(_programs(fn, x))
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_staged_int32_topk_over_the_whole_range(largest):
+    """int32 rows longer than a tile: each chunk and the merge of their lists sort by 16-bit halves
+    (values equal in one half, repeated values, the extremes), equal to XLA's, indices included."""
+    rng = np.random.default_rng(11)
+    x = rng.integers(-2 ** 31, 2 ** 31, (2, 3000), dtype=np.int64).astype(np.int32)
+    x[0, ::7] = rng.integers(-2, 2, x[0, ::7].shape) * 65536 + rng.integers(0, 2, x[0, ::7].shape)
+    x[1, :4] = [2 ** 31 - 1, -2 ** 31, 2 ** 31 - 1, -2 ** 31]
+    fn = _topk_kernel(70, (1, 512), largest)
+    got = pj.kernel(fn)(x)
+    wide = x.astype(np.int64)
+    want = np.argsort(-wide if largest else wide, axis=-1, kind="stable")[:, :70]      # -INT32_MIN as int64
+    np.testing.assert_array_equal(np.asarray(got[1]), want)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.take_along_axis(x, want, -1))
     assert "merge_topk" in " ".join(_programs(fn, x))
 
 

@@ -98,6 +98,17 @@ def _loop(sel, count: int, body):
     sel.lines += ["  " + line for line in inner] + ["}"]
 
 
+def _first_row(sel, r, lists: int, dynamic: bool):
+    """The first tile row of sorted row ``r`` made of ``lists`` tile rows."""
+    if lists == 1:
+        return r
+    if not dynamic:
+        return _index(sel, int(sel.values[r]) * lists)
+    first = sel.fresh("o")
+    sel.lines.append(f"{first} = arith.muli {r}, {_index(sel, lists)} : index")
+    return first
+
+
 def _gather(sel, src, dst, pattern):
     """``tgather`` mask form: the pattern stands in the place of the indices operand."""
     sel.lines.append(f"pto.tgather ins({src}, {{maskPattern = #pto.mask_pattern<{pattern}>}} : {sel.types[src]}) "
@@ -155,12 +166,14 @@ class _RowSort:
         sel.print("texpands", [sel.const(-1, "i32")], [self.index])
         sel.print("tci", [sel.const(0, "i32")], [self.index_data], {"descending": "false"})
 
-    def row(self, src_values, src_indices):
-        """Sort one row: ``src_values`` / ``src_indices`` are the row's (``lists`` × n valid) views."""
+    def row(self, src_values, src_indices, into=None):
+        """Sort one row: ``src_values`` / ``src_indices`` are the row's (``lists`` × n valid) views
+        (or ``src_values`` any view of the work row ``into``)."""
         sel, dtype = self.sel, self.dtype
         sel.print("texpands", [sel.const(_LOWEST[dtype], dtype)], [self.work])     # -inf: the lowest
         sel.print("tmuls", [self.work, sel.const(2.0, dtype)], [self.work])           # finite value x 2
-        sel.print("tmuls", [src_values, sel.const(1.0 if self.largest else -1.0, dtype)], [self.work_data])
+        sel.print("tmuls", [src_values, sel.const(1.0 if self.largest else -1.0, dtype)],
+                  [into or self.work_data])
         if src_indices is not None:
             sel.print("texpands", [sel.const(-1, "i32")], [self.index])
             sel.print("tmuls", [src_indices, sel.const(1, "i32")], [self.index_data])
@@ -270,52 +283,100 @@ def _topk_rows(sel, s, x, rows, n, k, largest, out=None):
     return sorter
 
 
-def _topk_int32(sel, s, x, rows, n, k, largest, outs):
-    """The first ``k`` of each row of i32 ``x`` sorted (f32 holds 24 bits): a radix sort by 16-bit
-    halves in two stable ``tsort32`` passes. The row sorts by its low halves (``x - (x >> 16 << 16)``,
-    0..65535, exact in f32); its high halves (signed) are gathered (``tgather`` index form) into that
-    order and sorted again — ties keep the first pass's order, as ``tsort32`` breaks them by the index
-    ascending — so the order is by (high, low) half with the lower index first among equal values.
-    The indices are the first pass's permutation gathered by the second's, the values ``x`` gathered by
-    them. Past ``n`` (``k > n``) the second pass's index is -1, which the gathers read as 0: the
-    permutation is gathered plus one and the result less one (-1), and the values selected where the
-    index is -1 are the pad (the lowest i32 for the largest-k, the highest for the smallest)."""
-    hi, lo = sel.like(x), sel.like(x)
+def _sort_int32(sel, s, x, rows, lists, n, k, largest, outs, candidates=None):
+    """The first ``k`` of each row of i32 values sorted (f32 holds 24 bits): a radix sort by 16-bit
+    halves in stable ``tsort32`` passes. ``x`` holds one row per sorted row (a top-k), or ``lists``
+    rows of ``n`` candidates whose indices are ``candidates`` (a merge of top-k lists).
+
+    The order is a row of positions in the block of ``x`` being sorted. A pass sorts a dense row of
+    keys gathered through it (``tgather``'s index form) with the row's own positions as the index,
+    by which ``tsort32`` breaks ties: the previous order among equal keys stays. The low halves
+    (``x - (x >> 16 << 16)``, 0..65535, exact in f32) sort first, then the high halves (signed): the
+    order is by value, ties in the order before. A top-k starts from the positions (the lower index
+    first), a merge from a pass that orders the candidates by index. Values and candidate indices are
+    gathered through the final order.
+
+    A gather reads an index of -1 (past the data, where ``k`` goes beyond it) as 0, so an order is
+    composed plus one and taken less one, and past the data the values are the pad (the lowest i32
+    for the largest-k, the highest for the smallest) and the indices -1."""
+    count = lists * n
+    cols = sel.types[x].cols
+    hi, lo = _staged(sel, x, "i32"), _staged(sel, x, "i32")          # tiles of x's buffer shape
     sel.print("tshrs", [x, sel.const(16, "i32")], [hi])
     sel.print("tshls", [hi, sel.const(16, "i32")], [lo])
     sel.print("tsub", [x, lo], [lo])
-    halves = []
-    for half in (lo, hi):
-        wide = sel.like(x, dtype="f32")
-        sel.convert(half, wide, "RINT")
-        halves.append(wide)
-    sorter = _RowSort(sel, s, 1, 1, n, max(n, k), largest, "f32")
-    sorter.iota()
-    kp, cols, c0 = sorter.kp, sel.types[x].cols, _index(sel, 0)
-    perm, tmp = sel.alloc(vec_tile(1, kp, "i32")), sel.alloc(vec_tile(1, kp, "i32"))
-    ordered = sel.alloc(vec_tile(1, kp, "f32"))
-    ordered_data = sel.reshape(ordered, asm.TileBuf("vec", "f32", 1, kp, 1, n))
-    staged = [sel.alloc(asm.TileBuf("vec", "i32", rows, kp, rows, kp)) for _ in range(2)]
+    keys = []
+    for key in (lo, hi) if candidates is None else (candidates, lo, hi):
+        keys.append(_staged(sel, x, "f32"))
+        sel.convert(key, keys[-1], "RINT")
+    if candidates is not None:                 # by index as unsigned (-1 last), whichever way values sort
+        last = _staged(sel, x, "f32")
+        sel.print("texpands", [sel.const(float(2 ** 31), "f32")], [last])
+        predicate.select_where(sel, keys[0], "lt", 0.0, last, keys[0], keys[0])
+        if largest:
+            sel.print("tmuls", [keys[0], sel.const(-1.0, "f32")], [keys[0]])
+    sorter = _RowSort(sel, s, 1, lists, n, max(count, k), largest, "f32")
+    p, kp, c0 = sorter.p, sorter.kp, _index(sel, 0)
+    dense_work = sel.reshape(sorter.work, asm.TileBuf("vec", "f32", 1, p, 1, count))
+    dense_index = sel.reshape(sorter.index, asm.TileBuf("vec", "i32", 1, p, 1, count))
+    order, composed, tmp = (sel.alloc(vec_tile(1, kp, "i32")) for _ in range(3))
+    gathered = sel.alloc(vec_tile(1, kp, "f32"))
+    gathered_data = sel.reshape(gathered, asm.TileBuf("vec", "f32", 1, kp, 1, count))
+    staged = [sel.alloc(asm.TileBuf("vec", "i32", rows, kp, rows, kp)) for _ in range(3 if k > count else 2)]
+    gathered_only = (candidates,) if candidates is not None else ()
+    wholes = {t: sel.alloc(asm.TileBuf("vec", sel.types[t].dtype, lists, cols, lists, cols))
+              for t in (x, *keys[-2:], *gathered_only)} if lists > 1 else {}
 
-    def body(r, dynamic):                      # the gathers read -1 (index 0 out of range) past n
-        sorter.gather(sorter.row(sel.subset(halves[0], r, 1, 0, cols), None), c0, False)
-        sel.copy(sorter.indices, perm)
-        sel.print("tgather", [sel.subset(halves[1], r, 1, 0, cols), perm, tmp], [ordered])
-        sorter.gather(sorter.row(ordered_data, None), c0, False)
-        values, indices = (sel.subset(t, r, 1, 0, kp) for t in staged)
-        if k > n:
-            sel.print("tadds", [perm, sel.const(1, "i32")], [perm])
-        sel.print("tgather", [perm, sorter.indices, tmp], [indices])
-        if k > n:
-            sel.print("tadds", [indices, sel.const(-1, "i32")], [indices])
-        sel.print("tgather", [sel.subset(x, r, 1, 0, cols), indices, tmp], [values])
+    def iota(layout: bool):
+        sel.print("texpands", [sel.const(-1, "i32")], [sorter.index])
+        if not layout:
+            return sel.print("tci", [sel.const(0, "i32")], [dense_index], {"descending": "false"})
+        seg = sorter.pitch                     # list q's candidates: work row q * seg, block row q
+        for q in range(lists):
+            sel.print("tci", [sel.const(q * cols, "i32")], [sel.subset(sorter.index, _index(sel, 0), 1, q * seg, seg)],
+                      {"descending": "false"})
+
+    def sort(src, into=None):                  # the positions of src's keys in sorted order
+        sorter.gather(sorter.row(src, None, into), c0, False)
+        return sorter.indices
+
+    def body(r, dynamic):
+        first = _first_row(sel, r, lists, dynamic)
+        window = {t: sel.subset(t, first, lists, 0, cols) for t in (x, *keys, *gathered_only)}
+        block = dict(window)                   # a gather indexes the static tile: lists x cols
+        for t, whole in wholes.items():        # (valid = static, so the engine's valid region agrees)
+            sel.print("tmov", [window[t]], [sel.reshape(whole, dataclasses.replace(sel.types[whole], v_col=n))])
+            block[t] = whole
+        if candidates is not None:
+            iota(True)
+        sel.copy(sort(window[keys[0]]), order)
+        if candidates is not None:
+            iota(False)
+        for key in keys[1:]:
+            sel.print("tgather", [block[key], order, tmp], [gathered])
+            positions = sort(gathered_data, dense_work)
+            sel.print("tadds", [order, sel.const(1, "i32")], [order])           # order := order[positions]
+            sel.print("tgather", [order, positions, tmp], [composed])
+            sel.print("tadds", [composed, sel.const(-1, "i32")], [order])
+        values, indices, *where = (sel.subset(t, r, 1, 0, kp) for t in staged)
+        sel.print("tgather", [block[x], order, tmp], [values])
+        if candidates is None:
+            sel.print("tmov", [order], [indices])
+        else:
+            sel.print("tgather", [block[candidates], order, tmp], [indices])
+        if where:
+            sel.print("tmov", [order], [where[0]])
+
+    if candidates is None:
+        iota(False)
     _loop(sel, rows, body)
-    if k > n:
-        values, indices = staged
-        pad = sel.like(values)
-        sel.print("texpands", [sel.const(-2 ** 31 if largest else 2 ** 31 - 1, "i32")], [pad])
-        staged[0] = sel.like(values)
-        predicate.select_where(sel, indices, "lt", 0, pad, values, staged[0])
+    if k > count:                              # past the data: the pad and index -1
+        values, indices, where = staged
+        for i, fill in enumerate((-2 ** 31 if largest else 2 ** 31 - 1, -1)):
+            pad = sel.like(values)
+            sel.print("texpands", [sel.const(fill, "i32")], [pad])
+            staged[i] = sel.like(values)
+            predicate.select_where(sel, where, "lt", 0, pad, (values, indices)[i], staged[i])
     for t, out in zip(staged, outs):
         sel.copy(sel.reshape(t, asm.TileBuf("vec", "i32", rows, kp, rows, k)), out)
 
@@ -331,7 +392,7 @@ def topk(sel, s, ins, outs):
         if sel.types[x].v_row != rows:
             sel.fail(s, f"on a {list(shape)} tile whose valid region is not {rows} rows")
         if sel.types[x].dtype == "i32":
-            return _topk_int32(sel, s, x, rows, n, k, largest, outs)
+            return _sort_int32(sel, s, x, rows, 1, n, k, largest, outs)
         return _finish(sel, _topk_rows(sel, s, x, rows, n, k, largest, outs[0]), outs)
     if sel.types[x].dtype == "i32":
         sel.fail(s, f"along axis {axis} of a {list(shape)} i32 tile (i32 sorts along the last axis)")
@@ -364,6 +425,12 @@ def merge_topk(sel, s, ins, outs):
     tv, ti = sel.types[values], sel.types[indices]
     if (tv.v_row, tv.v_col) != (rows * lists, n) or (ti.v_row, ti.v_col) != (rows * lists, n):
         sel.fail(s, f"on candidate tiles that are not {rows * lists} x {n}")
+    if tv.dtype == "i32":
+        if ti.cols != tv.cols:
+            indices = _staged(sel, values, "i32")
+            sel.copy(ins[1], indices)
+        return _sort_int32(sel, s, one_per_row(sel, values), rows, lists, n, k, largest, outs,
+                           one_per_row(sel, indices))
     values, dtype = _source(sel, s, values)
     # one candidate per list (a k = 1 stage's) comes in column tiles: their values one per 32-byte row
     # first, so that each sorted row's lists are a 32-byte aligned window
@@ -372,13 +439,7 @@ def merge_topk(sel, s, ins, outs):
     vcols, icols = sel.types[values].cols, sel.types[indices].cols
 
     def body(r, dynamic):
-        first = r
-        if lists > 1:
-            if dynamic:
-                first = sel.fresh("o")
-                sel.lines.append(f"{first} = arith.muli {r}, {_index(sel, lists)} : index")
-            else:
-                first = _index(sel, int(sel.values[r]) * lists)
+        first = _first_row(sel, r, lists, dynamic)
         v = sel.subset(values, first, lists, 0, vcols)
         i = sel.subset(indices, first, lists, 0, icols)
         sorter.gather(sorter.row(v, i), r, dynamic)
