@@ -337,6 +337,42 @@ def test_where_scalar_branches(dtype):
     _check(lambda cc, a: OPS.where(cc, s, a), (c, x), _golden(np.where, dtype, c, np.asarray(s, dtype), x), dtype)
 
 
+@pytest.mark.parametrize("case", ["compares", "compare and constant", "b and not b", "the condition itself",
+                                  "nan and finite", "summed", "as f16", "as i8 times x"])
+def test_where_between_predicates_the_kernel_computes(case):
+    """Predicates a kernel computes (compares, logical not, isnan / isfinite) selected between: they
+    were read as bytes their packed masks never wrote (all False), eagerly and under jax.jit."""
+    import jax.numpy as jnp
+    m = np.array([[True, True, False, False, True, False, True, False]] * 3)
+    x = rand((3, 8), F32, 1)
+    x[0, :3] = [np.nan, np.inf, -0.0]
+    b = rand((3, 8), BOOL, 2)
+    bodies = {"compares": lambda m, x, b: jnp.where(m, x > 0, x < 0),
+              "compare and constant": lambda m, x, b: jnp.where(m, x > 0, False),
+              "b and not b": lambda m, x, b: jnp.where(m, b, ~b),
+              "the condition itself": lambda m, x, b: jnp.where(m, m, x > 0),
+              "nan and finite": lambda m, x, b: jnp.where(m, jnp.isnan(x), jnp.isfinite(x)),
+              "summed": lambda m, x, b: jnp.where(m, x > 0, x < -1).sum(axis=-1),
+              "as f16": lambda m, x, b: jnp.where(m, x > 0, b).astype(jnp.float16),
+              "as i8 times x": lambda m, x, b: jnp.where(m, x >= 0, b).astype(jnp.int8) * x.astype(jnp.int8)}
+    wide = x.astype(np.float64)
+    goldens = {"compares": np.where(m, wide > 0, wide < 0), "compare and constant": np.where(m, wide > 0, False),
+               "b and not b": np.where(m, b, ~b), "the condition itself": np.where(m, m, wide > 0),
+               "nan and finite": np.where(m, np.isnan(wide), np.isfinite(wide)),
+               "summed": np.where(m, wide > 0, wide < -1).sum(axis=-1).astype(np.int32),
+               "as f16": np.where(m, wide > 0, b).astype(np.float16),
+               "as i8 times x": np.where(m, wide >= 0, b).astype(np.int8) * np.where(np.isfinite(x), x, 0).astype(np.int8)}
+    kernel = pj.kernel(bodies[case])
+    for run in (kernel, jax.jit(kernel)):
+        got = np.asarray(run(m, x, b))
+        assert got.dtype == goldens[case].dtype, (case, got.dtype)
+        if case == "as i8 times x":          # x's NaN / inf to int8 are implementation-defined: rows 1, 2
+            got, want = got[1:], goldens[case][1:]
+        else:
+            want = goldens[case]
+        np.testing.assert_array_equal(got, want)
+
+
 # --------------------------------------------------------------------------------------------- clip
 def _clip_golden(x, lo, hi):
     return np.minimum(np.maximum(x, lo), hi)

@@ -495,14 +495,15 @@ def _bytes(t: asm.ViewType) -> asm.ViewType:
 
 
 def _uses(body, uses=None) -> dict:
-    """Codegen name -> the mnemonics of the instructions that read it."""
+    """Codegen name -> the mnemonics of the instructions that read it (``tsel`` for its condition; the
+    values it selects between are read as ``tsel value``: a predicate there is read as bytes)."""
     uses = {} if uses is None else uses
     for stmt in body:
         if isinstance(stmt, asm.For):
             _uses(stmt.body, uses)
         elif isinstance(stmt, asm.Instr):
-            for o in stmt.ins:
-                uses.setdefault(o.name, set()).add(stmt.op)
+            for i, o in enumerate(stmt.ins):
+                uses.setdefault(o.name, set()).add("tsel value" if stmt.op == "tsel" and i else stmt.op)
     return uses
 
 
