@@ -373,6 +373,28 @@ def test_where_between_predicates_the_kernel_computes(case):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=lambda d: np.dtype(d).name)
+def test_max_min_with_a_zero_order_zeros_as_xla(dtype):
+    """``relu`` / ``max(x, +0.0)`` / ``min(x, -0.0)``: XLA orders -0.0 below +0.0, the real ``tmaxs`` /
+    ``tmins`` keep ``x`` of equal values (``relu(-0.0)`` was -0.0, so ``1 / relu(x)`` -inf), eagerly
+    and under jax.jit, the signs of zeros compared; NaN from either operand of a tile-tile max / min."""
+    import jax.numpy as jnp
+    x = np.array([[-0.0, 0.0, np.nan, 1.0, -2.0, -0.0, 3.0, 0.0]] * 2, np.float32).astype(dtype)
+    y = np.array([[0.0, -0.0, 3.0, np.nan, -0.0, -5.0, 3.0, 0.0]] * 2, np.float32).astype(dtype)
+    fns = [lambda x, y: (jax.nn.relu(x), jnp.maximum(x, 0.0), jnp.maximum(-0.0, x), jnp.minimum(x, 0.0),
+                         jnp.minimum(x, -0.0), jnp.minimum(-0.0, y), 1 / jax.nn.relu(y)),
+           lambda x, y: (jnp.maximum(x, y), jnp.minimum(y, x))]
+    for fn in fns:
+        want = [np.asarray(w).astype(np.float32) for w in jax.jit(fn)(x, y)]
+        for run in (pj.kernel(fn), jax.jit(pj.kernel(fn))):
+            for got, w in zip(run(x, y), want):
+                got = np.asarray(got).astype(np.float32)
+                np.testing.assert_array_equal(got, w)
+                if fn is fns[0]:
+                    zero = w == 0
+                    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(w[zero]))
+
+
 # --------------------------------------------------------------------------------------------- clip
 def _clip_golden(x, lo, hi):
     return np.minimum(np.maximum(x, lo), hi)

@@ -40,7 +40,8 @@ def binary(sel, s, ins, outs):
     """Tile-tile arithmetic on operands of one shape, or one broadcast along rows / columns (compared as
     the 2-D matrices the tiles hold); a scalar operand takes the tile-scalar form. Float ``max`` / ``min``
     take NaN from either operand, as JAX's: ``tmax`` / ``tmin`` (``std::max``) pass only ``src0``'s, so
-    the other operand's NaNs are selected in after."""
+    the other operand's NaNs are selected in after. Of equal values they keep the first, so between
+    tiles ``max(-0.0, +0.0)`` is -0.0, where XLA orders -0.0 below +0.0 (docs/ops.md)."""
     a, b = ins
     if not isinstance(sel.types[a], asm.TileBuf) or not isinstance(sel.types[b], asm.TileBuf):
         return scalar_binary(sel, s, ins, outs, _BINARY[s.op], scalar_first=not isinstance(sel.types[a], asm.TileBuf))
@@ -141,8 +142,18 @@ def scalar_binary(sel, s, ins, outs, base, scalar_first=None):
         full = sel.like(tile, dtype="i32" if dtype == "i32" else "i16")     # an integer max / min: the scalar
         sel.print("texpands", [sel.const(sel.values[scalar], sel.types[full].dtype)], [full])   # as a tile
         return sel.emit(f"t{base}", [tile, full], outs)
-    if base in ("max", "min") and math.isnan(sel.values.get(scalar, 0.0)):    # JAX's max / min of NaN is NaN
+    value = sel.values.get(scalar, 1.0)
+    if base in ("max", "min") and math.isnan(value):             # JAX's max / min of NaN is NaN
         return sel.emit("texpands", [sel.const(math.nan, dtype)], outs)          # (std::max would keep x)
+    if base in ("max", "min") and value == 0 and (math.copysign(1, value) < 0) == (base == "min"):
+        # max(x, +0) / min(x, -0), relu: std::max keeps x = -0 / +0 where XLA orders -0 below +0
+        plain = sel.like(outs[0])
+        sel.emit(f"t{base}s", [tile, scalar], [plain])
+        if base == "max":
+            return sel.emit("tadds", [plain, sel.const(0.0, dtype)], outs)      # -0 + 0 = +0
+        sel.emit("tmuls", [plain, sel.const(-1.0, dtype)], [plain])             # min: -((-x) + 0)
+        sel.emit("tadds", [plain, sel.const(0.0, dtype)], [plain])
+        return sel.emit("tmuls", [plain, sel.const(-1.0, dtype)], outs)
     if base in ("fmod", "shl", "shr") and scalar_first:
         full = sel.like(tile)
         sel.emit("texpands", [sel.const(sel.values[scalar], dtype)], [full])
