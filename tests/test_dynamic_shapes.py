@@ -472,3 +472,41 @@ def test_a_dim_that_follows_the_rows_off_the_leading_axis_is_unsupported():
         "float32[64,512] at 512 rows but float32[64,768] at 768 (a dim that changes other than as the leading dim, "
         "k times the row count); a symbolic row count needs one program for every size, with the rows as its "
         "leading dim only")
+
+
+def test_top_k_and_a_reduction_at_every_size_eagerly_and_under_jit():
+    """A new user's kernels with a symbolic row count: ``lax.top_k`` (its staging tiles narrowed to k
+    columns with ``?`` rows: the engine now keeps the source's valid rows for a same-layout
+    ``treshape``) and ``logsumexp`` under ``jax.jit`` (a host reshape step of a constant under the
+    caller's trace raised TracerArrayConversionError); ptoas accepts the dynamic module."""
+    def top3(x):
+        with pj.tile(vec=(16, 32)):
+            return jax.lax.top_k(x, 3)
+
+    def lse(x):
+        with pj.tile(vec=(16, 32)):
+            return jax.nn.logsumexp(x, axis=-1)
+
+    for fn in (top3, lse):
+        kernel = pj.kernel(fn, polymorphic_shapes=("m, 32",))
+        for m in (7, 16, 33):
+            x = _rand((m, 32), m)
+            want = jax.tree.leaves(jax.jit(fn)(x))
+            for run in (kernel, jax.jit(kernel)):
+                for got, w in zip(jax.tree.leaves(run(x)), want):
+                    np.testing.assert_allclose(np.asarray(got), np.asarray(w), rtol=1e-6, atol=1e-6)
+        assert kernel.compiles == 1
+        if fn is top3:
+            kernel.compiled_for(x).ptoas()
+
+
+def test_a_transpose_of_the_block_rows_is_unsupported_at_compile_time():
+    """``cumsum`` along the rows transposes the block (``ttrans``): the dynamic module cannot carry its
+    ``?`` rows into columns, which is said when it compiles (it failed inside the first task)."""
+    def scan(x):
+        with pj.tile(vec=(16, 32)):
+            return jnp.cumsum(x, axis=1)
+
+    with pytest.raises(PtoUnsupportedError, match=r"function 'cumsum': a transpose of the block's 16 dynamic rows "
+                                                  r"\(ttrans of %\w+ into %\w+\) has no dynamic form"):
+        pj.kernel(scan, polymorphic_shapes=("m, 32",))(_rand((7, 32), 0))

@@ -146,11 +146,11 @@ def polymorphic_function(dk: DynamicKernel, name: str):
         env = dict(zip(jaxpr.invars, [_gm(x) for x in flat]))
         env.update(zip(jaxpr.constvars, [_gm(c) for c in dk.lowering.block.consts]))
         for eqn in jaxpr.eqns:
+            inputs = [env[v] if not hasattr(v, "val") else _gm(v.val) for v in eqn.invars]
             if eqn.primitive is not ir.block_call_p:       # a reshape step (DynamicKernel.calls admits only these)
-                env[eqn.outvars[0]] = env[eqn.invars[0]].reshape(dk.shape(eqn.outvars[0], m))
+                env[eqn.outvars[0]] = inputs[0].reshape(dk.shape(eqn.outvars[0], m))
                 continue
             spec = eqn.params["spec"]
-            inputs = [env[v] if not hasattr(v, "val") else _gm(v.val) for v in eqn.invars]
             outputs = [inputs[o.alias] if o.alias is not None else
                        _gm(jnp.full(dk.shape(v, m), o.fill, v.aval.dtype))
                        for o, v in zip(spec.outputs, eqn.outvars)]

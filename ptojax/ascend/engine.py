@@ -107,10 +107,16 @@ def scalar_arith(s: Arith, vals: list, error):
     return _typed(vals[0] if s.op == "index_cast" else _ARITH[s.op](*vals), s.type)
 
 
-def alias_valid(shape, dtype, t: TileType):
-    """The valid region of a ``treshape`` alias of type ``t`` (a ``?`` dim) over a source whose valid
-    region ``shape`` holds ``dtype`` elements: the same bytes (None where they do not fill whole lines)."""
+def alias_valid(shape, dtype, t: TileType, src: TileType | None = None):
+    """The valid region of a ``treshape`` alias of type ``t`` (a ``?`` dim) over a source of type
+    ``src`` whose valid region ``shape`` holds ``dtype`` elements: over a source of the same rows of the
+    same bytes, its valid rows (columns) where ``t``'s are ``?``; else the same bytes (None where they
+    do not fill whole lines)."""
     size, item = shape[0] * shape[1] * np.dtype(dtype).itemsize, DTYPES[t.dtype].itemsize
+    if src is not None and (src.rows, src.cols * np.dtype(dtype).itemsize, src.blayout) == (
+            t.rows, t.cols * item, t.blayout) and (t.v_col is not None or shape[1] * np.dtype(dtype).itemsize % item == 0):
+        return (shape[0] if t.v_row is None else t.v_row,
+                shape[1] * np.dtype(dtype).itemsize // item if t.v_col is None else t.v_col)
     known = t.v_col if t.v_row is None else t.v_row
     if known is None or size % item or (size // item) % max(known, 1):
         return None
@@ -699,7 +705,7 @@ class _Run:
             src = self.get(s, s.src)
             if not isinstance(src, _Tile):
                 raise self.error(s, f"{s.src} is not a tile")
-            shape = alias_valid(src.shape, src.dtype, t)
+            shape = alias_valid(src.shape, src.dtype, t, src.type)
             if shape is None:
                 raise self.error(s, f"cannot reshape the {src.shape[0]}x{src.shape[1]} valid region to {t}")
         v_row, v_col = shape or (t.v_row, t.v_col)

@@ -722,7 +722,7 @@ class Walk:
                 raise self.error(s, "a valid region that differs between grid points or is read from data")
             return dims
         src = self.tile(s, s.src)
-        shape = alias_valid(src.shape, src.dtype, t)
+        shape = alias_valid(src.shape, src.dtype, t, src.type)
         if shape is None:
             raise self.error(s, f"cannot reshape the {src.shape[0]}x{src.shape[1]} valid region to {t}")
         return shape

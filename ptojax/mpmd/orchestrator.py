@@ -35,6 +35,7 @@ import threading
 import weakref
 from typing import Callable, Protocol
 
+import jax
 import numpy as np
 
 from .._jax import Literal, Var
@@ -285,7 +286,8 @@ class _Orchestrator:
                 return [self.view(invals[0], eqn.params["new_shape"])]
             invals = [self.sync(x, f"the host op '{eqn.primitive.name}'") if isinstance(x, Buffer) else x
                       for x in invals]
-        out = eqn.primitive.bind(*[np.asarray(x) for x in invals], **eqn.params)
+        with jax.ensure_compile_time_eval():    # values now, also while a caller's jax.jit traces
+            out = eqn.primitive.bind(*[np.asarray(x) for x in invals], **eqn.params)
         return [np.asarray(o) for o in (out if eqn.primitive.multiple_results else [out])]
 
     def scalar(self, value, what):
