@@ -510,3 +510,18 @@ def test_a_transpose_of_the_block_rows_is_unsupported_at_compile_time():
     with pytest.raises(PtoUnsupportedError, match=r"function 'cumsum': a transpose of the block's 16 dynamic rows "
                                                   r"\(ttrans of %\w+ into %\w+\) has no dynamic form"):
         pj.kernel(scan, polymorphic_shapes=("m, 32",))(_rand((7, 32), 0))
+
+
+def test_default_tiles_divide_the_template():
+    """Without ``pj.tile``, rows of 24 f32 columns took 341-row default tiles, which divide no template
+    row count ('not one row tile of a block' for ``jnp.tanh``); a template lowering takes a power of
+    two. A reduction over the symbolic rows says that is what it is."""
+    for fn in (jnp.tanh, lambda x: jax.nn.softmax(x, axis=-1), lambda x: jnp.argmax(x, axis=-1)):
+        kernel = pj.kernel(fn, polymorphic_shapes=("m, 24",))
+        for m in (1, 33, 130):
+            x = _rand((m, 24), m)
+            np.testing.assert_allclose(np.asarray(kernel(x)), np.asarray(jax.jit(fn)(x)), rtol=2e-6, atol=1e-6)
+        assert kernel.compiles == 1
+    with pytest.raises(PtoUnsupportedError, match=r"one block reads every row: a reduction or scan along the "
+                                                  r"symbolic row axis"):
+        pj.kernel(lambda x: x.sum(0), polymorphic_shapes=("m, 24",))(_rand((7, 24), 0))

@@ -148,8 +148,10 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
             index, tile = muls.get(offsets[0], (offsets[0], sizes[0]) if t == 1 else (None, None))  # 1 row: i
             inner = [consts.get(x) for x in sizes[1:-1]]
             if index is None or consts.get(tile) != t or t is None or index in consts or None in inner:
+                whole = " (one block reads every row: a reduction or scan along the symbolic row axis)" \
+                    if t == size * views[v][2] else ""
                 raise _err(name, f"the rows of window {p} are not one row tile of a block (offset {offsets[0]}, "
-                                 f"size {sizes[0]})")
+                                 f"size {sizes[0]}){whole}")
             if row is not None and (row[2] != t or row[0] != index or row[3] != views[v][2]):
                 raise _err(name, f"windows of {row[2]} rows by {row[0]} of {_rows(row[3])} and {t} rows by {index} "
                                  f"of {_rows(views[v][2])}: one row tile, one row index and one row count per function")

@@ -415,6 +415,11 @@ def run_time_sizes(*sizes):
         _RUN_TIME_SIZES.reset(token)
 
 
+def templated() -> bool:
+    """Whether a polymorphic compile is lowering at a template row count (:func:`run_time_sizes`)."""
+    return bool(_RUN_TIME_SIZES.get())
+
+
 def _at_run_time(n) -> bool:
     return not isinstance(n, int) or n in _RUN_TIME_SIZES.get()
 

@@ -38,7 +38,7 @@ from .rowform import REDUCTIONS as ROW_REDUCTIONS
 from .rowform import keep_rows
 from .scope import TileConfig, read
 from .topk import staged_topk
-from .tensor import to_tensor_level
+from .tensor import templated, to_tensor_level
 from .walk import CONTROL, by_rule, control, interpret, retrace
 
 # Ops that keep some axes whole: name -> function(params, rank) giving those axes.
@@ -108,6 +108,8 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
         tile = ((1,) * rank + tuple(vec))[-rank:] if rank else ()
     else:
         tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory)
+        if templated() and rank > 1:      # rows that divide the template row counts (powers of two times 1-9)
+            tile = (*tile[:-2], 1 << (tile[-2].bit_length() - 1), tile[-1])
     return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
 
 
