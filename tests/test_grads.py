@@ -62,3 +62,19 @@ def test_grad_of_matmul_runs_in_pto_ops():
     ga, gb = jax.grad(lambda a, b: pj.ops.sum(pj.ops.matmul(a, b), None), argnums=(0, 1))(a, b)
     assert ga.dtype == jnp.float16 and gb.dtype == jnp.float16
     np.testing.assert_array_equal(ga, np.full((4, 8), 2.0)), np.testing.assert_array_equal(gb, np.full((8, 2), 4.0))
+
+
+@pytest.mark.parametrize("case", ["tanh", "x*x", "softmax", "rms_norm", "exp+x"])
+def test_a_kernel_of_a_grad_runs_on_the_sim_backend(case):
+    """``pj.kernel(jax.grad(body))``: the cotangent sums autodiff writes (``add_any``) are adds; they had
+    no translation, so a kernel of almost any gradient stopped."""
+    x = np.random.default_rng(0).standard_normal((8, 32)).astype(np.float32)
+    g = np.random.default_rng(1).standard_normal((32,)).astype(np.float32)
+    body = {"tanh": lambda v: jnp.sum(jnp.tanh(v)), "x*x": lambda v: jnp.sum(v * v),
+            "softmax": lambda v: jnp.sum(pj.ops.softmax(v, axis=-1) * v),
+            "rms_norm": lambda v: jnp.sum(pj.ops.rms_norm(v, g) * g),
+            "exp+x": lambda v: jnp.sum(jnp.exp(v) + v)}[case]
+    grad = jax.grad(body)
+    want = np.asarray(jax.jit(grad)(x), np.float64)
+    for run in (pj.kernel(grad), jax.jit(pj.kernel(grad))):
+        np.testing.assert_allclose(np.asarray(run(x)), want, rtol=2e-5, atol=2e-6)

@@ -313,7 +313,8 @@ def _split(eqn, x):
 
 
 RULES = {
-    "add": lambda e, x, y: ops.add(x, y), "sub": lambda e, x, y: ops.sub(x, y),
+    "add": lambda e, x, y: ops.add(x, y), "add_any": lambda e, x, y: ops.add(x, y),    # add_any: grad's sums
+    "sub": lambda e, x, y: ops.sub(x, y),
     "mul": lambda e, x, y: ops.mul(x, y), "max": lambda e, x, y: ops.maximum(x, y),
     "min": lambda e, x, y: ops.minimum(x, y), "pow": lambda e, x, y: ops.pow(x, y),
     "rem": lambda e, x, y: ops.fmod(x, y),
