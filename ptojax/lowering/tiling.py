@@ -107,7 +107,8 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
                     f"({np.dtype(dtype).name}) = {vec[-1] * size} bytes; it must be a multiple of {ctx.memory.align} bytes")
         tile = ((1,) * rank + tuple(vec))[-rank:] if rank else ()
     else:
-        tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory)
+        tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory,
+                                   whole_rows=rank - 1 in whole)
         if templated() and rank > 1:      # rows that divide the template row counts (powers of two times 1-9)
             tile = (*tile[:-2], 1 << (tile[-2].bit_length() - 1), tile[-1])
     return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
@@ -125,14 +126,16 @@ def _at_most(tile, count: int, step: int) -> tuple[int, ...]:
     return tuple(tile)
 
 
-def default_vector_tile(shape, itemsize, memory: CoreMemory):
+def default_vector_tile(shape, itemsize, memory: CoreMemory, whole_rows: bool = False):
     """About ``memory.tile_bytes`` of aligned rows: whole rows where they fit (half of it, in
-    ``max_cols`` columns), a power-of-two column block otherwise."""
+    ``max_cols`` columns) or must be whole (``whole_rows``: one row at least), a power-of-two column
+    block otherwise."""
     if not shape:
         return ()
     target = memory.tile_bytes
     half, max_cols = (target // 2) // itemsize, memory.max_cols
-    cols = shape[-1] if shape[-1] <= min(half, max_cols) else min(half, 1 << (max_cols.bit_length() - 1))
+    whole = whole_rows or shape[-1] <= min(half, max_cols)
+    cols = shape[-1] if whole else min(half, 1 << (max_cols.bit_length() - 1))
     row = -(-cols * itemsize // memory.align) * memory.align
     rows = max(1, min(memory.max_rows, target // row))
     tile = [1] * len(shape)

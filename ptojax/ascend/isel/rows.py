@@ -454,11 +454,17 @@ def cumsum(sel, s, ins, outs):
             sel.convert(back, out, "RINT", saturate=False if acc == "i16" else None)
         return
     if axis == len(shape) - 1:                   # along rows: scan the transpose
+        work_type = row_major(cols, rows, acc)
+        need = work_type.rows * work_type.cols * asm.DTYPES[acc].itemsize
+        if sel.memory is not None and need > sel.memory.ub // 2:
+            sel.fail(s, f"along a row of {cols} values: the scan runs down its transpose, {cols} rows of "
+                        f"{need // cols} bytes ({need} bytes), more than half the {sel.memory.ub}-byte UB; "
+                        f"rows of at most {sel.memory.ub // 2 // (need // cols)} values scan in one tile")
         src = x
         if acc != tx.dtype:
             src = sel.like(x, dtype=acc)
             sel.convert(x, src, "RINT")
-        work = sel.alloc(row_major(cols, rows, acc))
+        work = sel.alloc(work_type)
         sel.print("ttrans", [src, sel.like(src)], [work])
         _scan(sel, work, 1, cols, 1, reverse)
         back = out if acc == to.dtype else sel.like(out, dtype=acc)
