@@ -322,7 +322,8 @@ def _sort_int32(sel, s, x, rows, lists, n, k, largest, outs, candidates=None):
     order, composed, tmp = (sel.alloc(vec_tile(1, kp, "i32")) for _ in range(3))
     gathered = sel.alloc(vec_tile(1, kp, "f32"))
     gathered_data = sel.reshape(gathered, asm.TileBuf("vec", "f32", 1, kp, 1, count))
-    staged = [sel.alloc(asm.TileBuf("vec", "i32", rows, kp, rows, kp)) for _ in range(3 if k > count else 2)]
+    positions_kept = k > count and candidates is not None      # where the pads go: a merge's order rows
+    staged = [sel.alloc(asm.TileBuf("vec", "i32", rows, kp, rows, kp)) for _ in range(2 + positions_kept)]
     gathered_only = (candidates,) if candidates is not None else ()
     wholes = {t: sel.alloc(asm.TileBuf("vec", sel.types[t].dtype, lists, cols, lists, cols))
               for t in (x, *keys[-2:], *gathered_only)} if lists > 1 else {}
@@ -333,7 +334,7 @@ def _sort_int32(sel, s, x, rows, lists, n, k, largest, outs, candidates=None):
             return sel.print("tci", [sel.const(0, "i32")], [dense_index], {"descending": "false"})
         seg = sorter.pitch                     # list q's candidates: work row q * seg, block row q
         for q in range(lists):
-            sel.print("tci", [sel.const(q * cols, "i32")], [sel.subset(sorter.index, _index(sel, 0), 1, q * seg, seg)],
+            sel.print("tci", [sel.const(q * cols, "i32")], [sel.subset(sorter.index, c0, 1, q * seg, seg)],
                       {"descending": "false"})
 
     def sort(src, into=None):                  # the positions of src's keys in sorted order
@@ -358,26 +359,27 @@ def _sort_int32(sel, s, x, rows, lists, n, k, largest, outs, candidates=None):
             sel.print("tadds", [order, sel.const(1, "i32")], [order])           # order := order[positions]
             sel.print("tgather", [order, positions, tmp], [composed])
             sel.print("tadds", [composed, sel.const(-1, "i32")], [order])
-        values, indices, *where = (sel.subset(t, r, 1, 0, kp) for t in staged)
+        values, indices, *kept = (sel.subset(t, r, 1, 0, kp) for t in staged)
         sel.print("tgather", [block[x], order, tmp], [values])
-        if candidates is None:
+        if candidates is None:                 # a top-k's indices are the order itself
             sel.print("tmov", [order], [indices])
         else:
             sel.print("tgather", [block[candidates], order, tmp], [indices])
-        if where:
-            sel.print("tmov", [order], [where[0]])
+        for positions in kept:
+            sel.print("tmov", [order], [positions])
 
     if candidates is None:
         iota(False)
     _loop(sel, rows, body)
     if k > count:                              # past the data: the pad and index -1
-        values, indices, where = staged
+        values, indices, *kept = staged
+        where = kept[0] if kept else indices
         for i, fill in enumerate((-2 ** 31 if largest else 2 ** 31 - 1, -1)):
             pad = sel.like(values)
             sel.print("texpands", [sel.const(fill, "i32")], [pad])
             staged[i] = sel.like(values)
             predicate.select_where(sel, where, "lt", 0, pad, (values, indices)[i], staged[i])
-    for t, out in zip(staged, outs):
+    for t, out in zip(staged[:2], outs):
         sel.copy(sel.reshape(t, asm.TileBuf("vec", "i32", rows, kp, rows, k)), out)
 
 
