@@ -318,26 +318,32 @@ class _Gm:
         np.fill_diagonal(apart, True)
         return bool(apart.all())
 
+    def _detached(self) -> "_Gm":
+        """The view without this run's array: what a tape's step keeps (the run's inputs are let go)."""
+        return _Gm(self.param, None, self.offset, self.shape, self.strides, self.starts)
+
     def loader(self, n: int):
         """A function of a flat GM array: the points' windows, (n, *shape)."""
+        view = self._detached()
         if not isinstance(self.offset, np.ndarray):
             offset, shape = self.offset, (n,) + self.shape
-            return lambda flat: np.broadcast_to(self.one(flat, offset), shape)
+            return lambda flat: np.broadcast_to(view.one(flat, offset), shape)
         spaced = self._spaced(n)
         if spaced is not None:
-            return lambda flat: self._spaced_view(flat, n, *spaced)
+            return lambda flat: view._spaced_view(flat, n, *spaced)
         idx = self._index()
         return lambda flat: flat[idx]
 
     def storer(self, n: int):
         """A function of a flat GM array and the points' windows ``values`` ((n, *shape)) writing them
         in point order (a later point's element wins)."""
+        view = self._detached()
         if not isinstance(self.offset, np.ndarray):
             offset = self.offset
-            return lambda flat, values: self.one(flat, offset).__setitem__(Ellipsis, values[-1])
+            return lambda flat, values: view.one(flat, offset).__setitem__(Ellipsis, values[-1])
         spaced = self._spaced(n)
         if spaced is not None and spaced[1] >= 1 + sum((d - 1) * s for d, s in zip(self.shape, self.strides)):
-            return lambda flat, values: self._spaced_view(flat, n, *spaced).__setitem__(Ellipsis, values)
+            return lambda flat, values: view._spaced_view(flat, n, *spaced).__setitem__(Ellipsis, values)
         idx = self._index()
         if self._disjoint():
             return lambda flat, values: flat.__setitem__(idx, values)
@@ -869,8 +875,8 @@ class _Run:
         """The tape's step for a semantics instruction: its operands read and its results written
         through views of the tiles' buffers."""
         readers = [(lambda flats, r=v.reader(): r()) if isinstance(v, _Tile) else
-                   (lambda flats, v=v: v.one(flats[v.param], v.offset)) if isinstance(v, _Gm) and ax is None else
-                   (lambda flats, v=v, load=v.loader(self.n): load(flats[v.param])) if isinstance(v, _Gm) else
+                   (lambda flats, v=v._detached(): v.one(flats[v.param], v.offset)) if isinstance(v, _Gm) and ax is None else
+                   (lambda flats, p=v.param, load=v.loader(self.n): load(flats[p])) if isinstance(v, _Gm) else
                    (lambda flats, a=a: a) for v, a, ax in zip(ins, args, axes)]
         writers = [d.writer() for d in outs]
         op, n = s.op, self.n
