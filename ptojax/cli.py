@@ -6,10 +6,15 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from .errors import PtoError
+
 
 def _ops(args) -> int:
     from .primitives import OPS
 
+    families = sorted({op.family for op in OPS.values()})
+    if args.family and args.family not in families:
+        raise SystemExit(f"ptojax: no op family {args.family!r}; the families: {', '.join(families)}")
     width = max(len(name) for name in OPS)
     print(f"{'op':<{width}}  {'family':<11}  {'grad':<4}  dtypes")
     for op in sorted(OPS.values(), key=lambda o: (o.family, o.name)):
@@ -91,9 +96,29 @@ def _shapes(specs):
     out = []
     for spec in specs:
         dims, _, dtype = spec.partition(":")
-        shape = tuple(int(d) for d in dims.split("x") if d) if dims not in ("", "scalar") else ()
-        out.append(jax.ShapeDtypeStruct(shape, np.dtype(dtype or "float32")))
+        try:
+            shape = tuple(int(d) for d in dims.split("x") if d) if dims not in ("", "scalar") else ()
+            out.append(jax.ShapeDtypeStruct(shape, np.dtype(dtype or "float32")))
+        except (TypeError, ValueError):
+            raise SystemExit(f"ptojax: --shape {spec!r} is not DIMSxDIMS:DTYPE (e.g. 64x64:float16, scalar:int32)")
     return out
+
+
+def _check_arity(fn, specs, spec: str):
+    """One --shape per parameter of ``fn`` without a default."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    needed = [p for p in positional if p.default is p.empty]
+    if not len(needed) <= len(specs) <= len(positional):
+        raise SystemExit(f"ptojax: {spec} takes {len(needed)} argument{'s' * (len(needed) != 1)} "
+                         f"({', '.join(p.name for p in needed)}), got {len(specs)} --shape")
 
 
 def _arrays(specs, seed=0):
@@ -122,7 +147,9 @@ def _lower(args) -> int:
     from . import kernel
 
     fn = _load(args.func)
-    print(kernel(fn, target=args.target, options=_options(args)).lower(*_shapes(args.shape)).as_text(args.level))
+    specs = _shapes(args.shape)
+    _check_arity(fn, specs, args.func)
+    print(kernel(fn, target=args.target, options=_options(args)).lower(*specs).as_text(args.level))
     return 0
 
 
@@ -130,7 +157,9 @@ def _profile(args) -> int:
     from . import kernel
 
     fn = _load(args.func)
-    inputs = _arrays(_shapes(args.shape))
+    specs = _shapes(args.shape)
+    _check_arity(fn, specs, args.func)
+    inputs = _arrays(specs)
     print("lowering and compiling ...", flush=True)
     compiled = kernel(fn, target=args.target, options=_options(args)).lower(*inputs).compile()
     print("running on the simulated chip ...", flush=True)
@@ -200,7 +229,11 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return args.run(args)
+    try:
+        return args.run(args)
+    except (PtoError, OSError, ValueError) as err:     # the user's input: one line, not a traceback
+        print(f"ptojax: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -63,12 +63,20 @@ class Options:
 
     @property
     def pass_options(self) -> dict:
-        return {k: dict(v) if isinstance(v, tuple) else v for k, v in self.passes}
+        return {k: dict(v) if _pairs(v) else v for k, v in self.passes}
+
+
+def _pairs(v) -> bool:
+    """A frozen mapping: a tuple of (str, value) pairs."""
+    return isinstance(v, tuple) and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in v)
 
 
 def _freeze(options: Mapping | None) -> tuple:
     if not options:
         return ()
+    if not isinstance(options, Mapping):
+        raise PtoArgumentError(f"pj.kernel: options must be a mapping of pass options (tiles, tiles_per_block, "
+                               f"row_loops), got {options!r}")
     return tuple(sorted((k, _frozen(v)) for k, v in options.items()))
 
 
@@ -342,6 +350,10 @@ class Kernel:
         has, the default vector tiles are halved until it fits (down to :data:`MIN_TILE_BYTES`; tiles you
         chose stay, and the :class:`~ptojax.errors.PtoCapacityError` names the function)."""
         flat, tree = jax.tree.flatten(_canonical(args))
+        outside = [i for i in self.options.donate_argnums if not 0 <= i < len(args)]
+        if outside:
+            raise PtoArgumentError(f"pj.kernel '{self.name}': donate_argnums {outside} name no argument of the "
+                                   f"{len(args)} given")
         specs = jax.tree.unflatten(tree, [_spec(_aval(x)) for x in flat])
         tgt = get_target(self.options.target)
         memory = tgt.memory

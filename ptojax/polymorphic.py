@@ -37,6 +37,11 @@ def _specs(kernel, args):
     if len(shapes) != len(args):
         raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic_shapes has {len(shapes)} entries for "
                                f"{len(args)} arguments (None for an argument of static shape)")
+    for i, (arg, spec) in enumerate(zip(args, shapes)):
+        rank = len(str(spec).replace("(", "").replace(")", "").split(",")) if isinstance(spec, str) else None
+        if rank is not None and hasattr(arg, "shape") and "..." not in spec and rank != np.ndim(arg):
+            raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic shape {spec!r} has {rank} "
+                                   f"dim{'s' * (rank != 1)} for argument {i} of shape {list(np.shape(arg))}")
     try:
         specs = jax.export.symbolic_args_specs(args, shapes, constraints=kernel.options.polymorphic_constraints)
     except ValueError as err:           # jax.export's parser: a static dim the argument does not have

@@ -1,5 +1,6 @@
 """The console script and the examples run."""
 import json
+import re
 import runpy
 import subprocess
 import sys
@@ -32,6 +33,35 @@ def test_ops_family_filter(capsys):
     assert main(["ops", "--family", "matmul"]) == 0
     rows = capsys.readouterr().out.splitlines()[1:]
     assert [r.split()[0] for r in rows] == ["matmul"] and "int8" in rows[0]
+
+
+def test_the_users_mistakes_are_one_line_not_a_traceback(tmp_path, capsys):
+    """A malformed --shape, too few of them, an unknown family, a missing file or an option the kernel
+    rejects: one ``ptojax: ...`` line and a non-zero exit (they printed Python tracebacks)."""
+    src = tmp_path / "k.py"
+    src.write_text("import jax.numpy as jnp\n\ndef f(a, b):\n    return jnp.exp(a) + b\n")
+    cases = [(["lower", f"{src}:f", "--shape", "64by64:float32", "--shape", "64x64"], r"--shape '64by64:float32' is "
+              r"not DIMSxDIMS:DTYPE"),
+             (["lower", f"{src}:f", "--shape", "64x64:float99", "--shape", "64x64"], r"'64x64:float99' is not"),
+             (["lower", f"{src}:f", "--shape", "64x64"], r"k.py:f takes 2 arguments \(a, b\), got 1 --shape"),
+             (["ops", "--family", "bogus"], r"no op family 'bogus'; the families: composite, elementwise"),
+             (["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")], r"FileNotFoundError"),
+             (["lower", f"{src}:f", "--shape", "64x64", "--shape", "64x64", "--options", '{"tiles": {"Nope": '
+               '{"vec": [8, 8]}}}'], r"PtoArgumentError: pto tiling: tile overrides for \['Nope'\]")]
+    for argv, message in cases:
+        try:
+            code = main(argv)
+        except SystemExit as exit_:
+            code, err = 1, str(exit_.code)
+        else:
+            err = capsys.readouterr().err
+        assert code != 0 and re.search(r"ptojax: .*" + message, err) and "Traceback" not in err, (argv, err)
+
+
+def test_python_dash_m_runs_the_command_line():
+    out = subprocess.run([sys.executable, "-m", "ptojax", "ops", "--family", "matmul"], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.splitlines()[1].split()[0] == "matmul"
 
 
 def test_console_script_module_entry():

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ..errors import PtoArgumentError
 from ..lowering import ir
 from ..lowering.memory import ASCEND_CORE, CoreMemory
 from ..lowering.pipeline import Lowering
@@ -27,6 +28,15 @@ from .codegen import codegen
 
 # What AscendKernel.costs prices by default: the real module's instructions ("pto") or codegen's ("codegen").
 PRICE_ON = "pto"
+
+
+def _arch(arch: str) -> str:
+    """PTOAS's ``--pto-arch``: ``a3`` (the A2/A3 instruction set; ``a2`` names it too) or ``a5``."""
+    if arch == "a2":
+        return "a3"
+    if arch not in ("a3", "a5"):
+        raise PtoArgumentError(f"pto: arch must be 'a3' (A2/A3, also 'a2') or 'a5', got {arch!r}")
+    return arch
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -57,6 +67,7 @@ class AscendKernel:
         assembles (:mod:`~ptojax.ascend.isel`), made once per (arch, level): a function per grid point
         of each program, then a task function (:mod:`~ptojax.ascend.isel.task`, L1/UB reuse) for each
         program whose tasks take several grid points."""
+        arch = _arch(arch)
         if (arch, level) not in self._pto:
             self._pto[arch, level] = isel.module(list(self.kernels.values()), arch=arch, level=level,
                                                  memory=self.memory, tasks=self._task_sizes())
@@ -78,7 +89,7 @@ class AscendKernel:
     def cpp(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
         """The C++ for the pto-isa tile library that Huawei's ``ptoas`` makes of :meth:`pto`
         (:func:`~ptojax.ascend.ptoas.assemble`; ``PTOAS`` or ``ptoas`` on PATH)."""
-        return assemble(self.pto(arch, level), arch=arch, level=level, insert_sync=insert_sync)
+        return assemble(self.pto(arch, level), arch=_arch(arch), level=level, insert_sync=insert_sync)
 
     def costs(self, target, on: str | None = None) -> dict:
         """Each kernel's predicted block cost on ``target``, computed once: priced ``on`` the real

@@ -103,6 +103,9 @@ def tile_override(label, config) -> TileConfig:
     """``{"vec": (...), "cube": (m, k, n)}`` (or a TileConfig) → a checked :class:`TileConfig`."""
     if isinstance(config, TileConfig):
         return config
+    if not _is_mapping(config):
+        raise PtoArgumentError(f"pto pass options: tiles[{label!r}] takes a mapping of 'vec' and/or 'cube' tiles, "
+                               f"got {config!r}")
     config = _mapping(config)
     unknown = set(config) - {"vec", "cube"}
     if unknown or not config:

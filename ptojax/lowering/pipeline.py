@@ -93,13 +93,24 @@ class Lowering:
 
     def check_signature(self, who: str, flat, tree):
         """Raise :class:`PtoArgumentError` (message from ``who``) where flat arguments ``flat`` of pytree
-        ``tree`` do not have the lowered structure; the message shows both as dtype[shape] pytrees."""
+        ``tree`` do not have the lowered structure (the message shows both as dtype[shape] pytrees) or a
+        leaf has another dtype or shape than the lowered one (a symbolic dim takes any size)."""
         if tree != self.in_tree:
             given = jax.tree.unflatten(tree, [f"{np.result_type(x).name}{list(np.shape(x))}" for x in flat])
             want = jax.tree.unflatten(self.in_tree, [f"{v.aval.dtype.name}{list(v.aval.shape)}"
                                                      for v in self.traced.jaxpr.invars])
             raise PtoArgumentError(f"{who}: arguments {str(given).replace(chr(39), '')} do not match the lowered "
                                    f"signature {str(want).replace(chr(39), '')}")
+        wrong = []
+        for i, (x, v) in enumerate(zip(flat, self.traced.jaxpr.invars)):
+            shape, dtype = tuple(np.shape(x)), jax.dtypes.canonicalize_dtype(np.result_type(x))
+            want = tuple(v.aval.shape)
+            if dtype != v.aval.dtype or len(shape) != len(want) or any(
+                    isinstance(w, int) and w != d for d, w in zip(shape, want)):      # a symbolic dim: any size
+                wrong.append(f"argument {i} is {dtype.name}{list(shape)}, lowered for "
+                             f"{np.dtype(v.aval.dtype).name}{[str(d) for d in want]}".replace("'", ""))
+        if wrong:
+            raise PtoArgumentError(f"{who}: {'; '.join(wrong)}; lower again for other shapes and dtypes")
 
     def verify(self, *args) -> dict[str, float]:
         """Evaluate every level on ``args`` (a symbolic lowering: ``traced`` and ``tensor``, at the sizes
@@ -149,7 +160,8 @@ TEXT: dict[str, Callable[[Lowering], str]] = {
 
 PASSES: tuple[tuple[str, Callable], ...] = (
     ("tensor", lambda closed, memory, options: to_tensor_level(closed)),
-    ("tile", lambda closed, memory, options: to_tile_level(closed, memory, options.tiles)),
+    ("tile", lambda closed, memory, options: to_tile_level(closed, memory, options.tiles, {
+        "tiles_per_block": options.tiles_per_block, "row_loops": options.row_loops})),
     ("partition", lambda closed, memory, options: to_block_level(closed, memory, options)),
 )
 

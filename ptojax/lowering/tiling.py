@@ -619,12 +619,16 @@ def _rule(memory, tiles=None, seen=None):
     return rule
 
 
-def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=None) -> ClosedJaxpr:
-    """The Tile graph of a Tensor-level jaxpr; ``tiles`` maps labels to overriding TileConfigs."""
+def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=None, labelled=None) -> ClosedJaxpr:
+    """The Tile graph of a Tensor-level jaxpr; ``tiles`` maps labels to overriding TileConfigs.
+    ``labelled``: the other per-label pass options (name -> their (label, value) pairs), whose labels
+    must be the kernel's too."""
     seen: set = set()
     out = retrace(keep_rows(tensor), _rule(memory, tiles, seen))
-    unmatched = sorted(set(dict(tiles or {})) - seen - {"DEFAULT"})
-    if unmatched:
-        raise PtoArgumentError(f"pto tiling: tile overrides for {unmatched} match no op's label; the labels in this "
-                               f"kernel are {sorted(l for l in seen if l)}")
+    for name, table in {"tiles": tiles, **(labelled or {})}.items():
+        unmatched = sorted(set(dict(table or {})) - seen - {"DEFAULT"})
+        if unmatched:
+            what = "tile overrides" if name == "tiles" else f"{name} options"
+            raise PtoArgumentError(f"pto tiling: {what} for {unmatched} match no op's label; the labels in this "
+                                   f"kernel are {sorted(l for l in seen if l)}")
     return out

@@ -14,6 +14,7 @@ import numpy as np
 from jax import lax
 
 from .._jax import ClosedJaxpr, Literal
+from ..errors import PtoUnsupportedError
 from .scope import components
 
 
@@ -118,8 +119,15 @@ def control(eqn, invals, stack, run_body):
         body, bconsts = body_of(p["body_jaxpr"])
         cn, bn = p["cond_nconsts"], p["body_nconsts"]
         cfix, bfix, init = invals[:cn], invals[cn:cn + bn], invals[cn + bn:]
-        return lax.while_loop(lambda c: run_body(cond, cconsts, [*cfix, *c], stack)[0],
-                              lambda c: run_body(body, bconsts, [*bfix, *c], stack), list(init))
+
+        def predicate(c):
+            keep = run_body(cond, cconsts, [*cfix, *c], stack)[0]
+            if np.shape(keep):                 # jax.vmap of a loop whose bound is batched: one per element
+                raise PtoUnsupportedError(f"pto lowering: a while / fori_loop whose condition is {np.shape(keep)} "
+                                          "values (a loop bound batched by jax.vmap); kernels take loops whose "
+                                          "trip count is one scalar: loop to the largest bound and mask")
+            return keep
+        return lax.while_loop(predicate, lambda c: run_body(body, bconsts, [*bfix, *c], stack), list(init))
     index, *args = invals
     branches = [body_of(b) for b in p["branches"]]
     return lax.switch(index, [lambda *a, b=b: run_body(b[0], b[1], a, stack) for b in branches], *args)
