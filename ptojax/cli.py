@@ -207,7 +207,7 @@ def main(argv=None) -> int:
         sub.add_argument("func", help="path/to/file.py:function")
         sub.add_argument("--shape", action="append", default=[], help="one per argument, e.g. 64x64:float16")
         sub.add_argument("--target", default="a3", choices=["a2", "a3"])
-        sub.add_argument("--options", help="pass options as JSON or TOML (.toml), e.g. "
+        sub.add_argument("--options", help="a file of pass options, JSON or TOML (.toml), e.g. "
                          '{"tiles": {"Score": {"vec": [64, 256]}}, "tiles_per_block": {"QMatmul": 6}}')
         if name == "lower":
             sub.add_argument("--level", default="block", choices=["tensor", "tile", "block", "pto"])

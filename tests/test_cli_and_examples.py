@@ -40,14 +40,19 @@ def test_the_users_mistakes_are_one_line_not_a_traceback(tmp_path, capsys):
     rejects: one ``ptojax: ...`` line and a non-zero exit (they printed Python tracebacks)."""
     src = tmp_path / "k.py"
     src.write_text("import jax.numpy as jnp\n\ndef f(a, b):\n    return jnp.exp(a) + b\n")
+    options, broken = tmp_path / "options.json", tmp_path / "broken.json"
+    options.write_text('{"tiles": {"Nope": {"vec": [8, 8]}}}')
+    broken.write_text('{"tiles": ')
     cases = [(["lower", f"{src}:f", "--shape", "64by64:float32", "--shape", "64x64"], r"--shape '64by64:float32' is "
               r"not DIMSxDIMS:DTYPE"),
              (["lower", f"{src}:f", "--shape", "64x64:float99", "--shape", "64x64"], r"'64x64:float99' is not"),
              (["lower", f"{src}:f", "--shape", "64x64"], r"k.py:f takes 2 arguments \(a, b\), got 1 --shape"),
              (["ops", "--family", "bogus"], r"no op family 'bogus'; the families: composite, elementwise"),
              (["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")], r"FileNotFoundError"),
-             (["lower", f"{src}:f", "--shape", "64x64", "--shape", "64x64", "--options", '{"tiles": {"Nope": '
-               '{"vec": [8, 8]}}}'], r"PtoArgumentError: pto tiling: tile overrides for \['Nope'\]")]
+             (["lower", f"{src}:f", "--shape", "64x64", "--shape", "64x64", "--options", str(options)],
+              r"PtoArgumentError: pto tiling: tile overrides for \['Nope'\]"),
+             (["lower", f"{src}:f", "--shape", "64x64", "--shape", "64x64", "--options", str(broken)],
+              r"JSONDecodeError")]
     for argv, message in cases:
         try:
             code = main(argv)
