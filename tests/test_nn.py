@@ -250,3 +250,14 @@ def test_wide_rows_and_many_tokens(index):
     ct = jnp.asarray(_rand(np.shape(ref(*args)), 98))
     for g, w in zip(jax.vjp(f, *args)[1](ct), jax.vjp(ref, *args)[1](ct)):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=2e-5 * (1 + np.abs(w).max()))
+
+
+def test_flash_attention_names_block_when_its_tiles_overfill_the_ub():
+    """The vector tiles are (16, block): a block too large for the UB names ``block``, the knob the
+    user sets, forward and under jax.grad (the error said "use a smaller vec tile")."""
+    q = np.random.default_rng(0).standard_normal((2, 1000, 64)).astype(np.float32)
+    for run in (lambda: pj.nn.flash_attention(q, q, q, block=1000),
+                lambda: jax.grad(lambda a: pj.nn.flash_attention(a, q, q, block=1000).sum())(q)):
+        with pytest.raises(pj.PtoCapacityError, match=r"pj.nn.flash_attention: block 1000 needs more on-chip "
+                                                       r"memory than the core has; use a smaller block"):
+            run()

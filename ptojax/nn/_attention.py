@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import PtoShapeError
+from ..errors import PtoCapacityError, PtoShapeError
 from ..lowering import tile
 from ._common import F32, check_backend, check_float, make, matmul_f32
 
@@ -128,18 +128,28 @@ def _fa_bwd_kernel(q, k, v, o, lse, do, *, block):
         return dq.astype(q.dtype), dk[:, :s].astype(k.dtype), dv[:, :s].astype(v.dtype)
 
 
+def _run(name, fn, backend, block, *args):
+    """The kernel ``name`` with KV blocks of ``block`` rows on ``args``; a block whose tiles overfill
+    the UB is named as the knob to turn (the vector tiles are (16, block))."""
+    try:
+        return make(name, fn, backend, block=block)(*args)
+    except PtoCapacityError as err:
+        raise PtoCapacityError(f"pj.nn.flash_attention: block {block} needs more on-chip memory than the core "
+                               f"has; use a smaller block ({err})") from None
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
 def _fa3(q, k, v, block, backend):
-    return make("flash_attention_fwd", _fa_fwd_kernel, backend, block=block)(q, k, v)[0]
+    return _run("flash_attention_fwd", _fa_fwd_kernel, backend, block, q, k, v)[0]
 
 
 def _fa3_fwd(q, k, v, block, backend):
-    o, lse = make("flash_attention_fwd", _fa_fwd_kernel, backend, block=block)(q, k, v)
+    o, lse = _run("flash_attention_fwd", _fa_fwd_kernel, backend, block, q, k, v)
     return o, (q, k, v, o, lse)
 
 
 def _fa3_bwd(block, backend, res, do):
-    return tuple(make("flash_attention_bwd", _fa_bwd_kernel, backend, block=block)(*res, do))
+    return tuple(_run("flash_attention_bwd", _fa_bwd_kernel, backend, block, *res, do))
 
 
 _fa3.defvjp(_fa3_fwd, _fa3_bwd)
