@@ -63,12 +63,8 @@ class Options:
 
     @property
     def pass_options(self) -> dict:
-        return {k: dict(v) if _pairs(v) else v for k, v in self.passes}
-
-
-def _pairs(v) -> bool:
-    """A frozen mapping: a tuple of (str, value) pairs."""
-    return isinstance(v, tuple) and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in v)
+        """The pass options (their frozen per-label tables, which the partition's ``Options.make`` reads)."""
+        return dict(self.passes)
 
 
 def _freeze(options: Mapping | None) -> tuple:

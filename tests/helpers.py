@@ -113,3 +113,23 @@ def specials(shape, dtype, seed):
     x.view(np.uint32)[:len(SPECIAL_F32)] = SPECIAL_F32
     with np.errstate(invalid="ignore", over="ignore"):
         return np.random.default_rng(seed).permutation(x).reshape(shape).astype(dtype)
+
+
+def in_threads(work, count: int) -> list:
+    """Run ``work(k)`` for ``k`` in ``range(count)`` in threads at once; the exceptions they raised."""
+    import threading
+
+    errors = []
+
+    def guarded(k):
+        try:
+            work(k)
+        except Exception as exc:  # noqa: BLE001 - reported to the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

@@ -1,7 +1,6 @@
 """Replayed plans: a compiled kernel whose orchestration read no input value runs its tasks again on
 new inputs, with no orchestration and the same trace."""
 import sys
-import threading
 import weakref
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 import fuzz
 import ptojax as pj
-from helpers import rand
+from helpers import in_threads, rand
 from ptojax.execute import execute
 from kernels import KERNELS, scatter_rows
 
@@ -124,19 +123,11 @@ def test_threads_calling_one_compiled_kernel_get_their_own_results():
     compiled = pj.kernel(kernel).compiled_for(*args)
     inputs = [_rolled(args, shift) for shift in range(8)]
     wants = [_fresh(compiled, a)[0] for a in inputs]
-    errors = []
 
     def work(k):
-        try:
-            for i in range(6):
-                j = (k + i) % len(inputs)
-                _same(compiled.run(*inputs[j])[0], wants[j])
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for i in range(6):
+            j = (k + i) % len(inputs)
+            _same(compiled.run(*inputs[j])[0], wants[j])
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = in_threads(work, 4)
     assert not errors and len(compiled.plans) == 1

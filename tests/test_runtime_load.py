@@ -94,28 +94,20 @@ def test_batch_tapes_are_kept_safely_from_several_threads(monkeypatch):
     the kept ones) while another core keeps or reorders them raised "OrderedDict mutated during
     iteration" inside a task (a flaky docs/runtime.md run in CI)."""
     import sys
-    import threading
 
+    from helpers import in_threads
     from ptojax.ascend import textbatch
 
     monkeypatch.setattr(textbatch, "_TAPES", textbatch.collections.OrderedDict())
     monkeypatch.setattr(textbatch, "TAPES", 512)
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)                   # switch threads often: inside the sum, if unguarded
-    errors = []
 
-    def keep(worker):
-        try:
-            for i in range(3000):
-                textbatch._keep((worker, i), (None, None, None, 1))
-        except Exception as exc:          # noqa: BLE001 - the race shows as any exception
-            errors.append(exc)
+    def keep(worker):                             # the race shows as any exception
+        for i in range(3000):
+            textbatch._keep((worker, i), (None, None, None, 1))
 
-    threads = [threading.Thread(target=keep, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = in_threads(keep, 4)
     sys.setswitchinterval(interval)
     assert not errors, errors[0]
     assert len(textbatch._TAPES) <= textbatch.TAPES

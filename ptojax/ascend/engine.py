@@ -112,11 +112,11 @@ def alias_valid(shape, dtype, t: TileType, src: TileType | None = None):
     ``src`` whose valid region ``shape`` holds ``dtype`` elements: over a source of the same rows of the
     same bytes, its valid rows (columns) where ``t``'s are ``?``; else the same bytes (None where they
     do not fill whole lines)."""
-    size, item = shape[0] * shape[1] * np.dtype(dtype).itemsize, DTYPES[t.dtype].itemsize
-    if src is not None and (src.rows, src.cols * np.dtype(dtype).itemsize, src.blayout) == (
-            t.rows, t.cols * item, t.blayout) and (t.v_col is not None or shape[1] * np.dtype(dtype).itemsize % item == 0):
-        return (shape[0] if t.v_row is None else t.v_row,
-                shape[1] * np.dtype(dtype).itemsize // item if t.v_col is None else t.v_col)
+    src_item, item = np.dtype(dtype).itemsize, DTYPES[t.dtype].itemsize
+    size = shape[0] * shape[1] * src_item
+    if src is not None and (src.rows, src.cols * src_item, src.blayout) == (t.rows, t.cols * item, t.blayout) and (
+            t.v_col is not None or shape[1] * src_item % item == 0):
+        return (shape[0] if t.v_row is None else t.v_row, shape[1] * src_item // item if t.v_col is None else t.v_col)
     known = t.v_col if t.v_row is None else t.v_row
     if known is None or size % item or (size // item) % max(known, 1):
         return None
