@@ -139,6 +139,24 @@ def _arg_names(fn, count: int) -> tuple:
     return tuple(names[i] if i < len(names) else "" for i in range(count))
 
 
+def _positional(fn, name: str, args: tuple, kwargs: dict) -> tuple:
+    """``fn``'s arguments as positional ones: keyword arguments placed by ``fn``'s signature, as ``jax.jit``
+    passes them (keyword-only parameters have no place and are an error naming them)."""
+    if not kwargs:
+        return args
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as e:
+        raise PtoArgumentError(f"pj.kernel '{name}': {e}") from None
+    except ValueError:
+        raise PtoArgumentError(f"pj.kernel '{name}': keyword arguments {sorted(kwargs)} need a function with a "
+                               "signature; pass them by position") from None
+    if bound.kwargs:
+        raise PtoArgumentError(f"pj.kernel '{name}': keyword-only arguments {sorted(bound.kwargs)} are not "
+                               "supported; make them positional parameters or bind them with functools.partial")
+    return bound.args
+
+
 def _structure(arg) -> str:
     """A pytree of descriptions as the user wrote it, without quotes."""
     return str(arg).replace("'", "")
@@ -190,6 +208,7 @@ class Compiled:
     code: ascend.AscendKernel | None
     plans: dict = dataclasses.field(default_factory=dict, repr=False)   # replayable plans (execute)
     arg_names: tuple = ()                                               # the kernel's parameter names
+    fn: Callable | None = dataclasses.field(default=None, repr=False)   # the kernel's function (keywords)
 
     def __repr__(self):
         return f"{self.name}{_describe(self.avals)}@{self.options.target}/{self.options.backend}"
@@ -220,7 +239,8 @@ class Compiled:
             labels[leaf] = f"argument {i}{name}{jax.tree_util.keystr(path[1:])}"
         return labels
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        args = _positional(self.fn, self.name, args, kwargs)
         flat, tree = jax.tree.flatten(_canonical(args))
         self._check(flat, tree)
         if self.options.backend == "sim" and not any(isinstance(x, jax.core.Tracer) for x in flat):
@@ -339,12 +359,14 @@ class Kernel:
     def __repr__(self):
         return f"pj.kernel({self.name}, target={self.options.target!r}, backend={self.options.backend!r})"
 
-    def lower(self, *args) -> Lowered:
+    def lower(self, *args, **kwargs) -> Lowered:
         """Trace and lower for the shapes and dtypes of ``args`` (arrays or ``jax.ShapeDtypeStruct`` s).
         With ``backend="sim"`` the PTO-AS text is selected here too (an op with no real form fails here,
         also under ``jax.jit``), and where a function's instructions need more UB at once than the core
         has, the default vector tiles are halved until it fits (down to :data:`MIN_TILE_BYTES`; tiles you
-        chose stay, and the :class:`~ptojax.errors.PtoCapacityError` names the function)."""
+        chose stay, and the :class:`~ptojax.errors.PtoCapacityError` names the function). Keyword arguments
+        are placed by ``fn``'s signature, as ``jax.jit`` does."""
+        args = _positional(self.fn, self.name, args, kwargs)
         flat, tree = jax.tree.flatten(_canonical(args))
         outside = [i for i in self.options.donate_argnums if not 0 <= i < len(args)]
         if outside:
@@ -378,15 +400,16 @@ class Kernel:
                 code = lowered.code or ascend.compile_kernel(lowered.lowering, tgt.memory, tgt)
             names = _arg_names(self.fn, len(lowered.lowering.in_tree.children()))
             self._cache[key] = Compiled(self.name, lowered.lowering, self.options, lowered.avals, code,
-                                        arg_names=names)
+                                        arg_names=names, fn=self.fn)
             if replay is not None:
                 _REPLAYS[self._cache[key]] = replay
             self.compiles += 1
         return self._cache[key]
 
-    def compiled_for(self, *args) -> Compiled:
+    def compiled_for(self, *args, **kwargs) -> Compiled:
         """The :class:`Compiled` kernel for the signature of ``args``, from the cache or compiled now
         (with ``polymorphic_shapes``: one :class:`~ptojax.polymorphic.PolymorphicCompiled` for every size)."""
+        args = _positional(self.fn, self.name, args, kwargs)
         if self.options.polymorphic_shapes:
             return self._polymorphic(args)
         flat, tree = jax.tree.flatten(_canonical(args))
@@ -395,7 +418,8 @@ class Kernel:
             return self._cache[key]
         return self.lower(*args).compile()
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        args = _positional(self.fn, self.name, args, kwargs)
         return self.compiled_for(*args)(*args)
 
     def _polymorphic(self, args):

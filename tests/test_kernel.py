@@ -239,6 +239,28 @@ def test_arguments_are_taken_as_jax_jit_takes_them():
     np.testing.assert_array_equal(np.asarray(scaled), a * np.float32(2.5))
 
 
+def test_keyword_arguments_are_placed_by_the_signature_as_under_jax_jit():
+    """``f(x, y=y)``, keywords in any order and a defaulted parameter passed by name run as the positional
+    call does, eagerly, under jax.jit, through ``lower`` and on the compiled kernel (they were a
+    TypeError); a keyword the function lacks and a keyword-only parameter are errors naming them."""
+    def fn(x, y, scale=2.0):
+        return x * scale + y
+
+    kernel = pj.kernel(fn)
+    x = np.linspace(-1, 1, 4 * 16, dtype=np.float32).reshape(4, 16)
+    y = np.arange(4 * 16, dtype=np.float32).reshape(4, 16)
+    for run in (kernel, jax.jit(kernel), kernel.lower(x, y).compile()):
+        np.testing.assert_array_equal(np.asarray(run(x, y=y)), fn(x, y))
+        np.testing.assert_array_equal(np.asarray(run(y=y, x=x)), fn(x, y))
+    np.testing.assert_array_equal(np.asarray(kernel(x, y, scale=3.0)), fn(x, y, 3.0))
+    np.testing.assert_array_equal(np.asarray(kernel.lower(x, y=y, scale=0.5).compile()(x, y, 0.5)),
+                                  fn(x, y, 0.5))
+    with pytest.raises(pj.PtoArgumentError, match=r"'fn': got an unexpected keyword argument 'z'"):
+        kernel(x, y, z=y)
+    with pytest.raises(pj.PtoArgumentError, match=r"keyword-only arguments \['s'\]"):
+        pj.kernel(lambda x, *, s: x * s)(x, s=2.0)
+
+
 def test_python_numbers_are_weakly_typed_as_under_jax_jit():
     """A Python number argument gives way to an array's dtype as it does under ``jax.jit``: ``f16 * 2.0``
     is float16 and ``int8 * 3`` int8, eagerly, under jax.jit and through ``lower``; a NumPy scalar is not
