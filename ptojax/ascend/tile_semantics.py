@@ -346,17 +346,19 @@ FOLD_BLOCKS = (64, 8)    # terms of a fold per loop trip: longer chains compile 
 FOLD_UNROLLED = 64       # folds of at most this many terms are one chain (a loop trip costs microseconds)
 
 
-def _chain(n: int, acc, term, step, blocks=FOLD_BLOCKS, unrolled=FOLD_UNROLLED):
-    """``acc = step(acc, term(j))`` for ``j = 0 .. n-1`` in order.
+def _chain(n: int, acc, block, step, blocks=FOLD_BLOCKS, unrolled=FOLD_UNROLLED):
+    """``acc = step(acc, term_j)`` for ``j = 0 .. n-1`` in order; ``block(start, size)`` gives the
+    terms ``start .. start+size-1`` as a list (``start`` an int, or a loop counter).
 
     Longer than ``unrolled`` terms, the chain is written out in blocks of ``blocks`` terms, one
     ``fori_loop`` trip each, and the last few terms as they are: XLA fuses a block into one loop over
     the accumulator's elements, in the chain's order, where a trip per term costs a loop iteration
-    each and one chain of all the terms a long compile. XLA may rewrite a first step ``0 + x`` as
-    ``x`` (-0.0 for +0.0)."""
+    each and one chain of all the terms a long compile. A trip slices its block once (a cached
+    slice of the operand, where a slice per term strides through all of it). XLA may rewrite a first
+    step ``0 + x`` as ``x`` (-0.0 for +0.0)."""
     def run(acc, start, size):
-        for j in range(size):
-            acc = step(acc, term(start + j))
+        for term in block(start, size) if size else ():
+            acc = step(acc, term)
         return acc
 
     done = 0
@@ -368,23 +370,27 @@ def _chain(n: int, acc, term, step, blocks=FOLD_BLOCKS, unrolled=FOLD_UNROLLED):
     return run(acc, done, n - done)
 
 
-def _at(x, j, axis: int, keepdims: bool = True):
-    """Element ``j`` along ``axis``: a static slice where ``j`` is an int (cheaper to trace and to
-    compile), else a dynamic one (a loop counter)."""
-    if isinstance(j, int):
-        return lax.index_in_dim(x, j, axis, keepdims)
-    return lax.dynamic_index_in_dim(x, j, axis, keepdims)
+def _slice(x, start, size: int, axis: int):
+    """``size`` elements from ``start`` along ``axis``: a static slice where ``start`` is an int
+    (cheaper to trace and to compile), else a dynamic one (a loop counter)."""
+    if isinstance(start, int):
+        return lax.slice_in_dim(x, start, start + size, axis=axis)
+    return lax.dynamic_slice_in_dim(x, start, size, axis)
 
 
 def _fold(x, identity, acc_dtype, step, axis):
     """``acc = identity; acc = step(acc, x_j)`` for every ``j`` along ``axis`` in order, in ``acc_dtype``.
 
-    The folded axis is moved first: a step then adds one contiguous row to the accumulators (a vector
-    operation), where along a later axis every accumulator would read its own strided element."""
+    Each block's folded axis is moved first: a step then adds one contiguous row to the accumulators
+    (a vector operation), where along a later axis every accumulator would read its own strided element."""
     acc = jnp.full_like(x, identity, dtype=acc_dtype, shape=x.shape[:axis] + x.shape[axis + 1:])  # varies as x
-    x = jnp.moveaxis(x.astype(acc_dtype), axis, 0)
-    return _chain(x.shape[0], acc, lambda j: _at(x, j, 0, keepdims=False),
-                  lambda a, v: step(a, v).astype(acc_dtype))
+    x = x.astype(acc_dtype)
+
+    def block(start, size):
+        terms = jnp.moveaxis(_slice(x, start, size, axis), axis, 0)
+        return [terms[j] for j in range(size)]
+
+    return _chain(x.shape[axis], acc, block, lambda a, v: step(a, v).astype(acc_dtype))
 
 
 def _no_minus_zero(total):
@@ -822,8 +828,11 @@ def _mul_add_chain(a32, b32):
     The +0.0 start goes through an optimization barrier: XLA would otherwise drop the first add
     (``0 + x`` is ``x`` but for -0.0), and a backend that fuses multiply-adds could then fuse the
     second add with the FIRST product instead of the second."""
-    term = lambda k: (lax.dynamic_index_in_dim(a32, k, 1), lax.dynamic_index_in_dim(b32, k, 0))  # noqa: E731
-    return _chain(a32.shape[1], lax.optimization_barrier(_mm_zeros(a32, b32)), term,
+    def block(start, size):
+        a, b = _slice(a32, start, size, 1), _slice(b32, start, size, 0)
+        return [(a[:, k:k + 1], b[k:k + 1, :]) for k in range(size)]
+
+    return _chain(a32.shape[1], lax.optimization_barrier(_mm_zeros(a32, b32)), block,
                   lambda acc, ab: acc + ab[0] * ab[1], MATMUL_BLOCKS, MATMUL_BLOCKS[-1])
 
 
