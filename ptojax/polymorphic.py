@@ -28,7 +28,7 @@ from .execute import execute_dynamic
 from .lowering.symbolic import template_text
 from .lowering.tensor import run_time_sizes
 
-_TEMPLATES = (512, 768, 1280, 2304, 1024, 1536, 3072)   # template row counts: multiples of the usual row tiles
+_TEMPLATES = (512, 768, 1280, 2304, 1024, 1536, 3072, 2560)   # template row counts: multiples of the usual row tiles
 
 
 def _specs(kernel, args):
@@ -252,26 +252,25 @@ def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
             cache[size] = (low, compile_kernel(low, memory))
         return cache[size]
 
-    last = None
+    first = None
     for n, size in enumerate(sizes):            # the template and a second size: what follows the rows
         for twin in sizes[n + 1:]:
             (low, compiled), (low2, compiled2) = lowered(size), lowered(twin)
-            rows, rows2 = row_vars(kernel.name, (low, size), (low2, twin))
-            try:
+            try:      # a row tile that does not divide a template gives it tails: the next pair
+                rows, rows2 = row_vars(kernel.name, (low, size), (low2, twin))
                 dynamic = DynamicKernel(low, compiled, size, rows)
-            except TemplateMismatch as err:     # a row tile that does not divide this template: the next one
-                last = err
-                break
-            try:
                 other = DynamicKernel(low2, compiled2, twin, rows2)
-            except TemplateMismatch as err:
-                last = err
+            except PtoUnsupportedError as err:
+                first = first or err
                 continue
             dynamic.check_twin(kernel.name, other)
             return PolymorphicCompiled(kernel.name, symbol, specs, tree, low.out_tree, dynamic, constraints, other,
                                        kernel.options, symbolic.as_text("tensor"))
-    raise last or PtoUnsupportedError(f"pj.kernel '{kernel.name}': no two template row counts of {_TEMPLATES} "
-                                      f"are free of the static dims {sorted(static)}")
+    if first is None:
+        raise PtoUnsupportedError(f"pj.kernel '{kernel.name}': no two template row counts of {_TEMPLATES} "
+                                  f"are free of the static dims {sorted(static)}")
+    raise type(first)(f"{first}; so at every pair of the template row counts {sizes} (a row tile must divide "
+                      "two of them)") from None
 
 
 def key(kernel, args) -> tuple:

@@ -471,7 +471,8 @@ def test_a_dim_that_follows_the_rows_off_the_leading_axis_is_unsupported():
         "pj.kernel 'gram': lowered at 512 and at 768 rows, result 0 of step 0 (pto.block_call[transpose]) is "
         "float32[64,512] at 512 rows but float32[64,768] at 768 (a dim that changes other than as the leading dim, "
         "k times the row count); a symbolic row count needs one program for every size, with the rows as its "
-        "leading dim only")
+        "leading dim only; so at every pair of the template row counts [512, 768, 1280, 2304, 1024, 1536, 3072, "
+        "2560] (a row tile must divide two of them)")
 
 
 def test_top_k_and_a_reduction_at_every_size_eagerly_and_under_jit():
@@ -510,6 +511,32 @@ def test_a_transpose_of_the_block_rows_is_unsupported_at_compile_time():
     with pytest.raises(PtoUnsupportedError, match=r"function 'cumsum': a transpose of the block's 16 dynamic rows "
                                                   r"\(ttrans of %\w+ into %\w+\) has no dynamic form"):
         pj.kernel(scan, polymorphic_shapes=("m, 32",))(_rand((7, 32), 0))
+
+
+@pytest.mark.parametrize("tile", [12, 24, 48, 40])
+def test_row_tiles_that_do_not_divide_512_take_templates_they_divide(tile):
+    """A row tile of 12, 24, 48 (3 times a power of two) or 40 leaves a tail at 512 rows: the search goes
+    on to template row counts it divides (it stopped at 512 and 768 with an error about PTO-AS windows,
+    while the static kernel ran); a tile that divides no two of them says so."""
+    def fn(x):
+        with pj.tile(vec=(tile, 64)):
+            return jnp.exp(x) * 2.0
+
+    kernel = pj.kernel(fn, polymorphic_shapes=("m, 64",))
+    for m in (1, tile + 1, 100):
+        x = _rand((m, 64), m)
+        np.testing.assert_allclose(np.asarray(kernel(x)), np.exp(x) * 2, rtol=2e-6)
+    assert kernel.compiles == 1
+
+
+def test_a_row_tile_that_divides_no_two_templates_names_the_rule():
+    def fn(x):
+        with pj.tile(vec=(7, 64)):
+            return jnp.exp(x)
+
+    with pytest.raises(PtoUnsupportedError, match=r"so at every pair of the template row counts \[512, .*\] "
+                                                  r"\(a row tile must divide two of them\)"):
+        pj.kernel(fn, polymorphic_shapes=("m, 64",))(_rand((9, 64), 0))
 
 
 def test_default_tiles_divide_the_template():

@@ -58,14 +58,17 @@ def test_row_kernels_are_one_vector_program_per_row_block(name, vec):
         compiled.ptoas()
 
 
-def test_row_tails_keep_one_task_per_row_block():
-    """36 rows in blocks of 8: four full blocks and a tail of 4 rows, each one task of the fused chain."""
-    x = np.random.default_rng(4).standard_normal((36, 512)).astype(np.float32)
+@pytest.mark.parametrize("rows", [36, 12])
+def test_row_tails_keep_one_task_per_row_block(rows):
+    """36 rows in blocks of 8: four full blocks and a tail of 4 rows, each one task of the fused chain;
+    12 rows: one full block and a tail, whose grids have one shape (that chain was taken for column
+    tiles and kept as stages: 12 tasks for 2)."""
+    x = np.random.default_rng(4).standard_normal((rows, 512)).astype(np.float32)
     for vec in [(8, 512), (8, 128)]:
         fn = F.tiled(F.softmax_nn, vec)
         compiled, prof = compiled_and_profile(fn, [x])
         (call,) = vector_calls(compiled)
-        assert [n for _, n in call] == [4, 1] and prof.tasks == 5
+        assert [n for _, n in call] == [rows // 8, 1] and prof.tasks == rows // 8 + 1
         check_numbers(fn, [x])
 
 

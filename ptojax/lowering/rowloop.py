@@ -66,7 +66,7 @@ def _classify(eqn) -> _Member:
     if any(e.primitive in (T.tload_p, T.tstore_p) and not e.params["window"].shape
            for p in spec.parts for e in p.body.jaxpr.eqns):
         raise _NotRows                                          # a 0-d tile has no rows
-    rows = {p.shape[:-1] for p in spec.parts}
+    rows = {(p.shape[:-1], _row_region(p)) for p in spec.parts}
     if any(p.shape and p.shape[-1] > 1 for p in spec.parts) or len(rows) < len(spec.parts):
         return _Member(eqn, spec, "cols")                       # column tiles (and a tail)
     if all(_reduction(p.body) for p in spec.parts):
@@ -74,6 +74,12 @@ def _classify(eqn) -> _Member:
     narrow = all(e.params["window"].shape[-1:] in ((), (1,)) for p in spec.parts for e in p.body.jaxpr.eqns
                  if e.primitive in (T.tload_p, T.tstore_p))
     return _Member(eqn, spec, "rows" if narrow else "cols")     # cols: whole rows, one column tile
+
+
+def _row_region(part):
+    """The rows a part's grid points store: its windows' row parts (one row block and a row tail have
+    grids of one shape, but not these)."""
+    return tuple(_rows_of(e.params["window"]) for e in part.body.jaxpr.eqns if e.primitive is T.tstore_p)
 
 
 def _rows_of(window):
