@@ -42,3 +42,9 @@ class PtoUnsupportedError(PtoError, NotImplementedError):
 def op_error(cls: type[PtoError], op: str, message: str) -> PtoError:
     """Build ``cls`` with the message ``pto.<op>: <message>``."""
     return cls(f"pto.{op}: {message}")
+
+
+def no_derivative(kernel: str) -> PtoUnsupportedError:
+    """The error of ``jax.grad`` / ``jax.jvp`` through a kernel, which has no automatic derivative."""
+    return PtoUnsupportedError(f"pj.kernel '{kernel}' has no automatic derivative: wrap forward and backward "
+                               "kernels in jax.custom_vjp (as pj.nn's training ops do)")

@@ -31,7 +31,7 @@ import numpy as np
 from . import ascend
 from ._jax import Primitive, ShapedArray, ad, batching, host_call_lowering, mlir, xla
 from .ascend.targets import target as get_target
-from .errors import PtoArgumentError, PtoCapacityError, PtoUnsupportedError
+from .errors import PtoArgumentError, PtoCapacityError, PtoUnsupportedError, no_derivative
 from .execute import execute_flat, replay_function, steering
 from .lowering.pipeline import Lowering, lower
 
@@ -550,8 +550,7 @@ batching.primitive_batchers[pto_call_p] = _batch
 
 
 def _no_jvp(primals, tangents, *, call: Compiled):
-    raise PtoUnsupportedError(f"pj.kernel '{call.name}' has no automatic derivative: wrap forward and backward "
-                              "kernels in jax.custom_vjp (as pj.nn's training ops do)")
+    raise no_derivative(call.name)
 
 
 ad.primitive_jvps[pto_call_p] = _no_jvp

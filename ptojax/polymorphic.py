@@ -23,7 +23,7 @@ import numpy as np
 from .ascend import compile_kernel
 from .ascend.dynamic import DynamicKernel, TemplateMismatch, row_vars
 from .ascend.targets import target as get_target
-from .errors import PtoArgumentError, PtoUnsupportedError
+from .errors import PtoArgumentError, PtoUnsupportedError, no_derivative
 from .execute import execute_dynamic
 from .lowering.symbolic import template_text
 from .lowering.tensor import run_time_sizes
@@ -156,15 +156,27 @@ class PolymorphicCompiled:
         flat = self._flat(args)
         m = self.bind(flat)
         if any(isinstance(x, jax.core.Tracer) for x in flat):     # jax.jit: this trace's shapes bind m
-            replay = self.replay()
-            if callable(replay):                                   # inlined, as a static kernel's replay
-                outs = [o.astype(s.dtype) for o, s in zip(replay(*flat), self.result_shapes(m))]
-            else:                                                  # data steers, or shared writes: host
-                outs = jax.pure_callback(lambda *xs: self._run_flat(xs, m, self.options.executor)[0],
-                                         self.result_shapes(m), *flat)
-            return jax.tree.unflatten(self.out_tree, outs)
+            return jax.tree.unflatten(self.out_tree, self._traced(m)(*flat))
         outs, _ = self._run_flat(flat, m, self.options.executor)
         return jax.tree.unflatten(self.out_tree, jax.device_put(list(outs)))
+
+    def _traced(self, m: int):
+        """The kernel at ``m`` rows as a function of traced arguments: the replay inlined, as a static
+        kernel's, or the host callback where data steers; no automatic derivative, as a static kernel."""
+        replay = self.replay()
+
+        @jax.custom_jvp
+        def call(*flat):
+            if callable(replay):
+                return [o.astype(s.dtype) for o, s in zip(replay(*flat), self.result_shapes(m))]
+            return jax.pure_callback(lambda *xs: self._run_flat(xs, m, self.options.executor)[0],
+                                     self.result_shapes(m), *flat)
+
+        @call.defjvp
+        def _(primals, tangents):
+            raise no_derivative(self.name)
+
+        return call
 
     def result_shapes(self, m: int) -> list:
         """The flat results at ``m`` rows, as ``jax.ShapeDtypeStruct`` s."""

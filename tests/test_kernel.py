@@ -157,10 +157,15 @@ def test_options_are_checked():
         pj.kernel(seed_kernel, target="a9")
 
 
-def test_grad_of_a_kernel_points_to_custom_vjp():
-    f = pj.kernel(lambda x: x * 2)
-    with pytest.raises(pj.PtoUnsupportedError, match="wrap forward and backward kernels in jax.custom_vjp"):
-        jax.grad(lambda x: f(x).sum())(np.ones((8, 8), np.float32))
+@pytest.mark.parametrize("polymorphic", [(), ("m, 64",)])
+def test_grad_of_a_kernel_points_to_custom_vjp(polymorphic):
+    """Static or polymorphic: a polymorphic kernel was differentiated through its replay (a row max
+    failed inside pto.trowmax's replay, ``exp`` gave a derivative no kernel computes)."""
+    for fn in (lambda x: x * 2, lambda x: jnp.max(x, axis=-1)):
+        f = pj.kernel(fn, polymorphic_shapes=polymorphic)
+        for diff in (jax.grad, lambda g: jax.jit(jax.grad(g))):
+            with pytest.raises(pj.PtoUnsupportedError, match="wrap forward and backward kernels in jax.custom_vjp"):
+                diff(lambda x: f(x).sum())(np.ones((21, 64), np.float32))
 
 
 def test_pass_options_reach_the_partition():
