@@ -303,6 +303,16 @@ def test_error_assemble_does_not_fit():
         OPS.assemble(np.zeros((1, 1), I8), (0, 0), np.zeros((3, 5), I32))
 
 
+@pytest.mark.parametrize("config", [((-1, 2, 0), (0, -3, 0)), ((-2, -1, 0), (-1, -1, 0)), ((0, 0, 0), (2, -2, 0))])
+def test_lax_pad_with_negative_edges_cuts_then_pads(config):
+    """``lax.pad`` with negative edges (autodiff's shifts, as in ``jnp.prod``'s derivative) in a kernel,
+    on both backends (it was unsupported)."""
+    x = np.arange(48, dtype=np.float32).reshape(6, 8)
+    fn = lambda v: jax.lax.pad(v, np.float32(-1), config)  # noqa: E731
+    for backend in ("sim", "xla"):
+        exact(pj.kernel(fn, backend=backend)(x), fn(x))
+
+
 def test_error_negative_pad():
     with _raises(pj.PtoArgumentError, "pad", "((1, 0), (0, -2))", "non-negative"):
         OPS.pad(np.zeros((3, 5), F32), [(1, 0), (0, -2)])

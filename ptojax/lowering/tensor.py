@@ -158,10 +158,14 @@ def _slice(eqn, x):
 
 
 def _pad(eqn, x, value):
+    """Edge padding by a constant; a negative edge (autodiff's shifts) cuts the operand first."""
     config = eqn.params["padding_config"]
-    if any(interior or lo < 0 or hi < 0 for lo, hi, interior in config) or not is_const(value):
-        raise unsupported(eqn, "is only translated with non-negative edge padding and a constant value")
-    return ops.pad(x, [(lo, hi) for lo, hi, _ in config], np.asarray(value).item())
+    if any(interior for _, _, interior in config) or not is_const(value):
+        raise unsupported(eqn, "is only translated with edge padding (no interior) and a constant value")
+    if any(lo < 0 or hi < 0 for lo, hi, _ in config):
+        start = [max(-lo, 0) for lo, _, _ in config]
+        x = ops.view(x, [n - a - max(-hi, 0) for n, a, (_, hi, _) in zip(x.shape, start, config)], start)
+    return ops.pad(x, [(max(lo, 0), max(hi, 0)) for lo, hi, _ in config], np.asarray(value).item())
 
 
 def _sort(eqn, *operands):
@@ -345,7 +349,8 @@ RULES = {
     "cummax": _cumulative(ops.maximum, "amax"), "cummin": _cumulative(ops.minimum, "amin"),
     "cumprod": _cumulative(ops.mul, "prod"), "cumlogsumexp": _cumlogsumexp,
     "dot_general": _dot_general, "broadcast_in_dim": _broadcast_in_dim,
-    "reshape": lambda e, x: ops.reshape(x, e.params["new_sizes"]),
+    "reshape": lambda e, x: ops.reshape(x if e.params["dimensions"] is None else ops.permute(x, e.params["dimensions"]),
+                                        e.params["new_sizes"]),
     "squeeze": lambda e, x: ops.reshape(x, [n for d, n in enumerate(x.shape) if d not in e.params["dimensions"]]),
     "expand_dims": lambda e, x: ops.reshape(x, e.outvars[0].aval.shape),
     "transpose": lambda e, x: ops.permute(x, e.params["permutation"]),
