@@ -266,6 +266,30 @@ def test_keyword_arguments_are_placed_by_the_signature_as_under_jax_jit():
         pj.kernel(lambda x, *, s: x * s)(x, s=2.0)
 
 
+@pytest.mark.parametrize("backend", ["sim", "xla"])
+def test_arrays_the_function_closes_over_are_constants(backend):
+    """A closed-over jax.Array is a constant as a NumPy array is (a (32, 64) one met the tiles of ``x``
+    whole: 'shapes (16, 64), (32, 64) do not broadcast'; one tile's worth and a 0-d ``jnp.float32`` were
+    a KeyError in codegen); a value traced by an enclosing jax.jit is an error that says to pass it."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 64)).astype(np.float32)
+    for c, tile in ((jnp.asarray(rng.standard_normal((32, 64)), jnp.float32), (16, 64)),
+                    (jnp.asarray(rng.standard_normal((32, 64)), jnp.float32), (32, 64)),
+                    (jnp.float32(3.0), (16, 64)), (jnp.arange(64, dtype=jnp.bfloat16), (16, 64))):
+        def fn(v, c=c, tile=tile):
+            with pj.tile(vec=tile):
+                return v * c
+        for run in (pj.kernel(fn, backend=backend), jax.jit(pj.kernel(fn, backend=backend))):
+            np.testing.assert_array_equal(np.asarray(run(x)), np.asarray(jax.jit(fn)(x)))
+
+    def outer(v, s):
+        return pj.kernel(lambda v: v * s, backend=backend)(v)
+
+    with pytest.raises(pj.PtoArgumentError, match=r"closes over a float32\[64\] value traced by an enclosing "
+                                                  r"transformation .* pass it to the kernel as an argument"):
+        jax.jit(outer)(x, np.ones(64, np.float32))
+
+
 def test_python_numbers_are_weakly_typed_as_under_jax_jit():
     """A Python number argument gives way to an array's dtype as it does under ``jax.jit``: ``f16 * 2.0``
     is float16 and ``int8 * 3`` int8, eagerly, under jax.jit and through ``lower``; a NumPy scalar is not

@@ -166,6 +166,20 @@ PASSES: tuple[tuple[str, Callable], ...] = (
 )
 
 
+def _host_consts(traced: ClosedJaxpr, name: str) -> ClosedJaxpr:
+    """``traced`` with the arrays ``fn`` closes over as NumPy constants, as a NumPy array closed over is
+    (a ``jax.Array`` stayed an array that no pass tiles); a value traced by an enclosing transformation
+    has no value to fold, which the error says."""
+    consts = []
+    for v, c in zip(traced.jaxpr.constvars, traced.consts):
+        if isinstance(c, jax.core.Tracer):
+            raise PtoArgumentError(f"pj.kernel '{name}': the function closes over a {v.aval.str_short()} value "
+                                   "traced by an enclosing transformation (jax.jit, jax.grad, jax.vmap); pass it "
+                                   "to the kernel as an argument")
+        consts.append(np.asarray(c) if isinstance(c, jax.Array) else c)
+    return ClosedJaxpr(traced.jaxpr, consts)
+
+
 def lower(fn: Callable, *args, options: Mapping | None = None, memory: CoreMemory = ASCEND_CORE) -> Lowering:
     """Trace ``fn`` on ``args`` (arrays or ``jax.ShapeDtypeStruct``s, in pytrees) and run every pass."""
     flat, in_tree = jax.tree.flatten(args)
@@ -178,7 +192,7 @@ def lower(fn: Callable, *args, options: Mapping | None = None, memory: CoreMemor
         out_tree.append(tree)
         return leaves
 
-    traced = jax.make_jaxpr(flat_fn)(*avals)
+    traced = _host_consts(jax.make_jaxpr(flat_fn)(*avals), getattr(fn, "__name__", "kernel"))
     pass_options = Options.make(options)
     symbolic = symbolic_arguments(traced)
     if symbolic:            # the tile level counts tiles from concrete sizes: stop at the tensor level
