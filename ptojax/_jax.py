@@ -3,11 +3,14 @@
 The ``jax.extend.core`` names are taken from ``jax._src.core``, the module that defines them (the
 same objects, tests/test_imports.py): importing ``jax.extend`` imports every part of it, Pallas
 included, which costs ``import ptojax`` tens of milliseconds."""
+import jax
 from jax._src import callback as _callback
 from jax._src import source_info_util as _source_info
-from jax._src.core import ClosedJaxpr, Jaxpr, Literal, Primitive, Var, jaxpr_as_fun, jaxprs_in_params
+from jax._src.core import (ClosedJaxpr, Jaxpr, Literal, ManualAxisType, Primitive, Var, get_cur_mesh_sharding,
+                           jaxpr_as_fun, jaxprs_in_params)
 from jax.core import ShapedArray
 from jax.interpreters import ad, batching, mlir, xla
+from jax.sharding import PartitionSpec as P
 
 
 def frames(source_info) -> list:
@@ -16,6 +19,32 @@ def frames(source_info) -> list:
     tb = source_info.traceback
     return [(f.file_name, f.function_name, f.line_num, _source_info.is_user_filename(f.file_name))
             for f in (tb.frames if tb is not None else ())]
+
+
+def result_aval(shape, dtype, args) -> ShapedArray:
+    """The aval of a call's result: inside ``jax.shard_map``, varying along every manual mesh axis one of
+    the call's argument avals ``args`` varies along (no such axis: a plain aval)."""
+    varying = frozenset().union(*(a.mat.varying for a in args))
+    if not varying:
+        return ShapedArray(shape, dtype)
+    return ShapedArray(shape, dtype, sharding=get_cur_mesh_sharding(P(*[None] * len(shape))),
+                       manual_axis_type=ManualAxisType(varying=varying))
+
+
+def vary_alike(*xs) -> tuple:
+    """Inside ``jax.shard_map``: ``xs`` each cast to vary along every manual mesh axis one of them varies
+    along, as ``jnp``'s binary ops cast their operands (then a ``jax.custom_vjp``'s cotangents, which vary
+    as its kernels' results do, match the primals; the cast's transpose sums a replicated weight's)."""
+    varying = [jax.typeof(x).mat.varying for x in xs]
+    every = frozenset().union(*varying)
+    return tuple(jax.lax.pcast(x, tuple(sorted(every - v)), to="varying") for x, v in zip(xs, varying))
+
+
+def per_device(ctx):
+    """A lowering context whose avals vary along no manual mesh axis: a call's lowering re-traces its
+    function per device, where ``jax.shard_map``'s mesh is not current (a varying aval needs it)."""
+    plain = lambda avals: [ShapedArray(a.shape, a.dtype, a.weak_type) for a in avals]  # noqa: E731
+    return ctx.replace(avals_in=plain(ctx.avals_in), avals_out=plain(ctx.avals_out))
 
 
 def host_call_lowering(ctx, host, *operands):
@@ -30,5 +59,5 @@ def host_call_lowering(ctx, host, *operands):
 
 __all__ = [
     "ClosedJaxpr", "Jaxpr", "Literal", "Primitive", "ShapedArray", "Var", "ad", "batching", "frames", "host_call_lowering",
-    "jaxpr_as_fun", "jaxprs_in_params", "mlir", "xla",
+    "jaxpr_as_fun", "jaxprs_in_params", "mlir", "per_device", "result_aval", "vary_alike", "xla",
 ]

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import ascend
-from ._jax import Primitive, ShapedArray, ad, batching, host_call_lowering, mlir, xla
+from ._jax import Primitive, ad, batching, host_call_lowering, mlir, per_device, result_aval, xla
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoCapacityError, PtoUnsupportedError, no_derivative
 from .execute import execute_flat, replay_function, steering
@@ -480,7 +480,9 @@ def _impl(*args, call: Compiled):
 
 @pto_call_p.def_abstract_eval
 def _abstract(*args, call: Compiled):
-    return [ShapedArray(v.aval.shape, v.aval.dtype) for v in call.lowering.traced.jaxpr.outvars]
+    """The results' shapes and dtypes; inside ``jax.shard_map`` they vary along every manual axis an
+    argument varies along (a custom_vjp's cotangents must match its primals' axes)."""
+    return [result_aval(v.aval.shape, v.aval.dtype, args) for v in call.lowering.traced.jaxpr.outvars]
 
 
 def _xla(*args, call: Compiled):
@@ -506,6 +508,7 @@ def _lowering(ctx, *args, call: Compiled):
     """``xla``: the Tensor jaxpr inlined. ``sim``: the replay of the kernel's real PTO-AS text inlined
     into the caller's XLA computation, or where data steers its schedule the MPMD runtime in a host
     callback."""
+    ctx = per_device(ctx)
     if call.options.backend != "sim":
         return mlir.lower_fun(functools.partial(_xla, call=call), multiple_results=True)(ctx, *args)
     replay = _replay(call)

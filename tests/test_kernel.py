@@ -79,6 +79,20 @@ def test_shard_map_over_eight_devices(name, fn, args, backend):
     _close(jax.jit(sharded)(*stacked), jax.vmap(fn)(*_batch(args, 8)), name)
 
 
+@pytest.mark.parametrize("backend", ["sim", "xla"])
+def test_a_kernel_traced_inside_shard_map_is_one_devices_program(backend):
+    """A kernel first traced inside jax.shard_map: ``jnp.where(c, x, 0.0)`` wrote ``reshard`` of the
+    manual axes into it (no translation); its results vary along the mesh axes as its arguments do."""
+    def relu(x):
+        with pj.tile(vec=(16, 48)):
+            return jnp.where(x > 0, x, 0.0)
+
+    x = np.random.default_rng(0).standard_normal((64, 48)).astype(np.float32)
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("d",))
+    f = jax.jit(jax.shard_map(pj.kernel(relu, backend=backend), mesh=mesh, in_specs=P("d"), out_specs=P("d")))
+    np.testing.assert_array_equal(np.asarray(f(x)), np.maximum(x, 0))
+
+
 def test_vmap_is_one_kernel_with_the_batch_as_a_tile_loop():
     f = pj.kernel(seed_kernel)
     a, b, w = rand((3, 64, 64), F16, 1, -1, 1), rand((3, 64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)

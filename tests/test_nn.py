@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import PartitionSpec as P
 from jax.test_util import check_grads
 
 import ptojax as pj
@@ -91,6 +92,28 @@ def test_forward_and_grads_float32(index, backend):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
     # ... and agrees with finite differences of the forward kernel
     check_grads(f, args, order=1, modes=("rev",), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["dense-relu", "rms_norm", "layer_norm", "softmax", "swiglu"])
+def test_data_parallel_grads_under_shard_map(name, backend):
+    """Rows sharded over 2 devices, weights replicated: each device's jax.grad, the weights' summed over
+    the devices, equals the unsharded gradient (the kernels' results lost the shard_map axes, so the
+    custom_vjp's cotangents did not match its primals; a ``jnp.where`` in a kernel traced inside
+    shard_map carried a ``reshard`` with no translation)."""
+    _, f, ref, args = next(c for c in _cases(backend) if c[0] == name)
+    ct = _rand(np.shape(ref(*args)), 99)
+    argnums = tuple(range(len(args)))
+    specs = (P("d"),) + (P(),) * (len(args) - 1)
+
+    def step(c, *a):
+        return jax.grad(lambda *a: jnp.sum(f(*a) * c), argnums=argnums)(*a)
+
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("d",))
+    got = jax.jit(jax.shard_map(step, mesh=mesh, in_specs=(P("d"),) + specs, out_specs=specs))(ct, *args)
+    want = jax.grad(lambda *a: jnp.sum(ref(*a) * ct), argnums=argnums)(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("index", range(len(NAMES)), ids=NAMES)

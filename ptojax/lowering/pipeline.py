@@ -181,7 +181,15 @@ def _host_consts(traced: ClosedJaxpr, name: str) -> ClosedJaxpr:
 
 
 def lower(fn: Callable, *args, options: Mapping | None = None, memory: CoreMemory = ASCEND_CORE) -> Lowering:
-    """Trace ``fn`` on ``args`` (arrays or ``jax.ShapeDtypeStruct``s, in pytrees) and run every pass."""
+    """Trace ``fn`` on ``args`` (arrays or ``jax.ShapeDtypeStruct``s, in pytrees) and run every pass.
+
+    A kernel is one core's program: it is traced outside any mesh, also inside ``jax.shard_map`` (where
+    ``jnp`` would write ``reshard`` of the manual axes into it)."""
+    with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((), ())):
+        return _lower(fn, args, options, memory)
+
+
+def _lower(fn, args, options, memory) -> Lowering:
     flat, in_tree = jax.tree.flatten(args)
     avals = [jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=getattr(x, "weak_type", False)) for x in flat]
     out_tree = []

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._jax import vary_alike
 from ..errors import PtoCapacityError, PtoShapeError
 from ..lowering import tile
 from ._common import F32, check_backend, check_float, make, matmul_f32
@@ -174,4 +175,4 @@ def flash_attention(q, k, v, *, block: int | None = None, backend: str = "sim"):
         block = default_block(q3.shape[0], q3.shape[1])
     elif block < 1:
         raise PtoShapeError(f"pj.nn.flash_attention: block {block}: the KV rows per loop step must be positive")
-    return _fa3(q3, k3, v3, int(block), backend).reshape(shape)
+    return _fa3(*vary_alike(q3, k3, v3), int(block), backend).reshape(shape)

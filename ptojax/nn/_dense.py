@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._jax import vary_alike
 from .. import ops
 from ..errors import PtoArgumentError, PtoShapeError
 from ..lowering import tile
@@ -108,7 +109,7 @@ def dense(x, w, b=None, activation: str | None = None, *, backend: str = "sim"):
     if w.ndim != 2 or x.shape[-1] != w.shape[0] or b.shape != (w.shape[1],):
         raise PtoShapeError(f"pj.nn.dense: x {x.shape}, w {w.shape}, b {b.shape}: expected (..., K), (K, N), (N,)")
     lead = x.shape[:-1]
-    y = _dense2d(x.reshape(-1, x.shape[-1]), w, b, activation, backend)
+    y = _dense2d(*vary_alike(x.reshape(-1, x.shape[-1]), w, b), activation, backend)
     return y.reshape(*lead, w.shape[1])
 
 
@@ -164,5 +165,5 @@ def swiglu(x, w_gate, w_up, *, backend: str = "sim"):
         raise PtoShapeError(f"pj.nn.swiglu: x {x.shape}, w_gate {w_gate.shape}, w_up {w_up.shape}: expected "
                             "(..., K), (K, F), (K, F)")
     lead = x.shape[:-1]
-    y = _swiglu2d(x.reshape(-1, x.shape[-1]), w_gate, w_up, backend)
+    y = _swiglu2d(*vary_alike(x.reshape(-1, x.shape[-1]), w_gate, w_up), backend)
     return y.reshape(*lead, w_gate.shape[1])

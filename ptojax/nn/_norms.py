@@ -6,6 +6,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from .._jax import vary_alike
 from ..errors import PtoShapeError
 from ..lowering import tile
 from ._common import F32, check_backend, check_float, col_reduce_tile, make, row_tile
@@ -67,7 +68,7 @@ def rms_norm(x, gamma, eps: float = 1e-6, *, backend: str = "sim"):
     per-row fp32 ``rstd``."""
     check_backend("rms_norm", backend)
     check_float("rms_norm", x=x, gamma=gamma)
-    return _rms2d(_rows("rms_norm", x, gamma), gamma, float(eps), backend).reshape(x.shape)
+    return _rms2d(*vary_alike(_rows("rms_norm", x, gamma), gamma), float(eps), backend).reshape(x.shape)
 
 
 # ----------------------------------------------------------------------------------- layer_norm
@@ -117,4 +118,5 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5, *, backend: str = "sim"):
     Residuals: x, gamma and the per-row fp32 mean and rstd."""
     check_backend("layer_norm", backend)
     check_float("layer_norm", x=x, gamma=gamma, beta=beta)
-    return _ln2d(_rows("layer_norm", x, gamma, beta), gamma, beta, float(eps), backend).reshape(x.shape)
+    return _ln2d(*vary_alike(_rows("layer_norm", x, gamma, beta), gamma, beta), float(eps),
+                 backend).reshape(x.shape)
