@@ -203,6 +203,21 @@ def _largest_gm(seq, backend="xla"):
     return max(sizes), low
 
 
+@pytest.mark.parametrize("shape", [(1, 40, 20), (2, 64, 36), (1, 24, 12)])
+def test_flash_attention_head_dims_off_the_16_grid(shape):
+    """Head dims 20, 36, 12 with a longer sequence: the (16, d) tile tiled the (H, S) log-sum-exp's S by d,
+    rows of 80 bytes ('must be a multiple of 32 bytes' from a tile the user never set)."""
+    q, k, v = (_rand(shape, 20 + i) for i in range(3))
+    ct = _rand(shape, 30)
+    for backend in ("sim", "xla"):
+        f = lambda q, k, v: pj.nn.flash_attention(q, k, v, backend=backend)  # noqa: E731
+        out, vjp = jax.vjp(f, q, k, v)
+        want, ref_vjp = jax.vjp(ref_attention, q, k, v)
+        np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=1e-5, atol=1e-5)
+        for g, w in zip(vjp(jnp.asarray(ct)), ref_vjp(jnp.asarray(ct))):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
+
+
 def test_flash_attention_backward_workspace_is_linear_in_seq():
     h, d, block = 2, 16, pj.nn._attention.FRACTAL
     small, low = _largest_gm(40)

@@ -595,6 +595,10 @@ def _rule(memory, tiles=None, seen=None):
         seen.add(label)
         config = default.merged(config).merged(tiles.get(label, TileConfig()))
         ctx = _Context(op, config, label, memory, rows)
+        if any(0 in np.shape(x) for x in (*invals, *eqn.outvars)):
+            shapes = [tuple(np.shape(x)) for x in invals] + [v.aval.shape for v in eqn.outvars]
+            raise PtoShapeError(f"pto.{op}{_at(ctx)}: zero-size operand or result (shapes {shapes}); a tile "
+                                "covers at least one element")
         if op == "matmul":
             return on_device(_merged_matmul(ctx, eqn, invals) or _matmul(ctx, eqn.params, eqn.outvars[0].aval, invals))
         if op in _COPIES:
@@ -603,8 +607,6 @@ def _rule(memory, tiles=None, seen=None):
             return on_device(_indexed(ctx, eqn, invals))
         if op == "iota":
             return on_device(_iota(ctx, eqn))
-        if any(0 in v.aval.shape for v in eqn.outvars):
-            raise PtoShapeError(f"pto.{op}{_at(ctx)}: empty output {[v.aval.shape for v in eqn.outvars]}")
         if _is_staged_topk(ctx, eqn, invals[0]):
             return on_device(_staged_topk(ctx, eqn, invals))
         if _is_wide_composite(ctx, eqn, invals[0]):       # its reference's ops: staged reductions, blocks of columns

@@ -32,7 +32,9 @@ def default_block(heads: int, seq: int) -> int:
 
 
 def _vec(d):
-    return (16, d)
+    """The vector tile of the (H, S, D) tensors and the (H, S) ones beside them: ``d`` rounded up to 16
+    elements, so that on an (H, S) tensor, where it tiles S, a row is whole 32-byte blocks in any dtype."""
+    return (16, -(-d // 16) * 16)
 
 
 def _padded(x, sp):
