@@ -42,8 +42,20 @@ def _specs(kernel, args):
         if rank is not None and hasattr(arg, "shape") and "..." not in spec and rank != np.ndim(arg):
             raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic shape {spec!r} has {rank} "
                                    f"dim{'s' * (rank != 1)} for argument {i} of shape {list(np.shape(arg))}")
+    constraints = kernel.options.polymorphic_constraints
+    for c in constraints:               # jax.export reads a malformed one as a malformed shape
+        if not re.fullmatch(r"[^<>=]+(>=|<=|==)[^<>=]+", c):
+            raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic constraint {c!r} is not "
+                                   "'<expr> >= <expr>' (or <=, ==)")
+    symbols = {name for spec in shapes if isinstance(spec, str) for name in re.findall(r"[A-Za-z_]\w*", spec)}
+    for c in constraints:
+        unknown = set(re.findall(r"[A-Za-z_]\w*", c)) - symbols - {"mod", "floordiv", "max", "min", "non_negative"}
+        if unknown:
+            raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic constraint {c!r} names "
+                                   f"{', '.join(sorted(unknown))}, not a symbol of the polymorphic shapes "
+                                   f"({', '.join(map(repr, shapes))})")
     try:
-        specs = jax.export.symbolic_args_specs(args, shapes, constraints=kernel.options.polymorphic_constraints)
+        specs = jax.export.symbolic_args_specs(args, shapes, constraints=constraints)
     except ValueError as err:           # jax.export's parser: a static dim the argument does not have
         why = str(err)
         match = re.search(r"in dimension (\d+): (different size \d+ for known dimension)", why)
@@ -209,6 +221,9 @@ class PolymorphicCompiled:
             raise PtoArgumentError(f"pj.kernel '{self.name}': {call} of a polymorphic kernel needs the size: pass "
                                    f"arguments of the shapes ({shapes}), or {self.symbol} alone: "
                                    f"compiled.{call}({'path, ' * (call == 'report')}m=...)")
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+            raise PtoArgumentError(f"pj.kernel '{self.name}': {call}(m={m!r}): {self.symbol} is a row count, an "
+                                   "int >= 1")
         flat = [np.zeros(tuple(m if not isinstance(d, int) else d for d in s.shape), s.dtype) for s in self.specs]
         return jax.tree.unflatten(self.in_tree, flat), False
 

@@ -306,6 +306,16 @@ CASES = [
      r"pto\.matmul \(label 'Linear'\): zero-size operand or result \(shapes \[\(0, 32\), \(32, 8\), \(0, 8\)\]\)"),
     ("kernel-zero-size-exp", lambda: pj.kernel(jnp.exp)(f32(4, 0)), pj.PtoShapeError,
      r"pto\.exp.*: zero-size operand or result \(shapes \[\(4, 0\), \(4, 0\)\]\)"),
+    ("polymorphic-constraint-malformed", lambda: pj.kernel(lambda x: x * 2, polymorphic_shapes=("m, 8",),
+                                                           polymorphic_constraints=("m >=",))(f32(4, 8)),
+     pj.PtoArgumentError, r"polymorphic constraint 'm >=' is not '<expr> >= <expr>' \(or <=, ==\)"),
+    ("polymorphic-constraint-unknown", lambda: pj.kernel(lambda x: x * 2, polymorphic_shapes=("m, 8",),
+                                                         polymorphic_constraints=("n >= 2",))(f32(4, 8)),
+     pj.PtoArgumentError, r"polymorphic constraint 'n >= 2' names n, not a symbol of the polymorphic shapes \('m, 8'\)"),
+    ("polymorphic-profile-m-negative", lambda: pj.kernel(lambda x: x * 2, polymorphic_shapes=("m, 8",)).compiled_for(
+        f32(4, 8)).profile(m=-3), pj.PtoArgumentError, r"profile\(m=-3\): m is a row count, an int >= 1"),
+    ("polymorphic-profile-m-float", lambda: pj.kernel(lambda x: x * 2, polymorphic_shapes=("m, 8",)).compiled_for(
+        f32(4, 8)).profile(m=2.5), pj.PtoArgumentError, r"profile\(m=2\.5\): m is a row count"),
     ("donate-argnums-outside", lambda: pj.kernel(lambda x: x * 2, donate_argnums=3)(f32(4, 8)), pj.PtoArgumentError,
      r"donate_argnums \[3\] name no argument of the 1 given"),
     ("polymorphic-spec-rank", lambda: pj.kernel(lambda x: x * 2, polymorphic_shapes=("m, 8, 3",))(f32(4, 8)),

@@ -37,7 +37,7 @@ def test_no_schedule_of_a_random_task_graph_beats_the_bound(seed, hbm, policy):
     plan = layered_dag(seed, stages=rng.randint(1, 8), width=(1, rng.randint(1, 60)), fan_in=rng.randint(0, 4),
                        cost=(rng.uniform(0.0, 5e-6), rng.uniform(5e-6, 50e-6)), hbm=hbm)
     profile = simulate(plan, _machine(rng), policy=policy, execute=False).profile()
-    assert profile.makespan_us >= profile.lower_bound_us * (1 - 1e-9), profile.summary()
+    assert profile.makespan_us >= profile.lower_bound_us, profile.summary()
     BINDS[hbm > 0, profile.bound.binding] += 1
 
 
@@ -64,7 +64,7 @@ def test_binding_terms_of_the_random_graphs():
             hbm = rng.choice([0.0, 100.0, 1000.0])
             plan = layered_dag(seed, stages=rng.randint(1, 8), width=(1, rng.randint(1, 60)), hbm=hbm)
             profile = simulate(plan, _machine(rng), execute=False).profile()
-            assert profile.makespan_us >= profile.lower_bound_us * (1 - 1e-9)
+            assert profile.makespan_us >= profile.lower_bound_us
             census[hbm > 0, profile.bound.binding] += 1
     print("\n[bound] binding terms (reads HBM, term): " + ", ".join(f"{k}: {v}" for k, v in sorted(census.items())))
     assert census[True, "bandwidth"] > 0
@@ -108,7 +108,7 @@ def _profile_kernel(case, rows, cols):
     else:
         x = y = jax.ShapeDtypeStruct((rows, cols), dtype)
     profile = _kernel(case).lower(x, y).compile().profile(compute=False)
-    assert profile.makespan_us >= profile.lower_bound_us * (1 - 1e-9), (case, rows, cols, profile.summary())
+    assert profile.makespan_us >= profile.lower_bound_us, (case, rows, cols, profile.summary())
     return profile
 
 

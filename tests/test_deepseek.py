@@ -68,7 +68,7 @@ def test_indexer_prolog_profile_has_the_stage_labels(prolog_case):
     args, _ = prolog_case
     prolog = pj.kernel(functools.partial(K.indexer_prolog, n_heads=N), options=K.PROLOG_OPTIONS)
     prof = prolog.lower(*args).compile().profile(*args)
-    assert prof.makespan_us >= prof.lower_bound_us * (1 - 1e-9) > 0
+    assert prof.makespan_us >= prof.lower_bound_us > 0
     want = {"QMatmul", "Dequant", "QRope", "QHadamard", "QQuant", "KMatmul", "LayerNorm", "KRope", "KHadamard",
             "KQuant", "Scatter", "Weights", "WScale"}
     assert want <= set(prof.label_us)
@@ -149,7 +149,7 @@ def test_sparse_attention_profile_has_the_stage_labels():
     args = R.attention_inputs(B, S1, N, SEQ, TOPK, max_blocks=MAX_BLOCKS, seed=5)
     sfa, _ = K.make_dsa_kernels(N, TOPK)
     prof = sfa.lower(*args).compile().profile(*args)
-    assert prof.makespan_us >= prof.lower_bound_us * (1 - 1e-9) > 0
+    assert prof.makespan_us >= prof.lower_bound_us > 0
     assert {"Gather", "QK", "Softmax", "PV"} <= set(prof.label_us)
 
 

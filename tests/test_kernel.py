@@ -127,7 +127,7 @@ def test_staged_api_and_profile(tmp_path):
     compiled = lowered.compile()
     _close(compiled(*args), seed_kernel(*args))
     prof = compiled.profile(*args)
-    assert prof.makespan_us >= prof.lower_bound_us * (1 - 1e-9) > 0
+    assert prof.makespan_us >= prof.lower_bound_us > 0
     assert set(prof.label_us) == {"mul+add", "Linear", "sum"}
     prof.save(tmp_path / "trace.json")
     assert (tmp_path / "trace.json").read_text().startswith('{"traceEvents":')

@@ -74,7 +74,7 @@ def test_seed_trace_has_the_seed_tasks_and_dependency_arrows(tmp_path):
             assert any(a == src["tid"] and c == e["tid"] and abs(b - src["ts"] - src["dur"]) < 1e-6 and abs(d - e["ts"]) < 1e-6
                        for a, b, c, d in arrows)
             assert e["ts"] >= src["ts"] + src["dur"]
-    assert profile.makespan_us >= profile.lower_bound_us * (1 - 1e-9) > 0
+    assert profile.makespan_us >= profile.lower_bound_us > 0
 
 
 # ------------------------------------------------------------------------------------- random DAGs
@@ -87,8 +87,8 @@ def test_random_dags_mpmd_against_spmd_and_the_lower_bound():
         plan = layered_dag(seed)
         mpmd = simulate(plan, MACHINE, policy="mpmd", execute=False).profile()
         spmd = simulate(plan, MACHINE, policy="spmd", execute=False).profile()
-        assert mpmd.makespan_us >= mpmd.lower_bound_us * (1 - 1e-9)
-        assert spmd.makespan_us >= spmd.lower_bound_us * (1 - 1e-9)
+        assert mpmd.makespan_us >= mpmd.lower_bound_us
+        assert spmd.makespan_us >= spmd.lower_bound_us
         ratios.append(mpmd.makespan_us / spmd.makespan_us)
         assert ratios[-1] <= 1.05, (seed, ratios[-1])
     assert np.mean(ratios) < 1.0
@@ -229,6 +229,21 @@ def test_profile_summary_and_swimlane(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
 
 
+def test_a_run_of_no_tasks_profiles_and_draws(tmp_path):
+    """A loop whose runtime trip count is 0 runs no task: summary, trace and swimlane all work (the
+    swimlane's legend of no labels failed in matplotlib)."""
+    def loop(x, n):
+        return jax.lax.fori_loop(0, n, lambda i, c: c * 0.5 + x, x)
+
+    x = np.ones((40, 64), np.float32)
+    profile = pj.kernel(loop).lower(x, np.int32(0)).compile().profile(x, np.int32(0))
+    assert profile.tasks == 0 and profile.makespan_us == profile.lower_bound_us == 0
+    assert "0 tasks" in profile.summary()
+    profile.swimlane(tmp_path / "none.png")
+    profile.save(tmp_path / "none.json")
+    assert (tmp_path / "none.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_machine_of_a3():
     m = machine(A3)
     assert m.cores == (("AIC", 24), ("AIV", 48)) and m.schedulers == 6
@@ -324,4 +339,4 @@ def test_phase_bound_adds_up_chained_phases_and_never_exceeds_a_schedule():
             assert p.makespan_us >= p.bound.phases * 1e6 * (1 - 1e-9), (seed, policy)
     for name, kernel, args in KERNELS:
         p = pj.kernel(kernel).compiled_for(*args).profile(*args, compute=False)
-        assert p.makespan_us >= p.lower_bound_us * (1 - 1e-9), name
+        assert p.makespan_us >= p.lower_bound_us, name

@@ -90,6 +90,10 @@ class _Context:
 
 
 # -------------------------------------------------------------------------------------- tile shapes
+TEMPLATE_ROWS = 256     # a default tile's rows at most, lowered at a template row count (a tile of all the
+                        # template's rows would be a different tile at each template)
+
+
 def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
     """The vector tile for an iteration space ``shape``: the ``vec`` setting aligned to the trailing
     dims (leading dims take 1), whole axes kept whole, everything clipped to the shape."""
@@ -109,8 +113,8 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
     else:
         tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory,
                                    whole_rows=rank - 1 in whole)
-        if templated() and rank > 1:      # rows that divide the template row counts (powers of two times 1-9)
-            tile = (*tile[:-2], 1 << (tile[-2].bit_length() - 1), tile[-1])
+        if templated() and rank > 1:      # rows that divide every template row count, several blocks of it
+            tile = (*tile[:-2], min(1 << (tile[-2].bit_length() - 1), TEMPLATE_ROWS), tile[-1])
     return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
 
 
