@@ -89,6 +89,15 @@ def test_lightning_indexer_one_kernel_two_lengths(backend):
     assert indexer.compiles == 1
 
 
+@pytest.mark.parametrize("batch", [3, 8])
+def test_lightning_indexer_default_tiles_at_larger_batches(batch):
+    """The example's default Gather tile at batches past the tests' (it tiled the (B, MB) block table
+    by (32, 128): every row of keys in one block, past the UB from B = 3)."""
+    args = R.indexer_inputs(batch, 1, 4, [500] * batch, max_blocks=4, seed=0)
+    got = pj.kernel(functools.partial(K.lightning_indexer, sparse_count=64))(*args)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(R.lightning_indexer(*args, sparse_count=64)))
+
+
 def test_prolog_feeds_indexer_end_to_end():
     """Indexer Prolog -> Lightning Indexer on the simulated A3 vs the references chained."""
     args, table = R.prolog_inputs(B, S1, H, Q_LORA, N, SEQ, max_blocks=MAX_BLOCKS, seed=3)

@@ -37,7 +37,8 @@ PROLOG_TILES = dict(q_cube=(16, 512, 64), kw_cube=(16, 512, 64), w_cube=(16, 512
 PROLOG_OPTIONS = {"tiles_per_block": {"QMatmul": 6}}
 # topk_vec: the top-k's rows and chunk — a KV row wider than the chunk is selected in two stages
 # (a partial top-k per chunk, then merges of four sorted lists); a row that fits is sorted whole.
-INDEXER_TILES = dict(score_cube=(64, 128, 128), vec=(1, 8, 128), topk_vec=(1, 1, 2048))
+INDEXER_TILES = dict(score_cube=(64, 128, 128), vec=(1, 8, 128), topk_vec=(1, 1, 2048),
+                     gather_vec=(1, 8))          # 8 block-table entries per Gather block: 8 blocks of keys
 
 
 def _rope_head(x, cos, sin, out_dtype):
@@ -120,7 +121,7 @@ def lightning_indexer(query, key, weights, query_dequant_scale, key_dequant_scal
     nb, bs = key.shape[:2]
     t, n, d = query.shape
     s1, s2 = t // b, mb * bs
-    with pj.tile(vec=tl.get("gather_vec", (1, 1, 32, d))), jax.named_scope("Gather"):
+    with pj.tile(vec=tl["gather_vec"]), jax.named_scope("Gather"):
         k8 = ops.gather(ops.reshape(key, (nb, bs, d)), block_table, axis=0)           # [B, MB, bs, D]
     with pj.tile(vec=(1, 1, bs)), jax.named_scope("Gather"):
         ks = ops.gather(ops.reshape(key_dequant_scale, (nb, bs)), block_table, axis=0)  # [B, MB, bs]

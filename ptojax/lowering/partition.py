@@ -443,7 +443,9 @@ def _program(ops, kind, body, label, memory):
             raise PtoCapacityError(
                 f"pto partition: block '{name}' ({CORE[kind]}{', label ' + repr(label) if label else ''}) needs "
                 f"{used} bytes of {_BUFFER_NAME[loc]} at its peak; {_BUFFER_NAME[loc]} holds {memory.buffer(loc)} bytes "
-                f"— use a smaller {'cube' if kind == 'cube' else 'vec'} tile for this op")
+                f"— use a smaller {'cube' if kind == 'cube' else 'vec'} tile for this op"
+                + (" (a gather's or scatter's vec tile counts its indices, each a whole row of the table)"
+                   if set(ops) & {"gather", "index_add", "scatter_update"} else ""))
     return Program(name, CORE[kind], body, label, tuple(sorted(peak.items())))
 
 
