@@ -474,7 +474,7 @@ def _impl(*args, call: Compiled):
     eager call does, with no XLA compile; ``xla`` as any primitive."""
     if call.options.backend != "sim":
         return xla.apply_primitive(pto_call_p, *args, call=call)
-    outs, _ = call._run_flat(args, call.options.executor)
+    outs, _ = call._run_flat(list(_canonical(args)), call.options.executor)   # NumPy views of eager vmap
     return [jax.device_put(np.asarray(o, v.aval.dtype)) for o, v in zip(outs, call.lowering.traced.jaxpr.outvars)]
 
 

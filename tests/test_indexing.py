@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -152,6 +153,37 @@ INDEX_ADD_CASES = [
     ((4, 1, 6), 0, _idx([[1, 1], [3, -1]])),  # rank-2 indices
     ((2, 3, 17), 1, _idx(2)),                 # rank-0 index
 ]
+
+
+@pytest.mark.parametrize("mode", ["fill", "clip"])
+@pytest.mark.parametrize("in_axes", [(0, 0), (1, 0), (2, 1)])
+def test_vmap_of_a_kernel_taking_from_a_batched_table(in_axes, mode):
+    """jax.vmap of a kernel whose ``jnp.take`` table is batched: JAX writes a gather with batching dims
+    (it had no translation); out-of-range indices read NaN (fill) or the edge row (clip), as XLA."""
+    def lookup(tab, idx):
+        return jnp.take(tab, idx, axis=0, mode=mode) * 2.0
+
+    rng = np.random.default_rng(0)
+    tabs = np.moveaxis(rng.standard_normal((3, 30, 16)).astype(np.float32), 0, in_axes[0])
+    idx = np.moveaxis(rng.integers(-2, 33, (3, 10)).astype(np.int32), 0, in_axes[1])
+    for backend in ("sim", "xla"):
+        got = jax.vmap(pj.kernel(lookup, backend=backend), in_axes)(tabs, idx)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(jax.vmap(lookup, in_axes)(tabs, idx)))
+
+
+def test_vmap_of_a_kernel_with_dynamic_slice():
+    """jax.vmap of a kernel that picks row blocks with ``lax.dynamic_slice`` in a loop: JAX writes one
+    window as a gather (it had no translation); starts past the end clamp, as lax clamps them."""
+    def rowblocks(x):
+        with pj.tile(vec=(8, 32)):
+            def body(j, acc):
+                return acc + jax.lax.dynamic_slice(x, (j * 8 + 3, 0), (8, 32))
+            return jax.lax.fori_loop(0, 5, body, jnp.zeros((8, 32), jnp.float32))
+
+    xs = np.random.default_rng(1).standard_normal((2, 32, 32)).astype(np.float32)
+    for backend in ("sim", "xla"):
+        got = jax.vmap(pj.kernel(rowblocks, backend=backend))(xs)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(jax.vmap(rowblocks)(xs)), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("shape,axis,idx,dtype", rotate_dtypes(INDEX_ADD_CASES, NUMERIC))

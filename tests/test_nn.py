@@ -218,6 +218,18 @@ def test_flash_attention_head_dims_off_the_16_grid(shape):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
 
 
+def test_vmap_of_flash_attention_is_its_batch():
+    """jax.vmap over a leading axis equals the 4-D call (the KV blocks' ``dynamic_slice`` became a gather
+    with no translation under vmap), forward and backward."""
+    q = _rand((3, 2, 16, 16), 40)
+    for backend in ("sim", "xla"):
+        f = lambda t: pj.nn.flash_attention(t, t, t, backend=backend)  # noqa: E731
+        np.testing.assert_allclose(np.asarray(jax.vmap(f)(q)), np.asarray(f(q)), rtol=1e-5, atol=1e-6)
+        g = jax.grad(lambda t: jnp.sum(jax.vmap(f)(t) ** 2))(q)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(jax.grad(lambda t: jnp.sum(f(t) ** 2))(q)),
+                                   rtol=1e-4, atol=1e-5)
+
+
 def test_flash_attention_backward_workspace_is_linear_in_seq():
     h, d, block = 2, 16, pj.nn._attention.FRACTAL
     small, low = _largest_gm(40)

@@ -47,7 +47,13 @@ def rows_of(op, x, idx, *update, axis, **params):
 
 
 def dynamic_slice(eqn, x, *starts):
-    sizes = eqn.params["slice_sizes"]
+    return _window(x, starts, eqn.params["slice_sizes"])
+
+
+def _window(x, starts, sizes):
+    """The window of ``sizes`` at ``starts`` (ints, or values known at run time), each start clamped as
+    lax clamps it: a view at the static starts, a gather of the window's rows along each dynamic one."""
+    starts = _fixed(starts, sizes, x.shape)
     static = [int(np.clip(int(s), 0, n - z)) if is_const(s) else 0 for s, n, z in zip(starts, x.shape, sizes)]
     out = ops.view(x, [z if is_const(s) else n for s, n, z in zip(starts, x.shape, sizes)], static)
     for axis, (s, n, z) in enumerate(zip(starts, x.shape, sizes)):
@@ -57,6 +63,19 @@ def dynamic_slice(eqn, x, *starts):
 
 
 def dynamic_update_slice(eqn, x, update, *starts):
+    return _update_window(eqn, x, update, starts)
+
+
+def _fixed(starts, sizes, shape) -> list:
+    """``starts`` with those of windows as long as their axis made 0 (lax clamps them there, whatever
+    their value: under ``jax.vmap`` a constant start arrives as part of one traced index vector)."""
+    return [0 if z == n else s for s, z, n in zip(starts, sizes, shape)]
+
+
+def _update_window(eqn, x, update, starts):
+    """``x`` with ``update`` written at ``starts`` (clamped as lax clamps them): an assemble at static
+    starts; along one dynamic axis, a scatter of the window's rows."""
+    starts = _fixed(starts, update.shape, x.shape)
     dynamic = [a for a, s in enumerate(starts) if not is_const(s)]
     static = [int(np.clip(int(s), 0, n - z)) if is_const(s) else 0
               for s, n, z in zip(starts, x.shape, update.shape)]
@@ -162,13 +181,42 @@ def _static_window(eqn, x, indices, dnums, sizes):
     return offsets
 
 
+def _batched_take(eqn, x, indices, nb: int):
+    """``jnp.take`` along ``axis`` with its first ``nb`` axes batched in ``x`` and the indices alike (how
+    ``jax.vmap`` of a take over a batched table traces): the batch and ``axis`` merged into the rows,
+    index ``i`` of batch ``b`` reading row ``b * n + i``, one index_select."""
+    (axis,) = eqn.params["dimension_numbers"].start_index_map
+    n, rest = x.shape[axis], [d for d in range(nb, x.ndim) if d != axis]
+    lead = math.prod(x.shape[:nb])
+    rows = ops.reshape(ops.permute(x, [*range(nb), axis, *rest]), (lead * n, *[x.shape[d] for d in rest]))
+    idx = ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1])                # (batch..., k...)
+    if _clamps(eqn):
+        idx = ops.clip(idx, 0, n - 1)
+    valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, n))
+    base = (np.arange(lead, dtype=np.int32) * n).reshape(x.shape[:nb] + (1,) * (idx.ndim - nb))
+    flat = ops.where(valid, ops.add(idx, base), np.int32(-1))
+    out = ops.gather(rows, ops.reshape(flat, (math.prod(idx.shape),)), 0)
+    out = ops.reshape(out, idx.shape + tuple(x.shape[d] for d in rest))
+    return _in_lax_order(eqn, x, out, 0, idx.shape, lambda: valid)
+
+
 def gather(eqn, x, indices):
-    """``lax.gather`` in the index_select form ``jnp.take`` emits (one collapsed axis, whole slices),
-    and in ``jnp.take_along_axis``'s (every other axis a batching axis, one entry per index)."""
+    """``lax.gather`` in the index_select form ``jnp.take`` emits (one collapsed axis, whole slices), in
+    ``jnp.take_along_axis``'s (every other axis a batching axis, one entry per index), as one window
+    (``lax.dynamic_slice`` under ``jax.vmap``) and as a take from a batched table (``jax.vmap`` of a take)."""
     dnums, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
     window = _static_window(eqn, x, indices, dnums, sizes)
     if window is not None:
         return ops.view(x, sizes, window)
+    if (indices.ndim == 1 and not dnums.collapsed_slice_dims and not dnums.operand_batching_dims
+            and tuple(dnums.offset_dims) == tuple(range(x.ndim)) and _clamps(eqn)):
+        return _window(x, _index_vector(indices, dnums.start_index_map, x.ndim), sizes)
+    nb = len(dnums.operand_batching_dims)
+    if (nb and tuple(dnums.operand_batching_dims) == tuple(dnums.start_indices_batching_dims) == tuple(range(nb))
+            and len(dnums.start_index_map) == 1 and tuple(dnums.collapsed_slice_dims) == tuple(dnums.start_index_map)
+            and dnums.start_index_map[0] >= nb and indices.shape[-1] == 1 and indices.shape[:nb] == x.shape[:nb]
+            and all(z == (1 if d < nb or d == dnums.start_index_map[0] else x.shape[d]) for d, z in enumerate(sizes))):
+        return _batched_take(eqn, x, indices, nb)
     (axis,) = dnums.start_index_map if len(dnums.start_index_map) == 1 else (None,)
     others = tuple(d for d in range(x.ndim) if d != axis)
     along = indices.shape[:-1]
@@ -183,8 +231,9 @@ def gather(eqn, x, indices):
         return _point_gather(eqn, x, indices)
     if (axis is None or tuple(dnums.collapsed_slice_dims) != (axis,) or dnums.operand_batching_dims
             or indices.shape[-1] != 1 or any(z != (1 if d == axis else x.shape[d]) for d, z in enumerate(sizes))):
-        raise unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis), "
-                                "indexing several axes with integer arrays (x[i, j]) and as jnp.take_along_axis")
+        raise unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis, its "
+                                "table batched by jax.vmap too), indexing several axes with integer arrays "
+                                "(x[i, j]), as jnp.take_along_axis and as one window (lax.dynamic_slice)")
     idx = ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1])
     if _clamps(eqn):
         idx = ops.clip(idx, 0, x.shape[axis] - 1)
@@ -193,14 +242,28 @@ def gather(eqn, x, indices):
                          lambda: ops.logical_and(ops.ge(idx, 0), ops.lt(idx, x.shape[axis])))
 
 
+def _index_vector(indices, dims, rank):
+    """A gather's or scatter's one index vector as per-axis starts: entry ``k`` for axis ``dims[k]``,
+    0 for the others."""
+    starts = [0] * rank
+    for k, d in enumerate(dims):
+        starts[d] = ops.reshape(ops.view(indices, (1,), (k,)), ())
+    return starts
+
+
 def scatter(op):
     def rule(eqn, x, indices, updates):
         d = eqn.params["dimension_numbers"]
+        if (op is ops.scatter_update and indices.ndim == 1 and not d.inserted_window_dims
+                and not d.operand_batching_dims and tuple(d.update_window_dims) == tuple(range(x.ndim))
+                and "CLIP" in str(eqn.params["mode"])):      # one window: dynamic_update_slice under jax.vmap
+            return _update_window(eqn, x, updates, _index_vector(indices, d.scatter_dims_to_operand_dims, x.ndim))
         rows = (d.inserted_window_dims == (0,) and d.scatter_dims_to_operand_dims == (0,)
                 and not d.operand_batching_dims and indices.ndim == 2 and indices.shape[-1] == 1
                 and tuple(d.update_window_dims) == tuple(range(1, x.ndim)) and updates.shape[1:] == x.shape[1:])
         if not rows or "CLIP" in str(eqn.params["mode"]):
-            raise unsupported(eqn, "is only translated for whole rows along axis 0 (x.at[idx].set/add(rows))")
+            raise unsupported(eqn, "is only translated for whole rows along axis 0 (x.at[idx].set/add(rows)) and "
+                                   "as one window (lax.dynamic_update_slice)")
         unique = {"unique_indices": True} if op is ops.scatter_update and eqn.params["unique_indices"] else {}
         return op(x, ops.reshape(ops.cast(indices, jnp.int32), (-1,)), updates, 0, **unique)
     return rule
