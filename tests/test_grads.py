@@ -64,18 +64,28 @@ def test_grad_of_matmul_runs_in_pto_ops():
     np.testing.assert_array_equal(ga, np.full((4, 8), 2.0)), np.testing.assert_array_equal(gb, np.full((8, 2), 4.0))
 
 
-@pytest.mark.parametrize("case", ["tanh", "x*x", "softmax", "rms_norm", "exp+x", "prod"])
+LIST_INDICES = np.broadcast_to(np.arange(32, dtype=np.int32).reshape(1, 2, 16), (8, 2, 16))
+
+
+@pytest.mark.parametrize("case", ["tanh", "x*x", "softmax", "rms_norm", "exp+x", "prod", "topk", "sort", "merge_topk"])
 def test_a_kernel_of_a_grad_runs_on_the_sim_backend(case):
     """``pj.kernel(jax.grad(body))``: the cotangent sums autodiff writes (``add_any``) are adds; they had
     no translation, so a kernel of almost any gradient stopped. ``prod``'s derivative reshapes with a
-    permutation (``lax.reshape(..., dimensions=)``), which was read as a plain reshape: wrong numbers."""
+    permutation (``lax.reshape(..., dimensions=)``), which was read as a plain reshape: wrong numbers.
+    ``topk``'s and ``sort``'s derivatives scatter-add along the axis (take_along_axis's transpose; sort's
+    permutes a uint32 iota), ``merge_topk``'s sorted by three keys: none had a translation. Its list
+    indices, a closed-over ``np.broadcast_to`` view, reached the cores not C-contiguous."""
     x = np.random.default_rng(0).standard_normal((8, 32)).astype(np.float32)
     g = np.random.default_rng(1).standard_normal((32,)).astype(np.float32)
     body = {"tanh": lambda v: jnp.sum(jnp.tanh(v)), "x*x": lambda v: jnp.sum(v * v),
             "softmax": lambda v: jnp.sum(pj.ops.softmax(v, axis=-1) * v),
             "rms_norm": lambda v: jnp.sum(pj.ops.rms_norm(v, g) * g),
             "exp+x": lambda v: jnp.sum(jnp.exp(v) + v),
-            "prod": lambda v: jnp.sum(jnp.prod(v[:, :6], axis=-1)) + jnp.sum(jnp.prod(v.reshape(4, 64), axis=0))}[case]
+            "prod": lambda v: jnp.sum(jnp.prod(v[:, :6], axis=-1)) + jnp.sum(jnp.prod(v.reshape(4, 64), axis=0)),
+            "topk": lambda v: jnp.sum(pj.ops.topk(v, 4)[0] * jnp.arange(4.0)),
+            "sort": lambda v: jnp.sum(jnp.sort(v, axis=-1) * jnp.arange(32.0)),
+            "merge_topk": lambda v: jnp.sum(pj.ops.merge_topk(v.reshape(8, 2, 16), LIST_INDICES, 8)[0]
+                                            * jnp.arange(8.0))}[case]
     grad = jax.grad(body)
     want = np.asarray(jax.jit(grad)(x), np.float64)
     for run in (pj.kernel(grad), jax.jit(pj.kernel(grad))):

@@ -103,9 +103,9 @@ def _clamps(eqn) -> bool:
     return "FILL" not in str(eqn.params["mode"])
 
 
-def _take_along(eqn, x, idx, axis):
-    """``jnp.take_along_axis``: entry ``i`` of ``idx`` reads ``x`` at its own coordinates with ``i`` at
-    ``axis`` — one gather from ``x`` flattened, at ``base + i * stride`` (out of range: -1)."""
+def _along(eqn, x, idx, axis):
+    """(flat offsets, valid) of ``jnp.take_along_axis``'s entries: entry ``i`` of ``idx`` is ``x`` at its
+    own coordinates with ``i`` at ``axis``, ``x`` flattened: ``base + i * stride`` (out of range: -1)."""
     n, stride = x.shape[axis], int(np.prod(x.shape[axis + 1:]))
     if x.size > np.iinfo(np.int32).max:
         raise unsupported(eqn, f"(take_along_axis) on {x.size} elements needs int32 offsets")
@@ -114,7 +114,12 @@ def _take_along(eqn, x, idx, axis):
     if _clamps(eqn):
         idx = ops.clip(idx, 0, n - 1)
     valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, n))
-    flat = ops.where(valid, ops.add(ops.mul(idx, np.int32(stride)), base), np.int32(-1))
+    return ops.where(valid, ops.add(ops.mul(idx, np.int32(stride)), base), np.int32(-1)), valid
+
+
+def _take_along(eqn, x, idx, axis):
+    """``jnp.take_along_axis``: one gather from ``x`` flattened (:func:`_along`)."""
+    flat, valid = _along(eqn, x, idx, axis)
     out = ops.gather(ops.reshape(x, (x.size,)), flat, 0)
     fill = _gather_fill(eqn, x)
     return ops.where(valid, out, fill) if "FILL" in str(eqn.params["mode"]) and fill != 0 else out
@@ -258,12 +263,22 @@ def scatter(op):
                 and not d.operand_batching_dims and tuple(d.update_window_dims) == tuple(range(x.ndim))
                 and "CLIP" in str(eqn.params["mode"])):      # one window: dynamic_update_slice under jax.vmap
             return _update_window(eqn, x, updates, _index_vector(indices, d.scatter_dims_to_operand_dims, x.ndim))
+        if (len(d.scatter_dims_to_operand_dims) == 1 and tuple(d.inserted_window_dims) == tuple(
+                d.scatter_dims_to_operand_dims) and not d.update_window_dims and indices.shape[-1] == 1
+                and tuple(d.operand_batching_dims) == tuple(d.scatter_indices_batching_dims) == tuple(
+                    a for a in range(x.ndim) if a != d.scatter_dims_to_operand_dims[0])
+                and updates.shape == indices.shape[:-1] and updates.ndim == x.ndim):   # take_along_axis's transpose
+            flat, _ = _along(eqn, x, ops.reshape(ops.cast(indices, jnp.int32), updates.shape),
+                             d.scatter_dims_to_operand_dims[0])
+            out = op(ops.reshape(x, (x.size,)), ops.reshape(flat, (updates.size,)),
+                     ops.reshape(updates, (updates.size,)), 0)
+            return ops.reshape(out, x.shape)
         rows = (d.inserted_window_dims == (0,) and d.scatter_dims_to_operand_dims == (0,)
                 and not d.operand_batching_dims and indices.ndim == 2 and indices.shape[-1] == 1
                 and tuple(d.update_window_dims) == tuple(range(1, x.ndim)) and updates.shape[1:] == x.shape[1:])
         if not rows or "CLIP" in str(eqn.params["mode"]):
-            raise unsupported(eqn, "is only translated for whole rows along axis 0 (x.at[idx].set/add(rows)) and "
-                                   "as one window (lax.dynamic_update_slice)")
+            raise unsupported(eqn, "is only translated for whole rows along axis 0 (x.at[idx].set/add(rows)), "
+                                   "as one window (lax.dynamic_update_slice) and as take_along_axis's transpose")
         unique = {"unique_indices": True} if op is ops.scatter_update and eqn.params["unique_indices"] else {}
         return op(x, ops.reshape(ops.cast(indices, jnp.int32), (-1,)), updates, 0, **unique)
     return rule

@@ -178,7 +178,10 @@ def _sort(eqn, *operands):
     if eqn.params["num_keys"] != 1 or (payload and not iota):
         raise unsupported(eqn, "is only translated for one key (jnp.sort / jnp.argsort)")
     values, order = ops.sort(operands[0], axis)
-    return [values, ops.cast(order, payload[0].dtype)] if payload else [values]
+    if not payload:
+        return [values]
+    # jnp.sort's derivative permutes a uint32 iota, which no tile holds: its int32 order (< 2**31) serves
+    return [values, order if payload[0].dtype == np.uint32 else ops.cast(order, payload[0].dtype)]
 
 
 def _top_k(eqn, x):

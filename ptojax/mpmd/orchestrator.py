@@ -130,7 +130,7 @@ class Plan:
             elif buf.source == "scratch":
                 buf.array = _scratch(buf.array.shape, buf.array.dtype, owned)
             elif buf.source is not None:
-                buf.array = np.asarray(args[buf.source])
+                buf.array = np.asarray(args[buf.source], order="C")
         self.owned = owned
         for arrays, ids in self.bindings:
             arrays[:] = [self.buffers[i].array for i in ids]
@@ -238,7 +238,7 @@ class _Orchestrator:
 
     # ------------------------------------------------------------------------------------ buffers
     def buffer(self, array, external=False, source=None) -> Buffer:
-        array = np.asarray(array)
+        array = np.asarray(array, order="C")    # as the cores read GM (a closed-over np.broadcast_to is a view)
         buf = Buffer(len(self.buffers), array, len(self.buffers), external, source)
         self.buffers.append(buf)
         self.full[buf.id] = Region(buf.id, (0,) * array.ndim, tuple(array.shape))

@@ -347,14 +347,16 @@ def _merge_topk_abstract(values, indices, *, k, largest):
 
 
 def _merge_topk_jvp(primals, tangents, *, k, largest):
+    """Each picked value's tangent is the tangent of the entry holding its index (the first one, where
+    lists repeat an index); padding's is 0. Found by matching indices, in catalogue ops, so that
+    ``jax.grad`` of a kernel body that merges stays translatable."""
     values, indices = primals
     out = merge_topk_p.bind(values, indices, k=k, largest=largest)
     flat = lambda a: jnp.reshape(a, a.shape[:-2] + (-1,))  # noqa: E731
-    order = _merge_order(flat(values), flat(indices), k, largest)
-    picked = jnp.take_along_axis(flat(ad.instantiate_zeros(tangents[0])), order, axis=-1)
-    if k > order.shape[-1]:
-        picked = jnp.pad(picked, [(0, 0)] * (picked.ndim - 1) + [(0, k - order.shape[-1])])
-    return out, [picked, ad.Zero(jax.typeof(out[1]).to_tangent_aval())]
+    pos = jnp.argmax(flat(indices)[..., None, :] == out[1][..., :, None], axis=-1)
+    picked = jnp.take_along_axis(flat(ad.instantiate_zeros(tangents[0])), pos, axis=-1)
+    return out, [jnp.where(out[1] >= 0, picked, jnp.zeros((), picked.dtype)),
+                 ad.Zero(jax.typeof(out[1]).to_tangent_aval())]
 
 
 def _merge_topk_batch(args, dims, *, k, largest):
