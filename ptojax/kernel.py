@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import re
 import weakref
 from typing import Callable, Mapping
 
@@ -157,6 +158,32 @@ def _positional(fn, name: str, args: tuple, kwargs: dict) -> tuple:
     return bound.args
 
 
+def _leaf_labels(in_tree, arg_names) -> list:
+    """Each flat argument as the user names it: ``argument 1 'start'``, ``argument 0 'params'['w']``."""
+    args = jax.tree.unflatten(in_tree, list(range(in_tree.num_leaves)))
+    labels = [""] * in_tree.num_leaves
+    for path, leaf in jax.tree_util.tree_flatten_with_path(args)[0]:
+        i = path[0].idx
+        name = f" '{arg_names[i]}'" if arg_names[i] else ""
+        labels[leaf] = f"argument {i}{name}{jax.tree_util.keystr(path[1:])}"
+    return labels
+
+
+def _traced_value_error(name: str, fn, args, tree, err) -> PtoArgumentError:
+    """JAX's error of a trace that needed an argument's value, naming the argument as the user does."""
+    which = re.search(r"argument xs\[(\d+)\]", str(err))
+    labels = _leaf_labels(tree, _arg_names(fn, len(args)))
+    source = f" from {labels[int(which.group(1))]}" if which else ""
+    lines = str(err).split("\n")
+    detail = lines[1].strip() if isinstance(err, jax.errors.ConcretizationTypeError) and len(lines) > 1 else ""
+    detail = "" if detail.startswith("The error occurred") else f": {detail}"
+    return PtoArgumentError(
+        f"pj.kernel '{name}': tracing needs the value of a traced argument{source} ({type(err).__name__}"
+        f"{detail}); a kernel's arguments are traced "
+        f"as under jax.jit: pass a value the trace needs (an axis, a shape, a branch) with "
+        f"functools.partial({name}, ...) or close over it")
+
+
 def _structure(arg) -> str:
     """A pytree of descriptions as the user wrote it, without quotes."""
     return str(arg).replace("'", "")
@@ -230,14 +257,7 @@ class Compiled:
                                    "to compile other shapes and dtypes")
 
     def _leaf_labels(self) -> list:
-        """Each flat argument as the user names it: ``argument 1 'start'``, ``argument 0 'params'['w']``."""
-        args = jax.tree.unflatten(self.lowering.in_tree, list(range(len(self.avals))))
-        labels = [""] * len(self.avals)
-        for path, leaf in jax.tree_util.tree_flatten_with_path(args)[0]:
-            i = path[0].idx
-            name = f" '{self.arg_names[i]}'" if self.arg_names[i] else ""
-            labels[leaf] = f"argument {i}{name}{jax.tree_util.keystr(path[1:])}"
-        return labels
+        return _leaf_labels(self.lowering.in_tree, self.arg_names)
 
     def __call__(self, *args, **kwargs):
         args = _positional(self.fn, self.name, args, kwargs)
@@ -376,7 +396,11 @@ class Kernel:
         tgt = get_target(self.options.target)
         memory = tgt.memory
         while True:
-            lowering = lower(self.fn, *specs, options=self.options.pass_options, memory=memory)
+            try:
+                lowering = lower(self.fn, *specs, options=self.options.pass_options, memory=memory)
+            except (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
+                    jax.errors.TracerArrayConversionError) as err:
+                raise _traced_value_error(self.name, self.fn, args, tree, err) from err
             if self.options.backend != "sim" or lowering.symbolic:
                 return Lowered(self, lowering, _avals(flat))
             code = ascend.compile_kernel(lowering, memory, tgt)

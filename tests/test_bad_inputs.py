@@ -316,6 +316,11 @@ CASES = [
         f32(4, 8)).profile(m=-3), pj.PtoArgumentError, r"profile\(m=-3\): m is a row count, an int >= 1"),
     ("polymorphic-profile-m-float", lambda: pj.kernel(lambda x: x * 2, polymorphic_shapes=("m, 8",)).compiled_for(
         f32(4, 8)).profile(m=2.5), pj.PtoArgumentError, r"profile\(m=2\.5\): m is a row count"),
+    ("kernel-traced-axis", lambda: pj.kernel(lambda x, axis: jnp.sum(x, axis=axis))(f32(4, 8), 1), pj.PtoArgumentError,
+     r"tracing needs the value of a traced argument from argument 1 'axis' \(ConcretizationTypeError: The axis "
+     r"argument must be known statically\.\); a kernel's arguments are traced as under jax\.jit: .*functools\.partial"),
+    ("kernel-traced-branch", lambda: pj.kernel(lambda x, n: x * 2 if n > 0 else x)(f32(4, 8), 1), pj.PtoArgumentError,
+     r"from argument 1 'n' \(TracerBoolConversionError\); a kernel's arguments are traced"),
     ("donate-argnums-outside", lambda: pj.kernel(lambda x: x * 2, donate_argnums=3)(f32(4, 8)), pj.PtoArgumentError,
      r"donate_argnums \[3\] name no argument of the 1 given"),
     ("polymorphic-spec-rank", lambda: pj.kernel(lambda x: x * 2, polymorphic_shapes=("m, 8, 3",))(f32(4, 8)),
