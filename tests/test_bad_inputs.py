@@ -321,6 +321,8 @@ CASES = [
      r"argument must be known statically\.\); a kernel's arguments are traced as under jax\.jit: .*functools\.partial"),
     ("kernel-traced-branch", lambda: pj.kernel(lambda x, n: x * 2 if n > 0 else x)(f32(4, 8), 1), pj.PtoArgumentError,
      r"from argument 1 'n' \(TracerBoolConversionError\); a kernel's arguments are traced"),
+    ("kernel-realize-ub-names-label", lambda: pj.kernel(_labelled_tanh).lower(f32(96, 1024)), pj.PtoCapacityError,
+     r"pto realize: function @tanh \(label 'Act'\) needs 247296 bytes of UB .* UB holds 196608 bytes"),
     ("donate-argnums-outside", lambda: pj.kernel(lambda x: x * 2, donate_argnums=3)(f32(4, 8)), pj.PtoArgumentError,
      r"donate_argnums \[3\] name no argument of the 1 given"),
     ("polymorphic-spec-rank", lambda: pj.kernel(lambda x: x * 2, polymorphic_shapes=("m, 8, 3",))(f32(4, 8)),
@@ -343,6 +345,12 @@ CASES = [
     ("device-loop-bound-unexecuted", _device_loop_bound, PtoOrchestrationError,
      r"pto runtime: .*depends on device data .*execute=False"),
 ]
+
+
+def _labelled_tanh(x):
+    """A tile the partition admits but whose instruction sequence's tiles overfill the UB."""
+    with pj.tile(vec=(12, 1024)), jax.named_scope("Act"):
+        return jnp.tanh(x)
 
 
 @pytest.mark.parametrize("name,thunk,error,message", CASES, ids=[c[0] for c in CASES])

@@ -146,6 +146,21 @@ def test_summary_diff_and_chrome_trace(profiled, tmp_path):
             assert x1 == pytest.approx(x2, rel=1e-9, abs=1e-9), w1
     assert report.diff(t, b).rows[1][1] is None             # a trace holds no lower bound
     assert json.loads(a.read_text())["format"] == report.SUMMARY_FORMAT
+    assert d.makespan_ratio == other.makespan_us / profile.makespan_us
+
+
+def test_diff_of_runs_of_no_tasks():
+    """A loop of 0 trips against one of 2: the ratio is 1 between two runs of no time, inf from none to
+    some (it was 0.0, 'faster')."""
+    def loop(x, n):
+        return jax.lax.fori_loop(0, n, lambda i, c: c * 0.5 + x, x)
+
+    x = np.ones((40, 64), np.float32)
+    compiled = pj.kernel(loop).lower(x, np.int32(0)).compile()
+    none, some = (compiled.profile(x, np.int32(n)) for n in (0, 2))
+    assert report.diff(none, none).makespan_ratio == 1.0
+    assert report.diff(none, some).makespan_ratio == float("inf")
+    assert report.diff(some, none).makespan_ratio == 0.0
 
 
 # ------------------------------------------------------------------------ fusion and core load

@@ -79,11 +79,14 @@ class AscendKernel:
         refuses as ``vec overflow``)."""
         from ..errors import PtoCapacityError
 
+        kernels = [*self.kernels.values(), *(self.kernels[key] for key in self.grouped())]
+        labels = {name: k.label for (name, _), k in zip(self.entries(), kernels)}
         for name, text in liveness.functions(self.pto(arch)).items():
             need = liveness.ub_plan(text)
             if need > self.memory.ub:
+                label = f" (label {labels[name]!r})" if labels.get(name) else ""
                 raise PtoCapacityError(
-                    f"pto realize: function @{name} needs {need} bytes of UB (its tiles placed as ptoas "
+                    f"pto realize: function @{name}{label} needs {need} bytes of UB (its tiles placed as ptoas "
                     f"plans them); UB holds {self.memory.ub} bytes — use a smaller vec tile for its ops")
 
     def cpp(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:

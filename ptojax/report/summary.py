@@ -116,8 +116,9 @@ class Diff:
 
     @property
     def makespan_ratio(self) -> float:
-        """Makespan after / before (below 1: faster)."""
-        return self.after["makespan_us"] / max(self.before["makespan_us"], 1e-12)
+        """Makespan after / before (below 1: faster; 1 for two runs of no time, inf from none to some)."""
+        before, after = self.before["makespan_us"], self.after["makespan_us"]
+        return after / before if before else (1.0 if not after else float("inf"))
 
     def __str__(self) -> str:
         return format_diff(self)
