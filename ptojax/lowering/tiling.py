@@ -228,6 +228,8 @@ def _mapped(ctx, eqn, invals):
         space, whole = out_avals[0].shape, ()
     row = _row_tile(ctx, tensors, space)
     tile = row or vector_tile(ctx, space, [x.dtype for x in tensors] + [a.dtype for a in out_avals], whole)
+    if ctx.op in ("topk", "sort") and p["axis"] < len(space) - 1:   # sorted in the tile's transpose: one
+        tile = tuple(t if d in (p["axis"], len(space) - 1) else 1 for d, t in enumerate(tile))  # matrix
     out_dims = [_output_dims(ctx.op, p, a, space, whole) for a in out_avals]
     in_dims = _input_dims(ctx.op, p, tensors, space)
 
