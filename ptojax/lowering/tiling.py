@@ -230,6 +230,8 @@ def _mapped(ctx, eqn, invals):
     tile = row or vector_tile(ctx, space, [x.dtype for x in tensors] + [a.dtype for a in out_avals], whole)
     if ctx.op in ("topk", "sort") and p["axis"] < len(space) - 1:   # sorted in the tile's transpose: one
         tile = tuple(t if d in (p["axis"], len(space) - 1) else 1 for d, t in enumerate(tile))  # matrix
+    if ctx.op == "transpose":
+        tile = _transposable(tile, tuple(p["permutation"]))
     out_dims = [_output_dims(ctx.op, p, a, space, whole) for a in out_avals]
     in_dims = _input_dims(ctx.op, p, tensors, space)
 
@@ -286,6 +288,20 @@ def _input_dims(op, p, tensors, space):
 
 def _window(dims, shape, space, region):
     return broadcast_window(shape, space, region) if dims == "broadcast" else mapped_window(dims, shape, region)
+
+
+def _transposable(tile, perm) -> tuple:
+    """An output tile of ``transpose`` by ``perm`` whose input tile a ``ttrans`` can permute: its axes
+    longer than one kept in order (a relayout) or two of them swapped. Input axes are cut to 1, the
+    outermost first, sparing the last one and the one that becomes last."""
+    tile, last = list(tile), len(perm) - 1
+    while True:
+        size = {perm[j]: t for j, t in enumerate(tile)}            # input axis -> its tile length
+        moved = [a for a in perm if size[a] > 1]
+        if moved == sorted(moved) or (len(moved) == 2 and moved[0] > moved[1]):
+            return tuple(tile)
+        cut = min(a for a in moved if a not in (last, perm[last]))
+        tile[perm.index(cut)] = 1
 
 
 def _output_dims(op, p, aval, space, whole):
