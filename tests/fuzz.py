@@ -557,29 +557,19 @@ def assert_same(got, want, where=""):
     np.testing.assert_allclose(g[fin], w[fin], rtol=rtol, atol=atol, err_msg=where)
 
 
-# Tile operations instruction selection has no real PTO form for yet (docs/pto.md): the fuzz property
-# accepts their clear PtoUnsupportedError; any other unsupported case fails.
-NO_REAL_FORM_YET = ("pto.ttopk along axis 0 of a",)      # top-k along the first axis of a 3-D / i32 tile
-
-
 def check(spec):
     """The fuzz property for one spec: sim == xla, every lowering level verifies, and Huawei's ptoas
-    accepts the kernel's PTO-AS (wherever ptoas is found, and always in CI) — or the kernel uses a
-    construct with no real PTO form yet, one of the known gaps, named by the error."""
+    accepts the kernel's PTO-AS (wherever ptoas is found, and always in CI)."""
     import jax
 
     fn, args = build(spec)
     sim = pj.kernel(fn, backend="sim")
-    try:
-        lowered = sim.lower(*args)                  # pj.lower(fn, *args), as a kernel stages it: the real
-        lowered.lowering.verify(*args)              # text is selected there, so a gap fails there
-        compiled = lowered.compile()
-        if find_ptoas() or os.environ.get("CI") == "true":
-            compiled.ptoas()                        # a PtoasError names the program, line and message
-        got = jax.tree.leaves(compiled(*args))      # the real text runs: a gap fails the call too
-    except pj.errors.PtoUnsupportedError as err:    # no real form yet: only the known gaps, by name
-        assert any(gap in str(err) for gap in NO_REAL_FORM_YET), err
-        return
+    lowered = sim.lower(*args)                      # pj.lower(fn, *args), as a kernel stages it: the real
+    lowered.lowering.verify(*args)                  # text is selected there, so a gap fails there
+    compiled = lowered.compile()
+    if find_ptoas() or os.environ.get("CI") == "true":
+        compiled.ptoas()                            # a PtoasError names the program, line and message
+    got = jax.tree.leaves(compiled(*args))          # the real text runs: a gap fails the call too
     xla = pj.kernel(fn, backend="xla")              # the same lowering, run by XLA (one trace, not two)
     want = jax.tree.leaves(pj.Lowered(xla, lowered.lowering, lowered.avals).compile()(*args))
     assert len(got) == len(want)

@@ -5,6 +5,7 @@ views with ``?`` valid rows, ``ui32`` tiles and ``tmrgsort``'s list form with it
 output included) and compared with ``np.sort`` / ``jax.lax.top_k`` / ptojax's own semantics: values
 exactly, indices exactly where the values are distinct (ties: the lower index first, which is the
 rule tsort32 / tmrgsort keep). ``ptoas`` itself (when present) checks the text."""
+import contextlib
 import math
 import os
 import re
@@ -199,6 +200,28 @@ def test_int32_top_k_and_sort_equal_xla(rows, n, k):
     assert_no_float_int_views(text)
     if os.path.exists(PTOAS):
         compiled.ptoas()
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.float16])
+@pytest.mark.parametrize("shape,axis,tile", [((40, 16), 0, None), ((3, 24, 8), 1, None), ((12, 3, 16), 0, (4, 3, 16)),
+                                             ((2, 3, 24), 1, (4, 1, 64))])
+def test_top_k_and_sort_along_an_axis_before_the_last(shape, axis, tile, dtype):
+    """Along the first or a middle axis: int32 (which sorts a tile's rows only) is sorted with the axis
+    moved last; float tiles take 1 on the axes but the sorted one and the last (a [2, 3, 24] tile along
+    axis 1 and i32 along axis 0 had no real PTO form). Equal to XLA, indices included; ptoas accepts."""
+    x = (np.random.default_rng(len(shape) + axis).standard_normal(shape) * 50).astype(dtype)
+
+    def fn(v):
+        with pj.tile(vec=tile) if tile else contextlib.nullcontext():
+            return pj.ops.topk(v, 3, axis=axis), jnp.sort(v, axis=axis)
+
+    (values, indices), ordered = pj.kernel(fn)(x)
+    rv, ri = jax.lax.top_k(jnp.moveaxis(x, axis, -1), 3)
+    np.testing.assert_array_equal(np.asarray(values), np.moveaxis(np.asarray(rv), -1, axis))
+    np.testing.assert_array_equal(np.asarray(indices), np.moveaxis(np.asarray(ri), -1, axis))
+    np.testing.assert_array_equal(np.asarray(ordered), np.sort(x, axis=axis))
+    if os.path.exists(PTOAS):
+        pj.kernel(fn).lower(x).compile().ptoas()
 
 
 @pytest.mark.parametrize("largest", [True, False])

@@ -482,6 +482,18 @@ def _is_staged_topk(ctx, eqn, x) -> bool:
 STAGED_TOPK_CHUNK = 2048      # columns per partial top-k when the row is wider than a tile
 
 
+def _is_int_sort_off_last(ctx, eqn, x) -> bool:
+    return ctx.op in ("topk", "sort") and eqn.params["axis"] != x.ndim - 1 and np.dtype(x.dtype) == np.int32
+
+
+def _sort_along_last(x, *, prim, k, axis, largest):
+    """``topk`` / ``sort`` (``prim``) of ``x`` along ``axis`` as the same along the last axis of ``x``
+    with ``axis`` moved last, the results moved back."""
+    perm = [d for d in range(x.ndim) if d != axis] + [axis]
+    back = [perm.index(d) for d in range(x.ndim)]
+    return [ops.permute(y, back) for y in prim.bind(ops.permute(x, perm), k=k, axis=x.ndim - 1, largest=largest)]
+
+
 def _staged_topk(ctx, eqn, invals):
     """``topk`` in stages (``topk.py``): the ``vec`` setting's last dim is the chunk (default
     :data:`STAGED_TOPK_CHUNK`), its other dims the rows of every stage's tiles."""
@@ -631,6 +643,10 @@ def _rule(memory, tiles=None, seen=None):
             return on_device(_iota(ctx, eqn))
         if _is_staged_topk(ctx, eqn, invals[0]):
             return on_device(_staged_topk(ctx, eqn, invals))
+        if _is_int_sort_off_last(ctx, eqn, invals[0]):     # int32 sorts along a tile's rows only: moved last
+            closed = jax.make_jaxpr(functools.partial(_sort_along_last, prim=eqn.primitive, **eqn.params))(
+                jax.ShapeDtypeStruct(invals[0].shape, invals[0].dtype))
+            return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
         if _is_wide_composite(ctx, eqn, invals[0]):       # its reference's ops: staged reductions, blocks of columns
             closed = jax.make_jaxpr(functools.partial(OPS[op].reference, **eqn.params))(
                 *[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in invals])
