@@ -176,3 +176,33 @@ def test_double_rounded_instructions_keep_subnormals(name, x):
     subnormal = (want != 0) & (np.abs(want) < tiny) | (x != 0) & (np.abs(x) < tiny)
     assert subnormal.sum() > 100
     np.testing.assert_array_equal(got[subnormal].view(np.uint32), want[subnormal].view(np.uint32))
+
+
+def _scan(row, better):
+    """The simulator's scan ``if (better(x, best)) best = x`` over ``row``: (index, value)."""
+    at = 0
+    for i, v in enumerate(row):
+        if better(v, row[at]):
+            at = i
+    return at, row[at]
+
+
+def test_row_and_column_extrema_and_products_keep_subnormals_in_eager_calls():
+    """Row/column max, min, argmax and products compare and multiply subnormals as IEEE numbers, as
+    the simulator does (they ran on XLA:CPU, which took every subnormal for 0: a max of 1e-40 and
+    2e-40 was 0 at index 0, a product of 1e-20, 1e-20, 1e20 was 0)."""
+    x = np.array([[1e-40, 2e-40, -1e-42, 3e-39], [-3e-39, -1e-40, -2e-40, -1e-38],
+                  [1e-20, 1e-20, 1e20, 1.0], [6e-39, 1.0, 1.0, 1.0]], np.float32)
+    gt, lt = (lambda a, b: a > b), (lambda a, b: a < b)
+    cases = {"max": (lambda v: jnp.max(v, axis=-1), lambda r: _scan(r, gt)[1], x),
+             "argmax": (lambda v: jnp.argmax(v, axis=-1), lambda r: _scan(r, gt)[0], x),
+             "min of columns": (lambda v: jnp.min(v, axis=0), lambda r: _scan(r, lt)[1], x.T),
+             "argmin of columns": (lambda v: jnp.argmin(v, axis=0), lambda r: _scan(r, lt)[0], x.T)}
+    for name, (fn, scan, rows) in cases.items():
+        want = np.array([scan(list(r)) for r in rows])
+        np.testing.assert_array_equal(np.asarray(pj.kernel(fn)(x)), want, err_msg=name)
+    product = np.ones(4, np.float32)
+    for c in range(4):
+        product = product * x[:, c]                      # in order, each product rounded to float32
+    np.testing.assert_array_equal(np.asarray(pj.kernel(lambda v: jnp.prod(v, axis=-1))(x)), product)
+    assert product[2] > 0 and np.asarray(pj.kernel(lambda v: jnp.max(v, axis=-1))(x))[0] == 3e-39

@@ -96,6 +96,7 @@ def kernels():
         "row reductions": (tiled(lambda x: (jnp.max(x, 1), jnp.min(x, 1), jnp.sum(x, 1),
                                             O.prod(x * 0.1 + 1, 1, keepdims=True)), vec=(16, 64)), X),
         "col reductions": (tiled(lambda x: (jnp.sum(x, 0), jnp.min(x, 0), jnp.argmax(x, 0)), vec=(32, 16)), X),
+        "col sum i32": (tiled(lambda x: jnp.sum(x, 0), vec=(16, 32)), i32(16, 64)),   # TCOLSUM takes floats only
         "argmax rows": (tiled(lambda x: jnp.argmax(x, 1), vec=(16, 64)), X),
         "broadcasts": (tiled(lambda x, r, c: (x - r[:, None], x * r[:, None], x / (jnp.abs(r[:, None]) + 1),
                                               x + c[None, :], x * c[None, :], x - c[None, :],

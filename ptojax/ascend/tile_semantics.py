@@ -555,10 +555,44 @@ def _reduce_best(axis: int, largest: bool, want_index: bool):
     return op
 
 
+def _np_reduce_best(axis: int, largest: bool, want_index: bool):
+    """:func:`_reduce_best` on NumPy (operands with leading grid point axes; ``axis`` -1 or -2): the
+    scan ends at the first hit of the extreme (0 where element 0 is NaN) and keeps its value, IEEE
+    subnormals compared as they are where XLA:CPU takes them for zeros."""
+    def op(src, *tmp, out=None):
+        x = np.asarray(src)
+        nan = np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, bool)
+        clean = np.where(nan, -np.inf if largest else np.inf, x) if x.dtype.kind == "f" else x
+        extreme = (np.max if largest else np.min)(clean, axis=axis, keepdims=True)
+        first = np.argmax(~nan & (clean == extreme), axis=axis, keepdims=True)
+        at = np.where(np.take(nan, [0], axis=axis), 0, first)
+        if want_index:
+            return at.astype(_out_dtype(out, I32))
+        return np.take_along_axis(x, at, axis=axis).astype(_out_dtype(out, x.dtype))
+    return op
+
+
+def _np_prod(axis: int):
+    """:func:`trowprod` / :func:`tcolprod` on NumPy: the same in-order fold (``np.multiply.accumulate``
+    multiplies in order; an integer product wraps in any order), subnormals kept."""
+    def op(src, *tmp, out=None):
+        x = np.asarray(src)
+        dt = _out_dtype(out, x.dtype)
+        with np.errstate(all="ignore"):
+            if not _is_float(dt):
+                return np.prod(x.astype(dt), axis=axis, keepdims=True, dtype=dt)
+            return np.take(np.multiply.accumulate(x.astype(dt), axis=axis), [-1], axis=axis)
+    return op
+
+
 for _axis, _name in ((1, "row"), (0, "col")):
     for _largest, _k in ((True, "max"), (False, "min")):
         _register(f"t{_name}{_k}")(_reduce_best(_axis, _largest, False))
         _register(f"t{_name}arg{_k}")(_reduce_best(_axis, _largest, True))
+        ON_NUMPY[f"t{_name}{_k}"] = _np_reduce_best(_axis - 2, _largest, False)
+        ON_NUMPY[f"t{_name}arg{_k}"] = _np_reduce_best(_axis - 2, _largest, True)
+    ON_NUMPY[f"t{_name}prod"] = _np_prod(_axis - 2)     # not in f16 / bf16: NumPy's half NaN is not x86's
+    ON_NUMPY_IF[f"t{_name}prod"] = lambda src, *tmp, out=None: _out_dtype(out, np.asarray(src).dtype) in (F32, I32, I8)
 
 
 # ---------------------------------------------------------------------------- compare/select

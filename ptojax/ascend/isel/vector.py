@@ -331,12 +331,12 @@ def _nan_aware(sel, s, kind: str, src: str, out: str, reduce):
 
 
 def _by_columns(sel, kind: str, src: str, out: str):
-    """``out`` := the reduction of each column of ``src`` (``tcol*``; integer arg-reductions as row
-    reductions of the transpose)."""
+    """``out`` := the reduction of each column of ``src`` (``tcol*``; integer sums and arg-reductions
+    as row reductions of the transpose: pto-isa's TCOLSUM takes float tiles only)."""
     ts, to = sel.types[src], sel.types[out]
     rows, cols = ts.v_row, ts.v_col
     arg = kind in ("argmax", "argmin")
-    if arg and ts.dtype not in _FLOATS:
+    if (arg or kind == "sum") and ts.dtype not in _FLOATS:
         flipped = sel.like(src, rows=cols, cols=rows)
         sel.emit("ttrans", [src, sel.like(src)], [flipped])
         result = sel.like(flipped, cols=1, dtype=to.dtype)
