@@ -25,6 +25,7 @@ ELEMENTWISE = frozenset(T.COMPUTE[n] for n in ("add", "sub", "mul", "div", "maxi
 # Tile-scalar forms (TADDS, TMULS, ...): the scalar operand is an immediate.
 SCALAR_FORM = {"tadd": "tadds", "tsub": "tsubs", "tmul": "tmuls", "tdiv": "tdivs", "tmax": "tmaxs", "tmin": "tmins"}
 
+MAX_VIEW_RANK = 5        # dims of a PTO-AS tensor view (pto-isa's GlobalTensor shapes; ptoas fails on more)
 _ALIGN = {"vec": 32, "mat": 32, "left": 512, "right": 512, "acc": 512}
 _BUFFER = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B", "acc": "L0C"}
 
@@ -118,6 +119,7 @@ class _Codegen:
         self.tiles: dict = {}        # tile name -> (TileBuf, addr)
         self.holders: dict = {}      # tile name -> vars still referring to it
         self.views: dict = {}        # jaxpr GM var -> (view name, ViewType)
+        self.kept: dict = {}         # view name -> the GM dims it keeps, where unit dims were dropped
         self.counter = 0
 
     # ---------------------------------------------------------------------------------- helpers
@@ -165,14 +167,21 @@ class _Codegen:
         name = self.names[v]
         return asm.Operand(name, self.tiles[name][0] if name in self.tiles else "index")   # a grid index (tci)
 
-    def view_of(self, gm):
+    def view_of(self, gm, whole: bool = False):
+        """``gm``'s view; ``whole``: read or written as a whole tensor (its dims as they are)."""
         if gm not in self.views:
             raise PtoUnsupportedError(f"pto codegen: program '{self.program.name}' reads a GM value that is not "
                                       "one of its parameters")
+        if whole and self.views[gm][0] in self.kept:
+            raise PtoUnsupportedError(f"pto codegen: program '{self.program.name}': a gather or scatter of a GM tensor "
+                                      f"of rank {len(gm.aval.shape)}; a PTO-AS tensor view holds at most {MAX_VIEW_RANK}")
         return self.views[gm]
 
     def partition(self, gm, indices, window):
         view, vtype = self.view_of(gm)
+        kept = self.kept.get(view, range(len(window.shape)))
+        window = T.Window(*(tuple(part[d] for d in kept) for part in (window.shape, window.index, window.stride,
+                                                                      window.base)))
         offsets = []
         for i, s, b in zip(window.index, window.stride, window.base):
             if i < 0:
@@ -204,8 +213,16 @@ class _Codegen:
         for j, v in enumerate(self.body.invars[n:]):
             params.append((f"%arg{j}", f"!pto.ptr<{asm.dtype_name(v.aval.dtype)}>"))
             shape = tuple(v.aval.shape)
-            vtype = asm.ViewType(shape, asm.dtype_name(v.aval.dtype))
             strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+            if len(shape) > MAX_VIEW_RANK:          # unit dims dropped: no window moves along them
+                kept = tuple(d for d, n in enumerate(shape) if n != 1)
+                if len(kept) > MAX_VIEW_RANK:
+                    raise PtoUnsupportedError(f"pto codegen: program '{self.program.name}': a GM tensor of shape "
+                                              f"{list(shape)} has {len(kept)} dims longer than 1; a PTO-AS tensor "
+                                              f"view holds at most {MAX_VIEW_RANK}")
+                self.kept[f"%v{j}"] = kept
+                shape, strides = tuple(shape[d] for d in kept), [strides[d] for d in kept]
+            vtype = asm.ViewType(shape, asm.dtype_name(v.aval.dtype))
             self.views[v] = (f"%v{j}", vtype)
             self.views_code.append(asm.MakeView(f"%v{j}", f"%arg{j}", vtype, tuple(self.const(x) for x in shape),
                                                 tuple(self.const(x) for x in strides)))
@@ -233,7 +250,7 @@ class _Codegen:
             self.views[eqn.outvars[0]] = self.views[gm]
         elif prim is T.mscatter_p:
             gm, idx, rows = eqn.invars
-            name, vtype = self.view_of(gm)
+            name, vtype = self.view_of(gm, whole=True)
             attrs = (("accumulate", eqn.params["accumulate"]), ("axis", eqn.params["axis"]),
                      ("shapes", (tuple(idx.aval.shape), tuple(rows.aval.shape))))
             self.code.append(asm.Instr("mscatter", (self.operand(idx), self.operand(rows)),
@@ -262,7 +279,7 @@ class _Codegen:
         """``mgather`` or a registered GM reader: the GM tensor's view, then tile operands (their logical
         shapes in ``shapes``), into new tiles in the primitive's buffer."""
         gm, *rest = eqn.invars
-        name, vtype = self.view_of(gm)
+        name, vtype = self.view_of(gm, whole=True)
         ins = (asm.Operand(name, vtype), *(self.operand(v) for v in rest))
         shapes = tuple(tuple(v.aval.shape) for v, o in zip(rest, ins[1:]) if isinstance(o.type, asm.TileBuf))
         attrs = tuple((k, _param(v)) for k, v in sorted(eqn.params.items())) + (("shapes", shapes),)
