@@ -206,3 +206,15 @@ def test_row_and_column_extrema_and_products_keep_subnormals_in_eager_calls():
         product = product * x[:, c]                      # in order, each product rounded to float32
     np.testing.assert_array_equal(np.asarray(pj.kernel(lambda v: jnp.prod(v, axis=-1))(x)), product)
     assert product[2] > 0 and np.asarray(pj.kernel(lambda v: jnp.max(v, axis=-1))(x))[0] == 3e-39
+
+
+def test_floor_and_ceil_of_subnormals_in_eager_calls():
+    """Float-to-int conversions rounding down or up take a subnormal as the number it is (XLA:CPU took
+    it for 0: ``floor(-1e-42)`` was 0 where the simulator gives -1), and ``jnp.floor`` / ``ceil`` of
+    floats with them."""
+    x = np.array([[-1e-42, 1e-40, -1e-40, 3e-39, 0.0, -0.0, 2.5, -2.5]], np.float32)
+    for rounding, want in (("floor", np.floor(x)), ("ceil", np.ceil(x))):
+        got = pj.kernel(lambda v: pj.ops.cast(v, jnp.int32, rounding=rounding))(x)
+        np.testing.assert_array_equal(np.asarray(got), want.astype(np.int32), err_msg=rounding)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(jnp.floor)(x)), np.floor(x))
+    np.testing.assert_array_equal(np.asarray(pj.kernel(jnp.ceil)(x)), np.ceil(x))

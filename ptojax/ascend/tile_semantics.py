@@ -748,34 +748,44 @@ def _limits(dt: np.dtype) -> tuple[float, float]:
     return float(info.min), float(info.max)
 
 
-def _round_integral(v, mode: str):
+def _round_integral(v, mode: str, xp=jnp):
     """``applyRoundingToIntegral`` on float32 values (exact: every step is representable)."""
     if mode == "rint":
-        return jnp.round(v)                               # half to even
+        return xp.round(v)                                # half to even
     if mode == "round":                                   # half away from zero
-        t = jnp.trunc(v)
-        return jnp.where(jnp.abs(v - t) >= 0.5, t + jnp.sign(v), t)
+        t = xp.trunc(v)
+        return xp.where(xp.abs(v - t) >= 0.5, t + xp.sign(v), t)
     if mode == "floor":
-        return jnp.floor(v)
+        return xp.floor(v)
     if mode == "ceil":
-        return jnp.ceil(v)
+        return xp.ceil(v)
     if mode == "trunc":
-        return jnp.trunc(v)
+        return xp.trunc(v)
     if mode == "odd":                                     # ties to the odd neighbour
-        f = jnp.floor(v)
+        f = xp.floor(v)
         frac = v - f
-        f_odd = jnp.fmod(f, 2) != 0
-        return jnp.where(frac > 0.5, f + 1, jnp.where(frac < 0.5, f, jnp.where(f_odd, f, f + 1)))
+        f_odd = xp.fmod(f, 2) != 0
+        return xp.where(frac > 0.5, f + 1, xp.where(frac < 0.5, f, xp.where(f_odd, f, f + 1)))
     return v                                              # NONE: the cast truncates
 
 
-def _float_to_int(v, dst: np.dtype):
+def _float_to_int(v, dst: np.dtype, xp=jnp):
     """g++/x86 ``static_cast<D>(double)``: cvttsd2si to int32 (NaN / out of range → INT32_MIN),
     then the low bits for int16/int8."""
     v = v.astype(F32)
     ok = (v >= -2.0 ** 31) & (v < 2.0 ** 31)              # False for NaN
-    i = jnp.where(ok, jnp.trunc(jnp.where(ok, v, 0)).astype(jnp.int32), jnp.int32(-2 ** 31))
+    i = xp.where(ok, xp.trunc(xp.where(ok, v, 0)).astype(np.int32), np.int32(-2 ** 31))
     return i.astype(dst)
+
+
+def _saturated(x, s: np.dtype, d: np.dtype, xp=jnp):
+    """``sat_mode`` ON: ``x`` clamped to the source and destination ranges (NaN to the upper limit)."""
+    (sl, sh), (dl, dh) = _limits(s), _limits(d)
+    lo, hi = max(sl, dl), min(sh, dh)
+    if _is_float(s):
+        lo_s, hi_s = (xp.asarray(np.asarray(v, np.float64).astype(s)) for v in (lo, hi))
+        return xp.where(xp.isnan(x), hi_s, xp.minimum(xp.maximum(x, lo_s), hi_s))
+    return xp.clip(x, int(lo), int(hi)).astype(s)
 
 
 def _int_to_bf16(i):
@@ -812,18 +822,28 @@ def tcvt(src, *tmp, rmode="CAST_RINT", sat_mode="OFF", out):
     s, d = _dt(x), np.dtype(out.dtype)
     mode = _rmode(rmode)
     if _sat_on(sat_mode):
-        (sl, sh), (dl, dh) = _limits(s), _limits(d)
-        lo, hi = max(sl, dl), min(sh, dh)
-        if _is_float(s):
-            lo_s, hi_s = (jnp.asarray(np.asarray(v, np.float64).astype(s)) for v in (lo, hi))
-            x = jnp.where(jnp.isnan(x), hi_s, jnp.minimum(jnp.maximum(x, lo_s), hi_s))
-        else:
-            x = jnp.clip(x, int(lo), int(hi)).astype(s)
+        x = _saturated(x, s, d)
     if _is_float(s) and not _is_float(d):
         return _float_to_int(_round_integral(x.astype(F32), mode), d)
     if not _is_float(s) and d == BF16 and s.itemsize == 4:
         return _int_to_bf16(x.astype(jnp.int32))
     return x.astype(d)        # RNE float→float / int→float (exact via f32), wrapping int→int
+
+
+def _np_tcvt(src, *tmp, rmode="CAST_RINT", sat_mode="OFF", out):
+    """:func:`tcvt` of floats to integers on NumPy: the same steps, subnormals rounded as the numbers
+    they are (XLA:CPU takes them for 0: ``floor(-1e-42)`` was 0, not -1)."""
+    x = np.asarray(src)
+    s, d = x.dtype, np.dtype(out.dtype)
+    with np.errstate(all="ignore"):
+        if _sat_on(sat_mode):
+            x = _saturated(x, s, d, np)
+        return _float_to_int(_round_integral(x.astype(F32), _rmode(rmode), np), d, np)
+
+
+ON_NUMPY["tcvt"] = _np_tcvt
+ON_NUMPY_IF["tcvt"] = lambda src, *tmp, out=None, **attrs: (np.asarray(src).dtype.kind == "f"
+                                                            and np.dtype(out.dtype).kind in "iu")
 
 
 # ----------------------------------------------------------------------------------- matmul
