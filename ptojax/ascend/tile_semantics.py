@@ -880,9 +880,8 @@ def _mul_add_chain(a32, b32):
     The +0.0 start goes through an optimization barrier: XLA would otherwise drop the first add
     (``0 + x`` is ``x`` but for -0.0), and a backend that fuses multiply-adds could then fuse the
     second add with the FIRST product instead of the second."""
-    def block(start, size):
-        a, b = _slice(a32, start, size, 1), _slice(b32, start, size, 0)
-        return [(a[:, k:k + 1], b[k:k + 1, :]) for k in range(size)]
+    def block(start, size):     # a slice per product: a block sliced once ran 2-3x slower under vmap
+        return [(_slice(a32, start + k, 1, 1), _slice(b32, start + k, 1, 0)) for k in range(size)]
 
     return _chain(a32.shape[1], lax.optimization_barrier(_mm_zeros(a32, b32)), block,
                   lambda acc, ab: acc + ab[0] * ab[1], MATMUL_BLOCKS, MATMUL_BLOCKS[-1])
