@@ -343,7 +343,7 @@ def test_cumulative_max_min_prod_and_logsumexp(axis, reverse):
 # ------------------------------------------------------------------------- inverse and hyperbolic
 INVERSE = {  # jnp name: (float64 reference, ulp bound, argument ranges)
     "arctan": (np.arctan, 3, [(-5, 5), (-1e4, 1e4)]),
-    "arcsin": (np.arcsin, 3, [(-1, 1)]),
+    "arcsin": (np.arcsin, 4, [(-1, 1), (0.3, 0.6)]),
     "arccos": (np.arccos, 3, [(-1, 1)]),
     "sinh": (np.sinh, 8, [(-3, 3), (-89, 89)]),
     "cosh": (np.cosh, 4, [(-3, 3), (-89, 89)]),
@@ -363,7 +363,7 @@ def test_inverse_and_hyperbolic_functions(name):
     ref, bound, ranges = INVERSE[name]
     rng = np.random.default_rng(17)
     tiny = 10.0 ** -rng.uniform(1, 20, 500)
-    x = np.concatenate([rng.uniform(lo, hi, 4000) for lo, hi in ranges] + [tiny, -tiny, EDGES]).astype(F32)
+    x = np.concatenate([rng.uniform(lo, hi, 100_000) for lo, hi in ranges] + [tiny, -tiny, EDGES]).astype(F32)
     got = np.asarray(pj.kernel(getattr(jnp, name))(x))
     with np.errstate(all="ignore"):
         want = ref(x.astype(np.float64))
