@@ -32,7 +32,7 @@ import numpy as np
 from . import ascend
 from ._jax import Primitive, ad, batching, host_call_lowering, mlir, per_device, result_aval, xla
 from .ascend.targets import target as get_target
-from .errors import PtoArgumentError, PtoCapacityError, PtoUnsupportedError, no_derivative
+from .errors import PtoArgumentError, PtoCapacityError, PtoError, PtoUnsupportedError, no_derivative
 from .execute import execute_flat, replay_function, steering
 from .lowering.pipeline import Lowering, lower
 
@@ -169,14 +169,22 @@ def _leaf_labels(in_tree, arg_names) -> list:
     return labels
 
 
+_TRACER = r"\w*Tracer\([^)]*\)|Traced<[^>]*>(with<[^>]*>)?"     # how JAX prints a tracer in its messages
+
+
 def _traced_value_error(name: str, fn, args, tree, err) -> PtoArgumentError:
     """JAX's error of a trace that needed an argument's value, naming the argument as the user does."""
     which = re.search(r"argument xs\[(\d+)\]", str(err))
     labels = _leaf_labels(tree, _arg_names(fn, len(args)))
     source = f" from {labels[int(which.group(1))]}" if which else ""
     lines = str(err).split("\n")
-    detail = lines[1].strip() if isinstance(err, jax.errors.ConcretizationTypeError) and len(lines) > 1 else ""
-    detail = "" if detail.startswith("The error occurred") else f": {detail}"
+    if isinstance(err, jax.errors.ConcretizationTypeError):
+        detail = lines[1].strip() if len(lines) > 1 else ""
+    elif not isinstance(err, jax.errors.JAXTypeError):       # JAX's TypeError / IndexError: its first line
+        detail = re.sub(_TRACER, "a traced value", lines[0]).strip()
+    else:
+        detail = ""
+    detail = "" if not detail or detail.startswith("The error occurred") else f": {detail}"
     return PtoArgumentError(
         f"pj.kernel '{name}': tracing needs the value of a traced argument{source} ({type(err).__name__}"
         f"{detail}); a kernel's arguments are traced "
@@ -400,6 +408,10 @@ class Kernel:
                 lowering = lower(self.fn, *specs, options=self.options.pass_options, memory=memory)
             except (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
                     jax.errors.TracerArrayConversionError) as err:
+                raise _traced_value_error(self.name, self.fn, args, tree, err) from err
+            except (TypeError, IndexError) as err:      # a shape or a slice bound of a traced value
+                if isinstance(err, PtoError) or not re.search(_TRACER, str(err)):
+                    raise
                 raise _traced_value_error(self.name, self.fn, args, tree, err) from err
             if self.options.backend != "sim" or lowering.symbolic:
                 return Lowered(self, lowering, _avals(flat))

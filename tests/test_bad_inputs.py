@@ -216,7 +216,7 @@ CASES = [
     ("cube-two-dims", lambda: pj.tile(cube=(16, 16)).__enter__(), pj.PtoArgumentError, r"pj\.tile: cube tile \(16, 16\) must be 3 positive ints"),
     ("cube-not-fractal", lambda: pj.tile(cube=(64, 40, 32)).__enter__(), pj.PtoArgumentError,
      r"cube tile \(m=64, k=40, n=32\) must be multiples of the 16x16x16 fractal"),
-    ("cube-oversize", lambda: pj.tile(cube=(256, 256, 256)).__enter__(), pj.PtoArgumentError,
+    ("cube-oversize", lambda: pj.tile(cube=(256, 256, 256)).__enter__(), pj.PtoCapacityError,
      r"needs 262144 bytes of L0C even for int8 operands; L0C holds 131072 bytes"),
     # ------------------------------------------------------------------------------------ lowering
     ("vec-misaligned", _lower(_tiled(lambda x: x * 2, vec=(32, 8)), S((64, 64), jnp.float16)), pj.PtoArgumentError,
@@ -323,6 +323,11 @@ CASES = [
      r"from argument 1 'n' \(TracerBoolConversionError\); a kernel's arguments are traced"),
     ("kernel-realize-ub-names-label", lambda: pj.kernel(_labelled_tanh).lower(f32(96, 1024)), pj.PtoCapacityError,
      r"pto realize: function @tanh \(label 'Act'\) needs 247296 bytes of UB .* UB holds 196608 bytes"),
+    ("kernel-traced-shape", lambda: pj.kernel(lambda x, n: x + jnp.zeros((n,)))(f32(4, 8), 8), pj.PtoArgumentError,
+     r"from argument 1 'n' \(TypeError: Shapes must be 1D sequences of concrete values of integer type, got "
+     r"\(a traced value,\)\.\); a kernel's arguments are traced as under jax\.jit"),
+    ("kernel-traced-slice-bound", lambda: pj.kernel(lambda x, n: x[:n])(f32(4, 8), 2), pj.PtoArgumentError,
+     r"tracing needs the value of a traced argument \(IndexError: Slice entries must be static integers"),
     ("donate-argnums-outside", lambda: pj.kernel(lambda x: x * 2, donate_argnums=3)(f32(4, 8)), pj.PtoArgumentError,
      r"donate_argnums \[3\] name no argument of the 1 given"),
     ("polymorphic-spec-rank", lambda: pj.kernel(lambda x: x * 2, polymorphic_shapes=("m, 8, 3",))(f32(4, 8)),

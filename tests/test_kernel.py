@@ -341,10 +341,14 @@ def test_constant_outputs_of_any_rank_under_jit():
 
 def test_an_op_without_a_real_form_fails_at_trace_time_under_jit():
     """Selection runs in ``lower()``: under jax.jit the PtoUnsupportedError of an op with no real form
-    yet (a sort of int32 values along the first axis) is raised while tracing, not as an XLA runtime error
-    from a callback."""
-    n = np.random.default_rng(0).integers(-9, 9, (4, 9)).astype(np.int32)
-    kernel = pj.kernel(lambda v: jnp.sort(v, axis=0))
+    yet (a max over leading axes that are not next to each other) is raised while tracing, not as an XLA
+    runtime error from a callback."""
+    def fn(v):
+        with pj.tile(vec=(2, 6, 3, 32)):
+            return jnp.max(v, axis=(0, 2))
+
+    x = np.random.default_rng(0).standard_normal((2, 6, 3, 32)).astype(np.float32)
+    kernel = pj.kernel(fn)
     for stage in (jax.jit(kernel), kernel.lower):
-        with pytest.raises(pj.PtoUnsupportedError, match=r"along axis 0 of a \[4, 9\] i32 tile"):
-            stage(n)
+        with pytest.raises(pj.PtoUnsupportedError, match=r"pto\.tamax over axes \[0, 2\] of a \[2, 6, 3, 32\] tile"):
+            stage(x)

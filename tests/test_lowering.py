@@ -202,7 +202,7 @@ def test_misaligned_vector_tile_is_an_error():
 
 
 def test_oversize_cube_tile_is_an_error_where_it_is_set():
-    with pytest.raises(pj.PtoArgumentError, match=r"cube tile \(m=256, k=256, n=256\) needs 262144 bytes of L0C even for "
+    with pytest.raises(pj.PtoCapacityError, match=r"cube tile \(m=256, k=256, n=256\) needs 262144 bytes of L0C even for "
                                                    r"int8 operands; L0C holds 131072 bytes"):
         with pj.tile(cube=(256, 256, 256)):
             pass

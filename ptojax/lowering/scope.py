@@ -14,7 +14,7 @@ import re
 import jax
 import numpy as np
 
-from ..errors import PtoArgumentError
+from ..errors import PtoArgumentError, PtoCapacityError
 from .memory import ASCEND_CORE
 
 _MARK = "pto.tile["
@@ -61,7 +61,7 @@ def check_cube(cube, memory=ASCEND_CORE) -> None:
     for name, need, cap in (("L0A", m * k, memory.l0a), ("L0B", k * n, memory.l0b),
                             ("L0C", m * n * 4, memory.l0c)):
         if need > cap:
-            raise PtoArgumentError(f"pj.tile: cube tile (m={m}, k={k}, n={n}) needs {need} bytes of {name} even for "
+            raise PtoCapacityError(f"pj.tile: cube tile (m={m}, k={k}, n={n}) needs {need} bytes of {name} even for "
                                    f"int8 operands; {name} holds {cap} bytes")
 
 
@@ -71,7 +71,7 @@ def check_vec(vec, memory=ASCEND_CORE) -> None:
     if vec[-1] > memory.max_cols or (len(vec) > 1 and int(np.prod(vec[:-1])) > memory.max_rows):
         raise PtoArgumentError(f"pj.tile: vec tile {vec} exceeds {memory.max_rows} rows x {memory.max_cols} columns")
     if int(np.prod(vec)) > memory.ub:
-        raise PtoArgumentError(f"pj.tile: vec tile {vec} holds {int(np.prod(vec))} elements; even int8 tiles "
+        raise PtoCapacityError(f"pj.tile: vec tile {vec} holds {int(np.prod(vec))} elements; even int8 tiles "
                                f"must fit the {memory.ub}-byte UB")
 
 
