@@ -149,6 +149,24 @@ def test_summary_diff_and_chrome_trace(profiled, tmp_path):
     assert d.makespan_ratio == other.makespan_us / profile.makespan_us
 
 
+def test_saved_summaries_count_the_tiles_a_task_runs():
+    """A label of 4 tiles in one task (``tiles_per_block``) ran on one core: the saved summary and the
+    diff flag it as the HTML report does (they counted each task as one tile: 'tiles 1', not flagged)."""
+    def fn(a, b):
+        with pj.tile(cube=(32, 64, 32)), jax.named_scope("Linear"):
+            return pj.ops.matmul(a, b)
+
+    args = [np.ones((128, 64), np.float16), np.ones((64, 32), np.float16)]
+    one_task = pj.kernel(fn, options={"tiles_per_block": {"Linear": 4}}).lower(*args).compile().profile()
+    spread = pj.kernel(fn).lower(*args).compile().profile()
+    saved = report.summary(one_task)
+    assert one_task.tasks == 1 and saved["load"]["single_core"] == ["Linear (AIC 0)"]
+    assert [(x["tasks"], x["tiles"]) for x in saved["load"]["labels"]] == [(1, 4)]
+    assert report.summary(spread)["load"]["single_core"] == []
+    rows = {r[0]: r[1:] for r in report.diff(spread, one_task).rows}
+    assert rows["single-core labels"][:2] == (0, 1)
+
+
 def test_diff_of_runs_of_no_tasks():
     """A loop of 0 trips against one of 2: the ratio is 1 between two runs of no time, inf from none to
     some (it was 0.0, 'faster')."""

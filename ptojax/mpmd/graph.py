@@ -98,6 +98,7 @@ class Task:
                                         # of its block call (stage) that do so write other rows of them
     binding: int = -1               # the entry of Plan.bindings its body reads its GM arrays from
     hbm: int = 0                    # GM bytes it reads from HBM (the L2 rule, mpmd/l2.py); the rest hit L2
+    points: int = 1                 # grid points (tiles) it runs: more than one with tiles_per_block
     _preds: list | None = dataclasses.field(default=None, init=False, repr=False)
     _succs: list | None = dataclasses.field(default=None, init=False, repr=False)
     _rank: float = dataclasses.field(default=0.0, init=False, repr=False)

@@ -369,7 +369,7 @@ class _Orchestrator:
                 made.append((Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
                                   run, reads, writes, at[0], self.stage, nbytes,
                                   None if group is None else (group, at), scatters=scatters,
-                                  binding=len(self.bindings) - 1), at))
+                                  binding=len(self.bindings) - 1, points=len(at)), at))
                 self.emit(made[-1][0])
             if self.l2 is not None:
                 self.price_memory(part, made)
