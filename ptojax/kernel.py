@@ -170,6 +170,8 @@ def _leaf_labels(in_tree, arg_names) -> list:
 
 
 _TRACER = r"\w*Tracer\([^)]*\)|Traced<[^>]*>(with<[^>]*>)?"     # how JAX prints a tracer in its messages
+_NEEDS_VALUE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
+                jax.errors.TracerArrayConversionError)
 
 
 def _traced_value_error(name: str, fn, args, tree, err) -> PtoArgumentError:
@@ -406,11 +408,8 @@ class Kernel:
         while True:
             try:
                 lowering = lower(self.fn, *specs, options=self.options.pass_options, memory=memory)
-            except (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
-                    jax.errors.TracerArrayConversionError) as err:
-                raise _traced_value_error(self.name, self.fn, args, tree, err) from err
-            except (TypeError, IndexError) as err:      # a shape or a slice bound of a traced value
-                if isinstance(err, PtoError) or not re.search(_TRACER, str(err)):
+            except (TypeError, IndexError) as err:      # JAX's: the trace needs a traced value (a shape too)
+                if isinstance(err, PtoError) or not (isinstance(err, _NEEDS_VALUE) or re.search(_TRACER, str(err))):
                     raise
                 raise _traced_value_error(self.name, self.fn, args, tree, err) from err
             if self.options.backend != "sim" or lowering.symbolic:

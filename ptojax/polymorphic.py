@@ -43,12 +43,11 @@ def _specs(kernel, args):
             raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic shape {spec!r} has {rank} "
                                    f"dim{'s' * (rank != 1)} for argument {i} of shape {list(np.shape(arg))}")
     constraints = kernel.options.polymorphic_constraints
+    symbols = {name for spec in shapes if isinstance(spec, str) for name in re.findall(r"[A-Za-z_]\w*", spec)}
     for c in constraints:               # jax.export reads a malformed one as a malformed shape
         if not re.fullmatch(r"[^<>=]+(>=|<=|==)[^<>=]+", c):
             raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic constraint {c!r} is not "
                                    "'<expr> >= <expr>' (or <=, ==)")
-    symbols = {name for spec in shapes if isinstance(spec, str) for name in re.findall(r"[A-Za-z_]\w*", spec)}
-    for c in constraints:
         unknown = set(re.findall(r"[A-Za-z_]\w*", c)) - symbols - {"mod", "floordiv", "max", "min", "non_negative"}
         if unknown:
             raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic constraint {c!r} names "
