@@ -32,7 +32,7 @@ import numpy as np
 from . import ascend
 from ._jax import Primitive, ad, batching, host_call_lowering, mlir, per_device, result_aval, xla
 from .ascend.targets import target as get_target
-from .errors import PtoArgumentError, PtoCapacityError, PtoError, PtoUnsupportedError, no_derivative
+from .errors import PtoArgumentError, PtoCapacityError, PtoError, no_derivative
 from .execute import execute_flat, replay_function, steering
 from .lowering.pipeline import Lowering, lower
 

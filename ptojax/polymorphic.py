@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from .ascend import compile_kernel
-from .ascend.dynamic import DynamicKernel, TemplateMismatch, row_vars
+from .ascend.dynamic import DynamicKernel, row_vars
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError, no_derivative
 from .execute import execute_dynamic

@@ -50,12 +50,8 @@ _SUBSET = re.compile(r"(\s*)(%\w+) = pto\.subset (%\w+)\[[^\]]*\] sizes \[[^\]]*
 _FOR = re.compile(r"\s*scf\.for (%\w+) = (%\w+) to (%\w+) step (%\w+)")
 
 
-def _err(fn: str, why: str, kind=PtoUnsupportedError) -> PtoUnsupportedError:
-    return kind(f"pto dynamic rows: function '{fn}': {why}")
-
-
-class TemplateMismatch(PtoUnsupportedError):
-    """A row tile that does not divide the template size: another template may suit."""
+def _err(fn: str, why: str) -> PtoUnsupportedError:
+    return PtoUnsupportedError(f"pto dynamic rows: function '{fn}': {why}")
 
 
 def _split(text: str) -> list[str]:
@@ -463,7 +459,7 @@ class DynamicKernel:
                 t = self.rows[fn]
                 if t is not None and part.shape[0] * t != self.row_count(fn, size):
                     raise _err(fn, f"{part.shape[0]} blocks of {t} rows do not tile the template's "
-                                   f"{self.row_count(fn, size)} rows", TemplateMismatch)
+                                   f"{self.row_count(fn, size)} rows")
         self._module = None
 
     def _rows(self, v) -> bool:

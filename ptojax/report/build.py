@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 
 from ..ascend.targets import target as get_target
@@ -80,7 +79,7 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
                         "before_title": nxt and nxt["title"]})
     graph = block_graph(compiled.lowering) if compiled is not None else None
     name = title or (compiled.name if compiled is not None else None)
-    summ = summary(profile, name=name, tiles=block_tiles(graph) if graph else None)
+    summ = summary(profile, name=name)
     data = {
         "title": title or (compiled.name if compiled is not None else "kernel"),
         "signature": repr(compiled) if compiled is not None else "",
@@ -117,16 +116,6 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
     return data
 
 
-def block_tiles(graph: dict) -> dict:
-    """Label (a task's title: its label, else its program) -> core kind -> grid points of its block calls."""
-    out: dict = {}
-    for n in graph["nodes"]:
-        for p in n.get("parts", ()):
-            kinds = out.setdefault(n["label"] or p["program"], {})
-            kinds[p["core"]] = kinds.get(p["core"], 0) + math.prod(p["grid"])
-    return out
-
-
 def _thaw(v):
     if isinstance(v, tuple) and v and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in v):
         return {k: _thaw(x) for k, x in v}
@@ -146,4 +135,4 @@ def load_options(path) -> dict:
         return json.load(f)
 
 
-__all__ = ["LEVELS", "PALETTE", "block_tiles", "build", "label_colours", "load_options"]
+__all__ = ["LEVELS", "PALETTE", "build", "label_colours", "load_options"]

@@ -34,20 +34,18 @@ def runs(labels) -> list:
     return out
 
 
-def summary(profile, *, name: str | None = None, options=None, tiles: dict | None = None) -> dict:
-    """The saved form of a profile (see the module docstring); JSON-able. ``tiles``: label -> core kind
-    -> grid points (from the kernel's Block graph), for the single-core check; else the grid points
-    the tasks ran (several per task with ``tiles_per_block``)."""
+def summary(profile, *, name: str | None = None, options=None) -> dict:
+    """The saved form of a profile (see the module docstring); JSON-able. The single-core check counts
+    the grid points (tiles) the tasks ran, several per task with ``tiles_per_block``."""
     trace = profile.trace
     tasks = trace.graph.tasks
     counts: dict = {}
     for r in trace.records:
         counts[r.title] = counts.get(r.title, 0) + 1
-    if tiles is None:
-        tiles = {}
-        for t in tasks:
-            kinds = tiles.setdefault(t.label or t.name, {})
-            kinds[t.core] = kinds.get(t.core, 0) + t.points
+    tiles: dict = {}                                   # label -> core kind -> grid points
+    for t in tasks:
+        kinds = tiles.setdefault(t.label or t.name, {})
+        kinds[t.core] = kinds.get(t.core, 0) + t.points
     return {
         "format": SUMMARY_FORMAT, "name": name, "machine": getattr(trace.machine, "name", ""), "mode": trace.mode,
         "makespan_us": profile.makespan_us, "lower_bound_us": profile.lower_bound_us,
