@@ -41,13 +41,13 @@ from .ascend import asm
 from .ascend import cost as _cost
 from .ascend import isa as _isa
 from .ascend import tile_semantics as _tile_semantics
-from .errors import PtoArgumentError, PtoDtypeError, PtoShapeError, PtoUnsupportedError
+from .errors import PtoArgumentError, PtoDtypeError, PtoShapeError, PtoUnsupportedError, op_error
 from .lowering import ir
 from .lowering.tensor import to_tensor_level
-from .lowering.walk import CONTROL, body_of, by_rule, control, counted_loop, retrace
+from .lowering.walk import CONTROL, body_of, by_rule, control, counted_loop, is_const, retrace
 from .primitives import OPS
 from .primitives import tile as T
-from .primitives._base import operands
+from .primitives._base import normalize_axes, normalize_axis, operands
 from .primitives.tile import LOCATIONS, Window
 
 KINDS = ("vector", "cube")
@@ -153,7 +153,19 @@ def compute(name: str, *args, **params):
     if name not in T.COMPUTE:
         known = sorted(set(T.COMPUTE) | set(CUSTOM))
         raise PtoArgumentError(f"pj.tiles.compute: unknown tile op {name!r}; known: {', '.join(known)}")
-    return T.COMPUTE[name].bind(*operands(f"pj.tiles.{name}", *args), **params)
+    prim = T.COMPUTE[name]
+    op = prim.name[len("pto."):]
+    args = operands(op, *args)
+    params = dict(params)
+    ndim = np.ndim(args[0])
+    if "axes" in params:
+        params["axes"] = normalize_axes(op, params["axes"], ndim)        # as pj.ops does
+    if isinstance(params.get("axis"), (int, np.integer)):
+        params["axis"] = normalize_axis(op, params["axis"], ndim)
+    try:
+        return prim.bind(*args, **params)
+    except TypeError as e:           # a missing or unknown parameter of the abstract eval
+        raise op_error(PtoArgumentError, op, f"parameters {sorted(params)} do not fit pj.ops.{name}'s: {e}") from None
 
 
 def _elementwise(name):
@@ -202,14 +214,28 @@ def matmul_acc(acc, a, b, *, transpose_a: bool = False, transpose_b: bool = Fals
 
 
 # ----------------------------------------------------------------------------- body translation
-def _to_tile_ops(closed: ClosedJaxpr) -> ClosedJaxpr:
-    """``jnp``/``lax``/``pj.ops`` eqns on tiles → their tile twins; tile and scalar eqns unchanged."""
+def _to_tile_ops(closed: ClosedJaxpr, grid_name: str) -> ClosedJaxpr:
+    """``jnp``/``lax``/``pj.ops`` eqns on tiles → their tile twins; tile and scalar eqns unchanged; a
+    constant tile the body builds (``jnp.ones``, ``full_like``: folded to an array) filled by ``texpands``."""
     foreign = _foreign(closed.jaxpr)
     if not foreign:
         return closed
     tensor = to_tensor_level(closed)
 
+    def splat(x):
+        if not is_const(x) or not np.shape(x):
+            return x
+        flat = np.asarray(x).reshape(-1)
+        bits = flat.view(f"u{flat.dtype.itemsize}")
+        if bits.size and (bits != bits[0]).any():
+            raise PtoUnsupportedError(
+                f"pj.tiles.grid '{grid_name}': the body makes a constant {flat.dtype.name}{list(np.shape(x))} tile of "
+                f"{np.unique(bits).size} different values; a tile instruction fills a tile with one value "
+                "(texpands): pass the constant as an input (a GM tensor) and load it")
+        return T.COMPUTE["expand"].bind(flat[0], shape=tuple(np.shape(x)))
+
     def rule(eqn, invals, stack):
+        invals = [splat(x) for x in invals]
         name = eqn.primitive.name
         if name in CONTROL:
             return control(eqn, invals, stack, by_rule(rule))
@@ -246,6 +272,7 @@ class _Checker:
         self.bounds: dict = {}     # index var -> (lo, hi)
         self.gm: dict = {}         # GM var -> parameter position
         self.loc: dict = {}        # tile var -> buffer location
+        self.derived: set = set()  # scalars computed from indices
 
     def fail(self, message, cls=PtoArgumentError):
         raise cls(f"pj.tiles.grid '{self.name}': {message}")
@@ -334,6 +361,10 @@ class _Checker:
         elif prim.name == "scan":
             self.scan(eqn)
         elif prim in set(T.TILE_OPS.values()):
+            if prim is not T.tci_p and any(self.counted(v) for v in ins):
+                self.fail(f"{prim.name} takes a grid index or loop counter (or a value computed from one) as an "
+                          "operand; an index places windows only: load the values from a GM tensor (an input "
+                          "holding them) instead", PtoUnsupportedError)
             locs = {self.tile(v) for v in ins if not isinstance(v, Literal) and v.aval.shape}
             loc = "acc" if locs == {"acc"} else "vec"
             if self.kind == "cube" and loc != "acc":
@@ -342,7 +373,8 @@ class _Checker:
                 self.fail(f"{prim.name} reads an acc tile on a vector grid")
             self.loc.update((v, loc) for v in outs)
         elif all(not v.aval.shape for v in [*ins, *outs]) and not any(self.is_gm(v) for v in ins):
-            pass                           # scalar arithmetic (loop counters)
+            if any(self.counted(v) for v in ins):      # scalar arithmetic on loop counters
+                self.derived.update(outs)
         else:
             self.fail(f"'{prim.name}' cannot appear in a tile body; use pj.tiles ops (or jnp/pj.ops on tiles)",
                       PtoUnsupportedError)
@@ -379,6 +411,10 @@ class _Checker:
         for inner, outer in zip(body.outvars[1:ncarry], eqn.outvars[1:ncarry]):
             self.alias(outer, inner)
 
+    def counted(self, v) -> bool:
+        """Whether ``v`` is a grid index, a loop counter or a scalar computed from one."""
+        return not isinstance(v, Literal) and (v in self.bounds or v in self.derived)
+
     def is_gm(self, v):
         return not isinstance(v, Literal) and v in self.gm
 
@@ -388,6 +424,8 @@ class _Checker:
         for table in (self.bounds, self.gm, self.loc):
             if old in table:
                 table[new] = table[old]
+        if old in self.derived:
+            self.derived.add(new)
 
 
 # ------------------------------------------------------------------------------------------ grids
@@ -422,6 +460,8 @@ def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None
     name = name or getattr(body, "__name__", "tiles").strip("<>") or "tiles"
     in_avals = [_aval(x, f"input {i}") for i, x in enumerate(inputs)]
     out_avals = [_aval(o, f"output {i}") for i, o in enumerate(outputs)]
+    for j, a in enumerate(out_avals):
+        _check_fill(name, fill, j, a.dtype)
     n, m = len(shape), len(inputs)
 
     def flat(*args):
@@ -444,7 +484,7 @@ def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None
         raise PtoArgumentError(f"pj.tiles.grid '{name}': the body closes over arrays "
                                f"{[tuple(np.shape(c)) for c in closed.consts]}; pass GM tensors through inputs= "
                                "and scalars as Python numbers")
-    closed = _to_tile_ops(closed)
+    closed = _to_tile_ops(closed, name)
     cube_readers = tuple(p for p, loc in T.GM_READERS.items() if loc != "vec")
     uses_cube = _uses(closed.jaxpr, (T.tmatmul_p, T.tmatmul_acc_p, *cube_readers))
     kind = kind or ("cube" if uses_cube else "vector")
@@ -460,6 +500,19 @@ def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None
     spec = ir.Grid((ir.Part(closed, shape),), tuple(ir.Output(fill=fill) for _ in outputs), kind, (name,), label)
     outs = ir.tile_grid_p.bind(*inputs, spec=spec)
     return outs[0] if single_out else tuple(outs)
+
+
+def _check_fill(name: str, fill, j: int, dtype) -> None:
+    """``fill`` is a number output ``j``'s dtype holds exactly (an integer in range for an integer dtype)."""
+    ok = isinstance(fill, (bool, int, float, np.bool_, np.integer, np.floating))
+    if ok and dtype == np.bool_:
+        ok = fill in (0, 1)
+    elif ok and np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        ok = float(fill).is_integer() and info.min <= fill <= info.max
+    if not ok:
+        raise PtoArgumentError(f"pj.tiles.grid '{name}': fill={fill!r} is not a value of output {j}'s dtype "
+                               f"{np.dtype(dtype).name}")
 
 
 def _uses(jaxpr, prims) -> bool:

@@ -373,3 +373,71 @@ def test_errors():
         pj.lower(_grid_of(vector_carry, x), x)
     with pytest.raises(pj.PtoArgumentError, match="block or stride"):
         pj.tiles.window((32, 32), block=(32, 32), stride=(32, 32))
+
+
+def test_tile_compute_parameters_are_checked_and_axes_normalised():
+    x = rand((64, 64), np.float32, 11)
+
+    def rows(i, ins, outs):
+        t = pj.tiles.load(ins[0], i, W32)
+        s = pj.tiles.compute("sum", t, axes=(-1,), keepdims=True)          # -1: the last axis, as pj.ops
+        return [pj.tiles.store(outs[0], jnp.broadcast_to(s, t.shape), i, W32)]
+
+    got = pj.kernel(_grid_of(rows, x))(x)
+    want = np.repeat(x.reshape(2, 32, 2, 32).sum(-1, dtype=np.float64), 32, -1).reshape(64, 64)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5)
+    for bad, match in [(lambda t: pj.tiles.compute("sum", t, axes=(5,), keepdims=True), "axis 5 is out of range"),
+                       (lambda t: pj.tiles.compute("sum", t), "do not fit pj.ops.sum's"),
+                       (lambda t: pj.tiles.compute("softmax", t, axis=0), "do not fit pj.ops.softmax's"),
+                       (lambda t: pj.tiles.cast(t, jnp.int16), "dtype int16 is not supported"),
+                       (lambda t: pj.tiles.cast(t, jnp.int32, rounding="nearest"), "rounding 'nearest'")]:
+        with pytest.raises((pj.PtoArgumentError, pj.PtoDtypeError), match=match):
+            pj.lower(_grid_of(lambda i, ins, outs: [pj.tiles.store(outs[0], bad(pj.tiles.load(ins[0], i, W32)),
+                                                                   i, W32)], x), x)
+
+
+@pytest.mark.parametrize("make", [lambda t: t + jnp.ones((32, 32), jnp.float32), lambda t: t * jnp.full_like(t, 2.5),
+                                  lambda t: jnp.zeros_like(t) - 1.0, lambda t: t + pj.ops.expand(1.0, (32, 32)),
+                                  lambda t: t + jnp.ones((32,), jnp.float32)])
+def test_constant_tiles_built_with_jnp_in_a_body(make):
+    """A constant tile the body builds (folded to an array) is one ``texpands``; its numbers as XLA's."""
+    x = rand((64, 64), np.float32, 12)
+    f = _grid_of(lambda i, ins, outs: [pj.tiles.store(outs[0], make(pj.tiles.load(ins[0], i, W32)), i, W32)], x)
+    kernel = pj.kernel(f)
+    np.testing.assert_array_equal(np.asarray(kernel(x)), np.asarray(jax.jit(f)(x)))
+    assert "texpands" in kernel.lower(x).compile().as_text()
+
+
+def test_body_errors_for_constants_indices_and_fill():
+    x = rand((64, 64), np.float32, 13)
+    iota = _grid_of(lambda i, ins, outs: [pj.tiles.store(
+        outs[0], pj.tiles.load(ins[0], i, W32) + jnp.arange(32, dtype=jnp.float32), i, W32)], x)
+    with pytest.raises(pj.PtoUnsupportedError, match="32 different values"):
+        pj.lower(iota, x)
+    for scale, y in ((lambda i: i[0], x.astype(np.int32)), (lambda i: (i[0] * 2).astype(jnp.float32), x)):
+        body = (lambda i, ins, outs, scale=scale: [pj.tiles.store(
+            outs[0], pj.tiles.load(ins[0], i, W32) * scale(i), i, W32)])
+        with pytest.raises(pj.PtoUnsupportedError, match="grid index or loop counter"):
+            pj.lower(_grid_of(body, y), y)
+    for fill, dtype in [(300, np.int8), ("a", np.float32), (2.5, np.int32), (float("nan"), np.int32)]:
+        y = np.zeros((64, 64), dtype)
+        with pytest.raises(pj.PtoArgumentError, match=f"fill={fill!r} is not a value"):
+            pj.lower(_grid_of(_copy(W32), y, fill=fill), y)
+
+
+def test_per_label_options_reach_a_hand_written_grid(ab):
+    a, b = ab
+    tasks = {tpb: pj.kernel(hand_axpb, options={"tiles_per_block": {"Hand": tpb}}).lower(a, b).compile()
+             .profile(a, b).tasks for tpb in (1, 2)}
+    assert tasks == {1: 4, 2: 2}
+    with pytest.raises(pj.PtoArgumentError, match="label hand-written grids"):
+        pj.lower(hand_axpb, a, b, options={"tiles": {"Hand": {"vec": (16, 32)}}})
+
+
+def test_vmap_of_a_hand_written_grid(ab):
+    a, b = ab
+    xs = np.stack([a, b, a * 2])
+    want = np.stack([np.asarray(tensor_axpb(v, v)) for v in xs])
+    for fn in (jax.vmap(pj.kernel(lambda v: hand_axpb(v, v))), jax.jit(jax.vmap(pj.kernel(lambda v: hand_axpb(v, v)))),
+               pj.kernel(jax.vmap(lambda v: hand_axpb(v, v)))):
+        np.testing.assert_array_equal(np.asarray(fn(xs)), want)

@@ -161,8 +161,8 @@ class _Codegen:
                 self.alloc.release(t.loc, addr, tile_bytes(t))
 
     def operand(self, v):
-        if isinstance(v, Literal) or v not in self.names:
-            value = np.asarray(v.val if isinstance(v, Literal) else v)
+        if isinstance(v, Literal):
+            value = np.asarray(v.val, v.aval.dtype)      # a Python scalar takes the eqn's dtype, not float64
             return asm.Operand(self.const(value.item(), asm.dtype_name(value.dtype)), asm.dtype_name(value.dtype))
         name = self.names[v]
         return asm.Operand(name, self.tiles[name][0] if name in self.tiles else "index")   # a grid index (tci)

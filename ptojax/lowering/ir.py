@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .._jax import ClosedJaxpr, Primitive, mlir, xla
+from .._jax import ClosedJaxpr, Primitive, batching, mlir, xla
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,4 +89,16 @@ def _primitive(name):
 
 
 tile_grid_p = _primitive("pto.tile_grid")
+
+
+def _batch_grid(args, dims, *, spec):
+    """``jax.vmap`` of a hand-written grid (``pj.tiles.grid``): the grid once per batch element, on its
+    slices of the batched operands; the results stacked."""
+    size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+    runs = [tile_grid_p.bind(*(x if d is None else lax.index_in_dim(x, b, d, keepdims=False)
+                               for x, d in zip(args, dims)), spec=spec) for b in range(size)]
+    return [jnp.stack(outs) for outs in zip(*runs)], [0] * len(runs[0])
+
+
+batching.primitive_batchers[tile_grid_p] = _batch_grid
 block_call_p = _primitive("pto.block_call")

@@ -594,12 +594,14 @@ def _stages(ctx, stages_fn, x, config):
     return [env[v] for v in stages.jaxpr.outvars]
 
 
-def _rule(memory, tiles=None, seen=None):
+def _rule(memory, tiles=None, seen=None, hand=None):
     """``tiles``: label -> TileConfig overriding the ``pj.tile`` setting of that label's ops
-    (``"DEFAULT"``: under every op's own setting); ``seen`` collects the labels met."""
+    (``"DEFAULT"``: under every op's own setting); ``seen`` collects the labels of the ops met, ``hand``
+    those of hand-written grids (``pj.tiles.grid``: their tiles are the body's)."""
     tiles = dict(tiles or {})
     default = tiles.pop("DEFAULT", TileConfig())
     seen = set() if seen is None else seen
+    hand = set() if hand is None else hand
     device: dict = {}   # id -> value computed on a core (a GM tensor); other 0-d values live on the host
     rows: dict = {}     # id -> (R×1 value, the tile of the row block it was reduced from)
 
@@ -622,6 +624,7 @@ def _rule(memory, tiles=None, seen=None):
             spec = eqn.params["spec"]
             if not spec.label:
                 spec = dataclasses.replace(spec, label=read(stack)[1])
+            hand.add(spec.label)
             return on_device(ir.tile_grid_p.bind(*invals, spec=spec))
         if op == "reshape":                            # a GM reinterpretation: no tiles move
             return on_device([eqn.primitive.bind(*invals, **eqn.params)])
@@ -664,11 +667,15 @@ def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=N
     ``labelled``: the other per-label pass options (name -> their (label, value) pairs), whose labels
     must be the kernel's too."""
     seen: set = set()
-    out = retrace(keep_rows(tensor), _rule(memory, tiles, seen))
+    hand: set = set()
+    out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand))
     for name, table in {"tiles": tiles, **(labelled or {})}.items():
-        unmatched = sorted(set(dict(table or {})) - seen - {"DEFAULT"})
+        labels = seen if name == "tiles" else seen | hand      # a hand-written grid's tiles are its body's
+        unmatched = sorted(set(dict(table or {})) - labels - {"DEFAULT"})
         if unmatched:
             what = "tile overrides" if name == "tiles" else f"{name} options"
+            hint = (f" ({sorted(set(unmatched) & hand)} label hand-written grids, whose tiles are their bodies')"
+                    if set(unmatched) & hand else "")
             raise PtoArgumentError(f"pto tiling: {what} for {unmatched} match no op's label; the labels in this "
-                                   f"kernel are {sorted(l for l in seen if l)}")
+                                   f"kernel are {sorted(l for l in labels if l)}{hint}")
     return out

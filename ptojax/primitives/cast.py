@@ -57,9 +57,20 @@ def _cast_reference(x, *, dtype, rounding, saturate):
     return x.astype(dtype)
 
 
+def _checked(src, dtype, rounding) -> np.dtype:
+    """The target dtype of a cast from ``src``, or the error naming what the cast cannot do."""
+    dtype = canonical_dtype("cast", dtype)
+    if rounding not in ROUNDING:
+        raise op_error(PtoArgumentError, "cast", f"rounding {rounding!r} is not one of {sorted(ROUNDING)}")
+    if rounding != "rint" and not (src in FLOAT and dtype in INT):
+        raise op_error(PtoArgumentError, "cast", f"rounding {rounding!r} applies to float -> int casts only; "
+                       f"{src.name} -> {dtype.name} rounds to nearest even ('rint')")
+    return dtype
+
+
 def _cast_abstract(x, *, dtype, rounding, saturate):
     check_dtype("cast", "operand", x, ANY)
-    return shaped(x.shape, dtype)
+    return shaped(x.shape, _checked(x.dtype, dtype, rounding))
 
 
 def _cast_jvp(primals, tangents, *, dtype, rounding, saturate):
@@ -80,12 +91,7 @@ batching.defvectorized(cast_p)
 def cast(x, dtype, *, rounding: str = "rint", saturate: bool = True):
     """Convert ``x`` to ``dtype``; see the module docstring for rounding and saturation."""
     x = tensor("cast", x)
-    dtype = canonical_dtype("cast", dtype)
-    if rounding not in ROUNDING:
-        raise op_error(PtoArgumentError, "cast", f"rounding {rounding!r} is not one of {sorted(ROUNDING)}")
-    if rounding != "rint" and not (x.dtype in FLOAT and dtype in INT):
-        raise op_error(PtoArgumentError, "cast", f"rounding {rounding!r} applies to float -> int casts only; "
-                       f"{x.dtype.name} -> {dtype.name} rounds to nearest even ('rint')")
+    dtype = _checked(x.dtype, dtype, rounding)
     if x.dtype == dtype:
         return x
     return cast_p.bind(x, dtype=dtype, rounding=rounding, saturate=bool(saturate))
