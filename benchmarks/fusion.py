@@ -6,7 +6,7 @@ one program per row block, and the makespan with a ``vec`` tile half the row wid
 inside the program) against the whole-row tile; then a matmul with a row epilogue and a batched
 M = 1 matmul against its merged form.
 
-Run: ``python benchmarks/fusion.py [--rows 48] [--cols 1024] [--block 16]``; the exit status is 1 when
+Run: ``python benchmarks/fusion.py [--rows 48] [--cols 1024] [--block 8]``; the exit status is 1 when
 a target fails: automatic <= 1.10x hand-fused, half-row tile <= 1.25x whole-row, batched M = 1 matmul
 <= 1.10x its merged form. Ratios come from one run of the cost model.
 """
@@ -171,7 +171,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=48)
     ap.add_argument("--cols", type=int, default=1024)
-    ap.add_argument("--block", type=int, default=16, help="rows per tile")
+    ap.add_argument("--block", type=int, default=8, help="rows per tile")
     a = ap.parse_args(argv)
     whole, half = (a.block, a.cols), (a.block, a.cols // 2)
     blocks = -(-a.rows // a.block)

@@ -36,21 +36,21 @@ def seed():
 
 def softmax():
     def f(x):
-        with pj.tile(vec=(16, 1024)):
+        with pj.tile(vec=(8, 1024)):
             return pj.ops.softmax(x)              # codegen's one tsoftmax; selection's five instructions
     return pj.kernel(f), (np.random.default_rng(0).standard_normal((48, 1024)).astype(np.float32),)
 
 
 def softmax_jnn():
     def f(x):
-        with pj.tile(vec=(16, 1024)):
+        with pj.tile(vec=(8, 1024)):
             return jax.nn.softmax(x, axis=-1)     # jax's max / sub+exp+sum / div programs
     return pj.kernel(f), (np.random.default_rng(0).standard_normal((48, 1024)).astype(np.float32),)
 
 
 def layer_norm():
     def f(x, g, b):
-        with pj.tile(vec=(16, 1024)):
+        with pj.tile(vec=(8, 1024)):
             return pj.ops.layer_norm(x, g, b)
     rng = np.random.default_rng(1)
     x, g, b = (rng.standard_normal(s).astype(np.float32) for s in ((48, 1024), (1024,), (1024,)))
@@ -73,9 +73,9 @@ def lightning_indexer():
     return pj.kernel(functools.partial(K.lightning_indexer, sparse_count=64)), args
 
 
-CASES = [("seed example", seed), ("softmax 48x1024 f32 (vec 16x1024)", softmax),
-         ("jax.nn.softmax 48x1024 f32 (vec 16x1024)", softmax_jnn),
-         ("layer norm 48x1024 f32 (vec 16x1024)", layer_norm),
+CASES = [("seed example", seed), ("softmax 48x1024 f32 (vec 8x1024)", softmax),
+         ("jax.nn.softmax 48x1024 f32 (vec 8x1024)", softmax_jnn),
+         ("layer norm 48x1024 f32 (vec 8x1024)", layer_norm),
          ("DeepSeek-V3.2 indexer prolog", indexer_prolog), ("DeepSeek-V3.2 lightning indexer", lightning_indexer)]
 
 

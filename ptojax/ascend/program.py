@@ -87,7 +87,8 @@ class AscendKernel:
                 label = f" (label {labels[name]!r})" if labels.get(name) else ""
                 raise PtoCapacityError(
                     f"pto realize: function @{name}{label} needs {need} bytes of UB (its tiles placed as ptoas "
-                    f"plans them); UB holds {self.memory.ub} bytes — use a smaller vec tile for its ops")
+                    f"plans them); UB holds {self.memory.ub} bytes — use fewer rows or columns in its ops' vec tile "
+                    "(reductions and row-wise composites keep their rows whole, whatever the tile's columns)")
 
     def cpp(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
         """The C++ for the pto-isa tile library that Huawei's ``ptoas`` makes of :meth:`pto`
