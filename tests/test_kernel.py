@@ -352,3 +352,17 @@ def test_an_op_without_a_real_form_fails_at_trace_time_under_jit():
     for stage in (jax.jit(kernel), kernel.lower):
         with pytest.raises(pj.PtoUnsupportedError, match=r"pto\.tamax over axes \[0, 2\] of a \[2, 6, 3, 32\] tile"):
             stage(x)
+
+
+@pytest.mark.parametrize("label", ['a"b', "a\nb", "x\\y", "é ü"])
+def test_any_label_text_survives_the_pto_text(label):
+    """A label is written into each program's header and read back: quotes, newlines and backslashes
+    are escaped (a quote ended the header: PtoAsmError)."""
+    def f(a):
+        with pj.tile(vec=(32, 32)), jax.named_scope(label):
+            return a * 2.0
+
+    x = rand((64, 64), np.float32, 3)
+    compiled = pj.kernel(f).lower(x).compile()
+    np.testing.assert_array_equal(np.asarray(compiled(x)), x * 2)
+    assert list(compiled.profile(x).label_us) == [label]

@@ -345,3 +345,21 @@ def test_every_permutation_of_a_3d_array_and_axis_reversals_in_4d():
         np.testing.assert_array_equal(np.asarray(kernel(x)), want)
         np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), want)
         kernel.lower(x).compile().ptoas()
+
+
+@pytest.mark.parametrize("src, dst, vec", [((3, 1), (3, 3, 2), (8, 3, 24)), ((3, 1), (3, 3, 2), (4, 8, 8)),
+                                           ((4, 1), (2, 4, 32), (2, 8, 32)), ((3, 1, 1), (3, 3, 8), (8, 3, 8))])
+def test_a_column_broadcast_over_columns_and_groups_of_rows(src, dst, vec):
+    """A column broadcast to more columns and repeated over a leading axis: ``trowexpand`` to the
+    columns, then the rows in groups (it had no real form: "broadcasting [3, 1] to [9, 2]"); eager,
+    jitted and ptoas alike."""
+    def f(x):
+        with pj.tile(vec=vec):
+            return jnp.broadcast_to(x, dst) * 2.0
+
+    x = np.arange(np.prod(src), dtype=np.float32).reshape(src) + 1
+    kernel = pj.kernel(f)
+    want = np.broadcast_to(x, dst) * 2
+    np.testing.assert_array_equal(np.asarray(kernel(x)), want)
+    np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), want)
+    kernel.lower(x).compile().ptoas()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import re
 
 import ml_dtypes
@@ -204,7 +205,7 @@ class Kernel:
     pid: int = 0                                 # program id within its kernel
 
     def header(self):
-        label = f' label="{self.label}"' if self.label else ""
+        label = f" label={json.dumps(self.label)}" if self.label else ""     # quotes, newlines escaped
         grid = "x".join(map(str, self.grid)) or "1"
         return f"// program {self.name} <{self.core}> id={self.pid}{label} grid={grid}"
 
@@ -452,7 +453,7 @@ def parse(text: str) -> list[Kernel]:
     return kernels
 
 
-_HEADER = re.compile(r'// program (?P<name>\S+) <(?P<core>AIC|AIV)> id=(?P<pid>\d+)(?: label="(?P<label>[^"]*)")? '
+_HEADER = re.compile(r'// program (?P<name>\S+) <(?P<core>AIC|AIV)> id=(?P<pid>\d+)(?: label=(?P<label>"(?:[^"\\]|\\.)*"))? '
                      r'grid=(?P<grid>[\dx]+)$')
 _FUNC = re.compile(r"func\.func @(?P<sym>\w+)\((?P<params>.*)\) \{$")
 
@@ -476,7 +477,8 @@ def _parse_kernel(lines, i, header):
     body, i = _parse_block(lines, i + 1)
     if i >= len(lines) or lines[i].strip() != "}":
         raise PtoAsmError(f"pto-as:{i + 1}:1: expected '}}' closing the function")
-    return Kernel(m.group("name"), m.group("core"), m.group("label") or "", grid, tuple(params), tuple(body),
+    label = json.loads(m.group("label")) if m.group("label") else ""
+    return Kernel(m.group("name"), m.group("core"), label, grid, tuple(params), tuple(body),
                   int(m.group("pid"))), i + 1
 
 

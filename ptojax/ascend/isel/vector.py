@@ -466,6 +466,11 @@ def broadcast(sel, s, ins, outs):
         return sel.emit("trowexpand", [sel.as_rows(x, sel.types[x], src)], outs)
     if src == (1, dst[1]):
         return sel.emit("tcolexpand", [x], outs)
-    if src[1] == dst[1] and dst[0] % src[0] == 0 and len(sel.shape(s, 0, x)) > 1:
-        return broadcast_rows(sel, s, x, sel.shape(s, 0, x), outs[0], tuple(s.attr("shape")))
+    shape = sel.shape(s, 0, x)
+    if src[1] == 1 < dst[1] and src[0] not in (1, dst[0]) and len(shape) > 1:    # a column, then its rows
+        wide = sel.like(x, rows=src[0], cols=dst[1])                           # repeated in groups
+        sel.emit("trowexpand", [sel.as_rows(x, sel.types[x], src)], [wide])
+        x, src, shape = wide, (src[0], dst[1]), (*shape[:-1], dst[1])
+    if src[1] == dst[1] and dst[0] % src[0] == 0 and len(shape) > 1:
+        return broadcast_rows(sel, s, x, shape, outs[0], tuple(s.attr("shape")))
     sel.copy(sel.expand(s, x, src, dst), outs[0])
