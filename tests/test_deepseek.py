@@ -49,6 +49,16 @@ def test_indexer_prolog(prolog_case, backend):
     assert np.any(flat[slots] != np.asarray(args[13]).reshape(-1, D)[slots])
 
 
+def test_indexer_prolog_with_a_head_dim_equal_to_the_rope_dim():
+    """d = 64 = the rope dim: the head's non-rope part ``x[..., 64:]`` is empty (the concat of the rope and
+    that part raised 'zero-size operand'); the empty operand is dropped, the numbers are the reference's."""
+    args, _ = R.prolog_inputs(1, 1, 128, 64, 2, [64], block_size=16, d=64)
+    want = R.indexer_prolog(*args, n_heads=2)
+    got = pj.kernel(functools.partial(K.indexer_prolog, n_heads=2))(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
 @pytest.mark.parametrize("step", [1, 2, 3])
 def test_indexer_prolog_with_pyptos_step_tiles(prolog_case, step):
     """Each of PyPTO's published tuning steps (benchmarks/deepseek_v32.py: its cube tiles, the separate

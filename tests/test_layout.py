@@ -363,3 +363,17 @@ def test_a_column_broadcast_over_columns_and_groups_of_rows(src, dst, vec):
     np.testing.assert_array_equal(np.asarray(kernel(x)), want)
     np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), want)
     kernel.lower(x).compile().ptoas()
+
+
+def test_empty_slices_and_concat_operands():
+    """An empty slice computes nothing (its result an empty constant) and an empty concat operand is
+    dropped: a slice past the last column fed a concat 'zero-size operand' error; an empty operand of
+    other shape is still an error."""
+    x = rand((2, 4, 64), F32, 5)
+    f = lambda v: jnp.concatenate([v[..., :32], v[..., 64:], v[..., 32:]], axis=-1) * 2
+    kernel = pj.kernel(f)
+    np.testing.assert_array_equal(np.asarray(kernel(x)), x * 2)
+    np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), x * 2)
+    assert pj.kernel(lambda v: v[..., 64:] * 2)(x).shape == (2, 4, 0)
+    with _raises(pj.PtoShapeError, "concat", "differ outside axis 2"):
+        OPS.concat([x, np.zeros((2, 3, 0), F32)], -1)

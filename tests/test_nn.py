@@ -276,8 +276,9 @@ def test_flash_attention_default_block_and_many_heads():
     q, k, v = (rng.normal(size=(4, 16, 24, 128)).astype(np.float32) for _ in range(3))   # 64 heads of 128
     np.testing.assert_allclose(pj.nn.flash_attention(q, k, v), ref_attention(q, k, v), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(pj.nn.flash_attention(q, k, v, block=16), ref_attention(q, k, v), rtol=1e-4, atol=1e-5)
-    with pytest.raises(pj.PtoShapeError, match="block 0"):
-        pj.nn.flash_attention(q, k, v, block=0)
+    for block in (0, "a", 2.5):         # 2.5 was truncated to 2, "a" a TypeError from a comparison
+        with pytest.raises(pj.PtoArgumentError, match=f"block {block!r}"):
+            pj.nn.flash_attention(q, k, v, block=block)
 
 
 WIDE = [  # rows wider than a tile holds (a vocabulary's logits, a wide hidden size), and many tokens
@@ -311,3 +312,32 @@ def test_flash_attention_names_block_when_its_tiles_overfill_the_ub():
         with pytest.raises(pj.PtoCapacityError, match=r"pj.nn.flash_attention: block 1000 needs more on-chip "
                                                        r"memory than the core has; use a smaller block"):
             run()
+
+
+def test_bad_and_empty_inputs_get_named_errors():
+    x = _rand((4, 8), 40)
+    for axis in (5, 2, -3, "a"):                   # axis % ndim picked another axis, silently
+        with pytest.raises(pj.PtoArgumentError, match=f"axis {axis!r} is out of range"):
+            pj.nn.softmax(x, axis=axis)
+    with pytest.raises(pj.PtoArgumentError, match="rank-0"):
+        pj.nn.softmax(np.float32(1.0))               # ZeroDivisionError
+    assert pj.nn.softmax(np.zeros((0, 5), np.float32)).shape == (0, 5)
+    with pytest.raises(pj.PtoShapeError, match="hold no row"):
+        pj.nn.softmax_cross_entropy(np.zeros((0, 5), np.float32), np.zeros((0,), np.int32))
+    for label in (10, -1):                          # picked no logit: the loss was the log-sum-exp alone
+        with pytest.raises(pj.PtoArgumentError, match=rf"labels \[{label}\] are outside \[0, 10\)"):
+            pj.nn.softmax_cross_entropy(_rand((2, 10), 41), np.array([3, label], np.int32))
+    with pytest.raises(pj.PtoShapeError, match="are empty"):
+        pj.nn.flash_attention(*(np.zeros((2, 0, 64), np.float32),) * 3)
+
+
+def test_norms_without_scale_or_shift():
+    x = _rand((8, 64), 42)
+    np.testing.assert_allclose(np.asarray(pj.nn.layer_norm(x, None, None)),
+                               np.asarray(ref_ln(x, np.ones(64, np.float32), np.zeros(64, np.float32))),
+                               rtol=2e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(pj.nn.rms_norm(x, None)), np.asarray(ref_rms(x, np.ones(64, np.float32))),
+                               rtol=2e-5, atol=1e-5)
+    g = jax.grad(lambda v: jnp.sum(pj.nn.layer_norm(v, None, None) ** 2))(x)
+    want = jax.grad(lambda v: jnp.sum(ref_ln(v, jnp.ones(64), jnp.zeros(64)) ** 2))(x)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-4, atol=1e-4)

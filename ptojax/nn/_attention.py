@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._jax import vary_alike
-from ..errors import PtoCapacityError, PtoShapeError
+from ..errors import PtoArgumentError, PtoCapacityError, PtoShapeError
 from ..lowering import tile
 from ._common import F32, check_backend, check_float, make, matmul_f32
 
@@ -172,9 +172,13 @@ def flash_attention(q, k, v, *, block: int | None = None, backend: str = "sim"):
         raise PtoShapeError(f"pj.nn.flash_attention: q {q.shape}, k {k.shape}, v {v.shape}: expected equal shapes "
                             "(heads, seq, dim) or (batch, heads, seq, dim)")
     shape = q.shape
+    if 0 in shape:
+        raise PtoShapeError(f"pj.nn.flash_attention: q, k, v {shape} are empty; attention needs a query, a key "
+                            "and a feature at least")
     q3, k3, v3 = (x.reshape(-1, *shape[-2:]) for x in (q, k, v))
     if block is None:
         block = default_block(q3.shape[0], q3.shape[1])
-    elif block < 1:
-        raise PtoShapeError(f"pj.nn.flash_attention: block {block}: the KV rows per loop step must be positive")
+    elif not isinstance(block, (int, np.integer)) or isinstance(block, bool) or block < 1:
+        raise PtoArgumentError(f"pj.nn.flash_attention: block {block!r}: the KV rows per loop step must be a "
+                               "positive int")
     return _fa3(*vary_alike(q3, k3, v3), int(block), backend).reshape(shape)

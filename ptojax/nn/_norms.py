@@ -5,6 +5,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._jax import vary_alike
 from ..errors import PtoShapeError
@@ -56,6 +57,11 @@ def _rms2d_bwd(eps, backend, res, g):
 _rms2d.defvjp(_rms2d_fwd, _rms2d_bwd)
 
 
+def _ones(x):
+    """The scale of a norm given none: ones of ``x``'s last dim and dtype."""
+    return jnp.ones(np.shape(x)[-1:], x.dtype)
+
+
 def _rows(op, x, *params):
     for p in params:
         if p.shape != (x.shape[-1],):
@@ -64,9 +70,10 @@ def _rows(op, x, *params):
 
 
 def rms_norm(x, gamma, eps: float = 1e-6, *, backend: str = "sim"):
-    """``x * rsqrt(mean(x², -1) + eps) * gamma`` in fp32, rounded once. Residuals: x, gamma and the
-    per-row fp32 ``rstd``."""
+    """``x * rsqrt(mean(x², -1) + eps) * gamma`` in fp32, rounded once (``gamma`` None: ones). Residuals:
+    x, gamma and the per-row fp32 ``rstd``."""
     check_backend("rms_norm", backend)
+    gamma = _ones(x) if gamma is None else gamma
     check_float("rms_norm", x=x, gamma=gamma)
     return _rms2d(*vary_alike(_rows("rms_norm", x, gamma), gamma), float(eps), backend).reshape(x.shape)
 
@@ -114,9 +121,11 @@ _ln2d.defvjp(_ln2d_fwd, _ln2d_bwd)
 
 
 def layer_norm(x, gamma, beta, eps: float = 1e-5, *, backend: str = "sim"):
-    """``(x - mean) * rsqrt(var + eps) * gamma + beta`` over the last axis, in fp32, rounded once.
-    Residuals: x, gamma and the per-row fp32 mean and rstd."""
+    """``(x - mean) * rsqrt(var + eps) * gamma + beta`` over the last axis, in fp32, rounded once
+    (``gamma`` / ``beta`` None: ones / zeros). Residuals: x, gamma and the per-row fp32 mean and rstd."""
     check_backend("layer_norm", backend)
+    gamma = _ones(x) if gamma is None else gamma
+    beta = jnp.zeros_like(_ones(x)) if beta is None else beta
     check_float("layer_norm", x=x, gamma=gamma, beta=beta)
     return _ln2d(*vary_alike(_rows("layer_norm", x, gamma, beta), gamma, beta), float(eps),
                  backend).reshape(x.shape)

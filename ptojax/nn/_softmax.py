@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import PtoDtypeError, PtoShapeError
+from ..errors import PtoArgumentError, PtoDtypeError, PtoShapeError
 from ..lowering import tile
 from ._common import F32, WIDE_COLS, check_backend, check_float, make, row_tile
 
@@ -47,7 +47,12 @@ def softmax(x, axis: int = -1, *, backend: str = "sim"):
     """Softmax along ``axis`` (fp32 inside, rounded once). Residual: the output."""
     check_backend("softmax", backend)
     check_float("softmax", x=x)
-    axis = axis % x.ndim
+    ndim = np.ndim(x)
+    if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
+        raise PtoArgumentError(f"pj.nn.softmax: axis {axis!r} is out of range for a rank-{ndim} input")
+    axis = int(axis) % ndim
+    if np.size(x) == 0:
+        return jnp.asarray(x)          # nothing to normalise (as jax.nn.softmax)
     xt = jnp.moveaxis(x, axis, -1)
     y = _softmax2d(xt.reshape(-1, xt.shape[-1]), backend).reshape(xt.shape)
     return jnp.moveaxis(y, -1, axis)
@@ -109,4 +114,13 @@ def softmax_cross_entropy(logits, labels, *, backend: str = "sim"):
         raise PtoDtypeError(f"pj.nn.softmax_cross_entropy: labels have dtype {labels.dtype}; expected int32")
     if labels.shape != logits.shape[:-1]:
         raise PtoShapeError(f"pj.nn.softmax_cross_entropy: labels {labels.shape} do not match logits {logits.shape}")
+    if logits.ndim == 0 or 0 in logits.shape:
+        raise PtoShapeError(f"pj.nn.softmax_cross_entropy: logits {logits.shape} hold no row of classes; the mean "
+                            "over the batch needs one row and one class at least")
+    c = logits.shape[-1]
+    if not isinstance(labels, jax.core.Tracer) and not ((0 <= labels) & (labels < c)).all():
+        bad = np.asarray(labels)[(np.asarray(labels) < 0) | (np.asarray(labels) >= c)]
+        raise PtoArgumentError(f"pj.nn.softmax_cross_entropy: labels {sorted(set(bad.tolist()))[:8]} are outside "
+                               f"[0, {c}) (a traced label out of range picks no logit: its row's loss is the "
+                               "log-sum-exp alone)")
     return _xent(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), backend)

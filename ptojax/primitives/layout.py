@@ -177,7 +177,9 @@ def concat(tensors, axis: int = 0):
     if xs[0].ndim == 0:
         raise op_error(PtoShapeError, "concat", "cannot concatenate rank-0 tensors")
     axis = normalize_axis("concat", axis, xs[0].ndim)
-    return xs[0] if len(xs) == 1 else concat_p.bind(*xs, axis=axis)
+    _concat_abstract(*xs, axis=axis)                      # dtypes and shapes agree, empty operands too
+    kept = [x for x in xs if not (isinstance(x.shape[axis], int) and x.shape[axis] == 0)] or xs[:1]
+    return kept[0] if len(kept) == 1 else concat_p.bind(*kept, axis=axis)
 
 
 # --------------------------------------------------------------------------------------------- view

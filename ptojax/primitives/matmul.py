@@ -9,6 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .._jax import ad, batching
 from ..errors import PtoDtypeError, PtoShapeError, op_error
@@ -59,7 +60,7 @@ def _reference(a, b, *bias, out_dtype, transpose_a, transpose_b):
     acc = ACCUMULATOR[a.dtype]
     a = jnp.swapaxes(a, -1, -2) if transpose_a else a
     b = jnp.swapaxes(b, -1, -2) if transpose_b else b
-    c = jnp.matmul(a, b, preferred_element_type=acc)
+    c = jnp.matmul(a, b, preferred_element_type=acc, precision=lax.Precision.HIGHEST)   # not TF32 on GPUs
     if bias:
         c = c + bias[0]
     if acc == F32:
