@@ -84,7 +84,7 @@ def test_a_static_arange_still_folds():
 
 
 # ------------------------------------------------------------------------------------ sparse attention
-def _inputs(b):
+def _inputs(b, topk=TOPK):
     """``b`` sequences of one new token each (lengths up to the table's 512 positions, blocks drawn
     from a static pool, -1 past each length); top-k positions some past the causal limit, the last
     eighth -1."""
@@ -92,9 +92,9 @@ def _inputs(b):
     lens = rng.integers(1, MAX_BLOCKS * BS + 1, b).astype(np.int32)
     table = rng.integers(0, POOL, (b, MAX_BLOCKS)).astype(np.int32)
     table[np.arange(MAX_BLOCKS)[None, :] * BS >= lens[:, None]] = -1
-    idx = np.full((b, 1, TOPK), -1, np.int32)
+    idx = np.full((b, 1, topk), -1, np.int32)
     for i in range(b):
-        pos = rng.permutation(min(int(lens[i]) + 8, MAX_BLOCKS * BS))[:TOPK]
+        pos = rng.permutation(min(int(lens[i]) + 8, MAX_BLOCKS * BS))[:topk]
         n = len(pos) - len(pos) // 8
         idx[i, 0, :n] = pos[:n]
     bf = jnp.bfloat16
@@ -127,6 +127,17 @@ def test_one_compile_serves_every_batch(attention):
     args = _inputs(17)
     static = _attention().lower(*args).compile().profile(*args, compute=False).tasks
     assert attention.compiled_for(*args).profile(m=17).tasks == static + 1 + 17
+    assert attention.compiles == 1
+
+
+def test_a_top_k_of_no_whole_32_bytes():
+    """k = 20: the slot stage's tile (1, k) also tiles the batch offsets' iota, 80 bytes a block where B
+    is symbolic (a 32-byte alignment error); its default is k rounded up to 8 int32s."""
+    poly = tuple(p.replace(", 64", ", 20") if p and p.startswith("b, 1,") else p for p in POLY)
+    attention = _attention(polymorphic_shapes=poly)
+    for b in (1, 3):
+        args = _inputs(b, topk=20)
+        cann_close(attention(*args), sfa_ref(*args))
     assert attention.compiles == 1
 
 

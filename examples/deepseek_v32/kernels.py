@@ -318,7 +318,8 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
     dr = query_rope.shape[-1]
     s1, kk = t // b, sparse_indices.shape[-1]
     fill = lambda tile, last: tuple(last if v is None else v for v in tile)  # noqa: E731
-    with pj.tile(vec=fill(tl["slot_vec"], kk)), jax.named_scope("Gather"):
+    # None: k rounded up to 8 int32s (32 bytes): the batch offsets' iota takes this tile where B is symbolic
+    with pj.tile(vec=fill(tl["slot_vec"], -(-kk // 8) * 8)), jax.named_scope("Gather"):
         idx = ops.reshape(sparse_indices, (b, s1, kk))
         limit = ops.reshape(actual_seq_lengths_kv, (b, 1, 1)) - jnp.arange(s1 - 1, -1, -1, dtype=I32).reshape(1, s1, 1)
         valid = ops.logical_and(idx >= 0, idx < limit)                                # [B, S1, k]
