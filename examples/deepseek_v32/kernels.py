@@ -41,6 +41,31 @@ INDEXER_TILES = dict(score_cube=(64, 128, 128), vec=(1, 8, 128), topk_vec=(1, 1,
                      gather_vec=(1, 8))          # 8 block-table entries per Gather block: 8 blocks of keys
 
 
+def _same(n, want) -> bool:
+    try:
+        return bool(n == want)
+    except Exception:            # symbolic dims that cannot be compared here: the lowering checks them
+        return True
+
+
+def check_shapes(kernel: str, **args) -> dict:
+    """Each ``name=(array, dims)``: ``dims`` ints or names, one value per name across the arguments; a
+    mismatch is a :class:`~ptojax.PtoShapeError` naming the kernel, the argument and the dims bound so
+    far. Returns the bound dims."""
+    bound: dict = {}
+    for name, (x, dims) in args.items():
+        shape = tuple(np.shape(x))
+        ok = len(shape) == len(dims) and all(_same(n, bound.setdefault(d, n) if isinstance(d, str) else d)
+                                            for n, d in zip(shape, dims))
+        if not ok:
+            known = ", ".join(f"{k}={v}" for k, v in bound.items() if k in dims)
+            raise pj.PtoShapeError(f"{kernel}: {name} has shape {shape}; expected [{', '.join(map(str, dims))}]"
+                                   + (f" with {known}" if known else ""))
+    if "T" in bound and "B" in bound and not _same(bound["T"] % bound["B"], 0):
+        raise pj.PtoShapeError(f"{kernel}: T={bound['T']} tokens are not B={bound['B']} sequences of equal length")
+    return bound
+
+
 def _rope_head(x, cos, sin, out_dtype):
     """Rotate-half RoPE on the first 64 dims of the last axis (float32 math, ``out_dtype`` result)."""
     half = ROPE_DIM // 2
@@ -63,9 +88,18 @@ def indexer_prolog(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_
     Returns ``(query int8 [T, N, D], query_scale fp16 [T, N], weights fp16 [T, N], idx_k_cache,
     idx_k_scale_cache)``.
     """
+    d = hadamard_q.shape[0]
+    check_shapes("indexer_prolog", token_x=(token_x, ("T", "h")), q_norm=(q_norm, ("T", "q_lora")),
+                 q_norm_scale=(q_norm_scale, ("T", 1)), wq_b=(wq_b, ("q_lora", n_heads * d)),
+                 wq_b_scale=(wq_b_scale, (n_heads * d, 1)), wk=(wk, ("h", "D")),
+                 weights_proj=(weights_proj, ("h", n_heads)), ln_gamma_k=(ln_gamma_k, ("D",)),
+                 ln_beta_k=(ln_beta_k, ("D",)), cos_idx_rope=(cos_idx_rope, ("T", ROPE_DIM)),
+                 sin_idx_rope=(sin_idx_rope, ("T", ROPE_DIM)), hadamard_q=(hadamard_q, ("D", "D")),
+                 hadamard_k=(hadamard_k, ("D", "D")), idx_k_cache=(idx_k_cache, ("blocks", "bs", 1, "D")),
+                 idx_k_scale_cache=(idx_k_scale_cache, ("blocks", "bs", 1)),
+                 idx_k_cache_index=(idx_k_cache_index, ("T",)))
     tl = dict(PROLOG_TILES, **(tiles or {}))
     t = token_x.shape[0]
-    d = hadamard_q.shape[0]
     # ---- Q stream
     with pj.tile(cube=tl["q_cube"]), jax.named_scope("QMatmul"):
         if q_rows is None:
@@ -116,6 +150,10 @@ def lightning_indexer(query, key, weights, query_dequant_scale, key_dequant_scal
 
     Returns ``sparse_indices [T, 1, sparse_count]`` int32 (-1 padded).
     """
+    check_shapes("lightning_indexer", query=(query, ("T", "N", "D")), key=(key, ("blocks", "bs", 1, "D")),
+                 weights=(weights, ("T", "N")), query_dequant_scale=(query_dequant_scale, ("T", "N")),
+                 key_dequant_scale=(key_dequant_scale, ("blocks", "bs", 1)),
+                 actual_seq_lengths_key=(actual_seq_lengths_key, ("B",)), block_table=(block_table, ("B", "MB")))
     tl = dict(INDEXER_TILES, **(tiles or {}))
     b, mb = block_table.shape
     nb, bs = key.shape[:2]
@@ -311,6 +349,10 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
     sums added by a vector stage; ``out_l1_vec``); with fp32 ``p_dtype`` and bf16 rows, P is split into a bf16 high and
     low part, both multiplied on the cube (fp32-accurate, the same cube time as an fp32 P·V).
     """
+    check_shapes("sparse_attention", query=(query, ("T", "N", "Dv")), kv_cache=(kv_cache, ("blocks", "bs", 1, "Dv")),
+                 sparse_indices=(sparse_indices, ("T", 1, "k")), block_table=(block_table, ("B", "MB")),
+                 actual_seq_lengths_kv=(actual_seq_lengths_kv, ("B",)), query_rope=(query_rope, ("T", "N", "Dr")),
+                 kr_cache=(kr_cache, ("blocks", "bs", 1, "Dr")))
     tl = dict(SFA_TILES, **(tiles or {}))
     b, mb = block_table.shape
     nb, bs = kv_cache.shape[:2]
