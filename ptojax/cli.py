@@ -3,10 +3,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
 from .errors import PtoError
+
+
+class UsageError(Exception):
+    """A mistake in the command line or in the files it names: ``ptojax: MESSAGE`` and exit status 2."""
 
 
 def _ops(args) -> int:
@@ -14,7 +19,7 @@ def _ops(args) -> int:
 
     families = sorted({op.family for op in OPS.values()})
     if args.family and args.family not in families:
-        raise SystemExit(f"ptojax: no op family {args.family!r}; the families: {', '.join(families)}")
+        raise UsageError(f"no op family {args.family!r}; the families: {', '.join(families)}")
     width = max(len(name) for name in OPS)
     print(f"{'op':<{width}}  {'family':<11}  {'grad':<4}  dtypes")
     for op in sorted(OPS.values(), key=lambda o: (o.family, o.name)):
@@ -75,17 +80,24 @@ def _demo(args) -> int:
 
 
 def _load(spec: str):
-    path, _, name = spec.partition(":")
-    if not name:
-        raise SystemExit(f"ptojax: expected FILE:FUNC, got {spec!r}")
+    """The function FUNC of FILE:FUNC (split at the last colon: FILE may hold one)."""
+    path, _, name = spec.rpartition(":")
+    if not path or not name.isidentifier():
+        raise UsageError(f"expected FILE:FUNC, got {spec!r}")
     module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
     if module_spec is None:
-        raise SystemExit(f"ptojax: cannot load {path!r}")
+        raise UsageError(f"cannot load {path!r} (not a Python file)")
     module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 - whatever the file raises (SyntaxError, ImportError, ...)
+        raise UsageError(f"cannot import {path}: {type(err).__name__}: {err}") from None
     if not hasattr(module, name):
-        raise SystemExit(f"ptojax: {path} has no function {name!r}")
-    return getattr(module, name)
+        raise UsageError(f"{path} has no function {name!r}")
+    fn = getattr(module, name)
+    if not callable(fn):
+        raise UsageError(f"{path}: {name!r} is {fn!r} ({type(fn).__name__}), not a function")
+    return fn
 
 
 def _shapes(specs):
@@ -100,7 +112,7 @@ def _shapes(specs):
             shape = tuple(int(d) for d in dims.split("x") if d) if dims not in ("", "scalar") else ()
             out.append(jax.ShapeDtypeStruct(shape, np.dtype(dtype or "float32")))
         except (TypeError, ValueError):
-            raise SystemExit(f"ptojax: --shape {spec!r} is not DIMSxDIMS:DTYPE (e.g. 64x64:float16, scalar:int32)")
+            raise UsageError(f"--shape {spec!r} is not DIMSxDIMS:DTYPE (e.g. 64x64:float16, scalar:int32)")
     return out
 
 
@@ -117,7 +129,7 @@ def _check_arity(fn, specs, spec: str):
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     needed = [p for p in positional if p.default is p.empty]
     if not len(needed) <= len(specs) <= len(positional):
-        raise SystemExit(f"ptojax: {spec} takes {len(needed)} argument{'s' * (len(needed) != 1)} "
+        raise UsageError(f"{spec} takes {len(needed)} argument{'s' * (len(needed) != 1)} "
                          f"({', '.join(p.name for p in needed)}), got {len(specs)} --shape")
 
 
@@ -143,44 +155,65 @@ def _options(args):
     return load_options(args.options)
 
 
-def _lower(args) -> int:
+def _lowered(args, fn, inputs, options):
+    """``fn`` lowered for ``inputs``; JAX's TypeError or ValueError of the trace (shapes that do not fit
+    the function) is the user's mistake."""
     from . import kernel
 
+    try:
+        return kernel(fn, target=args.target, options=options).lower(*inputs)
+    except (TypeError, ValueError) as err:
+        if isinstance(err, PtoError):
+            raise
+        shapes = " ".join(f"--shape {s}" for s in args.shape) or "no --shape"
+        first = str(err).split("\n")[0]
+        raise UsageError(f"{args.func} fails to trace with {shapes}: {type(err).__name__}: {first}") from None
+
+
+def _lower(args) -> int:
     fn = _load(args.func)
     specs = _shapes(args.shape)
     _check_arity(fn, specs, args.func)
-    print(kernel(fn, target=args.target, options=_options(args)).lower(*specs).as_text(args.level))
+    print(_lowered(args, fn, specs, _options(args)).as_text(args.level))
     return 0
 
 
 def _profile(args) -> int:
-    from . import kernel
+    from . import report
+    from .kernel import _arg_names
 
     fn = _load(args.func)
     specs = _shapes(args.shape)
     _check_arity(fn, specs, args.func)
-    inputs = _arrays(specs)
-    print("lowering and compiling ...", flush=True)
-    compiled = kernel(fn, target=args.target, options=_options(args)).lower(*inputs).compile()
-    print("running on the simulated chip ...", flush=True)
+    options, inputs = _options(args), _arrays(specs)
+    print("lowering and compiling ...", file=sys.stderr, flush=True)    # progress: stdout holds the results
+    compiled = _lowered(args, fn, inputs, options).compile()
+    print("running on the simulated chip ...", file=sys.stderr, flush=True)
     profile = compiled.profile(*inputs)
-    print(profile.summary())
+    written = []                        # the files before stdout: a reader that stops early (| head) keeps them
     if args.html:
-        from . import report
-
         report.write(args.html, profile, compiled, title=args.func.rpartition(":")[2])
-        print(f"HTML report written to {args.html}")
+        written.append(f"HTML report written to {args.html}")
     if args.summary:
-        from . import report
-
-        report.save_summary(profile, args.summary, name=args.func, options=_options(args))
-        print(f"profile summary written to {args.summary} (compare two with: ptojax diff A.json B.json)")
+        report.save_summary(profile, args.summary, name=args.func, options=options)
+        written.append(f"profile summary written to {args.summary} (compare two with: ptojax diff A.json B.json)")
     if args.trace:
         profile.save(args.trace)
-        print(f"Chrome trace written to {args.trace}")
+        written.append(f"Chrome trace written to {args.trace}")
     if args.swimlane:
         profile.swimlane(args.swimlane)
-        print(f"swimlane written to {args.swimlane}")
+        written.append(f"swimlane written to {args.swimlane}")
+    names = _arg_names(fn, len(inputs))
+    scalars = [f"{names[i] or f'argument {i}'} = {x}" for i, x in enumerate(inputs) if x.ndim == 0]
+    if scalars:
+        print("random scalar arguments: " + ", ".join(scalars))
+    if profile.tasks:
+        print(profile.summary())
+    else:
+        print(f"{profile.trace.mode}: the kernel runs no tasks on the chip (its outputs are constants or its "
+              "inputs, or its loops ran no trips): nothing to profile")
+    for line in written:
+        print(line)
     return 0
 
 
@@ -230,7 +263,18 @@ def main(argv=None) -> int:
         parser.print_help()
         return 0
     try:
-        return args.run(args)
+        code = args.run(args)
+        sys.stdout.flush()                              # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        # stdout's reader stopped early (ptojax ops | head): exit quietly as Unix tools do. Python's
+        # recipe (the signal module's note on SIGPIPE): point stdout at devnull so the flush at exit
+        # cannot fail again; 141 = 128 + SIGPIPE, the status a shell shows for `yes | head`.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except UsageError as err:                           # usage errors: argparse's status 2
+        print(f"ptojax: {err}", file=sys.stderr)
+        return 2
     except (PtoError, OSError, ValueError) as err:     # the user's input: one line, not a traceback
         print(f"ptojax: {type(err).__name__}: {err}", file=sys.stderr)
         return 2

@@ -149,9 +149,10 @@ def test_summary_diff_and_chrome_trace(profiled, tmp_path):
     assert d.makespan_ratio == other.makespan_us / profile.makespan_us
 
 
-def test_saved_summaries_count_the_tiles_a_task_runs():
+def test_saved_summaries_count_the_tiles_a_task_runs(tmp_path):
     """A label of 4 tiles in one task (``tiles_per_block``) ran on one core: the saved summary and the
-    diff flag it as the HTML report does (they counted each task as one tile: 'tiles 1', not flagged)."""
+    diff flag it as the HTML report does (they counted each task as one tile: 'tiles 1', not flagged),
+    and so does the diff of two Chrome traces (their events did not hold a task's tile count)."""
     def fn(a, b):
         with pj.tile(cube=(32, 64, 32)), jax.named_scope("Linear"):
             return pj.ops.matmul(a, b)
@@ -165,6 +166,11 @@ def test_saved_summaries_count_the_tiles_a_task_runs():
     assert report.summary(spread)["load"]["single_core"] == []
     rows = {r[0]: r[1:] for r in report.diff(spread, one_task).rows}
     assert rows["single-core labels"][:2] == (0, 1)
+    spread.save(tmp_path / "spread.json")
+    one_task.save(tmp_path / "one.json")
+    traced = report.diff(tmp_path / "spread.json", tmp_path / "one.json")
+    assert {r[0]: r[1:] for r in traced.rows}["single-core labels"] == (0, 1, 1)
+    assert traced.after["load"]["labels"] == saved["load"]["labels"]
 
 
 def test_diff_of_runs_of_no_tasks():

@@ -9,7 +9,8 @@ and ``phases`` is the release / delivery bound of chained phases (:func:`_phase_
 that binds is :attr:`Bound.binding`,
 utilisation per core kind, time per label, the critical path's tasks and the largest idle gaps.
 ``Profile.save(path)`` writes a Chrome trace (Perfetto reads it): one
-lane per core (cube lanes first), a complete event per task with its details, flow arrows for
+lane per core (cube lanes first), a complete event per task with its details (``points``: the grid
+points, or tiles, it ran), flow arrows for
 dependencies. ``Profile.swimlane(path)`` draws the same picture to PNG/SVG (needs matplotlib).
 """
 from __future__ import annotations
@@ -229,15 +230,15 @@ class Profile:
             events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": i, "args": {"name": f"{key[0]} {key[1]}"}})
             events.append({"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": i, "args": {"sort_index": i}})
         events.insert(0, {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": f"ptojax {m.name} ({trace.mode})"}})
-        lane_of, end_of = {}, {}
+        lane_of, end_of, tasks = {}, {}, trace.graph.tasks
         for r in trace.records:
             lane = lanes[("host", r.core) if r.host else (r.kind, r.core)]
             lane_of[r.tid], end_of[r.tid] = lane, r.end
             events.append({"ph": "X", "name": r.title, "cat": r.kind, "pid": 0, "tid": lane, "ts": r.start * 1e6,
                            "dur": (r.end - r.start) * 1e6,
                            "args": {"task": r.tid, "program": r.name, "label": r.label, "core": f"{r.kind} {r.core}",
-                                    "tile": list(r.index), "dispatched_us": r.dispatch * 1e6, "stage": r.stage,
-                                    "waits_for": list(r.preds)}})
+                                    "tile": list(r.index), "points": tasks[r.tid].points,
+                                    "dispatched_us": r.dispatch * 1e6, "stage": r.stage, "waits_for": list(r.preds)}})
         flow = 0
         for r in trace.records:
             for p in r.preds:

@@ -27,7 +27,7 @@
 from ..lowering.block_graph import block_graph
 from .build import build, load_options
 from .render import html, write
-from .summary import SUMMARY_FORMAT, Diff, diff, format_diff, load_summary, save_summary, summary  # noqa: F401
+from .summary import SUMMARY_FORMAT, Diff, diff, format_diff, load_summary, save_summary, summary
 
-__all__ = ["Diff", "build", "block_graph", "diff", "format_diff", "html", "load_options", "load_summary",
-           "save_summary", "summary", "write"]
+__all__ = ["SUMMARY_FORMAT", "Diff", "build", "block_graph", "diff", "format_diff", "html", "load_options",
+           "load_summary", "save_summary", "summary", "write"]

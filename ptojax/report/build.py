@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ..ascend.targets import target as get_target
+from ..errors import PtoArgumentError
 from ..lowering.block_graph import block_graph
 from .fusion import fusion
 from .summary import kind_order, runs, summary
@@ -125,14 +126,18 @@ def _thaw(v):
 
 
 def load_options(path) -> dict:
-    """Pass options from a JSON or TOML file (``.toml``): ``{"tiles": {...}, "tiles_per_block": {...}}``."""
+    """Pass options from a JSON or TOML file (``.toml``): ``{"tiles": {...}, "tiles_per_block": {...}}``;
+    a file that does not parse raises :class:`PtoArgumentError` naming it."""
+    import tomllib
+
     path = Path(path)
-    if path.suffix == ".toml":
-        import tomllib
+    toml = path.suffix == ".toml"
+    try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
-    with open(path) as f:
-        return json.load(f)
+            return tomllib.load(f) if toml else json.load(f)
+    except ValueError as err:                           # JSONDecodeError, TOMLDecodeError, UnicodeDecodeError
+        raise PtoArgumentError(f"pass options {path}: not valid {'TOML' if toml else 'JSON'} ({type(err).__name__}: "
+                               f"{err}); only JSON, or TOML in a .toml file, is accepted") from None
 
 
 __all__ = ["LEVELS", "PALETTE", "build", "label_colours", "load_options"]

@@ -55,8 +55,9 @@ def profile_spans(trace) -> list:
     return [("host" if r.host else r.kind, r.core, r.title, (r.end - r.start) * 1e6) for r in trace.records]
 
 
-def chrome_spans(events) -> tuple[list, dict]:
-    """``(spans, cores per kind)`` of a Chrome trace's events (``Profile.save``)."""
+def chrome_spans(events) -> tuple[list, dict, dict]:
+    """``(spans, cores per kind, tiles)`` of a Chrome trace's events (``Profile.save``); ``tiles`` is
+    label -> kind -> grid points, from each event's ``points`` (1 where a trace has none)."""
     lanes = {}
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "thread_name":
@@ -65,8 +66,14 @@ def chrome_spans(events) -> tuple[list, dict]:
     cores: dict = {}
     for kind, _ in lanes.values():
         cores[kind] = cores.get(kind, 0) + 1
-    spans = [(*lanes[e["tid"]], e["name"], e["dur"]) for e in events if e.get("ph") == "X"]
-    return spans, cores
+    spans, tiles = [], {}
+    for e in events:
+        if e.get("ph") == "X":
+            kind, core = lanes[e["tid"]]
+            spans.append((kind, core, e["name"], e["dur"]))
+            kinds = tiles.setdefault(e["name"], {})
+            kinds[kind] = kinds.get(kind, 0) + e.get("args", {}).get("points", 1)
+    return spans, cores, tiles
 
 
 __all__ = ["HIGH", "LOW", "RULE", "chrome_spans", "load", "profile_spans"]

@@ -66,7 +66,8 @@ def save_summary(profile, path, **kw) -> Path:
 
 
 def _from_chrome(trace: dict) -> dict:
-    """A summary from a Chrome trace (``Profile.save``): no lower bound (the trace does not hold it)."""
+    """A summary from a Chrome trace (``Profile.save``): no lower bound (the trace does not hold it).
+    A malformed trace raises AttributeError, KeyError, TypeError or ValueError."""
     lanes, busy, label_us, label_tasks, span = {}, {}, {}, {}, 0.0
     events = trace["traceEvents"]
     for e in events:
@@ -77,6 +78,8 @@ def _from_chrome(trace: dict) -> dict:
     for e in events:
         if e.get("ph") != "X":
             continue
+        if not all(isinstance(e.get(k), (int, float)) for k in ("ts", "dur")):
+            raise ValueError(f"event {e.get('name')!r}: ts and dur must be numbers")
         n += 1
         kind = e.get("cat", "")
         busy[kind] = busy.get(kind, 0.0) + e["dur"]
@@ -86,26 +89,43 @@ def _from_chrome(trace: dict) -> dict:
     name = next((e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"), "")
     util = {k: busy.get(k, 0.0) / (max(span, 1e-12) * c) for k, c in lanes.items()}
     label_us = dict(sorted(label_us.items(), key=lambda kv: -kv[1]))
-    spans, cores = chrome_spans(events)
+    spans, cores, tiles = chrome_spans(events)
     return {"format": SUMMARY_FORMAT, "name": name, "machine": name, "mode": "", "makespan_us": span,
             "lower_bound_us": None, "bound_us": {}, "tasks": n, "utilisation": util,
             "idle_us": {k: span * lanes[k] - busy.get(k, 0.0) for k in lanes}, "label_us": label_us,
-            "label_tasks": {k: label_tasks[k] for k in label_us}, "critical_path": [], "load": load(spans, cores),
-            "options": None}
+            "label_tasks": {k: label_tasks[k] for k in label_us}, "critical_path": [],
+            "load": load(spans, cores, tiles), "options": None}
+
+
+_FIELDS = {"makespan_us": (int, float), "tasks": int, "utilisation": dict, "label_us": dict, "label_tasks": dict}
 
 
 def load_summary(source) -> dict:
-    """A summary from a :class:`Profile`, a summary dict, or a path to a summary or Chrome trace JSON."""
+    """A summary from a :class:`Profile`, a summary dict, or a path to a summary or Chrome trace JSON; a
+    source that is none of these raises :class:`PtoArgumentError` saying why (and naming the file)."""
     if hasattr(source, "trace") and hasattr(source, "makespan_us"):
         return summary(source)
+    where = ""
     if isinstance(source, (str, Path)):
-        with open(source) as f:
-            source = json.load(f)
+        where = f"{source}: "
+        try:
+            with open(source) as f:
+                source = json.load(f)
+        except ValueError as err:                       # JSONDecodeError, UnicodeDecodeError
+            raise PtoArgumentError(f"ptojax diff: {where}not JSON ({type(err).__name__}: {err})") from None
     if isinstance(source, dict) and "traceEvents" in source:
-        return _from_chrome(source)
+        try:
+            return _from_chrome(source)
+        except (AttributeError, KeyError, TypeError, ValueError) as err:
+            raise PtoArgumentError(f"ptojax diff: {where}not a valid Chrome trace of a profile "
+                                   f"({type(err).__name__}: {err})") from None
     if isinstance(source, dict) and source.get("format") == SUMMARY_FORMAT:
+        bad = [k for k, types in _FIELDS.items() if not isinstance(source.get(k), types)]
+        if bad:
+            raise PtoArgumentError(f"ptojax diff: {where}not a valid profile summary (fields missing or of the "
+                                   f"wrong type: {', '.join(bad)})")
         return source
-    raise PtoArgumentError("ptojax diff: expected a Profile, a profile summary (ptojax.report.save_summary, "
+    raise PtoArgumentError(f"ptojax diff: {where}expected a Profile, a profile summary (ptojax.report.save_summary, "
                            "ptojax profile --summary) or a Chrome trace JSON (Profile.save, ptojax profile --trace)")
 
 
