@@ -504,6 +504,10 @@ def main(argv=None):
             TARGETS[name] = float(value)
         except ValueError:
             ap.error(f"--target {setting}: {value!r} is not a number")
+    if a.executor_tasks < 1:
+        ap.error(f"--executor-tasks {a.executor_tasks}: the executor's DAG needs one task at least")
+    if not Path(a.json).resolve().parent.is_dir():
+        ap.error(f"--json {a.json}: no directory {str(Path(a.json).resolve().parent)!r} to write the rows in")
     mode = "quick" if a.quick else "full" if a.full else "default"
     machine = machine_info()
     print(f"# ptojax benchmark suite ({mode})\n")

@@ -52,6 +52,8 @@ def main(argv=None):
     ap.add_argument("--kv", type=int, default=2048, help="KV positions per batch (multiple of 128, < 4096)")
     ap.add_argument("--html", default=None, help="write the last step's HTML report here")
     a = ap.parse_args(argv)
+    if a.kv < 128 or a.kv % 128 or a.kv >= 4096:
+        ap.error(f"--kv {a.kv}: a multiple of 128 below 4096")
     b, s1, n, topk = 4, 2, 64, 512
     args = R.indexer_inputs(b, s1, n, [a.kv] * b, seed=0)
     want = np.asarray(R.lightning_indexer(*args, sparse_count=topk))

@@ -7,7 +7,7 @@ simulated A3 (``backend="sim"``), the rest run the same kernels' Tensor-level ja
 
 Run: ``python examples/train_mlp.py [steps] [sim_steps]``.
 """
-import sys
+import argparse
 
 import jax
 import jax.numpy as jnp
@@ -76,4 +76,10 @@ def main(steps=40, sim_steps=4, n=32, sizes=(32, 64, 32, 16), lr=0.5, seed=0, ve
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:3]))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("steps", nargs="?", type=int, default=40, help="SGD steps (default 40)")
+    ap.add_argument("sim_steps", nargs="?", type=int, default=4, help="of which on the simulator (default 4)")
+    a = ap.parse_args()
+    if not 0 <= a.sim_steps <= a.steps or a.steps < 1:
+        ap.error(f"steps {a.steps}, sim_steps {a.sim_steps}: 1 <= steps and 0 <= sim_steps <= steps")
+    main(a.steps, a.sim_steps)
