@@ -204,6 +204,10 @@ def matmul(a, b, *, out_dtype=None, transpose_a: bool = False, transpose_b: bool
     int32 for int8 operands)."""
     acc = np.dtype(np.int32) if np.dtype(a.dtype) == np.int8 else np.dtype(np.float32)
     out_dtype = acc if out_dtype is None else np.dtype(out_dtype)
+    if out_dtype != acc:
+        raise PtoDtypeError(f"pj.tiles.matmul: out_dtype {out_dtype.name}: the cube accumulates "
+                            f"{np.dtype(a.dtype).name} products in {acc.name}; convert the acc tile with "
+                            "pj.tiles.cast before the store")
     return T.tmatmul_p.bind(a, b, *([] if bias is None else [bias]), out_dtype=out_dtype, transpose_a=transpose_a,
                             transpose_b=transpose_b)
 
@@ -649,12 +653,26 @@ def unregister_op(name: str) -> None:
 
 def _bind_custom(name, prim, args, params):
     """Bind a registered op, its first operand's dtype checked against the op's ``dtypes``."""
-    args = operands(f"pj.tiles.{name}", *args)
+    args = operands(name, *args)
+    for key, value in params.items():
+        if not _attribute(value):
+            raise PtoArgumentError(f"pj.tiles.{name}: parameter {key}={value!r} is not a Python number, a string "
+                                   "(no quote, backslash or newline) or a tuple of them: parameters are written "
+                                   "into the PTO text as attributes")
     dtypes = CUSTOM[name]["dtypes"]
     if dtypes and np.dtype(args[0].dtype) not in dtypes:
         raise PtoDtypeError(f"pj.tiles.{name}: first operand is {np.dtype(args[0].dtype).name}; pto.{name} takes "
                             f"{', '.join(d.name for d in dtypes)}")
     return prim.bind(*args, **params)
+
+
+def _attribute(value) -> bool:
+    """Whether ``value`` can be an instruction attribute in the text (and a hashable param)."""
+    if isinstance(value, tuple):
+        return all(_attribute(v) for v in value)
+    if isinstance(value, str):
+        return value.isprintable() and not set(value) & {'"', "\\"}
+    return isinstance(value, (bool, int, float, np.integer, np.floating))
 
 
 def _gm_bytes(instr):

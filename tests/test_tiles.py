@@ -441,3 +441,21 @@ def test_vmap_of_a_hand_written_grid(ab):
     for fn in (jax.vmap(pj.kernel(lambda v: hand_axpb(v, v))), jax.jit(jax.vmap(pj.kernel(lambda v: hand_axpb(v, v)))),
                pj.kernel(jax.vmap(lambda v: hand_axpb(v, v)))):
         np.testing.assert_array_equal(np.asarray(fn(xs)), want)
+
+
+def test_custom_op_parameters_and_cube_out_dtype_are_checked_at_trace_time(scaled_exp):
+    x = rand((64, 64), np.float32, 14)
+    for value in (np.ones(3), 'a"b', {"k": 1}):      # not hashable (JAX's TypeError), or not text
+        body = (lambda i, ins, outs, value=value: [pj.tiles.store(
+            outs[0], pj.tiles.compute("tscaled_exp", pj.tiles.load(ins[0], i, W32), 0.5, mode=value), i, W32)])
+        with pytest.raises(pj.PtoArgumentError, match="parameter mode="):
+            pj.lower(_grid_of(body, x), x)
+    xh = rand((64, 64), np.float16, 15)
+
+    def f16_acc(index, ins, outs):
+        a = pj.tiles.mov(pj.tiles.load(ins[0], index, W32, "mat"), "left")
+        b = pj.tiles.mov(pj.tiles.load(ins[0], index, W32, "mat"), "right")
+        return [pj.tiles.store(outs[0], pj.tiles.matmul(a, b, out_dtype=np.float16), index, W32)]
+
+    with pytest.raises(pj.PtoDtypeError, match="accumulates float16 products in float32"):
+        pj.lower(lambda a: pj.tiles.grid(f16_acc, (2, 2), a, jax.ShapeDtypeStruct((64, 64), np.float16)), xh)
