@@ -459,3 +459,19 @@ def test_custom_op_parameters_and_cube_out_dtype_are_checked_at_trace_time(scale
 
     with pytest.raises(pj.PtoDtypeError, match="accumulates float16 products in float32"):
         pj.lower(lambda a: pj.tiles.grid(f16_acc, (2, 2), a, jax.ShapeDtypeStruct((64, 64), np.float16)), xh)
+
+
+@pytest.mark.parametrize("op", ["sum", "amax"])
+def test_a_row_reduction_without_keepdims_reshaped_back_to_a_column(op):
+    """``r[:, None]`` of a (32,) row sum in a body (a ``treshape`` of a row as a column) had no real form."""
+    x = rand((64, 64), np.float32, 16)
+
+    def body(i, ins, outs):
+        t = pj.tiles.load(ins[0], i, W32)
+        r = pj.tiles.compute(op, t, axes=(1,), keepdims=False)
+        return [pj.tiles.store(outs[0], jnp.broadcast_to(r[:, None], t.shape), i, W32)]
+
+    f = _grid_of(body, x)
+    kernel = pj.kernel(f)
+    np.testing.assert_allclose(np.asarray(kernel(x)), np.asarray(jax.jit(f)(x)), rtol=1e-6)
+    kernel.lower(x).compile().ptoas()

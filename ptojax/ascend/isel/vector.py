@@ -427,6 +427,12 @@ def transpose(sel, s, ins, outs):
         relayout(sel, s, dst, out)
 
 
+@rule("treshape")
+def reshape(sel, s, ins, outs):
+    """A tile reshaped in a hand-written body (``r[:, None]`` of a row sum): :func:`relayout`."""
+    relayout(sel, s, ins[0], outs[0])
+
+
 def relayout(sel, s, src: str, out: str):
     """``out`` := the elements of ``src`` in the same row-major order, in another matrix form: a column
     of ``G*k`` values as ``G`` rows of ``k`` or back, through a work tile of one value per row
