@@ -128,9 +128,9 @@ def test_the_tasks_hbm_bytes_are_the_l2_rules_however_points_are_grouped(case, r
     hbm_fraction = L2.hbm_fraction
 
     def recorded(self, reads, writes):
-        fraction = hbm_fraction(self, reads, writes)
-        rule.append((self, fraction * sum(r for r, _ in reads.values())))
-        return fraction
+        fraction, spill = hbm_fraction(self, reads, writes)
+        rule.append((self, fraction * sum(r for r, _ in reads.values()) + spill))
+        return fraction, spill
 
     for tpb in (1, 2, 4, "auto"):
         rule.clear()
@@ -173,15 +173,33 @@ def test_a_large_gemm_reads_its_operands_once_from_hbm():
 def test_l2_rule_compulsory_reads_reuse_and_residency():
     l2 = L2(100 * MIB)
     # A first call reads 10 MiB ten times over: its first read from HBM, the re-reads hit.
-    assert l2.hbm_fraction({"a": (100 * MIB, 10 * MIB)}, {"b": (10 * MIB, 10 * MIB)}) == pytest.approx(0.1)
+    assert l2.hbm_fraction({"a": (100 * MIB, 10 * MIB)}, {"b": (10 * MIB, 10 * MIB)}) == (pytest.approx(0.1), 0)
     # Its output b and input a are resident now: a later call reads both from L2.
-    assert l2.hbm_fraction({"a": (10 * MIB, 10 * MIB), "b": (10 * MIB, 10 * MIB)}, {}) == 0.0
+    assert l2.hbm_fraction({"a": (10 * MIB, 10 * MIB), "b": (10 * MIB, 10 * MIB)}, {}) == (0.0, 0)
     # A call whose reads (150 MiB distinct) overflow the L2: 1 - 100/150 of its re-reads miss.
-    fraction = l2.hbm_fraction({"c": (300 * MIB, 150 * MIB)}, {})
+    fraction, _ = l2.hbm_fraction({"c": (300 * MIB, 150 * MIB)}, {})
     assert fraction == pytest.approx((150 + (1 - 100 / 150) * 150) / 300)
     # c (150 MiB) pushed a and b out: reading a again goes to HBM.
-    assert not l2.resident("a") and l2.hbm_fraction({"a": (10 * MIB, 10 * MIB)}, {}) == 1.0
+    assert not l2.resident("a") and l2.hbm_fraction({"a": (10 * MIB, 10 * MIB)}, {})[0] == 1.0
+    # A call writing 250 MiB (its distinct bytes) into the 100 MiB L2 writes 150 MiB back to HBM.
+    assert l2.hbm_fraction({"a": (10 * MIB, 10 * MIB)}, {"d": (300 * MIB, 250 * MIB)}) == (0.0, 150 * MIB)
     assert reuse_miss(50, 100) == 0.0 and reuse_miss(400, 100) == 0.75
+
+
+def test_writes_past_the_l2_cost_hbm_bandwidth():
+    """An outer sum writing 1 GiB of float32 from two small vectors: the 832 MiB the 192 MiB L2 cannot
+    hold go to HBM, so the run takes at least their time at the die's HBM bandwidth (it was 353 us,
+    3 TB/s of writes, with a bandwidth term of 0.09 us); at 64 MiB the writes stay in the L2."""
+    def outer(a, b):
+        with pj.tile(vec=(16, 1024)):
+            return a[:, None] + b[None, :]
+
+    for n, spill in ((4096, 0), (16384, 1024 * MIB - A3.l2_bytes)):
+        v = jax.ShapeDtypeStruct((n,), jnp.float32)
+        profile = pj.kernel(outer).lower(v, v).compile().profile(compute=False)
+        hbm = sum(t.hbm for t in profile.trace.graph.tasks)
+        assert hbm == pytest.approx(2 * n * 4 + spill, abs=len(profile.trace.graph.tasks))
+        assert profile.makespan_us * 1e-6 >= hbm / A3.hbm_bytes_per_s
 
 
 def test_task_costs_price_their_hbm_bytes_at_the_hbm_rate():

@@ -10,8 +10,10 @@ bytes)`` distinct bytes.
 - **Re-reads** (the other ``R - D`` bytes, tiles read by several blocks) hit L2 while the call's
   working set ``W`` (the distinct bytes it reads) fits in the L2; past it a fraction ``1 - L2 / W``
   of them misses to HBM.
-- Writes land in L2 (write-back) and are not HBM traffic; a call's outputs stream out, are not
-  re-read by it and do not count in its working set, but they are touched (resident for later calls).
+- Writes land in L2 (write-back); a call's outputs stream out, are not re-read by it and do not count
+  in its working set, but they are touched (resident for later calls). Only what the L2 cannot hold
+  is HBM traffic: the distinct bytes a call writes past the L2's capacity are written back during it
+  (the dirty lines it must evict; what stays is written back after the run, unpriced).
 
 The rule depends on the program order only, never on the schedule, so every schedule pays the same
 HBM bytes: the cost model prices them at the per-core HBM rate, the simulated run streams them
@@ -46,9 +48,10 @@ class L2:
         self.recent.pop(tensor, None)
         self.recent[tensor] = nbytes
 
-    def hbm_fraction(self, reads: dict, writes: dict) -> float:
-        """The fraction of one block call's read bytes that come from HBM; the call's tensors are then
-        marked touched. ``reads`` and ``writes``: tensor -> (bytes its tasks read or write, tensor bytes)."""
+    def hbm_fraction(self, reads: dict, writes: dict) -> tuple[float, float]:
+        """(The fraction of one block call's read bytes that come from HBM, the bytes its writes spill
+        to HBM); the call's tensors are then marked touched. ``reads`` and ``writes``: tensor -> (bytes
+        its tasks read or write, tensor bytes)."""
         distinct = {t: min(r, size) for t, (r, size) in reads.items()}
         miss = reuse_miss(sum(distinct.values()), self.capacity)
         total = hbm = 0.0
@@ -58,7 +61,8 @@ class L2:
             total += r
         for t, (_, size) in (*reads.items(), *writes.items()):
             self.touch(t, size)
-        return hbm / total if total else 0.0
+        spill = max(0.0, sum(min(w, size) for w, size in writes.values()) - self.capacity)
+        return (hbm / total if total else 0.0), spill
 
 
 __all__ = ["L2", "reuse_miss"]

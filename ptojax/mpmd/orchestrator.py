@@ -389,10 +389,12 @@ class _Orchestrator:
         that a task is charged at most the GM bytes it reads (the backend's read bytes; a region can
         cover more, e.g. the whole cache an in-place scatter updates). A task is priced with the share
         of ITS reads that those bytes are (a task reloading a tile per point reads more than its
-        regions, one keeping it resident less)."""
-        reads, writes, region_bytes, sizes = {}, {}, [], {}      # sizes: buffer -> (itemsize, nbytes)
+        regions, one keeping it resident less). The writes the L2 cannot hold (the rule's spill) are
+        shared out by the bytes of the tasks' write regions into their HBM bytes -- the die's HBM
+        channel and the bound count them; a core's store rate stays its cost."""
+        reads, writes, region_bytes, write_bytes, sizes = {}, {}, [], [], {}  # sizes: buffer -> (itemsize, nbytes)
         for task, _ in made:
-            task_bytes = 0
+            task_bytes = written = 0
             for regions, into in ((task.reads, reads), (task.writes, writes)):
                 for region in regions:
                     buffer = region.buffer
@@ -406,16 +408,22 @@ class _Orchestrator:
                         into[buffer] = (nbytes if done is None else done[0] + nbytes, size[1])
                         if into is reads:
                             task_bytes += nbytes
+                        else:
+                            written += nbytes
             region_bytes.append(task_bytes)
-        fraction = self.l2.hbm_fraction(reads, writes)
-        shared = 0.0
-        for (task, points), task_bytes in zip(made, region_bytes):
+            write_bytes.append(written)
+        fraction, spill = self.l2.hbm_fraction(reads, writes)
+        spilled = spill / max(sum(write_bytes), 1)
+        shared = wrote = 0.0
+        for (task, points), task_bytes, written in zip(made, region_bytes, write_bytes):
             share = round(fraction * (shared + task_bytes)) - round(fraction * shared)   # adds up exactly
             shared += task_bytes
             task.cost, read_bytes = self.backend.priced(part, 0.0, points)
             task.hbm = min(share, read_bytes)
             if task.hbm:
                 task.cost, _ = self.backend.priced(part, round(task.hbm / read_bytes, 4), points)
+            task.hbm += round(spilled * (wrote + written)) - round(spilled * wrote)     # the channel's, not the cost's
+            wrote += written
 
     def copy(self, src: Buffer) -> Buffer:
         dst = self.scratch(src.array.shape, src.array.dtype)

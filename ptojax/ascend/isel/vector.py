@@ -256,9 +256,9 @@ def _reduce(sel, s, kind: str, src: str, shape, real: set, out: str):
     by_col = bool(real - {len(shape) - 1})
     if by_col and real - {len(shape) - 1} != rows_axes:
         return _some_rows(sel, s, kind, src, shape, real, out)
-    rows, cols = matrix(shape)
+    rows = matrix(shape)[0]
     if is_column(sel.types[src]):                # a value per row: reduce the row it also is
-        src, rows, cols, by_row, by_col = sel.row(src), 1, rows, True, False
+        src, rows, by_row, by_col = sel.row(src), 1, True, False
     if by_row and not by_col and 1 not in (to.v_row, to.v_col):     # R results kept as a matrix:
         per_row = sel.like(src, cols=1, dtype=to.dtype)                # a column, regrouped
         sel.emit(f"trow{kind}", [src, sel.like(src)], [per_row])
