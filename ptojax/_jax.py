@@ -4,8 +4,10 @@ The ``jax.extend.core`` names are taken from ``jax._src.core``, the module that 
 same objects, tests/test_imports.py): importing ``jax.extend`` imports every part of it, Pallas
 included, which costs ``import ptojax`` tens of milliseconds."""
 import jax
+import numpy as np
 from jax._src import callback as _callback
 from jax._src import source_info_util as _source_info
+from jax._src.lax.lax import _convert_element_type
 from jax._src.core import (ClosedJaxpr, Jaxpr, Literal, ManualAxisType, Primitive, Var, get_cur_mesh_sharding,
                            jaxpr_as_fun, jaxprs_in_params)
 from jax.core import ShapedArray
@@ -40,6 +42,13 @@ def vary_alike(*xs) -> tuple:
     return tuple(jax.lax.pcast(x, tuple(sorted(every - v)), to="varying") for x, v in zip(xs, varying))
 
 
+def weak_32(x):
+    """A weakly typed 64-bit value (a Python number under ``jax_enable_x64``) as its weakly typed 32-bit
+    twin: it still gives way to the other operand's dtype (``f16 * 2.5`` stays float16)."""
+    dtype = {"f": np.float32, "i": np.int32, "u": np.uint32, "c": np.complex64}[np.dtype(x.dtype).kind]
+    return _convert_element_type(x, np.dtype(dtype), weak_type=True)
+
+
 def per_device(ctx):
     """A lowering context whose avals vary along no manual mesh axis: a call's lowering re-traces its
     function per device, where ``jax.shard_map``'s mesh is not current (a varying aval needs it)."""
@@ -59,5 +68,5 @@ def host_call_lowering(ctx, host, *operands):
 
 __all__ = [
     "ClosedJaxpr", "Jaxpr", "Literal", "Primitive", "ShapedArray", "Var", "ad", "batching", "frames", "host_call_lowering",
-    "jaxpr_as_fun", "jaxprs_in_params", "mlir", "per_device", "result_aval", "vary_alike", "xla",
+    "jaxpr_as_fun", "jaxprs_in_params", "mlir", "per_device", "result_aval", "vary_alike", "weak_32", "xla",
 ]

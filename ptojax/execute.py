@@ -69,8 +69,9 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
 def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simulated", policy: str = "mpmd",
                  workers: int = 4, compiled=None, donated=(), compute: bool = True, plans: dict | None = None):
     """:func:`execute` on the flat list of arguments: (the flat list of outputs, or None, :class:`Trace`)."""
-    return ieee_call(_execute_flat, lowering, flat, target, executor, policy, workers, compiled, donated, compute,
-                     plans)     # IEEE subnormals inside XLA's execution too (see _fpenv)
+    with jax.enable_x64(False):     # the orchestrator's host values (loop counters, indices) in 32 bits
+        return ieee_call(_execute_flat, lowering, flat, target, executor, policy, workers, compiled, donated,
+                         compute, plans)     # IEEE subnormals inside XLA's execution too (see _fpenv)
 
 
 def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, donated, compute, plans):
@@ -118,7 +119,8 @@ def execute_dynamic(dynamic, flat, m: int, *, target="a3", executor: str = "simu
     :class:`Trace`). The tasks are the ``ceil(m/T)`` row blocks each program needs, scheduled by the
     GM windows they share; each runs its function of the dynamic module with ``m`` bound and is priced
     at its block's valid rows (:mod:`~ptojax.ascend.dynamic_tasks`)."""
-    return ieee_call(_execute_dynamic, dynamic, flat, m, target, executor, policy, workers, compute)
+    with jax.enable_x64(False):
+        return ieee_call(_execute_dynamic, dynamic, flat, m, target, executor, policy, workers, compute)
 
 
 def _execute_dynamic(dynamic, flat, m, target, executor, policy, workers, compute):
@@ -146,7 +148,9 @@ def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset
     compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
     zeros = [np.zeros(shape, dtype) for shape, dtype, *_ in avals]
     try:
-        return orchestrator.steering(lowering.block.jaxpr, lowering.block.consts, zeros, AscendBackend(compiled, tgt))
+        with jax.enable_x64(False):
+            return orchestrator.steering(lowering.block.jaxpr, lowering.block.consts, zeros,
+                                         AscendBackend(compiled, tgt))
     except PtoOrchestrationError:
         return frozenset({"device data"})
 

@@ -30,7 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import ascend
-from ._jax import Primitive, ad, batching, host_call_lowering, mlir, per_device, result_aval, xla
+from ._jax import (Literal, Primitive, ad, batching, host_call_lowering, mlir, per_device, result_aval, weak_32,
+                   xla)
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoCapacityError, PtoError, no_derivative
 from .execute import execute_flat, replay_function, steering
@@ -99,12 +100,27 @@ def _canonical(args):
     JAX arrays, tracers and shape specs as they are."""
     def one(x):
         if isinstance(x, (jax.Array, jax.core.Tracer, jax.ShapeDtypeStruct)):
+            if jnp.issubdtype(x.dtype, jax.dtypes.extended):
+                raise PtoArgumentError(f"pj.kernel: an argument of dtype {x.dtype} (a typed PRNG key) cannot "
+                                       "enter a kernel: the cores have no random number instruction")
+            if _weak(x) and np.dtype(x.dtype).itemsize == 8 and not isinstance(x, jax.ShapeDtypeStruct):
+                return weak_32(x)                   # a Python number under jax_enable_x64 (jax.jit's tracer)
             return x
         if type(x) in (int, float, complex):
-            return jnp.asarray(x)
+            with jax.enable_x64(False):             # weakly typed, 32 bits: the cores have no 64-bit types
+                return jnp.asarray(x)
         x = np.asarray(x)
+        if not (jnp.issubdtype(x.dtype, jnp.number) or x.dtype == np.bool_):
+            raise PtoArgumentError(f"pj.kernel: argument {_short(x)} is not an array or a number; pass it with "
+                                   "functools.partial (the kernel is then made for it, as jax.jit's static "
+                                   "arguments)")
         return np.asarray(x, dtype=jax.dtypes.canonicalize_dtype(x.dtype), order="C")
     return jax.tree.map(one, args)
+
+
+def _short(x) -> str:
+    text = repr(x.item() if x.ndim == 0 else x)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _weak(x) -> bool:
@@ -152,6 +168,8 @@ def _positional(fn, name: str, args: tuple, kwargs: dict) -> tuple:
     except ValueError:
         raise PtoArgumentError(f"pj.kernel '{name}': keyword arguments {sorted(kwargs)} need a function with a "
                                "signature; pass them by position") from None
+    if bound.kwargs:                # a keyword after a skipped default: the defaults fill the gap
+        bound.apply_defaults()
     if bound.kwargs:
         raise PtoArgumentError(f"pj.kernel '{name}': keyword-only arguments {sorted(bound.kwargs)} are not "
                                "supported; make them positional parameters or bind them with functools.partial")
@@ -544,11 +562,12 @@ def _lowering(ctx, *args, call: Compiled):
     into the caller's XLA computation, or where data steers its schedule the MPMD runtime in a host
     callback."""
     ctx = per_device(ctx)
-    if call.options.backend != "sim":
-        return mlir.lower_fun(functools.partial(_xla, call=call), multiple_results=True)(ctx, *args)
-    replay = _replay(call)
-    if replay is not None:
-        return mlir.lower_fun(replay, multiple_results=True)(ctx, *args)
+    with jax.enable_x64(False):         # the kernel's own values are 32-bit whatever the caller's setting
+        if call.options.backend != "sim":
+            return mlir.lower_fun(functools.partial(_xla, call=call), multiple_results=True)(ctx, *args)
+        replay = _replay(call)
+        if replay is not None:
+            return mlir.lower_fun(replay, multiple_results=True)(ctx, *args)
     return host_call_lowering(ctx, _host(call, ctx.avals_out), *args)
 
 
@@ -577,11 +596,22 @@ def _batch(args, dims, *, call: Compiled):
         def flat_fn(*xs):
             return jax.core.eval_jaxpr(traced.jaxpr, traced.consts, *xs)
 
-        inner = Kernel(jax.vmap(flat_fn, in_axes=tuple(dims), out_axes=0), call.options)
+        out_axes = [0 if b else None for b in _batched_outputs(traced.jaxpr, dims)]   # eval_jaxpr: a list
+        inner = Kernel(jax.vmap(flat_fn, in_axes=tuple(dims), out_axes=out_axes), call.options)
         inner.name = f"vmap({call.name})"
-        _BATCHED[key] = inner
-    compiled = _BATCHED[key].compiled_for(*args)
-    return pto_call_p.bind(*args, call=compiled), [0] * len(traced.jaxpr.outvars)
+        _BATCHED[key] = inner, out_axes
+    inner, out_axes = _BATCHED[key]
+    return pto_call_p.bind(*args, call=inner.compiled_for(*args)), list(out_axes)
+
+
+def _batched_outputs(jaxpr, dims) -> tuple:
+    """Whether each output of ``jaxpr`` depends on an input batched along ``dims`` (None: not batched);
+    the others leave ``jax.vmap`` unbatched, as they would from plain JAX."""
+    batched = {v for v, d in zip(jaxpr.invars, dims) if d is not None}
+    for eqn in jaxpr.eqns:
+        if any(not isinstance(v, Literal) and v in batched for v in eqn.invars):
+            batched.update(eqn.outvars)
+    return tuple(not isinstance(v, Literal) and v in batched for v in jaxpr.outvars)
 
 
 batching.primitive_batchers[pto_call_p] = _batch

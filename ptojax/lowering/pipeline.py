@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from .._jax import ClosedJaxpr
-from ..errors import PtoArgumentError, PtoVerifyError
+from ..errors import PtoArgumentError, PtoDtypeError, PtoVerifyError
 from . import text
 from .memory import ASCEND_CORE, CoreMemory
 from .partition import Options, Program, to_block_level
@@ -191,6 +191,15 @@ def lower(fn: Callable, *args, options: Mapping | None = None, memory: CoreMemor
 
 def _lower(fn, args, options, memory) -> Lowering:
     flat, in_tree = jax.tree.flatten(args)
+    for i, x in enumerate(flat):
+        if np.dtype(x.dtype).itemsize == 8 and not getattr(x, "weak_type", False):
+            raise PtoDtypeError(f"pto lower: argument leaf {i} is {np.dtype(x.dtype).name}{list(np.shape(x))}; the "
+                                "cores have no 64-bit types: pass it as float32 / int32")
+    with jax.enable_x64(False):         # the kernel's own values (iotas, loop counters, constants) in 32 bits
+        return _lower_32(fn, flat, in_tree, options, memory)
+
+
+def _lower_32(fn, flat, in_tree, options, memory) -> Lowering:
     avals = [jax.ShapeDtypeStruct(np.shape(x), x.dtype, weak_type=getattr(x, "weak_type", False)) for x in flat]
     out_tree = []
 

@@ -114,7 +114,8 @@ def _to_integer(mode):
     def rule(eqn, x):
         how = mode(eqn) if callable(mode) else mode
         r = ops.cast(ops.cast(x, jnp.int32, rounding=how), x.dtype)
-        r = ops.where(ops.lt(ops.abs(x), np.asarray(2.0 ** 23, x.dtype)), r, x)
+        limit = min(2.0 ** 23, float(jnp.finfo(x.dtype).max))     # float16 holds no 2**23: its largest
+        r = ops.where(ops.lt(ops.abs(x), np.asarray(limit, x.dtype)), r, x)
         return ops.where(ops.eq(r, np.zeros((), x.dtype)), ops.mul(x, np.zeros((), x.dtype)), r)
     return rule
 
@@ -401,6 +402,8 @@ def _integer_div(x, y):
 def _div(eqn, x, y):
     if x.dtype in _FLOAT:
         return ops.div(x, y)
+    if is_const(y):         # a Python divisor (x // 2): a 0-d array, which the scalar steps can take
+        y = np.asarray(y, eqn.invars[1].aval.dtype)
     if x.dtype == np.int8:                                    # exact in int32; -128 / -1 wraps back to -128
         return ops.cast(_integer_div(ops.cast(x, jnp.int32), ops.cast(y, jnp.int32)), jnp.int8, saturate=False)
     return _integer_div(x, y)

@@ -1,0 +1,82 @@
+"""Kernels under ``jax_enable_x64`` (the cores have no 64-bit types: the kernel's own values stay 32-bit,
+Python numbers weakly typed, 64-bit arrays a named error) and arguments that are no arrays; keyword
+arguments after a skipped default; ``jax.vmap`` of outputs that do not depend on the batch."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from helpers import rand
+
+
+@pytest.fixture
+def x64():
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", False)
+
+
+def _matches(fn, *args, jit=True):
+    want = jax.jit(fn)(*args)
+    for got in (pj.kernel(fn)(*args), *([jax.jit(pj.kernel(fn))(*args)] if jit else [])):
+        for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-6, atol=1e-6)
+
+
+def test_kernels_under_x64_keep_32_bits(x64):
+    """Gathers, sorts and top-k under jit (int64 loop indices met int32 ones in the replay), loops whose
+    counters the kernel makes, Python scalar arguments (float64 before) and pj.nn ops."""
+    x = rand((16, 64), np.float32, 1)
+    idx = np.array([3, 0, 15, 7], np.int32)
+    _matches(lambda a, i: a[i] * 2.0, x, idx)
+    _matches(lambda a: jax.lax.top_k(a, 4)[0], x)
+    _matches(lambda a: jnp.sort(a, axis=-1), x)
+    _matches(lambda a: jax.lax.fori_loop(0, 3, lambda i, c: c * 0.5, a), x)
+    _matches(lambda a: jax.lax.scan(lambda c, r: (c + r, c * 2.0), jnp.zeros(64, jnp.float32), a), x)
+    h = x.astype(np.float16)
+    _matches(lambda a, s: a * s, h, 2.5)
+    q = rand((2, 32, 16), np.float32, 2)
+    np.testing.assert_allclose(np.asarray(pj.nn.flash_attention(q, q, q)),
+                               np.asarray(jax.jit(lambda v: pj.nn.flash_attention(v, v, v, backend="xla"))(q)),
+                               rtol=1e-5, atol=1e-5)
+    labels = np.arange(16, dtype=np.int32) % 64
+    grad = jax.grad(lambda v: pj.nn.softmax_cross_entropy(v, labels))(x)
+    assert grad.dtype == np.float32 and np.isfinite(np.asarray(grad)).all()
+    with pytest.raises(pj.PtoDtypeError, match="float64.*no 64-bit types"):
+        pj.kernel(lambda a: a * 2)(np.ones((8, 8), np.float64))
+
+
+def test_arguments_that_are_no_arrays_are_refused():
+    """A string was traced as a str192 array: ``mode == "double"`` was False, silently."""
+    x = rand((8, 32), np.float32, 3)
+    f = lambda a, mode: a * 2.0 if mode == "double" else a          # noqa: E731
+    with pytest.raises(pj.PtoArgumentError, match="'double' is not an array or a number.*functools.partial"):
+        pj.kernel(f)(x, "double")
+    np.testing.assert_array_equal(np.asarray(pj.kernel(functools.partial(f, mode="double"))(x)), x * 2)
+    with pytest.raises(pj.PtoArgumentError, match="typed PRNG key"):
+        pj.kernel(lambda k, a: a + jax.random.uniform(k, a.shape))(jax.random.key(0), x)
+
+
+def test_a_keyword_after_a_skipped_default_and_weak_floor_division():
+    x = rand((8, 32), np.float32, 4)
+
+    def f(a, scale=2.0, bias=None):
+        return a * scale + (0 if bias is None else bias)
+
+    np.testing.assert_allclose(np.asarray(pj.kernel(f)(x, bias=x)), np.asarray(f(x, bias=x)), rtol=1e-6)
+    _matches(lambda a: jnp.where(a > 0, 3, -5) // 2, x)            # a Python divisor: 'pto.eq ... scalars'
+    _matches(lambda a: (a > 0) // 2, x)
+
+
+def test_vmap_of_outputs_that_do_not_depend_on_the_batch():
+    a, b = rand((3, 16, 32), np.float32, 5), rand((16, 32), np.float32, 6)
+    f = lambda u, v: (u * 2, v + 1)                                # noqa: E731
+    for fn in (jax.vmap(pj.kernel(f), in_axes=(0, None), out_axes=(0, None)),
+               jax.jit(jax.vmap(pj.kernel(f), in_axes=(0, None), out_axes=(0, None)))):
+        u, v = fn(a, b)
+        np.testing.assert_array_equal(np.asarray(u), a * 2)
+        np.testing.assert_array_equal(np.asarray(v), b + 1)
