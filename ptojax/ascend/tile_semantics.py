@@ -1008,11 +1008,28 @@ def _struct_elems(dt: np.dtype) -> int:
     return 8 // np.dtype(dt).itemsize
 
 
+def _order_key(v):
+    """A signed integer whose order is ``v``'s with +0 == -0 (floats: their bits, a negative's magnitude
+    bits flipped; NaN at an end), compared as integers: XLA:CPU compares floats with subnormals taken for
+    zeros, the simulator's C++ ``>`` does not."""
+    if not _is_float(v.dtype):
+        return v
+    it = jnp.int16 if _dt(v).itemsize == 2 else jnp.int32
+    i = lax.bitcast_convert_type(v, it)
+    i = jnp.where(i == jnp.iinfo(it).min, jnp.zeros_like(i), i)                 # -0 as +0
+    return jnp.where(i < 0, i ^ jnp.iinfo(it).max, i)
+
+
+def _greater(a, b):
+    """The C++ ``a > b`` of the simulator's sorts and merges: false where either is NaN."""
+    if not _is_float(a.dtype):
+        return a > b
+    return (_order_key(a) > _order_key(b)) & ~jnp.isnan(a) & ~jnp.isnan(b)
+
+
 def _desc_key(v):
     """A key whose ascending order is ``v``'s descending order with +0 == -0 (the C++ ``>``)."""
-    if _is_float(v.dtype):
-        return -jnp.where(v == 0, jnp.zeros_like(v), v)
-    return jnp.bitwise_not(v)
+    return jnp.bitwise_not(_order_key(v))
 
 
 def _pack_structs(vals, idx):
@@ -1066,7 +1083,7 @@ def _merge(lists, out_n: int, exhausted: bool):
         head = arr[jnp.arange(len(lists)), jnp.minimum(pos, nmax - 1)]        # (L, E)
         pick = jnp.int32(-1)
         for li in range(len(lists)):
-            ok = (pos[li] < size[li]) & ((pick < 0) | (head[li, 0] > head[jnp.maximum(pick, 0), 0]))
+            ok = (pos[li] < size[li]) & ((pick < 0) | _greater(head[li, 0], head[jnp.maximum(pick, 0), 0]))
             pick = jnp.where(ok, li, pick)
         write = (~done) & (pick >= 0)
         val = jnp.where(write, head[jnp.maximum(pick, 0)], jnp.zeros((e,), arr.dtype))
