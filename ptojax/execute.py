@@ -80,6 +80,7 @@ def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, d
     if not compute and executor != "simulated":
         raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
     arrays = [np.asarray(x) for x in flat]
+    donated = _alone(arrays, donated)
     key = _plan_key(arrays, policy, donated)
     keep = plans is not None and compute and executor == "simulated"
     kept = plans.get(key) if keep else None
@@ -108,6 +109,8 @@ def _schedule(plan, tgt, backend, executor: str, policy: str, workers: int, comp
     if executor == "simulated":
         return simulate(plan, machine(tgt), policy=policy, execute=compute, worker=backend.worker)
     if executor == "threads":
+        if policy != "mpmd":        # host threads release a task when its inputs are ready: no barriers
+            raise PtoArgumentError(f"pto run: the threads executor runs policy 'mpmd' only, not {policy!r}")
         return run_threads(plan, machine(tgt), workers=workers, worker=backend.worker)
     raise PtoArgumentError(f"pto run: executor {executor!r} is not 'simulated' or 'threads'")
 
@@ -177,6 +180,14 @@ def replay_function(lowering: Lowering, avals, target="a3", compiled=None):
     if plan.steering or not plan.replayable:
         return None
     return graph_function(plan, backend.module)
+
+
+def _alone(arrays, donated) -> frozenset:
+    """The donated positions whose arrays no other argument's memory overlaps: an array passed twice
+    (``f(cache, ..., cache)``) is not updated in place, or the other argument's reads would see the
+    update (as ``jax.jit``, which copies such a buffer)."""
+    return frozenset(i for i in donated if not any(
+        j != i and np.may_share_memory(arrays[i], a) for j, a in enumerate(arrays)))
 
 
 def _plan_key(arrays, policy, donated) -> tuple:

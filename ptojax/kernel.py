@@ -35,7 +35,7 @@ from ._jax import (Literal, Primitive, ad, batching, host_call_lowering, mlir, p
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoCapacityError, PtoError, no_derivative
 from .execute import execute_flat, replay_function, steering
-from .lowering.pipeline import Lowering, lower
+from .lowering.pipeline import TEXT, Lowering, lower
 
 BACKENDS = ("sim", "xla")
 EXECUTORS = ("simulated", "threads")
@@ -305,6 +305,9 @@ class Compiled:
             return self.code.pto()
         if self.code is not None and level == "cpp":
             return self.ptoas()
+        if level not in TEXT:
+            raise PtoArgumentError(f"pj.kernel '{self.name}': no text for level {level!r}; available: "
+                                   f"{sorted({*TEXT, 'cpp'} if self.code is not None else TEXT)}")
         return self.lowering.as_text(level)
 
     def ptoas(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:

@@ -1189,8 +1189,9 @@ def register(name: str, reference: Callable, numpy: Callable | None = None) -> N
     """Add user-defined instruction ``name`` (``pj.tiles.register_op``) to :data:`SEMANTICS`: its
     ``reference`` (jnp: traced, vmapped and jitted as the built-ins are) or, where given, ``numpy``
     (run on the host on one grid point's operands at a time, :data:`USER`; under a trace through
-    ``jax.pure_callback``). A first operand may be a whole GM tensor (a GM reader). The results are
-    reshaped to the destinations' valid regions (their dtypes must match); attribute ``zn`` (one
+    ``jax.pure_callback``); its operands are read-only. A first operand may be a whole GM tensor (a GM
+    reader). The results must have the destinations' valid shapes (but for dims of one: a (16,) result
+    fills a 16 x 1 destination) and dtypes; attribute ``zn`` (one
     flag per operand, then per destination: :func:`zn` tiles) transposes those operands and results."""
     if numpy is None:
         def fn(*operands, out=None, zn=(), **attrs):
@@ -1199,7 +1200,7 @@ def register(name: str, reference: Callable, numpy: Callable | None = None) -> N
     else:
         def host(*operands, out=None, zn=(), **attrs):
             with np.errstate(all="ignore"):
-                return _flipped(name, numpy, [np.asarray(o) for o in operands], out, zn, attrs, np)
+                return _flipped(name, numpy, [_read_only(o) for o in operands], out, zn, attrs, np)
 
         def fn(*operands, out=None, **attrs):
             if out is None or not any(isinstance(o, jax.core.Tracer) for o in operands):
@@ -1208,6 +1209,14 @@ def register(name: str, reference: Callable, numpy: Callable | None = None) -> N
                                      vmap_method="sequential")
         USER[name] = host
     SEMANTICS[name] = fn
+
+
+def _read_only(x) -> np.ndarray:
+    """A read-only view of an operand: a user's NumPy semantics that writes into it fails (the engine's
+    tile buffers would change under the instructions after it)."""
+    view = np.asarray(x).view()
+    view.flags.writeable = False
+    return view
 
 
 def unregister(name: str) -> None:
@@ -1242,7 +1251,8 @@ def _fitted(name: str, result, out, xp):
     for r, o in zip(res, outs):
         r = xp.asarray(r)
         if o is not None:
-            if np.dtype(r.dtype) != np.dtype(o.dtype) or int(np.prod(r.shape)) != int(np.prod(o.shape)):
+            squeezed = [[d for d in shape if d != 1] for shape in (r.shape, o.shape)]
+            if np.dtype(r.dtype) != np.dtype(o.dtype) or squeezed[0] != squeezed[1]:
                 raise ValueError(f"pto.{name} gave {np.dtype(r.dtype).name}{list(r.shape)} for a destination of "
                                  f"{np.dtype(o.dtype).name}{list(o.shape)}")
             r = r.reshape(o.shape)

@@ -51,6 +51,9 @@ _POOL = threading.local()       # per thread: (shape, dtype) -> GM arrays free f
 _POOL_DEPTH = 4                 # arrays kept per (shape, dtype)
 
 
+MAX_TASKS = 1_000_000    # a run that makes more stops: a host loop driven by data may never end
+
+
 class PtoOrchestrationError(PtoError, RuntimeError):
     """The Block graph cannot be turned into tasks (e.g. a block-level scan over tensors), or a value the
     host needs depends on device data while tasks are not executed."""
@@ -190,6 +193,11 @@ class _Orchestrator:
         self.l2 = L2(capacity) if capacity else None     # GM residency, when the backend prices by it
 
     def emit(self, task: Task):
+        if len(self.tasks) >= MAX_TASKS:
+            raise PtoOrchestrationError(
+                f"pto runtime: the kernel made {MAX_TASKS:,} tasks and goes on (the last: {task.name!r}); a loop "
+                "whose trip count or condition comes from data may not end (ptojax.mpmd.orchestrator.MAX_TASKS "
+                "sets the limit)")
         if self.token is not None:
             task.reads += (self.token,)
         for region in task.writes:
