@@ -110,7 +110,8 @@ def _along(eqn, x, idx, axis):
     if x.size > np.iinfo(np.int32).max:
         raise unsupported(eqn, f"(take_along_axis) on {x.size} elements needs int32 offsets")
     coords = np.indices(idx.shape, dtype=np.int64)
-    base = sum(c * int(np.prod(x.shape[d + 1:])) for d, c in enumerate(coords) if d != axis).astype(np.int32)
+    base = sum((c * int(np.prod(x.shape[d + 1:])) for d, c in enumerate(coords) if d != axis),
+               np.zeros(idx.shape, np.int64)).astype(np.int32)         # 1-D: no other coordinate
     if _clamps(eqn):
         idx = ops.clip(idx, 0, n - 1)
     valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, n))

@@ -169,18 +169,33 @@ def _pad(eqn, x, value):
     return ops.pad(x, [(max(lo, 0), max(hi, 0)) for lo, hi, _ in config], np.asarray(value).item())
 
 
+def _iota_form(payload, shape, axis):
+    """``(first, step)`` where ``payload`` is ``first + step * iota`` along ``axis`` (step 1, or -1: the
+    reversed iota of a descending ``jnp.argsort``), else None."""
+    if not is_const(payload):
+        return None
+    iota = np.broadcast_to(np.arange(shape[axis]).reshape([-1 if d == axis else 1 for d in range(len(shape))]), shape)
+    for first, step in ((0, 1), (shape[axis] - 1, -1)):
+        if np.array_equal(np.asarray(payload), first + step * iota):
+            return first, step
+    return None
+
+
 def _sort(eqn, *operands):
-    """``jnp.sort`` (one operand) and ``jnp.argsort`` (keys plus the iota it permutes)."""
+    """``jnp.sort`` (one operand) and ``jnp.argsort`` (keys plus the iota it permutes, or the reversed
+    one of ``descending=True``)."""
     axis = eqn.params["dimension"]
     payload = operands[1:]
-    iota = (len(payload) == 1 and is_const(payload[0]) and np.array_equal(
-        np.asarray(payload[0]), np.broadcast_to(np.arange(operands[0].shape[axis]).reshape(
-            [-1 if d == axis else 1 for d in range(operands[0].ndim)]), operands[0].shape)))
-    if eqn.params["num_keys"] != 1 or (payload and not iota):
-        raise unsupported(eqn, "is only translated for one key (jnp.sort / jnp.argsort)")
+    form = _iota_form(payload[0], operands[0].shape, axis) if len(payload) == 1 else None
+    if eqn.params["num_keys"] != 1 or (payload and form is None):
+        raise unsupported(eqn, "is only translated for one key and no payload but the indices an argsort "
+                               "permutes (jnp.sort / jnp.argsort)")
     values, order = ops.sort(operands[0], axis)
     if not payload:
         return [values]
+    first, step = form
+    if step < 0:
+        order = ops.sub(np.int32(first), order)
     # jnp.sort's derivative permutes a uint32 iota, which no tile holds: its int32 order (< 2**31) serves
     return [values, order if payload[0].dtype == np.uint32 else ops.cast(order, payload[0].dtype)]
 

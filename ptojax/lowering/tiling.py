@@ -115,7 +115,23 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
                                    whole_rows=rank - 1 in whole)
         if templated() and rank > 1:      # rows that divide every template row count, several blocks of it
             tile = (*tile[:-2], min(1 << (tile[-2].bit_length() - 1), TEMPLATE_ROWS), tile[-1])
+        tile = _fit_whole(tile, shape, whole, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory)
     return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
+
+
+def _fit_whole(tile, shape, whole, itemsize: int, memory: CoreMemory) -> tuple[int, ...]:
+    """A default tile whose whole axes (a cumsum or sort along a leading axis of 129) take their full
+    length: its other axes cut so that it stays within ``memory.tile_bytes`` (leading ones first, the
+    last to whole 32-byte blocks)."""
+    tile = [n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile))]
+    budget, step = max(1, memory.tile_bytes // itemsize), max(1, memory.align // itemsize)
+    for d in range(len(tile) - 1):
+        if d not in whole and math.prod(tile) > budget:
+            tile[d] = max(1, budget // max(1, math.prod(tile) // tile[d]))
+    last = len(tile) - 1
+    if tile and last not in whole and math.prod(tile) > budget:
+        tile[last] = min(tile[last], max(step, budget // max(1, math.prod(tile[:-1])) // step * step))
+    return tuple(tile)
 
 
 def _at_most(tile, count: int, step: int) -> tuple[int, ...]:
