@@ -192,7 +192,7 @@ def lower(fn: Callable, *args, options: Mapping | None = None, memory: CoreMemor
 def _lower(fn, args, options, memory) -> Lowering:
     flat, in_tree = jax.tree.flatten(args)
     for i, x in enumerate(flat):
-        if np.dtype(x.dtype).itemsize == 8 and not getattr(x, "weak_type", False):
+        if np.dtype(x.dtype).itemsize == 8 and np.dtype(x.dtype).kind in "fiu" and not getattr(x, "weak_type", False):
             raise PtoDtypeError(f"pto lower: argument leaf {i} is {np.dtype(x.dtype).name}{list(np.shape(x))}; the "
                                 "cores have no 64-bit types: pass it as float32 / int32")
     with jax.enable_x64(False):         # the kernel's own values (iotas, loop counters, constants) in 32 bits
