@@ -115,7 +115,8 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
                                    whole_rows=rank - 1 in whole)
         if templated() and rank > 1:      # rows that divide every template row count, several blocks of it
             tile = (*tile[:-2], min(1 << (tile[-2].bit_length() - 1), TEMPLATE_ROWS), tile[-1])
-        tile = _fit_whole(tile, shape, whole, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory)
+        elif whole:                       # (a template lowering keeps its rows' tiles: one program per size)
+            tile = _fit_whole(tile, shape, whole, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory)
     return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
 
 
