@@ -122,27 +122,19 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
 
 def _fit_whole(tile, shape, whole, itemsize: int, memory: CoreMemory) -> tuple[int, ...]:
     """A default tile whose whole axes (a cumsum or sort along a leading axis of 129) take their full
-    length: its other axes cut so that it stays within ``memory.tile_bytes`` (leading ones first, the
-    last to whole 32-byte blocks)."""
+    length: its other axes cut so that it stays within ``memory.tile_bytes`` (:func:`_at_most`)."""
     tile = [n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile))]
-    budget, step = max(1, memory.tile_bytes // itemsize), max(1, memory.align // itemsize)
-    for d in range(len(tile) - 1):
-        if d not in whole and math.prod(tile) > budget:
-            tile[d] = max(1, budget // max(1, math.prod(tile) // tile[d]))
-    last = len(tile) - 1
-    if tile and last not in whole and math.prod(tile) > budget:
-        tile[last] = min(tile[last], max(step, budget // max(1, math.prod(tile[:-1])) // step * step))
-    return tuple(tile)
+    return _at_most(tile, max(1, memory.tile_bytes // itemsize), max(1, memory.align // itemsize), keep=whole)
 
 
-def _at_most(tile, count: int, step: int) -> tuple[int, ...]:
-    """``tile`` cut to at most ``count`` elements: leading dims to 1 first, then the last dim to a
-    multiple of ``step`` (its alignment) where it has to be cut."""
+def _at_most(tile, count: int, step: int, keep=()) -> tuple[int, ...]:
+    """``tile`` cut to at most ``count`` elements where its dims not in ``keep`` allow: leading dims to 1
+    first, then the last dim to a multiple of ``step`` (its alignment) where it has to be cut."""
     tile = list(tile)
     for d in range(len(tile) - 1):
-        if math.prod(tile) > count:
-            tile[d] = max(1, count // math.prod(tile[d + 1:])) if math.prod(tile[d + 1:]) <= count else 1
-    if tile and math.prod(tile) > count:
+        if d not in keep and math.prod(tile) > count:
+            tile[d] = max(1, count // max(1, math.prod(tile) // tile[d]))
+    if tile and len(tile) - 1 not in keep and math.prod(tile) > count:
         tile[-1] = max(min(tile[-1], step), count // math.prod(tile[:-1]) // step * step)
     return tuple(tile)
 
