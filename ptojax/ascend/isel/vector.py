@@ -22,7 +22,7 @@ _BITWISE = ("tand", "tor", "txor", "tnot")
 _FLOATS = ("f32", "f16", "bf16")
 _COMMUTES = {"tadd", "tmul", "tmax", "tmin"}
 _REDUCE = {"tsum": "sum", "tamax": "max", "tamin": "min", "tprod": "prod", "targmax": "argmax", "targmin": "argmin"}
-_UNARY = ("texp", "tlog", "tsqrt", "trsqrt", "trecip", "tneg", "trelu")
+_UNARY = ("texp", "tlog", "tsqrt", "trsqrt", "trecip", "tneg")
 
 
 @rule("tstore", "tmov")
@@ -84,6 +84,14 @@ def _tile_binary(sel, s, ins, outs):
         # (an integer per-row operand would need a full 32-byte row: the verifier's rule)
         return sel.emit(fused, [a, sel.as_rows(b, sel.types[b], sb) if fused.startswith("trow") else b], outs)
     sel.emit(op, [a, sel.expand(s, b, sb, so)], outs)
+
+
+@rule("trelu")
+def relu(sel, s, ins, outs):
+    sel.emit("trelu", ins, outs)
+    dtype = sel.types[ins[0]].dtype
+    if dtype in _FLOATS:                        # trelu(-0.0) is -0.0 (x < 0 ? 0 : x), XLA's max(-0.0, 0) +0.0
+        sel.emit("tadds", [outs[0], sel.const(0.0, dtype)], outs)
 
 
 @rule("tabs")
