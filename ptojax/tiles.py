@@ -31,6 +31,7 @@ matmul to read; ``"vec"``: UB): a custom DMA such as a gather of top-k rows into
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, Sequence
 
 import jax
@@ -165,6 +166,9 @@ def compute(name: str, *args, **params):
     try:
         return prim.bind(*args, **params)
     except TypeError as e:           # a missing or unknown parameter of the abstract eval
+        if isinstance(params.get("axis"), int) and "axes" not in params:         # pj.ops.softmax(x, axis=-1)
+            with contextlib.suppress(TypeError):
+                return prim.bind(*args, **{k: v for k, v in params.items() if k != "axis"}, axes=(params["axis"],))
         raise op_error(PtoArgumentError, op, f"parameters {sorted(params)} do not fit pj.ops.{name}'s: {e}") from None
 
 
@@ -267,6 +271,15 @@ def _foreign(jaxpr) -> bool:
 
 
 # --------------------------------------------------------------------------------------- checking
+def _vector_work(prim) -> bool:
+    """Whether tile op ``prim`` runs on a vector unit: every built-in op but ``cast`` (the FIXPIPE's
+    conversion out of L0C), and a registered op on the ``VECTOR`` pipe."""
+    custom = CUSTOM.get(prim.name[len("pto."):])
+    if custom is not None and custom["primitive"] is prim:
+        return custom["pipe"] == "VECTOR"
+    return prim is not T.COMPUTE["cast"]
+
+
 class _Checker:
     """Walks a body jaxpr: GM tensors used only by loads/stores, windows in bounds for every index the
     grid and its loops reach, operands in the buffers their instructions read."""
@@ -293,6 +306,8 @@ class _Checker:
     def window(self, eqn, gm, indices):
         w = eqn.params["window"]
         shape = gm.aval.shape
+        if any(i >= 0 and self.range_of(indices[i]) is None for i in w.index):
+            return                                          # in a loop that runs no trip
         for d, (size, i, s, b) in enumerate(zip(w.shape, w.index, w.stride, w.base)):
             lo, hi = (0, 0) if i < 0 else self.range_of(indices[i])
             first, last = b + s * lo, b + s * hi
@@ -371,8 +386,10 @@ class _Checker:
                           "holding them) instead", PtoUnsupportedError)
             locs = {self.tile(v) for v in ins if not isinstance(v, Literal) and v.aval.shape}
             loc = "acc" if locs == {"acc"} else "vec"
-            if self.kind == "cube" and loc != "acc":
-                self.fail(f"{prim.name} on a cube grid works on acc tiles only; vector work needs kind='vector'")
+            if self.kind == "cube" and (loc != "acc" or _vector_work(prim)):
+                self.fail(f"{prim.name} is vector work, which a cube grid has no unit for (it converts its acc "
+                          "tiles only, pj.tiles.cast): store the acc tile and continue in a kind='vector' grid",
+                          PtoUnsupportedError)
             if self.kind == "vector" and "acc" in locs:
                 self.fail(f"{prim.name} reads an acc tile on a vector grid")
             self.loc.update((v, loc) for v in outs)
@@ -394,7 +411,7 @@ class _Checker:
                       PtoUnsupportedError)
         for inner, outer in zip(body.invars[:nc], consts):
             self.alias(inner, outer)
-        self.bounds[body.invars[nc]] = (lower, lower + p["length"] - 1)
+        self.bounds[body.invars[nc]] = (lower, lower + p["length"] - 1) if p["length"] else None   # no trip
         for inner, outer in zip(body.invars[nc + 1:nc + ncarry], carry[1:]):
             if self.is_gm(outer):
                 self.fail("a GM tensor cannot be a loop carry: store outside the loop, or give each iteration "
@@ -407,6 +424,10 @@ class _Checker:
             made = None if isinstance(out, Literal) else producer.get(out)
             while made is not None and made.primitive is T.tmatmul_acc_p and made.invars[0] is not carried:
                 made = producer.get(made.invars[0])          # a chain of accumulations into the carry
+            if made is not None and made.primitive.name == "scan":
+                self.fail("a fori_loop inside a fori_loop carrying a tile is not supported: one loop carries the "
+                          "accumulator (a window steps one dim by one counter), so chain K in one loop",
+                          PtoUnsupportedError)
             if out is not carried and not (made is not None and made.primitive is T.tmatmul_acc_p
                                            and made.invars[0] is carried):
                 self.fail("a fori_loop carry must be updated in place (pj.tiles.matmul_acc into the accumulator); "

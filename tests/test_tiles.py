@@ -386,9 +386,12 @@ def test_tile_compute_parameters_are_checked_and_axes_normalised():
     got = pj.kernel(_grid_of(rows, x))(x)
     want = np.repeat(x.reshape(2, 32, 2, 32).sum(-1, dtype=np.float64), 32, -1).reshape(64, 64)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5)
+    softmax = [_grid_of(lambda i, ins, outs, kw=kw: [pj.tiles.store(outs[0], pj.tiles.compute(
+        "softmax", pj.tiles.load(ins[0], i, W32), **kw), i, W32)], x) for kw in ({"axis": -1}, {"axes": (1,)})]
+    np.testing.assert_array_equal(*(np.asarray(pj.kernel(f)(x)) for f in softmax))     # pj.ops.softmax's axis=
     for bad, match in [(lambda t: pj.tiles.compute("sum", t, axes=(5,), keepdims=True), "axis 5 is out of range"),
                        (lambda t: pj.tiles.compute("sum", t), "do not fit pj.ops.sum's"),
-                       (lambda t: pj.tiles.compute("softmax", t, axis=0), "do not fit pj.ops.softmax's"),
+                       (lambda t: pj.tiles.compute("softmax", t, dim=0), "do not fit pj.ops.softmax's"),
                        (lambda t: pj.tiles.cast(t, jnp.int16), "dtype int16 is not supported"),
                        (lambda t: pj.tiles.cast(t, jnp.int32, rounding="nearest"), "rounding 'nearest'")]:
         with pytest.raises((pj.PtoArgumentError, pj.PtoDtypeError), match=match):
@@ -475,3 +478,73 @@ def test_a_row_reduction_without_keepdims_reshaped_back_to_a_column(op):
     kernel = pj.kernel(f)
     np.testing.assert_allclose(np.asarray(kernel(x)), np.asarray(jax.jit(f)(x)), rtol=1e-6)
     kernel.lower(x).compile().ptoas()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16])
+@pytest.mark.parametrize("op,axes", [("sum", (0,)), ("sum", (0, 1)), ("prod", (0,)), ("prod", (1,)), ("sum", (1,))])
+def test_half_sums_and_products_by_hand_round_once_from_float32(dtype, op, axes):
+    """A hand-written column sum of an f16 tile ran the real tcolsum, which adds in f16 (off by 56 ulp);
+    pj.ops reduces half floats in float32 and rounds once, and so do the tile forms."""
+    x = (np.random.default_rng(16).uniform(0.5, 1.5, (16, 32)) * (4 if op == "sum" else 1)).astype(dtype)
+    out_shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape))
+
+    def body(i, ins, outs):
+        t = pj.tiles.load(ins[0], i, pj.tiles.window((16, 32)))
+        return [pj.tiles.store(outs[0], pj.tiles.compute(op, t, axes=axes, keepdims=True), i,
+                                       pj.tiles.window(out_shape))]
+
+    f = lambda x: pj.tiles.grid(body, (1, 1), x, jax.ShapeDtypeStruct(out_shape, x.dtype))  # noqa: E731
+    wide = getattr(np, op)(x.astype(np.float64), axis=axes, keepdims=True)
+    want = wide.astype(np.float32).astype(dtype)            # float32 accumulation rounds within 1 f32 ulp
+    got = np.asarray(pj.kernel(f)(x))
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(jax.jit(pj.kernel(f))(x)), got)
+    pj.kernel(f).lower(x).compile().ptoas()
+
+
+def test_a_k_chain_of_one_tile_runs_its_loop_no_trip():
+    """K equal to the tile's k makes ``fori_loop(1, 1)``: its loads never run, so their windows (past
+    the tensor) are not out of bounds."""
+    x, w = rand((32, 32), np.float16, 2, -1, 1), rand((32, 32), np.float16, 3, -1, 1)
+    got = np.asarray(pj.kernel(hand_matmul)(x, w))
+    np.testing.assert_allclose(got, x.astype(np.float32) @ w.astype(np.float32), rtol=1e-5, atol=1e-5)
+    pj.kernel(hand_matmul).lower(x, w).compile().ptoas()
+
+
+def _cube_body(epilogue):
+    def body(i, ins, outs):
+        a = pj.tiles.mov(pj.tiles.load(ins[0], i, W32, "mat"), "left")
+        b = pj.tiles.mov(pj.tiles.load(ins[0], i, W32, "mat"), "right")
+        return [pj.tiles.store(outs[0], epilogue(pj.tiles.matmul(a, b)), i, W32)]
+    return lambda x: pj.tiles.grid(body, (1, 1), x, jax.ShapeDtypeStruct((32, 32), np.float32))
+
+
+@pytest.mark.parametrize("epilogue", [pj.tiles.relu, lambda acc: acc * 0.5, lambda acc: acc + acc,
+                                      lambda acc: acc - pj.tiles.rowsum(acc)])
+def test_vector_work_on_an_acc_tile_is_refused_at_trace_time(epilogue):
+    """Vector instructions on an L0C tile ran on the host but ptoas rejects them (no vector unit on the
+    cube core): the body checker says so."""
+    x = rand((32, 32), np.float16, 4)
+    with pytest.raises(pj.PtoUnsupportedError, match="is vector work, which a cube grid has no unit for"):
+        pj.lower(_cube_body(epilogue), x)
+    pj.kernel(_cube_body(lambda acc: pj.tiles.cast(acc, np.float32))).lower(x).compile().ptoas()
+
+
+def test_a_nested_k_loop_is_refused_with_its_reason():
+    x = rand((32, 64), np.float16, 5)
+
+    def body(index, ins, outs):
+        wa, wb = pj.tiles.window((32, 32), index=(0, 3)), pj.tiles.window((32, 32), index=(3, 1))
+
+        def ops(r, kk):
+            return (pj.tiles.mov(pj.tiles.load(ins[0], (*index, r, kk), wa, "mat"), "left"),
+                    pj.tiles.mov(pj.tiles.load(ins[1], (*index, r, kk), wb, "mat"), "right"))
+
+        acc = pj.tiles.matmul(*ops(jnp.int32(0), jnp.int32(0)))
+        acc = jax.lax.fori_loop(0, 2, lambda r, c: jax.lax.fori_loop(
+            1, 2, lambda kk, c2: pj.tiles.matmul_acc(c2, *ops(r, kk)), c), acc)
+        return [pj.tiles.store(outs[0], acc, index, W32)]
+
+    f = lambda x, w: pj.tiles.grid(body, (1, 1), (x, w), jax.ShapeDtypeStruct((32, 32), np.float32))  # noqa: E731
+    with pytest.raises(pj.PtoUnsupportedError, match="a fori_loop inside a fori_loop carrying a tile"):
+        pj.lower(f, x, x.T.copy())

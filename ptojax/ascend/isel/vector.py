@@ -251,6 +251,13 @@ def reduce(sel, s, ins, outs):
         return sel.copy(src, out)
     if kind in ("argmax", "argmin", "max", "min") and sel.types[src].dtype in _FLOATS:
         return _nan_aware(sel, s, kind, src, out, lambda k, x, o: _reduce(sel, s, k, x, shape, real, o))
+    if kind in ("sum", "prod") and to.dtype in ("f16", "bf16") and (kind, real) != ("sum", {len(shape) - 1}):
+        # in float32, rounded once (as pj.ops computes them): but a row sum, the real tcolsum / trowprod /
+        # tcolprod of a half tile add or multiply in half
+        wide_src, wide_out = sel.like(src, dtype="f32"), sel.like(out, dtype="f32")
+        sel.convert(src, wide_src, "RINT")
+        _reduce(sel, s, kind, wide_src, shape, real, wide_out)
+        return sel.convert(wide_out, out, "RINT")
     _reduce(sel, s, kind, src, shape, real, out)
 
 
