@@ -380,3 +380,19 @@ def test_ops_with_empty_results_compute_nothing():
         assert (y.shape, y.dtype) == ((0, 8), np.float32)
         y = pj.kernel(jnp.exp, backend=backend)(f32(4, 0))
         assert (y.shape, y.dtype) == ((4, 0), np.float32)
+
+
+def test_ops_over_no_element_give_their_identity():
+    """A sum or product over an empty axis and a K = 0 matmul have elements to give (0, 1, the bias):
+    the backward of pj.nn.dense on an empty batch (dw = xᵀ g over no row) raised 'zero-size operand'."""
+    x, w, bias = f32(0, 8), f32(8, 4), np.arange(4, dtype=np.float32) - 1.5
+    for backend in ("sim", "xla"):
+        np.testing.assert_array_equal(np.asarray(pj.kernel(lambda a: (jnp.sum(a, 0), jnp.prod(a, 0)), backend=backend)(
+            x)), np.stack([np.zeros(8, np.float32), np.ones(8, np.float32)]))
+        k0 = pj.kernel(lambda a, b, c: pj.ops.matmul(a, b, bias=c), backend=backend)(f32(3, 0), f32(0, 4), bias)
+        np.testing.assert_array_equal(np.asarray(k0), np.broadcast_to(bias, (3, 4)))
+        dw = jax.grad(lambda w: jnp.sum(pj.nn.dense(x, w, backend=backend)))(w)
+        np.testing.assert_array_equal(np.asarray(dw), np.zeros((8, 4), np.float32))
+    g = np.ones(8, np.float32)
+    for norm in (lambda g: pj.nn.rms_norm(x, g), lambda g: pj.nn.layer_norm(x, g, None)):
+        np.testing.assert_array_equal(np.asarray(jax.grad(lambda g: jnp.sum(norm(g)))(g)), np.zeros(8, np.float32))

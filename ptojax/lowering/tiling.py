@@ -643,6 +643,14 @@ def _rule(memory, tiles=None, seen=None, hand=None):
         ctx = _Context(op, config, label, memory, rows)
         if all(0 in v.aval.shape for v in eqn.outvars):   # no element to compute (x[..., 64:] of 64 columns)
             return [np.zeros(v.aval.shape, v.aval.dtype) for v in eqn.outvars]
+        if any(0 in np.shape(x) for x in invals) and op in ("sum", "prod", "matmul"):
+            aval = eqn.outvars[0].aval                  # over no element: the identity (a K = 0 product: 0)
+            if op != "matmul" or len(invals) == 2:
+                return [np.full(aval.shape, int(op == "prod"), aval.dtype)]
+            closed = jax.make_jaxpr(functools.partial(OPS[op].reference, **eqn.params))(      # + its bias
+                *[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in invals])
+            tensor = to_tensor_level(closed)
+            return interpret(tensor.jaxpr, tensor.consts, invals, rule, stack)
         if any(0 in np.shape(x) for x in invals):
             shapes = [tuple(np.shape(x)) for x in invals] + [v.aval.shape for v in eqn.outvars]
             raise PtoShapeError(f"pto.{op}{_at(ctx)}: zero-size operand or result (shapes {shapes}); a tile "
