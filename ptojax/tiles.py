@@ -54,6 +54,7 @@ from .primitives.tile import LOCATIONS, Window
 KINDS = ("vector", "cube")
 _MOVES = {("mat", "left"), ("mat", "right"), ("acc", "vec"), ("acc", "mat"), ("vec", "vec")}
 _GM_OPS = (T.tload_p, T.tstore_p, T.mscatter_p)    # and the GM readers (T.GM_READERS)
+_BY_DATA = tuple(T.COMPUTE[op] for op in ("gather", "scatter_update", "index_add"))    # in-tile indexed rows
 _BUFFERS = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B"}   # where a GM-reading op may load
 CUSTOM: dict[str, dict] = {}        # name -> what register_op was given (its primitive, pipe, ...)
 
@@ -384,6 +385,11 @@ class _Checker:
                 self.fail(f"{prim.name} takes a grid index or loop counter (or a value computed from one) as an "
                           "operand; an index places windows only: load the values from a GM tensor (an input "
                           "holding them) instead", PtoUnsupportedError)
+            if prim in _BY_DATA:
+                self.fail(f"{prim.name} moves tile rows at offsets read from an index tile, which PTOAS cannot "
+                          "emit (a pto.subset offset computed from data); gather or scatter the rows in GM "
+                          "outside the grid (pj.ops.gather / scatter_update / index_add, or x[idx])",
+                          PtoUnsupportedError)
             locs = {self.tile(v) for v in ins if not isinstance(v, Literal) and v.aval.shape}
             loc = "acc" if locs == {"acc"} else "vec"
             if self.kind == "cube" and (loc != "acc" or _vector_work(prim)):

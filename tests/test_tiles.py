@@ -548,3 +548,22 @@ def test_a_nested_k_loop_is_refused_with_its_reason():
     f = lambda x, w: pj.tiles.grid(body, (1, 1), (x, w), jax.ShapeDtypeStruct((32, 32), np.float32))  # noqa: E731
     with pytest.raises(pj.PtoUnsupportedError, match="a fori_loop inside a fori_loop carrying a tile"):
         pj.lower(f, x, x.T.copy())
+
+
+@pytest.mark.parametrize("op", ["gather", "scatter_update", "index_add"])
+def test_rows_moved_by_index_values_inside_a_tile_are_refused(op):
+    """An in-tile row gather ran on the host, but its PTO-AS (a pto.subset at an offset read from the
+    index tile) is rejected by ptoas and its replay raised an internal error under jax.jit."""
+    table, idx = rand((16, 32), np.float32, 11), np.arange(8, dtype=np.int32)[::-1].copy()
+
+    def body(i, ins, outs):
+        tab = pj.tiles.load(ins[0], i, pj.tiles.window((16, 32), index=(None, None)))
+        ix = pj.tiles.load(ins[1], i, pj.tiles.window((8,), index=(None,)))
+        args = (tab, ix) if op == "gather" else (tab, ix, tab[:8])
+        out = pj.tiles.compute(op, *args, axis=0)
+        return [pj.tiles.store(outs[0], out, i, pj.tiles.window(out.shape, index=(None, None)))]
+
+    shape = (8, 32) if op == "gather" else (16, 32)
+    f = lambda t, i: pj.tiles.grid(body, (1,), (t, i), jax.ShapeDtypeStruct(shape, t.dtype))  # noqa: E731
+    with pytest.raises(pj.PtoUnsupportedError, match="which PTOAS cannot emit"):
+        pj.lower(f, table, idx)
