@@ -567,3 +567,16 @@ def test_rows_moved_by_index_values_inside_a_tile_are_refused(op):
     f = lambda t, i: pj.tiles.grid(body, (1,), (t, i), jax.ShapeDtypeStruct(shape, t.dtype))  # noqa: E731
     with pytest.raises(pj.PtoUnsupportedError, match="which PTOAS cannot emit"):
         pj.lower(f, table, idx)
+
+
+def test_a_result_written_over_its_dying_source_takes_no_more_ub():
+    """``load(128 x 256 f32) * 2 + 1`` is one 128 KiB tile in the PTO-AS (each result written over its
+    source): the footprint counted two and refused it as needing 256 KiB of the 192 KiB UB."""
+    x = rand((128, 256), np.float32, 12)
+    w = pj.tiles.window((128, 256))
+    f = _grid_of(lambda i, ins, outs: [pj.tiles.store(outs[0], pj.tiles.load(ins[0], i, w) * 2.0 + 1.0, i, w)],
+                 x, grid=(1, 1))
+    (program,) = pj.lower(f, x).programs
+    assert dict(program.footprint)["vec"] == 128 * 256 * 4
+    np.testing.assert_array_equal(np.asarray(pj.kernel(f)(x)), x * np.float32(2) + np.float32(1))
+    pj.kernel(f).lower(x).compile().ptoas()

@@ -14,14 +14,11 @@ import numpy as np
 
 from .._jax import Literal
 from ..errors import PtoCapacityError, PtoUnsupportedError
-from ..lowering.memory import CoreMemory
+from ..lowering.memory import IN_PLACE, CoreMemory
 from ..lowering.walk import counted_loop
 from ..primitives import tile as T
 from . import asm
 
-# Float ops whose selection reads each source before it writes the result: safe over a dying source.
-ELEMENTWISE = frozenset(T.COMPUTE[n] for n in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "log", "sqrt",
-                                               "rsqrt", "reciprocal", "abs", "neg", "relu"))
 # Tile-scalar forms (TADDS, TMULS, ...): the scalar operand is an immediate.
 SCALAR_FORM = {"tadd": "tadds", "tsub": "tsubs", "tmul": "tmuls", "tdiv": "tdivs", "tmax": "tmaxs", "tmin": "tmins"}
 
@@ -310,7 +307,7 @@ class _Codegen:
     def _reuse(self, var, eqn, loc):
         """An elementwise result written over an operand tile of its type that dies here (``texp`` of
         ``x - m`` into the tile of ``x - m``): fewer tiles, as the assembler allocates each one apart."""
-        if eqn.primitive not in ELEMENTWISE or np.dtype(var.aval.dtype).kind != "f":
+        if eqn.primitive not in IN_PLACE or np.dtype(var.aval.dtype).kind != "f":
             return None
         want = tile_type(var.aval.shape, var.aval.dtype, loc)
         for v in eqn.invars:

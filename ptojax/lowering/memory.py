@@ -57,6 +57,21 @@ def _location(eqn) -> str:
     return T.GM_READERS.get(eqn.primitive, "vec")
 
 
+# Float ops whose selection reads each source before it writes the result: codegen writes the result
+# over a source tile of its type that dies there.
+IN_PLACE = frozenset(T.COMPUTE[n] for n in ("add", "sub", "mul", "div", "maximum", "minimum", "exp", "log", "sqrt",
+                                            "rsqrt", "reciprocal", "abs", "neg", "relu"))
+
+
+def _dying_source(eqn, i: int, live: dict, last_use: dict):
+    """The source tile of ``eqn`` (the ``i``-th eqn) that its result is written over, if any."""
+    (out,) = eqn.outvars if eqn.primitive in IN_PLACE else (None,)
+    if out is None or np.dtype(out.aval.dtype).kind != "f":
+        return None
+    return next((v for v in eqn.invars if isinstance(v, Var) and v in live and last_use.get(v) == i
+                 and v.aval.shape == out.aval.shape and v.aval.dtype == out.aval.dtype), None)
+
+
 ROW_REDUCTIONS = frozenset(T.COMPUTE[n] for n in ("sum", "prod", "amax", "amin", "argmax", "argmin"))
 
 
@@ -74,7 +89,8 @@ def footprint(jaxpr, memory: CoreMemory) -> dict[str, int]:
     A tile is live from the eqn that makes it to its last use; a loop body's own peak counts while
     the loop runs; a row reduction adds its tmp tile (as large as its source) while it runs. GM
     tensors (the body's parameters, ``tstore``/``mscatter`` results and loop carries of them) take
-    no local memory, and ``tmatmul_acc`` accumulates in its operand's buffer.
+    no local memory, ``tmatmul_acc`` accumulates in its operand's buffer and an elementwise float op
+    writes over a source tile of its type that dies there (as codegen does).
     """
     gm = {v for v in jaxpr.invars if v.aval.shape}
     last_use = {}
@@ -94,7 +110,10 @@ def footprint(jaxpr, memory: CoreMemory) -> dict[str, int]:
         elif eqn.primitive.name == "scan":          # carries of GM tensors stay GM
             first = eqn.params["num_consts"]
             gm.update(o for o, i in zip(eqn.outvars, eqn.invars[first:]) if isinstance(i, Var) and i in gm)
-        if eqn.primitive is not T.tmatmul_acc_p:    # in-place accumulate
+        source = _dying_source(eqn, i, live, last_use)
+        if source is not None and live[source][0] == _location(eqn):
+            live[eqn.outvars[0]] = live.pop(source)
+        elif eqn.primitive is not T.tmatmul_acc_p:    # in-place accumulate
             live.update((v, (_location(eqn), aligned_bytes(v.aval.shape, v.aval.dtype, memory.align)))
                         for v in eqn.outvars if v.aval.shape and v not in gm)
         for loc, b in live.values():
