@@ -47,5 +47,5 @@ def op_error(cls: type[PtoError], op: str, message: str) -> PtoError:
 def no_derivative(kernel: str) -> PtoUnsupportedError:
     """The error of ``jax.grad`` / ``jax.jvp`` through a kernel, which has no automatic derivative."""
     return PtoUnsupportedError(f"pj.kernel '{kernel}' has no automatic derivative: wrap forward and backward "
-                               "kernels in jax.custom_vjp (as pj.nn's training ops do); a second derivative of a "
-                               "pj.nn op lands here too, in its backward kernel, which has none")
+                               "kernels in jax.custom_vjp (as pj.nn's training ops do); second derivatives (grad "
+                               "of grad, jax.hessian) of pj.nn ops are not supported")

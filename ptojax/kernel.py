@@ -402,7 +402,10 @@ class Kernel:
 
     def __init__(self, fn: Callable, options: Options):
         self.fn, self.options = fn, options
-        self.name = getattr(fn, "__name__", "kernel")
+        inner = fn
+        while isinstance(inner, functools.partial):
+            inner = inner.func
+        self.name = getattr(inner, "__name__", "kernel")
         self._cache: dict = {}
         self.compiles = 0
         functools.update_wrapper(self, fn)

@@ -175,7 +175,7 @@ def test_sparse_attention_does_not_export_with_a_symbolic_batch():
     specs = jax.export.symbolic_args_specs(_inputs(3), POLY)
     with pytest.raises(PtoUnsupportedError) as err:
         jax.export.export(jax.jit(_attention()))(*specs)
-    assert str(err.value) == ("pj.kernel 'kernel': function 'gather' reads argument 0 (4*m rows) at computed "
+    assert str(err.value) == ("pj.kernel 'sparse_attention': function 'gather' reads argument 0 (4*m rows) at computed "
                               "offsets: a block may read any of its rows, not only its own, so it cannot run for a "
                               "symbolic row count")
 

@@ -85,5 +85,6 @@ def test_the_prolog_does_not_export_with_a_symbolic_token_count():
     specs = jax.export.symbolic_args_specs(_inputs(3), POLY)
     with pytest.raises(PtoUnsupportedError) as err:
         jax.export.export(jax.jit(pj.kernel(functools.partial(K.indexer_prolog, n_heads=N))))(*specs)
-    assert str(err.value) == ("pj.kernel 'kernel': function 'scatter_update' writes argument 3, which has no rows: "
-                              "its blocks of 128 rows are not independent, so it cannot run for a symbolic row count")
+    assert str(err.value) == ("pj.kernel 'indexer_prolog': function 'scatter_update' writes argument 3, which has "
+                              "no rows: its blocks of 128 rows are not independent, so it cannot run for a symbolic "
+                              "row count")

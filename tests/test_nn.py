@@ -1,6 +1,7 @@
 """pj.nn: every training op's forward and backward kernels against pure-jnp references (check_grads,
 both backends), bf16, compositions (jit(grad), vmap, value_and_grad), flash attention's O(seq)
 workspace and the MLP training example."""
+import functools
 import importlib.util
 import pathlib
 
@@ -341,3 +342,68 @@ def test_norms_without_scale_or_shift():
     g = jax.grad(lambda v: jnp.sum(pj.nn.layer_norm(v, None, None) ** 2))(x)
     want = jax.grad(lambda v: jnp.sum(ref_ln(v, jnp.ones(64), jnp.zeros(64)) ** 2))(x)
     np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-4, atol=1e-4)
+
+
+def test_degenerate_shapes_get_named_errors():
+    """No features or no rank was a bare ValueError (reshape to (-1, 0)) or IndexError; no rows still runs."""
+    z = lambda *s: np.zeros(s, np.float32)        # noqa: E731
+    for f, match in [
+            (lambda: pj.nn.rms_norm(z(4, 0), None), r"pj.nn.rms_norm: x \(4, 0\) has no features"),
+            (lambda: pj.nn.layer_norm(z(4, 0), None, None), r"pj.nn.layer_norm: x \(4, 0\) has no features"),
+            (lambda: pj.nn.rms_norm(np.float32(3.0), None), r"pj.nn.rms_norm: x \(\) has no features"),
+            (lambda: pj.nn.dense(z(4, 0), z(0, 6)), r"pj.nn.dense: x \(4, 0\) and w \(0, 6\) contract over an empty K"),
+            (lambda: pj.nn.dense(np.float32(1.0), z(8, 6)), r"pj.nn.dense: x \(\), w \(8, 6\)"),
+            (lambda: pj.nn.swiglu(z(4, 0), z(0, 6), z(0, 6)), r"pj.nn.swiglu: x \(4, 0\) and w_gate \(0, 6\)"),
+            (lambda: pj.nn.swiglu(np.float32(1.0), z(8, 6), z(8, 6)), r"pj.nn.swiglu: x \(\), w_gate")]:
+        with pytest.raises(pj.PtoShapeError, match=match):
+            f()
+    assert pj.nn.rms_norm(z(0, 8), None).shape == pj.nn.layer_norm(z(0, 8), None, None).shape == (0, 8)
+    assert pj.nn.dense(z(0, 8), z(8, 6)).shape == pj.nn.swiglu(z(0, 8), z(8, 6), z(8, 6)).shape == (0, 6)
+
+
+def test_traced_static_parameters_are_named():
+    """eps, block and axis are baked into the kernels: traced, they were JAX's generic ConcretizationTypeError
+    (eps) or a misleading range error (block, axis)."""
+    for f, match in [(lambda: jax.jit(lambda x, e: pj.nn.rms_norm(x, None, e))(X, 1e-6), "rms_norm: eps"),
+                     (lambda: jax.grad(lambda e: jnp.sum(pj.nn.layer_norm(X, None, None, e)))(1e-5), "layer_norm: eps"),
+                     (lambda: jax.jit(lambda q, b: pj.nn.flash_attention(q, q, q, block=b))(Q, 16),
+                      "flash_attention: block"),
+                     (lambda: jax.jit(lambda x, a: pj.nn.softmax(x, axis=a))(X, 1), "softmax: axis")]:
+        with pytest.raises(pj.PtoArgumentError, match=rf"pj.nn.{match} must be a Python or NumPy (number|int) "
+                                                      r"\(static, not differentiable\); got a traced (float|int)32\[\] "
+                                                      "value — close over it or use functools.partial"):
+            f()
+
+
+def test_flash_attention_block_is_cut_to_the_sequence():
+    """A block past the sequence (padded to 16 rows) is cut to it, as the default: 4096 on a sequence of 5
+    overfilled a tile, 600 padded K and V to 600 rows. A block still too wide names flash_attention."""
+    from ptojax.nn._common import _KERNELS
+    q, k, v = (_rand((2, 5, 8), 60 + i) for i in range(3))
+    for block in (600, 4096):
+        np.testing.assert_allclose(pj.nn.flash_attention(q, k, v, block=block, backend="xla"), ref_attention(q, k, v),
+                                   rtol=1e-5, atol=1e-6)
+        assert ("flash_attention_fwd", "xla", (("block", block),)) not in _KERNELS
+    assert ("flash_attention_fwd", "xla", (("block", 16),)) in _KERNELS
+    q = np.zeros((1, 4200, 16), np.float32)
+    for run in (lambda: pj.nn.flash_attention(q, q, q, block=4096),
+                lambda: jax.grad(lambda a: pj.nn.flash_attention(a, q, q, block=4096).sum())(q)):
+        with pytest.raises(pj.PtoArgumentError, match=r"pj.nn.flash_attention: block 4096 makes \(16, 4096\) vector "
+                                                      r"tiles wider than the core's; use a smaller block"):
+            run()
+
+
+def test_kernel_of_a_partial_is_named_after_its_function():
+    def scaled_exp(x, *, s, t):
+        with pj.tile(vec=(8, 16)):
+            return jnp.exp(x) * s + t
+    k = pj.kernel(functools.partial(functools.partial(scaled_exp, s=2.0), t=1.0))      # was 'kernel'
+    assert k.name == "scaled_exp" and repr(k).startswith("pj.kernel(scaled_exp,")
+
+
+def test_second_derivative_error_holds_for_the_kernel_it_names():
+    """grad of grad meets the forward kernel first ('dense_fwd'): the error said "in its backward kernel"."""
+    with pytest.raises(pj.PtoUnsupportedError, match=r"pj.kernel 'dense_fwd' has no automatic derivative: .*; second "
+                                                     r"derivatives \(grad of grad, jax.hessian\) of pj.nn ops are not "
+                                                     r"supported"):
+        jax.grad(lambda x: jnp.sum(jax.grad(lambda x: jnp.sum(pj.nn.dense(x, W, backend="xla") ** 2))(x) ** 2))(X)

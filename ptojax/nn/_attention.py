@@ -13,7 +13,7 @@ import numpy as np
 from .._jax import vary_alike
 from ..errors import PtoArgumentError, PtoCapacityError, PtoShapeError
 from ..lowering import tile
-from ._common import F32, check_backend, check_float, make, matmul_f32
+from ._common import F32, check_backend, check_float, check_static, make, matmul_f32
 
 FRACTAL = 16               # KV rows per loop step come in multiples of the 16-row fractal
 MAX_BLOCK = 512            # (16, 512) fp32 score tiles: a fused program's few live ones stay inside the UB
@@ -133,12 +133,17 @@ def _fa_bwd_kernel(q, k, v, o, lse, do, *, block):
 
 def _run(name, fn, backend, block, *args):
     """The kernel ``name`` with KV blocks of ``block`` rows on ``args``; a block whose tiles overfill
-    the UB is named as the knob to turn (the vector tiles are (16, block))."""
+    the UB or pass a tile's columns is named as the knob to turn (the vector tiles are (16, block))."""
     try:
         return make(name, fn, backend, block=block)(*args)
     except PtoCapacityError as err:
         raise PtoCapacityError(f"pj.nn.flash_attention: block {block} needs more on-chip memory than the core "
                                f"has; use a smaller block ({err})") from None
+    except PtoArgumentError as err:
+        if not str(err).startswith("pj.tile:"):
+            raise
+        raise PtoArgumentError(f"pj.nn.flash_attention: block {block} makes (16, {block}) vector tiles wider than "
+                               f"the core's; use a smaller block ({err})") from None
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
@@ -165,7 +170,7 @@ def flash_attention(q, k, v, *, block: int | None = None, backend: str = "sim"):
     fp32 log-sum-exp; residuals are q, k, v, the output and that log-sum-exp (O(seq) per head). The
     backward kernel recomputes each block's scores and probabilities from the log-sum-exp.
     ``block`` (default :func:`default_block`) need not divide ``seq`` (K and V are zero-padded and the
-    padding is masked)."""
+    padding is masked); a larger one is cut, as the default, to ``seq`` padded to 16 rows."""
     check_backend("flash_attention", backend)
     check_float("flash_attention", q=q, k=k, v=v)
     if q.ndim not in (3, 4) or q.shape != k.shape or q.shape != v.shape:
@@ -176,9 +181,11 @@ def flash_attention(q, k, v, *, block: int | None = None, backend: str = "sim"):
         raise PtoShapeError(f"pj.nn.flash_attention: q, k, v {shape} are empty; attention needs a query, a key "
                             "and a feature at least")
     q3, k3, v3 = (x.reshape(-1, *shape[-2:]) for x in (q, k, v))
+    check_static("flash_attention", "block", block, "int")
     if block is None:
         block = default_block(q3.shape[0], q3.shape[1])
     elif not isinstance(block, (int, np.integer)) or isinstance(block, bool) or block < 1:
         raise PtoArgumentError(f"pj.nn.flash_attention: block {block!r}: the KV rows per loop step must be a "
                                "positive int")
-    return _fa3(*vary_alike(q3, k3, v3), int(block), backend).reshape(shape)
+    block = min(int(block), -(-q3.shape[1] // FRACTAL) * FRACTAL)
+    return _fa3(*vary_alike(q3, k3, v3), block, backend).reshape(shape)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -20,6 +21,15 @@ def check_backend(op: str, backend: str) -> str:
     if backend not in BACKENDS:
         raise PtoArgumentError(f"pj.nn.{op}: backend {backend!r} is not one of {BACKENDS}")
     return backend
+
+
+def check_static(op: str, name: str, value, kind: str = "number"):
+    """``value``, refused by name where traced (under jit, grad or vmap): it is baked into the kernels."""
+    if isinstance(value, jax.core.Tracer):
+        raise PtoArgumentError(f"pj.nn.{op}: {name} must be a Python or NumPy {kind} (static, not "
+                               f"differentiable); got a traced {value.aval.str_short()} value — close over it or use "
+                               "functools.partial")
+    return value
 
 
 def check_float(op: str, **arrays):

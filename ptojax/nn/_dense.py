@@ -104,10 +104,13 @@ def dense(x, w, b=None, activation: str | None = None, *, backend: str = "sim"):
     if activation not in ACTIVATIONS:
         raise PtoArgumentError(f"pj.nn.dense: activation {activation!r} is not one of {ACTIVATIONS}")
     if b is None:
-        b = jnp.zeros((w.shape[-1],), w.dtype)
+        b = jnp.zeros(np.shape(w)[-1:], w.dtype)
     check_float("dense", x=x, w=w, b=b)
-    if w.ndim != 2 or x.shape[-1] != w.shape[0] or b.shape != (w.shape[1],):
+    if x.ndim == 0 or w.ndim != 2 or x.shape[-1] != w.shape[0] or b.shape != (w.shape[1],):
         raise PtoShapeError(f"pj.nn.dense: x {x.shape}, w {w.shape}, b {b.shape}: expected (..., K), (K, N), (N,)")
+    if x.shape[-1] == 0:
+        raise PtoShapeError(f"pj.nn.dense: x {x.shape} and w {w.shape} contract over an empty K; the product needs "
+                            "one input feature at least")
     lead = x.shape[:-1]
     y = _dense2d(*vary_alike(x.reshape(-1, x.shape[-1]), w, b), activation, backend)
     return y.reshape(*lead, w.shape[1])
@@ -161,9 +164,12 @@ def swiglu(x, w_gate, w_up, *, backend: str = "sim"):
     two pre-activations (the products are not recomputed in the backward kernel)."""
     check_backend("swiglu", backend)
     check_float("swiglu", x=x, w_gate=w_gate, w_up=w_up)
-    if w_gate.ndim != 2 or w_gate.shape != w_up.shape or x.shape[-1] != w_gate.shape[0]:
+    if x.ndim == 0 or w_gate.ndim != 2 or w_gate.shape != w_up.shape or x.shape[-1] != w_gate.shape[0]:
         raise PtoShapeError(f"pj.nn.swiglu: x {x.shape}, w_gate {w_gate.shape}, w_up {w_up.shape}: expected "
                             "(..., K), (K, F), (K, F)")
+    if x.shape[-1] == 0:
+        raise PtoShapeError(f"pj.nn.swiglu: x {x.shape} and w_gate {w_gate.shape} contract over an empty K; the "
+                            "products need one input feature at least")
     lead = x.shape[:-1]
     y = _swiglu2d(*vary_alike(x.reshape(-1, x.shape[-1]), w_gate, w_up), backend)
     return y.reshape(*lead, w_gate.shape[1])

@@ -10,7 +10,7 @@ import numpy as np
 from .._jax import vary_alike
 from ..errors import PtoShapeError
 from ..lowering import tile
-from ._common import F32, check_backend, check_float, col_reduce_tile, make, row_tile
+from ._common import F32, check_backend, check_float, check_static, col_reduce_tile, make, row_tile
 
 
 def _colsum(x):
@@ -63,6 +63,9 @@ def _ones(x):
 
 
 def _rows(op, x, *params):
+    if np.ndim(x) == 0 or x.shape[-1] == 0:
+        raise PtoShapeError(f"pj.nn.{op}: x {np.shape(x)} has no features to normalise; the last axis needs one "
+                            "element at least")
     for p in params:
         if p.shape != (x.shape[-1],):
             raise PtoShapeError(f"pj.nn.{op}: parameter shape {p.shape} does not match x {x.shape}'s last dim")
@@ -75,7 +78,8 @@ def rms_norm(x, gamma, eps: float = 1e-6, *, backend: str = "sim"):
     check_backend("rms_norm", backend)
     gamma = _ones(x) if gamma is None else gamma
     check_float("rms_norm", x=x, gamma=gamma)
-    return _rms2d(*vary_alike(_rows("rms_norm", x, gamma), gamma), float(eps), backend).reshape(x.shape)
+    return _rms2d(*vary_alike(_rows("rms_norm", x, gamma), gamma), float(check_static("rms_norm", "eps", eps)),
+                  backend).reshape(x.shape)
 
 
 # ----------------------------------------------------------------------------------- layer_norm
@@ -127,5 +131,5 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5, *, backend: str = "sim"):
     gamma = _ones(x) if gamma is None else gamma
     beta = jnp.zeros_like(_ones(x)) if beta is None else beta
     check_float("layer_norm", x=x, gamma=gamma, beta=beta)
-    return _ln2d(*vary_alike(_rows("layer_norm", x, gamma, beta), gamma, beta), float(eps),
-                 backend).reshape(x.shape)
+    return _ln2d(*vary_alike(_rows("layer_norm", x, gamma, beta), gamma, beta),
+                 float(check_static("layer_norm", "eps", eps)), backend).reshape(x.shape)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import PtoArgumentError, PtoDtypeError, PtoShapeError
 from ..lowering import tile
-from ._common import F32, WIDE_COLS, check_backend, check_float, make, row_tile
+from ._common import F32, WIDE_COLS, check_backend, check_float, check_static, make, row_tile
 
 
 # -------------------------------------------------------------------------------------- softmax
@@ -48,6 +48,7 @@ def softmax(x, axis: int = -1, *, backend: str = "sim"):
     check_backend("softmax", backend)
     check_float("softmax", x=x)
     ndim = np.ndim(x)
+    check_static("softmax", "axis", axis, "int")
     if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
         raise PtoArgumentError(f"pj.nn.softmax: axis {axis!r} is out of range for a rank-{ndim} input")
     axis = int(axis) % ndim
