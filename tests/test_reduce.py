@@ -418,3 +418,16 @@ def test_float_max_min_are_nan_wherever_a_nan_is(dtype):
         want = np.asarray(fn(jnp.asarray(x))).astype(np.float32)
         for run in (pj.kernel(fn), jax.jit(pj.kernel(fn))):
             np.testing.assert_array_equal(np.asarray(run(x)).astype(np.float32), want)
+
+
+def test_a_leading_axis_reduction_whose_slices_fill_a_stage_is_refused():
+    """Under vec=(128, 128) one slice of axis 0 takes 64 KiB: a stage held one slice, reduced nothing,
+    and the staging looped forever; now a capacity error names the tile."""
+    def lead_sum(x):
+        with pj.tile(vec=(128, 128)):
+            return jnp.sum(x, axis=0)
+
+    with pytest.raises(pj.PtoCapacityError, match=r"pto.sum.*a slice of reduced axis 0 under vec tile \(128, 128\)"):
+        pj.lower(lead_sum, np.ones((2, 128, 128), np.float32))
+    got = pj.kernel(lambda x: jnp.sum(x, axis=0))(np.ones((2, 128, 128), np.float32))      # default tiles
+    np.testing.assert_array_equal(np.asarray(got), np.full((128, 128), 2, np.float32))

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import ops
 from .._jax import ClosedJaxpr, Literal
-from ..errors import PtoArgumentError, PtoShapeError
+from ..errors import PtoArgumentError, PtoCapacityError, PtoShapeError
 from ..primitives import OPS
 from ..primitives import tile as T
 from ..primitives.tile import Window
@@ -561,7 +561,11 @@ def _staged_reduce_axis(ctx, eqn, x):
     per_row = aligned_bytes(tile[:axis] + (1,) + tile[axis + 1:], x.dtype, ctx.memory.align)
     limit = min(ctx.memory.max_rows // max(1, math.prod(tile[:-1]) // n),
                 stage_bytes(ctx.memory) // max(1, per_row))
-    return (axis, max(1, limit), 1) if n > limit else None
+    if n > limit and limit < 2:                 # a stage of one slice would reduce nothing
+        raise PtoCapacityError(f"pto.{ctx.op}{_at(ctx)}: a slice of reduced axis {axis} under vec tile "
+                               f"{tile[:axis] + tile[axis + 1:]} takes {per_row} bytes; a stage of the reduction "
+                               f"holds {stage_bytes(ctx.memory)} bytes, two slices at least: use a smaller vec tile")
+    return (axis, limit, 1) if n > limit else None
 
 
 _COMPOSITES = ("softmax", "rms_norm", "layer_norm")
