@@ -112,7 +112,7 @@ def row(point: Point, profile) -> str:
     ratio = profile.makespan_us / point.published_us
     verdict = "yes" if within(point, profile.makespan_us) else "**no**"
     return (f"| {point.name} | {point.setting} | {point.published_us:,.1f} | {profile.makespan_us:,.1f} | "
-            f"{ratio:.2f} | ±{point.band:.0%} | {verdict} | {profile.bound.binding} | {point.source} |")
+            f"{ratio:.2f} | ±{point.band:.0%} | {verdict} | {profile.binding} | {point.source} |")
 
 
 HEADER = ("| point | tiling | published µs | predicted µs | ratio | band | within | bound by | source |\n"

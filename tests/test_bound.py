@@ -8,6 +8,7 @@ from unittest import mock
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -229,3 +230,26 @@ def test_task_costs_price_their_hbm_bytes_at_the_hbm_rate():
         l2_hit = 0.0 if task.stage == 0 else 1.0
         assert task.cost == pytest.approx(kernel_time(code.functions()[key], A3, l2_hit=l2_hit).seconds)
     assert {t.stage for t in tasks} == {0, 1}
+
+
+def test_a_binding_phase_names_what_dominates_it():
+    """``phases`` generalises the work terms, so it bound nearly every kernel and the summary said only
+    ``phases``; it names what dominates the phase: 256 small vector tasks are the schedulers'
+    dispatches (tiles_per_block cuts them), 16 long ones a chain, exp/tanh chains the AIVs' work."""
+    def ew(x, y):
+        with pj.tile(vec=(8, 512)), jax.named_scope("EW"):
+            return x * y + 1.0
+
+    def heavy(x, y):
+        with pj.tile(vec=(8, 512)), jax.named_scope("EW"):
+            for _ in range(8):
+                x = jnp.tanh(jnp.exp(x) * 0.5)
+            return x
+
+    x = np.ones((1024, 1024), np.float32)
+    profile = {(f.__name__, n): pj.kernel(f, options={"tiles_per_block": {"EW": n}}).lower(x, x).compile().profile()
+               for f, n in ((ew, 1), (ew, 16), (heavy, 1))}
+    assert profile["ew", 1].binding == "phases (scheduler)" and "bound by phases (scheduler))" in profile["ew", 1].summary()
+    assert profile["ew", 16].binding == "phases (chain)"
+    assert profile["heavy", 1].binding == "phases (AIV)"
+    assert profile["ew", 16].makespan_us < profile["ew", 1].makespan_us

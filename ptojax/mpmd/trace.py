@@ -111,7 +111,7 @@ class Bound:
         return max(terms, key=lambda k: terms[k])
 
 
-def _phase_bound(graph, m, overhead: float, order, head: dict) -> float:
+def _phase_bound(graph, m, overhead: float, order, head: dict) -> tuple[float, str]:
     """The release / delivery bound of chained phases. Take a set S of the tasks of one core kind (or
     of the AICPU schedulers), none of which can start before ``r`` (their earliest start over their
     dependency chains) and each of which has a chain of at least ``q`` still to run after it. The run
@@ -121,22 +121,24 @@ def _phase_bound(graph, m, overhead: float, order, head: dict) -> float:
     ``ceil(|S| / cores)`` of S's shortest tasks and their gaps on one core (the waves). S ranges over
     the tasks released at ``r`` or later with a tail of ``q`` or more, for every release and up to
     32 tails; phases that wait for one another add up. ``order``: the tasks in a dependency order;
-    ``head``: each task's earliest start."""
+    ``head``: each task's earliest start. Returns the bound and what dominates in it: the resource of
+    the set (a core kind, or ``scheduler``) where its work is the largest part, else ``chain`` (the
+    release before the set or the tail after it)."""
     tail: dict = {}                         # from a task's end to the end of the run, at least
     for t in reversed(order):
         tail[t.tid] = max([overhead + s.cost + tail[s.tid] for s in t.succs], default=0.0)
     tasks = graph.tasks
     if not tasks:
-        return 0.0
+        return 0.0, ""
     release = np.array([head[t.tid] for t in tasks])
     cost = np.array([t.cost for t in tasks])
     after = np.array([tail[t.tid] for t in tasks])
     kind = np.array([t.core for t in tasks])
-    lanes = [(kind == k, count, release, cost, after, overhead) for k, count in m.cores]
-    lanes.append((np.ones(len(tasks), bool), m.schedulers, release - overhead, np.full(len(tasks), m.schedule_cost),
-                  m.dispatch_latency + cost + after, 0.0))
-    best = 0.0
-    for mine, count, r, c, q, gap in lanes:
+    lanes = [(k, kind == k, count, release, cost, after, overhead) for k, count in m.cores]
+    lanes.append(("scheduler", np.ones(len(tasks), bool), m.schedulers, release - overhead,
+                  np.full(len(tasks), m.schedule_cost), m.dispatch_latency + cost + after, 0.0))
+    best, lane = 0.0, ""
+    for name, mine, count, r, c, q, gap in lanes:
         by_release = np.argsort(-r[mine], kind="stable")
         r, c, q = r[mine][by_release], c[mine][by_release], q[mine][by_release]
         tails = np.unique(q)
@@ -146,8 +148,12 @@ def _phase_bound(graph, m, overhead: float, order, head: dict) -> float:
             n = np.arange(1, len(ck) + 1)
             need = np.maximum((np.cumsum(ck) + n * gap) / count,
                               np.ceil(n / count) * (np.minimum.accumulate(ck) + gap)) - gap
-            best = max(best, float(np.max(rk + need + np.minimum.accumulate(q[keep]))))
-    return best
+            qk = np.minimum.accumulate(q[keep])
+            j = int(np.argmax(rk + need + qk))
+            if rk[j] + need[j] + qk[j] > best:
+                best = float(rk[j] + need[j] + qk[j])
+                lane = name if need[j] >= max(rk[j], qk[j]) else "chain"
+    return best, lane
 
 
 class Profile:
@@ -173,9 +179,9 @@ class Profile:
             head[t.tid] = overhead + max([head[p.tid] + p.cost for p in t.preds], default=0.0)
         cp = max([head[t.tid] + t.cost for t in tasks], default=0.0)
         counts = dict(m.cores)
+        phases, self.phase_lane = _phase_bound(trace.graph, m, overhead, order, head)
         self.bound = Bound(cp, work.get("AIC", 0.0) / counts.get("AIC", 1), work.get("AIV", 0.0) / counts.get("AIV", 1),
-                           sum(t.hbm for t in tasks) / m.bandwidth, len(tasks) * m.schedule_cost / m.schedulers,
-                           _phase_bound(trace.graph, m, overhead, order, head))
+                           sum(t.hbm for t in tasks) / m.bandwidth, len(tasks) * m.schedule_cost / m.schedulers, phases)
         self.makespan_us = trace.makespan * 1e6
         # the terms bound the makespan exactly; summed in another order, one may pass it by a rounding
         rounding = trace.makespan < self.bound.value <= trace.makespan * (1 + 1e-9)
@@ -191,6 +197,15 @@ class Profile:
         self.idle_us = {k: (span * n - busy.get(k, 0.0)) * 1e6 for k, n in m.cores}
         self.label_us = {k: v * 1e6 for k, v in sorted(per_label.items(), key=lambda kv: -kv[1])}
         self.critical_path = [t.tid for t in trace.graph.critical_path()]
+
+    @property
+    def binding(self) -> str:
+        """The binding bound term, ``phases`` with what dominates its phase: ``phases (scheduler)`` --
+        the AICPU schedulers' dispatches (fewer, larger tasks) --, ``phases (AIC)`` / ``phases (AIV)``
+        -- that core kind's tasks between a release and a tail --, or ``phases (chain)`` -- the chain
+        before or after the set (long tasks or dependencies)."""
+        term = self.bound.binding
+        return f"{term} ({self.phase_lane})" if term == "phases" and self.phase_lane else term
 
     def bubbles(self, count: int = 5):
         """The largest idle gaps between consecutive tasks on one core: (gap µs, kind, core, after task)."""
@@ -209,7 +224,7 @@ class Profile:
         """A few lines of text: makespan, lower bound and its terms, utilisation, time per label."""
         lines = [f"{self.trace.mode}: {self.tasks} tasks, makespan {self.makespan_us:.2f} us, "
                  f"lower bound {self.lower_bound_us:.2f} us ({self.makespan_us / max(self.lower_bound_us, 1e-12):.2f}x, "
-                 f"bound by {self.bound.binding})"]
+                 f"bound by {self.binding})"]
         b = self.bound
         lines.append("  bound: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in dataclasses.asdict(b).items()))
         lines.append("  utilisation: " + ", ".join(f"{k} {u:.0%}" for k, u in self.utilisation.items()))
