@@ -294,6 +294,8 @@ CASES = [
      pj.PtoArgumentError, r"argument 0 is float32\[64, 64\], lowered for float16\[64, 64\]"),
     ("tiles-per-block-unknown-label", lambda: pj.lower(seed_kernel, *SEED_ARGS, options={"tiles_per_block": {"Sacle": 2}}),
      pj.PtoArgumentError, r"tiles_per_block options for \['Sacle'\] match no op's label; the labels in this kernel"),
+    ("tile-override-of-the-wrong-kind", lambda: pj.lower(seed_kernel, *SEED_ARGS, options={"tiles": {"Linear": {
+        "vec": (32, 32)}}}), pj.PtoArgumentError, r"the tile override for 'Linear' sets vec, but its ops take cube tiles"),
     ("row-loops-unknown-label", lambda: pj.lower(seed_kernel, *SEED_ARGS, options={"row_loops": {"Rowsm": False}}),
      pj.PtoArgumentError, r"row_loops options for \['Rowsm'\] match no op's label"),
     ("options-not-a-mapping", lambda: pj.kernel(seed_kernel, options=[("tiles", {})]), pj.PtoArgumentError,

@@ -338,3 +338,25 @@ def test_erf_translates_within_8_ulp(dtype):
     assert np.all(np.abs(got - want)[finite] <= 8 * ulp[finite])
     np.testing.assert_array_equal(np.signbit(got[xs == 0]), np.signbit(xs[xs == 0]))
     assert np.isnan(got[-1])
+
+
+def test_a_label_is_a_fusion_boundary():
+    """As docs/concepts.md says: a label per op turns ``tanh(x * 2) - 1`` into three programs and three
+    times the tasks."""
+    def one(x):
+        with pj.tile(vec=(32, 128)), jax.named_scope("A"):
+            return jnp.tanh(x * 2) - 1
+
+    def three(x):
+        with pj.tile(vec=(32, 128)):
+            with jax.named_scope("A"):
+                y = x * 2
+            with jax.named_scope("B"):
+                y = jnp.tanh(y)
+            with jax.named_scope("C"):
+                return y - 1
+
+    x = np.ones((256, 128), np.float32)
+    assert [len(pj.lower(f, x).programs) for f in (one, three)] == [1, 3]
+    tasks = [pj.kernel(f).lower(x).compile().profile().tasks for f in (one, three)]
+    assert tasks[1] == 3 * tasks[0]

@@ -607,10 +607,11 @@ def _stages(ctx, stages_fn, x, config):
     return [env[v] for v in stages.jaxpr.outvars]
 
 
-def _rule(memory, tiles=None, seen=None, hand=None):
+def _rule(memory, tiles=None, seen=None, hand=None, used=None):
     """``tiles``: label -> TileConfig overriding the ``pj.tile`` setting of that label's ops
     (``"DEFAULT"``: under every op's own setting); ``seen`` collects the labels of the ops met, ``hand``
-    those of hand-written grids (``pj.tiles.grid``: their tiles are the body's)."""
+    those of hand-written grids (``pj.tiles.grid``: their tiles are the body's), ``used`` the (label,
+    ``"vec"`` / ``"cube"``) tile kinds the ops met take."""
     tiles = dict(tiles or {})
     default = tiles.pop("DEFAULT", TileConfig())
     seen = set() if seen is None else seen
@@ -643,6 +644,7 @@ def _rule(memory, tiles=None, seen=None, hand=None):
             return on_device([eqn.primitive.bind(*invals, **eqn.params)])
         config, label = read(stack)
         seen.add(label)
+        used.add((label, "cube" if op == "matmul" else "vec"))
         config = default.merged(config).merged(tiles.get(label, TileConfig()))
         ctx = _Context(op, config, label, memory, rows)
         if all(0 in v.aval.shape for v in eqn.outvars):   # no element to compute (x[..., 64:] of 64 columns)
@@ -691,7 +693,14 @@ def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=N
     must be the kernel's too."""
     seen: set = set()
     hand: set = set()
-    out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand))
+    used: set = set()
+    out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used))
+    for label, config in dict(tiles or {}).items():
+        for kind in ("vec", "cube"):
+            if label in seen and getattr(config, kind) is not None and (label, kind) not in used:
+                takes = "cube tiles only (matmuls)" if kind == "vec" else "vec tiles only (no matmul)"
+                raise PtoArgumentError(f"pto tiling: the tile override for {label!r} sets {kind}, but its ops take "
+                                       f"{takes}; the override would change nothing")
     for name, table in {"tiles": tiles, **(labelled or {})}.items():
         labels = seen if name == "tiles" else seen | hand      # a hand-written grid's tiles are its body's
         unmatched = sorted(set(dict(table or {})) - labels - {"DEFAULT"})
