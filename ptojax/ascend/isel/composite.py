@@ -11,7 +11,7 @@ import numpy as np
 from .. import asm
 from .predicate import select_where
 from .rules import rule
-from .selector import matrix, vec_tile
+from .selector import is_column, matrix, vec_tile
 from .vector import FINITE_MAX, scalar_binary
 
 
@@ -308,6 +308,21 @@ def row_stats(sel, x, rows, dtype):
     return sel.like(x, cols=1, rows=rows, dtype=dtype), sel.like(x)
 
 
+def row_reduce(sel, kind: str, x, tmp, out):
+    """``out`` := ``trow<kind>`` of ``x`` (``tmp`` its work tile). A column ``x`` (``R×1``: a value per
+    row, held column-major, which the row reductions do not read) reduces each row's one element: its
+    sum and max are ``x`` itself."""
+    if is_column(sel.types[x]):
+        return sel.copy(x, out)
+    sel.emit(f"trow{kind}", [x, tmp], [out])
+
+
+def row_expand(sel, op: str, x, per_row, out):
+    """``out`` := ``x`` ``op`` (sub / mul / div) its row's value in column ``per_row``: ``trowexpand<op>``,
+    elementwise ``t<op>`` where ``x`` is a column itself (one element per row)."""
+    sel.emit(f"t{op}" if is_column(sel.types[x]) else f"trowexpand{op}", [x, per_row], [out])
+
+
 @rule('tsoftmax')
 def softmax(sel, s, ins, outs):
     (x,) = ins
@@ -317,13 +332,13 @@ def softmax(sel, s, ins, outs):
         sel.fail(s, f"over axes {list(axes)}")
     rows = matrix(shape)[0]
     m, tmp = row_stats(sel, x, rows, sel.types[x].dtype)
-    sel.emit("trowmax", [x, tmp], [m])
+    row_reduce(sel, "max", x, tmp, m)
     e = sel.like(x)
-    sel.emit("trowexpandsub", [x, m], [e])
+    row_expand(sel, "sub", x, m, e)
     sel.emit("texp", [e], [e])
     total = sel.like(m)
-    sel.emit("trowsum", [e, tmp], [total])
-    sel.emit("trowexpanddiv", [e, total], outs)
+    row_reduce(sel, "sum", e, tmp, total)
+    row_expand(sel, "div", e, total, outs[0])
 
 
 def normalise(sel, s, x, centre: bool):
@@ -333,34 +348,41 @@ def normalise(sel, s, x, centre: bool):
     dtype = sel.types[x].dtype
     stat, tmp = row_stats(sel, x, rows, dtype)
     if centre:
-        sel.emit("trowsum", [x, tmp], [stat])
+        row_reduce(sel, "sum", x, tmp, stat)
         sel.emit("tmuls", [stat, sel.const(1.0 / cols, dtype)], [stat])
         centred = sel.like(x)
-        sel.emit("trowexpandsub", [x, stat], [centred])
+        row_expand(sel, "sub", x, stat, centred)
         x = centred
     sq = sel.like(x)
     sel.emit("tmul", [x, x], [sq])
     var = sel.like(stat)
-    sel.emit("trowsum", [sq, tmp], [var])
+    row_reduce(sel, "sum", sq, tmp, var)
     sel.emit("tmuls", [var, sel.const(1.0 / cols, dtype)], [var])
     sel.emit("tadds", [var, sel.const(float(s.attr("eps")), dtype)], [var])
     sel.emit("trsqrt", [var], [var])
     y = sel.like(x)
-    sel.emit("trowexpandmul", [x, var], [y])
+    row_expand(sel, "mul", x, var, y)
     return y
 
 
 def affine(sel, s, y, extra, outs):
-    """``y * gamma + beta`` over the columns, written to ``outs``."""
+    """``y * gamma + beta`` over the columns, written to ``outs``: a weight row ``tcolexpand<op>``, a
+    weight of ``y``'s shape elementwise; of a column ``y`` (one element per row) the row of ``y``
+    ``trowexpand<op>`` its one weight."""
     if not extra:
         return sel.emit("tmuls", [y, sel.const(1.0, sel.types[y].dtype)], outs)
+    ty = sel.types[y]
     for i, (name, op) in enumerate(extra):
-        gshape = sel.shape(s, 1 + i, name)
+        gshape = matrix(sel.shape(s, 1 + i, name))
         t = sel.types[name]
-        row = name if (t.v_row, t.v_col) == (1, matrix(gshape)[1]) else sel.reshape(
-            name, vec_tile(1, matrix(gshape)[1], t.dtype))
         dst = outs[0] if i == len(extra) - 1 else sel.like(y)
-        sel.emit(f"tcolexpand{op}", [y, row], [dst])
+        if gshape == (t.v_row, t.v_col) == (ty.v_row, ty.v_col):
+            sel.emit(f"t{op}", [y, name], [dst])
+        elif is_column(ty) and gshape == (1, 1):
+            sel.emit(f"trowexpand{op}", [sel.row(y), sel.as_cell(name, t)], [sel.row(dst)])
+        else:
+            row = name if (t.v_row, t.v_col) == (1, gshape[1]) else sel.reshape(name, vec_tile(1, gshape[1], t.dtype))
+            sel.emit(f"tcolexpand{op}", [y, row], [dst])
         y = dst
 
 

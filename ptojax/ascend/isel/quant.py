@@ -3,6 +3,7 @@ vector sequences (A2/A3 has no ``tquant``; ``tdequant`` takes i8/i16 sources onl
 from __future__ import annotations
 
 from .. import asm
+from .composite import row_expand, row_reduce
 from .rules import rule
 from .selector import matrix
 
@@ -31,12 +32,13 @@ def quantize(sel, s, ins, outs):
     magnitude = sel.like(x)
     sel.emit("tabs", [x], [magnitude])
     amax = sel.like(x, cols=1)
-    sel.emit("trowmax", [magnitude, sel.like(x)], [amax])
+    row_reduce(sel, "max", magnitude, sel.like(x), amax)
+    sel.emit("tadds", [amax, sel.const(0.0, "f32")], [amax])           # tabs(-0) is -0: amax +0, not -0
     mult = sel.like(amax)
     sel.emit("tdivs", [sel.const(_QMAX, "f32"), amax], [mult])
     sel.emit("tmins", [mult, sel.const(_F32_MAX, "f32")], [mult])      # amax 0: x is 0, so is x * FLT_MAX
     scaled = sel.like(x)
-    sel.emit("trowexpandmul", [x, mult], [scaled])
+    row_expand(sel, "mul", x, mult, scaled)
     sel.convert(scaled, q, "RINT", saturate=True)
     ts = sel.types[scale]
     out = sel.as_column(scale, ts, rows) if ts.dtype == "f32" else sel.like(amax)
