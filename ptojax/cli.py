@@ -100,20 +100,51 @@ def _load(spec: str):
     return fn
 
 
+SHORT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i8": "int8", "i32": "int32"}
+DEFAULT_DTYPE = "float32"
+
+
+def _dtype(name: str, spec: str):
+    """The dtype of a --shape: a name ptojax supports (``float16``) or its short form (``f16``; not NumPy's
+    ``f16``, a 16-byte float)."""
+    from .primitives._base import ANY
+
+    dtypes = {d.name: d for d in ANY}
+    dtype = dtypes.get(SHORT_DTYPES.get(name, name))
+    if dtype is None:
+        short = {v: k for k, v in SHORT_DTYPES.items()}
+        known = ", ".join(f"{d} ({short[d]})" if d in short else d for d in dtypes)
+        raise UsageError(f"--shape {spec!r}: no dtype {name!r}; the dtypes ptojax supports: {known}")
+    return dtype
+
+
 def _shapes(specs):
-    """``64x64:float16`` → a ShapeDtypeStruct (a random array of it for ``profile``)."""
+    """``64x64:float16`` (or ``64x64:f16``) → a ShapeDtypeStruct (a random array of it for ``profile``)."""
     import jax
-    import numpy as np
 
     out = []
     for spec in specs:
         dims, _, dtype = spec.partition(":")
         try:
             shape = tuple(int(d) for d in dims.split("x") if d) if dims not in ("", "scalar") else ()
-            out.append(jax.ShapeDtypeStruct(shape, np.dtype(dtype or "float32")))
-        except (TypeError, ValueError):
-            raise UsageError(f"--shape {spec!r} is not DIMSxDIMS:DTYPE (e.g. 64x64:float16, scalar:int32)")
+        except ValueError:
+            raise UsageError(f"--shape {spec!r} is not DIMSxDIMS:DTYPE (e.g. 64x64:float16, scalar:int32)") from None
+        out.append(jax.ShapeDtypeStruct(shape, _dtype(dtype or DEFAULT_DTYPE, spec)))
     return out
+
+
+def _outputs(args) -> None:
+    """The files ``profile`` writes, checked before the compile and the run: folders that exist, and a
+    swimlane ending in .png or .svg."""
+    from .errors import PtoArgumentError
+    from .mpmd.trace import output_path
+
+    for flag, suffixes in (("html", ()), ("summary", ()), ("trace", ()), ("swimlane", (".png", ".svg"))):
+        if getattr(args, flag):
+            try:
+                output_path(getattr(args, flag), f"--{flag}", suffixes)
+            except PtoArgumentError as err:
+                raise UsageError(str(err)) from None
 
 
 def _check_arity(fn, specs, spec: str):
@@ -171,8 +202,8 @@ def _lowered(args, fn, inputs, options):
 
 
 def _lower(args) -> int:
-    fn = _load(args.func)
     specs = _shapes(args.shape)
+    fn = _load(args.func)
     _check_arity(fn, specs, args.func)
     print(_lowered(args, fn, specs, _options(args)).as_text(args.level))
     return 0
@@ -182,8 +213,9 @@ def _profile(args) -> int:
     from . import report
     from .kernel import _arg_names
 
-    fn = _load(args.func)
+    _outputs(args)
     specs = _shapes(args.shape)
+    fn = _load(args.func)
     _check_arity(fn, specs, args.func)
     options, inputs = _options(args), _arrays(specs)
     print("lowering and compiling ...", file=sys.stderr, flush=True)    # progress: stdout holds the results
@@ -238,7 +270,10 @@ def main(argv=None) -> int:
                            ("profile", "run FILE:FUNC on random --shape arguments on the simulated chip")):
         sub = commands.add_parser(name, help=helptext)
         sub.add_argument("func", help="path/to/file.py:function")
-        sub.add_argument("--shape", action="append", default=[], help="one per argument, e.g. 64x64:float16")
+        sub.add_argument("--shape", action="append", default=[],
+                         help=f"one per argument, DIMSxDIMS:DTYPE, e.g. 64x64:float16 or 64x64:f16, scalar:int32; "
+                         f"DTYPE: {', '.join(f'{v} ({k})' for k, v in SHORT_DTYPES.items())} or bool "
+                         f"(default {DEFAULT_DTYPE})")
         sub.add_argument("--target", default="a3", choices=["a2", "a3"])
         sub.add_argument("--options", help="a file of pass options, JSON or TOML (.toml), e.g. "
                          '{"tiles": {"Score": {"vec": [64, 256]}}, "tiles_per_block": {"QMatmul": 6}}')

@@ -45,7 +45,8 @@ def test_the_users_mistakes_are_one_line_not_a_traceback(tmp_path, capsys):
     broken.write_text('{"tiles": ')
     cases = [(["lower", f"{src}:f", "--shape", "64by64:float32", "--shape", "64x64"], r"--shape '64by64:float32' is "
               r"not DIMSxDIMS:DTYPE"),
-             (["lower", f"{src}:f", "--shape", "64x64:float99", "--shape", "64x64"], r"'64x64:float99' is not"),
+             (["lower", f"{src}:f", "--shape", "64x64:float99", "--shape", "64x64"],
+              r"--shape '64x64:float99': no dtype 'float99'; the dtypes ptojax supports: float32 \(f32\)"),
              (["lower", f"{src}:f", "--shape", "64x64"], r"k.py:f takes 2 arguments \(a, b\), got 1 --shape"),
              (["ops", "--family", "bogus"], r"no op family 'bogus'; the families: composite, elementwise"),
              (["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")], r"FileNotFoundError"),

@@ -129,10 +129,10 @@ def test_summary_diff_and_chrome_trace(profiled, tmp_path):
     rows = {r[0]: r[1:] for r in d.rows}
     assert rows["makespan us"] == (profile.makespan_us, other.makespan_us, other.makespan_us - profile.makespan_us)
     assert rows["tasks"][:2] == (profile.tasks, other.tasks)
-    assert rows["Linear tasks"][:2] == (2, 4)
-    assert rows["Linear us"][:2] == (profile.label_us["Linear"], other.label_us["Linear"])
+    assert rows["label Linear tasks"][:2] == (2, 4)
+    assert rows["label Linear us"][:2] == (profile.label_us["Linear"], other.label_us["Linear"])
     text = str(d)
-    assert "makespan us" in text and "Linear tasks" in text and "utilisation AIC %" in text
+    assert "makespan us" in text and "label Linear tasks" in text and "utilisation AIC %" in text
     # saved summaries and a Chrome trace give the same figures
     a, b, t = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "a.trace.json"
     report.save_summary(profile, a)
@@ -268,15 +268,15 @@ def test_fusion_view_a_matmul_epilogue_fuses_and_split_rows_do_not():
 
 
 def test_fusion_view_a_group_too_large_for_the_ub_is_split_in_order():
-    """Nine elementwise ops on 32 x 512 f32 tiles: fused as written the last group needs more UB than a
+    """Nine elementwise ops on 48 x 512 f32 tiles: fused as written the last group needs more UB than a
     core has, so partition splits it into consecutive blocks; each op is in exactly one of them."""
     def fn(x, y):
-        with pj.tile(vec=(32, 512)):
+        with pj.tile(vec=(48, 512)):
             s, d, p = x + y, x - y, x * y
             q = s * d + p
             return q * s + d * p
 
-    x = np.random.default_rng(5).standard_normal((64, 512)).astype(np.float32)
+    x = np.random.default_rng(5).standard_normal((96, 512)).astype(np.float32)
     compiled = pj.kernel(fn).lower(x, x).compile()
     fz = report.build(compiled.profile(x, x), compiled)["fusion"]
     _check_against_the_block_level(compiled, fz)
@@ -307,18 +307,20 @@ def test_load_figures_are_the_trace_sums(profiled):
         assert k["cores"] == cores[kind]
         want = [busy.get((kind, c), 0.0) for c in range(cores[kind])]
         assert k["busy_us"] == pytest.approx(want, rel=1e-12, abs=1e-12)
-        mean = sum(want) / cores[kind]
+        ran = {c for _, t, c, *_ in profile.trace.rows if profile.trace.graph.tasks[t].core == kind}
+        mean = sum(want[c] for c in ran) / len(ran)         # the mean of the cores that ran tasks
         assert k["mean_us"] == pytest.approx(mean, rel=1e-12)
-        assert k["over"] == [c for c, b in enumerate(want) if b > 1.25 * mean]
-        assert k["under"] == [c for c, b in enumerate(want) if b < 0.75 * mean]
+        assert k["over"] == [c for c, b in enumerate(want) if c in ran and b > 1.25 * mean]
+        assert k["under"] == [c for c, b in enumerate(want) if c in ran and b < 0.75 * mean]
+        assert k["idle"] == [c for c in range(cores[kind]) if c not in ran]
         assert sum(k["tasks"]) == sum(profile.trace.graph.tasks[t].core == kind for _, t, *_ in profile.trace.rows)
-    # Linear: two tiles on 24 cube cores -- two cores do all the cube work, on two cores (not one)
+    # Linear: two equal tiles on 24 cube cores -- two cores do all the cube work, evenly: none flagged, 22 idle
     aic = data["load"]["kinds"]["AIC"]
-    assert len(aic["over"]) == 2 and len(aic["under"]) == 22 and aic["max_over_mean"] == pytest.approx(12.0)
+    assert aic["over"] == aic["under"] == [] and len(aic["idle"]) == 22 and aic["max_over_mean"] == pytest.approx(1.0)
     assert data["load"]["single_core"] == []
     page = path.read_text()
-    assert "AIC 2–23" in page and page.count("<tr class=\"load-over\">") == len(aic["over"]) + len(
-        data["load"]["kinds"]["AIV"]["over"])
+    assert "AIC 2–23" in page and "idle (22 cores)" in page
+    assert page.count("<tr class=\"load-over\">") == len(data["load"]["kinds"]["AIV"]["over"])
 
 
 def _elementwise(x):
@@ -328,7 +330,8 @@ def _elementwise(x):
 
 def test_imbalance_is_flagged_and_balance_is_not(tmp_path):
     """48 equal tiles on 48 vector cores: no core off the mean; the same tiles as one block instance
-    (tiles_per_block 48): one core does all, and the label is flagged as run on a single core."""
+    (tiles_per_block 48): one core does all, the label is flagged as run on a single core and the 47
+    other cores are counted idle (not each flagged 'under')."""
     x = np.random.default_rng(4).standard_normal((48 * 16, 64)).astype(np.float32)
     balanced = pj.kernel(_elementwise).lower(x).compile()
     forced = pj.kernel(_elementwise, options={"tiles_per_block": {"Ew": 48}}).lower(x).compile()
@@ -341,13 +344,12 @@ def test_imbalance_is_flagged_and_balance_is_not(tmp_path):
                              "single_core": False}]
     aiv = lb["kinds"]["AIV"]
     (core,) = [c for c in range(48) if aiv["tasks"][c]]
-    assert aiv["over"] == [core] and aiv["under"] == [c for c in range(48) if c != core]
-    assert aiv["max_over_mean"] == pytest.approx(48.0)
+    assert aiv["over"] == aiv["under"] == [] and aiv["idle"] == [c for c in range(48) if c != core]
+    assert aiv["max_over_mean"] == pytest.approx(1.0)          # one busy core: the single-core label says it
     assert lb["labels"][0]["tiles"] == 48 and lb["single_core"] == [f"Ew (AIV {core})"]
     # the summary carries the figures; the diff shows them
     rows = {r[0]: r[1:3] for r in report.diff(report.build(a, balanced)["summary"], report.build(b, forced)["summary"]).rows}
-    assert rows["AIV flagged cores"] == (0, 48) and rows["single-core labels"] == (0, 1)
-    assert rows["AIV busy max / mean"] == (pytest.approx(1.0), pytest.approx(48.0))
+    assert rows["AIV flagged cores"] == (0, 0) and rows["AIV idle cores"] == (0, 47) and rows["single-core labels"] == (0, 1)
     page = report.write(tmp_path / "forced.html", b, forced).read_text()
     assert (f'<td class="">Ew</td><td class="">AIV</td><td class="n">48</td><td class="n">1</td><td class="">AIV {core}</td>'
             in page)
@@ -420,8 +422,8 @@ def test_cli_profile_options_html_summary_and_diff(tmp_path, capsys):
     assert (tmp_path / "r.html").stat().st_size > 10_000
     assert cli(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
     out = capsys.readouterr().out
-    line = next(l for l in out.splitlines() if l.startswith("Linear tasks"))
-    assert line.split()[2:4] == ["2", "4"]
+    line = next(l for l in out.splitlines() if l.startswith("label Linear tasks"))
+    assert line.split()[3:5] == ["2", "4"]
 
 
 # --------------------------------------------------------------------------------- the browser

@@ -19,10 +19,12 @@ import dataclasses
 import functools
 import gc
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 
-from ..errors import PtoUnsupportedError
+from ..errors import PtoArgumentError, PtoUnsupportedError
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -156,6 +158,22 @@ def _phase_bound(graph, m, overhead: float, order, head: dict) -> tuple[float, s
     return best, lane
 
 
+def output_path(path, where: str, suffixes: tuple = ()) -> Path:
+    """``path`` (a str or ``os.PathLike``) as a :class:`~pathlib.Path` a file can be written to: not a
+    folder, in a folder that exists, ending in one of ``suffixes`` (any when empty); else a
+    :class:`PtoArgumentError` from ``where`` naming it (before any work is done)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise PtoArgumentError(f"{where}: the path must be a str or os.PathLike, not {type(path).__name__} ({path!r})")
+    out = Path(path)
+    if out.is_dir():
+        raise PtoArgumentError(f"{where}: {str(out)!r} is a folder, not a file")
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise PtoArgumentError(f"{where}: {str(out)!r} must end in {' or '.join(suffixes)}")
+    if not out.parent.is_dir():
+        raise PtoArgumentError(f"{where}: cannot write {str(out)!r}: no folder {str(out.parent)!r}")
+    return out
+
+
 class Profile:
     """Figures of one run; times in microseconds unless the name says otherwise.
 
@@ -265,12 +283,16 @@ class Profile:
         return {"traceEvents": events, "displayTimeUnit": "ns"}
 
     def save(self, path) -> None:
-        """Write the Chrome trace JSON (open it in Perfetto or chrome://tracing)."""
+        """Write the Chrome trace JSON to ``path`` (a str or ``os.PathLike``; open it in Perfetto or
+        chrome://tracing)."""
+        path = output_path(path, "Profile.save")
         with open(path, "w") as f:
             json.dump(self.chrome_trace(), f, indent=None, separators=(",", ":"))
 
     def swimlane(self, path) -> None:
-        """Draw the swimlane (one row per used core, colours per label) to ``path`` (.png or .svg)."""
+        """Draw the swimlane (one row per used core, colours per label) to ``path`` (a str or
+        ``os.PathLike`` ending in .png or .svg)."""
+        path = output_path(path, "Profile.swimlane", (".png", ".svg"))
         try:
             import matplotlib
 
@@ -296,5 +318,5 @@ class Profile:
             ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colours[t]) for t in titles], labels=titles,
                       loc="upper right", fontsize=7)
         fig.tight_layout()
-        fig.savefig(path)
+        fig.savefig(path, format=path.suffix[1:].lower())
         plt.close(fig)

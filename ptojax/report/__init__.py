@@ -7,11 +7,15 @@
   ``ptojax profile FILE:FUNC --shape ... --html report.html`` call it.
   The page is self-contained (inline CSS, SVG and a little JS; nothing is fetched): headline figures,
   the swimlane (one lane per used core, a colour per label, hover for a task's details, click a task
-  to draw its dependency arrows), the per-core load (``load.py``: busy time per core, cores far from
-  their kind's mean and labels whose tiles all ran on one core flagged), the lower-bound table, time
-  per label, idle time per core kind, the critical path, the largest bubbles, the fusion view
+  to draw its dependency arrows), the per-core load (``load.py``: busy time per core, the cores far
+  from the mean of their kind's busy cores and the labels whose tiles all ran on one core flagged, idle
+  cores counted), the lower-bound table, time per label, idle time per core kind, the critical path,
+  the largest bubbles, the fusion view
   (``fusion.py``: the ops before partition and the block each was merged into), a picture of the
-  block graph and the four levels' text (``views.py`` renders the two tuning views).
+  block graph and the four levels' text (``views.py`` renders the two tuning views). Blocks show the
+  tasks they ran (``tiles_per_block="auto"`` groups tiles at run time). Arguments of the wrong kind, a
+  profile that is not a run of ``compiled`` and paths that cannot be written raise
+  :class:`~ptojax.PtoArgumentError` before any work.
 * :func:`summary` / :func:`save_summary` (``summary.py``) — the saved form of a profile for
   comparisons: a JSON object with ``"format": "ptojax.profile-summary/1"``, ``makespan_us``, ``lower_bound_us``, ``bound_us``
   (per term), ``tasks``, ``utilisation`` and ``idle_us`` per core kind, ``label_us`` and
@@ -21,7 +25,8 @@
   *or* a Chrome trace JSON (``Profile.save`` / ``--trace``: makespan, tasks, label times and
   utilisation are recovered from its events; the lower bound is not in a trace) — and returns a
   :class:`Diff` whose ``str`` is a table: makespan, lower bound, tasks, utilisation, the load
-  (largest busy time over the mean, flagged cores, single-core labels), time and tasks per label.
+  (largest busy time over the mean, flagged and idle cores, single-core labels), time and tasks per
+  label (rows ``label NAME us`` / ``label NAME tasks``).
   ``ptojax diff before.json after.json`` prints it.
 """
 from ..lowering.block_graph import block_graph

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import os
 from pathlib import Path
 
 from ..ascend.targets import target as get_target
 from ..errors import PtoArgumentError
 from ..lowering.block_graph import block_graph
 from .fusion import fusion
-from .summary import kind_order, runs, summary
+from .summary import check_profile, kind_order, runs, summary, wrong
 
 LEVELS = ("tensor", "tile", "block", "pto")
 _BOUND_TERMS = (("critical_path", "critical path (each task + its dispatch overhead)"),
@@ -28,8 +30,51 @@ def label_colours(titles) -> dict:
     return {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(sorted(titles))}
 
 
+def check_args(where: str, profile, compiled) -> None:
+    """:class:`PtoArgumentError` from ``where`` unless ``profile`` is a Profile and ``compiled`` None or a
+    :class:`~ptojax.Compiled` kernel."""
+    from ..kernel import Compiled
+
+    check_profile(where, profile)
+    if compiled is not None and not isinstance(compiled, Compiled):
+        raise wrong(where, "compiled", "the Compiled kernel the profile ran (pj.kernel(f).lower(*args).compile()) "
+                    "or None", compiled)
+
+
+def _check_pair(profile, compiled, graph) -> None:
+    """A :class:`PtoArgumentError` unless ``profile`` is a run of ``compiled``: the same machine, and each
+    block call's tasks are of the compiled kernel's programs and cover that program's grid once."""
+    from ..execute import machine
+
+    grids: dict = {}                                    # program -> its grid points in one block call
+    for n in graph["nodes"]:
+        per: dict = {}
+        for p in n.get("parts", ()):
+            per[p["program"]] = per.get(p["program"], 0) + math.prod(p["grid"])
+        for program, points in per.items():
+            grids.setdefault(program, set()).add(points)
+    ran: dict = {}                                      # (block call, program) -> grid points its tasks ran
+    for t in profile.trace.graph.tasks:
+        if t.name != "copy" or t.index:                 # the runtime's copies of a buffer are no program's
+            ran[(t.stage, t.name)] = ran.get((t.stage, t.name), 0) + t.points
+    wrong_programs = sorted({name for (_, name), points in ran.items() if points not in grids.get(name, ())})
+    want = machine(get_target(compiled.options.target)).name
+    if wrong_programs or profile.trace.machine.name != want:
+        why = (f"it ran on {profile.trace.machine.name}, the kernel is compiled for {want}"
+               if profile.trace.machine.name != want else
+               f"its tasks of {', '.join(wrong_programs[:4])} cover other grids than this kernel's: another kernel "
+               "or other shapes")
+        raise PtoArgumentError(f"pj.report: the profile is not a run of {compiled!r} ({why}); pass the profile of "
+                               "that kernel, compiled.profile(*args)")
+
+
 def build(profile, compiled=None, *, title: str | None = None, options=None) -> dict:
-    """Everything the report shows, as JSON-able values (numbers straight from ``profile``)."""
+    """Everything the report shows, as JSON-able values (numbers straight from ``profile``); a profile
+    that is not a run of ``compiled`` raises :class:`PtoArgumentError`."""
+    check_args("pj.report.build", profile, compiled)
+    graph = block_graph(compiled.lowering) if compiled is not None else None
+    if graph is not None:
+        _check_pair(profile, compiled, graph)
     trace, m = profile.trace, profile.trace.machine
     records = sorted(trace.records, key=lambda r: r.tid)
     host = bool(records) and records[0].host
@@ -78,7 +123,14 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
         bubbles.append({"gap_us": gap, "kind": kind, "core": core, "after": after, "after_title": by_tid[after]["title"],
                         "from_us": by_tid[after]["end_us"], "before": nxt and nxt["tid"],
                         "before_title": nxt and nxt["title"]})
-    graph = block_graph(compiled.lowering) if compiled is not None else None
+    ran: dict = {}                                      # program -> tasks run (what auto tiles_per_block made)
+    for r in records:
+        ran[r.name] = ran.get(r.name, 0) + 1
+    for n in (graph or {}).get("nodes", ()):
+        if n["kind"] == "block":
+            for p in n["parts"]:
+                p["tasks"] = ran.get(p["program"], 0)
+            n["tasks"] = sum(ran.get(p, 0) for p in dict.fromkeys(p["program"] for p in n["parts"]))
     name = title or (compiled.name if compiled is not None else None)
     summ = summary(profile, name=name)
     data = {
@@ -109,6 +161,8 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
     if compiled is not None:
         data["fusion"] = fusion(compiled.lowering, get_target(compiled.options.target).memory,
                                 compiled.options.pass_options)
+        for b in data["fusion"]["blocks"]:
+            b["tasks"] = sum(ran.get(p, 0) for p in b["programs"])
         for level in LEVELS:
             try:
                 data["levels"][level] = compiled.as_text(level)
@@ -127,9 +181,11 @@ def _thaw(v):
 
 def load_options(path) -> dict:
     """Pass options from a JSON or TOML file (``.toml``): ``{"tiles": {...}, "tiles_per_block": {...}}``;
-    a file that does not parse raises :class:`PtoArgumentError` naming it."""
+    a file that cannot be read or does not parse raises :class:`PtoArgumentError` naming it."""
     import tomllib
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise wrong("pj.report.load_options", "path", "a str or os.PathLike", path)
     path = Path(path)
     toml = path.suffix == ".toml"
     try:
@@ -138,6 +194,9 @@ def load_options(path) -> dict:
     except ValueError as err:                           # JSONDecodeError, TOMLDecodeError, UnicodeDecodeError
         raise PtoArgumentError(f"pass options {path}: not valid {'TOML' if toml else 'JSON'} ({type(err).__name__}: "
                                f"{err}); only JSON, or TOML in a .toml file, is accepted") from None
+    except OSError as err:                              # no such file, a folder, no permission
+        raise PtoArgumentError(f"pass options {path}: cannot read it ({type(err).__name__}: "
+                               f"{err.strerror or err})") from None
 
 
-__all__ = ["LEVELS", "PALETTE", "build", "label_colours", "load_options"]
+__all__ = ["LEVELS", "PALETTE", "build", "check_args", "label_colours", "load_options"]

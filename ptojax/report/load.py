@@ -1,19 +1,20 @@
 """Per-core load: busy time per simulated core, its mean per core kind, the cores far from that mean,
 and the labels whose tiles all went to one core.
 
-Rule: a core of a kind that did work is flagged ``over`` when its busy time is above ``HIGH`` (1.25) x the
-mean busy time of all cores of that kind on the machine (idle cores count as 0), ``under`` when below
-``LOW`` (0.75) x that mean. A label is flagged ``single_core`` when it has more than one tile (grid
-point) on a core kind, all of its tasks there ran on one core, and the machine has more cores of that
-kind. Figures come from task spans ``(kind, core, label, µs)``: a profile's records or a Chrome trace's
-events.
+Rule: among the cores of a kind that ran tasks (``busy``), a core is flagged ``over`` when its busy time
+is above ``HIGH`` (1.25) x their mean busy time, ``under`` when below ``LOW`` (0.75) x that mean; the
+cores that ran no task are ``idle``, counted apart and not flagged (a small kernel leaves most cores
+idle; that is its grid, shown by the idle count, not an imbalance). A label is flagged ``single_core``
+when it has more than one tile (grid point) on a core kind, all of its tasks there ran on one core, and
+the machine has more cores of that kind. Figures come from task spans ``(kind, core, label, µs)``: a
+profile's records or a Chrome trace's events.
 """
 from __future__ import annotations
 
 HIGH, LOW = 1.25, 0.75
-RULE = (f"a core is flagged when its busy time is above {HIGH}x or below {LOW}x the mean of all cores of its "
-        "kind (idle cores count as 0); a label when all of its tiles (more than one) on a core kind ran on one "
-        "core of several")
+RULE = (f"a core that ran tasks is flagged when its busy time is above {HIGH}x or below {LOW}x the mean of the "
+        "cores of its kind that ran tasks; cores that ran none are counted as idle, not flagged; a label when all "
+        "of its tiles (more than one) on a core kind ran on one core of several")
 
 
 def load(spans, cores: dict, tiles: dict | None = None) -> dict:
@@ -33,13 +34,7 @@ def load(spans, cores: dict, tiles: dict | None = None) -> dict:
     kinds = {}
     for kind in sorted(busy, key=lambda k: ({"AIC": 0, "AIV": 1}.get(k, 2), k)):
         n = max(cores.get(kind, 0), len(busy[kind]), 1 + max(busy[kind]))
-        per = [busy[kind].get(c, 0.0) for c in range(n)]
-        count = [tasks[kind].get(c, 0) for c in range(n)]
-        mean = sum(per) / n
-        kinds[kind] = {"cores": n, "busy_us": per, "tasks": count, "mean_us": mean, "max_us": max(per),
-                       "min_us": min(per), "max_over_mean": max(per) / mean if mean else 0.0,
-                       "over": [c for c in range(n) if mean and per[c] > HIGH * mean],
-                       "under": [c for c in range(n) if mean and per[c] < LOW * mean]}
+        kinds[kind] = flags([busy[kind].get(c, 0.0) for c in range(n)], [tasks[kind].get(c, 0) for c in range(n)])
     labels = []
     for (label, kind), on in sorted(where.items()):
         n_tiles = (tiles or {}).get(label, {}).get(kind, sum(on.values()))
@@ -48,6 +43,19 @@ def load(spans, cores: dict, tiles: dict | None = None) -> dict:
                        "cores": sorted(on), "single_core": single})
     return {"rule": RULE, "high": HIGH, "low": LOW, "kinds": kinds, "labels": labels,
             "single_core": [f"{x['label']} ({x['kind']} {x['cores'][0]})" for x in labels if x["single_core"]]}
+
+
+def flags(per: list, count: list) -> dict:
+    """A core kind's load figures from its cores' busy µs ``per`` and task counts ``count`` (the rule
+    above): the mean, max and min of the busy cores, and the ``over``, ``under`` and ``idle`` cores."""
+    used = [c for c in range(len(per)) if count[c]]
+    busy = [per[c] for c in used] or [0.0]
+    mean = sum(busy) / len(busy)
+    return {"cores": len(per), "busy_us": per, "tasks": count, "busy_cores": len(used), "mean_us": mean,
+            "max_us": max(busy), "min_us": min(busy), "max_over_mean": max(busy) / mean if mean else 0.0,
+            "over": [c for c in used if mean and per[c] > HIGH * mean],
+            "under": [c for c in used if mean and per[c] < LOW * mean],
+            "idle": [c for c in range(len(per)) if not count[c]]}
 
 
 def profile_spans(trace) -> list:
@@ -76,4 +84,4 @@ def chrome_spans(events) -> tuple[list, dict, dict]:
     return spans, cores, tiles
 
 
-__all__ = ["HIGH", "LOW", "RULE", "chrome_spans", "load", "profile_spans"]
+__all__ = ["HIGH", "LOW", "RULE", "chrome_spans", "flags", "load", "profile_spans"]

@@ -7,13 +7,15 @@ import json
 import math
 from pathlib import Path
 
+from ..mpmd.trace import output_path
 from .assets import CSS, JS
-from .build import build
+from .build import build, check_args
 from .markup import CORE_STYLE, curve, layout_graph, svg_open
 from .markup import clip as _clip
 from .markup import esc as _e
 from .markup import size as _bytes
 from .markup import table as _table
+from .summary import wrong
 from .views import fusion_section, load_section
 
 
@@ -94,13 +96,13 @@ def _graph_svg(data: dict) -> str:
         if n["kind"] == "block":
             fill, stroke = CORE_STYLE.get(n["core"], CORE_STYLE["host"])
             parts = n["parts"]
-            progs = "; ".join(f"{p['program']} grid {'x'.join(map(str, p['grid'])) or '1'} x{p['instances']}"
+            progs = "; ".join(f"{p['program']} grid {'x'.join(map(str, p['grid'])) or '1'}, {p['tasks']} task(s) run"
                               + (f" ({p['tiles_per_block']} tiles/block)" if p["tiles_per_block"] > 1 else
                                  " (auto tiles/block)" if p["tiles_per_block"] == 0 else "")
                               for p in parts)
             tip = f"{n['title']} on {n['core']}: {progs}\nwrites {n['detail']}" + (f"\ninside {n['loop']}" if n["loop"] else "")
             line2 = f"{parts[0]['program']}" + (f" +{len(parts) - 1} part" + ("s" if len(parts) > 2 else "") if len(parts) > 1 else "")
-            line3 = f"{n['core']} · ×{n['instances']} instance{'s' if n['instances'] != 1 else ''}" + (" · loop" if n["loop"] else "")
+            line3 = f"{n['core']} · {n['tasks']} task{'s' if n['tasks'] != 1 else ''} run" + (" · loop" if n["loop"] else "")
             colour = colours.get(n["title"], "#9ca3af")
             dash = ' stroke-dasharray="5,3"' if n["loop"] else ""
             out.append(f'<g class="gnode block" data-core="{_e(n["core"])}"><title>{_e(tip)}</title>'
@@ -121,13 +123,17 @@ def _graph_svg(data: dict) -> str:
 
 def html(data: dict) -> str:
     """The report page for :func:`build`'s data: one self-contained HTML document."""
+    if not (isinstance(data, dict) and "records" in data):
+        raise wrong("pj.report.html", "data", "pj.report.build(profile, compiled)'s dict", data)
     colours = data["colours"]
     ms, lb = data["makespan_us"], data["lower_bound_us"]
     binding = next(b for b in data["bound"] if b["binding"])
     util = " · ".join(f"{k} {u:.0%}" for k, u in data["utilisation"].items())
     opts = json.dumps(data["options"]) if data["options"] else "none"
+    ran = data["tasks"] > 0                     # a run of no tasks has no ratio and no binding term
     cards = [("makespan", f"{ms:.2f} µs"), ("lower bound", f"{lb:.2f} µs"),
-             ("makespan / bound", f"{ms / max(lb, 1e-12):.2f}×"), ("bound set by", binding["term"].replace("_", " ")),
+             ("makespan / bound", f"{ms / max(lb, 1e-12):.2f}×" if ran else "- (no tasks)"),
+             ("bound set by", binding["term"].replace("_", " ") if ran else "- (no tasks)"),
              ("tasks", f"{data['tasks']}"), ("utilisation", util)]
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ptojax report — {_e(data['title'])}</title>"
              f"<meta name='viewport' content='width=device-width,initial-scale=1'><style>{CSS}</style></head><body>",
@@ -199,7 +205,7 @@ def html(data: dict) -> str:
                                        if bb else "<p class='note'>No gaps between tasks on any core.</p>") + "</section>")
     parts.append(fusion_section(data))
     # block graph
-    parts.append("<section id='graph'><h2>Block graph<span class='hint'>block calls (programs × instances) and the GM "
+    parts.append("<section id='graph'><h2>Block graph<span class='hint'>block calls (programs, the tasks they ran) and the GM "
                  "tensors between them; hover for details</span></h2>"
                  "<div class='legend'><span><span class='sw' style='background:#dbeafe;border-color:#1d4ed8'></span>cube "
                  "(AIC) block</span><span><span class='sw' style='background:#dcfce7;border-color:#15803d'></span>vector "
@@ -221,8 +227,11 @@ def html(data: dict) -> str:
 
 
 def write(path, profile, compiled=None, **kw) -> Path:
-    """Build and write the report; returns the path."""
-    path = Path(path)
+    """Build and write the report of ``profile``, a run of ``compiled`` (None: the timeline views only);
+    returns the path. Arguments of the wrong kind, or a profile of another kernel, raise
+    :class:`PtoArgumentError` before anything is written."""
+    check_args("pj.report.write", profile, compiled)
+    path = output_path(path, "pj.report.write")
     path.write_text(html(build(profile, compiled, **kw)), encoding="utf-8")
     return path
 

@@ -3,8 +3,9 @@
 A summary is a JSON object with ``"format": "ptojax.profile-summary/1"``, ``makespan_us``,
 ``lower_bound_us``, ``bound_us`` (per term), ``tasks``, ``utilisation`` and ``idle_us`` per core kind,
 ``label_us`` and ``label_tasks`` per label, the critical path's labels, and ``load`` (``load.py``:
-busy µs per core, the mean per core kind, the cores off it and the labels whose tiles all ran on one
-core). A Chrome trace (``Profile.save``) reads back as a summary without the lower bound.
+busy µs per core, the mean of the busy cores per core kind, the cores off it, the idle cores and the
+labels whose tiles all ran on one core). A Chrome trace (``Profile.save``) reads back as a summary
+without the lower bound.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import json
 from pathlib import Path
 
 from ..errors import PtoArgumentError
-from .load import chrome_spans, load, profile_spans
+from ..mpmd.trace import Profile, output_path
+from .load import chrome_spans, flags, load, profile_spans
 
 SUMMARY_FORMAT = "ptojax.profile-summary/1"
 
@@ -34,9 +36,28 @@ def runs(labels) -> list:
     return out
 
 
+_WHAT = {"NoneType": "None", "Compiled": "a Compiled kernel (arguments in the wrong order?)",
+         "Profile": "a Profile (arguments in the wrong order?)", "Lowered": "a Lowered kernel: call .compile() first",
+         "Trace": "a Trace: call .profile() on it",
+         "PolymorphicCompiled": "a PolymorphicCompiled kernel: its .report(path, ...) writes its report"}
+
+
+def wrong(where: str, name: str, want: str, got) -> PtoArgumentError:
+    """The error of ``where`` for an argument ``name`` that is not ``want``: what it got, and what to do."""
+    what = _WHAT.get(type(got).__name__, f"a {type(got).__name__} ({got!r:.60})")
+    return PtoArgumentError(f"{where}: {name} must be {want}, not {what}")
+
+
+def check_profile(where: str, profile) -> None:
+    """Raise :func:`wrong` unless ``profile`` is a :class:`~ptojax.mpmd.Profile`."""
+    if not isinstance(profile, Profile):
+        raise wrong(where, "profile", "a Profile (compiled.profile(*args))", profile)
+
+
 def summary(profile, *, name: str | None = None, options=None) -> dict:
     """The saved form of a profile (see the module docstring); JSON-able. The single-core check counts
     the grid points (tiles) the tasks ran, several per task with ``tiles_per_block``."""
+    check_profile("pj.report.summary", profile)
     trace = profile.trace
     tasks = trace.graph.tasks
     counts: dict = {}
@@ -60,7 +81,8 @@ def summary(profile, *, name: str | None = None, options=None) -> dict:
 
 def save_summary(profile, path, **kw) -> Path:
     """Write :func:`summary` of ``profile`` as JSON to ``path`` (for ``ptojax diff``); returns the path."""
-    path = Path(path)
+    check_profile("pj.report.save_summary", profile)
+    path = output_path(path, "pj.report.save_summary")
     path.write_text(json.dumps(summary(profile, **kw), indent=1, default=str))
     return path
 
@@ -113,6 +135,9 @@ def load_summary(source) -> dict:
                 source = json.load(f)
         except ValueError as err:                       # JSONDecodeError, UnicodeDecodeError
             raise PtoArgumentError(f"ptojax diff: {where}not JSON ({type(err).__name__}: {err})") from None
+        except OSError as err:                          # no such file, a folder, no permission
+            raise PtoArgumentError(f"ptojax diff: {where}cannot read it ({type(err).__name__}: "
+                                   f"{err.strerror or err})") from None
     if isinstance(source, dict) and "traceEvents" in source:
         try:
             return _from_chrome(source)
@@ -125,8 +150,10 @@ def load_summary(source) -> dict:
             raise PtoArgumentError(f"ptojax diff: {where}not a valid profile summary (fields missing or of the "
                                    f"wrong type: {', '.join(bad)})")
         return source
+    got = "" if where else f", not {_WHAT.get(type(source).__name__, 'a ' + type(source).__name__)}"
     raise PtoArgumentError(f"ptojax diff: {where}expected a Profile, a profile summary (ptojax.report.save_summary, "
-                           "ptojax profile --summary) or a Chrome trace JSON (Profile.save, ptojax profile --trace)")
+                           "ptojax profile --summary) or a Chrome trace JSON (Profile.save, ptojax profile --trace)"
+                           + got)
 
 
 @dataclasses.dataclass
@@ -156,23 +183,26 @@ def diff(before, after) -> Diff:
             ("tasks", a["tasks"], b["tasks"])]
     for kind in sorted(set(a["utilisation"]) | set(b["utilisation"]), key=kind_order):
         rows.append((f"utilisation {kind} %", _pct(a["utilisation"].get(kind)), _pct(b["utilisation"].get(kind))))
-    for kind in sorted(set(_kinds(a)) | set(_kinds(b)), key=kind_order):
-        x, y = _kinds(a).get(kind), _kinds(b).get(kind)
+    ka, kb = _kinds(a), _kinds(b)
+    for kind in sorted(set(ka) | set(kb), key=kind_order):
+        x, y = ka.get(kind), kb.get(kind)
         rows.append((f"{kind} busy max / mean", x and x["max_over_mean"], y and y["max_over_mean"]))
         rows.append((f"{kind} flagged cores", x and len(x["over"]) + len(x["under"]),
                      y and len(y["over"]) + len(y["under"])))
+        rows.append((f"{kind} idle cores", x and len(x["idle"]), y and len(y["idle"])))
     if "load" in a or "load" in b:
         rows.append(("single-core labels", _single(a), _single(b)))
     labels = list(a["label_us"]) + [k for k in b["label_us"] if k not in a["label_us"]]
-    for lab in labels:
-        rows.append((f"{lab} us", a["label_us"].get(lab), b["label_us"].get(lab)))
-        rows.append((f"{lab} tasks", a["label_tasks"].get(lab), b["label_tasks"].get(lab)))
+    for lab in labels:                                  # "label ...": never one of the rows above
+        rows.append((f"label {lab} us", a["label_us"].get(lab), b["label_us"].get(lab)))
+        rows.append((f"label {lab} tasks", a["label_tasks"].get(lab), b["label_tasks"].get(lab)))
     out = [(w, x, y, None if x is None or y is None else y - x) for w, x, y in rows]
     return Diff(a, b, out)
 
 
 def _kinds(s: dict) -> dict:
-    return s.get("load", {}).get("kinds", {})
+    """The load figures per core kind, flagged by the current rule (a summary saved by an older one too)."""
+    return {kind: flags(k["busy_us"], k["tasks"]) for kind, k in s.get("load", {}).get("kinds", {}).items()}
 
 
 def _single(s: dict):
@@ -190,9 +220,10 @@ def _num(v, integer=False) -> str:
 
 
 def format_diff(d: Diff) -> str:
-    """The text table of a :class:`Diff` (what ``str(diff)`` returns)."""
-    width = max(22, max(len(r[0]) for r in d.rows) + 2)
-    lines = [f"{'':<{width}}{'before':>11}{'after':>11}{'change':>11}{'':>9}"]
+    """The text table of a :class:`Diff` (what ``str(diff)`` returns); its columns widen to fit."""
+    if not isinstance(d, Diff):
+        raise wrong("pj.report.format_diff", "d", "a Diff (pj.report.diff(before, after))", d)
+    cells = [("", "before", "after", "change", "")]
     for what, x, y, change in d.rows:
         integer = what == "tasks" or what.endswith((" tasks", " cores", " labels"))
         if change is not None and not integer and abs(change) < 5e-3:
@@ -201,9 +232,11 @@ def format_diff(d: Diff) -> str:
         if change is not None and x and not what.startswith("utilisation"):
             rel = f"{100.0 * change / x:+.1f}%"
         ch = "-" if change is None else (f"{change:+d}" if integer else f"{change:+.2f}")
-        lines.append(f"{what:<{width}}{_num(x, integer):>11}{_num(y, integer):>11}{ch:>11}{rel:>9}")
-    return "\n".join(lines)
+        cells.append((what, _num(x, integer), _num(y, integer), ch, rel))
+    widths = [max(minimum, 2 + max(len(row[i]) for row in cells)) for i, minimum in enumerate((22, 11, 11, 11, 9))]
+    return "\n".join((f"{row[0]:<{widths[0]}}" + "".join(f"{c:>{w}}" for c, w in zip(row[1:], widths[1:]))).rstrip()
+                     for row in cells)
 
 
-__all__ = ["SUMMARY_FORMAT", "Diff", "diff", "format_diff", "kind_order", "load_summary", "runs", "save_summary",
-           "summary"]
+__all__ = ["SUMMARY_FORMAT", "Diff", "check_profile", "diff", "format_diff", "kind_order", "load_summary", "runs",
+           "save_summary", "summary", "wrong"]

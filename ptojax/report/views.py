@@ -42,7 +42,7 @@ def _fusion_svg(fz: dict) -> str:
         colour, stroke = block_colour(b["id"]), CORE_STYLE.get(n["core"], CORE_STYLE["host"])[1]
         grid = " + ".join("x".join(map(str, g)) or "1" for g in n["grid"])
         tip = (f"{n['op']}{' (' + n['label'] + ')' if n['label'] else ''} on {n['core']}, grid {grid}, writes {n['detail']}\n"
-               f"merged into block {b['id']}: {', '.join(b['programs'])} ({len(b['ops'])} op(s), x{b['instances']})"
+               f"merged into block {b['id']}: {', '.join(b['programs'])} ({len(b['ops'])} op(s), {b['tasks']} task(s) run)"
                + (f"\n{b['note']}" if b["note"] else "") + (f"\ninside {n['loop']}" if n["loop"] else ""))
         dash = ' stroke-dasharray="5,3"' if n["loop"] else ""
         out.append(f'<g class="fnode op" data-block="{b["id"]}"><title>{esc(tip)}</title>'
@@ -71,11 +71,11 @@ def fusion_section(data: dict) -> str:
         ops = " + ".join(esc(op) for op in b["ops"])
         rows.append(("", [f"<span class='sw bar' style='background:{block_colour(b['id'])};width:12px'></span> {b['id']}",
                           esc(", ".join(b["programs"])), esc(b["core"]), esc(b["label"] or "-"), ops,
-                          f"{len(b['ops'])}", f"{b['instances']}", size(b["gm_in_bytes"]), size(b["gm_out_bytes"]),
+                          f"{len(b['ops'])}", f"{b['tasks']}", size(b["gm_in_bytes"]), size(b["gm_out_bytes"]),
                           esc(b["loop"] or "") + esc(("; " if b["loop"] and b["note"] else "") + b["note"])]))
     return (head + legend + f"<div class='scroll' style='max-height:1200px'>{_fusion_svg(fz)}</div>"
             "<h3>Blocks after partition</h3>"
-            + table(["block", "program", "core", "label", "ops merged", "ops", "instances", "GM in", "GM out", "note"],
+            + table(["block", "program", "core", "label", "ops merged", "ops", "tasks run", "GM in", "GM out", "note"],
                     rows, (5, 6, 7, 8)) + "</section>")
 
 
@@ -97,7 +97,7 @@ def load_section(data: dict) -> str:
     for kind, k in ld["kinds"].items():
         used = [c for c in range(k["cores"]) if k["tasks"][c]]
         krows.append([esc(kind), f"{k['cores']}", f"{len(used)}", f"{k['mean_us']:.2f}", f"{k['max_us']:.2f}",
-                      f"{k['max_over_mean']:.2f}×", f"{len(k['over'])}", f"{len(k['under'])}"])
+                      f"{k['max_over_mean']:.2f}×", f"{len(k['over'])}", f"{len(k['under'])}", f"{len(k['idle'])}"])
         top = k["max_us"] or 1.0
         for c in used:
             busy, ratio = k["busy_us"][c], k["busy_us"][c] / k["mean_us"] if k["mean_us"] else 0.0
@@ -107,18 +107,16 @@ def load_section(data: dict) -> str:
                    f"<span class='lmean' style='left:{200 * k['mean_us'] / top:.0f}px'></span></span>")
             crows.append((f"load-{flag}" if flag else "", [f"{esc(kind)} {c}", f"{k['tasks'][c]}", f"{busy:.2f}",
                                                            f"{ratio:.2f}×", flag or "-", bar]))
-        idle = [c for c in range(k["cores"]) if not k["tasks"][c]]
-        if idle:
-            flag = "under" if set(idle) <= set(k["under"]) else "-"
-            crows.append(("load-under" if flag == "under" else "", [f"{esc(kind)} {_ranges(idle)}", "0", "0.00", "0.00×",
-                                                                   f"{flag} ({len(idle)} idle)", "<span class='lbar'></span>"]))
+        if k["idle"]:
+            crows.append(("", [f"{esc(kind)} {_ranges(k['idle'])}", "0", "0.00", "-", f"idle ({len(k['idle'])} cores)",
+                               "<span class='lbar'></span>"]))
     single = [x for x in ld["labels"] if x["single_core"]]
     srows = [[esc(x["label"]), esc(x["kind"]), f"{x['tiles']}", f"{x['tasks']}", f"{esc(x['kind'])} {x['cores'][0]}"]
              for x in single]
     return ("<section id='load'><h2>Per-core load<span class='hint'>busy time per core; "
             f"{esc(ld['rule'])}</span></h2><div class='two'><div>"
-            + table(["kind", "cores", "busy cores", "mean µs", "max µs", "max / mean", "over", "under"], krows,
-                    (1, 2, 3, 4, 5, 6, 7))
+            + table(["kind", "cores", "busy cores", "busy mean µs", "max µs", "max / mean", "over", "under", "idle"],
+                    krows, (1, 2, 3, 4, 5, 6, 7, 8))
             + "<h3>Labels whose tiles all ran on one core</h3>"
             + (table(["label", "kind", "tiles", "tasks", "core"], srows, (2, 3)) if srows
                else "<p class='note'>None: every label with more than one tile spread over several cores.</p>")
