@@ -230,3 +230,11 @@ def test_a_run_of_no_tasks_says_so(tmp_path):
     page = report.write(tmp_path / "r.html", profile, compiled).read_text()
     cards = dict(re.findall(r"<div class='k'>([^<]*)</div><div class='v'>([^<]*)</div>", page))
     assert cards["makespan / bound"] == cards["bound set by"] == "- (no tasks)" and cards["tasks"] == "0"
+
+
+def test_a_profile_of_no_tasks_says_so():
+    """A kernel that computes nothing on the chip printed '(0.00x, bound by critical_path)' and had
+    24 000 000 µs of idle cube time (a 1-second span stood in for the empty run)."""
+    profile = pj.kernel(lambda x: jnp.zeros((3,)) + 1.0).lower(np.ones(2, np.float32)).compile().profile()
+    assert profile.summary() == "simulated mpmd: 0 tasks (the kernel runs no tasks on the chip)"
+    assert set(profile.idle_us.values()) == {0.0} and set(profile.utilisation.values()) == {0.0}

@@ -129,8 +129,10 @@ def module_section(title: str, mod, names, prefix: str, intro: str) -> list[str]
         qual = f"{prefix}.{name}"
         if isinstance(obj, types.ModuleType):
             lines.append(f"| `{qual}` | module | {cell(doc(obj, qual))} |")
-        elif isinstance(obj, str):
+        elif isinstance(obj, str) and name == "__version__":
             lines.append(f"| `{qual}` | `str` | The installed version (`\"0.0.0+source\"` when run from a source tree). |")
+        elif isinstance(obj, str):
+            lines.append(f"| `{qual}` | `str` | The constant `{obj!r}`. |")
         elif inspect.isclass(obj):
             kind = "exception" if issubclass(obj, BaseException) else "class"
             bases = ", ".join(b.__name__ for b in obj.__bases__ if b is not object)

@@ -210,8 +210,8 @@ class Profile:
         for r in trace.records:
             busy[r.kind] = busy.get(r.kind, 0.0) + (r.end - r.start)
             per_label[r.title] = per_label.get(r.title, 0.0) + (r.end - r.start)
-        span = trace.makespan or 1.0
-        self.utilisation = {k: busy.get(k, 0.0) / (span * n) for k, n in m.cores}
+        span = trace.makespan
+        self.utilisation = {k: busy.get(k, 0.0) / (span * n) if span else 0.0 for k, n in m.cores}
         self.idle_us = {k: (span * n - busy.get(k, 0.0)) * 1e6 for k, n in m.cores}
         self.label_us = {k: v * 1e6 for k, v in sorted(per_label.items(), key=lambda kv: -kv[1])}
         self.critical_path = [t.tid for t in trace.graph.critical_path()]
@@ -240,6 +240,8 @@ class Profile:
 
     def summary(self) -> str:
         """A few lines of text: makespan, lower bound and its terms, utilisation, time per label."""
+        if not self.tasks:
+            return f"{self.trace.mode}: 0 tasks (the kernel runs no tasks on the chip)"
         lines = [f"{self.trace.mode}: {self.tasks} tasks, makespan {self.makespan_us:.2f} us, "
                  f"lower bound {self.lower_bound_us:.2f} us ({self.makespan_us / max(self.lower_bound_us, 1e-12):.2f}x, "
                  f"bound by {self.binding})"]
