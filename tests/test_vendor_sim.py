@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from ptojax.ascend import textbatch
+from ptojax.ascend import textbatch, tile_semantics
 from ptojax.ascend import crosscheck as xc
 from ptojax.ascend.ptoas import PtoasError, assemble
 from vendor_tools import needed, tools  # noqa: F401 - tools: autouse fixture
@@ -306,6 +306,23 @@ def test_sorts_order_subnormals_as_the_simulator():
         assert res.status == "exact", res.sim_error or res.engine_error or res.errors()
     values, _ = pj.kernel(lambda a: O.topk(a, 16))(x)
     np.testing.assert_array_equal(np.asarray(values), -np.sort(-x, axis=-1)[:, :16])
+
+
+def test_float32_matmuls_keep_subnormals_as_the_simulator():
+    """An f32 product or K-chain partial sum below 2^-126: XLA:CPU flushed it to zero (1e-40 * 2 gave 0,
+    1e-40 * -inf NaN), the simulator's fmaf keeps it; the engine's exact fma chain takes such operands.
+    The check on the operands also lets ordinary f32 matmuls stay on XLA."""
+    r = np.random.default_rng(3)
+    a = (r.standard_normal((16, 32)) * 1e-20).astype(np.float32)
+    b = (r.standard_normal((32, 16)) * 1e-20).astype(np.float32)
+    a[0, 0], b[0, :3] = 1e-40, [1e30, -np.inf, 2.0]
+    b[1:4, 3] = [3.0, -3.0, 1e-30]                            # cancellation, then a tiny remainder
+    (job,) = xc.jobs_of(pj.kernel(lambda x, y: O.matmul(x, y)).lower(a, b).compile().code)
+    params = xc.pointer_params(xc.functions(job[0])[job[1]])
+    (res,) = xc.run([job], inputs=[[a.reshape(-1), b.reshape(-1)] + [np.zeros(n, dt) for _, dt, n in params[2:]]])
+    assert res.status == "exact", res.sim_error or res.engine_error or res.errors()
+    assert np.count_nonzero(np.abs(res.sim[2]) < np.finfo(np.float32).tiny) > 100      # subnormals, kept
+    assert tile_semantics._subnormal_free(r.standard_normal((8, 8)).astype(np.float32), np.ones((8, 8), np.float32))
 
 
 # ------------------------------------------------------------------------------ the helper itself

@@ -936,13 +936,33 @@ NUMPY_MACS = 1 << 24   # multiply-adds of a 16-bit float matmul (all its grid po
 
 def _np_exact(lhs, rhs, *rest, out=None) -> bool:
     """Whether :func:`_np_mmad` computes this matmul: int8 operands (exact in int64, wrapped as int32
-    wraps), or 16-bit float operands (every product exact in float32, so each fma is one rounded add)
-    with at most :data:`NUMPY_MACS` multiply-adds."""
+    wraps), 16-bit float operands (every product exact in float32, so each fma is one rounded add)
+    with at most :data:`NUMPY_MACS` multiply-adds, or float32 operands (``rest``: an accumulator or bias
+    added after) whose products or sums may be subnormal, which XLA:CPU flushes (:func:`_subnormal_free`)."""
     a, b = np.asarray(lhs), np.asarray(rhs)
     if a.dtype == I8 and b.dtype == I8:
         return True
+    if a.dtype == F32 and b.dtype == F32:
+        return not _subnormal_free(a, b, *rest)
     macs = int(np.prod(np.broadcast_shapes(a.shape[:-1], b.shape[:-2] + (1,)))) * a.shape[-1] * b.shape[-1]
     return a.dtype in (F16, BF16) and b.dtype in (F16, BF16) and macs <= NUMPY_MACS
+
+
+def _min_exponent(x) -> int:
+    """``floor(log2 |v|)`` of the smallest finite nonzero ``|v|`` in float32 ``x`` (large if none)."""
+    v = np.abs(np.asarray(x, F32))
+    v = v[np.isfinite(v) & (v != 0)]
+    return int(np.frexp(v.min())[1]) - 1 if v.size else 1 << 20
+
+
+def _subnormal_free(a, b, *added) -> bool:
+    """Whether no product, partial sum or added operand of the float32 fma chain ``a @ b (+ added)`` can
+    be subnormal: no operand is, and every value is a multiple of ``ulp(min |a|) * ulp(min |b|)`` and of
+    each added operand's smallest ulp (a rounded sum of multiples of a power of two stays one), which is
+    a normal float32's granularity at least. Then XLA:CPU's flushing changes nothing."""
+    ea, eb = _min_exponent(a), _min_exponent(b)
+    es = [_min_exponent(c) for c in added]
+    return min(ea, eb, *es) >= -126 and ea + eb - 46 >= -126 and all(e - 23 >= -126 for e in es)
 
 
 def _np_mmad(lhs, rhs, acc_dt):
@@ -950,12 +970,31 @@ def _np_mmad(lhs, rhs, acc_dt):
     a, b = np.asarray(lhs), np.asarray(rhs)
     if not _is_float(acc_dt):
         return np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(acc_dt)
+    if a.dtype == F32 or b.dtype == F32:
+        return _np_fma_chain(a.astype(np.float64), b.astype(np.float64)).astype(acc_dt)
     a32, b32 = a.astype(F32), b.astype(F32)
     acc = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])), F32)
     with np.errstate(all="ignore"):
         for k in range(a.shape[-1]):                    # from +0.0, k in order: acc + a_k * b_k
             acc = acc + a32[..., :, k:k + 1] * b32[..., k:k + 1, :]
     return acc.astype(acc_dt)
+
+
+def _np_fma_chain(a, b):
+    """``acc = fmaf(a_k, b_k, acc)`` for k in order from +0.0, IEEE subnormals kept, on float32 values
+    held in float64: a product is exact there; the sum's rounding error (TwoSum) makes an inexact sum
+    odd (round to odd), so rounding it to float32 rounds ``a_k b_k + acc`` once, as fmaf does."""
+    acc = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])), np.float64)
+    with np.errstate(all="ignore"):
+        for k in range(a.shape[-1]):
+            p = a[..., :, k:k + 1] * b[..., k:k + 1, :]
+            s = acc + p
+            t = s - acc
+            err = (acc - (s - t)) + (p - t)
+            inexact = (err != 0) & np.isfinite(err) & (s.view(np.int64) % 2 == 0)
+            s = np.where(inexact, np.nextafter(s, np.copysign(np.inf, err)), s)
+            acc = s.astype(F32).astype(np.float64)
+    return acc.astype(F32)
 
 
 def _np_tmatmul(lhs, rhs, *, out=None):
@@ -975,8 +1014,8 @@ def _np_tmatmul_bias(lhs, rhs, bias, *, out=None):
 
 
 ON_NUMPY.update({"tmatmul": _np_tmatmul, "tmatmul.acc": _np_tmatmul_acc, "tmatmul.bias": _np_tmatmul_bias})
-ON_NUMPY_IF.update({"tmatmul": _np_exact, "tmatmul.acc": lambda acc, *ab, out=None: _np_exact(*ab),
-                    "tmatmul.bias": lambda lhs, rhs, bias, out=None: _np_exact(lhs, rhs)})
+ON_NUMPY_IF.update({"tmatmul": _np_exact, "tmatmul.acc": lambda acc, *ab, out=None: _np_exact(*ab, acc),
+                    "tmatmul.bias": lambda lhs, rhs, bias, out=None: _np_exact(lhs, rhs, bias)})
 
 
 @_register("tmatmul")
