@@ -287,7 +287,7 @@ sort_p = _selection("sort")
 def topk(x, k: int, axis: int = -1, *, largest: bool = True):
     """The ``k`` largest (or smallest) entries along ``axis`` and their int32 indices, in order.
 
-    Ties keep the lower index first; NaN sorts above +inf. When ``k`` exceeds the axis size, the tail
+    Ties keep the lower index first; NaN sorts above +inf (XLA's order; not the ``sim`` backend's, docs/ops.md). When ``k`` exceeds the axis size, the tail
     is padded with index -1 and value -inf (+inf for ``largest=False``; the integer limits for
     integer inputs).
     """
@@ -299,7 +299,7 @@ def topk(x, k: int, axis: int = -1, *, largest: bool = True):
 
 
 def sort(x, axis: int = -1, *, descending: bool = False):
-    """``x`` sorted along ``axis`` (stable; NaN sorts above +inf) and the int32 indices that sort it."""
+    """``x`` sorted along ``axis`` (stable; NaN sorts above +inf as in XLA, not on the ``sim`` backend: docs/ops.md) and the int32 indices that sort it."""
     x = tensor("sort", x)
     axis = normalize_axis("sort", axis, x.ndim)
     values, indices = sort_p.bind(x, k=x.shape[axis], axis=axis, largest=bool(descending))
