@@ -47,6 +47,9 @@ KNOWN_REJECTIONS = {
     "TCMP: dst data type must be uint8_t/uint32_t": (
         "tcmp mask tiles are i8; include/pto/cpu/TCmp.h:99-101 static_asserts a uint8_t/uint32_t dst "
         "(tcmps has no such check). The ui8 variant agrees bit for bit."),
+    "TCOLMAX: Not supported data type": (
+        "include/pto/cpu/TColMax.hpp static_asserts f16/f32/bf16/i8/u8 only; pto-isa's docs/isa/TCOLMAX.md "
+        "lists half, float, int16_t, int32_t for the A2/A3 implementation, so an i32 column max keeps tcolmax."),
     "TROWEXPAND: invalid src1 shape": (
         "the R x 1 operand of trowexpand{sub,mul,div} is a row_major R x (32 B) tile with v_col=1; "
         "include/pto/cpu/TRowExpandOp.hpp:78-86 asserts row_major src1 has v_col == 32/sizeof(T) (it reads "
@@ -552,3 +555,12 @@ def test_bf16_row_sum_and_mean_into_a_bf16_column(rows):
     for got, want in ((s, _half_row_sums(h)), (m, _half_row_sums(h, 64))):
         assert np.asarray(got).dtype == jnp.bfloat16
         np.testing.assert_array_equal(np.asarray(got).view(np.uint16), want.view(np.uint16))
+
+
+def test_logical_not_of_a_tail_tile_compiles_in_the_simulator():
+    """``txors``'s tmp tile had the source mask's (a 1 x 32 alias) type, not the destination's, which
+    pto-isa's TXORS_IMPL takes: g++ found no overload for the (8, 40) tail program under vec=(8, 32)."""
+    x = np.random.default_rng(0).standard_normal((8, 40)).astype(np.float32)
+    code = pj.kernel(tiled(lambda a: O.logical_not(a > 0.0), vec=(8, 32))).lower(x).compile().code
+    results = xc.crosscheck(code)
+    assert len(results) == 2 and all(r.status == "exact" for r in results), [r.sim_error for r in results]

@@ -243,5 +243,5 @@ def logical(sel, s, ins, outs):
 def logical_not(sel, s, ins, outs):
     a = mask(sel, ins[0])
     out = sel.mask_for(outs[0], sel.types[a], mask=True)
-    sel.print("txors", [a, sel.const(-1, "i8"), sel.like(a)], [out])
+    sel.print("txors", [a, sel.const(-1, "i8"), sel.alloc(sel.types[out])], [out])   # tmp: dst's type (pto-isa)
     settle(sel, outs[0])
