@@ -17,7 +17,7 @@ import numpy as np
 from ptojax.ascend import asm, isa
 from ptojax.ascend.codegen import SCALAR_FORM
 from plan_semantics import execute, mscatter_into
-from ptojax.errors import PtoExecutionError
+from ptojax.errors import PtoError, PtoExecutionError
 from ptojax.lowering.memory import CoreMemory
 
 _BASE = {v: k for k, v in SCALAR_FORM.items()}
