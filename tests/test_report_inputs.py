@@ -238,3 +238,17 @@ def test_a_profile_of_no_tasks_says_so():
     profile = pj.kernel(lambda x: jnp.zeros((3,)) + 1.0).lower(np.ones(2, np.float32)).compile().profile()
     assert profile.summary() == "simulated mpmd: 0 tasks (the kernel runs no tasks on the chip)"
     assert set(profile.idle_us.values()) == {0.0} and set(profile.utilisation.values()) == {0.0}
+
+
+def test_the_report_names_what_dominates_a_binding_phase(tmp_path):
+    """The report's 'bound set by' card said 'phases' where the summary says 'phases (scheduler)'."""
+    def ew(x):
+        with pj.tile(vec=(8, 512)):
+            return x * 2.0 + 1.0
+
+    x = np.ones((1024, 1024), np.float32)
+    compiled = pj.kernel(ew).lower(x).compile()
+    profile = compiled.profile(x)
+    page = report.write(tmp_path / "r.html", profile, compiled).read_text()
+    cards = dict(re.findall(r"<div class='k'>([^<]*)</div><div class='v'>([^<]*)</div>", page))
+    assert cards["bound set by"] == profile.binding == "phases (scheduler)"

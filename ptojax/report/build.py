@@ -139,6 +139,7 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
         "machine": getattr(m, "name", ""), "mode": trace.mode, "host": host,
         "makespan_us": profile.makespan_us, "lower_bound_us": profile.lower_bound_us, "tasks": profile.tasks,
         "bound": [{"term": k, "what": what, "us": bound[k] * 1e6, "binding": k == binding} for k, what in _BOUND_TERMS],
+        "binding": profile.binding,                     # the term, with what dominates a binding phase
         "machine_model": {"cores": [list(c) for c in m.cores], "schedulers": m.schedulers,
                           "schedule_cost_us": m.schedule_cost * 1e6, "dispatch_latency_us": m.dispatch_latency * 1e6,
                           "bandwidth_GBps": m.bandwidth / 1e9},

@@ -127,13 +127,12 @@ def html(data: dict) -> str:
         raise wrong("pj.report.html", "data", "pj.report.build(profile, compiled)'s dict", data)
     colours = data["colours"]
     ms, lb = data["makespan_us"], data["lower_bound_us"]
-    binding = next(b for b in data["bound"] if b["binding"])
     util = " · ".join(f"{k} {u:.0%}" for k, u in data["utilisation"].items())
     opts = json.dumps(data["options"]) if data["options"] else "none"
     ran = data["tasks"] > 0                     # a run of no tasks has no ratio and no binding term
     cards = [("makespan", f"{ms:.2f} µs"), ("lower bound", f"{lb:.2f} µs"),
              ("makespan / bound", f"{ms / max(lb, 1e-12):.2f}×" if ran else "- (no tasks)"),
-             ("bound set by", binding["term"].replace("_", " ") if ran else "- (no tasks)"),
+             ("bound set by", data["binding"].replace("_", " ") if ran else "- (no tasks)"),
              ("tasks", f"{data['tasks']}"), ("utilisation", util)]
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ptojax report — {_e(data['title'])}</title>"
              f"<meta name='viewport' content='width=device-width,initial-scale=1'><style>{CSS}</style></head><body>",
