@@ -438,8 +438,8 @@ class Kernel:
                 raise _traced_value_error(self.name, self.fn, args, tree, err) from err
             if self.options.backend != "sim" or lowering.symbolic:
                 return Lowered(self, lowering, _avals(flat))
-            code = ascend.compile_kernel(lowering, memory, tgt)
-            try:
+            try:                                        # codegen places the tiles, check_fit as ptoas plans them
+                code = ascend.compile_kernel(lowering, memory, tgt)
                 code.check_fit()
                 return Lowered(self, lowering, _avals(flat), code)
             except PtoCapacityError:
