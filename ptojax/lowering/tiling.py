@@ -616,6 +616,7 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None):
     default = tiles.pop("DEFAULT", TileConfig())
     seen = set() if seen is None else seen
     hand = set() if hand is None else hand
+    used = set() if used is None else used
     device: dict = {}   # id -> value computed on a core (a GM tensor); other 0-d values live on the host
     rows: dict = {}     # id -> (R×1 value, the tile of the row block it was reduced from)
 
