@@ -252,3 +252,23 @@ def test_the_report_names_what_dominates_a_binding_phase(tmp_path):
     page = report.write(tmp_path / "r.html", profile, compiled).read_text()
     cards = dict(re.findall(r"<div class='k'>([^<]*)</div><div class='v'>([^<]*)</div>", page))
     assert cards["bound set by"] == profile.binding == "phases (scheduler)"
+
+
+def test_a_run_on_host_threads_is_measured_on_its_threads(tmp_path):
+    """The threads executor's profile divided host busy time over the chip's 24 + 48 simulated cores
+    (utilisation 'AIC 7 %') and printed the chip's lower bound as the bound of a wall-clock run."""
+    def ew(x):
+        with pj.tile(vec=(32, 64)):
+            return jnp.tanh(x) * 2.0
+
+    x = np.ones((128, 64), np.float32)
+    compiled = pj.kernel(ew, executor="threads", workers=3).lower(x).compile()
+    profile = compiled.run(x)[1].profile()
+    assert profile.lanes == (("host", 3),) and set(profile.utilisation) == set(profile.idle_us) == {"host"}
+    busy = sum(r.end - r.start for r in profile.trace.records) * 1e6
+    assert profile.utilisation["host"] == pytest.approx(busy / (3 * profile.makespan_us))
+    first = profile.summary().splitlines()[0]
+    assert "on the host's clock" in first and "bound by" not in first
+    data = report.build(profile, compiled)
+    assert [row["kind"] for row in data["idle"]] == ["host"]
+    report.write(tmp_path / "threads.html", profile, compiled)

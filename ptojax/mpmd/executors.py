@@ -233,4 +233,5 @@ def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Calla
     if state["error"] is not None:
         task, lane, exc = state["error"]
         _fail(task, f"host thread {lane}", exc)
-    return Trace(_columns(*(zip(*rows) if rows else [()] * 5)), machine, plan.graph, f"threads x{workers}", host=True)
+    return Trace(_columns(*(zip(*rows) if rows else [()] * 5)), machine, plan.graph, f"threads x{workers}", host=True,
+                 threads=workers)

@@ -62,6 +62,7 @@ class Trace:
     graph: object
     mode: str
     host: bool = False
+    threads: int = 0            # host threads of a host run
 
     @functools.cached_property
     def rows(self) -> tuple[tuple[float, int, int, float, float], ...]:
@@ -180,7 +181,8 @@ class Profile:
     Attributes: ``makespan_us``; ``lower_bound_us`` and ``bound`` (its terms, in seconds:
     ``critical_path``, ``cube``, ``vector``, ``bandwidth`` (HBM bytes / HBM bandwidth), ``scheduler``, ``phases``;
     ``bound.binding`` names the largest); ``tasks`` (count);
-    ``utilisation`` and ``idle_us`` per core kind; ``label_us`` (summed task time per label, largest
+    ``lanes`` (``(kind, count)``: the chip's core kinds, or ``("host", threads)`` for a run on host
+    threads) and ``utilisation`` and ``idle_us`` per lane kind; ``label_us`` (summed task time per label, largest
     first); ``critical_path`` (task ids); ``trace`` (the :class:`Trace`).
     """
 
@@ -208,11 +210,15 @@ class Profile:
         busy: dict[str, float] = {}
         per_label: dict[str, float] = {}
         for r in trace.records:
-            busy[r.kind] = busy.get(r.kind, 0.0) + (r.end - r.start)
+            kind = "host" if r.host else r.kind
+            busy[kind] = busy.get(kind, 0.0) + (r.end - r.start)
             per_label[r.title] = per_label.get(r.title, 0.0) + (r.end - r.start)
         span = trace.makespan
-        self.utilisation = {k: busy.get(k, 0.0) / (span * n) if span else 0.0 for k, n in m.cores}
-        self.idle_us = {k: (span * n - busy.get(k, 0.0)) * 1e6 for k, n in m.cores}
+        # the lanes time was spent on: the chip's cores, or the host threads of a host run
+        self.lanes = ((("host", trace.threads or len({r.core for r in trace.records}) or 1),) if trace.host
+                      else tuple(m.cores))
+        self.utilisation = {k: busy.get(k, 0.0) / (span * n) if span else 0.0 for k, n in self.lanes}
+        self.idle_us = {k: (span * n - busy.get(k, 0.0)) * 1e6 for k, n in self.lanes}
         self.label_us = {k: v * 1e6 for k, v in sorted(per_label.items(), key=lambda kv: -kv[1])}
         self.critical_path = [t.tid for t in trace.graph.critical_path()]
 
@@ -242,11 +248,14 @@ class Profile:
         """A few lines of text: makespan, lower bound and its terms, utilisation, time per label."""
         if not self.tasks:
             return f"{self.trace.mode}: 0 tasks (the kernel runs no tasks on the chip)"
-        lines = [f"{self.trace.mode}: {self.tasks} tasks, makespan {self.makespan_us:.2f} us, "
-                 f"lower bound {self.lower_bound_us:.2f} us ({self.makespan_us / max(self.lower_bound_us, 1e-12):.2f}x, "
-                 f"bound by {self.binding})"]
-        b = self.bound
-        lines.append("  bound: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in dataclasses.asdict(b).items()))
+        if self.trace.host:                 # wall time of host threads: the chip's bound does not apply
+            lines = [f"{self.trace.mode}: {self.tasks} tasks, makespan {self.makespan_us:.2f} us on the host's clock "
+                     f"(the simulated chip's lower bound is {self.lower_bound_us:.2f} us)"]
+        else:
+            lines = [f"{self.trace.mode}: {self.tasks} tasks, makespan {self.makespan_us:.2f} us, lower bound "
+                     f"{self.lower_bound_us:.2f} us ({self.makespan_us / max(self.lower_bound_us, 1e-12):.2f}x, "
+                     f"bound by {self.binding})",
+                     "  bound: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in dataclasses.asdict(self.bound).items())]
         lines.append("  utilisation: " + ", ".join(f"{k} {u:.0%}" for k, u in self.utilisation.items()))
         lines.append("  time per label: " + ", ".join(f"{k} {v:.2f} us" for k, v in self.label_us.items()))
         return "\n".join(lines)

@@ -102,7 +102,8 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
     label_tasks: dict = {}
     label_kinds: dict = {}
     for r in records:
-        busy[r.kind] = busy.get(r.kind, 0.0) + (r.end - r.start) * 1e6
+        kind = "host" if r.host else r.kind
+        busy[kind] = busy.get(kind, 0.0) + (r.end - r.start) * 1e6
         label_tasks[r.title] = label_tasks.get(r.title, 0) + 1
         label_kinds.setdefault(r.title, set()).add(r.kind)
     total_busy = sum(profile.label_us.values()) or 1.0
@@ -145,7 +146,7 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
                           "bandwidth_GBps": m.bandwidth / 1e9},
         "utilisation": dict(profile.utilisation),
         "idle": [{"kind": k, "cores": n, "used": used.get(k, 0), "busy_us": busy.get(k, 0.0),
-                  "idle_us": profile.idle_us[k], "utilisation": profile.utilisation[k]} for k, n in m.cores],
+                  "idle_us": profile.idle_us[k], "utilisation": profile.utilisation[k]} for k, n in profile.lanes],
         "labels": [{"label": lab, "us": us, "tasks": label_tasks.get(lab, 0), "share": us / total_busy,
                     "kinds": sorted(label_kinds.get(lab, ()), key=kind_order), "colour": colours.get(lab, "#999")}
                    for lab, us in profile.label_us.items()],
