@@ -304,12 +304,17 @@ def test_wide_rows_and_many_tokens(index):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=2e-5 * (1 + np.abs(w).max()))
 
 
+def _forward_and_grad(q, block):
+    """Flash attention of ``q`` with KV blocks of ``block`` rows, forward and under jax.grad (thunks)."""
+    return (lambda: pj.nn.flash_attention(q, q, q, block=block),
+            lambda: jax.grad(lambda a: pj.nn.flash_attention(a, q, q, block=block).sum())(q))
+
+
 def test_flash_attention_names_block_when_its_tiles_overfill_the_ub():
     """The vector tiles are (16, block): a block too large for the UB names ``block``, the knob the
     user sets, forward and under jax.grad (the error said "use a smaller vec tile")."""
     q = np.random.default_rng(0).standard_normal((2, 1000, 64)).astype(np.float32)
-    for run in (lambda: pj.nn.flash_attention(q, q, q, block=1000),
-                lambda: jax.grad(lambda a: pj.nn.flash_attention(a, q, q, block=1000).sum())(q)):
+    for run in _forward_and_grad(q, 1000):
         with pytest.raises(pj.PtoCapacityError, match=r"pj.nn.flash_attention: block 1000 needs more on-chip "
                                                        r"memory than the core has; use a smaller block"):
             run()
@@ -385,9 +390,7 @@ def test_flash_attention_block_is_cut_to_the_sequence():
                                    rtol=1e-5, atol=1e-6)
         assert ("flash_attention_fwd", "xla", (("block", block),)) not in _KERNELS
     assert ("flash_attention_fwd", "xla", (("block", 16),)) in _KERNELS
-    q = np.zeros((1, 4200, 16), np.float32)
-    for run in (lambda: pj.nn.flash_attention(q, q, q, block=4096),
-                lambda: jax.grad(lambda a: pj.nn.flash_attention(a, q, q, block=4096).sum())(q)):
+    for run in _forward_and_grad(np.zeros((1, 4200, 16), np.float32), 4096):
         with pytest.raises(pj.PtoArgumentError, match=r"pj.nn.flash_attention: block 4096 makes \(16, 4096\) vector "
                                                       r"tiles wider than the core's; use a smaller block"):
             run()

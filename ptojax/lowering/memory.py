@@ -64,12 +64,13 @@ IN_PLACE = frozenset(T.COMPUTE[n] for n in ("add", "sub", "mul", "div", "maximum
 
 
 def _dying_source(eqn, i: int, live: dict, last_use: dict):
-    """The source tile of ``eqn`` (the ``i``-th eqn) that its result is written over, if any."""
-    (out,) = eqn.outvars if eqn.primitive in IN_PLACE else (None,)
-    if out is None or np.dtype(out.aval.dtype).kind != "f":
+    """The live source tile of ``eqn`` (the ``i``-th eqn) that its result is written over, if any: one of
+    the result's type and buffer whose last use this is."""
+    if eqn.primitive not in IN_PLACE or np.dtype(eqn.outvars[0].aval.dtype).kind != "f":
         return None
+    out = eqn.outvars[0].aval
     return next((v for v in eqn.invars if isinstance(v, Var) and v in live and last_use.get(v) == i
-                 and v.aval.shape == out.aval.shape and v.aval.dtype == out.aval.dtype), None)
+                 and (v.aval.shape, v.aval.dtype) == (out.shape, out.dtype) and live[v][0] == _location(eqn)), None)
 
 
 ROW_REDUCTIONS = frozenset(T.COMPUTE[n] for n in ("sum", "prod", "amax", "amin", "argmax", "argmin"))
@@ -111,7 +112,7 @@ def footprint(jaxpr, memory: CoreMemory) -> dict[str, int]:
             first = eqn.params["num_consts"]
             gm.update(o for o, i in zip(eqn.outvars, eqn.invars[first:]) if isinstance(i, Var) and i in gm)
         source = _dying_source(eqn, i, live, last_use)
-        if source is not None and live[source][0] == _location(eqn):
+        if source is not None:
             live[eqn.outvars[0]] = live.pop(source)
         elif eqn.primitive is not T.tmatmul_acc_p:    # in-place accumulate
             live.update((v, (_location(eqn), aligned_bytes(v.aval.shape, v.aval.dtype, memory.align)))
