@@ -52,14 +52,13 @@ PYPTO_PROLOG_STEPS = [
 PROLOG_FLOOR_US = 13.0          # the seed's floor for the prolog on one A3 die
 UNTUNED_TILES = dict(q_cube=(16, 512, 64), kw_cube=(16, 512, 64), had_cube=(64, 128, 128), vec_dequant=(16, 128),
                      vec_head=(1, 16, 128), vec_quant=(16, 128), vec_row=(8, 128), vec_w=(8, 64))
-GATHER = {"Gather": {"vec": (1, 8)}}          # 8 block-table entries (8 x 16 KiB of keys) fill UB
 INDEXER_STEPS = [
-    ("baseline (Gather 1 x 8 entries per tile)", {"tiles": GATHER}),
-    ("1. L1 reuse: tiles_per_block Score=4", {"tiles": GATHER, "tiles_per_block": {"Score": 4}}),
-    ("2. vector tile (64, 256) on Reduce", {"tiles": {**GATHER, "Reduce": {"vec": (64, 256)}},
+    ("baseline (the kernel's own tiles)", {}),
+    ("1. L1 reuse: tiles_per_block Score=4", {"tiles_per_block": {"Score": 4}}),
+    ("2. vector tile (64, 256) on Reduce", {"tiles": {"Reduce": {"vec": (64, 256)}},
                                            "tiles_per_block": {"Score": 4}}),
     ("3. fewer, larger tasks: Score=16, Reduce=16, Gather=8, TopK=2 tiles per task",
-     {"tiles": {**GATHER, "Reduce": {"vec": (64, 256)}},
+     {"tiles": {"Reduce": {"vec": (64, 256)}},
       "tiles_per_block": {"Score": 16, "Reduce": 16, "Gather": 8, "TopK": 2}}),
 ]
 INDEXER_OPTIONS = INDEXER_STEPS[-1][1]

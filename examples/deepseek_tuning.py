@@ -6,8 +6,7 @@ steps are pass options given to ``pj.kernel(options=...)`` (keyed by the kernel'
 the profile is compared with the previous one (``ptojax.report.diff``: makespan, lower bound, tasks,
 utilisation, time and tasks per label):
 
-0. baseline — the kernel's own tiles, except ``Gather``: its tile (up to 32 x 128 block-table entries)
-   does not fit UB beyond 512 positions per batch, so the baseline takes 1 x 8 entries per tile.
+0. baseline — the kernel's own tiles.
 1. L1 reuse — ``tiles_per_block["Score"] = 4``: one cube task computes 4 consecutive score tiles
    (n direction) with the query tile kept in L1, instead of one task per tile.
 2. vector tile — ``tiles["Reduce"] = {"vec": (64, 256)}``: the ReLU / weighting / head-sum / mask ops
@@ -35,13 +34,12 @@ from ptojax import report  # noqa: E402
 from examples.deepseek_v32 import kernels as K  # noqa: E402
 from examples.deepseek_v32 import reference as R  # noqa: E402
 
-BASELINE = {"tiles": {"Gather": {"vec": (1, 8)}}}
 STEPS = [
-    ("baseline", BASELINE),
-    ("1. L1 reuse: tiles_per_block Score=4", {**BASELINE, "tiles_per_block": {"Score": 4}}),
-    ("2. vector tile (64, 256) on Reduce", {"tiles": {**BASELINE["tiles"], "Reduce": {"vec": (64, 256)}},
+    ("baseline", {}),
+    ("1. L1 reuse: tiles_per_block Score=4", {"tiles_per_block": {"Score": 4}}),
+    ("2. vector tile (64, 256) on Reduce", {"tiles": {"Reduce": {"vec": (64, 256)}},
                                             "tiles_per_block": {"Score": 4}}),
-    ("3. top-k merge: TopK in chunks of 1024", {"tiles": {**BASELINE["tiles"], "Reduce": {"vec": (64, 256)},
+    ("3. top-k merge: TopK in chunks of 1024", {"tiles": {"Reduce": {"vec": (64, 256)},
                                                           "TopK": {"vec": (1, 1, 1024)}},
                                                 "tiles_per_block": {"Score": 4}}),
 ]

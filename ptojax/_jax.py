@@ -10,6 +10,8 @@ from jax._src import source_info_util as _source_info
 from jax._src.lax.lax import _convert_element_type
 from jax._src.core import (ClosedJaxpr, Jaxpr, Literal, ManualAxisType, Primitive, Var, get_cur_mesh_sharding,
                            jaxpr_as_fun, jaxprs_in_params)
+from jax._src.lib.mlir import ir
+from jax._src.lib.mlir.dialects import hlo
 from jax.core import ShapedArray
 from jax.interpreters import ad, batching, mlir, xla
 from jax.sharding import PartitionSpec as P
@@ -23,13 +25,13 @@ def frames(source_info) -> list:
             for f in (tb.frames if tb is not None else ())]
 
 
-def result_aval(shape, dtype, args) -> ShapedArray:
+def result_aval(shape, dtype, args, weak_type: bool = False) -> ShapedArray:
     """The aval of a call's result: inside ``jax.shard_map``, varying along every manual mesh axis one of
     the call's argument avals ``args`` varies along (no such axis: a plain aval)."""
     varying = frozenset().union(*(a.mat.varying for a in args))
     if not varying:
-        return ShapedArray(shape, dtype)
-    return ShapedArray(shape, dtype, sharding=get_cur_mesh_sharding(P(*[None] * len(shape))),
+        return ShapedArray(shape, dtype, weak_type)
+    return ShapedArray(shape, dtype, weak_type, sharding=get_cur_mesh_sharding(P(*[None] * len(shape))),
                        manual_axis_type=ManualAxisType(varying=varying))
 
 
@@ -49,11 +51,24 @@ def weak_32(x):
     return _convert_element_type(x, np.dtype(dtype), weak_type=True)
 
 
+def weak(x):
+    """``x`` weakly typed (a result computed from Python numbers only, as ``jax.jit`` returns it)."""
+    return _convert_element_type(x, x.dtype, weak_type=True)
+
+
 def per_device(ctx):
     """A lowering context whose avals vary along no manual mesh axis: a call's lowering re-traces its
     function per device, where ``jax.shard_map``'s mesh is not current (a varying aval needs it)."""
     plain = lambda avals: [ShapedArray(a.shape, a.dtype, a.weak_type) for a in avals]  # noqa: E731
     return ctx.replace(avals_in=plain(ctx.avals_in), avals_out=plain(ctx.avals_out))
+
+
+def dims_32(ctx):
+    """A lowering context whose dimension variables (``jax.export``'s symbolic sizes: 64-bit under
+    ``jax_enable_x64``) are 32-bit, as a body traced with 64-bit values off computes its shapes."""
+    i32 = ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
+    return ctx.replace(dim_var_values=[v if v.type == i32 else hlo.convert(i32, v)
+                                       for v in ctx.dim_var_values])
 
 
 def host_call_lowering(ctx, host, *operands):
@@ -67,6 +82,6 @@ def host_call_lowering(ctx, host, *operands):
 
 
 __all__ = [
-    "ClosedJaxpr", "Jaxpr", "Literal", "Primitive", "ShapedArray", "Var", "ad", "batching", "frames", "host_call_lowering",
-    "jaxpr_as_fun", "jaxprs_in_params", "mlir", "per_device", "result_aval", "vary_alike", "weak_32", "xla",
+    "ClosedJaxpr", "Jaxpr", "dims_32", "Literal", "Primitive", "ShapedArray", "Var", "ad", "batching", "frames", "host_call_lowering",
+    "jaxpr_as_fun", "jaxprs_in_params", "mlir", "per_device", "result_aval", "vary_alike", "weak", "weak_32", "xla",
 ]

@@ -30,10 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import ascend
-from ._jax import (Literal, Primitive, ad, batching, host_call_lowering, mlir, per_device, result_aval, weak_32,
-                   xla)
+from ._jax import (Literal, Primitive, ad, batching, dims_32, host_call_lowering, mlir, per_device, result_aval,
+                   weak, weak_32, xla)
 from .ascend.targets import target as get_target
-from .errors import PtoArgumentError, PtoCapacityError, PtoError, no_derivative
+from .errors import PtoArgumentError, PtoCapacityError, PtoError, PtoUnsupportedError, no_derivative
 from .execute import execute_flat, replay_function, steering
 from .lowering.pipeline import TEXT, Lowering, lower
 
@@ -294,7 +294,7 @@ class Compiled:
         if self.options.backend == "sim" and not any(isinstance(x, jax.core.Tracer) for x in flat):
             # Eager call on concrete arrays: run on the runtime directly (runtime errors keep their type).
             outs, _ = self.run(*jax.tree.unflatten(tree, flat))
-            return jax.device_put(outs)        # jax.Arrays, no XLA compile (jnp.asarray compiles a convert)
+            return jax.tree.unflatten(self.lowering.out_tree, _arrays(self, jax.tree.leaves(outs)))
         outs = pto_call_p.bind(*flat, call=self)
         return jax.tree.unflatten(self.lowering.out_tree, outs)
 
@@ -363,21 +363,26 @@ class Compiled:
     def _shapes_only(self, call: str):
         """Flat zeros of the compiled signature, where no argument's value decides the task graph; else the
         error that names the arguments needed (``call``: the method the user called)."""
-        needed = steering(self.lowering, self.avals, self.options.target, self._code())
-        if needed:
-            labels = self._leaf_labels()
-            if "device data" in needed:
-                why = "values the kernel computes from its arguments are read on the host and decide which tasks run"
-            else:
-                named = [f"{labels[i]} ({_aval_text(self.avals[i])})" for i in sorted(needed)]
-                why = (f"the value{'s' * (len(named) > 1)} of {' and '.join(named)} decide{'s' * (len(named) == 1)} "
-                       "which tasks run")
+        why = self._steered_by()
+        if why:
             names = [n or f"arg{i}" for i, n in enumerate(self.arg_names)]
             path = ["path"] if call == "report" else []
             raise PtoArgumentError(f"pj.kernel '{self.name}': {call}({', '.join(path)}) without arguments needs a "
                                    f"schedule that the shapes alone decide, but {why}; pass the arguments: "
                                    f"compiled.{call}({', '.join(path + names)})")
         return [np.zeros(shape, dtype) for shape, dtype, _ in self.avals]
+
+    def _steered_by(self) -> str | None:
+        """What decides which tasks run, where a value does (runtime lengths, scalar inputs, data read back)."""
+        needed = steering(self.lowering, self.avals, self.options.target, self._code())
+        if not needed:
+            return None
+        if "device data" in needed:
+            return "values the kernel computes from its arguments are read on the host and decide which tasks run"
+        labels = self._leaf_labels()
+        named = [f"{labels[i]} ({_aval_text(self.avals[i])})" for i in sorted(needed)]
+        return (f"the value{'s' * (len(named) > 1)} of {' and '.join(named)} decide{'s' * (len(named) == 1)} "
+                "which tasks run")
 
     def report(self, path, *args, policy: str = "mpmd", title: str | None = None):
         """Profile on ``args`` (none: the compiled shapes, where no argument's value steers the
@@ -534,14 +539,22 @@ def _impl(*args, call: Compiled):
     if call.options.backend != "sim":
         return xla.apply_primitive(pto_call_p, *args, call=call)
     outs, _ = call._run_flat(list(_canonical(args)), call.options.executor)   # NumPy views of eager vmap
-    return [jax.device_put(np.asarray(o, v.aval.dtype)) for o, v in zip(outs, call.lowering.traced.jaxpr.outvars)]
+    return _arrays(call, outs)
+
+
+def _arrays(call: Compiled, outs) -> list:
+    """A sim run's NumPy results as the jax.Arrays ``jax.jit`` would return: no XLA compile
+    (``jnp.asarray`` compiles a convert), weakly typed where computed from Python numbers only."""
+    avals = [v.aval for v in call.lowering.traced.jaxpr.outvars]
+    arrays = jax.device_put([np.asarray(o, a.dtype) for o, a in zip(outs, avals)])
+    return [weak(x) if a.weak_type else x for x, a in zip(arrays, avals)]
 
 
 @pto_call_p.def_abstract_eval
 def _abstract(*args, call: Compiled):
     """The results' shapes and dtypes; inside ``jax.shard_map`` they vary along every manual axis an
     argument varies along (a custom_vjp's cotangents must match its primals' axes)."""
-    return [result_aval(v.aval.shape, v.aval.dtype, args) for v in call.lowering.traced.jaxpr.outvars]
+    return [result_aval(v.aval.shape, v.aval.dtype, args, v.aval.weak_type) for v in call.lowering.traced.jaxpr.outvars]
 
 
 def _xla(*args, call: Compiled):
@@ -567,13 +580,19 @@ def _lowering(ctx, *args, call: Compiled):
     """``xla``: the Tensor jaxpr inlined. ``sim``: the replay of the kernel's real PTO-AS text inlined
     into the caller's XLA computation, or where data steers its schedule the MPMD runtime in a host
     callback."""
-    ctx = per_device(ctx)
+    ctx = dims_32(per_device(ctx))
     with jax.enable_x64(False):         # the kernel's own values are 32-bit whatever the caller's setting
         if call.options.backend != "sim":
             return mlir.lower_fun(functools.partial(_xla, call=call), multiple_results=True)(ctx, *args)
         replay = _replay(call)
         if replay is not None:
             return mlir.lower_fun(replay, multiple_results=True)(ctx, *args)
+    if ctx.module_context.lowering_parameters.for_export:
+        why = ("interpret=True runs the interpreter" if call.options.interpret else
+               call._steered_by() or "a program the replay cannot express runs on the host")
+        raise PtoUnsupportedError(f"pj.kernel '{call.name}': jax.export serialises a backend='sim' kernel's "
+                                  f"replay, but this one runs in a host callback ({why}), which cannot be "
+                                  "serialised; export it with backend='xla'")
     return host_call_lowering(ctx, _host(call, ctx.avals_out), *args)
 
 

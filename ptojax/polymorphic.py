@@ -278,7 +278,7 @@ def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
             cache[size] = (low, compile_kernel(low, memory))
         return cache[size]
 
-    first = None
+    failures = []
     for n, size in enumerate(sizes):            # the template and a second size: what follows the rows
         for twin in sizes[n + 1:]:
             (low, compiled), (low2, compiled2) = lowered(size), lowered(twin)
@@ -287,14 +287,17 @@ def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
                 dynamic = DynamicKernel(low, compiled, size, rows)
                 other = DynamicKernel(low2, compiled2, twin, rows2)
             except PtoUnsupportedError as err:
-                first = first or err
+                failures.append(err)
                 continue
             dynamic.check_twin(kernel.name, other)
             return PolymorphicCompiled(kernel.name, symbol, specs, tree, low.out_tree, dynamic, constraints, other,
                                        kernel.options, symbolic.as_text("tensor"))
-    if first is None:
+    if not failures:
         raise PtoUnsupportedError(f"pj.kernel '{kernel.name}': no two template row counts of {_TEMPLATES} "
                                   f"are free of the static dims {sorted(static)}")
+    first = failures[0]
+    if len({re.sub(r"\d+", "#", str(err)) for err in failures}) == 1:     # the same at every size: the kernel's
+        raise first from None
     raise type(first)(f"{first}; so at every pair of the template row counts {sizes} (a row tile must divide "
                       "two of them)") from None
 

@@ -164,6 +164,14 @@ def test_sparse_attention(backend):
     np.testing.assert_allclose(np.asarray(sfa(*a32)), sfa_ref(*a32), rtol=5e-3, atol=1e-4)
 
 
+def test_sparse_attention_past_one_vector_tile_of_top_k():
+    """Top-k 4 096: the default tiles take the whole top-k as columns only up to 2 048 (a (1, 4096) tile
+    exceeded a vector tile's 4 095 columns, an error at ``pj.tile``)."""
+    args = R.attention_inputs(1, 1, 2, [4608], 4096, dv=128, seed=4)
+    got = pj.kernel(functools.partial(K.sparse_attention, scale_value=K.SOFTMAX_SCALE))(*args)
+    cann_close(got, sfa_ref(*args))
+
+
 def test_sparse_attention_profile_has_the_stage_labels():
     args = R.attention_inputs(B, S1, N, SEQ, TOPK, max_blocks=MAX_BLOCKS, seed=5)
     sfa, _ = K.make_dsa_kernels(N, TOPK)

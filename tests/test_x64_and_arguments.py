@@ -80,3 +80,20 @@ def test_vmap_of_outputs_that_do_not_depend_on_the_batch():
         u, v = fn(a, b)
         np.testing.assert_array_equal(np.asarray(u), a * 2)
         np.testing.assert_array_equal(np.asarray(v), b + 1)
+
+
+def test_results_of_python_numbers_stay_weakly_typed():
+    """A result computed from Python numbers only is weakly typed, as ``jax.jit`` returns it (it gives way
+    to a float16 array it meets: the kernel's results were strong float32, promoting the caller's f16)."""
+    def fn(x, t):
+        return x * 2, t * 0.5
+
+    x = np.ones((16, 64), np.float16)
+    for call in (pj.kernel(fn), jax.jit(pj.kernel(fn))):
+        y, s = call(x, 3.0)
+        assert (y.weak_type, s.weak_type) == (False, True) and s.dtype == np.float32
+        assert (y * s).dtype == np.float16
+    batched = [jax.vmap(f, in_axes=(0, None))(x, 3.0)[1] for f in (fn, pj.kernel(fn))]
+    assert [b.weak_type for b in batched] == [True, True]
+    outer = jax.jit(lambda x: (lambda y, s: y * s)(*pj.kernel(fn)(x, 3.0)))
+    assert outer(x).dtype == jax.jit(lambda x: (lambda y, s: y * s)(*fn(x, 3.0)))(x).dtype == np.float16

@@ -359,7 +359,8 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
     t, n, dv = query.shape
     dr = query_rope.shape[-1]
     s1, kk = t // b, sparse_indices.shape[-1]
-    fill = lambda tile, last: tuple(last if v is None else v for v in tile)  # noqa: E731
+    # None: the whole last dim, up to 2 048 columns (a vector tile holds at most 4 095)
+    fill = lambda tile, last: tuple(min(last, 2048) if v is None else v for v in tile)  # noqa: E731
     # None: k rounded up to 8 int32s (32 bytes): the batch offsets' iota takes this tile where B is symbolic
     with pj.tile(vec=fill(tl["slot_vec"], -(-kk // 8) * 8)), jax.named_scope("Gather"):
         idx = ops.reshape(sparse_indices, (b, s1, kk))
@@ -401,7 +402,8 @@ def _sparse_attention_l1(query, kv, slot, valid, query_rope, kr, scale_value, p_
     :func:`gather_rows` in the QK and PV cube grids (no [T, k, D] GM intermediate)."""
     t, n, dv = query.shape
     kk = slot.shape[-1]
-    fill = lambda tile, last: tuple(last if v is None else v for v in tile)  # noqa: E731
+    # None: the whole last dim, up to 2 048 columns (a vector tile holds at most 4 095)
+    fill = lambda tile, last: tuple(min(last, 2048) if v is None else v for v in tile)  # noqa: E731
     mask = ops.reshape(valid, (t, 1, kk))        # before the logits, so the Softmax grids fuse
     with jax.named_scope("QK"):
         logits = _qk_l1(query, query_rope, kv, kr, slot, tl)                           # fp32 [T, N, k]
