@@ -2,7 +2,9 @@
 
 ``jnp``/``lax`` primitives are translated into ``pj.ops`` calls; ``jit``, ``custom_jvp_call``,
 ``custom_vjp_call`` and ``remat`` bodies are inlined (the kernel is lowered forward-only: training
-differentiates ``pj.kernel`` calls through ``jax.custom_vjp``, outside the kernel); ``scan``,
+differentiates ``pj.kernel`` calls through ``jax.custom_vjp``, outside the kernel), and so is a
+``pj.kernel`` called inside the kernel (``pto_call``, a ``pj.nn`` op's too: :func:`_inline_kernel`), so
+that the outer kernel fuses and partitions the whole graph; ``scan``,
 ``while`` and ``cond`` stay as loops and branches with translated bodies (a ``scan`` over stacked
 inputs or outputs becomes a counted loop over its carries). Gathers, scatters and dynamic slices are
 ``gathers.py``'s rules, math functions without an instruction ``libm.py``'s. Eqns whose inputs are all
@@ -23,12 +25,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import ops
-from .._jax import ClosedJaxpr
+from .._jax import ClosedJaxpr, frames
+from ..errors import PtoUnsupportedError
 from ..primitives import indexing
 from . import libm
 from .reduce import identity
 from .gathers import dynamic_slice, dynamic_update_slice, gather, rev, rows_of, scatter
-from .origin import ENCLOSING, blame, unsupported
+from .origin import ENCLOSING, blame, own_path, unsupported
+from .partition import Options as PassOptions
+from .scope import TileConfig
+from .scope import read as read_scope
 from .walk import CONTROL, body_of, by_rule, control, interpret, is_const, retrace
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
@@ -476,8 +482,71 @@ def _iota(eqn):
     return ops.expand(ops.reshape(line, [n if d == axis else 1 for d in range(len(shape))]), shape)
 
 
+# ------------------------------------------------------------------------------ kernels in a kernel
+_TILES = contextvars.ContextVar("inlined_tiles", default=())   # the inlined kernels' tile overrides, innermost first
+
+
+def _inline_kernel(eqn, invals, stack):
+    """A ``pj.kernel`` called inside the kernel: its traced function translated in place (the ops of its
+    Tensor level, with its ``pj.tile`` hints and labels, and its own source lines for errors), one graph
+    with the caller's. Its ``options={"tiles": ...}`` stay its ops' tiles (:func:`_overridden`); how a
+    kernel runs on its own (``target``, ``backend``, ``executor``, ``interpret``, ``donate_argnums``) and
+    its schedule (``tiles_per_block``, ``row_loops``) are the outer kernel's to set for the whole graph,
+    by the same labels."""
+    call = eqn.params["call"]
+    traced = call.lowering.traced
+    tiles = dict(PassOptions.make(call.options.pass_options).tiles)
+    default = tiles.pop("DEFAULT", TileConfig())
+    ENCLOSING.append(eqn)
+    token = _TILES.set((tiles, *_TILES.get()))
+    try:
+        with _tile_scope(default):
+            return interpret(traced.jaxpr, traced.consts, invals, _rule, stack)
+    finally:
+        _TILES.reset(token)
+        ENCLOSING.pop()
+
+
+@contextlib.contextmanager
+def _tile_scope(config: TileConfig):
+    """Within: ``config`` as a ``pj.tile`` scope (nothing for an empty one)."""
+    if config.vec is None and config.cube is None:
+        yield
+        return
+    with jax.named_scope(config.scope_name()):
+        yield
+
+
+@contextlib.contextmanager
+def _overridden(eqn, stack: str):
+    """Within: the tile overrides inlined kernels give the label of an op at ``stack``, innermost (so
+    winning over its ``pj.tile``) the outermost kernel's, as the outer one's own options win at the tile level."""
+    tables = _TILES.get()
+    if not tables or eqn.primitive.name in (*_INLINE, *CONTROL, "pto_call"):   # their bodies' ops get them
+        yield
+        return
+    label = read_scope(stack)[1]
+    with contextlib.ExitStack() as scopes:
+        for table in tables:
+            if label in table:
+                scopes.enter_context(_tile_scope(table[label]))
+        yield
+
+
+def _polymorphic(eqn) -> bool:
+    """Whether ``eqn`` is the call of a kernel compiled with ``polymorphic_shapes``: its compiled code
+    (the replay of its dynamic module), not its function, is what reached the trace."""
+    return eqn.primitive.name == "custom_jvp_call" and any(own_path(f) == "polymorphic.py"
+                                                           for f, *_ in frames(eqn.source_info))
+
+
+_POLYMORPHIC = ("a pj.kernel with polymorphic_shapes cannot run inside another kernel: its one compile for every row "
+                "count reaches the trace as compiled code, not as a function to inline; call it without "
+                "polymorphic_shapes inside (give them to the outer kernel)")
+
+
 def _rule(eqn, invals, stack):
-    with blame(eqn):
+    with blame(eqn), _overridden(eqn, stack):
         return _translate(eqn, invals, stack)
 
 
@@ -490,6 +559,10 @@ def _translate(eqn, invals, stack):
         out = _in_float32(_gelu_erf)(eqn, *invals)
     elif name.startswith("pto."):
         out = eqn.primitive.bind(*invals, **eqn.params)
+    elif name == "pto_call":
+        return _inline_kernel(eqn, invals, stack)
+    elif _polymorphic(eqn):
+        raise PtoUnsupportedError(_POLYMORPHIC)
     elif name in _INLINE:
         body, consts = body_of(eqn.params.get("call_jaxpr") or eqn.params.get("jaxpr"))
         ENCLOSING.append(eqn)
