@@ -18,9 +18,11 @@ from .walk import is_const
 
 
 def _window_indices(start, size, n):
-    """``clip(start, 0, n - size) + arange(size)``: lax's clamped window start, as gather indices."""
+    """``clip(start, 0, n - size) + arange(size)``: lax's clamped window start, as gather indices (starts
+    of shape ``s``, one per window, give ``s + (size,)``)."""
     start = ops.clip(ops.cast(start, jnp.int32), 0, n - size)
-    return ops.add(ops.expand(ops.reshape(start, (1,)), (size,)), np.arange(size, dtype=np.int32))
+    shape = tuple(start.shape)
+    return ops.add(ops.expand(ops.reshape(start, shape + (1,)), shape + (size,)), np.arange(size, dtype=np.int32))
 
 
 def rows_of(op, x, idx, *update, axis, **params):
@@ -46,6 +48,34 @@ def rows_of(op, x, idx, *update, axis, **params):
     return ops.reshape(op(flat, rows, ops.reshape(source, (lead * k,) + post), 0, **params), x.shape)
 
 
+def _rows_per_table(eqn, op, x, idx, *update, axis, **params):
+    """``op`` along ``axis`` of a batch of tables ``x`` (axis 0 the batch ``B``) with indices of their own,
+    ``idx`` of shape ``(B, M, k)``: index ``i`` of table ``b`` and leading position ``p`` moves row
+    ``(b * P + p) * n + i`` of ``x`` with its leading dims folded into the rows, as :func:`rows_of` (one
+    out of range stays out of range). A gather gives ``(B * M,) + x.shape[1:axis] + (k,) +
+    x.shape[axis + 1:]``; a scatter (``M`` 1) writes ``update`` of that shape into ``x``."""
+    (tables, *pre), n, post = x.shape[:axis], x.shape[axis], tuple(x.shape[axis + 1:])
+    (b, m, k), lead = idx.shape, math.prod(pre)
+    count = tables * lead * n
+    if tables * lead == 1:
+        rows = ops.reshape(idx, (m * k,))
+    elif not isinstance(count, int):
+        raise unsupported(eqn, f"with indices per batch entry (jax.vmap) along axis {axis - 1} of a table of "
+                               f"shape {tuple(x.shape[1:])} (not known until run time) is not supported")
+    elif count > np.iinfo(np.int32).max:
+        raise unsupported(eqn, f"with indices per batch entry (jax.vmap) on {count} rows needs int32 row numbers")
+    else:
+        base = (np.arange(tables * lead, dtype=np.int32) * n).reshape(tables, 1, lead, 1)
+        i = ops.reshape(idx, (b, m, 1, k))
+        inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
+        rows = ops.reshape(ops.where(inside, ops.add(i, base), -1), (b * m * lead * k,))
+    flat = ops.reshape(x, (count,) + post)
+    if op is ops.gather:
+        return ops.reshape(ops.gather(flat, rows, 0), (b * m, *pre, k) + post)
+    (source,) = update
+    return ops.reshape(op(flat, rows, ops.reshape(source, (b * lead * k,) + post), 0, **params), x.shape)
+
+
 def dynamic_slice(eqn, x, *starts):
     return _window(x, starts, eqn.params["slice_sizes"])
 
@@ -54,8 +84,8 @@ def _window(x, starts, sizes):
     """The window of ``sizes`` at ``starts`` (ints, or values known at run time), each start clamped as
     lax clamps it: a view at the static starts, a gather of the window's rows along each dynamic one."""
     starts = _fixed(starts, sizes, x.shape)
-    static = [int(np.clip(int(s), 0, n - z)) if is_const(s) else 0 for s, n, z in zip(starts, x.shape, sizes)]
-    out = ops.view(x, [z if is_const(s) else n for s, n, z in zip(starts, x.shape, sizes)], static)
+    crop = [z if is_const(s) else n for s, n, z in zip(starts, x.shape, sizes)]
+    out = ops.view(x, crop, _static(starts, x.shape, sizes))
     for axis, (s, n, z) in enumerate(zip(starts, x.shape, sizes)):
         if not is_const(s):
             out = rows_of(ops.gather, out, _window_indices(s, z, n), axis=axis)
@@ -63,7 +93,12 @@ def _window(x, starts, sizes):
 
 
 def dynamic_update_slice(eqn, x, update, *starts):
-    return _update_window(eqn, x, update, starts)
+    return _update_window(x, update, starts)
+
+
+def _static(starts, shape, sizes) -> list:
+    """The static ``starts`` clamped as lax clamps them (0 for the dynamic ones)."""
+    return [int(np.clip(int(s), 0, n - z)) if is_const(s) else 0 for s, n, z in zip(starts, shape, sizes)]
 
 
 def _fixed(starts, sizes, shape) -> list:
@@ -72,21 +107,70 @@ def _fixed(starts, sizes, shape) -> list:
     return [0 if z == n else s for s, z, n in zip(starts, sizes, shape)]
 
 
-def _update_window(eqn, x, update, starts):
-    """``x`` with ``update`` written at ``starts`` (clamped as lax clamps them): an assemble at static
-    starts; along one dynamic axis, a scatter of the window's rows."""
-    starts = _fixed(starts, update.shape, x.shape)
+def _update_window(x, update, starts):
+    """``x`` with ``update`` written at ``starts`` (clamped as lax clamps them): :func:`_write` with
+    :func:`rows_of` moving the window's rows."""
+    return _write(x, update, _fixed(starts, update.shape, x.shape), rows_of)
+
+
+def _write(x, update, starts, take):
+    """``x`` with ``update`` written at ``starts`` (ints, or values known at run time, clamped as lax
+    clamps them): an assemble at static starts; along a dynamic one, the window's rows gathered
+    (``take``), written into recursively and scattered back."""
     dynamic = [a for a, s in enumerate(starts) if not is_const(s)]
-    static = [int(np.clip(int(s), 0, n - z)) if is_const(s) else 0
-              for s, n, z in zip(starts, x.shape, update.shape)]
     if not dynamic:
-        return ops.assemble(update, static, x)
-    if len(dynamic) > 1:
-        raise unsupported(eqn, f"with dynamic offsets on {len(dynamic)} axes is not supported (at most one)")
-    (axis,) = dynamic
+        return ops.assemble(update, _static(starts, x.shape, update.shape), x)
+    axis = dynamic[0]
     idx = _window_indices(starts[axis], update.shape[axis], x.shape[axis])
-    window = ops.assemble(update, static, rows_of(ops.gather, x, idx, axis=axis))
-    return rows_of(ops.scatter_update, x, idx, window, axis=axis, unique_indices=True)   # a window: distinct rows
+    rest = [0 if a == axis else s for a, s in enumerate(starts)]
+    window = _write(take(ops.gather, x, idx, axis=axis), update, rest, take)
+    return take(ops.scatter_update, x, idx, window, axis=axis, unique_indices=True)   # a window: distinct rows
+
+
+def _batched_starts(indices, dims, b, rank):
+    """A batch's start vectors ``indices`` (``(b, ..., len(dims))``) as per-axis starts of an operand of
+    ``rank`` axes, one per batch entry: column ``k`` (flattened) for axis ``dims[k]``, 0 for the others."""
+    idx = ops.reshape(ops.cast(indices, jnp.int32), (b, -1, indices.shape[-1]))
+    m = idx.shape[1]
+    starts = [0] * rank
+    for k, d in enumerate(dims):
+        starts[d] = ops.reshape(ops.view(idx, (b, m, 1), (0, 0, k)), (b * m,))
+    return starts
+
+
+def _batched_window(eqn, x, indices, nb):
+    """A window per start vector (``lax.dynamic_slice`` with its start batched by ``jax.vmap``) of ``x``,
+    its first ``nb`` axes batched as the indices' (0: one table for every window): ``x`` as ``B`` tables
+    of ``M`` windows each, cropped at the static starts, a gather of the clamped rows along each
+    dynamic axis (:func:`_rows_per_table`), after which there are ``B * M`` tables of one window."""
+    dnums, sizes, batch = eqn.params["dimension_numbers"], eqn.params["slice_sizes"][nb:], indices.shape[:-1]
+    b, shape = math.prod(x.shape[:nb]), tuple(x.shape[nb:])
+    starts = _batched_starts(indices, [d - nb for d in dnums.start_index_map], b, len(shape))
+    starts = _fixed(starts, sizes, shape)
+    crop = [z if is_const(s) else n for s, n, z in zip(starts, shape, sizes)]
+    out = ops.view(ops.reshape(x, (b,) + shape), [b, *crop], [0, *_static(starts, shape, sizes)])
+    m = math.prod(batch) // b
+    for axis, (s, n, z) in enumerate(zip(starts, shape, sizes)):
+        if not is_const(s):
+            idx = ops.reshape(_window_indices(s, z, n), (b, m, z))
+            out, b, m = _rows_per_table(eqn, ops.gather, out, idx, axis=axis + 1), b * m, 1
+    if m > 1:                                       # no dynamic axis: the same window for each start
+        out = ops.expand(ops.reshape(out, (b, 1) + tuple(sizes)), (b, m) + tuple(sizes))
+    return ops.reshape(out, tuple(batch) + tuple(sizes))
+
+
+def _batched_update_window(eqn, x, updates, indices, nb):
+    """``lax.dynamic_update_slice`` with its start batched by ``jax.vmap`` (the table batched too, or
+    broadcast by vmap): :func:`_write` on ``x`` as ``B`` tables, one start vector each."""
+    b, shape = math.prod(x.shape[:nb]), tuple(x.shape[nb:])
+    dims = [d - nb for d in eqn.params["dimension_numbers"].scatter_dims_to_operand_dims]
+    update = ops.reshape(updates, (b,) + tuple(updates.shape[nb:]))
+    starts = [0] + _fixed(_batched_starts(indices, dims, b, len(shape)), update.shape[1:], shape)
+
+    def take(op, t, idx, *u, axis, **kw):
+        return _rows_per_table(eqn, op, t, ops.reshape(idx, (b, 1, idx.shape[-1])), *u, axis=axis, **kw)
+
+    return ops.reshape(_write(ops.reshape(x, (b,) + shape), update, starts, take), x.shape)
 
 
 def _gather_fill(eqn, x):
@@ -206,10 +290,23 @@ def _batched_take(eqn, x, indices, nb: int):
     return _in_lax_order(eqn, x, out, 0, idx.shape, lambda: valid)
 
 
+def _is_batched_window(eqn, x, indices, nb) -> bool:
+    """Whether a gather is a window per start vector (``lax.dynamic_slice`` with its start batched by
+    ``jax.vmap``): no collapsed axis, lax's clamping, the batch dims of the indices first in the result,
+    the first ``nb`` of them batching the table's first ``nb`` axes (size 1 slices)."""
+    dnums, sizes, batch = eqn.params["dimension_numbers"], eqn.params["slice_sizes"], indices.shape[:-1]
+    return (len(batch) > 0 and not dnums.collapsed_slice_dims and _clamps(eqn)
+            and tuple(dnums.operand_batching_dims) == tuple(dnums.start_indices_batching_dims) == tuple(range(nb))
+            and tuple(x.shape[:nb]) == tuple(batch[:nb]) and all(z == 1 for z in sizes[:nb])
+            and all(d >= nb for d in dnums.start_index_map) and indices.shape[-1] == len(dnums.start_index_map)
+            and tuple(dnums.offset_dims) == tuple(range(len(batch), len(batch) + x.ndim - nb)))
+
+
 def gather(eqn, x, indices):
     """``lax.gather`` in the index_select form ``jnp.take`` emits (one collapsed axis, whole slices), in
     ``jnp.take_along_axis``'s (every other axis a batching axis, one entry per index), as one window
-    (``lax.dynamic_slice`` under ``jax.vmap``) and as a take from a batched table (``jax.vmap`` of a take)."""
+    (``lax.dynamic_slice`` under ``jax.vmap``), as a window per start vector (vmap over the start) and as
+    a take from a batched table (``jax.vmap`` of a take)."""
     dnums, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
     window = _static_window(eqn, x, indices, dnums, sizes)
     if window is not None:
@@ -218,6 +315,8 @@ def gather(eqn, x, indices):
             and tuple(dnums.offset_dims) == tuple(range(x.ndim)) and _clamps(eqn)):
         return _window(x, _index_vector(indices, dnums.start_index_map, x.ndim), sizes)
     nb = len(dnums.operand_batching_dims)
+    if _is_batched_window(eqn, x, indices, nb):
+        return _batched_window(eqn, x, indices, nb)
     if (nb and tuple(dnums.operand_batching_dims) == tuple(dnums.start_indices_batching_dims) == tuple(range(nb))
             and len(dnums.start_index_map) == 1 and tuple(dnums.collapsed_slice_dims) == tuple(dnums.start_index_map)
             and dnums.start_index_map[0] >= nb and indices.shape[-1] == 1 and indices.shape[:nb] == x.shape[:nb]
@@ -239,7 +338,8 @@ def gather(eqn, x, indices):
             or indices.shape[-1] != 1 or any(z != (1 if d == axis else x.shape[d]) for d, z in enumerate(sizes))):
         raise unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis, its "
                                 "table batched by jax.vmap too), indexing several axes with integer arrays "
-                                "(x[i, j]), as jnp.take_along_axis and as one window (lax.dynamic_slice)")
+                                "(x[i, j]), as jnp.take_along_axis and as one window (lax.dynamic_slice, its "
+                                "start batched by jax.vmap or not, clamped as lax clamps it)")
     idx = ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1])
     if _clamps(eqn):
         idx = ops.clip(idx, 0, x.shape[axis] - 1)
@@ -257,13 +357,58 @@ def _index_vector(indices, dims, rank):
     return starts
 
 
+def _batched_take_scatter(eqn, op, x, indices, updates, nb):
+    """``x.at[i].set / add(u)`` along one axis with ``x``'s first ``nb`` axes batched as the indices'
+    (``jax.vmap`` over the index, the table batched too or broadcast by vmap; or none), the transpose of
+    :func:`_batched_take`: the updates' index dims moved to the axis, one scatter of the rows of each
+    table (:func:`_rows_per_table`); out-of-range indices clamp (CLIP) or write nothing (else)."""
+    d = eqn.params["dimension_numbers"]
+    (axis,) = d.scatter_dims_to_operand_dims
+    b, shape, n = math.prod(x.shape[:nb]), tuple(x.shape[nb:]), x.shape[axis]
+    idx = ops.reshape(ops.cast(indices, jnp.int32), (b, 1, math.prod(indices.shape[nb:-1])))
+    if "CLIP" in str(eqn.params["mode"]):
+        idx = ops.clip(idx, 0, n - 1)
+    window = list(d.update_window_dims)
+    index = [p for p in range(updates.ndim) if p not in window]
+    pre = axis - nb
+    source = ops.permute(updates, index[:nb] + window[:pre] + index[nb:] + window[pre:])
+    source = ops.reshape(source, (b,) + shape[:pre] + (idx.shape[-1],) + shape[pre + 1:])
+    unique = {"unique_indices": True} if op is ops.scatter_update and eqn.params["unique_indices"] else {}
+    if not nb:                                      # one table: as rows_of folds it (symbolic dims too)
+        return rows_of(op, x, ops.reshape(idx, idx.shape[-1:]), ops.reshape(source, source.shape[1:]), axis=axis,
+                       **unique)
+    out = _rows_per_table(eqn, op, ops.reshape(x, (b,) + shape), idx, source, axis=pre + 1, **unique)
+    return ops.reshape(out, x.shape)
+
+
+def _is_batched_take_scatter(eqn, x, indices, updates, nb) -> bool:
+    """Whether a scatter is ``x.at[i]`` along one axis with its first ``nb`` axes batched as the indices
+    (``jax.vmap`` over the index; 0: the table not batched), the batch dims first in the updates."""
+    d = eqn.params["dimension_numbers"]
+    window = [n for a, n in enumerate(x.shape) if a >= nb and a not in d.scatter_dims_to_operand_dims]
+    index = [p for p in range(updates.ndim) if p not in d.update_window_dims]
+    return (len(d.scatter_dims_to_operand_dims) == 1 and d.scatter_dims_to_operand_dims[0] >= nb
+            and tuple(d.inserted_window_dims) == tuple(d.scatter_dims_to_operand_dims)
+            and tuple(d.operand_batching_dims) == tuple(d.scatter_indices_batching_dims) == tuple(range(nb))
+            and indices.shape[-1] == 1 and tuple(indices.shape[:nb]) == tuple(x.shape[:nb])
+            and [updates.shape[p] for p in d.update_window_dims] == window and index[:nb] == list(range(nb))
+            and [updates.shape[p] for p in index] == list(indices.shape[:-1]))
+
+
 def scatter(op):
     def rule(eqn, x, indices, updates):
         d = eqn.params["dimension_numbers"]
         if (op is ops.scatter_update and indices.ndim == 1 and not d.inserted_window_dims
                 and not d.operand_batching_dims and tuple(d.update_window_dims) == tuple(range(x.ndim))
                 and "CLIP" in str(eqn.params["mode"])):      # one window: dynamic_update_slice under jax.vmap
-            return _update_window(eqn, x, updates, _index_vector(indices, d.scatter_dims_to_operand_dims, x.ndim))
+            return _update_window(x, updates, _index_vector(indices, d.scatter_dims_to_operand_dims, x.ndim))
+        nb = len(d.operand_batching_dims)
+        if (op is ops.scatter_update and nb and not d.inserted_window_dims and "CLIP" in str(eqn.params["mode"])
+                and tuple(d.operand_batching_dims) == tuple(d.scatter_indices_batching_dims) == tuple(range(nb))
+                and indices.ndim == nb + 1 and tuple(d.update_window_dims) == tuple(range(nb, x.ndim))
+                and tuple(indices.shape[:nb]) == tuple(x.shape[:nb]) == tuple(updates.shape[:nb])
+                and updates.ndim == x.ndim and all(a >= nb for a in d.scatter_dims_to_operand_dims)):   # start batched
+            return _batched_update_window(eqn, x, updates, indices, nb)
         if (len(d.scatter_dims_to_operand_dims) == 1 and tuple(d.inserted_window_dims) == tuple(
                 d.scatter_dims_to_operand_dims) and not d.update_window_dims and indices.shape[-1] == 1
                 and tuple(d.operand_batching_dims) == tuple(d.scatter_indices_batching_dims) == tuple(
@@ -275,13 +420,22 @@ def scatter(op):
                      ops.reshape(updates, (updates.size,)), 0)
             return ops.reshape(out, x.shape)
         rows = (d.inserted_window_dims == (0,) and d.scatter_dims_to_operand_dims == (0,)
-                and not d.operand_batching_dims and indices.ndim == 2 and indices.shape[-1] == 1
-                and tuple(d.update_window_dims) == tuple(range(1, x.ndim)) and updates.shape[1:] == x.shape[1:])
-        if not rows or "CLIP" in str(eqn.params["mode"]):
-            raise unsupported(eqn, "is only translated for whole rows along axis 0 (x.at[idx].set/add(rows)), "
-                                   "as one window (lax.dynamic_update_slice) and as take_along_axis's transpose")
+                and not d.operand_batching_dims and indices.shape[-1] == 1
+                and tuple(d.update_window_dims) == tuple(range(indices.ndim - 1, updates.ndim))
+                and tuple(updates.shape) == tuple(indices.shape[:-1]) + tuple(x.shape[1:]))   # any index rank
+        if not rows and _is_batched_take_scatter(eqn, x, indices, updates, nb):   # x.at[:, i], i batched or not
+            return _batched_take_scatter(eqn, op, x, indices, updates, nb)
+        if not rows:
+            raise unsupported(eqn, "is only translated as x.at[idx].set/add(slices) along one axis (its table "
+                                   "and idx batched by jax.vmap or not), as one window (lax.dynamic_update_slice, "
+                                   "its start batched by jax.vmap or not) and as take_along_axis's transpose")
         unique = {"unique_indices": True} if op is ops.scatter_update and eqn.params["unique_indices"] else {}
-        return op(x, ops.reshape(ops.cast(indices, jnp.int32), (-1,)), updates, 0, **unique)
+        if indices.ndim != 2:
+            updates = ops.reshape(updates, (math.prod(indices.shape[:-1]),) + tuple(x.shape[1:]))
+        idx = ops.reshape(ops.cast(indices, jnp.int32), (-1,))
+        if "CLIP" in str(eqn.params["mode"]):
+            idx = ops.clip(idx, 0, x.shape[0] - 1)
+        return op(x, idx, updates, 0, **unique)
     return rule
 
 
