@@ -9,13 +9,27 @@ import math
 import numpy as np
 
 from .. import asm
+from .broadcast import operand
 from .predicate import select_where
 from .rules import rule
 from .selector import is_column, matrix, vec_tile
 from .vector import FINITE_MAX, scalar_binary
 
 
+def expanded(composite):
+    """``composite`` on its tile operands broadcast to the output's shape first, as the binary ops
+    take theirs (:func:`.broadcast.operand`: a row or column expanded, rows repeated in groups)."""
+    def rule_(sel, s, ins, outs):
+        tiles = [n for n in ins if isinstance(sel.types[n], asm.TileBuf)]
+        shapes = [sel.shape(s, i, n) for i, n in enumerate(tiles)]      # codegen's shapes: tile operands only
+        out_shape = tuple(np.broadcast_shapes(*shapes))
+        full = iter([operand(sel, s, n, shape, out_shape) for n, shape in zip(tiles, shapes)])
+        composite(sel, s, [next(full) if isinstance(sel.types[n], asm.TileBuf) else n for n in ins], outs)
+    return rule_
+
+
 @rule('tclip')
+@expanded
 def clip(sel, s, ins, outs):
     x, lo, hi = ins
     low = sel.like(outs[0])
@@ -44,7 +58,7 @@ def in_f32(composite):
             return composite(sel, s, ins, outs)
         wide = [sel.widen(n, "f32") if isinstance(sel.types[n], asm.TileBuf) else sel.const(sel.values[n], "f32")
                 for n in ins]
-        result = sel.like(wide[0])
+        result = sel.like(outs[0], dtype="f32")
         composite(sel, s, wide, [result])
         sel.convert(result, outs[0], "RINT")
     return rule_
@@ -55,6 +69,7 @@ _MULTIPLIED = 16          # integral exponents up to this magnitude run as produ
 
 @rule('tpow')
 @in_f32
+@expanded
 def power(sel, s, ins, outs):
     """``x ** p`` as C's ``pow`` (and XLA's): ``|x| ** p = exp(p log |x|)`` (``tlog``, ``tmul``, ``texp``),
     signed for a negative base and an odd integral exponent, NaN for a negative finite base and a
