@@ -124,7 +124,7 @@ CLIP_CASES = {
 def _a5_rejects(dtype, lo, hi) -> bool:
     """Scalar bounds A5 code gets wrong whatever the shapes (elementwise max / min as much as clip):
     an int8 tile's ``tmax`` / ``tmin`` with an int16 filled scalar (``vector.scalar_binary``), a bf16
-    open side's infinity (``Selector.nonfinite`` asks ``np.finfo`` of bfloat16)."""
+    open side's infinity (made by ``texpands``, which on A5 takes no bf16 destination)."""
     scalars = [v for v in (lo, hi) if not isinstance(v, np.ndarray)]
     return (dtype == I8 and bool(scalars)) or (dtype == BF16 and None in scalars)
 

@@ -12,6 +12,7 @@ import math
 import re
 import struct
 
+import ml_dtypes
 import numpy as np
 
 from ...errors import PtoCapacityError, PtoUnsupportedError
@@ -265,7 +266,7 @@ class Selector:
         tile form does the op."""
         value, dtype = self.values[scalar], self.types[scalar]
         if op == "texpands":
-            largest = float(np.finfo(asm.DTYPES[dtype]).max)
+            largest = float(ml_dtypes.finfo(asm.DTYPES[dtype]).max)     # np.finfo knows no bfloat16
             self.print("texpands", [self.const(largest if value > 0 or math.isnan(value) else -largest, dtype)], outs)
             self.print("tmuls", [outs[0], self.const(2.0, dtype)], outs)
             if math.isnan(value):
