@@ -13,7 +13,8 @@ model, for each point:
   accepted and ignored (tiles never overlap here, so PTOAS-planned aliasing is not modelled);
 * a ``vec`` tile is that buffer as a (rows, cols) array of its dtype, ``col_major`` meaning element
   (r, c) at ``c*rows + r``; ``treshape`` reinterprets the same bytes with the new type, so an R×1
-  col_major alias of a 1×R row_major tile sees the same elements in order;
+  col_major alias of a 1×R row_major tile sees the same elements in order; it must start at a whole
+  element of the new type (:func:`alias_offset_fault`), at a static offset or a run-time one;
 * ``subset %t[r, c] sizes [R, C]`` is a window of ``t``'s buffer at (r, c) with ``t``'s pitch (a
   ``memref.subview``), inside ``t``'s rows and cols; its valid region is PTOAS's
   (:func:`~ptojax.ascend.engine_parse.subset_valid` of ``t``'s valid region at run time), its
@@ -122,6 +123,17 @@ def alias_valid(shape, dtype, t: TileType, src: TileType | None = None):
         return None
     n = size // item // max(known, 1)
     return (n, known) if t.v_row is None else (known, n)
+
+
+def alias_offset_fault(src: str, dtype: str, offset: int) -> str | None:
+    """Why a ``treshape`` alias of ``dtype`` over tile ``src`` cannot start ``offset`` bytes into the
+    buffer ``src`` views, or None: it starts at a whole element of ``dtype`` (pto-isa's ``treshape``
+    takes ``src``'s data pointer as a pointer to ``dtype``, which must be aligned to it)."""
+    item = DTYPES[dtype].itemsize
+    if offset % item == 0:
+        return None
+    return (f"a treshape to {dtype} must start a multiple of {item} bytes ({dtype}'s size) into its tile's "
+            f"buffer, but {src} starts at byte {offset}")
 
 
 class Each:
@@ -726,6 +738,10 @@ class _Run:
             contiguous = src.type.rows == 1 if not src.col_major else src.type.cols == 1
             if src.pitch != (src.type.rows if src.col_major else src.type.cols) and not contiguous:
                 raise self.error(s, f"{s.src} is a strided window (pitch {src.pitch}); it has no one byte layout")
+            for at in np.unique(base) if isinstance(base, np.ndarray) else (base,):
+                fault = alias_offset_fault(s.src, t.dtype, int(at))
+                if fault:
+                    raise self.error(s, fault)
             top = int(np.max(base)) if isinstance(base, np.ndarray) else base
             if top + size > buf.shape[1]:
                 raise self.error(s, f"{t.rows}x{t.cols} {t.dtype} does not fit the "

@@ -9,7 +9,9 @@ written functionally:
 
 * an ``alloc_tile`` is a root: a zeroed ``(n, rows*cols)`` array of its dtype (:func:`storage`);
   ``treshape`` and ``subset`` are views (root, dtype, first element, pitch, layout, valid shape)
-  whose reads and writes go through the root (``bitcast`` where the dtype differs);
+  whose reads and writes go through the root (``bitcast`` where the dtype differs); a ``treshape``
+  must start at a whole element of its dtype, as in the engine, at a loop counter's offset too (an
+  alias into a wider dtype unrolls the loop, so that each offset is checked);
 * index values are Python ints where every point agrees, NumPy arrays (one value per point) where
   they follow from the block index and constants, else traced ``int32`` values with known bounds
   (a loop counter, a value read from a tile) — see :class:`Ix`;
@@ -30,8 +32,9 @@ engine's in-order semantics — a function that reads a GM tensor it also writes
 index read from data, or stores under a per-point condition — :class:`Serial` is raised and the
 caller runs the points one at a time (:mod:`~ptojax.ascend.replay_graph`).
 
-Every float result but a 32-bit one of an add, a subtraction, a max/min or a move passes a select on
-``isnan`` (the identity but for NaN payloads): XLA's code generator would otherwise contract a product
+Every float result but a 32-bit one of an add, a subtraction, a max/min or a move, and but one of a
+sort, a merge or a gather (bits moved: index words among them), passes a select on ``isnan`` (the
+identity but for NaN payloads): XLA's code generator would otherwise contract a product
 with a later add into one fma, where the engine rounds each instruction. Two instruction families take
 a form over the whole batch (:data:`_WHOLE`): a row or column max/min is the plain reduction, which
 XLA vectorizes, where that equals the simulator's scan (no NaN, no zero extreme); a row sum or
@@ -47,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .engine import _ARITH, _CMP, _bits, _fits, _typed, alias_valid, scalar_arith
+from .engine import _ARITH, _CMP, _bits, _fits, _typed, alias_offset_fault, alias_valid, scalar_arith
 from .engine_parse import (DTYPES, Arith, Const, For, Function, If, Instr, PtrType, Scalar, Stmt, Subset, Tile,
                            TileType, View, ViewType, subset_valid)
 from ..errors import PtoExecutionError
@@ -252,6 +255,9 @@ _PLAIN = frozenset({"tadd", "tsub", "tadds", "tsubs", "tmax", "tmin", "tmaxs", "
                     "trowsum", "tcolsum", "trowmax", "trowmin", "tcolmax", "tcolmin", "texpands", "trowexpand",
                     "tcolexpand", "tconcat", "ttrans"} | {f"t{side}expand{op}" for side in ("row", "col")
                                                             for op in ("add", "sub", "max", "min")})
+# Instructions that move bits, computing nothing: their float results of any width pass unguarded, NaN
+# payloads and all — a sort's (value, u32 index) structs hold index words (-1 past the data) that read as NaN.
+_MOVES = frozenset({"tsort32", "tmrgsort", "tgather"})
 
 
 def _rounded(x, op: str = ""):
@@ -259,8 +265,10 @@ def _rounded(x, op: str = ""):
     could contract with a later add into one fma, nor a 16-bit float XLA could keep in float32, nor an
     operand its simplifier could rewrite with the next instruction's (``exp(a) * exp(b)``): the eager
     engine rounds every instruction's result. One compare and select per element, left out for the
-    32-bit results of ``op`` in :data:`_PLAIN` (it keeps XLA from vectorizing some loops)."""
-    if not jnp.issubdtype(x.dtype, jnp.floating) or (op in _PLAIN and np.dtype(x.dtype).itemsize >= 4):
+    32-bit results of ``op`` in :data:`_PLAIN` (it keeps XLA from vectorizing some loops) and for the
+    results of :data:`_MOVES`."""
+    if not jnp.issubdtype(x.dtype, jnp.floating) or (op in _PLAIN and np.dtype(x.dtype).itemsize >= 4) or (
+            op in _MOVES):
         return x
     return jnp.where(jnp.isnan(x), jnp.asarray(np.nan, x.dtype), x)
 
@@ -746,13 +754,24 @@ class Walk:
         if src.pitch != (src.type.rows if src.col_major else src.type.cols) and not contiguous:
             raise self.error(s, f"{s.src} is a strided window (pitch {src.pitch}); it has no one byte layout")
         old, new = src.dtype.itemsize, DTYPES[t.dtype].itemsize
-        base = _scale_ix(src.base, old)
-        if isinstance(base, Ix) or base % new:
-            raise self.error(s, f"{s.src} starts at a byte offset a {t.dtype} tile cannot")
+        base = _scale_ix(src.base, old)                      # bytes into the root
+        lo, hi = _bounds(base)
+        if isinstance(base, Ix) and base.np is None:         # traced: a loop counter's (a serial point's)
+            if lo is None or hi is None:
+                raise self.error(s, f"{s.src} starts at an unbounded offset read from data")
+            if old % new:                                    # a whole element of the wider dtype or not,
+                raise Unroll()                               # by the counter's value: unroll the loop
+            at = _scale_ix(src.base, old // new)
+        else:
+            for b in np.unique(base.np) if isinstance(base, Ix) else (base,):
+                fault = alias_offset_fault(s.src, t.dtype, int(b))
+                if fault:
+                    raise self.error(s, fault)
+            at = _known(base.np // new, "index") if isinstance(base, Ix) else base // new
         root_bytes = self.roots[src.root].shape[1] * np.dtype(self.roots[src.root].dtype).itemsize
-        if base + t.rows * t.cols * new > root_bytes:
-            raise self.error(s, f"{t.rows}x{t.cols} {t.dtype} does not fit the {root_bytes - base}-byte tile {s.src}")
-        self.env[s.result] = TileView(t, src.root, base // new, pitch, (v_row, v_col))
+        if hi + t.rows * t.cols * new > root_bytes:
+            raise self.error(s, f"{t.rows}x{t.cols} {t.dtype} does not fit the {root_bytes - hi}-byte tile {s.src}")
+        self.env[s.result] = TileView(t, src.root, at, pitch, (v_row, v_col))
 
     def subset(self, s: Subset):
         src = self.tile(s, s.src)

@@ -29,9 +29,10 @@ through (an ``scf.for`` over rows when there are several, ``pto.subset`` row vie
 
 ``bf16``, ``i8`` and ``i16`` sort as ``f32`` (A2/A3 ``tsort32`` takes f16/f32, and f32 holds them
 exactly); ``i32`` values sort by their 16-bit halves in two passes (:func:`_topk_int32`).
-Axis 0 of a 2-D tile transposes (``ttrans``) in and out. Every subset keeps 32-byte aligned offsets
-and sizes (the C++ ``Tile`` asserts 32-byte rows), so gathers take ``k`` rounded up to a row of
-32 bytes and the copies use ``treshape`` aliases narrowed to ``k``.
+Axis 0 of a 2-D tile transposes (``ttrans``) in and out; along an axis of length 1 the sort is a
+copy, its indices 0. Every subset keeps 32-byte aligned offsets and sizes (the C++ ``Tile`` asserts
+32-byte rows), so gathers take ``k`` rounded up to a row of 32 bytes and the copies use ``treshape``
+aliases narrowed to ``k``.
 """
 from __future__ import annotations
 
@@ -389,6 +390,10 @@ def topk(sel, s, ins, outs):
     shape = sel.shape(s, 0, x)
     axis = s.attr("axis") % len(shape)
     k, largest = s.attr("k"), bool(s.attr("largest"))
+    if shape[axis] == 1 and k == 1:            # one element along the axis: a copy, index 0
+        sel.copy(x, outs[0])
+        sel.print("texpands", [sel.const(0, "i32")], [outs[1]])
+        return
     rows, n = matrix(shape)
     if axis == len(shape) - 1:
         if sel.types[x].v_row != rows:
