@@ -224,12 +224,12 @@ def test_cube_tile_that_overflows_l0a_for_its_dtype():
 
 
 def test_whole_axis_that_overflows_ub_is_an_error():
-    """A scan keeps its axis whole (reductions and row-wise composites stage a long one instead)."""
+    """A quantization keeps its axis whole (reductions, scans and row-wise composites stage a long one)."""
     def kernel(x):
         with pj.tile(vec=(8, 64)), jax.named_scope("Scan"):
-            return O.cumsum(x)
+            return O.quantize(x, -1)[0]
 
-    with pytest.raises(pj.PtoCapacityError, match=r"block 'cumsum' \(AIV, label 'Scan'\) needs \d+ bytes of UB"):
+    with pytest.raises(pj.PtoCapacityError, match=r"block 'quantize' \(AIV, label 'Scan'\) needs \d+ bytes of UB"):
         pj.lower(kernel, jax.ShapeDtypeStruct((64, 65536), jnp.float32))
 
 

@@ -1,4 +1,4 @@
-"""Reductions over an axis longer than one tile can hold, in stages.
+"""Reductions and prefix sums over an axis longer than one tile can hold, in stages.
 
 ``sum``, ``prod``, ``amax``, ``amin``, ``argmax`` and ``argmin`` keep their reduced axis whole in a
 tile (PyPTO's advice: do not tile a reduce axis). An axis longer than that allows — a row past a
@@ -7,6 +7,9 @@ norm's ``dgamma``) — is cut into chunks: each chunk reduced whole in one tile,
 reduced the same way, again in chunks while they are still too long. A length that no aligned chunk
 divides is padded with the reduction's identity. Low-precision float sums and products stage in
 float32 and round once.
+
+``cumsum`` scans each chunk whole, then adds to every chunk its carry: the total of the chunks before it
+(after it, reversed), an exclusive scan of the chunks' last sums, itself staged while too long.
 """
 from __future__ import annotations
 
@@ -43,13 +46,15 @@ def chunk_for(n: int, limit: int, step: int) -> int:
     return top
 
 
-def _chunked(x, op, axis, limit, step):
-    """``x`` with ``axis`` cut into (runs, chunk), padded with ``op``'s identity; and the chunk."""
+def _chunked(x, op, axis, limit, step, chunk=None, pad=None):
+    """``x`` with ``axis`` cut into (runs, ``chunk`` or :func:`chunk_for`'s), padded with ``pad`` (default:
+    ``op``'s identity); and the chunk."""
     n = x.shape[axis]
-    chunk = chunk_for(n, limit, step)
+    chunk = chunk or chunk_for(n, limit, step)
     runs = -(-n // chunk)
     if runs * chunk != n:
-        x = L.pad(x, [(0, runs * chunk - n) if d == axis else (0, 0) for d in range(x.ndim)], identity(op, x.dtype))
+        value = identity(op, x.dtype) if pad is None else pad
+        x = L.pad(x, [(0, runs * chunk - n) if d == axis else (0, 0) for d in range(x.ndim)], value)
     return L.reshape(x, x.shape[:axis] + (runs, chunk) + x.shape[axis + 1:]), chunk
 
 
@@ -84,3 +89,44 @@ def _staged_arg(x, op, axis, keepdims, limit, step):
     order = np.arange(runs, dtype=np.int32).reshape((runs,) + (1,) * (x.ndim - axis - 1))
     index = E.where(E.eq(which, order), E.add(at, order * np.int32(chunk)), np.int32(0))
     return R.sum(index, axis, keepdims=keepdims)                     # the one nonzero term (or 0)
+
+
+def scan_chunk(n: int, limit: int, step: int) -> int:
+    """The chunk of a scanned axis of ``n``: :func:`chunk_for`'s where it divides ``n``, else the fewest
+    chunks of at most ``limit`` made as even as ``step`` allows (little padding)."""
+    chunk = chunk_for(n, limit, step)
+    if n % chunk == 0:
+        return chunk
+    runs = -(-n // chunk)
+    return -(-n // (runs * step)) * step
+
+
+def staged_cumsum(x, *, axis: int, reverse: bool, limit: int, step: int):
+    """``cumsum`` of ``x`` along ``axis`` in chunks of at most ``limit`` (a multiple of ``step``) entries
+    (pto ops on tensors); low-precision floats in float32, rounded once."""
+    dtype = np.dtype(x.dtype)
+    wide = dtype.name in _LOW_FLOATS
+    y = _staged_scan(C.cast(x, np.float32) if wide else x, axis, reverse, limit, step)
+    return C.cast(y, dtype) if wide else y
+
+
+def _staged_scan(x, axis, reverse, limit, step):
+    n = x.shape[axis]
+    if n <= limit:
+        return R.cumsum(x, axis, reverse=reverse)
+    zero = -0.0 if jnp.issubdtype(x.dtype, jnp.floating) else 0     # x + -0.0 is x, -0.0 included
+    chunks, chunk = _chunked(x, "sum", axis, limit, step, scan_chunk(n, limit, step), zero)
+    runs, lead, rest = chunks.shape[axis], chunks.shape[:axis], chunks.shape[axis + 2:]
+    scanned = R.cumsum(chunks, axis + 1, reverse=reverse)            # (..., runs, chunk, ...)
+    at = [0] * chunks.ndim
+    at[axis + 1] = 0 if reverse else chunk - 1                       # each chunk's total
+    totals = L.reshape(L.view(scanned, lead + (runs, 1) + rest, at), lead + (runs,) + rest)
+    through = _staged_scan(totals, axis, reverse, limit, step)      # the chunks' totals up to each
+    start = [0] * through.ndim
+    start[axis] = int(reverse)
+    edge = [(0, 0)] * through.ndim
+    edge[axis] = (0, 1) if reverse else (1, 0)
+    carry = L.pad(L.view(through, lead + (runs - 1,) + rest, start), edge, zero)  # ... before each
+    y = E.add(scanned, L.reshape(carry, lead + (runs, 1) + rest))
+    y = L.reshape(y, lead + (runs * chunk,) + rest)
+    return y if runs * chunk == n else L.view(y, x.shape, [0] * x.ndim)

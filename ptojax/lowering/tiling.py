@@ -1,17 +1,18 @@
 """The Tile level: every tensor op expanded over its tile grid into ``tload`` / ``t<op>`` / ``tstore``.
 
-Each op becomes one ``pto.tile_grid`` per *region* of its iteration space: the full tiles form one
-grid (a loop, so the IR does not grow with the tensor), and where a dimension does not divide by its
-tile, the tail tiles form another grid whose tiles have the smaller (valid) shape. Vector ops tile by
-the ``vec`` shape in force; reductions, scans, sorts and row-wise composites keep their reduced axes
-whole (PyPTO's advice: do not tile a reduce axis). ``matmul`` tiles by the ``cube`` shape ``(m, k, n)``
-with a K-accumulation chain (``tmatmul`` then ``tmatmul_acc``); a batched matmul whose M is below the
-cube tile's m and whose right operand the batch shares is one matmul of M = batch x M (axis
-merging). Indexed ops stream their indices in tiles and move rows with ``mgather``/``mscatter``.
-``reshape`` stays a GM reinterpretation and 0-d (scalar) ops stay as they are: they run on the
-orchestrator, not on a core. Reductions first keep their reduced dims (``rowform.py``); elementwise
-ops on such R×1 results tile by the row block they were reduced from, so that partition can keep the
-whole chain in one program.
+Each op becomes one ``pto.tile_grid`` per *region* of its iteration space: the full tiles form one grid
+(a loop, so the IR does not grow with the tensor), and where a dimension does not divide by its tile,
+the tail tiles form another grid whose tiles have the smaller (valid) shape. Vector ops tile by the
+``vec`` shape in force; reductions, scans, sorts and row-wise composites keep their reduced axes whole
+(PyPTO's advice: do not tile a reduce axis), except an axis too long for one tile: reductions and scans
+go in stages (``reduce.py``), a top-k in chunks and merges (``topk.py``). ``matmul`` tiles by the
+``cube`` shape ``(m, k, n)`` with a K-accumulation chain (``tmatmul`` then ``tmatmul_acc``); a batched
+matmul whose M is below the cube tile's m and whose right operand the batch shares is one matmul of M =
+batch x M (axis merging). Indexed ops stream their indices in tiles and move rows with
+``mgather``/``mscatter``. ``reshape`` stays a GM reinterpretation and 0-d (scalar) ops stay as they are:
+they run on the orchestrator, not on a core. Reductions first keep their reduced dims (``rowform.py``);
+elementwise ops on such R×1 results tile by the row block they were reduced from, so that partition can
+keep the whole chain in one program.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from ..primitives.tile import Window
 from . import ir
 from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
 from .reduce import OPS as STAGED_REDUCTIONS
-from .reduce import staged_reduce
+from .reduce import scan_chunk, staged_cumsum, staged_reduce
 from .rowform import REDUCTIONS as ROW_REDUCTIONS
 from .rowform import keep_rows
 from .scope import TileConfig, read
@@ -568,6 +569,77 @@ def _staged_reduce_axis(ctx, eqn, x):
     return (axis, limit, 1) if n > limit else None
 
 
+_SCAN_ACC = {"float16": np.float32, "bfloat16": np.float32, "int8": np.int16}   # what tcumsum adds in
+
+
+def _scan_dtypes(dtype):
+    """The dtype a staged ``cumsum`` of ``dtype`` scans in (float32 for low-precision floats) and the one
+    its ``tcumsum`` adds in."""
+    wide = np.dtype(np.float32) if np.dtype(dtype).name in ("float16", "bfloat16") else np.dtype(dtype)
+    return wide, np.dtype(_SCAN_ACC.get(wide.name, wide))
+
+
+def _column_bytes(ctx, rows: int, dtype) -> int:
+    """A last-axis ``tcumsum``'s work tile (the transpose of ``rows`` rows) per column of the scan."""
+    return aligned_bytes((max(rows, 2),), _scan_dtypes(dtype)[1], ctx.memory.align)
+
+
+def _slice_bytes(ctx, x, dtype, axis: int):
+    """(UB bytes, matrix rows) per slice along leading ``axis`` of a ``cumsum`` tile of ``x`` in ``dtype``:
+    the tile and its result, and its accumulator where that is wider."""
+    tile = vector_tile(ctx, x.shape, [dtype], whole=(axis,))
+    piece = tile[:axis] + (1,) + tile[axis + 1:]
+    acc = _scan_dtypes(dtype)[1]
+    per = aligned_bytes(piece, dtype, ctx.memory.align) * 2
+    per += aligned_bytes(piece, acc, ctx.memory.align) if acc != np.dtype(dtype) else 0
+    return per, max(1, math.prod(tile[:-1]) // x.shape[axis])
+
+
+def _staged_scan_axis(ctx, eqn, x):
+    """For a ``cumsum`` along an axis too long for one tile to scan whole: (axis, chunk limit, chunk step,
+    the stages' tile setting); else None. Along the last axis the scan runs down the tile's transpose, a
+    32-byte aligned row per column, within half the UB and ``max_cols`` columns; along another, the tile,
+    its result and accumulator within the UB and ``max_rows`` rows. A stage takes :func:`stage_bytes`."""
+    if ctx.op != "cumsum" or not x.ndim:
+        return None
+    (axis,) = eqn.params["axes"]
+    n, dtype, memory = x.shape[axis], np.dtype(x.dtype), ctx.memory
+    wide, acc = _scan_dtypes(dtype)
+    if axis == x.ndim - 1:
+        rows = math.prod(vector_tile(ctx, x.shape, [dtype], whole=(axis,))[:-1])
+        if n <= min(memory.max_cols, memory.ub // 2 // _column_bytes(ctx, rows, dtype)):   # as isel's tcumsum
+            return None
+        step = memory.align // min(dtype.itemsize, wide.itemsize)
+        if ctx.config.vec is not None:              # the user's rows in every stage
+            rows = math.prod(ctx.config.vec[:-1])
+            limit = min(memory.max_cols, stage_bytes(memory) // _column_bytes(ctx, rows, wide))
+            return axis, _at_least_two(ctx, limit, axis), step, lambda shape: ctx.config
+        limit = min(memory.max_cols, stage_bytes(memory) // memory.align)
+        chunk = scan_chunk(n, limit, step)          # rows whose transpose keeps 32-byte rows, in a default tile
+        rows = max(1, min(memory.align // acc.itemsize, memory.tile_bytes // (chunk * wide.itemsize)))
+        return axis, limit, step, lambda shape: TileConfig(vec=(rows, chunk))
+    per, rows = _slice_bytes(ctx, x, dtype, axis)
+    if n * per <= memory.ub and n * rows <= memory.max_rows:
+        return None
+    per, rows = _slice_bytes(ctx, x, wide, axis)
+    limit = min(memory.max_rows // rows, stage_bytes(memory) // per)
+    return axis, _at_least_two(ctx, limit, axis), 1, lambda shape: ctx.config
+
+
+def _at_least_two(ctx, limit: int, axis: int) -> int:
+    if limit < 2:                               # a chunk of one would scan nothing
+        raise PtoCapacityError(f"pto.cumsum{_at(ctx)}: under vec tile {ctx.config.vec or 'default'} a stage of the "
+                               f"scan along axis {axis} holds fewer than two of its entries: use a smaller vec tile")
+    return limit
+
+
+def _staged_scan(ctx, eqn, invals, axis, limit, step, config):
+    """A ``cumsum`` along a long axis in stages (``reduce.py``): chunks scanned, then their carries added."""
+    reverse = eqn.params["reverse"]
+    return _stages(ctx, lambda a: staged_cumsum(a, axis=axis, reverse=reverse, limit=limit, step=step),
+                   invals[0], config)
+
+
 _COMPOSITES = ("softmax", "rms_norm", "layer_norm")
 
 
@@ -684,6 +756,9 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None):
         staged = _staged_reduce_axis(ctx, eqn, invals[0])
         if staged is not None:
             return on_device(_staged_reduce(ctx, eqn, invals, *staged))
+        staged = _staged_scan_axis(ctx, eqn, invals[0])
+        if staged is not None:
+            return on_device(_staged_scan(ctx, eqn, invals, *staged))
         return on_device(_mapped(ctx, eqn, invals))
     return rule
 

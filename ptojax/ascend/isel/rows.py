@@ -16,8 +16,11 @@ only, per-element, and no scan at all), so they are loops of real instructions:
 - ``tcumsum`` scans along rows: ``block[k] = block[k-1] + block[k]`` with ``tadd`` on ``pto.subset``
   row blocks in an ``scf.for`` (``reverse``: from the end). A scan along the last axis transposes
   (``ttrans``) into a ``C x R`` work tile, scans its rows and transposes back; a column ``subset``
-  would be neither 32-byte aligned nor keep the row pitch. Floats accumulate in ``f32`` and round once
-  at the end (``tcvt``), integers in their own dtype (``i8`` through ``i16``).
+  would be neither 32-byte aligned nor keep the row pitch. A column tile (a value per row) scans the
+  same way, its ``R`` values as the rows of an ``R x 1`` work tile, in groups along a leading axis; a
+  scan along an axis of one is a copy. Floats accumulate in ``f32`` and round once at the end
+  (``tcvt``), integers in their own dtype (``i8`` through ``i16``). Rows longer than one work tile
+  holds are staged before selection (``lowering/reduce.py``).
 
 PTOAS facts these rules rely on (checked with ``ptoas --pto-arch=a3|a5 --enable-insert-sync``):
 
@@ -425,29 +428,35 @@ def _scan(sel, work: str, outer: int, n: int, inner: int, reverse: bool):
             sel.print("tadd", [prev, cur], [cur])
 
 
+def _groups(shape, axis: int):
+    """(groups, blocks per group, rows per block) of a scan along leading ``axis`` of a tile of logical
+    ``shape``, whose rows are ``shape[:-1]`` flattened."""
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:-1])
+
+
 @rule("tcumsum")
 def cumsum(sel, s, ins, outs):
     (x,) = ins
     out = outs[0]
     shape = tuple(sel.shape(s, 0, x))
     tx, to = sel.types[x], sel.types[out]
-    if not shape:
+    axis = tuple(s.attr("axes"))[0] % len(shape) if shape else 0
+    if not shape or shape[axis] == 1:            # a scalar, or along an axis of one: the values themselves
         return sel.emit("tmuls", [x, sel.const(1, to.dtype)], [out])
-    axis = tuple(s.attr("axes"))[0] % len(shape)
     reverse = bool(s.attr("reverse"))
     rows, cols = matrix(shape)
     if (tx.v_row, tx.v_col) != (rows, cols) or (to.v_row, to.v_col) != (rows, cols):
         sel.fail(s, f"on a {tx.v_row}x{tx.v_col} tile for a {list(shape)} scan")
     acc = _ACC.get(tx.dtype, tx.dtype)
-    if is_column(tx):                            # one value per row: scan the column as rows of a
-        src = sel.row(x)                         # row-major R x 1 work tile (its transpose)
+    if is_column(tx):                            # one value per row, a leading axis: scan the column as
+        src = sel.row(x)                         # rows of a row-major R x 1 work tile (its transpose)
         if acc != tx.dtype:
             wide = sel.like(src, dtype=acc)
             sel.convert(src, wide, "RINT")
             src = wide
         work = sel.alloc(row_major(rows, 1, acc))
         sel.print("ttrans", [src, sel.like(src)], [work])
-        _scan(sel, work, 1, rows, 1, reverse)
+        _scan(sel, work, *_groups(shape, axis), reverse)
         back = sel.row(out) if acc == to.dtype else sel.like(sel.row(out), dtype=acc)
         sel.print("ttrans", [work, sel.like(work)], [back])
         if back != sel.row(out):
@@ -472,7 +481,7 @@ def cumsum(sel, s, ins, outs):
         if back != out:
             sel.convert(back, out, "RINT", saturate=False if acc == "i16" else None)
         return
-    outer, n, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:-1])
+    outer, n, inner = _groups(shape, axis)
     if acc == to.dtype:
         work = out
         if x != out:
