@@ -13,7 +13,7 @@ import pytest
 
 import ptojax as pj
 from kernels import seed_kernel
-from ptojax.errors import PtoArgumentError, PtoUnsupportedError
+from ptojax.errors import PtoArgumentError
 
 HI = jax.lax.Precision.HIGHEST
 

@@ -14,9 +14,12 @@ then turns each function of the template's module into its dynamic form, as the 
   with a ``valid_row`` (``valid_col``) operand — ``%dyn_vrN = N*%dyn_vr`` for a tile of ``N`` rows per
   leading index (a ``[T, N, D]`` window); a subset of such a tile has dynamic rows too, and a loop over
   the block's rows (``scf.for`` to ``T`` picking a tile row) stops at ``%dyn_vr``; the last block of a
-  size that is not a multiple of ``T`` is the tail, the others are full.
-* an ``i32`` constant of a ``K·size`` row count (a gather's bound on the rows of a ``K·m``-row view it
-  reads at computed offsets) is ``K*%dyn_m`` in ``i32``.
+  size that is not a multiple of ``T`` is the tail, the others are full. Which tiles hold the rows
+  follows them from the loads and stores of those windows, operand to operand along the dims each
+  instruction keeps (:func:`_operand_axes`), not from equal numbers: a ``1x64`` bias broadcast down
+  the rows of a ``64``-row tile, or a ``(64, 64)`` weight beside it, stays static.
+* an ``i32`` constant of a ``K·size`` row count that bounds the indices a gather then reads a
+  ``K·m``-row view at (computed offsets) is ``K*%dyn_m`` in ``i32``; an equal bound of a static table stays.
 
 The runtime binds ``m`` from the argument shapes and makes ``ceil(m/T)`` blocks along the rows
 (:meth:`DynamicKernel.grid`). A program whose rows it cannot follow (a row index not of the form
@@ -36,6 +39,8 @@ from . import engine
 SYMBOL = "%dyn_m"
 VALID = "%dyn_vr"
 _MATMUL = ("pto.tmatmul", "pto.tgemv")
+_ROW_WISE = ("pto.tsort32", "pto.tmrgsort", "pto.tconcat")      # rows kept, columns rearranged
+_REDUCE = re.compile(r"pto\.t(row|col)(sum|max|min|prod|argmax|argmin)")
 _VIEW = re.compile(r"(\s*)(%\w+) = pto\.make_tensor_view (%\w+), shape = \[([^\]]*)\], strides = \[([^\]]*)\]"
                    r"(.*): !pto\.tensor_view<([^>]*)>$")
 _PART = re.compile(r"(\s*)(%\w+) = pto\.partition_view (%\w+), offsets = \[([^\]]*)\], sizes = \[([^\]]*)\]"
@@ -89,6 +94,46 @@ def _groups(line: str):
     return found
 
 
+def _operand_axes(op: str, groups) -> list:
+    """``[(name, type, (rows, cols))]`` for the operands of instruction ``op`` (its :func:`_groups`): the
+    axis of the instruction's rows-by-columns iteration (0 or 1) that each operand's rows and columns run
+    along, None for a dim that is neither (a broadcast row's one row, a reduced dim, a matmul's K). The
+    block's rows pass from operand to operand along these axes only, so a ``1xN`` row broadcast down the
+    rows of a ``T``-row tile holds none of them, whatever N is."""
+    ins = list(zip(*groups[0][2:4])) if groups else []
+    outs = list(zip(*groups[1][2:4])) if len(groups) > 1 else []
+    wide = _tile_dims(outs[0][1]).get("v_col") if outs else None
+    found = []
+    for k, (x, ty) in enumerate(ins):
+        if op.startswith(_MATMUL):               # left: rows by K; acc: rows by N; right, bias: K (or 1) by N
+            axes = (0, None) if "loc=left" in ty else (0, 1) if "loc=acc" in ty else (None, 1)
+        elif op == "pto.ttrans":                 # the source, then a scratch of the result's shape
+            axes = (0, 1) if k == 0 else (1, 0)
+        elif op == "pto.tcolexpand" or (op.startswith("pto.tcolexpand") and k == 1):
+            axes = (None, 1)                     # the 1xN row, broadcast down the rows
+        elif op == "pto.trowexpand" or (op.startswith("pto.trowexpand") and _tile_dims(ty).get("v_col") != wide):
+            axes = (0, None)                     # the Rx1 column, broadcast along the columns
+        elif op in _ROW_WISE or (op == "pto.tgather" and k == 0):
+            axes = (0, None)                     # each row's columns rearranged
+        else:
+            axes = (0, 1)
+        found.append((x, ty, axes))
+    reduce = _REDUCE.fullmatch(op)
+    for x, ty in outs:
+        if op.startswith(_MATMUL):
+            axes = (0, 1) if "loc=acc" in ty else (None, 1)
+        elif op == "pto.ttrans":
+            axes = (1, 0)
+        elif op in _ROW_WISE or (reduce and reduce.group(1) == "row"):
+            axes = (0, None)                     # a row reduction: one column of the rows
+        elif reduce:                             # a column reduction: one row of the columns
+            axes = (None, 1)
+        else:
+            axes = (0, 1)
+        found.append((x, ty, axes))
+    return found
+
+
 def _tile_dims(type_: str) -> dict:
     return {k: v for k, v in re.findall(r"(rows|cols|v_row|v_col)=(\w+)", type_)}
 
@@ -112,6 +157,7 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     scales = set()                            # the k of k·m-row views
     per_row = {}                              # window -> the tile rows per leading index (its inner sizes)
     columns = {}                              # a transposed view of k·m rows -> (its dims, the dynamic ones)
+    reads = {}                                # the pointers and views of k·m rows -> k
     for n, line in enumerate(lines):
         m = _VIEW.match(line)
         if m and m.group(3) in dynamic_args:
@@ -120,6 +166,7 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
             if "dn" in attrs and len(shape) == 2 and (consts.get(shape[1]) or 1) % size == 0:
                 k = consts.get(shape[1]) // size          # [D, k·m]: a matmul's transposed right operand
                 scales.add(k)
+                reads[ptr] = reads[v] = k
                 columns[v] = (dims, re.sub(r"^(\d+)x\d+", r"\1x?", dims))
                 out[n] = (f"{indent}{v} = pto.make_tensor_view {ptr}, shape = [{shape[0]}, {_rows(k)}], "
                           f"strides = [{', '.join(strides)}]{attrs}: !pto.tensor_view<{columns[v][1]}>")
@@ -129,6 +176,7 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
                 raise _err(name, f"the view of {ptr} is not k*{size} leading rows of a row-major array")
             k = lead // size
             scales.add(k)
+            reads[ptr] = reads[v] = k
             views[v] = (dims, _first_dim(dims), k)
             out[n] = (f"{indent}{v} = pto.make_tensor_view {ptr}, shape = [{', '.join([_rows(k)] + shape[1:])}], "
                       f"strides = [{', '.join(strides)}]{attrs}: !pto.tensor_view<{views[v][1]}>")
@@ -162,7 +210,7 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     prologue = [line for k in sorted(scales - {1}) for line in
                 (f"{indent}%dyn_k{k} = arith.constant {k} : index", f"{indent}{_rows(k)} = arith.muli {SYMBOL}, "
                                                                      f"%dyn_k{k} : index")]
-    bounds = _row_bounds(out, scales, size, indent)
+    bounds = _row_bounds(out, reads, size, indent)
     if bounds:
         out = [line for line in out if not ((m := _CONST_I32.match(line)) and m.group(1) in bounds)]
         first = min(n for n, line in enumerate(out) if _ALLOC.match(line) or _VIEW.match(line))
@@ -181,13 +229,14 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     subsets = [m.groups()[1:] for m in map(_SUBSET.match, lines) if m]
     kind: dict = {}           # tile -> ("row" or "col", its rows per valid leading index)
 
-    def mark(tile_name, type_, r=1):
+    def mark(tile_name, type_, r=1, want=None):
+        """Give ``tile_name`` dynamic rows (``want`` "row") or columns ("col"; None: as its dims say)."""
         if tile_name in kind or tile_name not in types:
             return False
         d = _tile_dims(type_)
-        if d.get("v_row") == str(t * r):
+        if want != "col" and d.get("v_row") == str(t * r):
             kind[tile_name] = ("row", r)
-        elif d.get("v_row") == "1" and d.get("v_col") == str(t * r):
+        elif want != "row" and d.get("v_row") == "1" and d.get("v_col") == str(t * r):
             kind[tile_name] = ("col", r)
         else:
             return False
@@ -207,14 +256,14 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     changed = True
     while changed:
         changed = False
-        for line, groups in instrs:
-            op = _INSTR.match(line).group(1)
-            pairs = [(x, ty) for g in groups for x, ty in zip(g[2], g[3]) if x in types]
-            if op.startswith(_MATMUL):       # the rows of left, acc and result; the right operand's are K
-                pairs = [(x, ty) for x, ty in pairs if "loc=right" not in ty]
-            for r in sorted({kind[x][1] for x, _ in pairs if x in kind}):
-                for x, ty in pairs:
-                    changed |= mark(x, ty, r)
+        for line, groups in instrs:         # along the operand dims that follow the block's rows only
+            operands = [(x, ty, axes) for x, ty, axes in _operand_axes(_INSTR.match(line).group(1), groups)
+                        if x in types]
+            along = {(axes[kind[x][0] == "col"], kind[x][1]) for x, _, axes in operands if x in kind}
+            for axis, r in sorted(a for a in along if a[0] is not None):
+                for x, ty, axes in operands:
+                    if axis in axes:
+                        changed |= mark(x, ty, r, "row" if axes[0] == axis else "col")
         for r, src, st, rt in reshapes:
             if (src in kind) != (r in kind):
                 changed |= mark(r, rt, kind[src][1]) if src in kind else mark(src, st, kind[r][1])
@@ -268,22 +317,37 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     return _live(out[:first] + prologue + out[first:], size)
 
 
-def _row_bounds(lines: list[str], scales: set, size: int, indent: str) -> dict:
-    """{name: its lines} for the ``i32`` constants of a ``k·size`` row count (an indexed read's bound on
-    the rows of a ``k·m``-row view, a gather's ``cmpi ult``): ``k·m`` in ``i32`` (``%dyn_m`` cast, times
-    ``k`` in ``i32``: ``ptoas`` cannot emit a cast of the ``index`` product)."""
+def _row_bounds(lines: list[str], reads: dict, size: int, indent: str) -> dict:
+    """{name: its lines} for the ``i32`` constants of a ``k·size`` row count that bound an index into the
+    rows of a ``k·m``-row argument (``reads``: its pointers and views, each with its ``k``): a gather's
+    ``cmpi ult`` of the index it then reads at (``load_scalar``, or a window's leading offset, through
+    an ``index_cast``). They become ``k·m`` in ``i32`` (``%dyn_m`` cast, times ``k`` in ``i32``: ``ptoas``
+    cannot emit a cast of the ``index`` product). A constant that only equals such a count, as the
+    bound of a static table of ``size`` rows, stays."""
+    consts = {m.group(1): int(m.group(2)) for m in map(_CONST_I32.match, lines) if m}
+    rows = {}                                 # an index into the rows of a k·m-row argument -> k
+    for line in lines:
+        if (m := re.search(r"pto\.load_scalar (%\w+)\[(%\w+)\]", line)) and m.group(1) in reads:
+            rows[m.group(2)] = reads[m.group(1)]
+        elif (m := _PART.match(line)) and m.group(3) in reads:
+            rows[m.group(4).split(",")[0].strip()] = reads[m.group(3)]
+    for line in reversed(lines):              # back through the casts to the i32 index compared
+        m = re.match(r"\s*(%\w+) = arith\.index_cast (%\w+) : i32 to index$", line)
+        if m and m.group(1) in rows:
+            rows.setdefault(m.group(2), rows[m.group(1)])
     found = {}
-    compared = {x for line in lines if "arith.cmpi" in line for x in re.findall(r"%\w+", line)}
-    for m in map(_CONST_I32.match, lines):
-        k = int(m.group(2)) // size if m else 0
-        if m and k in scales and k * size == int(m.group(2)) and m.group(1) in compared:
-            name = m.group(1)
+    for line in lines:
+        m = re.match(r"\s*%\w+ = arith\.cmpi \w+, (%\w+), (%\w+) : i32$", line)
+        for index, bound in ((m.group(1), m.group(2)), (m.group(2), m.group(1))) if m else ():
+            k = rows.get(index)
+            if k is None or consts.get(bound) != k * size or bound in found:
+                continue
             if k == 1:
-                found[name] = [f"{indent}{name} = arith.index_cast {SYMBOL} : index to i32"]
+                found[bound] = [f"{indent}{bound} = arith.index_cast {SYMBOL} : index to i32"]
             else:
-                found[name] = [f"{indent}{name}_m = arith.index_cast {SYMBOL} : index to i32",
-                               f"{indent}{name}_k = arith.constant {k} : i32",
-                               f"{indent}{name} = arith.muli {name}_m, {name}_k : i32"]
+                found[bound] = [f"{indent}{bound}_m = arith.index_cast {SYMBOL} : index to i32",
+                                f"{indent}{bound}_k = arith.constant {k} : i32",
+                                f"{indent}{bound} = arith.muli {bound}_m, {bound}_k : i32"]
     return found
 
 
