@@ -3,7 +3,6 @@ pto-isa's CPU simulator built with g++ on x86-64)."""
 import math
 
 import jax
-import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
