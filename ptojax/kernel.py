@@ -294,7 +294,7 @@ class Compiled:
         if self.options.backend == "sim" and not any(isinstance(x, jax.core.Tracer) for x in flat):
             # Eager call on concrete arrays: run on the runtime directly (runtime errors keep their type).
             outs, _ = self.run(*jax.tree.unflatten(tree, flat))
-            return jax.tree.unflatten(self.lowering.out_tree, _arrays(self, jax.tree.leaves(outs)))
+            return jax.tree.unflatten(self.lowering.out_tree, _arrays(self, jax.tree.leaves(outs), flat))
         outs = pto_call_p.bind(*flat, call=self)
         return jax.tree.unflatten(self.lowering.out_tree, outs)
 
@@ -539,14 +539,18 @@ def _impl(*args, call: Compiled):
     if call.options.backend != "sim":
         return xla.apply_primitive(pto_call_p, *args, call=call)
     outs, _ = call._run_flat(list(_canonical(args)), call.options.executor)   # NumPy views of eager vmap
-    return _arrays(call, outs)
+    return _arrays(call, outs, args)
 
 
-def _arrays(call: Compiled, outs) -> list:
+def _arrays(call: Compiled, outs, args) -> list:
     """A sim run's NumPy results as the jax.Arrays ``jax.jit`` would return: no XLA compile
-    (``jnp.asarray`` compiles a convert), weakly typed where computed from Python numbers only."""
+    (``jnp.asarray`` compiles a convert), weakly typed where computed from Python numbers only, and
+    copied where they share memory with an argument (a result passed through; ``jax.device_put`` keeps
+    an aligned NumPy buffer, which the caller may refill)."""
     avals = [v.aval for v in call.lowering.traced.jaxpr.outvars]
-    arrays = jax.device_put([np.asarray(o, a.dtype) for o, a in zip(outs, avals)])
+    inputs = [a for a in args if isinstance(a, np.ndarray)]
+    arrays = [np.asarray(o, a.dtype) for o, a in zip(outs, avals)]
+    arrays = jax.device_put([o.copy() if any(np.may_share_memory(o, a) for a in inputs) else o for o in arrays])
     return [weak(x) if a.weak_type else x for x, a in zip(arrays, avals)]
 
 

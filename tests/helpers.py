@@ -133,3 +133,34 @@ def in_threads(work, count: int) -> list:
     for t in threads:
         t.join()
     return errors
+
+
+# ------------------------------------------------------------------ float64 goldens of composite ops
+def np_softmax(x, axis):
+    x = np.asarray(x, np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def np_quantize(x, axes):
+    """float64 golden: (unrounded q = x * 127 / amax, scale = amax / 127) with amax over ``axes``."""
+    x = np.asarray(x, np.float64)
+    amax = np.max(np.abs(x), axis=axes, keepdims=True)
+    safe = np.where(amax > 0, amax, 1.0)
+    raw = np.where(amax > 0, x * (127.0 / safe), 0.0)
+    return raw, amax / 127.0
+
+
+def assert_quantized(q, raw):
+    """int8 ``q`` equals rint(raw) clipped to int8 exactly, except next to a .5 tie.
+
+    ptojax computes ``x * (127 / amax)`` in float32, so where the float64 golden lies within 1e-6 of
+    a .5 tie the rounding may go either way: there (and only there) a difference of 1 is accepted.
+    """
+    q = np.asarray(q)
+    assert q.dtype == np.int8
+    want = np.clip(np.rint(raw), -128, 127)
+    diff = np.abs(q.astype(np.int64) - want)
+    near_tie = np.abs(np.abs(raw - np.trunc(raw)) - 0.5) < 1e-6
+    bad = (diff > 1) | ((diff == 1) & ~near_tie)
+    assert not bad.any(), (q[bad], raw[bad])

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from helpers import (BF16, F16, F32, FLOATS, I32, I8, assert_close, assert_eager_matches_jit,
-                     assert_vmap_matches_loop, rand, rotate_dtypes)
+from helpers import (BF16, F16, F32, FLOATS, I32, I8, assert_close, assert_eager_matches_jit, assert_quantized,
+                     assert_vmap_matches_loop, np_quantize, np_softmax, rand, rotate_dtypes)
 
 ops = pj.ops
 
@@ -16,12 +16,6 @@ def _f64(a):
 
 
 # ------------------------------------------------------------------------------------ NumPy goldens
-def np_softmax(x, axis):
-    x = _f64(x)
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
 def np_rms_norm(x, gamma, eps):
     x = _f64(x)
     y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
@@ -38,30 +32,6 @@ def np_layer_norm(x, gamma, beta, eps):
     if beta is not None:
         y = y + _f64(beta)
     return y
-
-
-def np_quantize(x, axes):
-    """float64 golden: (unrounded q = x * 127 / amax, scale = amax / 127) with amax over ``axes``."""
-    x = _f64(x)
-    amax = np.max(np.abs(x), axis=axes, keepdims=True)
-    safe = np.where(amax > 0, amax, 1.0)
-    raw = np.where(amax > 0, x * (127.0 / safe), 0.0)
-    return raw, amax / 127.0
-
-
-def assert_quantized(q, raw):
-    """int8 ``q`` equals rint(raw) clipped to int8 exactly, except next to a .5 tie.
-
-    ptojax computes ``x * (127 / amax)`` in float32, so where the float64 golden lies within 1e-6 of
-    a .5 tie the rounding may go either way: there (and only there) a difference of 1 is accepted.
-    """
-    q = np.asarray(q)
-    assert q.dtype == np.int8
-    want = np.clip(np.rint(raw), -128, 127)
-    diff = np.abs(q.astype(np.int64) - want)
-    near_tie = np.abs(np.abs(raw - np.trunc(raw)) - 0.5) < 1e-6
-    bad = (diff > 1) | ((diff == 1) & ~near_tie)
-    assert not bad.any(), (q[bad], raw[bad])
 
 
 # ------------------------------------------------------------------------------------------ softmax

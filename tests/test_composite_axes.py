@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from helpers import BF16, F16, F32, assert_close, rand
-from test_composite import assert_quantized, np_quantize, np_softmax
+from helpers import BF16, F16, F32, assert_close, assert_quantized, np_quantize, np_softmax, rand
 
 
 def _runs(fn, *args):

@@ -18,7 +18,7 @@ import pytest
 
 import ptojax as pj
 from helpers import BF16, F16, F32, I8, I32, assert_eager_matches_jit, rand
-from test_isel_rows import check
+from program_check import check
 
 OPS = pj.ops
 

@@ -97,3 +97,36 @@ def test_results_of_python_numbers_stay_weakly_typed():
     assert [b.weak_type for b in batched] == [True, True]
     outer = jax.jit(lambda x: (lambda y, s: y * s)(*pj.kernel(fn)(x, 3.0)))
     assert outer(x).dtype == jax.jit(lambda x: (lambda y, s: y * s)(*fn(x, 3.0)))(x).dtype == np.float16
+
+
+def _aligned(shape, value):
+    """A 64-byte aligned float32 buffer (``jax.device_put`` keeps such a NumPy buffer without a copy)."""
+    n = int(np.prod(shape)) * 4
+    raw = np.empty(n + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64
+    a = raw[start:start + n].view(np.float32).reshape(shape)
+    a[...] = value
+    return a
+
+
+@pytest.mark.parametrize("fn", [lambda x: x[None], lambda x: x.reshape(32, 16), lambda x: x.astype(jnp.float32),
+                                lambda x: (x, x + 1)], ids=["x[None]", "reshape", "astype", "pair"])
+def test_results_passed_through_do_not_alias_the_argument(fn):
+    """A result that is an argument passed through was the caller's buffer: refilling it (a data loader's
+    batch) changed a result already returned."""
+    x = _aligned((16, 32), 1.0)
+    y = jax.tree.leaves(pj.kernel(fn)(x))[0]
+    x[...] = 42.0
+    assert float(np.asarray(y).ravel()[0]) == 1.0
+
+
+def test_a_closed_over_array_is_a_constant_of_its_value_when_compiled():
+    """Changing a captured NumPy array after the first call: every call of that compile sees the values
+    it was traced with, eager and jitted alike (eager calls read some uses live and mixed them: 5.0)."""
+    full = np.full((16, 32), 2.0, np.float32)
+    kernel = pj.kernel(lambda x: x * full + full[0])
+    x = np.ones((16, 32), np.float32)
+    assert float(kernel(x)[0, 0]) == 4.0
+    full[...] = 3.0
+    assert float(kernel(x)[0, 0]) == float(jax.jit(kernel)(x)[0, 0]) == 4.0
+    assert float(pj.kernel(lambda x: x * full + full[0])(x)[0, 0]) == 6.0     # a new kernel traces anew

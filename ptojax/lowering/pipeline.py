@@ -167,17 +167,27 @@ PASSES: tuple[tuple[str, Callable], ...] = (
 
 
 def _host_consts(traced: ClosedJaxpr, name: str) -> ClosedJaxpr:
-    """``traced`` with the arrays ``fn`` closes over as NumPy constants, as a NumPy array closed over is
-    (a ``jax.Array`` stayed an array that no pass tiles); a value traced by an enclosing transformation
-    has no value to fold, which the error says."""
+    """``traced`` with the arrays ``fn`` closes over as NumPy constants of their values now, as a NumPy
+    array closed over is (a ``jax.Array`` stayed an array that no pass tiles); a value traced by an
+    enclosing transformation has no value to fold, which the error says."""
     consts = []
     for v, c in zip(traced.jaxpr.constvars, traced.consts):
         if isinstance(c, jax.core.Tracer):
             raise PtoArgumentError(f"pj.kernel '{name}': the function closes over a {v.aval.str_short()} value "
                                    "traced by an enclosing transformation (jax.jit, jax.grad, jax.vmap); pass it "
                                    "to the kernel as an argument")
-        consts.append(np.asarray(c) if isinstance(c, jax.Array) else c)
+        consts.append(np.asarray(c) if isinstance(c, jax.Array) else _frozen(c))
     return ClosedJaxpr(traced.jaxpr, consts)
+
+
+def _frozen(c):
+    """A NumPy constant as it was when traced (a read-only copy): every call of the compile sees those
+    values, eager and jitted alike, however the caller changes the array later (as ``jax.jit``)."""
+    if not isinstance(c, np.ndarray):
+        return c
+    c = np.array(c, copy=True)
+    c.flags.writeable = False
+    return c
 
 
 def lower(fn: Callable, *args, options: Mapping | None = None, memory: CoreMemory = ASCEND_CORE) -> Lowering:

@@ -643,9 +643,12 @@ def _staged_scan(ctx, eqn, invals, axis, limit, step, config):
 _COMPOSITES = ("softmax", "rms_norm", "layer_norm")
 
 
-def _is_wide_composite(ctx, eqn, x) -> bool:
-    """A row-wise composite whose whole axes do not fit one tile: a row past ``max_cols`` columns, or
-    the whole axes alone past :func:`stage_bytes`."""
+def _as_reference(ctx, eqn, x) -> bool:
+    """Whether a composite lowers as its reference's ops: softmax or quantize along other axes than the
+    last alone (their instructions take the last), or a row-wise composite whose whole axes do not fit
+    one tile — a row past ``max_cols`` columns, or the whole axes alone past :func:`stage_bytes`."""
+    if ctx.op in ("softmax", "quantize") and x.ndim and tuple(eqn.params["axes"]) != (x.ndim - 1,):
+        return True
     if ctx.op not in _COMPOSITES:
         return False
     whole = tuple(_WHOLE_AXES[ctx.op](eqn.params, x.ndim))
@@ -748,7 +751,7 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None):
             closed = jax.make_jaxpr(functools.partial(_sort_along_last, prim=eqn.primitive, **eqn.params))(
                 jax.ShapeDtypeStruct(invals[0].shape, invals[0].dtype))
             return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
-        if _is_wide_composite(ctx, eqn, invals[0]):       # its reference's ops: staged reductions, blocks of columns
+        if _as_reference(ctx, eqn, invals[0]):      # its reference's ops: staged reductions, blocks of columns
             closed = jax.make_jaxpr(functools.partial(OPS[op].reference, **eqn.params))(
                 *[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in invals])
             tensor = to_tensor_level(closed)

@@ -42,10 +42,7 @@ _batch_axes(softmax_p)
 def softmax(x, axis: int = -1):
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
     x = tensor("softmax", x)
-    axes = (normalize_axis("softmax", axis, x.ndim),)
-    if axes != (x.ndim - 1,):       # the instructions take the last axis; another is its reference's ops
-        return upcast(_softmax_reference)(x, axes=axes)
-    return softmax_p.bind(x, axes=axes)
+    return softmax_p.bind(x, axes=(normalize_axis("softmax", axis, x.ndim),))
 
 
 # -------------------------------------------------------------------------------------- norms
@@ -146,11 +143,7 @@ def quantize(x, axis=-1, *, scale_dtype=jnp.float32):
     scale_dtype = canonical_dtype("quantize", scale_dtype)
     if scale_dtype not in FLOAT:
         raise op_error(PtoArgumentError, "quantize", f"scale_dtype must be floating, got {scale_dtype.name}")
-    axes = normalize_axes("quantize", axis, x.ndim)
-    if tuple(axes) != (x.ndim - 1,):   # the instructions take the last axis; others are the reference's ops
-        q, scale = _quantize_reference(x, axes=axes, scale_dtype=scale_dtype)
-    else:
-        q, scale = quantize_p.bind(x, axes=axes, scale_dtype=scale_dtype)
+    q, scale = quantize_p.bind(x, axes=normalize_axes("quantize", axis, x.ndim), scale_dtype=scale_dtype)
     return q, scale
 
 
