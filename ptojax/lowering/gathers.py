@@ -1,9 +1,10 @@
 """jnp's gathers, scatters and dynamic slices as ``pto.gather`` / ``scatter_update`` / ``index_add``.
 
 Rules of the Tensor level (``tensor.py``) for ``lax.gather`` (``jnp.take``, ``take_along_axis``,
-``x[i, j]`` with integer arrays, ``jnp.diag``), ``lax.scatter`` (``x.at[i].set / add``), ``dynamic_slice``,
-``dynamic_update_slice`` and ``rev``. Indexed ops along an inner axis fold the leading dims into the rows
-(:func:`rows_of`), so that an index tile moves rows, not slabs of every leading position.
+``x[i, j]`` with integer arrays, ``jnp.diag``), ``lax.scatter`` (``x.at[i].set / add``, ``x.at[i, j]``,
+static slices ``x.at[8:12]`` as one window), ``dynamic_slice``, ``dynamic_update_slice`` and ``rev``. Indexed
+ops along an inner axis fold the leading dims into the rows (:func:`rows_of`), so that an index tile moves
+rows, not slabs of every leading position.
 """
 from __future__ import annotations
 
@@ -113,17 +114,18 @@ def _update_window(x, update, starts):
     return _write(x, update, _fixed(starts, update.shape, x.shape), rows_of)
 
 
-def _write(x, update, starts, take):
-    """``x`` with ``update`` written at ``starts`` (ints, or values known at run time, clamped as lax
-    clamps them): an assemble at static starts; along a dynamic one, the window's rows gathered
-    (``take``), written into recursively and scattered back."""
+def _write(x, update, starts, take, add=False):
+    """``x`` with ``update`` written (``add``: added) at ``starts`` (ints, or values known at run time,
+    clamped as lax clamps them): an assemble at static starts (of the window plus ``update``); along a
+    dynamic one, the window's rows gathered (``take``), written into recursively and scattered back."""
     dynamic = [a for a, s in enumerate(starts) if not is_const(s)]
     if not dynamic:
-        return ops.assemble(update, _static(starts, x.shape, update.shape), x)
+        at = _static(starts, x.shape, update.shape)
+        return ops.assemble(ops.add(ops.view(x, update.shape, at), update) if add else update, at, x)
     axis = dynamic[0]
     idx = _window_indices(starts[axis], update.shape[axis], x.shape[axis])
     rest = [0 if a == axis else s for a, s in enumerate(starts)]
-    window = _write(take(ops.gather, x, idx, axis=axis), update, rest, take)
+    window = _write(take(ops.gather, x, idx, axis=axis), update, rest, take, add)
     return take(ops.scatter_update, x, idx, window, axis=axis, unique_indices=True)   # a window: distinct rows
 
 
@@ -210,6 +212,23 @@ def _take_along(eqn, x, idx, axis):
     return ops.where(valid, out, fill) if "FILL" in str(eqn.params["mode"]) and fill != 0 else out
 
 
+def _flat_rows(eqn, indices, extents, clamp):
+    """(row, valid) of each index vector (the last axis of ``indices``) into axes of ``extents`` merged:
+    ``sum(i_m * stride_m)``, -1 where an entry is out of range (entries clamped first where ``clamp``)."""
+    if math.prod(extents) > np.iinfo(np.int32).max:
+        raise unsupported(eqn, f"over {math.prod(extents)} indexed positions needs int32 row numbers")
+    idx = ops.cast(indices, jnp.int32)
+    flat, valid = None, None
+    for m, n in enumerate(extents):
+        i = ops.reshape(ops.view(idx, idx.shape[:-1] + (1,), (0,) * (idx.ndim - 1) + (m,)), idx.shape[:-1])
+        if clamp:
+            i = ops.clip(i, 0, n - 1)
+        inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
+        valid = inside if valid is None else ops.logical_and(valid, inside)
+        flat = i if flat is None else ops.add(ops.mul(flat, np.int32(n)), i)
+    return ops.where(valid, flat, np.int32(-1)), valid
+
+
 def _point_gather(eqn, x, indices):
     """``x[i, j]``-style gathers (integer arrays indexing several axes, the rest whole): the indexed axes
     moved first and merged, one index_select of row ``sum(i_m * stride_m)``; out-of-range entries are
@@ -217,20 +236,10 @@ def _point_gather(eqn, x, indices):
     indexed = tuple(eqn.params["dimension_numbers"].start_index_map)
     rest = [d for d in range(x.ndim) if d not in indexed]
     extents = [x.shape[d] for d in indexed]
-    if int(np.prod(extents)) > np.iinfo(np.int32).max:
-        raise unsupported(eqn, f"over {int(np.prod(extents))} indexed positions needs int32 row numbers")
-    rows = ops.reshape(ops.permute(x, list(indexed) + rest), (int(np.prod(extents)), *[x.shape[d] for d in rest]))
-    idx = ops.cast(indices, jnp.int32)
-    flat, valid = None, None
-    for m, n in enumerate(extents):
-        i = ops.reshape(ops.view(idx, idx.shape[:-1] + (1,), (0,) * (idx.ndim - 1) + (m,)), idx.shape[:-1])
-        if _clamps(eqn):
-            i = ops.clip(i, 0, n - 1)
-        inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
-        valid = inside if valid is None else ops.logical_and(valid, inside)
-        flat = i if flat is None else ops.add(ops.mul(flat, np.int32(n)), i)
-    out = ops.gather(rows, ops.where(valid, flat, np.int32(-1)), 0)       # batch dims + rest
-    return _in_lax_order(eqn, x, out, 0, idx.shape[:-1], lambda: valid)
+    flat, valid = _flat_rows(eqn, indices, extents, _clamps(eqn))
+    rows = ops.reshape(ops.permute(x, list(indexed) + rest), (math.prod(extents), *[x.shape[d] for d in rest]))
+    out = ops.gather(rows, flat, 0)       # batch dims + rest
+    return _in_lax_order(eqn, x, out, 0, indices.shape[:-1], lambda: valid)
 
 
 def _in_lax_order(eqn, x, out, first, batch, valid):
@@ -349,12 +358,18 @@ def gather(eqn, x, indices):
 
 
 def _index_vector(indices, dims, rank):
-    """A gather's or scatter's one index vector as per-axis starts: entry ``k`` for axis ``dims[k]``,
-    0 for the others."""
+    """A gather's or scatter's one index vector as per-axis starts: entry ``k`` for axis ``dims[k]``
+    (an int where the vector is a constant), 0 for the others."""
     starts = [0] * rank
+    known = np.asarray(indices).tolist() if is_const(indices) else None
     for k, d in enumerate(dims):
-        starts[d] = ops.reshape(ops.view(indices, (1,), (k,)), ())
+        starts[d] = int(known[k]) if known is not None else ops.reshape(ops.view(indices, (1,), (k,)), ())
     return starts
+
+
+def _unique(eqn, op) -> dict:
+    """``scatter_update``'s promise of distinct indices, where the scatter makes it."""
+    return {"unique_indices": True} if op is ops.scatter_update and eqn.params["unique_indices"] else {}
 
 
 def _batched_take_scatter(eqn, op, x, indices, updates, nb):
@@ -373,7 +388,7 @@ def _batched_take_scatter(eqn, op, x, indices, updates, nb):
     pre = axis - nb
     source = ops.permute(updates, index[:nb] + window[:pre] + index[nb:] + window[pre:])
     source = ops.reshape(source, (b,) + shape[:pre] + (idx.shape[-1],) + shape[pre + 1:])
-    unique = {"unique_indices": True} if op is ops.scatter_update and eqn.params["unique_indices"] else {}
+    unique = _unique(eqn, op)
     if not nb:                                      # one table: as rows_of folds it (symbolic dims too)
         return rows_of(op, x, ops.reshape(idx, idx.shape[-1:]), ops.reshape(source, source.shape[1:]), axis=axis,
                        **unique)
@@ -395,13 +410,88 @@ def _is_batched_take_scatter(eqn, x, indices, updates, nb) -> bool:
             and [updates.shape[p] for p in index] == list(indices.shape[:-1]))
 
 
+def _window_shape(eqn, x, updates):
+    """The window each index vector of a scatter writes: ``updates``' window dims in ``x``'s order, 1 at
+    the inserted and batching axes."""
+    d = eqn.params["dimension_numbers"]
+    sizes = iter(updates.shape[p] for p in d.update_window_dims)
+    return tuple(1 if a in d.inserted_window_dims or a in d.operand_batching_dims else next(sizes, None)
+                 for a in range(x.ndim))
+
+
+def _is_window(eqn, x, indices, updates) -> bool:
+    """Whether a scatter writes one window (one index vector, no batching, every update dim a window
+    dim): ``x.at[8:12]``, ``x.at[2:4, 4:8]``, ``x.at[3, 2:4]``, ``lax.dynamic_update_slice`` under vmap."""
+    d = eqn.params["dimension_numbers"]
+    return (indices.ndim == 1 and indices.shape[0] == len(d.scatter_dims_to_operand_dims)
+            and not d.operand_batching_dims and tuple(d.update_window_dims) == tuple(range(updates.ndim))
+            and updates.ndim + len(d.inserted_window_dims) == x.ndim)
+
+
+def _scatter_window(eqn, op, x, indices, updates):
+    """One window (:func:`_is_window`) written or added as :func:`_write` does: its starts clamped (CLIP,
+    as ``lax.dynamic_update_slice``), or else (constant starts) the whole write dropped where the window
+    is not inside ``x``, as XLA's FILL_OR_DROP."""
+    d = eqn.params["dimension_numbers"]
+    starts = _index_vector(indices, d.scatter_dims_to_operand_dims, x.ndim)
+    update = ops.reshape(updates, _window_shape(eqn, x, updates))
+    if "CLIP" not in str(eqn.params["mode"]):
+        rooms = [n - z for n, z in zip(x.shape, update.shape)]
+        if not all(isinstance(r, int) for r in rooms):
+            raise unsupported(eqn, f"writes a window of shape {tuple(update.shape)} into one of {tuple(x.shape)}: "
+                                   "whether it lies inside (else XLA drops the write) is not known at trace time; "
+                                   "use lax.dynamic_update_slice or pj.ops.assemble")
+        if not all(0 <= s <= r for s, r in zip(starts, rooms)):
+            return x
+    return _write(x, update, _fixed(starts, update.shape, x.shape), rows_of, op is ops.index_add)
+
+
+def _is_point_scatter(eqn, x, indices, updates) -> bool:
+    """Whether a scatter is ``x.at[i, j]`` (integer indices on several axes, the other axes whole):
+    the indexed axes inserted, no batching, the updates' index dims the indices' batch dims."""
+    d = eqn.params["dimension_numbers"]
+    indexed, window = tuple(d.scatter_dims_to_operand_dims), list(d.update_window_dims)
+    rest = [a for a in range(x.ndim) if a not in indexed]
+    return (len(indexed) > 1 and sorted(d.inserted_window_dims) == sorted(indexed) and not d.operand_batching_dims
+            and indices.shape[-1] == len(indexed) and [updates.shape[p] for p in window] == [x.shape[a] for a in rest]
+            and [n for p, n in enumerate(updates.shape) if p not in window] == list(indices.shape[:-1]))
+
+
+def _point_scatter(eqn, op, x, indices, updates):
+    """``x.at[i, j].set / add(u)``, :func:`_point_gather`'s transpose: one scatter into the rows of ``x``
+    with the indexed axes moved first and merged (row ``sum(i_m * stride_m)``); out-of-range index
+    vectors clamp (CLIP) or write nothing (else)."""
+    d = eqn.params["dimension_numbers"]
+    indexed, window = list(d.scatter_dims_to_operand_dims), list(d.update_window_dims)
+    order = indexed + [a for a in range(x.ndim) if a not in indexed]
+    tail, k = tuple(x.shape[a] for a in order[len(indexed):]), math.prod(indices.shape[:-1])
+    flat, _ = _flat_rows(eqn, indices, [x.shape[a] for a in indexed], "CLIP" in str(eqn.params["mode"]))
+    source = ops.permute(updates, [p for p in range(updates.ndim) if p not in window] + window) if window else updates
+    rows = ops.reshape(ops.permute(x, order), (-1,) + tail)
+    out = op(rows, ops.reshape(flat, (k,)), ops.reshape(source, (k,) + tail), 0, **_unique(eqn, op))
+    return ops.permute(ops.reshape(out, [x.shape[a] for a in order]), [int(p) for p in np.argsort(order)])
+
+
+def _refusal(eqn, x, indices, updates) -> str:
+    """What an untranslated scatter does, in the user's terms, and what translates instead."""
+    d, mode = eqn.params["dimension_numbers"], str(eqn.params["mode"]).split(".")[-1]
+    axes, batch = tuple(int(a) for a in d.scatter_dims_to_operand_dims), tuple(int(a) for a in d.operand_batching_dims)
+    what = (f"index vectors of shape {tuple(indices.shape[:-1])} on axes {axes}"
+            + (f", per entry of batch axes {batch} (jax.vmap)" if batch else "")
+            + f", each writing a window of shape {_window_shape(eqn, x, updates)} into one of {tuple(x.shape)}")
+    if _is_window(eqn, x, indices, updates):
+        what += (f" at a start known only at run time that XLA drops when out of range (mode {mode}; "
+                 "lax.dynamic_update_slice clamps it instead)")
+    return ("is only translated as x.at[idx].set/add(slices) along one axis (its table and idx batched by jax.vmap "
+            "or not), with integer indices on several axes and the other axes whole (x.at[i, j]), as one window "
+            "(x.at[8:12], x.at[2:4, 4:8], lax.dynamic_update_slice, its start batched by jax.vmap or not) and as "
+            f"take_along_axis's transpose; not as here: {what}. For a window, use lax.dynamic_update_slice or "
+            "pj.ops.assemble")
+
+
 def scatter(op):
     def rule(eqn, x, indices, updates):
         d = eqn.params["dimension_numbers"]
-        if (op is ops.scatter_update and indices.ndim == 1 and not d.inserted_window_dims
-                and not d.operand_batching_dims and tuple(d.update_window_dims) == tuple(range(x.ndim))
-                and "CLIP" in str(eqn.params["mode"])):      # one window: dynamic_update_slice under jax.vmap
-            return _update_window(x, updates, _index_vector(indices, d.scatter_dims_to_operand_dims, x.ndim))
         nb = len(d.operand_batching_dims)
         if (op is ops.scatter_update and nb and not d.inserted_window_dims and "CLIP" in str(eqn.params["mode"])
                 and tuple(d.operand_batching_dims) == tuple(d.scatter_indices_batching_dims) == tuple(range(nb))
@@ -425,17 +515,20 @@ def scatter(op):
                 and tuple(updates.shape) == tuple(indices.shape[:-1]) + tuple(x.shape[1:]))   # any index rank
         if not rows and _is_batched_take_scatter(eqn, x, indices, updates, nb):   # x.at[:, i], i batched or not
             return _batched_take_scatter(eqn, op, x, indices, updates, nb)
+        point = not rows and _is_point_scatter(eqn, x, indices, updates)   # x.at[i, j]; constant: a window
+        if (not rows and _is_window(eqn, x, indices, updates)
+                and (is_const(indices) or "CLIP" in str(eqn.params["mode"]) and not point)):
+            return _scatter_window(eqn, op, x, indices, updates)
+        if point:
+            return _point_scatter(eqn, op, x, indices, updates)
         if not rows:
-            raise unsupported(eqn, "is only translated as x.at[idx].set/add(slices) along one axis (its table "
-                                   "and idx batched by jax.vmap or not), as one window (lax.dynamic_update_slice, "
-                                   "its start batched by jax.vmap or not) and as take_along_axis's transpose")
-        unique = {"unique_indices": True} if op is ops.scatter_update and eqn.params["unique_indices"] else {}
+            raise unsupported(eqn, _refusal(eqn, x, indices, updates))
+        idx = ops.reshape(ops.cast(indices, jnp.int32), (-1,))
         if indices.ndim != 2:
             updates = ops.reshape(updates, (math.prod(indices.shape[:-1]),) + tuple(x.shape[1:]))
-        idx = ops.reshape(ops.cast(indices, jnp.int32), (-1,))
         if "CLIP" in str(eqn.params["mode"]):
             idx = ops.clip(idx, 0, x.shape[0] - 1)
-        return op(x, idx, updates, 0, **unique)
+        return op(x, idx, updates, 0, **_unique(eqn, op))
     return rule
 
 

@@ -62,6 +62,15 @@ def _integer_pow(eqn, x):
     return ops.reciprocal(result) if y < 0 else result
 
 
+def _pow(eqn, x, y):
+    """``x ** y``; an integer exponent of a float base converted to the result's dtype first, as XLA
+    lowers ``lax.pow(float, int)`` (exact for int8; int32 up to the float's integers)."""
+    dtype = np.dtype(eqn.outvars[0].aval.dtype)
+    if np.dtype(y.dtype) != dtype:
+        y = np.asarray(y).astype(dtype) if is_const(y) else ops.cast(y, dtype)
+    return ops.pow(x, y)
+
+
 def _broadcast_in_dim(eqn, x):
     shape, dims = eqn.params["shape"], eqn.params["broadcast_dimensions"]
     expanded = [1] * len(shape)
@@ -345,7 +354,7 @@ RULES = {
     "add": lambda e, x, y: ops.add(x, y), "add_any": lambda e, x, y: ops.add(x, y),    # add_any: grad's sums
     "sub": lambda e, x, y: ops.sub(x, y),
     "mul": lambda e, x, y: ops.mul(x, y), "max": lambda e, x, y: ops.maximum(x, y),
-    "min": lambda e, x, y: ops.minimum(x, y), "pow": lambda e, x, y: ops.pow(x, y),
+    "min": lambda e, x, y: ops.minimum(x, y), "pow": _pow,
     "rem": lambda e, x, y: ops.fmod(x, y),
     "and": lambda e, x, y: ops.bitwise_and(x, y), "or": lambda e, x, y: ops.bitwise_or(x, y),
     "xor": lambda e, x, y: ops.bitwise_xor(x, y), "not": lambda e, x: ops.bitwise_not(x),
