@@ -272,6 +272,17 @@ def test_scans_over_tensors_run_as_counted_loops(name):
     assert loops and not any(_stacks(e) for e in loops)          # carries only: what the runtime runs
 
 
+def test_a_scan_over_no_rows_gives_its_initial_carry_and_empty_outputs():
+    """xs of length 0: the step was traced on row 0 of an empty axis ('cannot select from the empty axis')."""
+    fn = SCANS["prefix-sum"]
+    x = np.zeros((0, 32), F32)
+    want = jax.jit(fn)(x)
+    for got in (pj.kernel(fn)(x), jax.jit(pj.kernel(fn))(x)):
+        for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            assert g.shape == w.shape
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
 # ------------------------------------------------------------------------------- gathers and selects
 POINT_GATHERS = {
     "x[i, j]": lambda x, i, j: x[i, j, :],

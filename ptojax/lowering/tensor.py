@@ -253,6 +253,8 @@ def _scan_over_tensors(eqn, invals, stack):
         return out[:ncarry], ys
 
     ys0 = [ops.expand(np.zeros((), v.aval.dtype), v.aval.shape) for v in eqn.outvars[ncarry:]]
+    if n == 0:                                  # no step: the initial carries, empty ys
+        return [*init, *ys0]
     carry, ys = jax.lax.fori_loop(0, n, step, (init, ys0))
     return [*carry, *ys]
 
