@@ -593,7 +593,8 @@ def _lowering(ctx, *args, call: Compiled):
             return mlir.lower_fun(replay, multiple_results=True)(ctx, *args)
     if ctx.module_context.lowering_parameters.for_export:
         why = ("interpret=True runs the interpreter" if call.options.interpret else
-               call._steered_by() or "a program the replay cannot express runs on the host")
+               call._steered_by() or "its replay cannot be built: a program the real text cannot express yet, "
+               "or a task graph too long to compile as straight-line code, a loop of many trips")
         raise PtoUnsupportedError(f"pj.kernel '{call.name}': jax.export serialises a backend='sim' kernel's "
                                   f"replay, but this one runs in a host callback ({why}), which cannot be "
                                   "serialised; export it with backend='xla'")

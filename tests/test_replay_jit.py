@@ -348,3 +348,18 @@ def test_the_replay_runs_on_a_gpu():
     got = jax.jit(compiled)(jax.device_put(x, gpu), jax.device_put(y, gpu))
     assert all(leaf.devices() == {gpu} for leaf in jax.tree.leaves(got))
     assert_replay_matches(got, want, "gpu")
+
+
+def test_a_loop_of_many_trips_runs_on_the_host_under_jit():
+    """A ``lax.scan`` over 300 rows is about 900 block calls: written out trip by trip, the replay took
+    minutes of XLA compile; past ``MAX_STEPS`` the jitted kernel takes the host callback instead (and a
+    short loop stays a replay)."""
+    def rnn(x):
+        return jax.lax.scan(lambda c, r: (c * 0.9 + r, c), jnp.zeros(32, jnp.float32), x)
+
+    for rows, host in ((8, False), (300, True)):
+        x = np.random.default_rng(rows).standard_normal((rows, 32)).astype(np.float32)
+        kernel = pj.kernel(rnn)
+        assert ("callback" in jax.jit(kernel).lower(x).as_text()) == host
+        for got, want in zip(jax.tree.leaves(jax.jit(kernel)(x)), jax.tree.leaves(kernel(x)), strict=True):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -103,10 +103,15 @@ class PlanBackend:
         return None
 
 
+MAX_STEPS = 256   # block calls in a row past which XLA's compile of the straight-line replay takes many seconds
+
+
 def graph_function(plan, module):
     """The task graph of ``plan`` (orchestrated with a :class:`PlanBackend`, replayable) as one JAX
     function of the kernel's flat inputs to its flat outputs: GM tensors threaded through the tasks in
-    creation order (a topological order), the points of consecutive tasks of one block call batched."""
+    creation order (a topological order), the points of consecutive tasks of one block call batched.
+    None past :data:`MAX_STEPS` steps: the graph is written out trip by trip (a ``lax.scan`` of 256 rows
+    is 769 block calls, about 36 s of XLA compile), which the host runtime runs instead."""
     buffers = plan.buffers
     inits = {}
     for b in buffers:
@@ -127,6 +132,8 @@ def graph_function(plan, module):
             steps.append(["copy", keys[0], keys[1]])
         else:
             raise PtoExecutionError(f"pto replay: {task.describe()} has no recorded body")
+    if len(steps) > MAX_STEPS:
+        return None
     fills = [(buffers[i].base, value) for i, value in plan.fills]
     outputs = [(b.base, b.array.shape, b.array.dtype) if hasattr(b, "array") else np.asarray(b) for b in plan.outputs]
     functions = {step[1]: module.function(step[1]) for step in steps if step[0] == "call"}
@@ -162,4 +169,4 @@ def graph_function(plan, module):
     return replay
 
 
-__all__ = ["PlanBackend", "Points", "call", "graph_function"]
+__all__ = ["MAX_STEPS", "PlanBackend", "Points", "call", "graph_function"]
