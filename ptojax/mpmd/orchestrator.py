@@ -4,8 +4,9 @@ It runs on the host (PyPTO's AICPU control thread): scalar work is evaluated as 
 loops are unrolled with their actual bounds (a ``while`` whose bound is a kernel input — an actual
 sequence length — makes only the tasks that length needs), and every ``block_call`` becomes one task
 per block instance with the GM regions its tiles read and write. GM tensors are buffers; an output
-that updates an input in place reuses the input's buffer when nothing reads the old value later,
-and otherwise starts from a copy made by a copy task.
+that updates an input in place reuses the input's buffer when nothing reads the old value later
+(also after the loop or branch whose body writes it, and in a loop's next iteration), and otherwise
+starts from a copy made by a copy task.
 
 **Device data on the host.** When a loop condition, a cond's index or a host scalar op needs the value
 of a GM tensor computed in the kernel (per-expert token counts), the orchestrator synchronises, like
@@ -267,26 +268,28 @@ class _Orchestrator:
         return Region(buf.base, tuple(int(v) for v in lo), tuple(int(v) for v in hi))
 
     # ------------------------------------------------------------------------------------- walking
-    def run(self, jaxpr, consts, args):
+    def run(self, jaxpr, consts, args, live=frozenset()):
+        """Walk ``jaxpr`` on ``consts`` and ``args``; ``live``: the bases of the GM buffers read after it
+        (by the enclosing scopes, a loop's next iteration or condition), never updated in place here."""
         env = {}
         env.update(zip(jaxpr.constvars, consts))
         env.update(zip(jaxpr.invars, args))
 
         def read_later(pos):
-            """Bases of the GM buffers that eqns after ``pos`` (or the results) still read."""
+            """Bases of the GM buffers that eqns after ``pos`` (or the results, or what follows) still read."""
             later = [v for e in jaxpr.eqns[pos + 1:] for v in e.invars] + list(jaxpr.outvars)
-            return {env[v].base for v in later if isinstance(v, Var) and isinstance(env.get(v), Buffer)}
+            return {env[v].base for v in later if isinstance(v, Var) and isinstance(env.get(v), Buffer)} | live
 
         for pos, eqn in enumerate(jaxpr.eqns):
-            invals = [v.val if isinstance(v, Literal) else env[v] for v in eqn.invars]
+            invals = [_literal(v) if isinstance(v, Literal) else env[v] for v in eqn.invars]
             if eqn.primitive is ir.block_call_p:
                 outs = self.block(eqn, invals, lambda pos=pos: read_later(pos))
             elif eqn.primitive.name in ("scan", "while", "cond"):
-                outs = self.control(eqn, invals)
+                outs = self.control(eqn, invals, frozenset(read_later(pos)))
             else:
                 outs = self.host(eqn, invals)
             env.update(zip(eqn.outvars, outs))
-        return [v.val if isinstance(v, Literal) else env[v] for v in jaxpr.outvars]
+        return [_literal(v) if isinstance(v, Literal) else env[v] for v in jaxpr.outvars]
 
     def host(self, eqn, invals):
         if any(isinstance(x, Buffer) for x in invals):
@@ -301,7 +304,10 @@ class _Orchestrator:
     def scalar(self, value, what):
         return self.sync(value, what) if isinstance(value, Buffer) else np.asarray(value)
 
-    def control(self, eqn, invals):
+    def control(self, eqn, invals, live):
+        """A loop or branch; ``live``: the bases of the GM buffers read after it. Its bodies also keep
+        the values every iteration reads (the loop's fixed operands; a while's carries while its
+        condition runs) from being updated in place."""
         p = eqn.params
         name = eqn.primitive.name
         if name == "scan":
@@ -310,9 +316,10 @@ class _Orchestrator:
             fixed, carry, xs = invals[:nc], list(invals[nc:nc + ncarry]), invals[nc + ncarry:]
             if xs:
                 raise PtoOrchestrationError("pto runtime: block-level scans over tensors (xs) are not supported")
+            live = live | _bases(fixed)
             ys = []
             for _ in range(p["length"]):
-                out = self.run(body, list(consts), [*fixed, *carry])
+                out = self.run(body, list(consts), [*fixed, *carry], live)
                 carry, y = out[:ncarry], out[ncarry:]
                 ys.append(y)
             if any(len(y) for y in ys):
@@ -323,13 +330,15 @@ class _Orchestrator:
             body, bconsts = body_of(p["body_jaxpr"])
             cn, bn = p["cond_nconsts"], p["body_nconsts"]
             cfix, bfix, carry = invals[:cn], invals[cn:cn + bn], list(invals[cn + bn:])
-            while bool(self.scalar(self.run(cond, list(cconsts), [*cfix, *carry])[0], "a while loop's condition")):
-                carry = self.run(body, list(bconsts), [*bfix, *carry])
+            live = live | _bases(cfix) | _bases(bfix)
+            while bool(self.scalar(self.run(cond, list(cconsts), [*cfix, *carry], live | _bases(carry))[0],
+                                   "a while loop's condition")):
+                carry = self.run(body, list(bconsts), [*bfix, *carry], live)
             return carry
         index, *args = invals
         branches = p["branches"]
         branch, consts = body_of(branches[int(np.clip(self.scalar(index, "a cond's index"), 0, len(branches) - 1))])
-        return self.run(branch, list(consts), args)
+        return self.run(branch, list(consts), args, live)
 
     # -------------------------------------------------------------------------------------- blocks
     def block(self, eqn, invals, read_later):
@@ -498,6 +507,17 @@ class _Orchestrator:
             if kind != "read":
                 (scatters if kind == "scatter" else written).add(buf.base)
         return tuple(reads), tuple(writes), frozenset(scatters - written)
+
+
+def _literal(var) -> np.ndarray:
+    """A jaxpr literal's value with its aval's dtype (a weak-typed Python number would become int64 or
+    float64, which a block program reading it as an operand refuses)."""
+    return np.asarray(var.val, dtype=var.aval.dtype)
+
+
+def _bases(values) -> frozenset:
+    """The bases of the GM buffers among ``values``."""
+    return frozenset(v.base for v in values if isinstance(v, Buffer))
 
 
 def _base_box(view, base, lo, hi):
