@@ -154,10 +154,9 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     muls = {m.group(1): (m.group(2), m.group(3)) for m in map(_MULI.match, lines) if m}
     out = list(lines)
     views, parts, row = {}, {}, None          # row: (index name, tile const name, T, k)
-    scales = set()                            # the k of k·m-row views
     per_row = {}                              # window -> the tile rows per leading index (its inner sizes)
     columns = {}                              # a transposed view of k·m rows -> (its dims, the dynamic ones)
-    reads = {}                                # the pointers and views of k·m rows -> k
+    reads = {}                                # the pointers and views of k·m rows -> their k
     for n, line in enumerate(lines):
         m = _VIEW.match(line)
         if m and m.group(3) in dynamic_args:
@@ -165,7 +164,6 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
             shape, strides = [s.strip() for s in shape.split(",")], [s.strip() for s in strides.split(",")]
             if "dn" in attrs and len(shape) == 2 and (consts.get(shape[1]) or 1) % size == 0:
                 k = consts.get(shape[1]) // size          # [D, k·m]: a matmul's transposed right operand
-                scales.add(k)
                 reads[ptr] = reads[v] = k
                 columns[v] = (dims, re.sub(r"^(\d+)x\d+", r"\1x?", dims))
                 out[n] = (f"{indent}{v} = pto.make_tensor_view {ptr}, shape = [{shape[0]}, {_rows(k)}], "
@@ -175,7 +173,6 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
             if lead % size or not lead or "dn" in attrs:
                 raise _err(name, f"the view of {ptr} is not k*{size} leading rows of a row-major array")
             k = lead // size
-            scales.add(k)
             reads[ptr] = reads[v] = k
             views[v] = (dims, _first_dim(dims), k)
             out[n] = (f"{indent}{v} = pto.make_tensor_view {ptr}, shape = [{', '.join([_rows(k)] + shape[1:])}], "
@@ -207,7 +204,7 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
                       f"!pto.partition_tensor_view<{parts[p]}>")
     first = min([n for n, line in enumerate(lines) if _ALLOC.match(line) or _VIEW.match(line)], default=None)
     indent = re.match(r"\s*", lines[first]).group(0) if first is not None else ""
-    prologue = [line for k in sorted(scales - {1}) for line in
+    prologue = [line for k in sorted(set(reads.values()) - {1}) for line in
                 (f"{indent}%dyn_k{k} = arith.constant {k} : index", f"{indent}{_rows(k)} = arith.muli {SYMBOL}, "
                                                                      f"%dyn_k{k} : index")]
     bounds = _row_bounds(out, reads, size, indent)
