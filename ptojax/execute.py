@@ -160,11 +160,11 @@ def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset
 
 def replay_function(lowering: Lowering, avals, target="a3", compiled=None):
     """The kernel as one JAX function of its flat arguments to its flat outputs, replaying the parsed
-    real PTO-AS text (:func:`~ptojax.ascend.replay.graph_function`) — or None where argument values or
+    real PTO-AS text (:func:`~ptojax.ascend.replay_graph.graph_function`) — or None where argument values or
     device data decide its tasks (scalar inputs, runtime lengths, MoE counts read back): those keep
     the host path, as do kernels with a program the real text cannot express yet and task graphs too
-    long to compile as straight-line code (:data:`~ptojax.ascend.replay_graph.MAX_STEPS`: a loop of
-    many trips). ``avals``: (shape, dtype) per flat argument."""
+    long to compile as straight-line code (more than :data:`~ptojax.ascend.replay_graph.MAX_STEPS`
+    block calls after loops are rolled). ``avals``: (shape, dtype) per flat argument."""
     from .ascend.replay_graph import PlanBackend, graph_function
 
     tgt = get_target(target) if isinstance(target, str) else target

@@ -164,3 +164,28 @@ def assert_quantized(q, raw):
     near_tie = np.abs(np.abs(raw - np.trunc(raw)) - 0.5) < 1e-6
     bad = (diff > 1) | ((diff == 1) & ~near_tie)
     assert not bad.any(), (q[bad], raw[bad])
+
+
+def ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Per element, how many representable values of the dtype lie between ``got`` and ``want`` (NaN
+    against NaN: 0)."""
+    it = {2: np.int16, 4: np.int32, 8: np.int64}[got.dtype.itemsize]
+
+    def ordered(x):
+        bits = np.atleast_1d(x).view(it).astype(np.int64)
+        return np.where(bits < 0, np.iinfo(it).min - bits, bits)
+
+    far = np.abs(ordered(got) - ordered(want))
+    both_nan = np.isnan(np.atleast_1d(got).astype(np.float32)) & np.isnan(np.atleast_1d(want).astype(np.float32))
+    return np.where(both_nan, 0, far)
+
+
+def assert_replay_matches(got, want, where=""):
+    for i, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{where} output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        if np.issubdtype(g.dtype, np.floating) or g.dtype == ml_dtypes.bfloat16:
+            far = ulps(g, w)
+            assert far.max(initial=0) <= 1, f"{where} output {i}: {int(far.max())} ulps at {np.argmax(far)}"
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"{where} output {i}")

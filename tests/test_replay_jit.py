@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 
 import fuzz
 import ptojax as pj
+from helpers import assert_replay_matches
 from kernels import KERNELS
 
 K = importlib.import_module("ptojax.kernel")    # the module (pj.kernel is the decorator)
@@ -25,31 +26,6 @@ O = pj.ops
 
 FAST = {"elementwise-tails", "int32-compare", "cast-int", "matmul-int8", "bf16-cast", "fp16-chain", "matmul-fp16-out",
         "indexing", "fori-loop"}
-
-
-def ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Per element, how many representable values of the dtype lie between ``got`` and ``want`` (NaN
-    against NaN: 0)."""
-    it = {2: np.int16, 4: np.int32, 8: np.int64}[got.dtype.itemsize]
-
-    def ordered(x):
-        bits = np.atleast_1d(x).view(it).astype(np.int64)
-        return np.where(bits < 0, np.iinfo(it).min - bits, bits)
-
-    far = np.abs(ordered(got) - ordered(want))
-    both_nan = np.isnan(np.atleast_1d(got).astype(np.float32)) & np.isnan(np.atleast_1d(want).astype(np.float32))
-    return np.where(both_nan, 0, far)
-
-
-def assert_replay_matches(got, want, where=""):
-    for i, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
-        g, w = np.asarray(g), np.asarray(w)
-        assert g.shape == w.shape and g.dtype == w.dtype, f"{where} output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
-        if np.issubdtype(g.dtype, np.floating) or g.dtype == ml_dtypes.bfloat16:
-            far = ulps(g, w)
-            assert far.max(initial=0) <= 1, f"{where} output {i}: {int(far.max())} ulps at {np.argmax(far)}"
-        else:
-            np.testing.assert_array_equal(g, w, err_msg=f"{where} output {i}")
 
 
 def _no_host_call(hlo: str):
@@ -349,17 +325,3 @@ def test_the_replay_runs_on_a_gpu():
     assert all(leaf.devices() == {gpu} for leaf in jax.tree.leaves(got))
     assert_replay_matches(got, want, "gpu")
 
-
-def test_a_loop_of_many_trips_runs_on_the_host_under_jit():
-    """A ``lax.scan`` over 300 rows is about 900 block calls: written out trip by trip, the replay took
-    minutes of XLA compile; past ``MAX_STEPS`` the jitted kernel takes the host callback instead (and a
-    short loop stays a replay)."""
-    def rnn(x):
-        return jax.lax.scan(lambda c, r: (c * 0.9 + r, c), jnp.zeros(32, jnp.float32), x)
-
-    for rows, host in ((8, False), (300, True)):
-        x = np.random.default_rng(rows).standard_normal((rows, 32)).astype(np.float32)
-        kernel = pj.kernel(rnn)
-        assert ("callback" in jax.jit(kernel).lower(x).as_text()) == host
-        for got, want in zip(jax.tree.leaves(jax.jit(kernel)(x)), jax.tree.leaves(kernel(x)), strict=True):
-            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -1,7 +1,7 @@
 """The Ascend A2/A3 backend: targets, the real PTO instruction set (``instructions.py``), codegen and
 instruction selection into real PTO-AS (``isel/``), the vendor's tools as judges (``ptoas.py``,
 ``cpusim.py``, ``crosscheck.py``), the engine that runs the real text (``engine.py``,
-``tile_semantics.py``) and its replay as one JAX function (``replay.py``, ``replay_graph.py``: what
+``tile_semantics.py``) and its replay as one JAX function (``replay.py``, ``replay_graph.py``, ``replay_loops.py``: what
 ``jax.jit`` of a ``sim`` kernel inlines), and the cost model.
 
 ``compile_kernel(lowering)`` plans every block program (codegen's tile operations, parsed back and

@@ -18,6 +18,7 @@ from jax import lax
 
 from .engine_parse import Function
 from ..errors import PtoExecutionError
+from .replay_loops import Loop, Step, roll
 from .replay import UNROLL, Ix, Serial, Unroll, Walk, reinterpret, storage, store_held, vary, varying_axes
 
 
@@ -109,64 +110,96 @@ MAX_STEPS = 256   # block calls in a row past which XLA's compile of the straigh
 def graph_function(plan, module):
     """The task graph of ``plan`` (orchestrated with a :class:`PlanBackend`, replayable) as one JAX
     function of the kernel's flat inputs to its flat outputs: GM tensors threaded through the tasks in
-    creation order (a topological order), the points of consecutive tasks of one block call batched.
-    None past :data:`MAX_STEPS` steps: the graph is written out trip by trip (a ``lax.scan`` of 256 rows
-    is 769 block calls, about 36 s of XLA compile), which the host runtime runs instead."""
+    creation order (a topological order), the points of consecutive tasks of one block call batched,
+    a loop's trips rolled into a ``lax.fori_loop`` (:mod:`~ptojax.ascend.replay_loops`). None past
+    :data:`MAX_STEPS` steps left unrolled (XLA compiles straight-line code slowly: a ``lax.scan`` of
+    256 rows unrolled is 769 block calls, about 36 s), which the host runtime runs instead."""
     buffers = plan.buffers
-    inits = {}
+    inputs, initial, layout = {}, {}, {}
     for b in buffers:
         if b.base == b.id:
             dtype = np.dtype(np.int8) if b.array.dtype == np.bool_ else b.array.dtype
-            inits[b.id] = (("arg", b.source) if isinstance(b.source, int) else ("zeros", None) if b.source == "scratch"
-                           else ("const", np.array(b.array).reshape(-1).view(dtype))), b.array.size, dtype
-    steps = []
+            layout[b.id] = (b.array.size, dtype)
+            if isinstance(b.source, int):
+                inputs[b.id] = b.source
+            else:
+                initial[b.id] = (np.zeros(b.array.size, dtype) if b.source == "scratch"
+                                 else np.array(b.array).reshape(-1).view(dtype))
+    for i, value in plan.fills:
+        base = buffers[i].base
+        initial[base] = np.full(layout[base][0], value, layout[base][1])
+    steps, stages = [], []
     for task in plan.graph.tasks:
         keys = tuple(buffers[i].base for i in plan.bindings[task.binding][1])
         if isinstance(task.run, Points):
             last = steps[-1] if steps else None
-            if last and last[0] == "call" and tuple(last[1:4]) == (task.run.name, keys, task.stage):
-                last[4].extend(task.run.blocks)
-            else:
-                steps.append(["call", task.run.name, keys, task.stage, list(task.run.blocks)])
+            if last and last.name == task.run.name and last.keys == keys and stages[-1] == task.stage:
+                steps[-1] = dataclasses.replace(last, blocks=last.blocks + task.run.blocks)
+                continue
+            steps.append(Step(task.run.name, keys, task.run.blocks))
         elif task.name == "copy":
-            steps.append(["copy", keys[0], keys[1]])
+            steps.append(Step(None, keys[:2]))
         else:
             raise PtoExecutionError(f"pto replay: {task.describe()} has no recorded body")
-    if len(steps) > MAX_STEPS:
-        return None
-    fills = [(buffers[i].base, value) for i, value in plan.fills]
+        stages.append(task.stage)
     outputs = [(b.base, b.array.shape, b.array.dtype) if hasattr(b, "array") else np.asarray(b) for b in plan.outputs]
-    functions = {step[1]: module.function(step[1]) for step in steps if step[0] == "call"}
+    items = roll(steps, lambda k: initial.get(k), layout.get, {o[0] for o in outputs if isinstance(o, tuple)})
+    if sum(it.steps if isinstance(it, Loop) else 1 for it in items) > MAX_STEPS:
+        return None
+    functions = {name: module.function(name) for name in {s.name for s in steps} - {None}}
 
     def replay(*flat):
-        gm = {}
-        for base, (init, size, dtype) in inits.items():
-            if init[0] == "arg":
-                x = jnp.asarray(flat[init[1]]).reshape(-1)
-                gm[base] = x.astype(dtype) if x.dtype != dtype else x
-            elif init[0] == "zeros":
-                gm[base] = jnp.zeros((size,), dtype)
-            else:
-                gm[base] = jnp.asarray(init[1])
-        for base, value in fills:
-            gm[base] = jnp.full(gm[base].shape, value, gm[base].dtype)
-        for step in steps:
-            if step[0] == "copy":
-                gm[step[2]] = gm[step[1]]
-                continue
-            _, name, keys, _, blocks = step
-            gm.update(call(functions[name], {k: gm[k] for k in set(keys)}, keys, np.asarray(blocks, np.int64)))
+        def fetch(base):
+            if base not in inputs:
+                return jnp.asarray(initial[base])
+            x = jnp.asarray(flat[inputs[base]]).reshape(-1)
+            return x.astype(layout[base][1]) if x.dtype != layout[base][1] else x
+
+        gm: dict = {}
+        _run(items, gm, fetch, functions)
         out = []
         for o in outputs:
             if isinstance(o, np.ndarray):
                 out.append(jnp.asarray(o))
                 continue
             base, shape, dtype = o
-            x = gm[base].reshape(shape)
+            x = (gm[base] if base in gm else fetch(base)).reshape(shape)
             out.append(x.astype(dtype) if x.dtype != dtype else x)
         return out
 
     return replay
+
+
+def _run(items, gm: dict, fetch, functions: dict) -> None:
+    """Run steps and loops on the GM buffers ``gm`` (updated), ``fetch(id)`` giving those not in it."""
+    def get(k):
+        return gm[k] if k in gm else fetch(k)
+    for item in items:
+        if isinstance(item, Loop):
+            gm.update(_loop(item, get, functions))
+        elif item.name is None:
+            gm[item.keys[1]] = get(item.keys[0])
+        else:
+            gm.update(call(functions[item.name], {k: get(k) for k in item.keys}, item.keys,
+                           np.asarray(item.blocks, np.int64)))
+
+
+def _loop(loop: Loop, get, functions: dict) -> dict:
+    """The GM buffers after ``loop``'s trips, under the last trip's ids where they are read after it."""
+    state = {k: get(k) for k in loop.outer}
+    state.update({q: get(c) for c, q in loop.moves})          # what each carried buffer takes at the first trip
+    state.update({k: get(k) if k not in loop.inits else jnp.zeros(loop.inits[k].shape[-1:], loop.inits[k].dtype)
+                  for k in loop.last if k not in state})
+    axes = frozenset().union(*(varying_axes(x) for x in state.values()))
+
+    def trip(t, state):
+        gm = {**state, **{c: state[q] for c, q in loop.moves}}
+        gm.update({q: jnp.asarray(v)[t] if v.ndim == 2 else jnp.asarray(v) for q, v in loop.inits.items()})
+        _run(loop.body, gm, None, functions)
+        return vary({k: gm[k] for k in state}, axes)
+
+    state = lax.fori_loop(0, loop.trips, trip, vary(state, axes))
+    return {**{k: state[k] for k in loop.outer}, **{last: state[k] for k, last in loop.last.items()}}
 
 
 __all__ = ["MAX_STEPS", "PlanBackend", "Points", "call", "graph_function"]
