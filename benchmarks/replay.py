@@ -97,6 +97,9 @@ def cases(quick: bool):
                                                  _rand((1024,), np.float32, 6)), None),
            ("indexer top-k 8K", indexer_topk, (_rand((64, 128), f16, 7), _rand((8192, 128), f16, 8),
                                                 _rand((64,), np.float32, 9)), None)]
+    if not quick:
+        out.append(("indexer top-k 64K", indexer_topk, (_rand((64, 128), f16, 7), _rand((65536, 128), f16, 8),
+                                                         _rand((64,), np.float32, 9)), None))
     rows = 64 if quick else 256
     out.append((f"scan {rows} rows", rnn, (_rand((rows, 256), np.float32, 13), _rand((256,), np.float32, 14)),
                 SEED_FIRST))

@@ -161,3 +161,30 @@ def test_a_rolled_loop_composes_with_vmap():
     got = jax.jit(jax.vmap(fn))(xs)
     for b in range(3):
         assert_replay_matches(jax.tree.map(lambda y: y[b], got), fn(xs[b]), f"batch {b}")
+
+
+def test_trips_whose_constants_differ_only_in_the_sign_of_zero_keep_their_own():
+    def fn(x):
+        def body(i, acc):
+            z = (i.astype(jnp.float32) - 2.5) * 0.0            # -0.0 in trips 0-2, +0.0 in trips 3-5
+            return acc + jnp.tanh(x / z)
+        return lax.fori_loop(0, 6, body, jnp.zeros(32, jnp.float32))
+
+    x = np.full(32, 1.5, np.float32)
+    kernel = pj.kernel(fn)
+    np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), np.asarray(jax.jit(fn)(x)))
+    np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), np.asarray(kernel(x)))
+
+
+def test_two_loops_in_a_row_with_one_body_roll_as_two():
+    def twice(x, y):
+        body = lambda c, r: (c * 0.9 + r, None)            # noqa: E731 - the trips of both scans alike
+        c, _ = lax.scan(body, x[0], x)
+        return lax.scan(body, c, y)[0]
+
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((2, 20, 32)).astype(np.float32)
+    kernel = pj.kernel(twice)
+    hlo = jax.jit(kernel).lower(x, y).as_text()
+    assert "callback" not in hlo and _loops(hlo) == 2
+    assert_replay_matches(jax.jit(kernel)(x, y), kernel(x, y))

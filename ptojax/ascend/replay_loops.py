@@ -90,7 +90,7 @@ def roll(steps: list, initial, layout, outputs: set) -> list:
         for p in np.argsort(-cover[:, i], kind="stable")[:4]:
             if cover[p, i] == 0:
                 break
-            loop = _loop(steps, i, int(periods[p]), int(trips[p, i]), refs, initial, layout)
+            loop = _longest(steps, i, int(periods[p]), int(trips[p, i]), refs, initial, layout)
             if loop:
                 break
         if loop:
@@ -101,6 +101,23 @@ def roll(steps: list, initial, layout, outputs: set) -> list:
             out.append(steps[i])
             i += 1
     return out
+
+
+def _longest(steps, start: int, period: int, trips: int, refs: dict, initial, layout) -> Loop | None:
+    """The loop of the most trips, up to ``trips``, at ``start``: two loops in a row with the same
+    body (two layers of an RNN) repeat as one but roll as two."""
+    loop = _loop(steps, start, period, trips, refs, initial, layout)
+    if loop:
+        return loop
+    best, lo, hi = None, MIN_TRIPS, trips - 1
+    while lo <= hi:                                # the trips that roll are a prefix: bisect its end
+        mid = (lo + hi) // 2
+        found = _loop(steps, start, period, mid, refs, initial, layout)
+        if found:
+            best, lo = found, mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def _inner(loop: Loop):
@@ -145,7 +162,7 @@ def _loop(steps, start: int, period: int, trips: int, refs: dict, initial, layou
             values = [initial(k) for k in ids]
             if any(v is None or v.shape != values[0].shape or v.dtype != values[0].dtype for v in values):
                 return None
-            same = all((v == values[0]).all() for v in values[1:])
+            same = all(v.tobytes() == values[0].tobytes() for v in values[1:])     # -0.0 is not 0.0
             if not same and sum(v.nbytes for v in values) > MAX_TABLE:
                 return None
             inits[ids[0]] = values[0] if same else np.stack(values)
