@@ -126,9 +126,11 @@ def _shapes(specs):
     for spec in specs:
         dims, _, dtype = spec.partition(":")
         try:
-            shape = tuple(int(d) for d in dims.split("x") if d) if dims not in ("", "scalar") else ()
+            shape = tuple(int(d) for d in dims.split("x")) if dims not in ("", "scalar") else ()
         except ValueError:
             raise UsageError(f"--shape {spec!r} is not DIMSxDIMS:DTYPE (e.g. 64x64:float16, scalar:int32)") from None
+        if any(d < 0 for d in shape):
+            raise UsageError(f"--shape {spec!r}: a dimension is negative")
         out.append(jax.ShapeDtypeStruct(shape, _dtype(dtype or DEFAULT_DTYPE, spec)))
     return out
 

@@ -272,3 +272,9 @@ def test_a_run_on_host_threads_is_measured_on_its_threads(tmp_path):
     data = report.build(profile, compiled)
     assert [row["kind"] for row in data["idle"]] == ["host"]
     report.write(tmp_path / "threads.html", profile, compiled)
+    profile.save(tmp_path / "threads.json")                 # its Chrome trace: every thread, busy time on the host
+    from_trace = report.load_summary(str(tmp_path / "threads.json"))
+    assert from_trace["utilisation"]["host"] == pytest.approx(profile.utilisation["host"])
+    assert from_trace["idle_us"]["host"] == pytest.approx(profile.idle_us["host"])
+    with pytest.raises(pj.PtoArgumentError, match="count must be an int >= 0, got -1"):
+        profile.bubbles(-1)

@@ -232,7 +232,10 @@ class Profile:
         return f"{term} ({self.phase_lane})" if term == "phases" and self.phase_lane else term
 
     def bubbles(self, count: int = 5):
-        """The largest idle gaps between consecutive tasks on one core: (gap µs, kind, core, after task)."""
+        """The ``count`` largest idle gaps between consecutive tasks on one core: (gap µs, kind, core,
+        after task)."""
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+            raise PtoArgumentError(f"Profile.bubbles: count must be an int >= 0, got {count!r}")
         lanes: dict = {}
         for r in self.trace.records:
             lanes.setdefault((r.kind, r.core), []).append(r)
@@ -265,8 +268,8 @@ class Profile:
         """The Chrome trace (``traceEvents``) as a dict; :meth:`save` writes it as JSON."""
         trace, m = self.trace, self.trace.machine
         lanes, events = {}, []
-        if trace.records and trace.records[0].host:
-            keys = sorted({("host", r.core) for r in trace.records})
+        if trace.host:                     # every thread of the run, as the utilisation counts them
+            keys = [("host", i) for i in range(max([trace.threads or 0] + [r.core + 1 for r in trace.records]))]
         else:
             keys = [(kind, i) for kind, n in m.cores for i in range(n)]
         for i, key in enumerate(keys):

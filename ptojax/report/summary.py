@@ -90,12 +90,13 @@ def save_summary(profile, path, **kw) -> Path:
 def _from_chrome(trace: dict) -> dict:
     """A summary from a Chrome trace (``Profile.save``): no lower bound (the trace does not hold it).
     A malformed trace raises AttributeError, KeyError, TypeError or ValueError."""
-    lanes, busy, label_us, label_tasks, span = {}, {}, {}, {}, 0.0
+    lanes, kinds, busy, label_us, label_tasks, span = {}, {}, {}, {}, {}, 0.0
     events = trace["traceEvents"]
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "thread_name":
             kind = e["args"]["name"].split(" ")[0]
             lanes[kind] = lanes.get(kind, 0) + 1
+            kinds[e.get("pid"), e.get("tid")] = kind
     n = 0
     for e in events:
         if e.get("ph") != "X":
@@ -103,7 +104,7 @@ def _from_chrome(trace: dict) -> dict:
         if not all(isinstance(e.get(k), (int, float)) for k in ("ts", "dur")):
             raise ValueError(f"event {e.get('name')!r}: ts and dur must be numbers")
         n += 1
-        kind = e.get("cat", "")
+        kind = kinds.get((e.get("pid"), e.get("tid")), e.get("cat", ""))     # the lane's kind: "host" on a host run
         busy[kind] = busy.get(kind, 0.0) + e["dur"]
         label_us[e["name"]] = label_us.get(e["name"], 0.0) + e["dur"]
         label_tasks[e["name"]] = label_tasks.get(e["name"], 0) + 1
