@@ -92,7 +92,7 @@ def _stacked(x):
 
 
 def _while(x):
-    return lax.while_loop(lambda s: s[0] < 20, lambda s: (s[0] + 1, jnp.tanh(s[1] + x[0])), (0, x[1]))[1]
+    return lax.while_loop(lambda s: s[0] < 8, lambda s: (s[0] + 1, jnp.tanh(s[1] + x[0])), (0, x[1]))[1]
 
 
 def _int_counter(x):
@@ -101,9 +101,9 @@ def _int_counter(x):
     return lax.scan(body, jnp.zeros(x.shape[1], x.dtype), x)
 
 
-CASES = {"carry-passed-on": (_fib, (40, 64), np.float32), "in-place": (_in_place, (30, 64), np.float32),
-         "nested": (_nested, (8, 64), np.float32), "stacked": (_stacked, (20, 64), np.float32),
-         "while": (_while, (4, 64), np.float32), "int32": (_int_counter, (24, 40), np.int32)}
+CASES = {"carry-passed-on": (_fib, (12, 64), np.float32), "in-place": (_in_place, (10, 64), np.float32),
+         "nested": (_nested, (6, 64), np.float32), "stacked": (_stacked, (12, 64), np.float32),
+         "while": (_while, (4, 64), np.float32), "int32": (_int_counter, (12, 40), np.int32)}
 
 
 def _loops(hlo: str) -> int:
