@@ -564,9 +564,10 @@ def _rule(eqn, invals, stack):
 def _translate(eqn, invals, stack):
     name = eqn.primitive.name
     const = all(is_const(x) for x in invals)
-    if name in _ROWS and eqn.params["axis"] and not const:
+    # pto ops are not folded, constant operands or not (a gather's gradient: a constant into zeros)
+    if name in _ROWS and eqn.params["axis"]:    # along an inner axis only the row form has a real PTO lowering
         out = rows_of(_ROWS[name], *invals, axis=eqn.params["axis"])
-    elif name == "pto.gelu" and not eqn.params["approximate"] and not const:
+    elif name == "pto.gelu" and not eqn.params["approximate"]:
         out = _in_float32(_gelu_erf)(eqn, *invals)
     elif name.startswith("pto."):
         out = eqn.primitive.bind(*invals, **eqn.params)
