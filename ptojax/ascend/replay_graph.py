@@ -104,7 +104,7 @@ class PlanBackend:
         return None
 
 
-MAX_STEPS = 256   # block calls in a row past which XLA's compile of the straight-line replay takes many seconds
+MAX_STEPS = 32   # block calls left unrolled past which XLA may compile for many seconds (a chain: superlinearly)
 
 
 def graph_function(plan, module):
@@ -112,8 +112,8 @@ def graph_function(plan, module):
     function of the kernel's flat inputs to its flat outputs: GM tensors threaded through the tasks in
     creation order (a topological order), the points of consecutive tasks of one block call batched,
     a loop's trips rolled into a ``lax.fori_loop`` (:mod:`~ptojax.ascend.replay_loops`). None past
-    :data:`MAX_STEPS` steps left unrolled (XLA compiles straight-line code slowly: a ``lax.scan`` of
-    256 rows unrolled is 769 block calls, about 36 s), which the host runtime runs instead."""
+    :data:`MAX_STEPS` steps left unrolled, which the host runtime runs instead: XLA's compile time of
+    a chain of dependent block calls grows faster than its length (60 calls of a ``tanh`` step: 13-24 s)."""
     buffers = plan.buffers
     inputs, initial, layout = {}, {}, {}
     for b in buffers:
