@@ -13,8 +13,8 @@ such repetitions and keeps one where every buffer of a trip plays the same part 
   previous trip's fresh buffer, or a carry passed on), the first trip's a buffer from before the loop.
 
 Anything else (a buffer that changes part but not as a carry, an earlier trip's buffer read after the
-loop) leaves the steps unrolled. The loop's state holds the outer, fresh and carried buffers under the first
-trip's buffer ids, so the first trip's steps are its body.
+loop) leaves the steps unrolled. The loop's state holds the outer, fresh and carried buffers under the
+first trip's buffer ids, so the first trip's steps are its body.
 """
 from __future__ import annotations
 
