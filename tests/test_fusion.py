@@ -255,3 +255,21 @@ def test_a_result_written_over_its_dying_operand_keeps_ptoas_rules():
     for arch in ("a3", "a5"):
         compiled.ptoas(arch=arch)
     np.testing.assert_allclose(np.asarray(compiled.run(x)[0]), np.asarray(fn(x)), rtol=2e-6, atol=2e-6)
+
+
+def test_a_column_member_not_split_like_the_reduction_row_blocks_is_not_a_row_loop():
+    """``maximum`` in one (4, 16) tile over 3 rows, then a sum in row blocks of 2 (a block and a tail):
+    the column member's one part does not follow the reduction's two row regions, so this is no row
+    loop and the stages stay apart (``rowloop.fuse`` raised a TypeError on that None)."""
+    def fn(x):
+        with pj.tile(vec=(4, 16)):
+            y = jnp.maximum(x, 0)
+        with pj.tile(vec=(2, 16)):
+            return y - jnp.sum(y, -1, keepdims=True)
+
+    x = np.random.default_rng(15).uniform(-2, 2, (3, 16)).astype(np.float32)
+    compiled = pj.kernel(fn).lower(x).compile()
+    assert [p.name for p in compiled.lowering.programs] == ["maximum", "sum+sub", "sum+sub#2"]
+    check_numbers(fn, [x], rtol=1e-6, atol=1e-6)
+    if HAVE_PTOAS:
+        compiled.ptoas()

@@ -97,7 +97,7 @@ def fuse(eqns, escaping):
     if not any(m.kind == "cols" for m in members) or not any(m.kind == "reduce" for m in members):
         return None     # a row loop needs a reduction and the column tiles around it
     rows = [p.shape[:-1] for p in next(m for m in members if m.kind != "cols").spec.parts]
-    segments = {tuple(_segments(m, rows)) for m in members if m.kind == "cols"}
+    segments = {_segments(m, rows) for m in members if m.kind == "cols"}
     if None in segments or len(segments) != 1 or any(
             [p.shape[:-1] for p in m.spec.parts] != rows for m in members if m.kind != "cols"):
         return None
@@ -131,7 +131,7 @@ def _segments(m, rows):
         parts = m.spec.parts[k * per:(k + 1) * per]
         if any(p.shape[:-1] != r for p in parts):
             return None
-        these = [p.shape[-1] if p.shape else 1 for p in parts]
+        these = tuple(p.shape[-1] if p.shape else 1 for p in parts)
         if counts not in (None, these):
             return None
         counts = these
