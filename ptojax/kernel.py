@@ -589,6 +589,12 @@ def _lowering(ctx, *args, call: Compiled):
         if call.options.backend != "sim":
             return mlir.lower_fun(functools.partial(_xla, call=call), multiple_results=True)(ctx, *args)
         replay = _replay(call)
+        if replay is not None and ctx.module_context.lowering_parameters.for_export and _hosted_ops(call):
+            raise PtoUnsupportedError(f"pj.kernel '{call.name}': jax.export serialises a backend='sim' kernel's "
+                                      f"replay, but the NumPy semantics of {', '.join(_hosted_ops(call))} (pj.tiles."
+                                      "register_op(..., numpy=...)) run in a host callback, which cannot be "
+                                      "serialised; register the op without numpy= (its jnp reference runs in "
+                                      "the replay) or export with backend='xla'")
         if replay is not None:
             return mlir.lower_fun(replay, multiple_results=True)(ctx, *args)
     if ctx.module_context.lowering_parameters.for_export:
@@ -602,6 +608,17 @@ def _lowering(ctx, *args, call: Compiled):
 
 
 mlir.register_lowering(pto_call_p, _lowering)
+
+
+def _hosted_ops(call: Compiled) -> list[str]:
+    """The user instructions of the kernel's text whose NumPy semantics the replay calls back on the host."""
+    from .ascend.tile_semantics import USER
+
+    hosted = [n for n, host in USER.items() if host is not None]
+    if not hosted or call.lowering.symbolic:    # a symbolic kernel's replay is its dynamic module's
+        return []
+    text = call.as_text("pto")
+    return sorted(n for n in hosted if re.search(rf"\bpto\.{re.escape(n)}\b", text))
 
 
 def _host(call: Compiled, avals):

@@ -62,6 +62,10 @@ CUSTOM: dict[str, dict] = {}        # name -> what register_op was given (its pr
 def _shape(what, value, allow_zero=False):
     if isinstance(value, (int, np.integer)):
         value = (value,)
+    if isinstance(value, Sequence) and any(jax.export.is_symbolic_dim(v) for v in value):
+        raise PtoUnsupportedError(f"pj.tiles: {what} must be static, got {tuple(value)!r}: a hand-written grid has "
+                                  "concrete shapes, so its kernel takes no symbolic dimension (jax.export, "
+                                  "polymorphic_shapes); write it with jnp / pj.ops ops and pj.tile hints instead")
     try:
         shape = tuple(int(v) for v in value)
         exact = all(float(v) == s for v, s in zip(value, shape))

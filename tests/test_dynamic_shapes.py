@@ -289,6 +289,50 @@ def test_a_sim_kernel_whose_scalar_steers_does_not_export_at_static_shapes():
     np.testing.assert_allclose(np.asarray(exp.call(x, np.int32(3))), halvings(x, 3), rtol=1e-6)
 
 
+def test_a_sim_kernel_with_a_user_op_run_on_the_host_does_not_export():
+    """A ``register_op`` with NumPy semantics runs them in a host callback inside the replay: a named
+    error, not JAX's 'serialization of host_callbacks is not yet implemented'; its jnp reference exports."""
+    T = pj.tiles
+    x = _rand((16, 32), 0)
+
+    def squares(op):
+        def f(a):
+            def body(index, ins, outs):
+                w = T.window((8, 32))
+                return [T.store(outs[0], op(T.load(ins[0], index, w)), index, w)]
+            return T.grid(body, (2, 1), (a,), jax.ShapeDtypeStruct(a.shape, a.dtype))
+        return f
+
+    hosted = T.register_op("tsquare_host", reference=lambda v: v * v, numpy=lambda v: (v * v).astype(v.dtype))
+    traced = T.register_op("tsquare_traced", reference=lambda v: v * v)
+    try:
+        np.testing.assert_array_equal(np.asarray(jax.jit(pj.kernel(squares(hosted)))(x)), x * x)
+        with pytest.raises(PtoUnsupportedError, match=r"the NumPy semantics of tsquare_host \(pj.tiles.register_op"):
+            jax.export.export(jax.jit(pj.kernel(squares(hosted))))(x)
+        exp = jax.export.export(jax.jit(pj.kernel(squares(traced))))(x)
+        np.testing.assert_array_equal(np.asarray(exp.call(x)), x * x)
+    finally:
+        T.unregister_op("tsquare_host")
+        T.unregister_op("tsquare_traced")
+
+
+def test_a_hand_written_grid_of_a_symbolic_size_is_refused_by_name():
+    """A ``pj.tiles.grid`` sized by a symbolic row count raised JAX's InconclusiveDimensionOperation."""
+    T = pj.tiles
+
+    def f(a):
+        def body(index, ins, outs):
+            w = T.window((32, 32))
+            return [T.store(outs[0], T.load(ins[0], index, w) * 2.0, index, w)]
+        return T.grid(body, (a.shape[0] // 32, 1), (a,), jax.ShapeDtypeStruct(a.shape, a.dtype))
+
+    spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("m, 32"), jnp.float32)
+    with pytest.raises(PtoUnsupportedError, match=r"pj.tiles: grid must be static, got \(floordiv\(m, 32\), 1\)"):
+        jax.export.export(jax.jit(pj.kernel(f)))(spec)
+    x = _rand((64, 32), 1)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(f)(x)), x * np.float32(2.0))
+
+
 def test_a_sim_kernel_with_two_symbols_does_not_export():
     def pair(x, y):
         with pj.tile(vec=(32, 64)):
