@@ -643,3 +643,17 @@ def test_default_tiles_divide_the_template():
     with pytest.raises(PtoUnsupportedError, match=r"one block reads every row: a reduction or scan along the "
                                                   r"symbolic row axis"):
         pj.kernel(lambda x: x.sum(0), polymorphic_shapes=("m, 24",))(_rand((7, 24), 0))
+
+
+def test_the_row_tiles_the_docs_list_are_those_two_templates_share():
+    from pathlib import Path
+
+    from ptojax.polymorphic import _TEMPLATES
+
+    tiles = [t for t in range(1, 257) if sum(n % t == 0 for n in _TEMPLATES) >= 2]
+    assert tiles[:6] == [1, 2, 3, 4, 5, 6]
+    listed = "1 to 6, " + ", ".join(map(str, tiles[6:-1])) + f" and {tiles[-1]} do"
+    doc = " ".join((Path(__file__).parents[1] / "docs" / "dynamic_shapes.md").read_text().split())
+    assert listed in doc
+    assert "two of 1 280, 2 304, 1 024, 1 536, 3 072, 2 560" in doc and _TEMPLATES[:2] == (512, 768)
+    assert _TEMPLATES[2:] == (1280, 2304, 1024, 1536, 3072, 2560)
