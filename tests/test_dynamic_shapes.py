@@ -657,3 +657,16 @@ def test_the_row_tiles_the_docs_list_are_those_two_templates_share():
     assert listed in doc
     assert "two of 1 280, 2 304, 1 024, 1 536, 3 072, 2 560" in doc and _TEMPLATES[:2] == (512, 768)
     assert _TEMPLATES[2:] == (1280, 2304, 1024, 1536, 3072, 2560)
+
+
+def test_a_staged_reduction_along_the_symbolic_rows_is_said_to_be_one():
+    """The refusal named only the Block graph's reshape of the rows into chunks (an op the user never
+    wrote)."""
+    def colsum(x):
+        with pj.tile(vec=(32, 64)):
+            return jnp.sum(x, axis=0)
+
+    x = _rand((130, 64), 2)
+    with pytest.raises(PtoUnsupportedError, match="the rows cut into chunks: a reduction or scan along the row axis"):
+        pj.kernel(colsum, polymorphic_shapes=("m, 64",))(x)
+    np.testing.assert_allclose(np.asarray(pj.kernel(colsum)(x)), x.sum(0), rtol=1e-5, atol=1e-5)

@@ -449,8 +449,11 @@ def row_vars(name: str, first, second) -> tuple[dict, dict]:
         if len(a) != len(b) or v1.aval.dtype != v2.aval.dtype or any(
                 x != y and not (axis == 0 and x % s1 == 0 and x * s2 == y * s1)
                 for axis, (x, y) in enumerate(zip(a, b))):
+            chunked = "pto.reshape" in what and len(a) == len(b) > 2      # the rows staged in chunks
             raise _twin_err(name, s1, s2, f"{what} is {_aval(v1)} at {s1} rows but {_aval(v2)} at {s2} (a dim "
-                                          "that changes other than as the leading dim, k times the row count)")
+                                          "that changes other than as the leading dim, k times the row count"
+                                          + ("; the rows cut into chunks: a reduction or scan along the row "
+                                             "axis, staged" if chunked else "") + ")")
         if a and a[0] != b[0]:
             rows1[v1] = rows2[v2] = a[0] // s1
 
