@@ -258,3 +258,30 @@ def test_saturating_float_to_int_is_xlas_nan_zero_and_limits(dtype):
             np.testing.assert_array_equal(np.asarray(kernel(x)), want)
             np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), want)
             kernel.lower(x).compile().ptoas()
+
+
+@pytest.mark.parametrize("backend", ["sim", "xla"])
+def test_bool_cast_times_a_negative_value_is_negative_zero(backend):
+    """``cast(False, f16) * y`` for a negative ``y`` is -0.0, so ``1 / it`` is -inf (IEEE, NumPy, eager
+    JAX, the real TCVT then TMUL). XLA rewrites ``convert(pred) * y`` as ``select(pred, y, 0)`` (+0.0):
+    the levels and the xla backend, jitted, gave +inf, and a fuzz kernel's Tile level differed from its
+    Tensor level (tests/regressions/fuzz_bool_cast_times_negative_zero.py)."""
+    b = np.array([[True, False, False, True, False, True, False, False]] * 2)
+    y = np.array([[-1.5, -1.5, 2.0, 0.5, -0.25, -1.0, 1.0, -2.0], [-0.5, 0.75, -2.0, -1.0, 1.5, 0.25, -0.125, -1.25]],
+                 F16)
+
+    def fn(b, y):
+        return OPS.div(1.0, OPS.mul(OPS.cast(b, F16), y))
+
+    with np.errstate(divide="ignore"):
+        want = np.float16(1.0) / (b.astype(F16) * y)
+    assert np.isneginf(want).sum() == 6
+    kernel = pj.kernel(fn, backend=backend)
+    np.testing.assert_array_equal(np.asarray(kernel(b, y)), want)
+    np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(b, y)), want)
+    with jax.disable_jit():
+        np.testing.assert_array_equal(np.asarray(fn(b, y)), want)
+    low = pj.lower(fn, b, y)
+    low.verify(b, y)
+    for level in ("tensor", "tile", "block"):
+        np.testing.assert_array_equal(np.asarray(low.evaluate(level, b, y)), want, err_msg=level)

@@ -54,6 +54,11 @@ def _cast_reference(x, *, dtype, rounding, saturate):
     if src in INT and dtype in INT and saturate and np.iinfo(dtype).bits < np.iinfo(src).bits:
         info = np.iinfo(dtype)
         return jnp.clip(x, info.min, info.max).astype(dtype)
+    if src == BOOL and dtype in FLOAT:
+        # XLA rewrites ``convert(pred) * y`` as ``select(pred, y, 0)``: +0.0 where ``0.0 * y`` is -0.0
+        # for a negative y (as TCVT then TMUL give, and eager JAX), so 1 / it was +inf for -inf. The
+        # barrier hides the convert from that rewrite (every level and the XLA backend run this).
+        return lax.optimization_barrier(x.astype(dtype))
     return x.astype(dtype)
 
 
