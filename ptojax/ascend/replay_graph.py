@@ -128,6 +128,7 @@ def graph_function(plan, module):
     for i, value in plan.fills:
         base = buffers[i].base
         initial[base] = np.full(layout[base][0], value, layout[base][1])
+        inputs.pop(base, None)
     steps, stages = [], []
     for task in plan.graph.tasks:
         keys = tuple(buffers[i].base for i in plan.bindings[task.binding][1])
