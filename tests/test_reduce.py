@@ -434,3 +434,76 @@ def test_a_leading_axis_reduction_whose_slices_fill_a_stage_is_refused():
         pj.lower(lead_sum, np.ones((2, 128, 128), np.float32))
     got = pj.kernel(lambda x: jnp.sum(x, axis=0))(np.ones((2, 128, 128), np.float32))      # default tiles
     np.testing.assert_array_equal(np.asarray(got), np.full((128, 128), 2, np.float32))
+
+
+# ------------------------------------------------------------- reductions over several axes, in stages
+SEVERAL_AXES = [  # shape, axes whose whole extent is past half the UB (or a tile row's 4095 columns)
+    ((512, 64), None),          # a full reduction of 128 KiB
+    ((2, 512, 64), (1, 2)),     # two trailing axes merged: rows of 32 768
+    ((400, 100), None),         # rows padded to 416 bytes
+    ((1, 50000), (0, 1)),       # a vocabulary row reduced over both of its axes
+    ((300, 4, 100), (0, 2)),    # axes apart: one run at a time
+    ((512, 64, 3), (0, 1)),     # two leading axes merged: a column of 32 768
+]
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+@pytest.mark.parametrize("shape,axis", SEVERAL_AXES, ids=_id)
+def test_a_reduction_over_several_axes_runs_in_stages(name, shape, axis):
+    """A reduction over several (or all) axes that one tile cannot hold whole reduces one run of adjacent
+    axes at a time, each staged like a long axis; integer sums and +-1 products are exact in any order."""
+    rng = np.random.default_rng(7)
+    if name == "prod":
+        x = np.where(rng.random(shape) < 0.999, 1, -1).astype(I32)
+    else:
+        x = rng.integers(-50, 50, shape).astype(I32 if name == "sum" else F32)
+    for keepdims in (False, True):
+        k = pj.kernel(lambda v: getattr(OPS, name)(v, axis=axis, keepdims=keepdims))
+        got = np.asarray(k(x))
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got, REDUCTIONS[name](x, axis, keepdims))
+    text = k.compiled_for(x).as_text("tile")
+    tiles = [tuple(map(int, t.split(","))) for t in re.findall(r"%\d+:\w+\[([\d,]+)\] = pto\.tload", text)]
+    assert tiles and all(t[-1] <= 4095 and 4 * int(np.prod(t)) <= 96 * 1024 for t in tiles), tiles
+
+
+FLOAT_SEVERAL = [  # jnp reduction, its NumPy float64 golden, shape, axis, keepdims
+    ("sum", (512, 64), None, False), ("mean", (512, 64), None, False), ("max", (400, 100), None, False),
+    ("min", (512, 64), None, True), ("sum", (4, 128, 64), (0, 2), False), ("mean", (2, 512, 64), (1, 2), True),
+    ("sum", (300, 300), None, False)]
+
+
+@pytest.mark.parametrize("name,shape,axis,keepdims", FLOAT_SEVERAL, ids=_id)
+def test_a_float32_reduction_over_several_axes_of_a_large_tensor(name, shape, axis, keepdims):
+    """``jnp.sum(x)`` of a (512, 64) float32 tensor (128 KiB) was a capacity error; staged, it gives the
+    same result eagerly and under jax.jit, within float32 tolerance of NumPy's float64 reduction."""
+    x = rand(shape, F32, seed=8)
+    fn = getattr(jnp, name)
+    got = np.asarray(assert_eager_matches_jit(pj.kernel(lambda v: fn(v, axis=axis, keepdims=keepdims)), x))
+    want = getattr(np, name)(x.astype(np.float64), axis=axis, keepdims=keepdims)
+    assert got.dtype == F32 and got.shape == want.shape
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype,rtol", [(F16, 2e-3), (BF16, 1e-2)], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("shape,axis", [((512, 64), None), ((300, 4, 100), (0, 2))], ids=_id)
+def test_low_precision_sum_over_several_axes_of_a_large_tensor(dtype, rtol, shape, axis):
+    """float16 / bfloat16 sums over several axes add in float32 and round once, staged or not."""
+    x = rand(shape, dtype, seed=9, low=0.0, high=1.0)
+    got = np.asarray(pj.kernel(lambda v: jnp.sum(v, axis=axis))(x))
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got.astype(np.float64), np.sum(x.astype(np.float64), axis=axis), rtol=rtol)
+
+
+def test_a_full_reduction_under_a_small_vec_tile_is_staged_too():
+    """A smaller vec tile did not help a full reduction (its axes were whole in one tile whatever the
+    tile); now it is staged under that tile."""
+    x = rand((512, 64), F32, seed=10)
+
+    def small(v):
+        with pj.tile(vec=(8, 8)):
+            return jnp.sum(v), jnp.max(v)
+
+    total, top = pj.kernel(small)(x)
+    np.testing.assert_allclose(float(total), np.sum(x.astype(np.float64)), rtol=1e-5, atol=1e-3)
+    assert float(top) == float(np.max(x))

@@ -8,6 +8,10 @@ reduced the same way, again in chunks while they are still too long. A length th
 divides is padded with the reduction's identity. Low-precision float sums and products stage in
 float32 and round once.
 
+A reduction over several axes whose whole axes do not fit one tile (a full ``jnp.sum`` of a 512 x 64
+float32 tensor) reduces one run of adjacent axes at a time (:func:`reduce_axes`), each run merged into
+one axis (a GM reinterpretation) so that it stages as above where it is too long.
+
 ``cumsum`` scans each chunk whole, then adds to every chunk its carry: the total of the chunks before it
 (after it, reversed), an exclusive scan of the chunks' last sums, itself staged while too long.
 """
@@ -73,6 +77,35 @@ def staged_reduce(x, *, op: str, axis: int, keepdims: bool, limit: int, step: in
         x = OPS[op](_chunked(x, op, axis, limit, step)[0], axis + 1)
     y = OPS[op](x, axis, keepdims=keepdims)
     return C.cast(y, dtype) if wide else y
+
+
+def reduce_axes(x, *, op: str, axes, keepdims: bool):
+    """``op`` (``sum`` / ``prod`` / ``amax`` / ``amin``) of ``x`` over ``axes`` as reductions over one
+    axis each (pto ops on tensors): unit dims dropped, each run of adjacent reduced axes merged into
+    one axis, the runs reduced from the last, and the result reshaped to the op's. Low-precision float
+    sums and products of more than one run add in float32 and round once."""
+    axes = tuple(sorted(set(axes)))
+    out = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
+    shape, merged = [], []                   # the merged shape; whether each of its dims is reduced
+    for d, n in enumerate(x.shape):
+        if n == 1:
+            continue
+        if d in axes and merged and merged[-1]:
+            shape[-1] *= n
+        else:
+            shape.append(n)
+            merged.append(d in axes)
+    x = L.reshape(x, tuple(shape))
+    runs = [d for d, r in enumerate(merged) if r]
+    dtype = np.dtype(x.dtype)
+    wide = len(runs) > 1 and op in ("sum", "prod") and dtype.name in _LOW_FLOATS
+    if wide:
+        x = C.cast(x, np.float32)
+    for d in reversed(runs):
+        x = OPS[op](x, d)
+    if wide:
+        x = C.cast(x, dtype)
+    return L.reshape(x, out)
 
 
 def _staged_arg(x, op, axis, keepdims, limit, step):

@@ -34,7 +34,7 @@ from ..primitives.tile import Window
 from . import ir
 from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
 from .reduce import OPS as STAGED_REDUCTIONS
-from .reduce import scan_chunk, staged_cumsum, staged_reduce
+from .reduce import reduce_axes, scan_chunk, staged_cumsum, staged_reduce
 from .rowform import REDUCTIONS as ROW_REDUCTIONS
 from .rowform import keep_rows
 from .scope import TileConfig, read
@@ -569,6 +569,20 @@ def _staged_reduce_axis(ctx, eqn, x):
     return (axis, limit, 1) if n > limit else None
 
 
+def _split_reduce_axes(ctx, eqn, x) -> bool:
+    """Whether a ``sum`` / ``prod`` / ``amax`` / ``amin`` over several axes keeps more whole than one tile
+    holds (its last axis past ``max_cols`` columns, its rows past ``max_rows``, or its tile past
+    :func:`stage_bytes`, as :func:`_staged_reduce_axis` stages one axis): then it reduces one run of
+    adjacent axes at a time (``reduce.py``'s ``reduce_axes``), each staged where it is too long."""
+    axes = tuple(eqn.params["axes"]) if ctx.op in ROW_REDUCTIONS else ()
+    if len(axes) < 2 or all(x.shape[a] == 1 for a in axes):
+        return False
+    tile = vector_tile(ctx, x.shape, [x.dtype], whole=axes)
+    return ((x.ndim - 1 in axes and x.shape[-1] > ctx.memory.max_cols)
+            or math.prod(tile[:-1]) > ctx.memory.max_rows
+            or aligned_bytes(tile, x.dtype, ctx.memory.align) > stage_bytes(ctx.memory))
+
+
 _SCAN_ACC = {"float16": np.float32, "bfloat16": np.float32, "int8": np.int16}   # what tcumsum adds in
 
 
@@ -756,6 +770,10 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None):
                 *[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in invals])
             tensor = to_tensor_level(closed)
             return interpret(tensor.jaxpr, tensor.consts, invals, rule, stack)
+        if _split_reduce_axes(ctx, eqn, invals[0]):    # one run of adjacent axes at a time, each staged
+            closed = jax.make_jaxpr(functools.partial(reduce_axes, op=op, **eqn.params))(
+                jax.ShapeDtypeStruct(invals[0].shape, invals[0].dtype))
+            return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
         staged = _staged_reduce_axis(ctx, eqn, invals[0])
         if staged is not None:
             return on_device(_staged_reduce(ctx, eqn, invals, *staged))
