@@ -589,9 +589,10 @@ def _lowering(ctx, *args, call: Compiled):
         if call.options.backend != "sim":
             return mlir.lower_fun(functools.partial(_xla, call=call), multiple_results=True)(ctx, *args)
         replay = _replay(call)
-        if replay is not None and ctx.module_context.lowering_parameters.for_export and _hosted_ops(call):
+        hosted = _hosted_ops(call) if replay is not None and ctx.module_context.lowering_parameters.for_export else []
+        if hosted:
             raise PtoUnsupportedError(f"pj.kernel '{call.name}': jax.export serialises a backend='sim' kernel's "
-                                      f"replay, but the NumPy semantics of {', '.join(_hosted_ops(call))} (pj.tiles."
+                                      f"replay, but the NumPy semantics of {', '.join(hosted)} (pj.tiles."
                                       "register_op(..., numpy=...)) run in a host callback, which cannot be "
                                       "serialised; register the op without numpy= (its jnp reference runs in "
                                       "the replay) or export with backend='xla'")

@@ -150,7 +150,10 @@ def _loop(steps, start: int, period: int, trips: int, refs: dict, initial, layou
     classes = _classes(keys[0])
     if any(_classes(trip) != classes for trip in keys[1:]):
         return None                                           # buffers alias differently in some trip
-    firsts = [classes.index(c) for c in range(max(classes) + 1)]
+    firsts = []                                               # each class's first position
+    for i, c in enumerate(classes):
+        if c == len(firsts):
+            firsts.append(i)
     table = np.array([[trip[i] for i in firsts] for trip in keys]).T.tolist()    # [class][trip] -> buffer id
     bounds = [start + t * period for t in range(trips + 1)]
 

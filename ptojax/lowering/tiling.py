@@ -761,19 +761,17 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None):
             return on_device(_iota(ctx, eqn))
         if _is_staged_topk(ctx, eqn, invals[0]):
             return on_device(_staged_topk(ctx, eqn, invals))
+        def rewritten(fn, operands, jnp_code=False):     # the op as other ops, tiled by this rule in turn
+            closed = jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in operands])
+            closed = to_tensor_level(closed) if jnp_code else closed
+            return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
+
         if _is_int_sort_off_last(ctx, eqn, invals[0]):     # int32 sorts along a tile's rows only: moved last
-            closed = jax.make_jaxpr(functools.partial(_sort_along_last, prim=eqn.primitive, **eqn.params))(
-                jax.ShapeDtypeStruct(invals[0].shape, invals[0].dtype))
-            return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
+            return rewritten(functools.partial(_sort_along_last, prim=eqn.primitive, **eqn.params), invals[:1])
         if _as_reference(ctx, eqn, invals[0]):      # its reference's ops: staged reductions, blocks of columns
-            closed = jax.make_jaxpr(functools.partial(OPS[op].reference, **eqn.params))(
-                *[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in invals])
-            tensor = to_tensor_level(closed)
-            return interpret(tensor.jaxpr, tensor.consts, invals, rule, stack)
+            return rewritten(functools.partial(OPS[op].reference, **eqn.params), invals, jnp_code=True)
         if _split_reduce_axes(ctx, eqn, invals[0]):    # one run of adjacent axes at a time, each staged
-            closed = jax.make_jaxpr(functools.partial(reduce_axes, op=op, **eqn.params))(
-                jax.ShapeDtypeStruct(invals[0].shape, invals[0].dtype))
-            return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
+            return rewritten(functools.partial(reduce_axes, op=op, **eqn.params), invals[:1])
         staged = _staged_reduce_axis(ctx, eqn, invals[0])
         if staged is not None:
             return on_device(_staged_reduce(ctx, eqn, invals, *staged))
