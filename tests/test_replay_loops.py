@@ -190,3 +190,23 @@ def test_two_loops_in_a_row_with_one_body_roll_as_two():
     hlo = jax.jit(kernel).lower(x, y).as_text()
     assert "callback" not in hlo and _loops(hlo) == 2
     assert_replay_matches(jax.jit(kernel)(x, y), kernel(x, y))
+
+
+def test_a_bounds_checked_row_load_and_store_in_a_loop_select_rather_than_branch():
+    """A dynamic row read or written in a loop is guarded by its bounds check (``scf.if``); the
+    replay evaluates a guard's few instructions and selects (a ``lax.cond`` is a call of its own in
+    every trip), so a store whose row is out of bounds must still write nothing."""
+    def fn(x, idx):
+        def body(i, out):
+            row = x.at[idx[i]].get(mode="fill", fill_value=-0.0)
+            return out.at[idx[i] - 3].set(jnp.tanh(row), mode="drop")
+        return lax.fori_loop(0, idx.shape[0], body, jnp.full_like(x, 7.0))
+
+    x = np.random.default_rng(4).standard_normal((16, 32)).astype(np.float32)
+    idx = np.array([0, 5, 99, 3, 15, -40, 20, 7, 2, 16], np.int32)   # rows out of bounds read, dropped
+    kernel = pj.kernel(fn)
+    hlo = jax.jit(kernel).lower(x, idx).as_text()
+    assert "callback" not in hlo and _loops(hlo) == 1 and "stablehlo.case" not in hlo
+    got = jax.jit(kernel)(x, idx)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(kernel(x, idx)))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(jax.jit(fn)(x, idx)), rtol=2e-6, atol=1e-7)

@@ -452,6 +452,18 @@ def forget(op: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------- walk
+def _small(body: tuple, most: int = 8) -> bool:
+    """Whether ``body`` is a few instructions, no loop and no atomic store: cheaper evaluated under a
+    mask and selected than as a ``lax.cond`` (each a call of its own in every trip of a rolled loop)."""
+    count = 0
+    for s in body:
+        if isinstance(s, For) or (isinstance(s, If) and not _small(s.then + s.orelse, most - count)) or (
+                isinstance(s, Instr) and dict(s.attrs).get("atomicType", "atomic_none") != "atomic_none"):
+            return False
+        count += 1
+    return count <= most
+
+
 class Walk:
     """One function of the module traced for ``n`` grid points (see the module docstring).
 
@@ -652,7 +664,7 @@ class Walk:
         names, env = self.carried(s.then) + self.carried(s.orelse), dict(self.env)
         names = sorted(set(names))
         pred = cond.traced(self.n)
-        if self.n == 1:
+        if self.n == 1 and not _small(s.then + s.orelse):
             self.axes = self.varying()
             before = vary(self.state(names), self.axes)
             then, orelse = self.functional(s.then, names, env), self.functional(s.orelse, names, env)
@@ -901,6 +913,9 @@ class Walk:
             self.stores.append((key, idx, value, atomic))
             return
         flat = self.gm[key]
+        if self.mask is not None:   # one point under a condition (not atomic: see _small): its own values
+            old = gather(flat, idx) if idx is not None else _take(flat, offset, offs, self.n)
+            value = jnp.where(self.mask.reshape((-1,) + (1,) * offs.ndim), value, reinterpret(old, value.dtype))
         if idx is not None:
             self.gm[key] = store_held(flat, idx, value, atomic)
             return
