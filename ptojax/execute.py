@@ -164,7 +164,8 @@ def replay_function(lowering: Lowering, avals, target="a3", compiled=None):
     device data decide its tasks (scalar inputs, runtime lengths, MoE counts read back): those keep
     the host path, as do kernels with a program the real text cannot express yet and task graphs too
     long to compile as straight-line code (more than :data:`~ptojax.ascend.replay_graph.MAX_STEPS`
-    block calls after loops are rolled). ``avals``: (shape, dtype) per flat argument."""
+    block calls or :data:`~ptojax.ascend.replay_graph.MAX_INSTRUCTIONS` instructions after loops are
+    rolled). ``avals``: (shape, dtype) per flat argument."""
     from .ascend.replay_graph import PlanBackend, graph_function
 
     tgt = get_target(target) if isinstance(target, str) else target

@@ -273,3 +273,24 @@ def test_a_column_member_not_split_like_the_reduction_row_blocks_is_not_a_row_lo
     check_numbers(fn, [x], rtol=1e-6, atol=1e-6)
     if HAVE_PTOAS:
         compiled.ptoas()
+
+
+@pytest.mark.parametrize("name, fn, shape", [
+    ("row", lambda x: jnp.tanh(x[3] * 2.0), (24, 96)),
+    ("middle", lambda x: x[:, 2, :] * 2.0 + 1.0, (6, 5, 40)),
+    ("two rows", lambda x: x[1] + x[4], (8, 64)),
+    ("element row of 3-d", lambda x: jnp.exp(x[1, 2]), (3, 4, 48)),
+])
+def test_an_indexed_row_is_read_by_the_program_that_uses_it(name, fn, shape):
+    """``x[i]`` is a one-row window and a squeeze: read at the squeezed rank (``x`` flattened
+    around it), it joins its reader's program instead of a copy of its own through GM."""
+    x = np.random.default_rng(len(name)).standard_normal(shape).astype(np.float32)
+    compiled = pj.kernel(fn).lower(x).compile()
+    assert len(vector_calls(compiled)) == 1, (name, vector_calls(compiled))
+    check_numbers(fn, (x,))
+
+
+def test_an_indexed_last_dim_keeps_its_copy_and_its_numbers():
+    fn = lambda x: x[:, 5] * 2.0 + x[:, 0]            # noqa: E731 - a column: no flat window holds it
+    x = np.random.default_rng(3).standard_normal((16, 8)).astype(np.float32)
+    check_numbers(fn, (x,))

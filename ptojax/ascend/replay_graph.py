@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .engine_parse import Function
+from .engine_parse import For, Function, If, Instr
 from ..errors import PtoExecutionError
 from .replay_loops import Loop, Step, roll
 from .replay import UNROLL, Ix, Serial, Unroll, Walk, reinterpret, storage, store_held, vary, varying_axes
@@ -105,6 +105,17 @@ class PlanBackend:
 
 
 MAX_STEPS = 32   # block calls left unrolled past which XLA may compile for many seconds (a chain: superlinearly)
+MAX_INSTRUCTIONS = 256   # the same for the instructions of those calls (a loop's body once; one long program)
+
+
+def _instructions(items, functions) -> int:
+    """The instructions ``items`` replay as straight-line code: a loop's body (rolled or kept by a
+    program's ``scf.for``) counted once."""
+    def count(body):
+        return sum(count(s.body) if isinstance(s, For) else count(s.then) + count(s.orelse) if isinstance(s, If)
+                   else isinstance(s, Instr) for s in body)
+    return sum(_instructions(it.body, functions) if isinstance(it, Loop) else
+               count(functions[it.name].body) if it.name else 1 for it in items)
 
 
 def graph_function(plan, module):
@@ -112,8 +123,10 @@ def graph_function(plan, module):
     function of the kernel's flat inputs to its flat outputs: GM tensors threaded through the tasks in
     creation order (a topological order), the points of consecutive tasks of one block call batched,
     a loop's trips rolled into a ``lax.fori_loop`` (:mod:`~ptojax.ascend.replay_loops`). None past
-    :data:`MAX_STEPS` steps left unrolled, which the host runtime runs instead: XLA's compile time of
-    a chain of dependent block calls grows faster than its length (60 calls of a ``tanh`` step: 13-24 s)."""
+    :data:`MAX_STEPS` steps or :data:`MAX_INSTRUCTIONS` instructions left unrolled, which the host
+    runtime runs instead: XLA's compile time of a chain of dependent block calls or instructions grows
+    faster than its length (60 calls of a ``tanh`` step: 13-24 s; one program of 20 steps, 520
+    instructions: 6-11 s)."""
     buffers = plan.buffers
     inputs, initial, layout = {}, {}, {}
     for b in buffers:
@@ -148,6 +161,8 @@ def graph_function(plan, module):
     if sum(it.steps if isinstance(it, Loop) else 1 for it in items) > MAX_STEPS:
         return None
     functions = {name: module.function(name) for name in {s.name for s in steps} - {None}}
+    if _instructions(items, functions) > MAX_INSTRUCTIONS:
+        return None
 
     def replay(*flat):
         def fetch(base):

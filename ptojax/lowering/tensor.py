@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import ops
-from .._jax import ClosedJaxpr, frames
+from .._jax import ClosedJaxpr, Var, frames, jaxprs_in_params
 from ..errors import PtoUnsupportedError
 from ..primitives import indexing
 from . import libm
@@ -170,7 +170,44 @@ def _slice(eqn, x):
     start, limit, strides = eqn.params["start_indices"], eqn.params["limit_indices"], eqn.params["strides"]
     if strides and any(s != 1 for s in strides):
         raise unsupported(eqn, f"with strides {strides} is not supported (only unit strides)")
-    return ops.view(x, [hi - lo for lo, hi in zip(start, limit)], start)
+    window = [hi - lo for lo, hi in zip(start, limit)]
+    merged = _merged(x.shape, start, window, _SQUEEZED.get().get(id(eqn), ()))
+    if merged is None:
+        return ops.view(x, window, start)
+    shape, start, window = merged
+    return ops.view(ops.reshape(x, shape), window, start)
+
+
+def _merged(shape, start, window, squeezed):
+    """``(shape, start, window)`` of the same elements with each dim in ``squeezed`` (a one-wide
+    window) merged into the dim after it — ``x[i]`` of a (n, c) tensor as elements ``i*c : +c`` of it
+    flattened — so the window has the squeezed rank and the op reading it its grid (one program, no
+    GM round trip); None where a squeezed dim is the last or a size is symbolic."""
+    if not squeezed or max(squeezed) == len(shape) - 1 or not all(isinstance(n, int) for n in shape):
+        return None
+    dims = [list(d) for d in zip(shape, start, window)]
+    for d in sorted(squeezed, reverse=True):
+        (n, o, _), (m, p, w) = dims[d], dims[d + 1]
+        dims[d:d + 2] = [[n * m, o * m + p, w]]
+    return tuple(zip(*dims))
+
+
+_SQUEEZED = contextvars.ContextVar("squeezed_slices", default={})   # id(slice eqn) -> the dims its squeeze drops
+
+
+def _squeezed_slices(jaxpr) -> dict:
+    """The static slices of ``jaxpr`` and its bodies whose one reader is a ``squeeze``: id -> its dims."""
+    uses: dict = {}
+    for v in [*(v for e in jaxpr.eqns for v in e.invars), *jaxpr.outvars]:
+        if isinstance(v, Var):
+            uses[v] = uses.get(v, 0) + 1
+    slices = {e.outvars[0]: e for e in jaxpr.eqns if e.primitive.name == "slice"}
+    out = {id(slices[e.invars[0]]): tuple(e.params["dimensions"]) for e in jaxpr.eqns
+           if e.primitive.name == "squeeze" and e.invars[0] in slices and uses[e.invars[0]] == 1}
+    for e in jaxpr.eqns:
+        for sub in jaxprs_in_params(e.params):
+            out.update(_squeezed_slices(sub))
+    return out
 
 
 def _pad(eqn, x, value):
@@ -563,6 +600,8 @@ def _rule(eqn, invals, stack):
 
 def _translate(eqn, invals, stack):
     name = eqn.primitive.name
+    if name == "squeeze" and np.shape(invals[0]) == eqn.outvars[0].aval.shape:
+        return invals                            # its slice already has the squeezed rank (_merged)
     const = all(is_const(x) for x in invals)
     # pto ops are not folded, constant operands or not (a gather's gradient: a constant into zeros)
     if name in _ROWS and eqn.params["axis"]:    # along an inner axis only the row form has a real PTO lowering
@@ -610,4 +649,8 @@ def _translate(eqn, invals, stack):
 
 def to_tensor_level(closed: ClosedJaxpr) -> ClosedJaxpr:
     """The Tensor graph: ``closed`` with every compute eqn a ``pto.*`` op."""
-    return retrace(closed, _rule)
+    token = _SQUEEZED.set(_squeezed_slices(closed.jaxpr))
+    try:
+        return retrace(closed, _rule)
+    finally:
+        _SQUEEZED.reset(token)
