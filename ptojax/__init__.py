@@ -8,11 +8,13 @@ import importlib
 from importlib.metadata import PackageNotFoundError, version
 
 from . import ascend, errors, lowering, mpmd, ops
-from .errors import (PtoArgumentError, PtoCapacityError, PtoDtypeError, PtoError, PtoShapeError,
+from .ascend.asm import PtoAsmError
+from .errors import (PtoArgumentError, PtoCapacityError, PtoDtypeError, PtoError, PtoExecutionError, PtoShapeError,
                      PtoUnsupportedError, PtoVerifyError)
 from .execute import execute
 from .kernel import Compiled, Kernel, Lowered, kernel
 from .lowering import lower, tile
+from .mpmd import PtoOrchestrationError, PtoTaskError
 
 # Imported on first use (``pj.nn``, ``pj.report``, ``pj.tiles``): writing and running a kernel needs none.
 _ON_FIRST_USE = ("nn", "report", "tiles")   # training ops; the tuning loop's report; the Tile level by hand
@@ -30,7 +32,8 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0.0.0+source"
 
 __all__ = [
-    "Compiled", "Kernel", "Lowered", "PtoArgumentError", "PtoCapacityError", "PtoDtypeError", "PtoError",
-    "PtoShapeError", "PtoUnsupportedError", "PtoVerifyError", "__version__", "ascend", "errors", "execute", "kernel",
+    "Compiled", "Kernel", "Lowered", "PtoArgumentError", "PtoAsmError", "PtoCapacityError", "PtoDtypeError", "PtoError",
+    "PtoExecutionError", "PtoOrchestrationError", "PtoShapeError", "PtoTaskError", "PtoUnsupportedError",
+    "PtoVerifyError", "__version__", "ascend", "errors", "execute", "kernel",
     "lower", "lowering", "mpmd", "nn", "ops", "report", "tile", "tiles",
 ]

@@ -413,7 +413,7 @@ class Kernel:
         self.name = getattr(inner, "__name__", "kernel")
         self._cache: dict = {}
         self.compiles = 0
-        functools.update_wrapper(self, fn)
+        functools.update_wrapper(self, fn, updated=())   # not fn's __dict__: a kernel's would replace these
 
     def __repr__(self):
         return f"pj.kernel({self.name}, target={self.options.target!r}, backend={self.options.backend!r})"
@@ -434,6 +434,7 @@ class Kernel:
         specs = jax.tree.unflatten(tree, [_spec(_aval(x)) for x in flat])
         tgt = get_target(self.options.target)
         memory = tgt.memory
+        text = None                                     # the last try's PTO-AS text
         while True:
             try:
                 lowering = lower(self.fn, *specs, options=self.options.pass_options, memory=memory)
@@ -443,13 +444,16 @@ class Kernel:
                 raise _traced_value_error(self.name, self.fn, args, tree, err) from err
             if self.options.backend != "sim" or lowering.symbolic:
                 return Lowered(self, lowering, _avals(flat))
+            code = None
             try:                                        # codegen places the tiles, check_fit as ptoas plans them
                 code = ascend.compile_kernel(lowering, memory, tgt)
                 code.check_fit()
                 return Lowered(self, lowering, _avals(flat), code)
             except PtoCapacityError:
-                if memory.tile_bytes <= MIN_TILE_BYTES:
-                    raise
+                same = code is not None and text is not None and code.pto() == text
+                if memory.tile_bytes <= MIN_TILE_BYTES or same:    # same: halving left it as it was (the
+                    raise                                            # tiles that overfill are the user's)
+                text = code.pto() if code is not None else None
                 memory = dataclasses.replace(memory, tile_bytes=memory.tile_bytes // 2)
 
     def _compile(self, lowered: Lowered) -> Compiled:

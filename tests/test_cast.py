@@ -199,6 +199,26 @@ def test_int_to_float_rounds_to_nearest_even(dst):
     _check(lambda a: OPS.cast(a, dst), (x,), _golden(x, dst))
 
 
+def _rne(i: int, bits: int) -> int:
+    """The integer ``i`` rounded to ``bits`` significant bits, ties to even (exact, in Python ints)."""
+    drop = max(abs(i).bit_length() - bits, 0)
+    q, r = divmod(abs(i), 1 << drop)
+    half = 1 << drop >> 1
+    q += drop > 0 and (r > half or (r == half and q & 1))
+    return (q << drop) * (-1 if i < 0 else 1)
+
+
+def test_int32_to_bfloat16_rounds_once_from_the_exact_integer():
+    """Just past a bf16 half-way point, rounding through float32 first lands on the tie and then on
+    the even neighbour below (XLA's astype); pto-isa's convert rounds once, and so does every level."""
+    x = np.array([2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 2**30 + 2**22 + 3, 2**31 - 1, -2**31,
+                  2**24 + 2**16, 2**24 + 2**16 + 2**8], I32)
+    want = np.array([_rne(int(i), 8) for i in x], np.float64).astype(F32).astype(BF16)
+    for got in (pj.kernel(lambda a: OPS.cast(a, BF16))(x), jax.jit(lambda a: OPS.cast(a, BF16))(x),
+                jax.jit(pj.kernel(lambda a: a.astype(BF16)))(x)):
+        np.testing.assert_array_equal(np.asarray(got).view(np.uint16), want.view(np.uint16))
+
+
 # -------------------------------------------------------------------------------------------- vmap
 @pytest.mark.parametrize("src, dst, kw", [(F32, I8, dict(rounding="floor", saturate=False)),
                                           (BF16, I32, dict(rounding="round")),

@@ -9,7 +9,10 @@ import ptojax as pj
 
 @pytest.mark.parametrize("cls,base", [(pj.PtoShapeError, ValueError), (pj.PtoDtypeError, TypeError),
                                       (pj.PtoArgumentError, ValueError),
-                                      (pj.PtoUnsupportedError, NotImplementedError)])
+                                      (pj.PtoUnsupportedError, NotImplementedError),
+                                      (pj.PtoCapacityError, ValueError), (pj.PtoVerifyError, AssertionError),
+                                      (pj.PtoTaskError, RuntimeError), (pj.PtoOrchestrationError, RuntimeError),
+                                      (pj.PtoAsmError, ValueError), (pj.PtoExecutionError, RuntimeError)])
 def test_error_types_derive_from_builtins(cls, base):
     assert issubclass(cls, pj.PtoError) and issubclass(cls, base)
 
@@ -134,3 +137,19 @@ def test_a_wrong_leaf_of_a_pytree_argument_is_named_by_its_path():
         compiled({**params, "shift": np.ones((32,), np.float16)}, np.ones((8, 32), np.float32))
     assert str(err.value) == ("pj.kernel '<lambda>': argument 0 'params'['shift'] is float16[32], compiled for "
                               "float32[32]; call the kernel object itself to compile other shapes and dtypes")
+
+
+def test_a_reduction_with_no_real_pto_form_fails_naming_it_as_docs_pto_says():
+    """docs/pto.md's example: max over axes (0, 2) of one four-dim tile (a leading axis kept) has no
+    real selection; over a three-dim tile it runs, exactly."""
+    def reduce(vec):
+        def fn(x):
+            with pj.tile(vec=vec):
+                return jnp.max(x, axis=(0, 2))
+        return fn
+
+    x = np.random.default_rng(0).standard_normal((4, 8, 64)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(reduce((4, 8, 64)))(x)), x.max(axis=(0, 2)))
+    y = np.random.default_rng(1).standard_normal((2, 4, 8, 64)).astype(np.float32)
+    with pytest.raises(pj.PtoUnsupportedError, match=r"tamax over axes \[0, 2\].*no real PTO form"):
+        pj.kernel(reduce((2, 4, 8, 64)))(y)

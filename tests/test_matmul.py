@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -326,3 +327,21 @@ def test_float32_matmuls_ask_for_full_precision():
     text = jax.jit(lambda x, y: pj.ops.matmul(x, y)).lower(a, a).as_text()
     (dot,) = [line for line in text.splitlines() if "dot_general" in line]
     assert "precision = [HIGHEST, HIGHEST]" in dot
+
+
+@pytest.mark.parametrize("a_dt, b_dt", [(F32, BF16), (F16, F32), (BF16, F16)])
+def test_a_dot_of_two_float_dtypes_widens_both_exactly(a_dt, b_dt):
+    """The backward of ``jnp.dot(x_bf16, w_bf16, preferred_element_type=f32)`` multiplies the f32
+    cotangent by a bf16 operand: both are widened to fp32 (exact), the product is float64's rounded once."""
+    a, b = rand((24, 40), a_dt, seed=1), rand((40, 16), b_dt, seed=2)
+    fn = lambda a, b: jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=F32)  # noqa: E731
+    got = np.asarray(pj.kernel(fn)(a, b))
+    assert got.dtype == F32
+    np.testing.assert_allclose(got, _wide(a) @ _wide(b), rtol=1e-5, atol=1e-5)
+
+    def loss(x, w):
+        return jnp.sum(jax.nn.relu(jnp.dot(x, w, preferred_element_type=F32)) ** 2)
+    x, w = rand((16, 64), BF16, seed=3), rand((64, 32), BF16, seed=4)
+    for g, r in zip(pj.kernel(jax.grad(loss, (0, 1)))(x, w), jax.jit(jax.grad(loss, (0, 1)))(x, w)):
+        assert g.dtype == r.dtype == BF16
+        np.testing.assert_allclose(np.asarray(g, F32), np.asarray(r, F32), rtol=1e-2, atol=1e-2)

@@ -410,3 +410,14 @@ def test_second_derivative_error_holds_for_the_kernel_it_names():
                                                      r"derivatives \(grad of grad, jax.hessian\) of pj.nn ops are not "
                                                      r"supported"):
         jax.grad(lambda x: jnp.sum(jax.grad(lambda x: jnp.sum(pj.nn.dense(x, W, backend="xla") ** 2))(x) ** 2))(X)
+
+
+def test_cross_entropy_with_concrete_labels_closed_over_under_jit():
+    """``jax.jit(lambda lg: xent(lg, labels))`` with ``labels`` a concrete array: their range is checked
+    on the host (the check built with jnp was traced and failed as a bool)."""
+    labels = jnp.asarray(LABELS)
+    got = jax.jit(lambda lg: pj.nn.softmax_cross_entropy(lg, labels))(X)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ref_xent(X, LABELS)), rtol=1e-5)
+    bad = labels + 1000
+    with pytest.raises(pj.PtoArgumentError, match="outside"):
+        jax.jit(lambda lg: pj.nn.softmax_cross_entropy(lg, bad))(X)

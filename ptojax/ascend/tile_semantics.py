@@ -51,6 +51,8 @@ import ml_dtypes
 import numpy as np
 from jax import lax
 
+from ..primitives.cast import int_to_bfloat16
+
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 I8, I16, I32, U8, U32 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.uint8, np.uint32))
 
@@ -786,17 +788,6 @@ def _saturated(x, s: np.dtype, d: np.dtype, xp=jnp):
     return xp.clip(x, int(lo), int(hi)).astype(s)
 
 
-def _int_to_bf16(i):
-    """Exact int32 → bfloat16 (round to nearest even from the exact value, no double rounding)."""
-    neg = i < 0
-    mag = jnp.where(neg, -i.astype(jnp.int32), i).astype(jnp.uint32)     # |INT_MIN| = 2**31 as u32
-    hi = mag & jnp.uint32(0xFFFFFF00)
-    f = hi.astype(F32)                                                     # exact (<= 24 bits)
-    bits = lax.bitcast_convert_type(f, jnp.uint32) | ((mag & 0xFF) != 0).astype(jnp.uint32)  # sticky
-    f = jnp.where(mag < 2 ** 24, mag.astype(F32), lax.bitcast_convert_type(bits, F32)).astype(BF16)
-    return jnp.where(neg, -f, f)
-
-
 @_register("tcvt")
 def tcvt(src, *tmp, rmode="CAST_RINT", sat_mode="OFF", out):
     """Convert to ``out.dtype`` as pto-isa's CPU simulator does (TCvt_Impl, g++ on x86-64).
@@ -824,7 +815,7 @@ def tcvt(src, *tmp, rmode="CAST_RINT", sat_mode="OFF", out):
     if _is_float(s) and not _is_float(d):
         return _float_to_int(_round_integral(x.astype(F32), mode), d)
     if not _is_float(s) and d == BF16 and s.itemsize == 4:
-        return _int_to_bf16(x.astype(jnp.int32))
+        return int_to_bfloat16(x.astype(jnp.int32))
     return x.astype(d)        # RNE float→float / int→float (exact via f32), wrapping int→int
 
 

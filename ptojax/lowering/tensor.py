@@ -87,12 +87,14 @@ def _dot_general(eqn, a, b):
     m, k, n = (math.prod(s[d] for d in ds) for s, ds in ((a.shape, lf), (a.shape, lc), (b.shape, rf)))
     a2 = ops.reshape(ops.permute(a, (*lb, *lf, *lc)), (*batch, m, k))
     b2 = ops.reshape(ops.permute(b, (*rb, *rc, *rf)), (*batch, k, n))
-    if a.dtype != b.dtype or a.dtype not in (*_FLOAT, np.dtype(np.int8)):
+    if a.dtype != b.dtype and a.dtype in _FLOAT and b.dtype in _FLOAT:   # (a mixed-precision gradient's)
+        a2, b2 = ops.cast(a2, np.float32), ops.cast(b2, np.float32)        # widened exactly, as XLA multiplies
+    if a2.dtype != b2.dtype or a2.dtype not in (*_FLOAT, np.dtype(np.int8)):
         raise unsupported(eqn, f"multiplies {a.dtype.name} by {b.dtype.name}; the cube takes int8, fp16, bf16 or fp32 "
-                                "operands of one dtype")
-    out = np.dtype(eqn.params["preferred_element_type"] or a.dtype)
-    acc = np.dtype(np.int32) if a.dtype == np.int8 else np.dtype(np.float32)
-    native = out if out in ((acc,) if a.dtype in (np.int8, np.float32) else (acc, a.dtype)) else acc
+                                "operands of one dtype (two float dtypes are both widened to fp32)")
+    out = np.dtype(eqn.outvars[0].aval.dtype)
+    acc = np.dtype(np.int32) if a2.dtype == np.int8 else np.dtype(np.float32)
+    native = out if out in ((acc,) if a2.dtype in (np.int8, np.float32) else (acc, a2.dtype)) else acc
     y = ops.matmul(a2, b2, out_dtype=native)
     y = ops.reshape(y, (*batch, *[a.shape[d] for d in lf], *[b.shape[d] for d in rf]))
     if native == out:

@@ -119,8 +119,9 @@ def softmax_cross_entropy(logits, labels, *, backend: str = "sim"):
         raise PtoShapeError(f"pj.nn.softmax_cross_entropy: logits {logits.shape} hold no row of classes; the mean "
                             "over the batch needs one row and one class at least")
     c = logits.shape[-1]
-    if not isinstance(labels, jax.core.Tracer) and not ((0 <= labels) & (labels < c)).all():
-        bad = np.asarray(labels)[(np.asarray(labels) < 0) | (np.asarray(labels) >= c)]
+    known = None if isinstance(labels, jax.core.Tracer) else np.asarray(labels)   # checked on the host
+    if known is not None and not ((0 <= known) & (known < c)).all():
+        bad = known[(known < 0) | (known >= c)]
         raise PtoArgumentError(f"pj.nn.softmax_cross_entropy: labels {sorted(set(bad.tolist()))[:8]} are outside "
                                f"[0, {c}) (a traced label out of range picks no logit: its row's loss is the "
                                "log-sum-exp alone)")

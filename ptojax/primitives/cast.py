@@ -3,8 +3,9 @@
 float → int rounds by ``rounding`` (``rint``: ties to even, ``round``: ties away from zero, ``floor``,
 ``ceil``, ``trunc``); NaN becomes 0. With ``saturate`` (the default) out-of-range values clamp to the
 integer range; without it they wrap modulo 2**bits (NaN and ±inf then become 0). float → float and
-int → float round to nearest even (int32 → fp16/bf16 goes through float32, as the hardware's convert
-does, so it rounds twice); int → int narrowing saturates or wraps the same way.
+int → float round to nearest even from the exact integer (int32 → bf16 once, as pto-isa's convert
+does: XLA's ``astype`` goes through float32 and can round twice); int → int narrowing saturates or
+wraps the same way.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from jax import lax
 
 from .._jax import ad, batching
 from ..errors import PtoArgumentError, op_error
-from ._base import ANY, BOOL, F32, FLOAT, I32, INT, canonical_dtype, check_dtype, define, shaped, tensor
+from ._base import ANY, BF16, BOOL, F32, FLOAT, I32, INT, canonical_dtype, check_dtype, define, shaped, tensor
 
 ROUNDING = {
     "rint": jnp.round,
@@ -43,6 +44,16 @@ def _float_to_int(x, dtype, rounding, saturate):
     return jnp.where(rem < 0, -mag, mag).astype(I32).astype(dtype)
 
 
+def int_to_bfloat16(i):
+    """int32 → bfloat16 rounded once to nearest even from the exact value (no double rounding)."""
+    neg = i < 0
+    mag = jnp.where(neg, -i.astype(jnp.int32), i).astype(jnp.uint32)     # |INT_MIN| = 2**31 as u32
+    f = (mag & jnp.uint32(0xFFFFFF00)).astype(F32)                        # exact (<= 24 bits)
+    bits = lax.bitcast_convert_type(f, jnp.uint32) | ((mag & 0xFF) != 0).astype(jnp.uint32)  # sticky
+    f = jnp.where(mag < 2 ** 24, mag.astype(F32), lax.bitcast_convert_type(bits, F32)).astype(BF16)
+    return jnp.where(neg, -f, f)
+
+
 def _cast_reference(x, *, dtype, rounding, saturate):
     src = x.dtype
     if src == dtype:
@@ -59,6 +70,8 @@ def _cast_reference(x, *, dtype, rounding, saturate):
         # for a negative y (as TCVT then TMUL give, and eager JAX), so 1 / it was +inf for -inf. The
         # barrier hides the convert from that rewrite (every level and the XLA backend run this).
         return lax.optimization_barrier(x.astype(dtype))
+    if src == I32 and dtype == BF16:
+        return int_to_bfloat16(x)
     return x.astype(dtype)
 
 
