@@ -260,7 +260,8 @@ class Profile:
                      f"bound by {self.binding})",
                      "  bound: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in dataclasses.asdict(self.bound).items())]
         lines.append("  utilisation: " + ", ".join(f"{k} {u:.0%}" for k, u in self.utilisation.items()))
-        lines.append("  time per label: " + ", ".join(f"{k} {v:.2f} us" for k, v in self.label_us.items()))
+        lines.append("  time per label, summed over cores: "
+                     + ", ".join(f"{k} {v:.2f} us" for k, v in self.label_us.items()))
         return "\n".join(lines)
 
     # ------------------------------------------------------------------------------------- export
