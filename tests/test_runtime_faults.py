@@ -73,3 +73,25 @@ def test_a_host_loop_that_does_not_end_stops_at_the_task_limit(monkeypatch):
 
     with pytest.raises(pj.PtoError, match="made 500 tasks and goes on.*may not end"):
         pj.kernel(forever)(np.ones((32, 32), np.float32))
+
+
+def test_a_fault_in_a_custom_ops_numpy_names_the_function_line_and_op_under_jit():
+    """Eagerly the task fails with a PtoTaskError; under jax.jit the replay calls the NumPy semantics
+    back, and the JaxRuntimeError carried only the user's traceback (no function, line or op)."""
+    def boom(t):
+        raise ValueError("boom")
+
+    op = pj.tiles.register_op("tboom", reference=lambda t: t, numpy=boom)
+    try:
+        def f(x):
+            def body(i, ins, outs):
+                return [pj.tiles.store(outs[0], op(pj.tiles.load(ins[0], i, W32)), i, W32)]
+            return pj.tiles.grid(body, (2, 1), x, jax.ShapeDtypeStruct(x.shape, x.dtype))
+
+        x = np.ones((64, 32), np.float32)
+        with pytest.raises(pj.PtoTaskError, match=r"function 'body' line \d+: pto.tboom failed: ValueError: boom"):
+            pj.kernel(f)(x)
+        with pytest.raises(Exception, match=r"function 'body' line \d+: pto.tboom failed: ValueError: boom"):
+            jax.jit(pj.kernel(f))(x).block_until_ready()
+    finally:
+        pj.tiles.unregister_op("tboom")

@@ -977,7 +977,8 @@ class Walk:
                 raise self.error(s, f"destination {name} is neither a tile nor a vector")
         out, attrs = tuple(specs), s.attrs
         if s.op in USER:                            # a user's op sees the values of transposed L1 tiles
-            attrs += (("zn", tuple(isinstance(v, TileView) and zn(v.type) for v in ins + outs)),)
+            attrs += (("zn", tuple(isinstance(v, TileView) and zn(v.type) for v in ins + outs)),
+                      ("where", f"function '{self.func.name}' line {s.line}"))
         try:
             if any(a == 0 for a in axes):
                 static = tuple(None if a == 0 else (np.dtype(x.dtype), np.shape(x), np.asarray(x).tobytes())

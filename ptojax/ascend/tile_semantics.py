@@ -51,6 +51,7 @@ import ml_dtypes
 import numpy as np
 from jax import lax
 
+from ..errors import PtoExecutionError
 from ..primitives.cast import int_to_bfloat16
 
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
@@ -1224,13 +1225,19 @@ def register(name: str, reference: Callable, numpy: Callable | None = None) -> N
     fills a 16 x 1 destination) and dtypes; attribute ``zn`` (one
     flag per operand, then per destination: :func:`zn` tiles) transposes those operands and results."""
     if numpy is None:
-        def fn(*operands, out=None, zn=(), **attrs):
+        def fn(*operands, out=None, zn=(), where=None, **attrs):
             return _flipped(name, reference, operands, out, zn, attrs, jnp)
         USER[name] = None
     else:
-        def host(*operands, out=None, zn=(), **attrs):
-            with np.errstate(all="ignore"):
-                return _flipped(name, numpy, [_read_only(o) for o in operands], out, zn, attrs, np)
+        def host(*operands, out=None, zn=(), where=None, **attrs):
+            """``where``: the instruction's place (the jitted replay's), named by a fault in ``numpy``."""
+            try:
+                with np.errstate(all="ignore"):
+                    return _flipped(name, numpy, [_read_only(o) for o in operands], out, zn, attrs, np)
+            except Exception as err:
+                if where is None:
+                    raise
+                raise PtoExecutionError(f"pto replay: {where}: pto.{name} failed: {type(err).__name__}: {err}") from err
 
         def fn(*operands, out=None, **attrs):
             if out is None or not any(isinstance(o, jax.core.Tracer) for o in operands):
