@@ -54,7 +54,7 @@ from .engine import _ARITH, _CMP, _bits, _fits, _typed, alias_offset_fault, alia
 from .engine_parse import (DTYPES, Arith, Const, For, Function, If, Instr, PtrType, Scalar, Stmt, Subset, Tile,
                            TileType, View, ViewType, subset_valid)
 from ..errors import PtoExecutionError
-from .strided import apply_store, gather, scatter
+from .strided import apply_store, gather, plain_store, scatter
 from .tile_semantics import SEMANTICS, USER, zn
 
 UNROLL = 1          # loop trips (and serial grid points) unrolled rather than run as a fori_loop
@@ -241,12 +241,12 @@ def _held(x):
     return reinterpret(x, storage(x.dtype))
 
 
-def store_held(flat, idx: np.ndarray, values, atomic: bool):
+def store_held(flat, idx: np.ndarray, values, atomic: bool, plain: bool = False):
     """:func:`~ptojax.ascend.strided.apply_store` on a GM tensor in its :func:`storage` dtype,
     ``values`` in the tensor's own (an ``atomic_add`` adds in it)."""
     if not atomic or flat.dtype == values.dtype:
-        return apply_store(flat, idx, _held(values), atomic)
-    return _held(apply_store(reinterpret(flat, values.dtype), idx, values, atomic))
+        return apply_store(flat, idx, _held(values), atomic, plain)
+    return _held(apply_store(reinterpret(flat, values.dtype), idx, values, atomic, plain))
 
 
 # Instructions whose 32-bit float results need no guard (:func:`_rounded`): neither a product XLA could
@@ -340,10 +340,12 @@ def _take(store, base, offs: np.ndarray, n: int):
     return jnp.broadcast_to(out.reshape((-1,) + offs.shape), (n,) + offs.shape)
 
 
-def _set(store, base, offs: np.ndarray, values):
+def _set(store, base, offs: np.ndarray, values, plain: bool = False):
     """``store`` ((n, L), or (L,) for one point) with the elements ``base + offs`` set to ``values``
     ((n, *offs.shape)) for a per-point ``base`` (:class:`Ix`), written as runs of consecutive elements."""
     at, width = _starts(base, offs)
+    if plain:                                    # one point's (store (L,)): :func:`plain_store`
+        return plain_store(store, (at[:1, :, None] + jnp.arange(width, dtype=jnp.int32)).reshape(-1), values)
     rows = values.astype(store.dtype).reshape(values.shape[0], -1, width)
     if at.shape == (1, 1):
         start = (0,) * (store.ndim - 1) + (at[0, 0],)
@@ -472,8 +474,10 @@ class Walk:
     stores go straight into ``gm`` (else they are collected in ``stores``); ``scalars``: the values of
     the ``index`` parameters (a dynamic module's ``%dyn_m``), by name."""
 
-    def __init__(self, func: Function, gm: dict, keys, block, n: int, serial: bool, scalars=None):
+    def __init__(self, func: Function, gm: dict, keys, block, n: int, serial: bool, scalars=None,
+                 pristine=frozenset()):
         self.func, self.gm, self.n, self.serial = func, dict(gm), n, serial
+        self.pristine = pristine    # GM tensors still their kernel inputs' own values: stored plainly
         self.env, self.roots, self.stores = {}, {}, []
         self.mask, self.scoped = None, {}   # the points a branch runs for; root -> the mask it was allocated under
         self.loaded, self.stored = set(), set()
@@ -912,16 +916,17 @@ class Walk:
             self.stored.add(key)
             self.stores.append((key, idx, value, atomic))
             return
-        flat = self.gm[key]
+        flat, plain = self.gm[key], key in self.pristine
+        self.pristine = self.pristine - {key}
         if self.mask is not None:   # one point under a condition (not atomic: see _small): its own values
             old = gather(flat, idx) if idx is not None else _take(flat, offset, offs, self.n)
             value = jnp.where(self.mask.reshape((-1,) + (1,) * offs.ndim), value, reinterpret(old, value.dtype))
         if idx is not None:
-            self.gm[key] = store_held(flat, idx, value, atomic)
+            self.gm[key] = store_held(flat, idx, value, atomic, plain)
             return
         if atomic:
             value = SEMANTICS["tadd"](reinterpret(_take(flat, offset, offs, self.n), value.dtype), value)
-        self.gm[key] = _set(flat, offset, offs, _held(value))
+        self.gm[key] = _set(flat, offset, offs, _held(value), plain)
 
     def instr(self, s: Instr):
         ins, outs = [self.get(s, n) for n in s.ins], [self.get(s, n) for n in s.outs]

@@ -22,21 +22,22 @@ from .replay_loops import Loop, Step, roll
 from .replay import UNROLL, Ix, Serial, Unroll, Walk, reinterpret, storage, store_held, vary, varying_axes
 
 
-def call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None) -> dict:
+def call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None, pristine=frozenset()) -> dict:
     """``gm`` after ``func`` ran at block indices ``blocks`` in order (the engine's semantics): all the
     points at once where they do not interact, else one after another; ``scalars``: its ``index``
-    parameters' values (:class:`~ptojax.ascend.replay.Walk`). The walk sees the GM tensors in their
-    :func:`~ptojax.ascend.replay.storage` dtypes."""
-    dtypes = {k: x.dtype for k, x in gm.items()}
-    gm = _call(func, {k: reinterpret(x, storage(x.dtype)) for k, x in gm.items()}, keys, blocks, scalars)
-    return {k: reinterpret(x, dtypes[k]) for k, x in gm.items()}
+    parameters' values (:class:`~ptojax.ascend.replay.Walk`); ``pristine``: the GM tensors that are
+    still kernel inputs (:func:`~ptojax.ascend.strided.plain_store`). The walk sees the GM tensors in
+    their :func:`~ptojax.ascend.replay.storage` dtypes."""
+    held = {k: reinterpret(x, storage(x.dtype)) for k, x in gm.items()}
+    out = _call(func, held, keys, blocks, scalars, pristine)
+    return {k: gm[k] if x is held[k] else reinterpret(x, gm[k].dtype) for k, x in out.items()}   # untouched: as given
 
 
-def _call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None) -> dict:
+def _call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None, pristine=frozenset()) -> dict:
     try:
         walk = Walk(func, gm, keys, blocks, len(blocks), serial=False, scalars=scalars).run()
     except (Serial, Unroll):
-        return _serial(func, gm, keys, blocks, scalars)
+        return _serial(func, gm, keys, blocks, scalars, pristine)
     gm = dict(gm)
     written: dict = {}
     for key, idx, values, atomic in walk.stores:
@@ -45,11 +46,12 @@ def _call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None) -> d
             return _serial(func, gm, keys, blocks, scalars)     # two stores of the batch overlap
         written.setdefault(key, []).append(flat_idx)
     for key, idx, values, atomic in walk.stores:
-        gm[key] = store_held(gm[key], idx, values, atomic)
+        gm[key] = store_held(gm[key], idx, values, atomic, key in pristine)
+        pristine = pristine - {key}
     return gm
 
 
-def _serial(func, gm, keys, blocks, scalars=None):
+def _serial(func, gm, keys, blocks, scalars=None, pristine=frozenset()):
     """The points one after another: unrolled while few, else a ``fori_loop`` over them."""
     if len(blocks) > UNROLL:
         lo, hi = int(blocks.min()), int(blocks.max())
@@ -64,7 +66,8 @@ def _serial(func, gm, keys, blocks, scalars=None):
         except (Serial, Unroll):
             pass
     for b in blocks:
-        gm = Walk(func, gm, keys, np.array([b]), 1, serial=True, scalars=scalars).run().gm
+        walk = Walk(func, gm, keys, np.array([b]), 1, serial=True, scalars=scalars, pristine=pristine).run()
+        gm, pristine = walk.gm, walk.pristine
     return gm
 
 
@@ -172,7 +175,7 @@ def graph_function(plan, module):
             return x.astype(layout[base][1]) if x.dtype != layout[base][1] else x
 
         gm: dict = {}
-        _run(items, gm, fetch, functions)
+        _run(items, gm, fetch, functions, set(inputs))
         out = []
         for o in outputs:
             if isinstance(o, np.ndarray):
@@ -186,18 +189,27 @@ def graph_function(plan, module):
     return replay
 
 
-def _run(items, gm: dict, fetch, functions: dict) -> None:
-    """Run steps and loops on the GM buffers ``gm`` (updated), ``fetch(id)`` giving those not in it."""
+def _run(items, gm: dict, fetch, functions: dict, pristine: set | None = None) -> None:
+    """Run steps and loops on the GM buffers ``gm`` (updated), ``fetch(id)`` giving those not in it;
+    ``pristine`` (updated): the buffers whose values are still the kernel's inputs."""
     def get(k):
         return gm[k] if k in gm else fetch(k)
+    pristine = set() if pristine is None else pristine
     for item in items:
         if isinstance(item, Loop):
-            gm.update(_loop(item, get, functions))
+            done = _loop(item, get, functions)
+            pristine -= set(done)
+            gm.update(done)
         elif item.name is None:
             gm[item.keys[1]] = get(item.keys[0])
+            pristine.discard(item.keys[1])
+            if item.keys[0] in pristine:
+                pristine.add(item.keys[1])
         else:
-            gm.update(call(functions[item.name], {k: get(k) for k in item.keys}, item.keys,
-                           np.asarray(item.blocks, np.int64)))
+            before = {k: get(k) for k in item.keys}
+            gm.update(call(functions[item.name], before, item.keys, np.asarray(item.blocks, np.int64),
+                           pristine=frozenset(pristine & set(item.keys))))
+            pristine -= {k for k in item.keys if gm[k] is not before[k]}
 
 
 def _loop(loop: Loop, get, functions: dict) -> dict:

@@ -156,9 +156,18 @@ def scatter(flat, idx: np.ndarray, values):
     return flat.at[..., jnp.asarray(idx.astype(np.int32))].set(values)
 
 
-def apply_store(flat, idx, values, atomic: bool):
+def plain_store(flat, idx, values):
+    """``flat`` (1-D) with ``flat[idx] = values`` as an element scatter: XLA:CPU (jaxlib 0.10) updates a
+    reshaped parameter in place with a ``dynamic_update_slice`` fusion that reads the rows it has
+    already written when the update is computed from that same parameter (``x.at[1:].set(x[:-1])``)."""
+    return flat.at[jnp.asarray(np.asarray(idx).reshape(-1).astype(np.int32)) if isinstance(idx, np.ndarray)
+                   else idx.reshape(-1)].set(values.reshape(-1).astype(flat.dtype), mode="drop")
+
+
+def apply_store(flat, idx, values, atomic: bool, plain: bool = False):
     """``flat`` after stores of ``values`` (n, ...) at element indices ``idx`` (NumPy (n, ...) or traced
-    (n, size)), point after point: a later point's element wins; ``atomic`` adds as ``tadd`` does."""
+    (n, size)), point after point: a later point's element wins; ``atomic`` adds as ``tadd`` does.
+    ``plain``: an element scatter, never a ``dynamic_update_slice`` (see :func:`plain_store`)."""
     values = values.reshape(idx.shape)
     if not isinstance(idx, np.ndarray):                       # traced: one point (serial walks)
         idx, values = idx.reshape(-1), values.reshape(-1)
@@ -169,7 +178,7 @@ def apply_store(flat, idx, values, atomic: bool):
     if _box(idx) is not None or _distinct(flat_idx):          # a box's elements are distinct
         if atomic:
             values = SEMANTICS["tadd"](gather(flat, idx), values)
-        return scatter(flat, idx, values)
+        return plain_store(flat, idx, values) if plain else scatter(flat, idx, values)
     vals = values.reshape(-1)
     if not atomic:                                            # the last point's value of each element
         _, last = np.unique(flat_idx[::-1], return_index=True)
@@ -184,4 +193,4 @@ def apply_store(flat, idx, values, atomic: bool):
     return flat
 
 
-__all__ = ["Strided", "apply_store", "gather", "scatter"]
+__all__ = ["Strided", "apply_store", "gather", "plain_store", "scatter"]

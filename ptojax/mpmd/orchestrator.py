@@ -354,6 +354,7 @@ class _Orchestrator:
                 continue
             target = inputs[o.alias]
             if (not target.external and sum(b.base == target.base for b in inputs) == 1
+                    and _reads_only_its_own(spec, o.alias, len(inputs) + len(outputs))
                     and target.base not in read_later()):
                 outputs.append(target)                               # nothing reads the old value: in place
             else:
@@ -647,6 +648,19 @@ def _tiled_volume(windows, position, grid, shape) -> int:
 
 
 _WINDOWS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # block part -> its windows
+
+
+def _reads_only_its_own(spec, source: int, target: int) -> bool:
+    """Whether every task of ``spec`` reads GM operand ``source`` only at windows at which it writes
+    ``target`` (tile for tile): then ``target`` may be ``source`` updated in place, as no task reads
+    what another writes (``x.at[1:].set(x[:-1])`` reads the rows the next task writes)."""
+    for part in spec.parts:
+        windows = _part_windows(part)
+        reads = {w for kind, pos, w in windows if kind == "read" and pos == source}
+        writes = {w for kind, pos, w in windows if kind != "read" and pos == target}
+        if None in reads or not reads <= writes:
+            return False
+    return True
 
 
 def _part_windows(part):
