@@ -374,9 +374,9 @@ def test_tile_overrides_change_the_lowering_and_keep_the_numbers():
         got, _ = compiled.run(*args)
         np.testing.assert_allclose(np.asarray(got, np.float32), _want(*args), rtol=4e-3, atol=2e-2)
     assert tuned.profile(*args).tasks == 8 + 3 + 4 - 6         # Scale 2 instances, Linear 3, Rowsum 4
-    # the same through pj.lower and a DEFAULT entry
-    low = pj.lower(kernel_fn, *args, options={"tiles": {"DEFAULT": {"vec": (16, 32)}}})
-    assert "tile_grid" in low.as_text("tile")
+    # through pj.lower, a DEFAULT entry where every op has its own tiles would change nothing: said
+    with pytest.raises(pj.PtoArgumentError, match="'DEFAULT' sets vec, but every op .* would change nothing"):
+        pj.lower(kernel_fn, *args, options={"tiles": {"DEFAULT": {"vec": (16, 32)}}})
 
 
 def test_override_errors_name_the_label():

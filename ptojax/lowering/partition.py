@@ -11,7 +11,9 @@ Partition follows PyPTO's rules for A2/A3 (separate cube and vector cores):
 * reshapes move no data: each is emitted right after what it reshapes, so it separates no group;
 * a run of vector groups over the same row blocks where some tile the row into column tiles and
   others reduce whole rows is one program per row block that loops over the column tiles
-  (``rowloop.py``: long rows loop inside the program, not across cores);
+  (``rowloop.py``: long rows loop inside the program, not across cores); a reduction over rows wider
+  than a tile row holds (``max_cols``: left whole by the tile pass for this) that no such run takes
+  loops over column chunks of its rows on its own;
 * a tile that several members of a group load from an input is loaded once; where that would
   overfill a buffer each member loads its own, then the group is one row loop (whole-row
   intermediates recomputed, not kept), else it is split into consecutive groups that fit;
@@ -41,7 +43,7 @@ from .._jax import ClosedJaxpr, Literal, Var
 from ..errors import PtoArgumentError, PtoCapacityError
 from ..primitives import tile as T
 from . import ir, rowloop
-from .memory import ASCEND_CORE, CoreMemory, footprint
+from .memory import ASCEND_CORE, CoreMemory, _row_tmp, footprint
 from .scope import TileConfig, check_cube, check_vec
 from .scope import _shape as _tile_shape
 from .walk import CONTROL, control, interpret, is_const, read
@@ -435,7 +437,7 @@ def _bind(eqn, invals):
     return out if eqn.primitive.multiple_results else [out]
 
 
-def _program(ops, kind, body, label, memory):
+def _program(ops, kind, body, label, memory, row_loops=True):
     name = "+".join(ops)
     peak = footprint(body.jaxpr, memory)
     for loc, used in sorted(peak.items()):
@@ -443,10 +445,41 @@ def _program(ops, kind, body, label, memory):
             raise PtoCapacityError(
                 f"pto partition: block '{name}' ({CORE[kind]}{', label ' + repr(label) if label else ''}) needs "
                 f"{used} bytes of {_BUFFER_NAME[loc]} at its peak; {_BUFFER_NAME[loc]} holds {memory.buffer(loc)} bytes "
-                f"— use a smaller {'cube' if kind == 'cube' else 'vec'} tile for this op"
-                + (" (a gather's or scatter's vec tile counts its indices, each a whole row of the table)"
-                   if set(ops) & {"gather", "index_add", "scatter_update"} else ""))
+                f"— {_advice(ops, kind, body, loc, used, label, memory, row_loops)}")
     return Program(name, CORE[kind], body, label, tuple(sorted(peak.items())))
+
+
+def _advice(ops, kind, body, loc, used, label, memory, row_loops) -> str:
+    """What to change when a block's peak ``used`` bytes overfill buffer ``loc``: the tiles it loads,
+    and where a reduction reads whole rows, that only fewer rows per tile help."""
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            yield eqn
+            for key, value in eqn.params.items():
+                if key.endswith("jaxpr") and value is not None:
+                    yield from walk(getattr(value, "jaxpr", value))
+
+    eqns = list(walk(body.jaxpr))
+    tiles = sorted({tuple(e.outvars[0].aval.shape) for e in eqns if e.primitive is T.tload_p
+                    and e.params["loc"] == loc}, key=lambda t: -int(np.prod(t)))
+    shown = f" (it loads tiles {', '.join(map(str, tiles[:3]))})" if tiles else ""
+    whole = [e.invars[0].aval for e in eqns if _row_tmp(e)]
+    if kind != "vector" or loc != "vec" or not whole:
+        gather = (" (a gather's or scatter's vec tile counts its indices, each a whole row of the table)"
+                  if set(ops) & {"gather", "index_add", "scatter_update"} else "")
+        return f"use a smaller {'cube' if kind == 'cube' else 'vec'} tile for this op{shown}{gather}"
+    x = max(whole, key=lambda a: int(np.prod(a.shape)))
+    rows, cols = int(np.prod(x.shape[:-1])), x.shape[-1]
+    fit = rows * memory.buffer(loc) // used
+    text = (f"its reduction reads tile {tuple(x.shape)} whole: reductions and row-wise composites keep their rows "
+            f"whole, whatever the vec tile's columns ({rows} rows x {cols} columns x {np.dtype(x.dtype).itemsize} bytes, "
+            f"and a tmp tile as large while it reduces), so only fewer rows per tile help"
+            + (f" (at most about {fit} by this count)" if 0 < fit < rows else "") + ", not fewer columns")
+    if not row_loops:
+        text += (f"; row_loops is off for label {label!r}: with it on, the column-tiled ops around a reduction "
+                 "and the reduction loop over column tiles in one program")
+    others = [t for t in tiles if t != tuple(x.shape)]
+    return text + (f" (it also loads tiles {', '.join(map(str, others[:3]))})" if others else "")
 
 
 # ----------------------------------------------------------------------------------------- driver
@@ -466,11 +499,14 @@ class _Partitioner:
         self.memory, self.options = memory, options
         self.programs: dict[tuple, Program] = {}
 
+    def loops(self, label) -> bool:
+        return self.options.get("row_loops", label, True)
+
     def program(self, ops, kind, body, label, note="") -> Program:
         """The program for ``body``: bodies that print alike are one program (isomorphic blocks)."""
         key = (CORE[kind], label, str(body))
         if key not in self.programs:
-            program = dataclasses.replace(_program(ops, kind, body, label, self.memory), note=note)
+            program = dataclasses.replace(_program(ops, kind, body, label, self.memory, self.loops(label)), note=note)
             same_name = sum(p.name.split("#")[0] == program.name for p in self.programs.values())
             if same_name:
                 program = dataclasses.replace(program, name=f"{program.name}#{same_name + 1}")
@@ -541,6 +577,8 @@ class _Partitioner:
             return [group.block]
         if len(group) == 1 and _grid(group[0]) is None:
             return None
+        if _wide_reduction(group, self.memory):
+            return self.wide_rows(jaxpr, group, split)
         try:
             return [self.block(jaxpr, group)]
         except PtoCapacityError as err:
@@ -566,6 +604,22 @@ class _Partitioner:
                 current = [eqn]
         return [self.block(jaxpr, seg, note=f"split from a fused group: {why}") for seg in segments + [current]]
 
+    def wide_rows(self, jaxpr, group, split):
+        """The blocks of a group with a reduction over rows wider than a tile row holds (the tile pass
+        leaves such a reduction whole for a row loop, ``tiling._loops_row``) that no chain made one:
+        a row loop over column chunks of its rows (``rowloop.fuse`` with ``memory``), or each member on
+        its own where the group is not of that form."""
+        fused = rowloop.fuse(group, _escaping(jaxpr, group), self.memory)
+        if fused is not None:
+            note = f"long rows: rows wider than a tile row ({self.memory.max_cols} columns) loop over column chunks"
+            return [self.row_block(group, fused, note)]
+        if len(group) > 1:
+            return [b for eqn in group for b in self.blocks(jaxpr, [eqn], split)]
+        spec = _grid(group[0])
+        raise PtoCapacityError(f"pto partition: grid '{spec.name}' (label {spec.label!r}) reduces rows wider than a tile "
+                               f"row ({self.memory.max_cols} columns) and forms no row loop; set "
+                               f"options={{'row_loops': {{{spec.label!r}: False}}}} to reduce them in stages")
+
     def block(self, jaxpr, group, keep=True, note=""):
         """The block of one group of grid eqns: (Block, input vars, output vars); ``keep=False``: only
         check that its programs fit (none is recorded)."""
@@ -577,13 +631,24 @@ class _Partitioner:
             bodies, out_specs, inputs, outputs = _fuse(group, _escaping(jaxpr, group), share_loads)
             try:
                 if not keep:
-                    return [_program(ops, kind, body, label, self.memory) for body in bodies]
+                    return [_program(ops, kind, body, label, self.memory, self.loops(label)) for body in bodies]
                 parts = tuple(BlockPart(self.program(ops, kind, body, label, note), part.shape, tpb)
                               for body, part in zip(bodies, specs[0].parts))
                 return Block(parts, out_specs), inputs, outputs
             except PtoCapacityError:
                 if not share_loads or len(group) == 1:
                     raise
+
+
+def _wide_reduction(group, memory) -> bool:
+    """Whether a member of ``group`` reduces rows wider than a tile row (``memory.max_cols``) whole."""
+    for eqn in group:
+        spec = _grid(eqn)
+        if spec is not None and spec.kind == "vector" and any(
+                (r := rowloop._reduction(p.body)) and r[0].params["window"].shape[-1:] > (memory.max_cols,)
+                for p in spec.parts):
+            return True
+    return False
 
 
 class _RowGroup(list):

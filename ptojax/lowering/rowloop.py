@@ -10,6 +10,12 @@ it, and a last loop computes and stores the tensors read outside. Nothing the ch
 unless it is read outside; the price is recomputation (each loop reloads its inputs). A row that the
 column tile does not divide ends in a tail tile, after the loop over the full ones.
 
+Rows wider than a tile row holds (``max_cols`` columns) take the same form: the tile pass leaves a
+``sum`` / ``prod`` / ``amax`` / ``amin`` over them whole under a ``vec`` tile that splits them
+(``tiling._loops_row``), the chain loops over its column tiles, and a reduction with no column-tiled
+member around it (alone, or with R×1 ops on its result) loops over column chunks of its GM input
+(:func:`fuse` with ``memory``).
+
 :func:`fuse` returns None where the chain is not of that form; the partition then keeps its stages.
 """
 from __future__ import annotations
@@ -22,7 +28,7 @@ import numpy as np
 from .._jax import Literal
 from ..primitives import tile as T
 from . import ir
-from .reduce import identity
+from .reduce import chunk_for, identity
 from .walk import CONTROL, interpret
 
 COMBINE = {"sum": "add", "amax": "maximum", "amin": "minimum", "prod": "mul"}   # partial results -> the row's
@@ -87,21 +93,34 @@ def _rows_of(window):
     return (window.shape[:-1], window.index[:-1], window.stride[:-1], window.base[:-1])
 
 
-def fuse(eqns, escaping):
+def fuse(eqns, escaping, memory=None):
     """``(bodies, output specs, input vars, output vars, part shapes)`` of one row-loop program for
-    the grid ``eqns`` (in order), or None where they are not such a chain (module docstring)."""
+    the grid ``eqns`` (in order), or None where they are not such a chain (module docstring).
+
+    With ``memory`` (a :class:`~ptojax.lowering.memory.CoreMemory`), whole-row reductions of GM inputs
+    with no column-tiled member around them (a reduction alone, the R×1 ops on its result) loop too,
+    over column chunks of at most ``memory.tile_bytes`` and ``max_cols`` columns: what a row wider than a
+    tile row (``max_cols``) needs when no chain forms."""
     try:
         members = [_classify(e) for e in eqns]
     except _NotRows:
         return None
-    if not any(m.kind == "cols" for m in members) or not any(m.kind == "reduce" for m in members):
-        return None     # a row loop needs a reduction and the column tiles around it
+    if not any(m.kind == "reduce" for m in members):
+        return None     # a row loop needs a reduction (and column tiles around it, or ``memory`` to cut them)
     rows = [p.shape[:-1] for p in next(m for m in members if m.kind != "cols").spec.parts]
-    segments = {_segments(m, rows) for m in members if m.kind == "cols"}
-    if None in segments or len(segments) != 1 or any(
-            [p.shape[:-1] for p in m.spec.parts] != rows for m in members if m.kind != "cols"):
+    if any([p.shape[:-1] for p in m.spec.parts] != rows for m in members if m.kind != "cols"):
         return None
-    (counts,) = segments
+    cuts = None
+    if not any(m.kind == "cols" for m in members):
+        cuts = None if memory is None else _chunks(members, memory)
+        if cuts is None:
+            return None
+        counts = tuple(c for c, _, _ in cuts)
+    else:
+        segments = {_segments(m, rows) for m in members if m.kind == "cols"}
+        if None in segments or len(segments) != 1:
+            return None
+        (counts,) = segments
     produced = {v: m for m in members for v in m.eqn.outvars}
     inputs = []
     for m in members:
@@ -113,11 +132,39 @@ def fuse(eqns, escaping):
         for k in range(len(rows)):
             avals = ([jax.ShapeDtypeStruct((), np.int32)] * (len(rows[k]) + 1)
                      + [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in (*inputs, *outputs)])
-            program = _Program(members, k, counts, inputs, outputs)
+            program = _Program(members, k, counts, inputs, outputs, cuts)
             bodies.append(jax.make_jaxpr(program.body)(*avals))
     except _NotRows:
         return None
     return bodies, out_specs, inputs, outputs, [(*r, 1) for r in rows]
+
+
+def _chunks(members, memory):
+    """Per column segment of a row loop with no column-tiled member: (tile count, columns, first column)
+    for chunks of the reduced rows (:func:`~ptojax.lowering.reduce.chunk_for`: dividing the row where an
+    aligned chunk does, else a tail); None unless every reduction reads a GM input, whole rows alike."""
+    widths, sizes = set(), set()
+    for m in members:
+        if m.kind != "reduce":
+            continue
+        for part in m.spec.parts:
+            load = _reduction(part.body)[0]
+            window = load.params["window"]
+            if not window.shape:
+                return None
+            widths.add(window.shape[-1])
+            sizes.add((np.dtype(load.outvars[0].aval.dtype).itemsize, int(np.prod(window.shape[:-1]))))
+    if len(widths) != 1 or any(v in {o for m in members for o in m.eqn.outvars}
+                               for m in members if m.kind == "reduce" for v in m.eqn.invars[:1]):
+        return None
+    (n,) = widths
+    size = max(s for s, _ in sizes)
+    rows = max(r for _, r in sizes)
+    step = max(1, memory.align // size)
+    limit = max(step, min(memory.max_cols, memory.tile_bytes // max(1, rows * size)) // step * step)
+    chunk = min(n, chunk_for(n, limit, step))
+    cuts = [(n // chunk, chunk, 0)] if n // chunk else []
+    return cuts + ([(1, n % chunk, n // chunk * chunk)] if n % chunk else [])
 
 
 def _segments(m, rows):
@@ -141,8 +188,9 @@ def _segments(m, rows):
 class _Program:
     """The body of one part of a row-loop program (traced by ``jax.make_jaxpr``)."""
 
-    def __init__(self, members, k, counts, inputs, outputs):
+    def __init__(self, members, k, counts, inputs, outputs, cuts=None):
         self.members, self.k, self.counts = members, k, counts      # counts: column tiles per segment
+        self.cuts = cuts          # with no column-tiled member: per segment (count, columns, first column)
         self.inputs, self.outputs = inputs, outputs
         self.producer = {v: m for m in members for v in m.eqn.outvars}
 
@@ -215,6 +263,10 @@ class _Program:
         """Per column segment, the window of one column tile of the rows that window ``whole`` reads
         of ``src``: its producer's store windows (checked to cover the rows), or cut from ``whole``
         like the column tiles of the chain's first column-tiled member."""
+        col = len(self.rows)
+        if self.cuts is not None:
+            return [T.Window(whole.shape[:-1] + (w,), whole.index[:-1] + (col,), whole.stride[:-1] + (w,),
+                             whole.base[:-1] + (whole.base[-1] + first,)) for _, w, first in self.cuts]
         like = src if src in self.producer else next(v for m in self.members if m.kind == "cols" for v in m.eqn.outvars)
         if self.producer[like].kind != "cols":
             raise _NotRows
@@ -228,7 +280,6 @@ class _Program:
             if first != whole.base[-1]:
                 raise _NotRows
             return theirs
-        col = len(self.rows)
         return [T.Window(whole.shape[:-1] + (w.shape[-1],), whole.index[:-1] + (col,),
                          whole.stride[:-1] + (w.shape[-1],), whole.base[:-1] + (whole.base[-1] + w.base[-1] - first,))
                 for w in theirs]

@@ -5,7 +5,9 @@ Each op becomes one ``pto.tile_grid`` per *region* of its iteration space: the f
 the tail tiles form another grid whose tiles have the smaller (valid) shape. Vector ops tile by the
 ``vec`` shape in force; reductions, scans, sorts and row-wise composites keep their reduced axes whole
 (PyPTO's advice: do not tile a reduce axis), except an axis too long for one tile: reductions and scans
-go in stages (``reduce.py``), a top-k in chunks and merges (``topk.py``). ``matmul`` tiles by the
+go in stages (``reduce.py``), a top-k in chunks and merges (``topk.py``) — but a last-axis reduction
+under a ``vec`` tile that splits its row stays whole however long the row, for partition's row loop to
+read in column tiles (``rowloop.py``; ``row_loops`` off for its label: stages). ``matmul`` tiles by the
 ``cube`` shape ``(m, k, n)`` with a K-accumulation chain (``tmatmul`` then ``tmatmul_acc``); a batched
 matmul whose M is below the cube tile's m and whose right operand the batch shares is one matmul of M =
 batch x M (axis merging). Indexed ops stream their indices in tiles and move rows with
@@ -88,6 +90,7 @@ class _Context:
     label: str
     memory: CoreMemory
     rows: dict = dataclasses.field(default_factory=dict)   # id(R×1 value) -> (value, its row block's tile)
+    row_loops: bool = True     # the label's long rows may loop inside one program (partition's row_loops)
 
 
 # -------------------------------------------------------------------------------------- tile shapes
@@ -238,6 +241,8 @@ def _mapped(ctx, eqn, invals):
         space, whole = out_avals[0].shape, ()
     row = _row_tile(ctx, tensors, space)
     tile = row or vector_tile(ctx, space, [x.dtype for x in tensors] + [a.dtype for a in out_avals], whole)
+    if ctx.op in STAGED_REDUCTIONS and not row and not ctx.row_loops:
+        tile = _staged_rows(ctx, tile, whole, [x.dtype for x in tensors])
     if ctx.op in ("topk", "sort") and p["axis"] < len(space) - 1:   # sorted in the tile's transpose: one
         tile = tuple(t if d in (p["axis"], len(space) - 1) else 1 for d, t in enumerate(tile))  # matrix
     if ctx.op == "transpose":
@@ -261,6 +266,30 @@ def _mapped(ctx, eqn, invals):
     if row:
         ctx.rows[id(outs[0])] = (outs[0], row)
     return outs
+
+
+def _staged_rows(ctx, tile, whole, dtypes) -> tuple:
+    """The tile of a reduction along the last axis in the staged form (``row_loops`` off for its label)
+    under the user's ``vec`` tile: its rows halved until the whole-row tile takes at most
+    :func:`_whole_row_bytes` — a stage of its own, whose rows need not match the column-tiled ops around it
+    (with row loops on they must, and the loop reads the rows in column tiles)."""
+    if ctx.config.vec is None or len(tile) < 2 or len(tile) - 1 not in whole:
+        return tile
+    tile = list(tile)
+    dtype = max(map(np.dtype, dtypes), key=lambda d: d.itemsize, default=np.dtype(np.float32))
+    while aligned_bytes(tile, dtype, ctx.memory.align) > _whole_row_bytes(ctx.memory):
+        d = next((d for d in range(len(tile) - 2, -1, -1) if d not in whole and tile[d] > 1), None)
+        if d is None:
+            break
+        tile[d] = -(-tile[d] // 2)
+    return tuple(tile)
+
+
+def _whole_row_bytes(memory: CoreMemory) -> int:
+    """The bytes a tile of whole rows that one reduction reads may take under the user's ``vec`` tile: a
+    third of the UB less 1 KiB, as its reduction's tmp tile and what ptoas places beside it (as large, for
+    ``trowmax`` of 2 048 columns) take the rest."""
+    return (memory.ub - 1024) // 3
 
 
 def _iota(ctx, eqn):
@@ -540,32 +569,67 @@ def _staged_topk(ctx, eqn, invals):
     return _stages(ctx, staged, x, config)
 
 
-def stage_bytes(memory: CoreMemory) -> int:
+def stage_bytes(memory: CoreMemory, ctx: _Context | None = None) -> int:
     """The bytes one tile holding a whole reduced axis (or a staged top-k row) may take: half the UB at
-    the default tile size, less with a smaller ``memory.tile_bytes`` (a kernel whose text overfills the UB)."""
+    the default tile size, less with a smaller ``memory.tile_bytes`` (a kernel whose text overfills the UB
+    halves its *default* tiles) — but not for an op under a ``vec`` tile the user chose (``ctx``): how
+    its reductions stage does not change with the default tiles' size."""
+    if ctx is not None and ctx.config.vec is not None:
+        return memory.ub // 2
     return min(memory.ub // 2, 3 * memory.tile_bytes)
+
+
+_LOOPED = ("sum", "prod", "amax", "amin")     # the reductions a row loop accumulates (rowloop.COMBINE)
+
+
+def _loops_row(ctx, eqn, x) -> bool:
+    """Whether a last-axis reduction stays one whole-row grid however long the row, for partition's row
+    loop (``rowloop.py``) to read it in column tiles: a ``sum`` / ``prod`` / ``amax`` / ``amin`` over the
+    last axis under a ``vec`` tile the user chose that splits the row, with row loops on for its label.
+    Partition loops over column chunks where no chain forms (a tile row holds at most ``max_cols``
+    columns, so a longer row is never one tile). Over such a row, one without ``keepdims`` first becomes
+    one with it (:func:`_kept_wide_row`): a row loop accumulates R×1 results."""
+    vec = ctx.config.vec
+    return (ctx.row_loops and ctx.op in _LOOPED and tuple(eqn.params["axes"]) == (x.ndim - 1,) and x.ndim >= 2
+            and vec is not None and vec[-1] < x.shape[-1])
+
+
+def _kept_wide_row(ctx, eqn, x) -> bool:
+    """A last-axis reduction without ``keepdims`` over rows wider than a tile row that a row loop reads
+    (:func:`_loops_row`): it reduces with ``keepdims`` (the R×1 result a row loop accumulates), then a
+    reshape (free: a GM reinterpretation) drops the unit dim — one looping program per row block, as
+    rows of at most ``max_cols`` columns are one whole-row program."""
+    return (ctx.op in _LOOPED and not eqn.params["keepdims"] and x.ndim >= 2 and x.shape[-1] > ctx.memory.max_cols
+            and _loops_row(ctx, eqn, x))
 
 
 def _staged_reduce_axis(ctx, eqn, x):
     """For a reduction (``reduce.py``'s ``OPS``) over one axis too long for one tile to hold whole
     (the last axis past ``max_cols`` columns or a default tile; another axis past ``max_rows`` rows or
-    :func:`stage_bytes`): (axis, chunk limit, chunk step); else None."""
+    :func:`stage_bytes`): (axis, chunk limit, chunk step); else None — also for a last-axis reduction
+    that a row loop reads in column tiles (:func:`_loops_row`)."""
     if ctx.op not in STAGED_REDUCTIONS or len(eqn.params["axes"]) != 1:
         return None
     (axis,) = eqn.params["axes"]
     n, size = x.shape[axis], np.dtype(x.dtype).itemsize
     if axis == x.ndim - 1:
         step = max(1, ctx.memory.align // size)
-        limit = min(ctx.memory.max_cols, ctx.memory.tile_bytes // size)
-        return (axis, limit, step) if n > limit else None
+        if ctx.config.vec is None:
+            limit = min(ctx.memory.max_cols, ctx.memory.tile_bytes // size)
+            return (axis, limit, step) if n > limit else None
+        if n <= ctx.memory.max_cols or _loops_row(ctx, eqn, x):
+            return None                         # the user's tile: past a tile row only, unless a row loop reads it
+        rows = math.prod(ctx.config.vec[:-1])   # chunks of the user's rows in a whole-row tile's share of the UB
+        limit = _whole_row_bytes(ctx.memory) // (rows * size) // step * step
+        return axis, min(ctx.memory.max_cols, max(step, limit)), step
     tile = vector_tile(ctx, x.shape, [x.dtype], whole=(axis,))
     per_row = aligned_bytes(tile[:axis] + (1,) + tile[axis + 1:], x.dtype, ctx.memory.align)
     limit = min(ctx.memory.max_rows // max(1, math.prod(tile[:-1]) // n),
-                stage_bytes(ctx.memory) // max(1, per_row))
+                stage_bytes(ctx.memory, ctx) // max(1, per_row))
     if n > limit and limit < 2:                 # a stage of one slice would reduce nothing
         raise PtoCapacityError(f"pto.{ctx.op}{_at(ctx)}: a slice of reduced axis {axis} under vec tile "
                                f"{tile[:axis] + tile[axis + 1:]} takes {per_row} bytes; a stage of the reduction "
-                               f"holds {stage_bytes(ctx.memory)} bytes, two slices at least: use a smaller vec tile")
+                               f"holds {stage_bytes(ctx.memory, ctx)} bytes, two slices at least: use a smaller vec tile")
     return (axis, limit, 1) if n > limit else None
 
 
@@ -580,7 +644,7 @@ def _split_reduce_axes(ctx, eqn, x) -> bool:
     tile = vector_tile(ctx, x.shape, [x.dtype], whole=axes)
     return ((x.ndim - 1 in axes and x.shape[-1] > ctx.memory.max_cols)
             or math.prod(tile[:-1]) > ctx.memory.max_rows
-            or aligned_bytes(tile, x.dtype, ctx.memory.align) > stage_bytes(ctx.memory))
+            or aligned_bytes(tile, x.dtype, ctx.memory.align) > stage_bytes(ctx.memory, ctx))
 
 
 _SCAN_ACC = {"float16": np.float32, "bfloat16": np.float32, "int8": np.int16}   # what tcumsum adds in
@@ -626,7 +690,7 @@ def _staged_scan_axis(ctx, eqn, x):
         step = memory.align // min(dtype.itemsize, wide.itemsize)
         if ctx.config.vec is not None:              # the user's rows in every stage
             rows = math.prod(ctx.config.vec[:-1])
-            limit = min(memory.max_cols, stage_bytes(memory) // _column_bytes(ctx, rows, wide))
+            limit = min(memory.max_cols, stage_bytes(memory, ctx) // _column_bytes(ctx, rows, wide))
             return axis, _at_least_two(ctx, limit, axis), step, lambda shape: ctx.config
         limit = min(memory.max_cols, stage_bytes(memory) // memory.align)
         chunk = scan_chunk(n, limit, step)          # rows whose transpose keeps 32-byte rows, in a default tile
@@ -636,7 +700,7 @@ def _staged_scan_axis(ctx, eqn, x):
     if n * per <= memory.ub and n * rows <= memory.max_rows:
         return None
     per, rows = _slice_bytes(ctx, x, wide, axis)
-    limit = min(memory.max_rows // rows, stage_bytes(memory) // per)
+    limit = min(memory.max_rows // rows, stage_bytes(memory, ctx) // per)
     return axis, _at_least_two(ctx, limit, axis), 1, lambda shape: ctx.config
 
 
@@ -668,7 +732,7 @@ def _as_reference(ctx, eqn, x) -> bool:
     whole = tuple(_WHOLE_AXES[ctx.op](eqn.params, x.ndim))
     row = tuple(n if d in whole else 1 for d, n in enumerate(x.shape))
     return (x.ndim - 1 in whole and x.shape[-1] > ctx.memory.max_cols) or \
-        aligned_bytes(row, np.float32, ctx.memory.align) > stage_bytes(ctx.memory)
+        aligned_bytes(row, np.float32, ctx.memory.align) > stage_bytes(ctx.memory, ctx)
 
 
 def _staged_reduce(ctx, eqn, invals, axis, limit, step):
@@ -690,22 +754,26 @@ def _stages(ctx, stages_fn, x, config):
         if op == "reshape":
             outs = [inner.primitive.bind(*args, **inner.params)]
         else:
-            sub = _Context(op, config(inner.invars[0].aval.shape), ctx.label, ctx.memory, ctx.rows)
+            sub = _Context(op, config(inner.invars[0].aval.shape), ctx.label, ctx.memory, ctx.rows, ctx.row_loops)
             outs = _copies(sub, inner, args) if op in _COPIES else _mapped(sub, inner, args)
         env.update(zip(inner.outvars, outs))
     return [env[v] for v in stages.jaxpr.outvars]
 
 
-def _rule(memory, tiles=None, seen=None, hand=None, used=None):
+def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=None):
     """``tiles``: label -> TileConfig overriding the ``pj.tile`` setting of that label's ops
     (``"DEFAULT"``: under every op's own setting); ``seen`` collects the labels of the ops met, ``hand``
     those of hand-written grids (``pj.tiles.grid``: their tiles are the body's), ``used`` the (label,
-    ``"vec"`` / ``"cube"``) tile kinds the ops met take."""
+    ``"vec"`` / ``"cube"``) tile kinds the ops met take, ``bare`` the kinds some op takes with no setting
+    of its own (``pj.tile`` or its label's override: ``"DEFAULT"``'s applies); ``loops``: partition's
+    ``row_loops`` (label -> bool, ``"DEFAULT"`` for the rest)."""
     tiles = dict(tiles or {})
+    loops = dict(loops or {})
     default = tiles.pop("DEFAULT", TileConfig())
     seen = set() if seen is None else seen
     hand = set() if hand is None else hand
     used = set() if used is None else used
+    bare = set() if bare is None else bare
     device: dict = {}   # id -> value computed on a core (a GM tensor); other 0-d values live on the host
     rows: dict = {}     # id -> (R×1 value, the tile of the row block it was reduced from)
 
@@ -734,9 +802,13 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None):
             return on_device([eqn.primitive.bind(*invals, **eqn.params)])
         config, label = read(stack)
         seen.add(label)
-        used.add((label, "cube" if op == "matmul" else "vec"))
-        config = default.merged(config).merged(tiles.get(label, TileConfig()))
-        ctx = _Context(op, config, label, memory, rows)
+        kind = "cube" if op == "matmul" else "vec"
+        used.add((label, kind))
+        config = config.merged(tiles.get(label, TileConfig()))
+        if getattr(config, kind) is None:
+            bare.add(kind)
+        config = default.merged(config)
+        ctx = _Context(op, config, label, memory, rows, loops.get(label, loops.get("DEFAULT", True)))
         if all(0 in v.aval.shape for v in eqn.outvars):   # no element to compute (x[..., 64:] of 64 columns)
             return [np.zeros(v.aval.shape, v.aval.dtype) for v in eqn.outvars]
         if any(0 in np.shape(x) for x in invals) and op in ("sum", "prod", "matmul"):
@@ -772,6 +844,9 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None):
             return rewritten(functools.partial(OPS[op].reference, **eqn.params), invals, jnp_code=True)
         if _split_reduce_axes(ctx, eqn, invals[0]):    # one run of adjacent axes at a time, each staged
             return rewritten(functools.partial(reduce_axes, op=op, **eqn.params), invals[:1])
+        if _kept_wide_row(ctx, eqn, invals[0]):        # R×1 for the row loop, then the unit dim dropped
+            shape, kept = eqn.outvars[0].aval.shape, dict(eqn.params, keepdims=True)
+            return rewritten(lambda a: ops.reshape(eqn.primitive.bind(a, **kept), shape), invals[:1])
         staged = _staged_reduce_axis(ctx, eqn, invals[0])
         if staged is not None:
             return on_device(_staged_reduce(ctx, eqn, invals, *staged))
@@ -789,13 +864,22 @@ def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=N
     seen: set = set()
     hand: set = set()
     used: set = set()
-    out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used))
+    loops = dict((labelled or {}).get("row_loops") or {})
+    bare: set = set()
+    out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare))
     for label, config in dict(tiles or {}).items():
         for kind in ("vec", "cube"):
             if label in seen and getattr(config, kind) is not None and (label, kind) not in used:
                 takes = "cube tiles only (matmuls)" if kind == "vec" else "vec tiles only (no matmul)"
                 raise PtoArgumentError(f"pto tiling: the tile override for {label!r} sets {kind}, but its ops take "
                                        f"{takes}; the override would change nothing")
+            if label == "DEFAULT" and getattr(config, kind) is not None and kind not in bare:
+                why = (f"every op that takes a {kind} tile has its own (pj.tile or its label's override)"
+                       if any(k == kind for _, k in used) else "the kernel has no op the tile pass tiles"
+                       if not used else "the kernel's ops take " + ("cube tiles only (matmuls)" if kind == "vec" else
+                                                   "vec tiles only (no matmul)"))
+                raise PtoArgumentError(f"pto tiling: the tile override for 'DEFAULT' sets {kind}, but {why}; the "
+                                       "override would change nothing")
     for name, table in {"tiles": tiles, **(labelled or {})}.items():
         labels = seen if name == "tiles" else seen | hand      # a hand-written grid's tiles are its body's
         unmatched = sorted(set(dict(table or {})) - labels - {"DEFAULT"})
