@@ -141,6 +141,20 @@ def _avals(flat):
     return tuple(_aval(x) for x in flat)
 
 
+def _debug_values(name: str, outs) -> None:
+    """``jax_debug_nans`` / ``jax_debug_infs`` on an eager call's results, as ``jax.jit`` checks its own."""
+    for flag, bad, what in (("jax_debug_nans", np.isnan, "nan"), ("jax_debug_infs", np.isinf, "inf")):
+        if getattr(jax.config, flag) and any(jnp.issubdtype(x.dtype, jnp.floating) and bad(np.asarray(x)).any()
+                                             for x in outs):
+            raise FloatingPointError(f"invalid value ({what}) encountered in pj.kernel '{name}' ({flag})")
+
+
+def _tracing_config() -> tuple:
+    """The JAX settings that change what tracing ``fn`` accepts or makes: part of the cache key, as in
+    ``jax.jit``'s (a kernel compiled under rank promotion 'allow' must raise under 'raise')."""
+    return (jax.config.jax_numpy_rank_promotion, jax.config.jax_numpy_dtype_promotion, jax.config.jax_enable_x64)
+
+
 def _aval_text(aval) -> str:
     shape, dtype, weak = aval
     return f"{dtype.name}{list(shape)}{' (a Python number)' * weak}"
@@ -171,8 +185,10 @@ def _positional(fn, name: str, args: tuple, kwargs: dict) -> tuple:
     if bound.kwargs:                # a keyword after a skipped default: the defaults fill the gap
         bound.apply_defaults()
     if bound.kwargs:
-        raise PtoArgumentError(f"pj.kernel '{name}': keyword-only arguments {sorted(bound.kwargs)} are not "
-                               "supported; make them positional parameters or bind them with functools.partial")
+        raise PtoArgumentError(f"pj.kernel '{name}': arguments {sorted(bound.kwargs)} can only be passed by keyword "
+                               "here (keyword-only parameters, or ones a functools.partial binds by keyword), which "
+                               "pj.kernel does not support; make them positional parameters, or fix their values "
+                               "in the function (a closure, or a partial the call does not override)")
     return bound.args
 
 
@@ -294,7 +310,9 @@ class Compiled:
         if self.options.backend == "sim" and not any(isinstance(x, jax.core.Tracer) for x in flat):
             # Eager call on concrete arrays: run on the runtime directly (runtime errors keep their type).
             outs, _ = self.run(*jax.tree.unflatten(tree, flat))
-            return jax.tree.unflatten(self.lowering.out_tree, _arrays(self, jax.tree.leaves(outs), flat))
+            outs = _arrays(self, jax.tree.leaves(outs), flat)
+            _debug_values(self.name, outs)
+            return jax.tree.unflatten(self.lowering.out_tree, outs)
         outs = pto_call_p.bind(*flat, call=self)
         return jax.tree.unflatten(self.lowering.out_tree, outs)
 
@@ -457,7 +475,7 @@ class Kernel:
                 memory = dataclasses.replace(memory, tile_bytes=memory.tile_bytes // 2)
 
     def _compile(self, lowered: Lowered) -> Compiled:
-        key = (lowered.lowering.in_tree, lowered.avals)
+        key = (lowered.lowering.in_tree, lowered.avals, _tracing_config())
         if key not in self._cache:
             code, replay = None, None
             if self.options.backend == "sim" and lowered.lowering.symbolic:   # jax.export: the dynamic module
@@ -481,7 +499,7 @@ class Kernel:
         if self.options.polymorphic_shapes:
             return self._polymorphic(args)
         flat, tree = jax.tree.flatten(_canonical(args))
-        key = (tree, _avals(flat))
+        key = (tree, _avals(flat), _tracing_config())
         if key in self._cache:
             return self._cache[key]
         return self.lower(*args).compile()

@@ -1,4 +1,5 @@
 """pj.kernel: eager, jit, vmap, jit(vmap), shard_map; sim and xla backends; cache; staged API; errors."""
+import functools
 import sys
 from pathlib import Path
 
@@ -276,8 +277,10 @@ def test_keyword_arguments_are_placed_by_the_signature_as_under_jax_jit():
                                   fn(x, y, 0.5))
     with pytest.raises(pj.PtoArgumentError, match=r"'fn': got an unexpected keyword argument 'z'"):
         kernel(x, y, z=y)
-    with pytest.raises(pj.PtoArgumentError, match=r"keyword-only arguments \['s'\]"):
+    with pytest.raises(pj.PtoArgumentError, match=r"arguments \['s'\] can only be passed by keyword"):
         pj.kernel(lambda x, *, s: x * s)(x, s=2.0)
+    with pytest.raises(pj.PtoArgumentError, match=r"\['scale'\] .* a functools.partial binds by keyword"):
+        pj.kernel(functools.partial(fn, scale=3.0))(x, y, scale=5.0)
 
 
 @pytest.mark.parametrize("backend", ["sim", "xla"])
@@ -366,3 +369,22 @@ def test_any_label_text_survives_the_pto_text(label):
     compiled = pj.kernel(f).lower(x).compile()
     np.testing.assert_array_equal(np.asarray(compiled(x)), x * 2)
     assert list(compiled.profile(x).label_us) == [label]
+
+
+def test_the_cache_keys_on_the_settings_that_change_tracing():
+    """Compiled under rank promotion 'allow', the same call under 'raise' came from the cache and ran."""
+    kernel = pj.kernel(lambda a, b: a + b)
+    x, v = np.ones((8, 32), np.float32), np.ones((32,), np.float32)
+    kernel(x, v)
+    kernel(x, v)
+    assert kernel.compiles == 1
+    with jax.numpy_rank_promotion("raise"), pytest.raises(ValueError, match="jax_numpy_rank_promotion"):
+        kernel(x, v)
+
+
+def test_debug_nans_checks_an_eager_call_as_jit_does():
+    kernel = pj.kernel(lambda a: jnp.log(a))
+    x = np.full((8, 32), -1.0, np.float32)
+    assert np.isnan(np.asarray(kernel(x))).all()
+    with jax.debug_nans(True), pytest.raises(FloatingPointError, match="nan.*pj.kernel"):
+        kernel(x)

@@ -421,3 +421,8 @@ def test_cross_entropy_with_concrete_labels_closed_over_under_jit():
     bad = labels + 1000
     with pytest.raises(pj.PtoArgumentError, match="outside"):
         jax.jit(lambda lg: pj.nn.softmax_cross_entropy(lg, bad))(X)
+
+
+def test_a_list_is_refused_by_name():
+    with pytest.raises(pj.PtoDtypeError, match=r"pj.nn.softmax: x is a list, not an array"):
+        pj.nn.softmax([[1.0, 2.0, 3.0]])

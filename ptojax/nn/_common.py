@@ -33,6 +33,10 @@ def check_static(op: str, name: str, value, kind: str = "number"):
 
 
 def check_float(op: str, **arrays):
+    for name, a in arrays.items():
+        if not hasattr(a, "dtype"):             # as jnp functions refuse lists: no silent dtype choice
+            raise PtoDtypeError(f"pj.nn.{op}: {name} is a {type(a).__name__}, not an array; pass jnp.asarray(...) "
+                                "of float32, float16 or bfloat16")
     dtypes = {name: np.dtype(a.dtype) for name, a in arrays.items()}
     for name, d in dtypes.items():
         if d not in FLOATS:
