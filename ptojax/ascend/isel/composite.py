@@ -339,8 +339,11 @@ def row_expand(sel, op: str, x, per_row, out):
 
 
 @rule('tsoftmax')
+@in_f32
 def softmax(sel, s, ins, outs):
+    """``exp(x - max) / sum`` along the rows, ``exp(x - max)`` made in the result tile."""
     (x,) = ins
+    out = outs[0]
     shape = sel.shape(s, 0, x)
     axes = tuple(a % len(shape) for a in s.attr("axes"))
     if axes != (len(shape) - 1,):
@@ -348,12 +351,11 @@ def softmax(sel, s, ins, outs):
     rows = matrix(shape)[0]
     m, tmp = row_stats(sel, x, rows, sel.types[x].dtype)
     row_reduce(sel, "max", x, tmp, m)
-    e = sel.like(x)
-    row_expand(sel, "sub", x, m, e)
-    sel.emit("texp", [e], [e])
+    row_expand(sel, "sub", x, m, out)
+    sel.emit("texp", [out], [out])
     total = sel.like(m)
-    row_reduce(sel, "sum", e, tmp, total)
-    row_expand(sel, "div", e, total, outs[0])
+    row_reduce(sel, "sum", out, tmp, total)
+    row_expand(sel, "div", out, total, out)
 
 
 def normalise(sel, s, x, centre: bool):
@@ -381,16 +383,16 @@ def normalise(sel, s, x, centre: bool):
 
 
 def affine(sel, s, y, extra, outs):
-    """``y * gamma + beta`` over the columns, written to ``outs``: a weight row ``tcolexpand<op>``, a
-    weight of ``y``'s shape elementwise; of a column ``y`` (one element per row) the row of ``y``
-    ``trowexpand<op>`` its one weight."""
+    """``y * gamma + beta`` over the columns (``y`` in place), written to ``outs``: a weight row
+    ``tcolexpand<op>``, a weight of ``y``'s shape elementwise; of a column ``y`` (one element per row)
+    the row of ``y`` ``trowexpand<op>`` its one weight."""
     if not extra:
         return sel.emit("tmuls", [y, sel.const(1.0, sel.types[y].dtype)], outs)
     ty = sel.types[y]
     for i, (name, op) in enumerate(extra):
         gshape = matrix(sel.shape(s, 1 + i, name))
         t = sel.types[name]
-        dst = outs[0] if i == len(extra) - 1 else sel.like(y)
+        dst = outs[0] if i == len(extra) - 1 else y
         if gshape == (t.v_row, t.v_col) == (ty.v_row, ty.v_col):
             sel.emit(f"t{op}", [y, name], [dst])
         elif is_column(ty) and gshape == (1, 1):
@@ -402,6 +404,7 @@ def affine(sel, s, y, extra, outs):
 
 
 @rule('trms_norm')
+@in_f32
 def rms_norm(sel, s, ins, outs):
     x, *gamma = ins
     y = normalise(sel, s, x, centre=False)
@@ -409,6 +412,7 @@ def rms_norm(sel, s, ins, outs):
 
 
 @rule('tlayer_norm')
+@in_f32
 def layer_norm(sel, s, ins, outs):
     x, *rest = ins
     y = normalise(sel, s, x, centre=True)

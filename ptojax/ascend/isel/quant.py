@@ -3,12 +3,14 @@ vector sequences (A2/A3 has no ``tquant``; ``tdequant`` takes i8/i16 sources onl
 from __future__ import annotations
 
 from .. import asm
+from . import predicate
 from .composite import row_expand, row_reduce
 from .rules import rule
 from .selector import matrix
 
 _QMAX = 127.0
 _F32_MAX = 3.4028234663852886e38
+_F32_TINY = 2.0 ** -126          # the smallest normal float32
 
 
 def _f32(sel, name: str) -> str:
@@ -21,7 +23,8 @@ def _f32(sel, name: str) -> str:
 
 @rule("tquant")
 def quantize(sel, s, ins, outs):
-    """``scale = amax|x| / 127`` per row, ``q = sat(rint(x * (127 / amax)))`` (0 where amax is 0)."""
+    """``scale = amax|x| / 127`` per row, ``q = sat(rint(x * (127 / amax)))`` (0 where amax is 0), as the
+    reference: a row with a NaN has a NaN amax (and q 0), an element that is NaN or ±inf q 0."""
     (x,) = ins
     shape = sel.shape(s, 0, x)
     if tuple(a % len(shape) for a in s.attr("axes")) != (len(shape) - 1,):
@@ -29,17 +32,23 @@ def quantize(sel, s, ins, outs):
     rows = matrix(shape)[0]
     q, scale = outs
     x = _f32(sel, x)
-    magnitude = sel.like(x)
+    magnitude, tmp = sel.like(x), sel.like(x)
     sel.emit("tabs", [x], [magnitude])
-    amax = sel.like(x, cols=1)
-    row_reduce(sel, "max", magnitude, sel.like(x), amax)
+    amax, nan = sel.like(x, cols=1), sel.like(x, cols=1)
+    row_reduce(sel, "max", magnitude, tmp, amax)                        # (skips a NaN past the row's first)
+    sel.emit("tmins", [magnitude, sel.const(_F32_MAX, "f32")], [magnitude])
+    sel.emit("tmuls", [magnitude, sel.const(0.0, "f32")], [magnitude])  # 0; NaN where x is NaN
+    row_reduce(sel, "sum", magnitude, tmp, nan)
+    sel.emit("tadd", [amax, nan], [amax])                               # a row with a NaN: amax NaN
     sel.emit("tadds", [amax, sel.const(0.0, "f32")], [amax])           # tabs(-0) is -0: amax +0, not -0
     mult = sel.like(amax)
-    sel.emit("tdivs", [sel.const(_QMAX, "f32"), amax], [mult])
-    sel.emit("tmins", [mult, sel.const(_F32_MAX, "f32")], [mult])      # amax 0: x is 0, so is x * FLT_MAX
-    scaled = sel.like(x)
-    row_expand(sel, "mul", x, mult, scaled)
-    sel.convert(scaled, q, "RINT", saturate=True)
+    sel.emit("tmaxs", [amax, sel.const(_F32_TINY, "f32")], [mult])     # (pto-isa asserts a divisor != 0)
+    sel.emit("tdivs", [sel.const(_QMAX, "f32"), mult], [mult])          # amax 0 or below 127 / FLT_MAX: inf
+    scaled, q32 = magnitude, tmp                                        # (their tiles, free again)
+    row_expand(sel, "mul", x, mult, scaled)                             # NaN: x NaN or 0 * inf, amax NaN, x ±inf
+    sel.print("texpands", [sel.const(0.0, "f32")], [q32])
+    predicate.where_nan(sel, scaled, q32, scaled, q32)                  # NaN to 0 (tcvt would clamp it to 127)
+    sel.convert(q32, q, "RINT", saturate=True)
     ts = sel.types[scale]
     out = sel.as_column(scale, ts, rows) if ts.dtype == "f32" else sel.like(amax)
     sel.emit("tdivs", [amax, sel.const(_QMAX, "f32")], [out])
