@@ -690,7 +690,7 @@ def _staged_scan_axis(ctx, eqn, x):
         step = memory.align // min(dtype.itemsize, wide.itemsize)
         if ctx.config.vec is not None:              # the user's rows in every stage
             rows = math.prod(ctx.config.vec[:-1])
-            limit = min(memory.max_cols, stage_bytes(memory, ctx) // _column_bytes(ctx, rows, wide))
+            limit = min(memory.max_cols, stage_bytes(memory) // _column_bytes(ctx, rows, wide))
             return axis, _at_least_two(ctx, limit, axis), step, lambda shape: ctx.config
         limit = min(memory.max_cols, stage_bytes(memory) // memory.align)
         chunk = scan_chunk(n, limit, step)          # rows whose transpose keeps 32-byte rows, in a default tile
@@ -700,7 +700,7 @@ def _staged_scan_axis(ctx, eqn, x):
     if n * per <= memory.ub and n * rows <= memory.max_rows:
         return None
     per, rows = _slice_bytes(ctx, x, wide, axis)
-    limit = min(memory.max_rows // rows, stage_bytes(memory, ctx) // per)
+    limit = min(memory.max_rows // rows, stage_bytes(memory) // per)
     return axis, _at_least_two(ctx, limit, axis), 1, lambda shape: ctx.config
 
 
