@@ -477,7 +477,7 @@ class Walk:
     def __init__(self, func: Function, gm: dict, keys, block, n: int, serial: bool, scalars=None,
                  pristine=frozenset()):
         self.func, self.gm, self.n, self.serial = func, dict(gm), n, serial
-        self.pristine = pristine    # GM tensors still their kernel inputs' own values: stored plainly
+        self.pristine, self.given = pristine, dict(gm)  # GM tensors still kernel inputs (plain_store where read)
         self.env, self.roots, self.stores = {}, {}, []
         self.mask, self.scoped = None, {}   # the points a branch runs for; root -> the mask it was allocated under
         self.loaded, self.stored = set(), set()
@@ -916,7 +916,7 @@ class Walk:
             self.stored.add(key)
             self.stores.append((key, idx, value, atomic))
             return
-        flat, plain = self.gm[key], key in self.pristine
+        flat, plain = self.gm[key], key in self.pristine and self.reads(key)
         self.pristine = self.pristine - {key}
         if self.mask is not None:   # one point under a condition (not atomic: see _small): its own values
             old = gather(flat, idx) if idx is not None else _take(flat, offset, offs, self.n)
@@ -927,6 +927,10 @@ class Walk:
         if atomic:
             value = SEMANTICS["tadd"](reinterpret(_take(flat, offset, offs, self.n), value.dtype), value)
         self.gm[key] = _set(flat, offset, offs, _held(value), plain)
+
+    def reads(self, key) -> bool:
+        """Whether the walk read GM tensor ``key``'s given value (under its key or another's)."""
+        return any(self.given[k] is self.given[key] for k in self.loaded)
 
     def instr(self, s: Instr):
         ins, outs = [self.get(s, n) for n in s.ins], [self.get(s, n) for n in s.outs]

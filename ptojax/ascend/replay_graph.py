@@ -46,7 +46,7 @@ def _call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None, pris
             return _serial(func, gm, keys, blocks, scalars)     # two stores of the batch overlap
         written.setdefault(key, []).append(flat_idx)
     for key, idx, values, atomic in walk.stores:
-        gm[key] = store_held(gm[key], idx, values, atomic, key in pristine)
+        gm[key] = store_held(gm[key], idx, values, atomic, key in pristine and walk.reads(key))
         pristine = pristine - {key}
     return gm
 
@@ -193,7 +193,9 @@ def _run(items, gm: dict, fetch, functions: dict, pristine: set | None = None) -
     """Run steps and loops on the GM buffers ``gm`` (updated), ``fetch(id)`` giving those not in it;
     ``pristine`` (updated): the buffers whose values are still the kernel's inputs."""
     def get(k):
-        return gm[k] if k in gm else fetch(k)
+        if k not in gm:
+            gm[k] = fetch(k)        # once: a buffer's steps see one value (plain_store compares them)
+        return gm[k]
     pristine = set() if pristine is None else pristine
     for item in items:
         if isinstance(item, Loop):

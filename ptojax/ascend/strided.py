@@ -157,9 +157,10 @@ def scatter(flat, idx: np.ndarray, values):
 
 
 def plain_store(flat, idx, values):
-    """``flat`` (1-D) with ``flat[idx] = values`` as an element scatter: XLA:CPU (jaxlib 0.10) updates a
-    reshaped parameter in place with a ``dynamic_update_slice`` fusion that reads the rows it has
-    already written when the update is computed from that same parameter (``x.at[1:].set(x[:-1])``)."""
+    """``flat`` (1-D) with ``flat[idx] = values`` as an element scatter, for a store into a kernel input's
+    own buffer that the same step reads: XLA:CPU (jaxlib 0.10) updates a reshaped parameter in place with
+    a ``dynamic_update_slice`` fusion that reads the rows it has already written when the update is
+    computed from that same parameter (``x.at[1:].set(x[:-1])``)."""
     return flat.at[jnp.asarray(np.asarray(idx).reshape(-1).astype(np.int32)) if isinstance(idx, np.ndarray)
                    else idx.reshape(-1)].set(values.reshape(-1).astype(flat.dtype), mode="drop")
 
