@@ -28,7 +28,11 @@ def call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None, prist
     parameters' values (:class:`~ptojax.ascend.replay.Walk`); ``pristine``: the GM tensors that are
     still kernel inputs (:func:`~ptojax.ascend.strided.plain_store`). The walk sees the GM tensors in
     their :func:`~ptojax.ascend.replay.storage` dtypes."""
-    held = {k: reinterpret(x, storage(x.dtype)) for k, x in gm.items()}
+    once: dict = {}                 # one value per array (buffers sharing one stay one: Walk.reads)
+    for x in gm.values():
+        if id(x) not in once:
+            once[id(x)] = (x, reinterpret(x, storage(x.dtype)))
+    held = {k: once[id(x)][1] for k, x in gm.items()}
     out = _call(func, held, keys, blocks, scalars, pristine)
     return {k: gm[k] if x is held[k] else reinterpret(x, gm[k].dtype) for k, x in out.items()}   # untouched: as given
 
