@@ -468,10 +468,9 @@ class Kernel:
                 code.check_fit()
                 return Lowered(self, lowering, _avals(flat), code)
             except PtoCapacityError:
-                same = code is not None and text is not None and code.pto() == text
-                if memory.tile_bytes <= MIN_TILE_BYTES or same:    # same: halving left it as it was (the
-                    raise                                            # tiles that overfill are the user's)
-                text = code.pto() if code is not None else None
+                last, text = text, code.pto() if code is not None else None
+                if memory.tile_bytes <= MIN_TILE_BYTES or (text is not None and text == last):
+                    raise       # the smallest default tiles, or halving left the text as it was: the user's tiles
                 memory = dataclasses.replace(memory, tile_bytes=memory.tile_bytes // 2)
 
     def _compile(self, lowered: Lowered) -> Compiled:

@@ -161,8 +161,7 @@ def plain_store(flat, idx, values):
     own buffer that the same step reads: XLA:CPU (jaxlib 0.10) updates a reshaped parameter in place with
     a ``dynamic_update_slice`` fusion that reads the rows it has already written when the update is
     computed from that same parameter (``x.at[1:].set(x[:-1])``)."""
-    return flat.at[jnp.asarray(np.asarray(idx).reshape(-1).astype(np.int32)) if isinstance(idx, np.ndarray)
-                   else idx.reshape(-1)].set(values.reshape(-1).astype(flat.dtype), mode="drop")
+    return flat.at[idx.reshape(-1).astype(np.int32)].set(values.reshape(-1).astype(flat.dtype), mode="drop")
 
 
 def apply_store(flat, idx, values, atomic: bool, plain: bool = False):

@@ -16,6 +16,7 @@ which the cores compute (``pto.iota``, ``tci`` per tile). Anything else is a
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import math
@@ -199,10 +200,8 @@ _SQUEEZED = contextvars.ContextVar("squeezed_slices", default={})   # id(slice e
 
 def _squeezed_slices(jaxpr) -> dict:
     """The static slices of ``jaxpr`` and its bodies whose one reader is a ``squeeze``: id -> its dims."""
-    uses: dict = {}
-    for v in [*(v for e in jaxpr.eqns for v in e.invars), *jaxpr.outvars]:
-        if isinstance(v, Var):
-            uses[v] = uses.get(v, 0) + 1
+    uses = collections.Counter(v for v in [*(v for e in jaxpr.eqns for v in e.invars), *jaxpr.outvars]
+                               if isinstance(v, Var))
     slices = {e.outvars[0]: e for e in jaxpr.eqns if e.primitive.name == "slice"}
     out = {id(slices[e.invars[0]]): tuple(e.params["dimensions"]) for e in jaxpr.eqns
            if e.primitive.name == "squeeze" and e.invars[0] in slices and uses[e.invars[0]] == 1}
