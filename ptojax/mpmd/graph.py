@@ -409,6 +409,7 @@ class TaskGraph:
 
     def _build(self, table: TaskTable):
         self.table, self.n = table, len(table.cost)
+        self._ends: dict = {}                               # overhead -> ends(overhead)
         with _no_collections():
             self._link(table)
             self._rank(table)
@@ -543,10 +544,15 @@ class TaskGraph:
                     task._preds, task._succs, task._rank, task._graph = preds[a:b], succs[c:d], r, None
 
     def _upward(self, cost):
-        """The upward ranks, from the sinks up, one level of tasks at a time (those whose successors all
-        have theirs) while levels are wide; the rest one by one in reverse program order."""
+        """The upward ranks: each task's cost plus the largest rank of its successors."""
+        return self._chains(cost, self.succ_start, self.succ_ids, self.pred_start, self.pred_ids, reverse=True)
+
+    def _chains(self, cost, ss, si, ps, pi, reverse, overhead=0.0):
+        """Per task, ``(overhead + the largest value of its neighbours ss/si (0 for none)) + cost``, where
+        ps/pi are the opposite links: from the tasks without neighbours on, one level of tasks at a time
+        (those whose neighbours all have theirs) while levels are wide; the rest one by one in program
+        order (``reverse``: reverse program order, as the neighbours are later)."""
         n = len(cost)
-        ss, si, ps, pi = self.succ_start, self.succ_ids, self.pred_start, self.pred_ids
         outdeg, indeg = np.diff(ss), np.diff(ps)
         left = outdeg.copy()
         rank = np.zeros(n)
@@ -554,12 +560,12 @@ class TaskGraph:
         level = np.flatnonzero(outdeg == 0)
         while level.size >= 16:
             c = outdeg[level]
-            r = cost[level] + 0.0
+            r = overhead + np.zeros(level.size)
             inner = c > 0
             if inner.any():
                 f, k = level[inner], c[inner]
-                r[inner] = cost[f] + np.maximum.reduceat(rank[si[_ranges(ss[f], k)]], np.cumsum(k) - k)
-            rank[level] = r
+                r[inner] = overhead + np.maximum.reduceat(rank[si[_ranges(ss[f], k)]], np.cumsum(k) - k)
+            rank[level] = r + cost[level]
             done[level] = True
             preds, counts = np.unique(pi[_ranges(ps[level], indeg[level])], return_counts=True)
             left[preds] -= counts
@@ -567,11 +573,22 @@ class TaskGraph:
         rest = np.flatnonzero(~done).tolist()
         if rest:
             rk, ssl, sil, cl = rank.tolist(), ss.tolist(), si.tolist(), cost.tolist()
-            for i in reversed(rest):                      # successors come later in program order
+            for i in (reversed(rest) if reverse else rest):
                 a, b = ssl[i], ssl[i + 1]
-                rk[i] = cl[i] + (max([rk[j] for j in sil[a:b]]) if a != b else 0.0)
+                rk[i] = (overhead + (max([rk[j] for j in sil[a:b]]) if a != b else 0.0)) + cl[i]
             rank = np.array(rk, np.float64)
         return rank
+
+    def ends(self, overhead: float = 0.0) -> np.ndarray:
+        """Each task's earliest end (seconds) when every task starts ``overhead`` after its last
+        predecessor ends (at ``overhead`` without one) and runs for its cost: the longest chain of tasks
+        ending at it, each counting its cost plus ``overhead``. Its largest value is the lower bound's
+        ``critical_path`` term (with the dispatch overhead), and :meth:`critical_path` that chain."""
+        key = float(overhead)
+        if key not in self._ends:
+            self._ends[key] = self._chains(self.costs, self.pred_start, self.pred_ids, self.succ_start,
+                                           self.succ_ids, reverse=False, overhead=key)
+        return self._ends[key]
 
     def topological(self) -> list[Task]:
         fanin = {t: len(t.preds) for t in self.tasks}
@@ -586,13 +603,20 @@ class TaskGraph:
                     ready.append(s)
         return out
 
-    def critical_path(self) -> list[Task]:
-        path, candidates = [], [t for t in self.tasks if not t.preds]
-        while candidates:
-            task = max(candidates, key=lambda t: (t.rank, -t.tid))
-            path.append(task)
-            candidates = task.succs
-        return path
+    def critical_path(self, overhead: float = 0.0) -> list[Task]:
+        """The longest dependency chain, each task counting its cost plus ``overhead`` (:meth:`ends`):
+        back from the task that ends last, through the predecessor that ends last (the first in program
+        order of equals)."""
+        if not self.n:
+            return []
+        end = self.ends(overhead)
+        path = [int(np.argmax(end))]
+        ps, pi = self.pred_start, self.pred_ids
+        while ps[path[-1]] != ps[path[-1] + 1]:
+            preds = pi[ps[path[-1]]:ps[path[-1] + 1]]
+            path.append(int(preds[np.argmax(end[preds])]))
+        tasks = self.tasks
+        return [tasks[t] for t in reversed(path)]
 
     def __len__(self):
         return self.n

@@ -7,10 +7,12 @@ overhead, the HBM bytes are those the L2 rule (:mod:`~ptojax.mpmd.l2`) sends to 
 the task costs price at the HBM rate and the simulated run streams through the die's HBM channel --
 and ``phases`` is the release / delivery bound of chained phases (:func:`_phase_bound`); the term
 that binds is :attr:`Bound.binding`,
-utilisation per core kind, time per label, the critical path's tasks and the largest idle gaps.
+utilisation per core kind, time per label, the critical path's tasks (the chain that sets the
+critical-path term) and the largest idle gaps.
 ``Profile.save(path)`` writes a Chrome trace (Perfetto reads it): one
 lane per core (cube lanes first), a complete event per task with its details (``points``: the grid
-points, or tiles, it ran), flow arrows for
+points, or tiles, it ran; ``cost_us``: its predicted cost, which the slice's duration exceeds by any
+wait for the HBM channel; ``bytes``: the GM bytes it moves, ``hbm_bytes`` those read from HBM), flow arrows for
 dependencies. ``Profile.swimlane(path)`` draws the same picture to PNG/SVG (needs matplotlib).
 """
 from __future__ import annotations
@@ -45,6 +47,11 @@ class Record:
     @property
     def title(self) -> str:
         return self.label or self.name
+
+    @property
+    def lane(self) -> tuple[str, int]:
+        """The swimlane it ran on: ``(core kind, core)``, or ``("host", thread)`` on a run on host threads."""
+        return ("host", self.core) if self.host else (self.kind, self.core)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -124,7 +131,7 @@ def _phase_bound(graph, m, overhead: float, order, head: dict) -> tuple[float, s
     ``ceil(|S| / cores)`` of S's shortest tasks and their gaps on one core (the waves). S ranges over
     the tasks released at ``r`` or later with a tail of ``q`` or more, for every release and up to
     32 tails; phases that wait for one another add up. ``order``: the tasks in a dependency order;
-    ``head``: each task's earliest start. Returns the bound and what dominates in it: the resource of
+    ``head``: each task's earliest start, by task id. Returns the bound and what dominates in it: the resource of
     the set (a core kind, or ``scheduler``) where its work is the largest part, else ``chain`` (the
     release before the set or the tail after it)."""
     tail: dict = {}                         # from a task's end to the end of the run, at least
@@ -133,7 +140,7 @@ def _phase_bound(graph, m, overhead: float, order, head: dict) -> tuple[float, s
     tasks = graph.tasks
     if not tasks:
         return 0.0, ""
-    release = np.array([head[t.tid] for t in tasks])
+    release = np.asarray(head, np.float64)
     cost = np.array([t.cost for t in tasks])
     after = np.array([tail[t.tid] for t in tasks])
     kind = np.array([t.core for t in tasks])
@@ -193,11 +200,16 @@ class Profile:
         for t in tasks:
             work[t.core] = work.get(t.core, 0.0) + t.cost
         overhead = m.schedule_cost + m.dispatch_latency     # every task waits this long after it is ready
-        order = trace.graph.topological()
-        head: dict = {}                     # earliest start: the predecessors' ends plus the dispatch overhead
-        for t in order:
-            head[t.tid] = overhead + max([head[p.tid] + p.cost for p in t.preds], default=0.0)
-        cp = max([head[t.tid] + t.cost for t in tasks], default=0.0)
+        graph = trace.graph
+        order = graph.topological()
+        # earliest ends: each task + its dispatch overhead along the longest chain (the critical path's rule)
+        end = graph.ends(overhead)
+        ps, has = graph.pred_start, np.diff(graph.pred_start) > 0
+        last = np.zeros(len(end))                           # the predecessors' last end
+        if has.any():
+            last[has] = np.maximum.reduceat(end[graph.pred_ids], ps[:-1][has])
+        head = overhead + last                              # earliest start
+        cp = float(end.max()) if len(end) else 0.0
         counts = dict(m.cores)
         phases, self.phase_lane = _phase_bound(trace.graph, m, overhead, order, head)
         self.bound = Bound(cp, work.get("AIC", 0.0) / counts.get("AIC", 1), work.get("AIV", 0.0) / counts.get("AIV", 1),
@@ -220,7 +232,7 @@ class Profile:
         self.utilisation = {k: busy.get(k, 0.0) / (span * n) if span else 0.0 for k, n in self.lanes}
         self.idle_us = {k: (span * n - busy.get(k, 0.0)) * 1e6 for k, n in self.lanes}
         self.label_us = {k: v * 1e6 for k, v in sorted(per_label.items(), key=lambda kv: -kv[1])}
-        self.critical_path = [t.tid for t in trace.graph.critical_path()]
+        self.critical_path = [t.tid for t in graph.critical_path(overhead)]     # the chain of bound.critical_path
 
     @property
     def binding(self) -> str:
@@ -233,12 +245,15 @@ class Profile:
 
     def bubbles(self, count: int = 5):
         """The ``count`` largest idle gaps between consecutive tasks on one core: (gap µs, kind, core,
-        after task)."""
+        after task).
+
+        Gaps are taken per swimlane (:attr:`Record.lane`): on a run on host threads ``kind`` is ``host``
+        and ``core`` the thread, which runs tasks of every core kind."""
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
             raise PtoArgumentError(f"Profile.bubbles: count must be an int >= 0, got {count!r}")
         lanes: dict = {}
         for r in self.trace.records:
-            lanes.setdefault((r.kind, r.core), []).append(r)
+            lanes.setdefault(r.lane, []).append(r)
         gaps = []
         for (kind, core), recs in lanes.items():
             recs.sort(key=lambda r: r.start)
@@ -280,13 +295,13 @@ class Profile:
         events.insert(0, {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": f"ptojax {m.name} ({trace.mode})"}})
         lane_of, end_of, tasks = {}, {}, trace.graph.tasks
         for r in trace.records:
-            lane = lanes[("host", r.core) if r.host else (r.kind, r.core)]
+            lane, t = lanes[r.lane], tasks[r.tid]
             lane_of[r.tid], end_of[r.tid] = lane, r.end
             events.append({"ph": "X", "name": r.title, "cat": r.kind, "pid": 0, "tid": lane, "ts": r.start * 1e6,
                            "dur": (r.end - r.start) * 1e6,
                            "args": {"task": r.tid, "program": r.name, "label": r.label, "core": f"{r.kind} {r.core}",
-                                    "tile": list(r.index), "points": tasks[r.tid].points,
-                                    "dispatched_us": r.dispatch * 1e6, "stage": r.stage, "waits_for": list(r.preds)}})
+                                    "tile": list(r.index), "points": t.points, "cost_us": float(t.cost) * 1e6,
+                                    "bytes": int(t.bytes), "hbm_bytes": int(t.hbm), "dispatched_us": r.dispatch * 1e6, "stage": r.stage, "waits_for": list(r.preds)}})
         flow = 0
         for r in trace.records:
             for p in r.preds:
@@ -317,13 +332,13 @@ class Profile:
             raise PtoUnsupportedError("pto profile: the swimlane image needs matplotlib (pip install 'ptojax[plot]')") \
                 from None
         records = self.trace.records
-        lanes = sorted({(r.kind != "AIC", r.kind, r.core) for r in records})
+        lanes = sorted({(r.lane[0] != "AIC", *r.lane) for r in records})
         row = {(k, c): i for i, (_, k, c) in enumerate(lanes)}
         titles = sorted({r.title for r in records})
         colours = {t: plt.get_cmap("tab20")(i % 20) for i, t in enumerate(titles)}
         fig, ax = plt.subplots(figsize=(12, max(2.0, 0.3 * len(lanes) + 1)))
         for r in records:
-            ax.broken_barh([(r.start * 1e6, (r.end - r.start) * 1e6)], (row[(r.kind, r.core)] - 0.4, 0.8),
+            ax.broken_barh([(r.start * 1e6, (r.end - r.start) * 1e6)], (row[r.lane] - 0.4, 0.8),
                            facecolors=colours[r.title], edgecolor="black", linewidth=0.3)
         ax.set_yticks(range(len(lanes)), [f"{k} {c}" for _, k, c in lanes])
         ax.invert_yaxis()

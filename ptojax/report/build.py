@@ -78,7 +78,7 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
     trace, m = profile.trace, profile.trace.machine
     records = sorted(trace.records, key=lambda r: r.tid)
     host = bool(records) and records[0].host
-    lanes = sorted({(("host", r.core) if r.host else (r.kind, r.core)) for r in records},
+    lanes = sorted({r.lane for r in records},
                    key=lambda kc: (kind_order(kc[0]), kc[1]))
     lane_of = {kc: i for i, kc in enumerate(lanes)}
     titles = {r.title for r in records}
@@ -89,7 +89,7 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
         for p in r.preds:
             succs.setdefault(p, []).append(r.tid)
     recs = [{"tid": r.tid, "title": r.title, "program": r.name, "label": r.label, "kind": r.kind, "core": r.core,
-             "lane": lane_of[("host", r.core) if r.host else (r.kind, r.core)], "start_us": r.start * 1e6,
+             "lane": lane_of[r.lane], "start_us": r.start * 1e6,
              "end_us": r.end * 1e6, "dispatch_us": r.dispatch * 1e6, "index": list(r.index), "stage": r.stage,
              "preds": list(r.preds), "succs": succs.get(r.tid, []), "critical": r.tid in critical}
             for r in records]
@@ -115,10 +115,11 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
             continue
         ready = max((by_tid[p]["end_us"] for p in r["preds"] if p in by_tid), default=0.0)
         path.append({**{k: r[k] for k in ("tid", "title", "program", "kind", "core", "start_us", "end_us")},
-                     "duration_us": r["end_us"] - r["start_us"], "wait_us": r["start_us"] - ready})
+                     "duration_us": r["end_us"] - r["start_us"], "wait_us": r["start_us"] - ready,
+                     "lane": "{} {}".format(*lanes[r["lane"]])})
     bubbles = []
-    for gap, kind, core, after in profile.bubbles(10):
-        lane = [x for x in recs if x["kind"] == kind and x["core"] == core]
+    for gap, kind, core, after in profile.bubbles(10):      # kind, core: the swimlane's (host, thread on a host run)
+        lane = [x for x in recs if x["lane"] == lane_of[(kind, core)]]
         nxt = min((x for x in lane if x["start_us"] >= by_tid[after]["end_us"] and x["tid"] != after),
                   key=lambda x: x["start_us"], default=None)
         bubbles.append({"gap_us": gap, "kind": kind, "core": core, "after": after, "after_title": by_tid[after]["title"],
@@ -152,7 +153,8 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
                    for lab, us in profile.label_us.items()],
         "critical_path": {"tids": list(profile.critical_path), "tasks": path,
                           "runs": runs([p["title"] for p in path]),
-                          "work_us": sum(p["duration_us"] for p in path)},
+                          "work_us": sum(p["duration_us"] for p in path),
+                          "length_us": profile.bound.critical_path * 1e6},      # its tasks + dispatch overheads
         "bubbles": bubbles,
         "lanes": [f"{k} {c}" for k, c in lanes],
         "unused_cores": {k: n - used.get(k, 0) for k, n in m.cores} if not host else {},

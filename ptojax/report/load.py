@@ -1,40 +1,57 @@
-"""Per-core load: busy time per simulated core, its mean per core kind, the cores far from that mean,
-and the labels whose tiles all went to one core.
+"""Per-core load: busy time per simulated core, its mean per core kind, the cores a block call loaded
+more or less than the others it ran on, and the labels whose tiles all went to one core.
 
-Rule: among the cores of a kind that ran tasks (``busy``), a core is flagged ``over`` when its busy time
-is above ``HIGH`` (1.25) x their mean busy time, ``under`` when below ``LOW`` (0.75) x that mean; the
-cores that ran no task are ``idle``, counted apart and not flagged (a small kernel leaves most cores
-idle; that is its grid, shown by the idle count, not an imbalance). A label is flagged ``single_core``
-when it has more than one tile (grid point) on a core kind, all of its tasks there ran on one core, and
-the machine has more cores of that kind. Figures come from task spans ``(kind, core, label, µs)``: a
-profile's records or a Chrome trace's events.
+Rule: a core is judged within each block call (stage), against the other cores of its kind that ran
+tasks of that call: it is flagged ``over`` when its busy time in the call is above ``HIGH`` (1.25) x
+their mean, ``under`` when below ``LOW`` (0.75) x that mean -- more tiles than the others, or costlier
+ones (a tail tile). Busy time summed over the whole run is not judged: block calls that run one after
+another with fewer tasks than cores leave the lowest-numbered cores busier, and no redistribution
+shortens that. The cores that ran no task are ``idle``, counted apart and not flagged (a small kernel
+leaves most cores idle; that is its grid, shown by the idle count, not an imbalance). A label is
+flagged ``single_core`` when it has more than one tile (grid point) on a core kind, all of its tasks
+there ran on one core, and the machine has more cores of that kind. Figures come from task spans
+``(kind, core, label, µs, block call)``: a profile's records or a Chrome trace's events (without the
+block call, as an older trace, the run counts as one call).
 """
 from __future__ import annotations
 
 HIGH, LOW = 1.25, 0.75
-RULE = (f"a core that ran tasks is flagged when its busy time is above {HIGH}x or below {LOW}x the mean of the "
-        "cores of its kind that ran tasks; cores that ran none are counted as idle, not flagged; a label when all "
-        "of its tiles (more than one) on a core kind ran on one core of several")
+RULE = (f"a core is flagged when its busy time in a block call is above {HIGH}x or below {LOW}x the mean of the "
+        "cores of its kind that ran tasks of that call (busy time over the whole run is not judged: calls that "
+        "cannot use every core leave the first cores busier); cores that ran none are counted as idle, not "
+        "flagged; a label when all of its tiles (more than one) on a core kind ran on one core of several")
 
 
 def load(spans, cores: dict, tiles: dict | None = None) -> dict:
-    """The load figures (JSON-able) of ``spans`` — ``(kind, core, label, busy µs)`` per task — on a machine
-    with ``cores`` (kind -> count; a kind met in ``spans`` but not listed counts its distinct cores).
-    ``tiles``: label -> kind -> grid points, where known; else each task counts as one tile."""
+    """The load figures (JSON-able) of ``spans`` — ``(kind, core, label, busy µs[, block call])`` per task —
+    on a machine with ``cores`` (kind -> count; a kind met in ``spans`` but not listed counts its distinct
+    cores). ``tiles``: label -> kind -> grid points, where known; else each task counts as one tile."""
     busy: dict = {}
     tasks: dict = {}
     where: dict = {}                        # (label, kind) -> {core: tasks}
-    for kind, core, label, us in spans:
+    calls: dict = {}                        # kind -> block call -> core -> [busy µs, tasks, labels]
+    for span in spans:
+        kind, core, label, us = span[:4]
+        call = span[4] if len(span) > 4 else None
         busy.setdefault(kind, {}).setdefault(core, 0.0)
         busy[kind][core] += us
         tasks.setdefault(kind, {}).setdefault(core, 0)
         tasks[kind][core] += 1
         on = where.setdefault((label, kind), {})
         on[core] = on.get(core, 0) + 1
+        mine = calls.setdefault(kind, {}).setdefault(call, {}).setdefault(core, [0.0, 0, set()])
+        mine[0] += us
+        mine[1] += 1
+        mine[2].add(label)
     kinds = {}
     for kind in sorted(busy, key=lambda k: ({"AIC": 0, "AIV": 1}.get(k, 2), k)):
         n = max(cores.get(kind, 0), len(busy[kind]), 1 + max(busy[kind]))
-        kinds[kind] = flags([busy[kind].get(c, 0.0) for c in range(n)], [tasks[kind].get(c, 0) for c in range(n)])
+        stages = [{"stage": call, "labels": sorted(set().union(*(x[2] for x in on.values()))), "cores": sorted(on),
+                   "busy_us": [on[c][0] for c in sorted(on)], "tasks": [on[c][1] for c in sorted(on)]}
+                  for call, on in sorted(calls[kind].items(), key=lambda kv: (kv[0] is not None, kv[0] or 0))
+                  if len(on) > 1]       # a call on one core has no other core to be judged against
+        kinds[kind] = flags([busy[kind].get(c, 0.0) for c in range(n)], [tasks[kind].get(c, 0) for c in range(n)],
+                            stages)
     labels = []
     for (label, kind), on in sorted(where.items()):
         n_tiles = (tiles or {}).get(label, {}).get(kind, sum(on.values()))
@@ -45,22 +62,43 @@ def load(spans, cores: dict, tiles: dict | None = None) -> dict:
             "single_core": [f"{x['label']} ({x['kind']} {x['cores'][0]})" for x in labels if x["single_core"]]}
 
 
-def flags(per: list, count: list) -> dict:
-    """A core kind's load figures from its cores' busy µs ``per`` and task counts ``count`` (the rule
-    above): the mean, max and min of the busy cores, and the ``over``, ``under`` and ``idle`` cores."""
+def flags(per: list, count: list, stages: list | None = None) -> dict:
+    """A core kind's load figures from its cores' busy µs ``per`` and task counts ``count`` over the run
+    (the mean, max and min of the busy cores, the ``idle`` cores) and, by the rule above, the ``over`` and
+    ``under`` cores from ``stages``: per block call on more than one core, its ``cores`` and their
+    ``busy_us`` (and ``tasks``, ``labels``) in it. ``stages`` None (a summary saved without them): the
+    run counts as one call. ``ratio``: per core, its busy time in a call over that call's mean, the one
+    farthest from 1 (1 for a core only ever alone in a call, 0 for an idle one); ``max_over_mean``: the
+    largest such ratio."""
     used = [c for c in range(len(per)) if count[c]]
+    if stages is None:
+        stages = [{"stage": None, "labels": [], "cores": used, "busy_us": [per[c] for c in used],
+                   "tasks": [count[c] for c in used]}] if len(used) > 1 else []
     busy = [per[c] for c in used] or [0.0]
-    mean = sum(busy) / len(busy)
-    return {"cores": len(per), "busy_us": per, "tasks": count, "busy_cores": len(used), "mean_us": mean,
-            "max_us": max(busy), "min_us": min(busy), "max_over_mean": max(busy) / mean if mean else 0.0,
-            "over": [c for c in used if mean and per[c] > HIGH * mean],
-            "under": [c for c in used if mean and per[c] < LOW * mean],
-            "idle": [c for c in range(len(per)) if not count[c]]}
+    ratio = [1.0 if count[c] else 0.0 for c in range(len(per))]
+    over, under, judged = set(), set(), []
+    for st in stages:
+        mean = sum(st["busy_us"]) / len(st["busy_us"]) if st["busy_us"] else 0.0
+        rs = [b / mean if mean else 1.0 for b in st["busy_us"]]
+        high = [c for c, r in zip(st["cores"], rs) if r > HIGH]
+        low = [c for c, r in zip(st["cores"], rs) if r < LOW]
+        over.update(high)
+        under.update(low)
+        for c, r in zip(st["cores"], rs):
+            if c < len(ratio) and abs(r - 1.0) > abs(ratio[c] - 1.0):
+                ratio[c] = r
+        judged.append({**st, "mean_us": mean, "max_over_mean": max(rs, default=0.0), "over": high, "under": low})
+    return {"cores": len(per), "busy_us": per, "tasks": count, "busy_cores": len(used),
+            "mean_us": sum(busy) / len(busy), "max_us": max(busy), "min_us": min(busy),
+            "max_over_mean": max([s["max_over_mean"] for s in judged] or [1.0 if used else 0.0]),
+            "over": sorted(over), "under": sorted(under),
+            "idle": [c for c in range(len(per)) if not count[c]], "ratio": ratio, "stages": judged}
 
 
 def profile_spans(trace) -> list:
-    """``(kind, core, label, busy µs)`` per task of a :class:`~ptojax.mpmd.Trace` (host lanes: kind ``host``)."""
-    return [("host" if r.host else r.kind, r.core, r.title, (r.end - r.start) * 1e6) for r in trace.records]
+    """``(kind, core, label, busy µs, block call)`` per task of a :class:`~ptojax.mpmd.Trace` (host lanes:
+    kind ``host``)."""
+    return [("host" if r.host else r.kind, r.core, r.title, (r.end - r.start) * 1e6, r.stage) for r in trace.records]
 
 
 def chrome_spans(events) -> tuple[list, dict, dict]:
@@ -78,7 +116,7 @@ def chrome_spans(events) -> tuple[list, dict, dict]:
     for e in events:
         if e.get("ph") == "X":
             kind, core = lanes[e["tid"]]
-            spans.append((kind, core, e["name"], e["dur"]))
+            spans.append((kind, core, e["name"], e["dur"], e.get("args", {}).get("stage")))
             kinds = tiles.setdefault(e["name"], {})
             kinds[kind] = kinds.get(kind, 0) + e.get("args", {}).get("points", 1)
     return spans, cores, tiles

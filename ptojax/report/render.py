@@ -188,10 +188,11 @@ def html(data: dict) -> str:
     chips = "<span class='arrow'>→</span>".join(
         f"<span class='chip' style='background:{colours.get(lab, '#ddd')}55'>{_e(lab)}{' ×' + str(c) if c > 1 else ''}</span>"
         for lab, c in cp["runs"])
-    crow = [[f"{p['tid']}", _e(p["title"]), _e(p["program"]), f"{_e(p['kind'])} {p['core']}", f"{p['start_us']:.2f}",
+    crow = [[f"{p['tid']}", _e(p["title"]), _e(p["program"]), _e(p.get("lane") or f"{p['kind']} {p['core']}"), f"{p['start_us']:.2f}",
              f"{p['end_us']:.2f}", f"{p['duration_us']:.2f}", f"{p['wait_us']:.2f}"] for p in cp["tasks"][:400]]
     parts.append(f"<section id='critical'><h2>Critical path<span class='hint'>{len(cp['tasks'])} tasks, "
-                 f"{cp['work_us']:.2f} µs of work; the chain with the largest upward rank (HEFT)</span></h2>"
+                 f"{cp['work_us']:.2f} µs of work; the longest dependency chain, each task counted with its dispatch "
+                 f"overhead: the chain of the critical_path bound ({cp.get('length_us', 0.0):.2f} µs)</span></h2>"
                  f"<div class='chips'>{chips}</div><details><summary>the tasks on it</summary><div style='padding:8px'>"
                  + _table(["task", "label", "program", "core", "start µs", "end µs", "µs", "waited µs"], crow,
                           (0, 4, 5, 6, 7)) + "</div></details></section>")

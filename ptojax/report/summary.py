@@ -3,8 +3,8 @@
 A summary is a JSON object with ``"format": "ptojax.profile-summary/1"``, ``makespan_us``,
 ``lower_bound_us``, ``bound_us`` (per term), ``tasks``, ``utilisation`` and ``idle_us`` per core kind,
 ``label_us`` and ``label_tasks`` per label, the critical path's labels, and ``load`` (``load.py``:
-busy µs per core, the mean of the busy cores per core kind, the cores off it, the idle cores and the
-labels whose tiles all ran on one core). A Chrome trace (``Profile.save``) reads back as a summary
+busy µs per core, the mean of the busy cores per core kind, the busy µs per core of each block call and
+the cores off that call's mean, the idle cores and the labels whose tiles all ran on one core). A Chrome trace (``Profile.save``) reads back as a summary
 without the lower bound.
 """
 from __future__ import annotations
@@ -188,8 +188,8 @@ def diff(before, after) -> Diff:
     for kind in sorted(set(ka) | set(kb), key=kind_order):
         x, y = ka.get(kind), kb.get(kind)
         rows.append((f"{kind} busy max / mean", x and x["max_over_mean"], y and y["max_over_mean"]))
-        rows.append((f"{kind} flagged cores", x and len(x["over"]) + len(x["under"]),
-                     y and len(y["over"]) + len(y["under"])))
+        rows.append((f"{kind} flagged cores", x and len({*x["over"], *x["under"]}),
+                     y and len({*y["over"], *y["under"]})))
         rows.append((f"{kind} idle cores", x and len(x["idle"]), y and len(y["idle"])))
     if "load" in a or "load" in b:
         rows.append(("single-core labels", _single(a), _single(b)))
@@ -203,7 +203,7 @@ def diff(before, after) -> Diff:
 
 def _kinds(s: dict) -> dict:
     """The load figures per core kind, flagged by the current rule (a summary saved by an older one too)."""
-    return {kind: flags(k["busy_us"], k["tasks"]) for kind, k in s.get("load", {}).get("kinds", {}).items()}
+    return {kind: flags(k["busy_us"], k["tasks"], k.get("stages")) for kind, k in s.get("load", {}).get("kinds", {}).items()}
 
 
 def _single(s: dict):

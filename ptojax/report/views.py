@@ -1,6 +1,6 @@
 """The tuning views of the report page: the fusion view (the ops before partition, coloured by the
 block each went to, and the table of blocks) and the per-core load (busy time per core against the
-mean of its kind, flagged cores and labels)."""
+mean of its kind, the cores a block call loaded off its mean, single-core labels)."""
 from __future__ import annotations
 
 import math
@@ -91,16 +91,24 @@ def _ranges(cores) -> str:
 
 
 def load_section(data: dict) -> str:
-    """Per-core load: busy time per core against its kind's mean, flagged cores and single-core labels."""
+    """Per-core load: busy time per core against its kind's mean, the cores a block call loaded off its
+    mean (flagged), those calls, and single-core labels."""
     ld = data["load"]
-    krows, crows = [], []
+    krows, crows, srows_calls = [], [], []
     for kind, k in ld["kinds"].items():
         used = [c for c in range(k["cores"]) if k["tasks"][c]]
         krows.append([esc(kind), f"{k['cores']}", f"{len(used)}", f"{k['mean_us']:.2f}", f"{k['max_us']:.2f}",
                       f"{k['max_over_mean']:.2f}×", f"{len(k['over'])}", f"{len(k['under'])}", f"{len(k['idle'])}"])
         top = k["max_us"] or 1.0
+        for st in k.get("stages", ()):
+            if st["over"] or st["under"]:
+                srows_calls.append([f"{st['stage']}" if st["stage"] is not None else "-", esc(", ".join(st["labels"])),
+                                    esc(kind), f"{len(st['cores'])}", f"{st['mean_us']:.2f}", f"{st['max_over_mean']:.2f}×",
+                                    esc(", ".join(f"{kind} {c}" for c in st["over"]) or "-"),
+                                    esc(", ".join(f"{kind} {c}" for c in st["under"]) or "-")])
         for c in used:
-            busy, ratio = k["busy_us"][c], k["busy_us"][c] / k["mean_us"] if k["mean_us"] else 0.0
+            busy = k["busy_us"][c]
+            ratio = k["ratio"][c] if "ratio" in k else busy / k["mean_us"] if k["mean_us"] else 0.0
             flag = "over" if c in k["over"] else "under" if c in k["under"] else ""
             fill = {"over": "#dc2626", "under": "#d97706"}.get(flag, "#16a34a")
             bar = (f"<span class='lbar'><span class='lfill' style='width:{200 * busy / top:.0f}px;background:{fill}'></span>"
@@ -115,12 +123,16 @@ def load_section(data: dict) -> str:
              for x in single]
     return ("<section id='load'><h2>Per-core load<span class='hint'>busy time per core; "
             f"{esc(ld['rule'])}</span></h2><div class='two'><div>"
-            + table(["kind", "cores", "busy cores", "busy mean µs", "max µs", "max / mean", "over", "under", "idle"],
+            + table(["kind", "cores", "busy cores", "busy mean µs", "max µs", "max / call mean", "over", "under", "idle"],
                     krows, (1, 2, 3, 4, 5, 6, 7, 8))
+            + "<h3>Block calls that loaded a core off their mean</h3>"
+            + (table(["call", "labels", "kind", "cores", "mean µs", "max / mean", "over", "under"], srows_calls[:40],
+                     (0, 3, 4, 5)) if srows_calls
+               else "<p class='note'>None: every block call loaded the cores it ran on evenly.</p>")
             + "<h3>Labels whose tiles all ran on one core</h3>"
             + (table(["label", "kind", "tiles", "tasks", "core"], srows, (2, 3)) if srows
                else "<p class='note'>None: every label with more than one tile spread over several cores.</p>")
-            + "</div><div>" + table(["core", "tasks", "busy µs", "× mean", "flag", "busy (line: mean)"], crows, (1, 2, 3))
+            + "</div><div>" + table(["core", "tasks", "busy µs", "× call mean", "flag", "busy (line: mean)"], crows, (1, 2, 3))
             + "</div></div></section>")
 
 
