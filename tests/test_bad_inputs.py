@@ -321,8 +321,8 @@ CASES = [
      r"argument must be known statically\.\); a kernel's arguments are traced as under jax\.jit: .*functools\.partial"),
     ("kernel-traced-branch", lambda: pj.kernel(lambda x, n: x * 2 if n > 0 else x)(f32(4, 8), 1), pj.PtoArgumentError,
      r"from argument 1 'n' \(TracerBoolConversionError\); a kernel's arguments are traced"),
-    ("kernel-realize-ub-names-label", lambda: pj.kernel(_labelled_tanh).lower(f32(96, 1024)), pj.PtoCapacityError,
-     r"pto realize: function @tanh \(label 'Act'\) needs 247296 bytes of UB .* UB holds 196608 bytes"),
+    ("kernel-realize-ub-names-label", lambda: pj.kernel(_labelled_max).lower(jax.ShapeDtypeStruct((96, 1000), jnp.bfloat16)),
+     pj.PtoCapacityError, r"pto realize: function @amax \(label 'Act'\) needs 288832 bytes of UB .* UB holds 196608 bytes"),
     ("kernel-traced-shape", lambda: pj.kernel(lambda x, n: x + jnp.zeros((n,)))(f32(4, 8), 8), pj.PtoArgumentError,
      r"from argument 1 'n' \(TypeError: Shapes must be 1D sequences of concrete values of integer type, got "
      r"\(a traced value,\)\.\); a kernel's arguments are traced as under jax\.jit"),
@@ -352,10 +352,10 @@ CASES = [
 ]
 
 
-def _labelled_tanh(x):
-    """A tile the partition admits but whose instruction sequence's tiles overfill the UB."""
-    with pj.tile(vec=(12, 1024)), jax.named_scope("Act"):
-        return jnp.tanh(x)
+def _labelled_max(x):
+    """A whole-row tile whose reduction's work tiles overfill the UB (a reduction is not run in pieces)."""
+    with pj.tile(vec=(16, 1000)), jax.named_scope("Act"):
+        return jnp.max(x, 1)
 
 
 @pytest.mark.parametrize("name,thunk,error,message", CASES, ids=[c[0] for c in CASES])

@@ -74,13 +74,13 @@ def test_a_bound_computed_in_the_kernel_is_read_by_the_host(n):
     plan = _plan(low, x, backend)
     assert plan.syncs == 1
     synced = [t for t in plan.graph.tasks if t.run is None]
-    assert [t.name for t in synced] == ["view+sum", "cast"]                # ran at the sync, in creation order
+    assert [t.name for t in synced] == ["view+sum+cast"]                   # ran at the sync: the bound's one program
     trace = simulate(plan, machine(A3), worker=backend.worker)
-    assert len(trace.records) == 2 + 2 * n                                  # the loop body is 2 tasks of 8 rows
+    assert len(trace.records) == 1 + 2 * n                                  # the loop body is 2 tasks of 8 rows
     assert set(backend.runs.values()) == {1} and len(backend.runs) == len(plan.graph.tasks)
     assert_close(plan.results()[0], np.asarray(jax.jit(_device_bound)(x)), F32)
     ends = {r.tid: r.end for r in trace.records}
-    cast = next(r.tid for r in trace.records if r.name == "cast")
+    cast = next(r.tid for r in trace.records if r.name == "view+sum+cast")
     assert all(r.start >= ends[cast] for r in trace.records if r.tid > cast)   # nothing emitted before the read
 
 
@@ -89,16 +89,16 @@ def test_reading_device_data_without_executing_is_an_error():
     x[0, 0] = 2
     low = pj.lower(_device_bound, x)
     with pytest.raises(PtoOrchestrationError, match=r"pto runtime: the host op 'pto\.lt' depends on device data "
-                       r"\(GM tensor int32\[\] written by task 1 'cast\(\)' on AIV\); .* \(execute=False\)"):
+                       r"\(GM tensor int32\[\] written by task 0 'view\+sum\+cast\(0,0\)' on AIV\); .* \(execute=False\)"):
         _plan(low, x, _Counting(low), execute=False)
 
 
 def test_a_task_failing_at_a_sync_names_the_task():
     x = rand((16, 64), F32, 1, -1, 1)
     low = pj.lower(_device_bound, x)
-    with pytest.raises(PtoTaskError, match=r"task 1 'cast\(\)' on AIV failed while the host read device data for "
-                       r"the host op 'pto\.lt': FloatingPointError: injected"):
-        _plan(low, x, _Counting(low, fail="cast"))
+    with pytest.raises(PtoTaskError, match=r"task 0 'view\+sum\+cast\(0,0\)' on AIV failed while the host read device "
+                       r"data for the host op 'pto\.lt': FloatingPointError: injected"):
+        _plan(low, x, _Counting(low, fail="view+sum+cast"))
 
 
 # ------------------------------------------------------------------------------------ the MoE example

@@ -51,12 +51,23 @@ def test_default_tiles_shrink_until_the_text_fits(name, fn, args):
 
 
 def test_tiles_you_chose_that_overfill_the_ub_name_the_function():
+    def row_max(x):
+        with pj.tile(vec=(16, 1000)):               # bf16 rows widened to f32 beside the tmp tile: 289 KB
+            return jnp.max(x, 1)
+
+    with pytest.raises(pj.PtoCapacityError, match=r"function @amax needs \d+ bytes of UB .*UB holds 196608 bytes"):
+        pj.kernel(row_max).lower(X[:64, :1000].astype(BF16))
+
+
+def test_an_elementwise_op_whose_tiles_you_chose_overfill_the_ub_runs_them_in_pieces():
     def tanh(x):
         with pj.tile(vec=(16, 1024)):               # two 64 KiB tiles fit; tanh's work tiles beside them not
             return jnp.tanh(x)
 
-    with pytest.raises(pj.PtoCapacityError, match=r"function @tanh needs \d+ bytes of UB .*UB holds 196608 bytes"):
-        pj.kernel(tanh).lower(X[:64])
+    compiled = pj.kernel(tanh).lower(X[:64]).compile()     # the partition asks the real plan: two 8-row pieces
+    assert all(liveness.ub_plan(t) <= ASCEND_CORE.ub for t in liveness.functions(compiled.code.pto()).values())
+    assert compiled.profile().tasks == 4                   # the 16-row tiles you chose
+    np.testing.assert_allclose(np.asarray(compiled(X[:64])), np.asarray(jax.jit(tanh)(X[:64])), rtol=2e-6, atol=1e-6)
 
 
 @needs_ptoas

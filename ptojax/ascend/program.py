@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..errors import PtoArgumentError
-from ..lowering import ir
+from ..lowering import ir, partition
 from ..lowering.memory import ASCEND_CORE, CoreMemory
 from ..lowering.pipeline import Lowering
 from ..lowering.walk import body_of
@@ -81,8 +81,15 @@ class AscendKernel:
 
         kernels = [*self.kernels.values(), *(self.kernels[key] for key in self.grouped())]
         labels = {name: k.label for (name, _), k in zip(self.entries(), kernels)}
+        known = {}                  # a grid point's function the partition planned (planned_ub): its count
+        if arch == "a3":
+            programs = {p.name: p for p in self.lowering.programs}
+            for (name, _), (program, _) in zip(self.entries(), self.kernels):
+                planned = dict(getattr(programs.get(program), "planned", ()))
+                if "vec" in planned:
+                    known[name] = planned["vec"]
         for name, text in liveness.functions(self.pto(arch)).items():
-            need = liveness.ub_plan(text)
+            need = known[name] if name in known else liveness.ub_plan(text)
             if need > self.memory.ub:
                 label = f" (label {labels[name]!r})" if labels.get(name) else ""
                 raise PtoCapacityError(
@@ -214,6 +221,25 @@ class AscendKernel:
                         funcs[key] = None
             self._functions[arch] = funcs
         return self._functions[arch]
+
+
+def planned_ub(program, shape, memory: CoreMemory = ASCEND_CORE) -> dict:
+    """The partition's fit check (:data:`~ptojax.lowering.partition.PLANNERS`): ``{"vec": bytes}`` of UB
+    that the function of vector ``program`` over a grid of ``shape`` needs in the real module, placed as
+    :meth:`AscendKernel.check_fit` (and ``ptoas``) plan it; ``{}`` for a cube program and for one that
+    selection cannot print yet (its compile says why). Codegen's :class:`PtoCapacityError` passes."""
+    if program.core != "AIV":
+        return {}
+    from ..errors import PtoUnsupportedError
+
+    try:
+        text = isel.module([codegen(program, tuple(shape), memory)], arch="a3", memory=memory)
+    except (PtoUnsupportedError, asm.PtoAsmError):
+        return {}
+    return {"vec": max((liveness.ub_plan(t) for t in liveness.functions(text).values()), default=0)}
+
+
+partition.PLANNERS.append(planned_ub)
 
 
 def _block_calls(jaxpr):

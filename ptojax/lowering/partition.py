@@ -41,6 +41,7 @@ import numpy as np
 
 from .._jax import ClosedJaxpr, Literal, Var
 from ..errors import PtoArgumentError, PtoCapacityError
+from ..primitives import OPS
 from ..primitives import tile as T
 from . import ir, rowloop
 from .memory import ASCEND_CORE, CoreMemory, _row_tmp, footprint
@@ -51,6 +52,14 @@ from .walk import CONTROL, control, interpret, is_const, read
 CORE = {"vector": "AIV", "cube": "AIC"}
 AUTO = "auto"       # tiles_per_block chosen by the runtime's backend (BlockPart.tiles_per_block == 0)
 _BUFFER_NAME = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B", "acc": "L0C"}
+
+# How a backend places a program's tiles: ``plan(program, part shape, memory) -> {buffer loc: bytes}``,
+# registered when the backend is imported (``ascend``: the UB its real text needs as ``ptoas`` plans it,
+# what compile's ``check_fit`` counts: a composite's work tiles and masks beside the program's own). A
+# program fits where both this count and :func:`~ptojax.lowering.memory.footprint` do; the backend may
+# raise a :class:`PtoCapacityError` (does not fit) and return ``{}`` (no count of its own).
+PLANNERS: list = []
+_ELEMENTWISE = frozenset(T.COMPUTE[n] for n, op in OPS.items() if op.family == "elementwise" and n in T.COMPUTE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,14 +122,13 @@ def tile_override(label, config) -> TileConfig:
     if unknown or not config:
         raise PtoArgumentError(f"pto pass options: tiles[{label!r}] takes 'vec' and/or 'cube', got {sorted(config)}")
     vec, cube = config.get("vec"), config.get("cube")
-    out = TileConfig(None if vec is None else _tile_shape("vec", vec), None if cube is None else _tile_shape("cube", cube, 3))
-    try:
-        if out.vec:
-            check_vec(out.vec)
-        if out.cube:
-            check_cube(out.cube)
-    except PtoArgumentError as err:
-        raise PtoArgumentError(f"pto pass options: tiles[{label!r}]: {err}") from None
+    who = f"pto pass options: tiles[{label!r}]"       # the option named in errors, not pj.tile
+    out = TileConfig(None if vec is None else _tile_shape("vec", vec, who=who),
+                     None if cube is None else _tile_shape("cube", cube, 3, who=who))
+    if out.vec:
+        check_vec(out.vec, who=who)
+    if out.cube:
+        check_cube(out.cube, who=who)
     return out
 
 
@@ -134,6 +142,7 @@ class Program:
     label: str
     footprint: tuple[tuple[str, int], ...]   # peak bytes per buffer location
     note: str = ""                 # how partition formed it where it chose a fallback (a row loop, a split)
+    planned: tuple[tuple[str, int], ...] = ()   # bytes per buffer the backend's plan gives it (PLANNERS), if any
 
     def __repr__(self):
         return f"{self.name}<{self.core}>"
@@ -223,7 +232,7 @@ class _Moved(list):
 class _Group:
     eqns: list
     spec: ir.Grid
-    produced: dict     # outer var -> its store window in each part
+    produced: dict     # outer var -> its store window in each part (:func:`_canonical` to its grid)
     first: int         # position of the first member
 
 
@@ -237,7 +246,8 @@ def _plan(jaxpr, siblings: bool = True) -> list:
         spec = _grid(eqn)
         stores = _stores(spec) if spec is not None and spec.kind == "vector" else None
         if stores is not None:
-            produced = {v: [s[pos] for s in stores] for pos, v in enumerate(eqn.outvars)}
+            produced = {v: [_canonical(s[pos], p.shape) for s, p in zip(stores, spec.parts)]
+                        for pos, v in enumerate(eqn.outvars)}
             group = next((g for g in reversed(open_groups) if _joins(g, eqn, spec, producer)), None)
             if group is None:
                 group = _Group([eqn], spec, produced, position)
@@ -249,6 +259,9 @@ def _plan(jaxpr, siblings: bool = True) -> list:
             emitted = group.first
         elif eqn.primitive.name == "pto.reshape" and isinstance(eqn.invars[0], Var):
             emitted = producer.get(eqn.invars[0], -1) + _AFTER     # moves no data: right after what it reshapes
+            groups.append(_Moved([eqn], emitted))
+        elif _host_scalar(eqn):         # a scalar of the host (a divisor's sign): right after its operands
+            emitted = max((producer.get(v, -1) for v in eqn.invars if isinstance(v, Var)), default=-1) + _AFTER
             groups.append(_Moved([eqn], emitted))
         else:
             groups.append([eqn])
@@ -293,6 +306,15 @@ def _merge_siblings(groups, producer) -> list:
     return kept
 
 
+def _host_scalar(eqn) -> bool:
+    """Whether ``eqn`` is a scalar op outside any grid (the tile pass leaves scalars of constants and
+    arguments on the host): it computes on no core, so it moves to just after its operands rather than
+    part the grids around it (``x // 512``'s divisor sign between the ops of a reduction's epilogue)."""
+    return (_grid(eqn) is None and eqn.primitive.name not in CONTROL and bool(eqn.outvars)
+            and not any(key.endswith("jaxpr") for key in eqn.params)
+            and all(not v.aval.shape for v in (*eqn.outvars, *(v for v in eqn.invars if isinstance(v, Var)))))
+
+
 def _canonical(window, grid):
     """``window`` with the grid dims of extent 1 read as fixed offsets (the same GM box)."""
     fixed = [i >= 0 and grid[i] == 1 for i in window.index]
@@ -300,8 +322,18 @@ def _canonical(window, grid):
                                stride=tuple(0 if f else s for f, s in zip(fixed, window.stride)))
 
 
+def _one_point(spec: ir.Grid) -> bool:
+    """A grid of a single point (a whole-tensor reduction's, a scalar op's): its body is the program."""
+    return len(spec.parts) == 1 and all(d == 1 for d in spec.parts[0].shape)
+
+
 def _same_tiles(group: _Group, spec: ir.Grid) -> bool:
-    return [p.shape for p in spec.parts] == [p.shape for p in group.spec.parts] and spec.label == group.spec.label
+    """Grids over the same tiles, with the same label; single-point grids of any rank are alike (a
+    reduction to a scalar and the scalar ops after it, its epilogue, are one program)."""
+    if spec.label != group.spec.label:
+        return False
+    return [p.shape for p in spec.parts] == [p.shape for p in group.spec.parts] or (
+        _one_point(spec) and _one_point(group.spec))
 
 
 def _forwardable(group: _Group, spec: ir.Grid, pos: int, v) -> bool:
@@ -309,7 +341,7 @@ def _forwardable(group: _Group, spec: ir.Grid, pos: int, v) -> bool:
     stored it, and not updated in place: the tile can stay in UB."""
     loads = _loads(spec, pos)
     return (pos not in {o.alias for o in spec.outputs} and loads is not None
-            and all({_canonical(x, p.shape) for x in l} == {_canonical(w, p.shape)}
+            and all({_canonical(x, p.shape) for x in l} == {w}
                     for l, w, p in zip(loads, group.produced[v], spec.parts)))
 
 
@@ -423,7 +455,8 @@ def _fuse(eqns, escaping, share_loads=True):
                 member_ins = [v.val if isinstance(v, Literal) else (_Buffer(v) if v in produced else env[v])
                               for v in e.invars]
                 member = spec.parts[k].body
-                interpret(member.jaxpr, member.consts, [*index, *member_ins, *map(_Buffer, e.outvars)], rule)
+                at = index if len(spec.parts[k].shape) == n else [np.int32(0)] * len(spec.parts[k].shape)   # one point
+                interpret(member.jaxpr, member.consts, [*at, *member_ins, *map(_Buffer, e.outvars)], rule)
             return [real[v] for v in outputs]
 
         avals = ([jax.ShapeDtypeStruct((), np.int32)] * n
@@ -435,6 +468,63 @@ def _fuse(eqns, escaping, share_loads=True):
 def _bind(eqn, invals):
     out = eqn.primitive.bind(*invals, **eqn.params)
     return out if eqn.primitive.multiple_results else [out]
+
+
+def _in_pieces(body, n, k, memory):
+    """``body`` (``n`` grid indices) computing its tile in ``k`` pieces one after another: each load,
+    op and store of a piece on a ``1/k`` slice of the tile (rows first; columns that stay aligned), so
+    that a piece's tiles are dead before the next one's are made; None unless ``k`` cuts the tile so
+    and the body is elementwise on whole tiles (loads and stores of one window shape, 0-d ones aside)."""
+    jaxpr = body.jaxpr
+    gm = set(jaxpr.invars[n:])
+    tile, dtypes = None, set()
+    for eqn in jaxpr.eqns:
+        if eqn.primitive in (T.tload_p, T.tstore_p):
+            shape = eqn.params["window"].shape
+            if eqn.primitive is T.tload_p and (eqn.params["loc"] != "vec" or eqn.invars[0] not in gm):
+                return None
+            if shape and tile not in (None, shape):
+                return None
+            tile = shape or tile
+            if eqn.primitive is T.tstore_p:
+                gm.update(eqn.outvars)
+            continue
+        if eqn.primitive not in _ELEMENTWISE:
+            return None
+    if not tile:
+        return None
+    for eqn in jaxpr.eqns:
+        for v in (*eqn.invars, *eqn.outvars):
+            if isinstance(v, Var) and v not in gm and v not in jaxpr.invars[:n]:
+                if v.aval.shape and tuple(v.aval.shape) != tuple(tile):
+                    return None
+                dtypes.add(np.dtype(v.aval.dtype).itemsize)
+    dim = next((d for d in range(len(tile) - 1) if tile[d] % k == 0), None)
+    if dim is None:
+        cols = tile[-1] // k
+        if tile[-1] % k or any(cols * size % memory.align for size in dtypes):
+            return None
+        dim = len(tile) - 1
+    step = tile[dim] // k
+
+    def cut(window, j):
+        if not window.shape:
+            return window
+        return dataclasses.replace(window, shape=window.shape[:dim] + (step,) + window.shape[dim + 1:],
+                                   base=window.base[:dim] + (window.base[dim] + j * step,) + window.base[dim + 1:])
+
+    def pieces(*args):
+        index, ext, outs = args[:n], args[n:len(jaxpr.invars) - len(jaxpr.outvars)], args[len(jaxpr.invars) - len(jaxpr.outvars):]
+        for j in range(k):
+            def rule(eqn, invals, stack, j=j):
+                if eqn.primitive in (T.tload_p, T.tstore_p):
+                    return _bind(eqn.replace(params={**eqn.params, "window": cut(eqn.params["window"], j)}), invals)
+                return _bind(eqn, invals)
+            outs = interpret(jaxpr, body.consts, [*index, *ext, *outs], rule)
+        return outs
+
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in jaxpr.invars]
+    return jax.make_jaxpr(pieces)(*avals)
 
 
 def _program(ops, kind, body, label, memory, row_loops=True):
@@ -498,20 +588,80 @@ class _Partitioner:
     def __init__(self, memory: CoreMemory, options: Options):
         self.memory, self.options = memory, options
         self.programs: dict[tuple, Program] = {}
+        self.plans: dict[tuple, dict] = {}       # (core, body text, grid shape) -> the backends' plan
 
     def loops(self, label) -> bool:
         return self.options.get("row_loops", label, True)
 
-    def program(self, ops, kind, body, label, note="") -> Program:
-        """The program for ``body``: bodies that print alike are one program (isomorphic blocks)."""
+    def program(self, ops, kind, body, label, note="", shape=(), keep=True, lone=False) -> Program:
+        """The program for ``body`` over a grid of ``shape``: bodies that print alike are one program
+        (isomorphic blocks). It must fit by :func:`footprint` and by the backend's plan (:data:`PLANNERS`),
+        else a :class:`PtoCapacityError`; but ``lone`` (one op, or a row loop: nothing to split) it is
+        computed in pieces of its tiles where that fits (:func:`_in_pieces`), else kept for compile to
+        refuse by name (``pj.kernel`` then halves its default tiles). ``keep=False``: only checked."""
         key = (CORE[kind], label, str(body))
-        if key not in self.programs:
-            program = dataclasses.replace(_program(ops, kind, body, label, self.memory, self.loops(label)), note=note)
-            same_name = sum(p.name.split("#")[0] == program.name for p in self.programs.values())
-            if same_name:
-                program = dataclasses.replace(program, name=f"{program.name}#{same_name + 1}")
-            self.programs[key] = program
-        return self.programs[key]
+        if key in self.programs:
+            return self.programs[key]
+        program = dataclasses.replace(_program(ops, kind, body, label, self.memory, self.loops(label)), note=note)
+        planned = self.planned(program, shape)
+        over = {loc: b for loc, b in planned.items() if b > self.memory.buffer(loc)}
+        if over and lone:
+            program, planned = self.pieces(program, shape, planned)
+        elif over:
+            loc, used = max(over.items(), key=lambda x: x[1] - self.memory.buffer(x[0]))
+            raise PtoCapacityError(
+                f"pto partition: block '{program.name}' ({program.core}{', label ' + repr(label) if label else ''}) "
+                f"needs {used} bytes of {_BUFFER_NAME[loc]} (its tiles placed as the backend plans them); "
+                f"{_BUFFER_NAME[loc]} holds {self.memory.buffer(loc)} bytes")
+        peak = dict(program.footprint)
+        peak.update((loc, max(b, peak.get(loc, 0))) for loc, b in planned.items())
+        program = dataclasses.replace(program, footprint=tuple(sorted(peak.items())),
+                                      planned=tuple(sorted(planned.items())))
+        if not keep:
+            return program
+        same_name = sum(p.name.split("#")[0] == program.name for p in self.programs.values())
+        if same_name:
+            program = dataclasses.replace(program, name=f"{program.name}#{same_name + 1}")
+        self.programs[key] = program
+        return program
+
+    def planned(self, program, shape) -> dict:
+        """Bytes per buffer the backends' plans (:data:`PLANNERS`) give ``program``, made once per body;
+        a plan that raises :class:`PtoCapacityError` counts as one byte more than the buffer holds."""
+        key = (program.core, str(program.body), tuple(shape))
+        if key not in self.plans:
+            peak: dict = {}
+            for plan in PLANNERS:
+                try:
+                    got = plan(program, tuple(shape), self.memory)
+                except PtoCapacityError:
+                    got = {"vec" if program.core == "AIV" else "mat": self.memory.ub + 1 if program.core == "AIV"
+                           else self.memory.l1 + 1}
+                for loc, b in got.items():
+                    peak[loc] = max(peak.get(loc, 0), int(b))
+            self.plans[key] = peak
+        return self.plans[key]
+
+    def pieces(self, program, shape, planned):
+        """``program`` computing each tile in 2, 4, 8 or 16 pieces (:func:`_in_pieces`), the fewest whose
+        plan fits, and that plan; ``program`` and ``planned`` as they are where none does."""
+        k = 2
+        while k <= 16:
+            body = _in_pieces(program.body, len(shape), k, self.memory)
+            if body is None:
+                break
+            try:
+                cut = _program(program.name.split("+"), "vector", body, program.label, self.memory)
+            except PtoCapacityError:
+                k *= 2
+                continue
+            cut = dataclasses.replace(cut, name=program.name, note=(program.note + "; " if program.note else "")
+                                      + f"each tile in {k} pieces: its tiles whole overfill the UB")
+            got = self.planned(cut, shape)
+            if all(b <= self.memory.buffer(loc) for loc, b in got.items()):
+                return cut, got
+            k *= 2
+        return program, planned
 
     def run(self, jaxpr, consts, args, stack=""):
         env = dict(zip(jaxpr.constvars, consts))
@@ -560,12 +710,12 @@ class _Partitioner:
                 i += 1
         return out
 
-    def row_block(self, group, fused, note):
+    def row_block(self, group, fused, note, lone=False):
         bodies, out_specs, inputs, outputs, shapes = fused
         spec = group[0].params["spec"]
         ops = tuple(op for e in group for op in e.params["spec"].ops)
         tpb = self.options.get("tiles_per_block", spec.label, 1)
-        parts = tuple(BlockPart(self.program(ops, spec.kind, body, spec.label, note), shape, tpb)
+        parts = tuple(BlockPart(self.program(ops, spec.kind, body, spec.label, note, shape, lone=lone), shape, tpb)
                       for body, shape in zip(bodies, shapes))
         return Block(parts, out_specs), inputs, outputs
 
@@ -612,7 +762,7 @@ class _Partitioner:
         fused = rowloop.fuse(group, _escaping(jaxpr, group), self.memory)
         if fused is not None:
             note = f"long rows: rows wider than a tile row ({self.memory.max_cols} columns) loop over column chunks"
-            return [self.row_block(group, fused, note)]
+            return [self.row_block(group, fused, note, lone=True)]
         if len(group) > 1:
             return [b for eqn in group for b in self.blocks(jaxpr, [eqn], split)]
         spec = _grid(group[0])
@@ -629,10 +779,12 @@ class _Partitioner:
         tpb = self.options.get("tiles_per_block", label, 1)
         for share_loads in (True, False):
             bodies, out_specs, inputs, outputs = _fuse(group, _escaping(jaxpr, group), share_loads)
+            lone = len(group) == 1
             try:
                 if not keep:
-                    return [_program(ops, kind, body, label, self.memory, self.loops(label)) for body in bodies]
-                parts = tuple(BlockPart(self.program(ops, kind, body, label, note), part.shape, tpb)
+                    return [self.program(ops, kind, body, label, note, part.shape, keep=False, lone=lone)
+                            for body, part in zip(bodies, specs[0].parts)]
+                parts = tuple(BlockPart(self.program(ops, kind, body, label, note, part.shape, lone=lone), part.shape, tpb)
                               for body, part in zip(bodies, specs[0].parts))
                 return Block(parts, out_specs), inputs, outputs
             except PtoCapacityError:

@@ -37,41 +37,45 @@ class TileConfig:
         return f"{_MARK}{','.join(parts)}]"
 
 
-def _shape(kind, value, rank=None):
+def _shape(kind, value, rank=None, who="pj.tile"):
+    """``value`` as a tile shape; ``who`` names the setting in errors (``pj.tile``, or a pass option)."""
     try:
         shape = tuple(int(v) for v in value)
         exact = all(float(v) == s for v, s in zip(value, shape))
     except (TypeError, ValueError, OverflowError):   # OverflowError: int(inf)
         exact = False
     if not exact:
-        raise PtoArgumentError(f"pj.tile: {kind} tile must be a tuple of ints, got {value!r}")
+        raise PtoArgumentError(f"{who}: {kind} tile must be a tuple of ints, got {value!r}")
     if not shape or any(s < 1 for s in shape) or (rank and len(shape) != rank):
         want = f"{rank} positive ints" if rank else "positive ints"
-        raise PtoArgumentError(f"pj.tile: {kind} tile {shape} must be {want}")
+        raise PtoArgumentError(f"{who}: {kind} tile {shape} must be {want}")
     return shape
 
 
-def check_cube(cube, memory=ASCEND_CORE) -> None:
-    """Fractal multiples, and L0A/L0B/L0C capacity even for the smallest (int8) operands."""
+def check_cube(cube, memory=ASCEND_CORE, who="pj.tile") -> None:
+    """Fractal multiples, and L0A/L0B/L0C capacity even for the smallest (int8) operands; ``who`` names
+    the setting in errors (``pj.tile``, or the pass option ``tiles[label]`` that gave the tile)."""
     m, k, n = cube
     f = memory.fractal
     if m % f or n % f or k % f:
-        raise PtoArgumentError(f"pj.tile: cube tile (m={m}, k={k}, n={n}) must be multiples of the {f}x{f}x{f} "
+        raise PtoArgumentError(f"{who}: cube tile (m={m}, k={k}, n={n}) must be multiples of the {f}x{f}x{f} "
                                "fractal (int8 also needs k % 32 == 0)")
     for name, need, cap in (("L0A", m * k, memory.l0a), ("L0B", k * n, memory.l0b),
                             ("L0C", m * n * 4, memory.l0c)):
         if need > cap:
-            raise PtoCapacityError(f"pj.tile: cube tile (m={m}, k={k}, n={n}) needs {need} bytes of {name} even for "
+            raise PtoCapacityError(f"{who}: cube tile (m={m}, k={k}, n={n}) needs {need} bytes of {name} even for "
                                    f"int8 operands; {name} holds {cap} bytes")
 
 
-def check_vec(vec, memory=ASCEND_CORE) -> None:
+def check_vec(vec, memory=ASCEND_CORE, who="pj.tile") -> None:
+    """Rank, the rows x columns a tile row holds, and UB capacity even for int8 tiles; ``who`` as for
+    :func:`check_cube`."""
     if len(vec) > 5:
-        raise PtoArgumentError(f"pj.tile: vec tile {vec} has {len(vec)} dims; at most 5")
+        raise PtoArgumentError(f"{who}: vec tile {vec} has {len(vec)} dims; at most 5")
     if vec[-1] > memory.max_cols or (len(vec) > 1 and int(np.prod(vec[:-1])) > memory.max_rows):
-        raise PtoArgumentError(f"pj.tile: vec tile {vec} exceeds {memory.max_rows} rows x {memory.max_cols} columns")
+        raise PtoArgumentError(f"{who}: vec tile {vec} exceeds {memory.max_rows} rows x {memory.max_cols} columns")
     if int(np.prod(vec)) > memory.ub:
-        raise PtoCapacityError(f"pj.tile: vec tile {vec} holds {int(np.prod(vec))} elements; even int8 tiles "
+        raise PtoCapacityError(f"{who}: vec tile {vec} holds {int(np.prod(vec))} elements; even int8 tiles "
                                f"must fit the {memory.ub}-byte UB")
 
 

@@ -33,7 +33,7 @@ from ...errors import PtoCapacityError
 from ...lowering.memory import ASCEND_CORE
 from .. import asm
 from .cube import CubePlan, _walk
-from .selector import Selector, _uses
+from .selector import Selector, _uses, deferred
 
 
 def _writes(body, out=None) -> dict:
@@ -191,13 +191,15 @@ class TaskSelector(Selector):
             self.hoist(code, index, first)
         t, flat, size = self.fresh("t"), self.fresh("flat"), math.prod(k.grid)
 
+        point = deferred(allocs + code)             # each tile allocated where first used (selector.deferred)
+
         def iteration():
             self.lines.append(f"{flat} = arith.addi {first}, {t} : index")
             if size % self.tiles == 0:
-                return self.point(allocs + code, index, flat, t)
+                return self.point(point, index, flat, t)
             inside = self.fresh("in")               # the tail task stops at the grid's end
             self.lines.append(f"{inside} = arith.cmpi slt, {flat}, {self.const(size, 'index')} : index")
-            self.nested(f"scf.if {inside}", lambda: self.point(allocs + code, index, flat, t))
+            self.nested(f"scf.if {inside}", lambda: self.point(point, index, flat, t))
 
         self.nested(f"scf.for {t} = {self.const(0, 'index')} to {self.const(self.tiles, 'index')} "
                     f"step {self.const(1, 'index')}", iteration)
