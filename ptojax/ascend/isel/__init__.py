@@ -8,8 +8,8 @@ accepts:
 
 - reductions are ``trow*`` (with their tmp tile; an ``R×1`` result) or ``tcol*`` (a ``1×C`` result);
 - broadcasting binaries are ``trowexpand<op>`` / ``tcolexpand<op>``, other broadcasts ``trowexpand`` /
-  ``tcolexpand`` into a tile first; rows repeated in groups go run by run on ``pto.subset`` windows
-  (:mod:`.broadcast`);
+  ``tcolexpand`` into a tile first; rows repeated in groups go run by run on ``pto.subset`` windows,
+  a column's in groups under a wider tile across its rows first (:mod:`.broadcast`);
 - predicates are ``tcmp`` / ``tcmps`` packed ``i8`` masks that ``tsel`` reads (with its tmp tile), masks
   of different widths aliased to one;
 - composites (softmax, norms, activations, pow, clip) are the instruction sequences of pto-isa's tile

@@ -5,7 +5,15 @@ operand whose rows repeat in groups — a (2, 1, 64) operand of a (2, 4, 64) til
 of a (2, 4, 1) column — is copied run by run of output rows (:func:`by_row_runs`): a run that reads
 one row of the operand is a ``tcolexpand`` on row subsets, a run of consecutive rows a copy. A
 column's values are 4 bytes apart, too close for aligned subsets, so a column goes through a work
-tile of one value per row (:func:`~.rows.one_per_row`, a ``ttrans``) and back.
+tile of one value per row (:func:`~.rows.one_per_row`, a ``ttrans``) and back. A column whose rows
+repeat in groups under a wider tile — a (1, 13, 1) operand of a (2, 4, 2) tile — broadcasts both
+ways (:func:`across_and_in_groups`): each value across its row first (``trowexpand``), then those
+rows in groups.
+
+:func:`operand` is the one place a broadcast operand is made: every rule that broadcasts a tile
+(arithmetic, compares, selects, logical and bitwise ops, composites) goes through it, as only the
+logical shapes tell how a matrix's rows repeat (a (4, 1) matrix under an (8, 2) one may be rows
+0..3 twice or each row twice).
 """
 from __future__ import annotations
 
@@ -24,6 +32,13 @@ def in_groups(src, dst) -> bool:
     return src[1] == dst[1] and src[0] not in (1, dst[0])
 
 
+def across_and_in_groups(src, dst) -> bool:
+    """Whether a ``src``-shaped matrix is a column whose values broadcast across ``dst``'s columns and
+    whose rows repeat in groups of ``dst``'s rows (a (4, 1) matrix of a (1, 4, 1) operand under a
+    (2, 4, 2) tile)."""
+    return src[1] == 1 < dst[1] and src[0] not in (1, dst[0])
+
+
 def operand(sel, s, name: str, shape, out_shape) -> str:
     """Tile ``name`` (logical ``shape``) broadcast to the matrix of logical ``out_shape``: itself, or
     a new tile."""
@@ -32,6 +47,9 @@ def operand(sel, s, name: str, shape, out_shape) -> str:
         return name
     if in_groups(src, dst):
         return grouped(sel, s, name, shape, out_shape)
+    if across_and_in_groups(src, dst):                 # across the columns, then rows in groups
+        wide = sel.expand(s, name, src, (src[0], dst[1]))
+        return grouped(sel, s, wide, (*shape[:-1], out_shape[-1]), out_shape)
     return sel.expand(s, name, src, dst)
 
 

@@ -2,8 +2,11 @@
 vector sequences (A2/A3 has no ``tquant``; ``tdequant`` takes i8/i16 sources only)."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import asm
 from . import predicate
+from .broadcast import operand
 from .composite import row_expand, row_reduce
 from .rules import rule
 from .selector import matrix
@@ -58,7 +61,8 @@ def quantize(sel, s, ins, outs):
 
 @rule("tdequant")
 def dequantize(sel, s, ins, outs):
-    """``f32(q) * f32(scale)``, the scale broadcast over rows or columns, then the result dtype."""
+    """``f32(q) * f32(scale)``, either broadcast to the output (:func:`.broadcast.operand`; the scale over
+    rows or columns fused: ``trowexpandmul`` / ``tcolexpandmul``), then the result dtype."""
     q, scale = ins
     to = sel.types[outs[0]]
     so = (to.v_row, to.v_col)
@@ -66,10 +70,11 @@ def dequantize(sel, s, ins, outs):
     if not isinstance(sel.types[scale], asm.TileBuf):       # one scale for the tile
         sel.emit("tmuls", [_f32(sel, q), sel.const(float(sel.values[scale]), "f32")], [result])
         return sel.convert(result, outs[0], "RINT") if result != outs[0] else None
-    sq, ss = matrix(sel.shape(s, 0, q)), matrix(sel.shape(s, 1, scale))
-    q32, s32 = _f32(sel, q), _f32(sel, scale)
-    if sq != so:
-        sel.fail(s, f"broadcasting q {list(sq)} to {list(so)}")
+    shape_q, shape_s = sel.shape(s, 0, q), sel.shape(s, 1, scale)
+    out_shape = tuple(np.broadcast_shapes(shape_q, shape_s))
+    ss = matrix(shape_s)
+    q32 = operand(sel, s, _f32(sel, q), shape_q, out_shape)
+    s32 = _f32(sel, scale)
     if ss == so:
         sel.emit("tmul", [q32, s32], [result])
     elif ss == (so[0], 1):
@@ -77,6 +82,6 @@ def dequantize(sel, s, ins, outs):
     elif ss == (1, so[1]):
         sel.emit("tcolexpandmul", [q32, s32], [result])
     else:
-        sel.emit("tmul", [q32, sel.expand(s, s32, ss, so)], [result])
+        sel.emit("tmul", [q32, operand(sel, s, s32, shape_s, out_shape)], [result])
     if result != outs[0]:
         sel.convert(result, outs[0], "RINT")

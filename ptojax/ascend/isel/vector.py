@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import asm, instructions
 from . import predicate
-from .broadcast import broadcast_rows, by_row_runs, fuses, grouped, in_groups, operand
+from .broadcast import across_and_in_groups, broadcast_rows, by_row_runs, fuses, grouped, in_groups, operand
 from .rows import from_rows, one_per_row, row_major
 from .rules import rule
 from .selector import is_column, matrix, vec_tile
@@ -83,7 +83,7 @@ def _tile_binary(sel, s, ins, outs):
     if fused in instructions.TABLE and so != (1, 1) and (fused[1:4] == "col" or to.dtype in _FLOATS):
         # (an integer per-row operand would need a full 32-byte row: the verifier's rule)
         return sel.emit(fused, [a, sel.as_rows(b, sel.types[b], sb) if fused.startswith("trow") else b], outs)
-    sel.emit(op, [a, sel.expand(s, b, sb, so)], outs)
+    sel.emit(op, [a, operand(sel, s, b, shape_b, out_shape)], outs)    # (rows in groups across columns too)
 
 
 @rule("trelu")
@@ -488,7 +488,7 @@ def broadcast(sel, s, ins, outs):
     if src == (1, dst[1]):
         return sel.emit("tcolexpand", [x], outs)
     shape = sel.shape(s, 0, x)
-    if src[1] == 1 < dst[1] and src[0] not in (1, dst[0]) and len(shape) > 1:    # a column, then its rows
+    if across_and_in_groups(src, dst) and len(shape) > 1:                      # a column, then its rows
         wide = sel.like(x, rows=src[0], cols=dst[1])                           # repeated in groups
         sel.emit("trowexpand", [sel.as_rows(x, sel.types[x], src)], [wide])
         x, src, shape = wide, (src[0], dst[1]), (*shape[:-1], dst[1])
