@@ -20,6 +20,7 @@ import re
 import jax
 import numpy as np
 
+from ._jax import jaxprs_in_params
 from .ascend import compile_kernel
 from .ascend.dynamic import DynamicKernel, row_vars
 from .ascend.targets import target as get_target
@@ -243,6 +244,70 @@ class PolymorphicCompiled:
         return profile
 
 
+_ALONG = ("sum", "prod", "amax", "amin", "argmax", "argmin", "cumsum", "sort", "topk", "softmax", "rms_norm",
+          "layer_norm", "quantize")                                    # ops that read every element along their axes
+_INDEXED = ("gather", "index_add", "scatter_update")       # ops that move rows at computed indices
+_OWN_ROWS = "a polymorphic kernel runs each block of rows on its own and a block reads only its own rows"
+_INSTEAD = "or call the kernel without polymorphic_shapes (one compile per row count)"
+_JNP = {"amax": "jnp.max", "amin": "jnp.min", "topk": "jax.lax.top_k", "softmax": "jax.nn.softmax",
+        "rms_norm": "pj.ops.rms_norm", "layer_norm": "pj.ops.layer_norm", "quantize": "pj.ops.quantize"}
+
+
+def _symbolic_axes(aval) -> list:
+    return [axis for axis, d in enumerate(aval.shape) if not isinstance(d, int)]
+
+
+def _op_text(eqn) -> str:
+    params = " ".join(f"{k}={v}" for k, v in eqn.params.items() if k in ("axes", "axis", "offsets", "shape"))
+    operand = eqn.invars[0].aval
+    return (f"{eqn.primitive.name}[{params}] of {np.dtype(operand.dtype).name}"
+            f"[{', '.join(map(str, operand.shape))}]")
+
+
+def _check_row_local(name: str, symbol: str, jaxpr):
+    """:class:`PtoUnsupportedError` naming kernel ``name`` and its op, where an op of its Tensor level
+    (traced with the symbolic row count) reads rows other than a block's own: a reduction, scan or sort
+    along the symbolic rows, a window of them (``x[0:1]``, a row slice, ``jnp.roll``), or a gather /
+    scatter of whole rows of a row-carrying tensor (``x[idx]``, ``jnp.flip`` along them). Found here,
+    the error says so before the template lowerings, which fail on such ops at a template's size (a
+    capacity error at 768 rows, PTO-AS windows that are not a block's row tile)."""
+    for eqn in jaxpr.eqns:
+        for sub in jaxprs_in_params(eqn.params):
+            _check_row_local(name, symbol, sub)
+        op = eqn.primitive.name.removeprefix("pto.")
+        if not eqn.primitive.name.startswith("pto.") or not eqn.invars or not hasattr(eqn.invars[0], "aval"):
+            continue
+        x = eqn.invars[0].aval
+        rows = _symbolic_axes(x)
+        if not rows:
+            continue
+        if op in _ALONG:
+            axes = eqn.params.get("axes", (eqn.params.get("axis", x.ndim - 1),))     # a norm: the last
+            along = [a for a in axes if a in rows]
+            if along:
+                raise PtoUnsupportedError(
+                    f"pj.kernel '{name}': {_op_text(eqn)} runs along the symbolic rows {symbol} (axis {along[0]}), "
+                    f"a reduction or scan along the symbolic row axis: it needs every row at once, but "
+                    f"{_OWN_ROWS}; do it outside the kernel on the kernel's result "
+                    f"({_JNP.get(op, 'jnp.' + op)}(y, axis={along[0]})), {_INSTEAD}")
+        elif op == "view":
+            cut = [a for a in rows if eqn.params["offsets"][a] != 0 or eqn.params["shape"][a] != x.shape[a]]
+            if cut:
+                a, o = cut[0], eqn.params["offsets"][cut[0]]
+                window = f"{o}:{o + eqn.params['shape'][a]}"
+                raise PtoUnsupportedError(
+                    f"pj.kernel '{name}': {_op_text(eqn)} takes rows {window} of the symbolic rows {symbol} "
+                    f"(axis {a}; x[{window}], a shifted row slice or jnp.roll along the rows): it reads rows "
+                    f"outside a block's own row tile, but {_OWN_ROWS}; pass those rows as an argument of "
+                    f"static shape (sliced outside the kernel), {_INSTEAD}")
+        elif op in _INDEXED and x.ndim > 1 and eqn.params["axis"] in rows:
+            raise PtoUnsupportedError(
+                f"pj.kernel '{name}': {_op_text(eqn)} moves whole rows of a tensor of the symbolic rows {symbol} "
+                f"at computed indices (x[idx], jnp.take, jnp.flip along the rows): it reads rows outside a "
+                f"block's own row tile, but {_OWN_ROWS}; index a table of static rows (a gather of a static "
+                f"table by indices of {symbol} rows works), {_INSTEAD}")
+
+
 def compile_polymorphic(kernel, args) -> PolymorphicCompiled:
     """Lower ``kernel`` at two template row counts and compile its dynamic module, which both must give
     (no cache: the caller's)."""
@@ -260,6 +325,7 @@ def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
             raise PtoUnsupportedError(f"pj.kernel '{kernel.name}': result {i} has the shape "
                                       f"({', '.join(map(str, shape))}); the tile level takes the symbol as the "
                                       "leading dim of a result, or no symbol")
+    _check_row_local(kernel.name, symbol, symbolic.tensor.jaxpr)
     static = {d for s in specs for d in s.shape if isinstance(d, int)}
     static |= {d for shape in results for d in shape if isinstance(d, int)}
     inner = {d for eqn in symbolic.tensor.jaxpr.eqns for v in eqn.outvars for d in v.aval.shape if isinstance(d, int)}
@@ -296,9 +362,12 @@ def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
         raise PtoUnsupportedError(f"pj.kernel '{kernel.name}': no two template row counts of {_TEMPLATES} "
                                   f"are free of the static dims {sorted(static)}")
     first = failures[0]
-    if len({re.sub(r"\d+", "#", str(err)) for err in failures}) == 1 and "row tile" not in str(first):
-        raise first from None                   # the same at every size and not a tail: the kernel's own
-    raise type(first)(f"{first}; so at every pair of the template row counts {sizes} (a row tile must divide "
+    why = str(first).removeprefix("pto dynamic rows: ")
+    why = why if why.startswith(f"pj.kernel '{kernel.name}'") else f"pj.kernel '{kernel.name}': {why}"
+    same = len({str(err) for err in failures}) == 1
+    if same or len({re.sub(r"\d+", "#", str(err)) for err in failures}) == 1 and "row tile" not in why:
+        raise type(first)(why) from None        # the same at every size and not a tail: the kernel's own
+    raise type(first)(f"{why}; so at every pair of the template row counts {sizes} (a row tile must divide "
                       "two of them)") from None
 
 

@@ -537,8 +537,9 @@ class DynamicKernel:
             if eqn.primitive is ir.block_call_p:
                 yield eqn
             elif eqn.primitive.name != "pto.reshape":
-                raise PtoUnsupportedError(f"pto dynamic rows: the Block graph has a {eqn.primitive} step; only "
-                                          "block calls and reshapes take a symbolic row count")
+                raise PtoUnsupportedError(f"pto dynamic rows: the Block graph has a {eqn.primitive} step (control "
+                                          "flow on the host: a jax.lax.fori_loop, while_loop, scan or cond around "
+                                          "the kernel's ops); only block calls and reshapes take a symbolic row count")
 
     def check_twin(self, name: str, other: "DynamicKernel"):
         """:class:`PtoUnsupportedError` unless ``other``, the same kernel at a second template size, made

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import ops
+from ..primitives import indexing
 from .origin import unsupported
 from .walk import is_const
 
@@ -533,7 +534,14 @@ def scatter(op):
 
 
 def rev(eqn, x):
-    """``jnp.flip``: a gather of the reversed indices along each reversed axis."""
+    """``jnp.flip``: a gather of the reversed indices along each reversed axis (``n - 1 - iota(n)``, the
+    iota made on the cores, along a symbolic axis)."""
     for axis in eqn.params["dimensions"]:
-        x = rows_of(ops.gather, x, np.arange(x.shape[axis] - 1, -1, -1, dtype=np.int32), axis=axis)
+        n = x.shape[axis]
+        if isinstance(n, int):
+            order = np.arange(n - 1, -1, -1, dtype=np.int32)
+        else:
+            last = jnp.asarray(n - 1, jnp.int32)          # the symbolic size as a traced value
+            order = ops.sub(last, indexing.iota(n))
+        x = rows_of(ops.gather, x, order, axis=axis)
     return x

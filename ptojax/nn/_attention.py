@@ -13,12 +13,13 @@ import numpy as np
 from .._jax import vary_alike
 from ..errors import PtoArgumentError, PtoCapacityError, PtoShapeError
 from ..lowering import tile
-from ._common import F32, check_backend, check_float, check_static, make, matmul_f32
+from ._common import F32, check_backend, check_float, check_static, check_static_dims, is_symbolic, make, matmul_f32
 
 FRACTAL = 16               # KV rows per loop step come in multiples of the 16-row fractal
 MAX_BLOCK = 512            # (16, 512) fp32 score tiles: a fused program's few live ones stay inside the UB
 SCORE_BYTES = 64 << 20     # the (heads, seq, block) fp32 score tile in GM stays under this: a third of the
                            # A3's 192 MiB L2, so pricing its reads as L2 hits (the cost model's default) holds
+SYMBOLIC_BLOCK = 128       # the default block of a sequence length known only at run time (jax.export)
 _NEG = -1e30               # the causal mask's score: finite, so that exp(-1e30 - m) is 0 and never NaN
 
 
@@ -26,9 +27,16 @@ def default_block(heads: int, seq: int) -> int:
     """KV rows per loop step: the whole (padded) sequence up to :data:`MAX_BLOCK` rows, fewer where the
     (heads, seq, block) fp32 score tile would pass :data:`SCORE_BYTES`. Every step is a chain of
     dependent block calls, so few long steps beat many short ones on the chip and on the host
-    (causal (4, 1024, 64) on the A3: 19 ms forward + backward with 16 rows, 1.2 ms with 512)."""
+    (causal (4, 1024, 64) on the A3: 19 ms forward + backward with 16 rows, 1.2 ms with 512).
+    A ``jax.export`` symbolic ``seq`` takes :data:`SYMBOLIC_BLOCK` rows; symbolic ``heads`` alone, the
+    padded sequence up to :data:`MAX_BLOCK`."""
+    if is_symbolic(seq):             # known at run time: a block that pads a short sequence little
+        return SYMBOLIC_BLOCK
+    padded = -(-seq // FRACTAL) * FRACTAL
+    if is_symbolic(heads):           # the score tile's bytes unknown: the cap, as at few heads
+        return max(FRACTAL, min(MAX_BLOCK, padded))
     fit = SCORE_BYTES // (4 * max(1, heads * seq)) // FRACTAL * FRACTAL
-    return max(FRACTAL, min(MAX_BLOCK, -(-seq // FRACTAL) * FRACTAL, fit))
+    return max(FRACTAL, min(MAX_BLOCK, padded, fit))
 
 
 def _vec(d):
@@ -39,6 +47,8 @@ def _vec(d):
 
 def _padded(x, sp):
     s = x.shape[1]
+    if is_symbolic(sp - s):           # a run-time amount: zeros of it joined on (a pad takes static edges)
+        return jnp.concatenate([x, jnp.zeros((x.shape[0], sp - s, x.shape[2]), x.dtype)], axis=1)
     return x if sp == s else jnp.pad(x, ((0, 0), (0, sp - s), (0, 0)))
 
 
@@ -54,9 +64,17 @@ def _scores(q, kj, j, block, scale):
     h, s, d = q.shape
     st = matmul_f32(q, kj, transpose_b=True)
     with tile(vec=(16, block)):
-        rows = np.arange(s, dtype=np.int32)[:, None] - np.arange(block, dtype=np.int32)[None, :]
+        if is_symbolic(s):             # the query rows' iota made on the cores
+            rows = jax.lax.broadcasted_iota(jnp.int32, (s, block), 0) - np.arange(block, dtype=np.int32)[None, :]
+        else:
+            rows = np.arange(s, dtype=np.int32)[:, None] - np.arange(block, dtype=np.int32)[None, :]
         visible = rows >= j * block                    # key j*block + c <= query r
         return jnp.where(visible[None], st * scale, _NEG)
+
+
+def _count(nb):
+    """The loop's trip count: an int, or a traced one where the sequence length is symbolic."""
+    return jnp.asarray(nb, jnp.int32) if is_symbolic(nb) else nb
 
 
 def _fa_fwd_kernel(q, k, v, *, block):
@@ -85,7 +103,7 @@ def _fa_fwd_kernel(q, k, v, *, block):
         m0 = jnp.full((h, s), _NEG, F32)
         l0 = jnp.zeros((h, s), F32)
         a0 = jnp.zeros((h, s, d), F32)
-    m, l, acc = jax.lax.fori_loop(0, nb, step, (m0, l0, a0))
+    m, l, acc = jax.lax.fori_loop(0, _count(nb), step, (m0, l0, a0))
     with tile(vec=_vec(d)), jax.named_scope("Normalize"):
         o = acc / l[..., None]
         lse = m + jnp.log(l)
@@ -126,7 +144,7 @@ def _fa_bwd_kernel(q, k, v, o, lse, do, *, block):
     with tile(vec=_vec(d)):
         dq0 = jnp.zeros((h, s, d), F32)
         dkv0 = jnp.zeros((h, sp, d), F32)
-    dq, dk, dv = jax.lax.fori_loop(0, nb, step, (dq0, dkv0, dkv0))
+    dq, dk, dv = jax.lax.fori_loop(0, _count(nb), step, (dq0, dkv0, dkv0))
     with tile(vec=_vec(d)):
         return dq.astype(q.dtype), dk[:, :s].astype(k.dtype), dv[:, :s].astype(v.dtype)
 
@@ -180,6 +198,7 @@ def flash_attention(q, k, v, *, block: int | None = None, backend: str = "sim"):
     if 0 in shape:
         raise PtoShapeError(f"pj.nn.flash_attention: q, k, v {shape} are empty; attention needs a query, a key "
                             "and a feature at least")
+    check_static_dims("flash_attention", q=(q, (-1,)))
     q3, k3, v3 = (x.reshape(-1, *shape[-2:]) for x in (q, k, v))
     check_static("flash_attention", "block", block, "int")
     if block is None:
@@ -187,5 +206,7 @@ def flash_attention(q, k, v, *, block: int | None = None, backend: str = "sim"):
     elif not isinstance(block, (int, np.integer)) or isinstance(block, bool) or block < 1:
         raise PtoArgumentError(f"pj.nn.flash_attention: block {block!r}: the KV rows per loop step must be a "
                                "positive int")
-    block = min(int(block), -(-q3.shape[1] // FRACTAL) * FRACTAL)
+    if not is_symbolic(q3.shape[1]):        # a symbolic sequence keeps the block asked for
+        block = min(int(block), -(-q3.shape[1] // FRACTAL) * FRACTAL)
+    block = int(block)
     return _fa3(*vary_alike(q3, k3, v3), block, backend).reshape(shape)

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import ops
-from ..errors import PtoArgumentError, PtoDtypeError
+from ..errors import PtoArgumentError, PtoDtypeError, PtoShapeError
 from ..kernel import BACKENDS, Kernel, kernel
 from ..lowering import tile
 from ..lowering.memory import ASCEND_CORE
@@ -73,6 +73,24 @@ COL_REDUCE = 16       # column block of a reduction over rows: 16 x 4 bytes (row
 WIDE_COLS = 2048      # column block of a row wider than a tile (a vocabulary's logits): 8 KiB of fp32
 
 
+def is_symbolic(d) -> bool:
+    """Whether the dim ``d`` is a ``jax.export`` symbolic expression (a batch or sequence length known only
+    at run time): a tile is then chosen from the static dims, or a safe default."""
+    return not isinstance(d, (int, np.integer))
+
+
+def check_static_dims(op: str, **arrays):
+    """Refuse, naming ``op`` and the dim, a symbolic size where the op's tiles or constants need it known
+    at trace time: ``name=(array, axes)``."""
+    for name, (a, axes) in arrays.items():
+        for axis in axes:
+            d = np.shape(a)[axis]
+            if is_symbolic(d):
+                raise PtoShapeError(f"pj.nn.{op}: {name} {tuple(np.shape(a))} has the symbolic dim {d} at axis "
+                                    f"{axis % np.ndim(a)}; its tiles are sized by it, so it must be static (only "
+                                    "the leading batch / sequence dims may be symbolic)")
+
+
 def ew_tile(rows_hint: int = 32):
     """An elementwise vector tile (rows, 64 cols)."""
     return (max(1, min(rows_hint, TILE_BYTES // (EW_COLS * 4))), EW_COLS)
@@ -93,10 +111,12 @@ def col_reduce_tile():
 
 
 def cube_tile(m: int, k: int, n: int, itemsize: int = 4):
-    """(m, k, n), multiples of 16, clipped up to the problem, fitting L0A/L0B (64 KiB) and L0C (128 KiB)."""
-    def up16(x):
-        return max(16, -(-x // 16) * 16)
-    tm, tk, tn = min(128, up16(m)), min(128 if itemsize <= 2 else 64, up16(k)), min(128, up16(n))
+    """(m, k, n), multiples of 16, clipped up to the problem, fitting L0A/L0B (64 KiB) and L0C (128 KiB).
+    A dim known only at run time (a ``jax.export`` symbolic batch or sequence) takes the cap: a tile may
+    pass the problem (the cube pads a tail tile)."""
+    def fit(x, cap):
+        return cap if is_symbolic(x) else min(cap, max(16, -(-x // 16) * 16))
+    tm, tk, tn = fit(m, 128), fit(k, 128 if itemsize <= 2 else 64), fit(n, 128)
     assert tm * tk * itemsize <= 64 * 1024 and tk * tn * itemsize <= 64 * 1024 and tm * tn * 4 <= 128 * 1024
     return (tm, tk, tn)
 

@@ -103,11 +103,14 @@ def dense(x, w, b=None, activation: str | None = None, *, backend: str = "sim"):
     check_backend("dense", backend)
     if activation not in ACTIVATIONS:
         raise PtoArgumentError(f"pj.nn.dense: activation {activation!r} is not one of {ACTIVATIONS}")
+    given = b
     if b is None:
         b = jnp.zeros(np.shape(w)[-1:], w.dtype)
     check_float("dense", x=x, w=w, b=b)
     if x.ndim == 0 or w.ndim != 2 or x.shape[-1] != w.shape[0] or b.shape != (w.shape[1],):
-        raise PtoShapeError(f"pj.nn.dense: x {x.shape}, w {w.shape}, b {b.shape}: expected (..., K), (K, N), (N,)")
+        bias = "b None" if given is None else f"b {b.shape}"
+        raise PtoShapeError(f"pj.nn.dense: x {x.shape}, w {w.shape}, {bias}: expected (..., K), (K, N), (N,) "
+                            "or b None")
     if x.shape[-1] == 0:
         raise PtoShapeError(f"pj.nn.dense: x {x.shape} and w {w.shape} contract over an empty K; the product needs "
                             "one input feature at least")

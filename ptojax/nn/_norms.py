@@ -10,7 +10,8 @@ import numpy as np
 from .._jax import vary_alike
 from ..errors import PtoShapeError
 from ..lowering import tile
-from ._common import F32, check_backend, check_float, check_static, col_reduce_tile, make, row_tile
+from ._common import (F32, check_backend, check_float, check_static, check_static_dims, col_reduce_tile, make,
+                      row_tile)
 
 
 def _colsum(x):
@@ -63,6 +64,8 @@ def _ones(x):
 
 
 def _rows(op, x, *params):
+    if np.ndim(x):
+        check_static_dims(op, x=(x, (-1,)))
     if np.ndim(x) == 0 or x.shape[-1] == 0:
         raise PtoShapeError(f"pj.nn.{op}: x {np.shape(x)} has no features to normalise; the last axis needs one "
                             "element at least")

@@ -9,7 +9,8 @@ import numpy as np
 
 from ..errors import PtoArgumentError, PtoDtypeError, PtoShapeError
 from ..lowering import tile
-from ._common import F32, WIDE_COLS, check_backend, check_float, check_static, make, row_tile
+from ._common import (F32, WIDE_COLS, check_backend, check_float, check_static, check_static_dims, is_symbolic, make,
+                      row_tile)
 
 
 # -------------------------------------------------------------------------------------- softmax
@@ -52,6 +53,7 @@ def softmax(x, axis: int = -1, *, backend: str = "sim"):
     if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
         raise PtoArgumentError(f"pj.nn.softmax: axis {axis!r} is out of range for a rank-{ndim} input")
     axis = int(axis) % ndim
+    check_static_dims("softmax", x=(x, (axis,)))
     if np.size(x) == 0:
         return jnp.asarray(x)          # nothing to normalise (as jax.nn.softmax)
     xt = jnp.moveaxis(x, axis, -1)
@@ -71,17 +73,23 @@ def _xent_fwd_kernel(logits, labels):
         m = jnp.max(x, axis=-1)
         lse = m + jnp.log(jnp.sum(jnp.exp(x - m[:, None]), axis=-1))
         picked = jnp.sum(jnp.where(_onehot(labels, c), x, 0.0), axis=-1)
-    with tile(vec=(min(max(n, 1), WIDE_COLS),)), jax.named_scope("Mean"):
+    with tile(vec=(WIDE_COLS if is_symbolic(n) else min(max(n, 1), WIDE_COLS),)), jax.named_scope("Mean"):
         # (1,), not 0-d: the runtime keeps 0-d ops on the orchestrator, which cannot read GM results
-        loss = jnp.sum(lse - picked, keepdims=True) * (1.0 / n)
+        loss = jnp.sum(lse - picked, keepdims=True) * _inverse(n)
         return loss, lse
+
+
+def _inverse(n):
+    """``1 / n`` of the batch rows: a Python float, or a traced one where ``n`` is symbolic (known at run
+    time: a ``jax.export`` batch)."""
+    return 1.0 / jnp.asarray(n, F32) if is_symbolic(n) else 1.0 / n
 
 
 def _xent_bwd_kernel(logits, labels, lse, g):
     n, c = logits.shape
     with tile(vec=row_tile(c)), jax.named_scope("CrossEntropy_grad"):
         p = jnp.exp(logits.astype(F32) - lse[:, None])
-        d = (p - jnp.where(_onehot(labels, c), 1.0, 0.0)) * (g * (1.0 / n))     # g: (1, 1)
+        d = (p - jnp.where(_onehot(labels, c), 1.0, 0.0)) * (g * _inverse(n))     # g: (1, 1)
         return d.astype(logits.dtype)
 
 
@@ -118,6 +126,7 @@ def softmax_cross_entropy(logits, labels, *, backend: str = "sim"):
     if logits.ndim == 0 or 0 in logits.shape:
         raise PtoShapeError(f"pj.nn.softmax_cross_entropy: logits {logits.shape} hold no row of classes; the mean "
                             "over the batch needs one row and one class at least")
+    check_static_dims("softmax_cross_entropy", logits=(logits, (-1,)))
     c = logits.shape[-1]
     known = None if isinstance(labels, jax.core.Tracer) else np.asarray(labels)   # checked on the host
     if known is not None and not ((0 <= known) & (known < c)).all():

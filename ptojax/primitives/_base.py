@@ -165,9 +165,14 @@ def normalize_axes(op: str, axis, ndim: int) -> tuple[int, ...]:
     return out
 
 
-def static_shape(op: str, shape, what: str = "shape") -> tuple[int, ...]:
+def static_shape(op: str, shape, what: str = "shape", *, symbolic: bool | None = None) -> tuple:
+    """``shape`` as a tuple of ints. With ``symbolic`` (the default for ``what == "offsets"``) a
+    ``jax.export`` symbolic dim is kept as it is (the offset ``mod(-1, m)`` of ``jnp.roll`` along a
+    symbolic axis): the op's abstract rule decides it with :func:`dims.decide`, and its XLA reference
+    slices or pads at it as ``lax`` does."""
+    keep = what == "offsets" if symbolic is None else symbolic
     try:
-        out = tuple(int(s) for s in shape)
+        out = tuple(s if keep and dims.is_symbolic(s) else int(s) for s in shape)
     except (TypeError, ValueError):
         raise op_error(PtoArgumentError, op, f"{what} must be a sequence of ints, got {shape!r}") from None
     return out
