@@ -32,6 +32,7 @@ import numpy as np
 from . import ascend
 from ._jax import (Literal, Primitive, ad, batching, dims_32, host_call_lowering, mlir, per_device, result_aval,
                    weak, weak_32, xla)
+from .ascend import ptoas as _ptoas
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoCapacityError, PtoError, PtoUnsupportedError, no_derivative
 from .execute import execute_flat, replay_function, steering
@@ -330,9 +331,16 @@ class Compiled:
 
     def ptoas(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
         """Assemble the kernel's PTO-AS with Huawei's ``ptoas`` (the ``PTOAS`` environment variable or
-        ``ptoas`` on PATH) for ``arch`` (``a3``: A2/A3, ``a5``) and return its C++; a rejection is a
+        ``ptoas`` on PATH) for ``arch`` (``a3``: A2/A3, ``a5``) at ``level`` (ptoas's ``--pto-level``:
+        ``level2``, the default, and ``level1`` assemble the text without tile addresses, which ptoas
+        places; ``level3`` the text with them) and return its C++; a rejection is a
         :class:`~ptojax.ascend.PtoasError` naming the program, the line and ptoas's message."""
-        return self._code().cpp(arch, level, insert_sync)
+        _ptoas.check_level(level, f"pj.kernel '{self.name}'.ptoas")
+        code = self._code()
+        if level == "level1":          # the level2 text, assembled by ptoas's level1 (its level2 pipeline)
+            text = code.pto(arch, _ptoas.LEVELS[level])
+            return _ptoas.assemble(text, arch="a3" if arch == "a2" else arch, level=level, insert_sync=insert_sync)
+        return code.cpp(arch, level, insert_sync)
 
     def run(self, *args, executor: str | None = None, policy: str = "mpmd", compute: bool = True):
         """Execute on the runtime: (outputs as NumPy arrays, :class:`~ptojax.mpmd.Trace`).

@@ -56,6 +56,7 @@ _MOVES = {("mat", "left"), ("mat", "right"), ("acc", "vec"), ("acc", "mat"), ("v
 _GM_OPS = (T.tload_p, T.tstore_p, T.mscatter_p)    # and the GM readers (T.GM_READERS)
 _BY_DATA = tuple(T.COMPUTE[op] for op in ("gather", "scatter_update", "index_add"))    # in-tile indexed rows
 _BUFFERS = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B"}   # where a GM-reading op may load
+_LOAD_LOCS = ("vec", "mat")     # where tload may write on A2/A3 (ptoas a3: "tload dst to use loc=vec or loc=mat")
 CUSTOM: dict[str, dict] = {}        # name -> what register_op was given (its primitive, pipe, ...)
 
 
@@ -120,11 +121,22 @@ def _check_window(op, ref, indices, w: Window):
 
 
 # --------------------------------------------------------------------------------- data movement
+def _load_loc_error(loc) -> str:
+    """Why ``tload`` cannot write buffer ``loc`` on A2/A3, and what to write instead."""
+    if loc in ("left", "right"):
+        return (f"tload into loc={loc!r} ({_BUFFERS[loc]}) is not a data path on A2/A3 (ptojax's targets 'a2'/'a3'; "
+                "ptoas --pto-arch=a3 rejects it), whose tload writes loc='vec' (UB) or loc='mat' (L1) only; load "
+                f"the matmul operand with loc='mat' and move it with pj.tiles.mov(tile, {loc!r})")
+    return f"loc {loc!r} is not a tload destination on A2/A3; one of 'vec' (UB) or 'mat' (L1)"
+
+
 def load(ref, index, window: Window, loc: str = "vec"):
     """``tload``: the tile of GM tensor ``ref`` at ``window`` for loop ``index`` into buffer ``loc``
-    (``vec`` = UB on a vector core; ``mat`` = L1 on a cube core)."""
-    if loc not in LOCATIONS or loc == "acc":
-        raise PtoArgumentError(f"pj.tiles.load: loc {loc!r} is not a load destination; one of vec, mat, left, right")
+    (``vec`` = UB on a vector core; ``mat`` = L1 on a cube core). A2/A3 (ptojax's targets ``a2``/``a3``,
+    ``ptoas --pto-arch=a3``) has no GM -> L0A/L0B path: load a matmul operand into ``mat`` and
+    :func:`mov` it to ``left``/``right``."""
+    if loc not in _LOAD_LOCS:
+        raise PtoArgumentError(f"pj.tiles.load: {_load_loc_error(loc)}")
     index = list(index)
     _check_window("load", ref, index, window)
     return T.tload(ref, index, window, loc)
@@ -343,7 +355,9 @@ class _Checker:
                 self.fail(f"{prim.name} needs a GM tensor (one of the grid's inputs or outputs) as its first operand")
         if prim is T.tload_p:
             loc = eqn.params["loc"]
-            allowed = ("vec",) if self.kind == "vector" else ("mat", "left", "right")
+            allowed = ("vec",) if self.kind == "vector" else ("mat",)
+            if loc not in _LOAD_LOCS:
+                self.fail(_load_loc_error(loc))
             if loc not in allowed:
                 self.fail(f"a {self.kind} grid loads into {' or '.join(allowed)}, not '{loc}'")
             self.window(eqn, ins[0], ins[1:])
@@ -587,8 +601,8 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
     """Define tile instruction ``pto.<name>`` (``name`` starts with ``t``) in one call; returns a
     function binding it (also reachable as ``pj.tiles.compute(name, ...)``).
 
-    * ``reference(*tiles, **params)``: the jnp semantics (the XLA backend, ``verify``, the tracing
-      of a kernel); the simulator's too where ``numpy`` is not given;
+    * ``reference(*tiles, **params)`` (required): the jnp semantics (the XLA backend, ``verify``, the
+      tracing of a kernel); the simulator's too where ``numpy`` is not given;
     * ``numpy(*arrays, **params)``: the simulator's semantics (``backend="sim"``: eager calls, and
       ``jax.jit``, whose replay of the PTO-AS text calls it back on the host), run on one grid point
       at a time, on the tiles' valid regions (2-D) as NumPy arrays in the hardware dtypes; an
@@ -598,12 +612,16 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
       written into the instruction's PTO-AS line as attributes (``{scale = 0.5 : f64}``) and reach
       ``numpy`` / ``reference`` from there;
     * ``abstract(*avals, **params)``: the output aval (a list of them with ``multiple_results``;
-      default: the first operand's shape and dtype);
+      default: the first operand's shape and dtype), checked against ``jax.eval_shape`` of
+      ``reference`` each time the op is called in a body;
     * ``cost``: a function ``cost(ins, outs, target) -> cycles`` of the operand and result
       ``asm.TileBuf``s, a number (cycles per byte of the largest tile), or a tuple of vector pass
       classes (``("MUL", "EXP")``: priced like the built-in vector instructions; the default);
     * ``pipe``: the pipe it occupies (``VECTOR``, the default, ``MTE2``, ...); ``dtypes``: the dtypes
       its first operand may have (default: any), checked when the op is traced.
+
+    ``reference``, ``numpy`` and ``abstract`` must be callables (``numpy`` and ``abstract`` may be left
+    out): anything else is a :class:`~ptojax.errors.PtoArgumentError` here, not a task's failure.
 
     ``reads_gm=True`` makes a GM reader: the first operand is a GM tensor (a grid input or output),
     the others tiles in the grid's load buffer (``vec`` on a vector grid, ``mat`` on a cube grid), and
@@ -622,6 +640,11 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
                                "(PTO's tile-instruction naming: pto.tadd, pto.texp, ...)")
     if name in T.TILE_OPS or name in _isa.TABLE:
         raise PtoArgumentError(f"pj.tiles.register_op: 'pto.{name}' already exists")
+    for what, fn, required in (("reference", reference, True), ("numpy", numpy, False),
+                               ("abstract", abstract, False)):
+        if not callable(fn) and (required or fn is not None):
+            raise PtoArgumentError(f"pj.tiles.register_op '{name}': {what}={fn!r} is not callable; give a function "
+                                   f"{_SIGNATURES[what]}" + ("" if required else " (or leave it out)"))
     if reads_gm:
         loc = "vec" if loc is None else loc
         if loc not in _BUFFERS:
@@ -659,13 +682,18 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
                   operands=operands_text)
     _tile_semantics.register(name, reference, numpy)
     CUSTOM[name] = {"primitive": prim, "pipe": pipe, "dtypes": dtypes, "reference": reference,
-                    "reads_gm": loc if reads_gm else None}
+                    "reads_gm": loc if reads_gm else None, "abstract": abstract_eval if abstract else None}
 
     def op(*args, **params):
         return _bind_custom(name, prim, args, params)
     op.__name__ = name
     op.primitive = prim
     return op
+
+
+_SIGNATURES = {"reference": "reference(*tiles, **params) -> tile (jnp)",
+               "numpy": "numpy(*arrays, **params) -> array (NumPy)",
+               "abstract": "abstract(*avals, **params) -> aval (shape and dtype)"}
 
 
 def unregister_op(name: str) -> None:
@@ -694,7 +722,31 @@ def _bind_custom(name, prim, args, params):
     if dtypes and np.dtype(args[0].dtype) not in dtypes:
         raise PtoDtypeError(f"pj.tiles.{name}: first operand is {np.dtype(args[0].dtype).name}; pto.{name} takes "
                             f"{', '.join(d.name for d in dtypes)}")
+    if CUSTOM[name].get("abstract") is not None:
+        _check_abstract(name, CUSTOM[name], args, params)
     return prim.bind(*args, **params)
+
+
+def _check_abstract(name, entry, args, params) -> None:
+    """``abstract=`` agrees with what ``reference`` returns (``jax.eval_shape``) for these operands: a
+    disagreement would fail only when a task runs (its result written into a tile of the declared type)."""
+    avals = [ShapedArray(tuple(np.shape(a)), np.dtype(a.dtype)) for a in args]
+    declared = entry["abstract"](*avals, **params)
+    try:
+        got = jax.eval_shape(lambda *xs: entry["reference"](*xs, **params),
+                             *(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals))
+    except Exception:        # noqa: BLE001 - a reference that cannot be traced fails where it is run, as before
+        return
+    declared, got = (list(x) if isinstance(x, (list, tuple)) else [x] for x in (declared, got))
+
+    def text(xs):
+        return ", ".join(f"{np.dtype(x.dtype).name}{list(x.shape)}" if hasattr(x, "shape") else repr(x) for x in xs)
+
+    if len(got) != len(declared) or any(not hasattr(g, "shape") or tuple(g.shape) != tuple(d.shape)
+                                        or np.dtype(g.dtype) != np.dtype(d.dtype) for g, d in zip(got, declared)):
+        ops = text(avals)
+        raise PtoArgumentError(f"pj.tiles.{name}: abstract= declares {text(declared)} for operands ({ops}), but "
+                               f"reference returns {text(got)}; make pto.{name}'s abstract and reference agree")
 
 
 def _attribute(value) -> bool:

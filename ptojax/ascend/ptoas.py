@@ -12,9 +12,13 @@ import shutil
 import subprocess
 import tempfile
 
+from ..errors import PtoArgumentError
 from .asm import PtoAsmError
 
 TIMEOUT_S = 60
+# ptoas's --pto-level values, and the level of the text ptojax writes for each: level1 runs the same pipeline
+# as level2 at the pinned commit (PlanMemory places the tiles), level3 skips PlanMemory (every tile has an addr)
+LEVELS = {"level1": "level2", "level2": "level2", "level3": "level3"}
 _HOW_TO_GET = ("set PTOAS to the path of the `ptoas` binary built from hw-native-sys/PTOAS, "
                "or put `ptoas` on PATH")
 
@@ -32,9 +36,20 @@ def find_ptoas() -> str | None:
     return os.environ.get("PTOAS") or shutil.which("ptoas")
 
 
+def check_level(level: str, what: str = "ptoas") -> str:
+    """``level`` if it is one of ptoas's ``--pto-level`` values (:data:`LEVELS`), else a
+    :class:`~ptojax.errors.PtoArgumentError` naming them."""
+    if not isinstance(level, str) or level not in LEVELS:
+        raise PtoArgumentError(f"{what}: level {level!r} is not a ptoas --pto-level; one of {', '.join(LEVELS)} "
+                               "(level1 runs ptoas's level2 pipeline; level3 takes the tile addresses as written)")
+    return level
+
+
 def assemble(text: str, *, arch: str = "a3", level: str = "level2", insert_sync: bool = True,
              ptoas: str | None = None) -> str:
-    """Assemble PTO-AS ``text`` with ``ptoas`` and return the C++ it emits."""
+    """Assemble PTO-AS ``text`` with ``ptoas`` at ``--pto-level=level`` (one of :data:`LEVELS`) and
+    return the C++ it emits."""
+    check_level(level, "ptoas.assemble")
     ptoas = ptoas or find_ptoas()
     if ptoas is None:
         raise PtoasNotFoundError(f"ptoas not found: {_HOW_TO_GET}")
