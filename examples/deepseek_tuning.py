@@ -45,6 +45,15 @@ STEPS = [
 ]
 
 
+def _same_selection(got, want, scores) -> bool:
+    """Whether the kernel's top-k indices [T, 1, k] are the reference's: the same, but for entries whose
+    scores tie to float32 rounding trading places (the kernel and the reference sum in other orders)."""
+    def picked(idx):
+        idx = idx[:, 0]
+        return np.where(idx >= 0, np.take_along_axis(scores, np.maximum(idx, 0), -1), -np.inf)
+    return np.array_equal(got < 0, want < 0) and np.allclose(picked(got), picked(want), rtol=1e-6, atol=0)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kv", type=int, default=2048, help="KV positions per batch (multiple of 128, < 4096)")
@@ -55,13 +64,14 @@ def main(argv=None):
     b, s1, n, topk = 4, 2, 64, 512
     args = R.indexer_inputs(b, s1, n, [a.kv] * b, seed=0)
     want = np.asarray(R.lightning_indexer(*args, sparse_count=topk))
+    scores = np.asarray(R.lightning_indexer_scores(*args)).reshape(b * s1, -1)
     fn = functools.partial(K.lightning_indexer, sparse_count=topk)
     print(f"Lightning Indexer, a3: B={b} S1={s1} heads={n}x128 KV={a.kv} top-k={topk} (int8, paged cache)")
     first = previous = None
     for name, options in STEPS:
         compiled = pj.kernel(fn, options=options).lower(*args).compile()
         out, trace = compiled.run(*args)
-        assert np.array_equal(np.asarray(out), want), f"{name}: indices differ from the reference"
+        assert _same_selection(np.asarray(out), want, scores), f"{name}: indices differ from the reference"
         profile = trace.profile()
         print(f"\n== {name}\n   options {options}")
         print(f"   makespan {profile.makespan_us:.2f} us, lower bound {profile.lower_bound_us:.2f} us, "

@@ -198,3 +198,31 @@ def test_dia_one_kernel_end_to_end():
     _fp16_close(ks, rks)
     prof = dia.lower(*pargs, table, lens, q, qr, kv, kr).compile().profile(*pargs, table, lens, q, qr, kv, kr)
     assert {"QMatmul", "Score", "TopK", "Gather", "QK", "Softmax", "PV"} <= set(prof.label_us)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: pj.lower(functools.partial(K.lightning_indexer, sparse_count=TOPK, tiles={"topk_vek": (1, 1, 64)}),
+                     *R.indexer_inputs(1, 1, N, [100], seed=1)),
+    lambda: pj.lower(functools.partial(K.sparse_attention, scale_value=0.1, tiles={"gather_L1": True}),
+                     *R.attention_inputs(1, 1, N, [100], 16, dv=128, seed=1)),
+    lambda: K.make_dsa_kernels(N, TOPK, tiles={"gather_l1": True}),
+    lambda: K.make_kernels(N, TOPK, tiles={"topk_vec": (1, 1, 64)}),
+], ids=["indexer", "attention", "dsa level missing", "indexer level missing"])
+def test_a_misspelt_or_misplaced_tile_knob_is_refused(make):
+    """A tile name none of the kernel's (or a level missing) would leave the kernel untuned, silently."""
+    with pytest.raises(pj.PtoArgumentError, match=r"tiles \['\w+'\] name none of its tiles; they are \["):
+        make()
+
+
+def test_the_tuning_example_accepts_near_ties_in_another_order_only():
+    """examples/deepseek_tuning.py checks indices against the float32 reference: entries whose scores
+    tie to float32 rounding may trade places (sums in another order), nothing else may differ."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from deepseek_tuning import _same_selection
+    scores = np.array([[0.5, 0.36053222, 0.36053225, 0.1, -np.inf]], np.float32)
+    want = np.array([[[0, 2, 1, -1]]])
+    assert _same_selection(want, want, scores)
+    assert _same_selection(np.array([[[0, 1, 2, -1]]]), want, scores)          # a near tie swapped
+    assert not _same_selection(np.array([[[0, 3, 1, -1]]]), want, scores)      # another entry
+    assert not _same_selection(np.array([[[2, 0, 1, -1]]]), want, scores)      # distinct scores swapped
+    assert not _same_selection(np.array([[[0, 2, 1, 3]]]), want, scores)       # -1 padding differs

@@ -41,6 +41,15 @@ INDEXER_TILES = dict(score_cube=(64, 128, 128), vec=(1, 8, 128), topk_vec=(1, 1,
                      gather_vec=(1, 8))          # 8 block-table entries per Gather block: 8 blocks of keys
 
 
+def _tiles(kernel: str, defaults: dict, tiles) -> dict:
+    """``defaults`` with the caller's ``tiles`` over them; a name that is not one of the kernel's tiles
+    is refused (a misspelt knob would otherwise leave the kernel untuned, silently)."""
+    unknown = sorted(set(tiles or {}) - set(defaults))
+    if unknown:
+        raise pj.PtoArgumentError(f"{kernel}: tiles {unknown} name none of its tiles; they are {sorted(defaults)}")
+    return dict(defaults, **(tiles or {}))
+
+
 def _same(n, want) -> bool:
     try:
         return bool(n == want)
@@ -98,7 +107,7 @@ def indexer_prolog(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_
                  hadamard_k=(hadamard_k, ("D", "D")), idx_k_cache=(idx_k_cache, ("blocks", "bs", 1, "D")),
                  idx_k_scale_cache=(idx_k_scale_cache, ("blocks", "bs", 1)),
                  idx_k_cache_index=(idx_k_cache_index, ("T",)))
-    tl = dict(PROLOG_TILES, **(tiles or {}))
+    tl = _tiles("indexer_prolog", PROLOG_TILES, tiles)
     t = token_x.shape[0]
     # ---- Q stream
     with pj.tile(cube=tl["q_cube"]), jax.named_scope("QMatmul"):
@@ -154,7 +163,7 @@ def lightning_indexer(query, key, weights, query_dequant_scale, key_dequant_scal
                  weights=(weights, ("T", "N")), query_dequant_scale=(query_dequant_scale, ("T", "N")),
                  key_dequant_scale=(key_dequant_scale, ("blocks", "bs", 1)),
                  actual_seq_lengths_key=(actual_seq_lengths_key, ("B",)), block_table=(block_table, ("B", "MB")))
-    tl = dict(INDEXER_TILES, **(tiles or {}))
+    tl = _tiles("lightning_indexer", INDEXER_TILES, tiles)
     b, mb = block_table.shape
     nb, bs = key.shape[:2]
     t, n, d = query.shape
@@ -182,13 +191,15 @@ def lightning_indexer(query, key, weights, query_dequant_scale, key_dequant_scal
 
 def make_kernels(n_heads: int, sparse_count: int, backend: str = "sim", target: str = "a3", tiles=None,
                  donate_cache: bool = False):
-    """``(prolog, indexer)`` as ``pj.kernel`` s for a configuration (``n_heads``, ``sparse_count``).
+    """``(prolog, indexer)`` as ``pj.kernel`` s for a configuration (``n_heads``, ``sparse_count``);
+    ``tiles`` is ``{"prolog": ..., "indexer": ...}`` (each over :data:`PROLOG_TILES` / :data:`INDEXER_TILES`).
 
     With ``donate_cache`` the prolog updates ``idx_k_cache`` and ``idx_k_scale_cache`` in place, as
     CANN's operator does (the caller gives those arrays up), instead of writing a new copy."""
-    prolog = pj.kernel(functools.partial(indexer_prolog, n_heads=n_heads, tiles=tiles), backend=backend, target=target,
-                       donate_argnums=(13, 14) if donate_cache else ())
-    indexer = pj.kernel(functools.partial(lightning_indexer, sparse_count=sparse_count, tiles=tiles),
+    tiles = _tiles("make_kernels", {"prolog": None, "indexer": None}, tiles)
+    prolog = pj.kernel(functools.partial(indexer_prolog, n_heads=n_heads, tiles=tiles["prolog"]), backend=backend,
+                       target=target, donate_argnums=(13, 14) if donate_cache else ())
+    indexer = pj.kernel(functools.partial(lightning_indexer, sparse_count=sparse_count, tiles=tiles["indexer"]),
                         backend=backend, target=target)
     return prolog, indexer
 
@@ -353,7 +364,7 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
                  sparse_indices=(sparse_indices, ("T", 1, "k")), block_table=(block_table, ("B", "MB")),
                  actual_seq_lengths_kv=(actual_seq_lengths_kv, ("B",)), query_rope=(query_rope, ("T", "N", "Dr")),
                  kr_cache=(kr_cache, ("blocks", "bs", 1, "Dr")))
-    tl = dict(SFA_TILES, **(tiles or {}))
+    tl = _tiles("sparse_attention", SFA_TILES, tiles)
     b, mb = block_table.shape
     nb, bs = kv_cache.shape[:2]
     t, n, dv = query.shape
@@ -444,7 +455,7 @@ def dia(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_proj, ln_ga
     [T, N1, Dr] are MLA's absorbed query; ``kv_cache`` / ``kr_cache`` its latent and rope caches.
     Returns ``(attention_out [T, N1, Dv], sparse_indices [T, 1, k], idx_k_cache, idx_k_scale_cache)``.
     """
-    tiles = tiles or {}
+    tiles = _tiles("dia", {"prolog": None, "indexer": None, "attention": None}, tiles)
     q, q_scale, weights, k_cache, s_cache = indexer_prolog(
         token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_proj, ln_gamma_k, ln_beta_k, cos_idx_rope,
         sin_idx_rope, hadamard_q, hadamard_k, idx_k_cache, idx_k_scale_cache, idx_k_cache_index, n_heads=n_heads,
@@ -464,7 +475,8 @@ def make_dsa_kernels(n_heads: int, sparse_count: int, scale_value: float = SOFTM
     """``(sparse_attention, dia)`` as ``pj.kernel`` s (sibling of :func:`make_kernels`). ``tiles`` for
     ``dia`` is ``{"prolog": ..., "indexer": ..., "attention": ...}``; ``donate_cache`` donates the index
     key cache and its scale cache (arguments 13, 14) to ``dia``."""
-    sfa = pj.kernel(functools.partial(sparse_attention, scale_value=scale_value, tiles=(tiles or {}).get("attention")),
+    tiles = _tiles("make_dsa_kernels", {"prolog": None, "indexer": None, "attention": None}, tiles)
+    sfa = pj.kernel(functools.partial(sparse_attention, scale_value=scale_value, tiles=tiles["attention"]),
                     backend=backend, target=target, options=options)
     full = pj.kernel(functools.partial(dia, n_heads=n_heads, sparse_count=sparse_count, scale_value=scale_value,
                                        tiles=tiles), backend=backend, target=target, options=options,
