@@ -240,7 +240,12 @@ def _mapped(ctx, eqn, invals):
     else:
         space, whole = out_avals[0].shape, ()
     row = _row_tile(ctx, tensors, space)
-    tile = row or vector_tile(ctx, space, [x.dtype for x in tensors] + [a.dtype for a in out_avals], whole)
+    dtypes = [x.dtype for x in tensors] + [a.dtype for a in out_avals]
+    tile = row or vector_tile(ctx, space, dtypes, whole)
+    if ctx.op in _LOOPED and ctx.config.vec is None and _loops_row(ctx, eqn, tensors[0]):
+        # the rows of the default tile of the column-tiled ops around it, for the row loop to fuse them
+        itemsize = max(np.dtype(d).itemsize for d in dtypes)
+        tile = (*default_vector_tile(space, itemsize, ctx.memory)[:-1], space[-1])
     if ctx.op in STAGED_REDUCTIONS and not row and not ctx.row_loops:
         tile = _staged_rows(ctx, tile, whole, [x.dtype for x in tensors])
     if ctx.op in ("topk", "sort") and p["axis"] < len(space) - 1:   # sorted in the tile's transpose: one
@@ -588,10 +593,25 @@ def _loops_row(ctx, eqn, x) -> bool:
     last axis under a ``vec`` tile the user chose that splits the row, with row loops on for its label.
     Partition loops over column chunks where no chain forms (a tile row holds at most ``max_cols``
     columns, so a longer row is never one tile). Over such a row, one without ``keepdims`` first becomes
-    one with it (:func:`_kept_wide_row`): a row loop accumulates R×1 results."""
-    vec = ctx.config.vec
-    return (ctx.row_loops and ctx.op in _LOOPED and tuple(eqn.params["axes"]) == (x.ndim - 1,) and x.ndim >= 2
-            and vec is not None and vec[-1] < x.shape[-1])
+    one with it (:func:`_kept_wide_row`): a row loop accumulates R×1 results. Under the default tiles,
+    the same for a row past what a default tile holds whole (:func:`_default_row_limit`)."""
+    if not (ctx.row_loops and ctx.op in _LOOPED and tuple(eqn.params["axes"]) == (x.ndim - 1,) and x.ndim >= 2):
+        return False
+    if ctx.config.vec is None:
+        return not templated() and x.shape[-1] > _default_row_limit(ctx, x.dtype)
+    return ctx.config.vec[-1] < x.shape[-1]
+
+
+def _widened_row_loop(ctx, eqn, x) -> bool:
+    """A float16/bfloat16 ``sum`` / ``prod`` that a row loop reads (:func:`_loops_row`): it runs in
+    float32 and is rounded once, as the staged form does, not rounded per column chunk."""
+    return (ctx.op in ("sum", "prod") and np.dtype(x.dtype).name in ("float16", "bfloat16")
+            and _loops_row(ctx, eqn, x))
+
+
+def _default_row_limit(ctx, dtype) -> int:
+    """The most columns a default tile holds whole in one row."""
+    return min(ctx.memory.max_cols, ctx.memory.tile_bytes // np.dtype(dtype).itemsize)
 
 
 def _kept_wide_row(ctx, eqn, x) -> bool:
@@ -614,10 +634,12 @@ def _staged_reduce_axis(ctx, eqn, x):
     n, size = x.shape[axis], np.dtype(x.dtype).itemsize
     if axis == x.ndim - 1:
         step = max(1, ctx.memory.align // size)
+        if _loops_row(ctx, eqn, x):
+            return None
         if ctx.config.vec is None:
-            limit = min(ctx.memory.max_cols, ctx.memory.tile_bytes // size)
+            limit = _default_row_limit(ctx, x.dtype)
             return (axis, limit, step) if n > limit else None
-        if n <= ctx.memory.max_cols or _loops_row(ctx, eqn, x):
+        if n <= ctx.memory.max_cols:
             return None                         # the user's tile: past a tile row only, unless a row loop reads it
         rows = math.prod(ctx.config.vec[:-1])   # chunks of the user's rows in a whole-row tile's share of the UB
         limit = _whole_row_bytes(ctx.memory) // (rows * size) // step * step
@@ -844,6 +866,10 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             return rewritten(functools.partial(OPS[op].reference, **eqn.params), invals, jnp_code=True)
         if _split_reduce_axes(ctx, eqn, invals[0]):    # one run of adjacent axes at a time, each staged
             return rewritten(functools.partial(reduce_axes, op=op, **eqn.params), invals[:1])
+        if _widened_row_loop(ctx, eqn, invals[0]):    # in float32, rounded once
+            dtype = invals[0].dtype
+            return rewritten(lambda a: ops.cast(eqn.primitive.bind(ops.cast(a, np.float32), **eqn.params), dtype),
+                             invals[:1])
         if _kept_wide_row(ctx, eqn, invals[0]):        # R×1 for the row loop, then the unit dim dropped
             shape, kept = eqn.outvars[0].aval.shape, dict(eqn.params, keepdims=True)
             return rewritten(lambda a: ops.reshape(eqn.primitive.bind(a, **kept), shape), invals[:1])
