@@ -292,7 +292,7 @@ class Selector:
         self.cube = CubePlan(self.kernel.body)
         self.uses = _uses(self.kernel.body)
         self.block_index([n for n, t in self.kernel.params if t == "index"])
-        self.body(self.kernel.body)
+        self.body(deferred(self.kernel.body))
         return self.function(symbol)
 
     def function(self, symbol: str) -> str:
@@ -471,13 +471,46 @@ class Selector:
     def mask_for(self, name, t, mask: bool = False) -> str:
         """The packed ``ui8`` mask tile standing for codegen's ``i1`` tile ``name``: the mask of a compare
         over tiles of type ``t`` (or, ``mask=True``, of the same type as mask ``t``)."""
-        if not mask:                            # A2/A3 pack a bit per element; A5's verifier wants the
-            rows, cols = mask_shape(t.v_row, t.v_col) if self.arch == "a3" else (t.rows, t.cols)   # compare's
-            t = asm.TileBuf("vec", "ui8", rows, max(32, cols) if self.arch == "a3" else cols, rows, cols)  # shape
+        if not mask:                            # A2/A3 pack a bit per element, in rows a multiple of 32
+            rows, cols = mask_shape(t.v_row, t.v_col) if self.arch == "a3" else (t.rows, t.cols)   # bytes long
+            pitch = -(-cols // 32) * 32 if self.arch == "a3" else cols      # (pto-isa's Tile static_asserts
+            t = asm.TileBuf("vec", "ui8", rows, pitch, rows, cols)          # it); A5's: the compare's shape
         mask = self.alloc(t)
         self.masks[name] = mask
         self.mask_names.add(mask)
         return mask
+
+
+def deferred(stmts) -> list:
+    """Codegen's statements with each tile allocation moved down to just before the first statement
+    (an instruction, or a loop around one) that uses the tile; an unused one stays where it was.
+
+    Codegen allocates every tile up front. PTOAS's memory plan (level2) counts a tile allocated
+    before an ``scf.for`` as live from the loop's start when the loop or a statement after it uses the
+    tile, so tiles allocated up front and first used after a program's first loop — a row loop's
+    next loops and tail chunks — would all take their space from that loop on."""
+    first = {}
+    for k, s in enumerate(stmts):
+        for name in _tiles_of(s):
+            first.setdefault(name, k)
+    moved = {}
+    for s in stmts:
+        if isinstance(s, asm.Alloc) and s.name in first:
+            moved.setdefault(first[s.name], []).append(s)
+    out = []
+    for k, s in enumerate(stmts):
+        if not (isinstance(s, asm.Alloc) and s.name in first):
+            out += moved.get(k, []) + [s]
+    return out
+
+
+def _tiles_of(stmt):
+    """The names a statement (a loop: its body) reads or writes."""
+    if isinstance(stmt, asm.Instr):
+        return [o.name for o in (*stmt.ins, *stmt.outs)]
+    if isinstance(stmt, asm.For):
+        return [name for s in stmt.body for name in _tiles_of(s)]
+    return []
 
 
 def _wider(dtype: str, accepts) -> str:
