@@ -577,6 +577,22 @@ def check(spec):
         assert_same(g, w, f"output {i}")
 
 
+def check_real_text(fn, args, archs=("a3", "a5"), levels=("level2", "level3")):
+    """``fn``'s PTO-AS accepted by ptoas for each arch and level (where ptoas is found) and its run equal
+    to ``jax.jit(fn)`` (:func:`assert_same`)."""
+    import jax
+
+    compiled = pj.kernel(fn).lower(*args).compile()
+    if find_ptoas():
+        for arch in archs:
+            for level in levels:
+                compiled.ptoas(arch, level)         # a PtoasError names the program, line and message
+    got, _ = compiled.run(*args)
+    want = jax.jit(fn)(*args)
+    for i, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
+        assert_same(g, w, f"output {i}")
+
+
 def regression_source(spec, error: str) -> str:
     """A regression test file for a failing spec (run by tests/test_fuzz.py)."""
     lines = error.strip().splitlines()[:12]

@@ -4,12 +4,9 @@ tiles (a value per row) broadcast in groups, and permutations that only regroup 
 Each kernel's real PTO-AS is accepted by ``ptoas`` (A3 and A5, level2 and level3, when the binary is
 present) and, executed by the real-text engine (``Compiled.run()``), equals XLA's result.
 """
-import jax
 import pytest
 
 import fuzz
-import ptojax as pj
-from ptojax.ascend.ptoas import find_ptoas
 
 F32 = ("uniform", -2.0, 2.0)
 CASES = {
@@ -60,13 +57,4 @@ CASES = {
 
 @pytest.mark.parametrize("spec", CASES.values(), ids=CASES.keys())
 def test_real_text_is_accepted_and_computes_what_xla_does(spec):
-    fn, args = fuzz.build(spec)
-    compiled = pj.kernel(fn).lower(*args).compile()
-    if find_ptoas():
-        for arch in ("a3", "a5"):
-            for level in ("level2", "level3"):
-                compiled.ptoas(arch, level)             # a PtoasError names the program, line and message
-    got, _ = compiled.run(*args)
-    want = jax.jit(fn)(*args)
-    for i, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
-        fuzz.assert_same(g, w, f"output {i}")
+    fuzz.check_real_text(*fuzz.build(spec))

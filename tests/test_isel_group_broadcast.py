@@ -11,14 +11,12 @@ A sweep of ops x dtypes x broadcast shapes: each kernel's real PTO-AS is accepte
 A5, level2 and level3, when the binary is present) and, run by the real-text engine
 (``Compiled.run()``), equals ``jax.jit`` of the same function.
 """
-import jax
 import numpy as np
 import pytest
 
 import fuzz
 import ptojax as pj
 from ptojax.ascend.isel.broadcast import across_and_in_groups
-from ptojax.ascend.ptoas import find_ptoas
 
 O = pj.ops
 KINDS = {"float32": ("uniform", -2.0, 2.0), "float16": ("uniform", -2.0, 2.0), "bfloat16": ("uniform", -2.0, 2.0),
@@ -55,18 +53,6 @@ def _spec_cases():
             yield pytest.param(spec, id=f"{op}-{dtype}{'-swapped' if swap else ''}-{name}")
 
 
-def _check(fn, args):
-    compiled = pj.kernel(fn).lower(*args).compile()
-    if find_ptoas():
-        for arch in ("a3", "a5"):
-            for level in ("level2", "level3"):
-                compiled.ptoas(arch, level)             # a PtoasError names the program, line and message
-    got, _ = compiled.run(*args)
-    want = jax.jit(fn)(*args)
-    for i, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
-        fuzz.assert_same(g, w, f"output {i}")
-
-
 def test_the_shapes_are_columns_in_groups_across_columns():
     assert across_and_in_groups((4, 1), (8, 2)) and across_and_in_groups((16, 1), (48, 3))
     assert not across_and_in_groups((8, 1), (8, 2))         # a column: trowexpand
@@ -76,7 +62,7 @@ def test_the_shapes_are_columns_in_groups_across_columns():
 
 @pytest.mark.parametrize("spec", list(_spec_cases()))
 def test_binary_ops_broadcast_a_column_in_groups(spec):
-    _check(*fuzz.build(spec))
+    fuzz.check_real_text(*fuzz.build(spec))
 
 
 def _values(shape, dtype, seed, lo=-2.0, hi=2.0):
@@ -115,4 +101,4 @@ def test_composites_broadcast_a_column_in_groups(case, shape):
     def fn(*xs):
         with pj.tile(vec=tile):
             return inner(*xs)
-    _check(fn, args)
+    fuzz.check_real_text(fn, args)

@@ -34,35 +34,15 @@ def _tiled(fn, vec):
     return kernel
 
 
-def max0(x):
-    return jnp.max(x, axis=0)
+def _along_rows(f, name):
+    def fn(x):
+        return f(x, axis=0)
+    fn.__name__ = name
+    return fn
 
 
-def min0(x):
-    return jnp.min(x, axis=0)
-
-
-def argmax0(x):
-    return jnp.argmax(x, axis=0)
-
-
-def prod0(x):
-    return jnp.prod(x, axis=0)
-
-
-def sort0(x):
-    return jnp.sort(x, axis=0)
-
-
-def sum0(x):
-    return jnp.sum(x, axis=0)
-
-
-def cumsum0(x):
-    return jnp.cumsum(x, axis=0)
-
-
-REDUCTIONS = [max0, min0, argmax0, prod0, sort0, sum0, cumsum0]
+REDUCTIONS = [_along_rows(f, f"{f.__name__}0") for f in (jnp.max, jnp.min, jnp.argmax, jnp.prod, jnp.sort, jnp.sum,
+                                                       jnp.cumsum)]
 
 
 @pytest.mark.parametrize("fn", REDUCTIONS, ids=lambda f: f.__name__)
