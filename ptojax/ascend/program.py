@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..errors import PtoArgumentError
+from ..errors import PtoArgumentError, PtoCapacityError, PtoUnsupportedError
 from ..lowering import ir, partition
 from ..lowering.memory import ASCEND_CORE, CoreMemory
 from ..lowering.pipeline import Lowering
@@ -77,8 +77,6 @@ class AscendKernel:
         """A :class:`~ptojax.errors.PtoCapacityError` naming the first function of :meth:`pto` whose tiles
         need more UB than the core has (:func:`~ptojax.ascend.isel.liveness.ub_plan`: what ``ptoas``
         refuses as ``vec overflow``)."""
-        from ..errors import PtoCapacityError
-
         kernels = [*self.kernels.values(), *(self.kernels[key] for key in self.grouped())]
         labels = {name: k.label for (name, _), k in zip(self.entries(), kernels)}
         known = {}                  # a grid point's function the partition planned (planned_ub): its count
@@ -230,8 +228,6 @@ def planned_ub(program, shape, memory: CoreMemory = ASCEND_CORE) -> dict:
     selection cannot print yet (its compile says why). Codegen's :class:`PtoCapacityError` passes."""
     if program.core != "AIV":
         return {}
-    from ..errors import PtoUnsupportedError
-
     try:
         text = isel.module([codegen(program, tuple(shape), memory)], arch="a3", memory=memory)
     except (PtoUnsupportedError, asm.PtoAsmError):

@@ -98,8 +98,8 @@ def ew_tile(rows_hint: int = 32):
 
 def row_tile(d: int):
     """A row-wise (softmax / norm) tile: whole rows of ``d`` elements, as many rows as fit ~8 KiB of fp32;
-    rows wider than a tile holds (``max_cols``) go in :data:`WIDE_COLS`-column blocks (their reductions
-    then run in stages)."""
+    rows wider than a tile holds (``max_cols``) go in :data:`WIDE_COLS`-column blocks (a row loop over
+    them inside one program per row)."""
     if d > ASCEND_CORE.max_cols:
         return (1, WIDE_COLS)
     return (max(1, min(64, TILE_BYTES // (max(1, d) * 4))), d)
