@@ -91,6 +91,7 @@ class _Context:
     memory: CoreMemory
     rows: dict = dataclasses.field(default_factory=dict)   # id(R×1 value) -> (value, its row block's tile)
     row_loops: bool = True     # the label's long rows may loop inside one program (partition's row_loops)
+    wide: dict = dataclasses.field(default_factory=dict)   # shape -> rows of a default row loop over it
 
 
 # -------------------------------------------------------------------------------------- tile shapes
@@ -117,6 +118,8 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
     else:
         tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory,
                                    whole_rows=rank - 1 in whole)
+        if tuple(shape) in ctx.wide and rank > 1:     # the rows of the default row loop over this shape
+            tile = (*tile[:-2], ctx.wide[tuple(shape)], tile[-1])
         if templated() and rank > 1:      # rows that divide every template row count, several blocks of it
             tile = (*tile[:-2], min(1 << (tile[-2].bit_length() - 1), TEMPLATE_ROWS), tile[-1])
         elif whole:                       # (a template lowering keeps its rows' tiles: one program per size)
@@ -243,9 +246,8 @@ def _mapped(ctx, eqn, invals):
     dtypes = [x.dtype for x in tensors] + [a.dtype for a in out_avals]
     tile = row or vector_tile(ctx, space, dtypes, whole)
     if ctx.op in _LOOPED and ctx.config.vec is None and _loops_row(ctx, eqn, tensors[0]):
-        # the rows of the default tile of the column-tiled ops around it, for the row loop to fuse them
-        itemsize = max(np.dtype(d).itemsize for d in dtypes)
-        tile = (*default_vector_tile(space, itemsize, ctx.memory)[:-1], space[-1])
+        rows = ctx.wide.setdefault(tuple(space), wide_rows(space, ctx.memory))   # the column-tiled ops of
+        tile = (*tile[:-2], rows, space[-1])                                        # this shape take them too
     if ctx.op in STAGED_REDUCTIONS and not row and not ctx.row_loops:
         tile = _staged_rows(ctx, tile, whole, [x.dtype for x in tensors])
     if ctx.op in ("topk", "sort") and p["axis"] < len(space) - 1:   # sorted in the tile's transpose: one
@@ -609,6 +611,18 @@ def _widened_row_loop(ctx, eqn, x) -> bool:
             and _loops_row(ctx, eqn, x))
 
 
+WIDE_ROW_BLOCKS = 48     # row blocks a default row loop aims at: one per vector core of an A3 die
+
+
+def wide_rows(space, memory: CoreMemory) -> int:
+    """The rows of a default row loop's tiles over ``space`` (rows past a default tile's columns), for
+    every op over that shape alike whatever its dtype (so that they fuse): one row each while there are
+    fewer than :data:`WIDE_ROW_BLOCKS` per block, up to a float32 default tile's rows of
+    ``max_cols``-wide blocks where there are more (fewer tasks, each longer)."""
+    most = max(1, memory.tile_bytes // (4 * (1 << (memory.max_cols.bit_length() - 1))))
+    return max(1, min(most, space[-2], math.prod(space[:-1]) // WIDE_ROW_BLOCKS))
+
+
 def _default_row_limit(ctx, dtype) -> int:
     """The most columns a default tile holds whole in one row."""
     return min(ctx.memory.max_cols, ctx.memory.tile_bytes // np.dtype(dtype).itemsize)
@@ -776,13 +790,14 @@ def _stages(ctx, stages_fn, x, config):
         if op == "reshape":
             outs = [inner.primitive.bind(*args, **inner.params)]
         else:
-            sub = _Context(op, config(inner.invars[0].aval.shape), ctx.label, ctx.memory, ctx.rows, ctx.row_loops)
+            sub = _Context(op, config(inner.invars[0].aval.shape), ctx.label, ctx.memory, ctx.rows, ctx.row_loops,
+                           ctx.wide)
             outs = _copies(sub, inner, args) if op in _COPIES else _mapped(sub, inner, args)
         env.update(zip(inner.outvars, outs))
     return [env[v] for v in stages.jaxpr.outvars]
 
 
-def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=None):
+def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=None, wide=None):
     """``tiles``: label -> TileConfig overriding the ``pj.tile`` setting of that label's ops
     (``"DEFAULT"``: under every op's own setting); ``seen`` collects the labels of the ops met, ``hand``
     those of hand-written grids (``pj.tiles.grid``: their tiles are the body's), ``used`` the (label,
@@ -796,6 +811,7 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
     hand = set() if hand is None else hand
     used = set() if used is None else used
     bare = set() if bare is None else bare
+    wide = {} if wide is None else wide
     device: dict = {}   # id -> value computed on a core (a GM tensor); other 0-d values live on the host
     rows: dict = {}     # id -> (R×1 value, the tile of the row block it was reduced from)
 
@@ -830,7 +846,7 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
         if getattr(config, kind) is None:
             bare.add(kind)
         config = default.merged(config)
-        ctx = _Context(op, config, label, memory, rows, loops.get(label, loops.get("DEFAULT", True)))
+        ctx = _Context(op, config, label, memory, rows, loops.get(label, loops.get("DEFAULT", True)), wide)
         if all(0 in v.aval.shape for v in eqn.outvars):   # no element to compute (x[..., 64:] of 64 columns)
             return [np.zeros(v.aval.shape, v.aval.dtype) for v in eqn.outvars]
         if any(0 in np.shape(x) for x in invals) and op in ("sum", "prod", "matmul"):
@@ -857,7 +873,7 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             return on_device(_staged_topk(ctx, eqn, invals))
         def rewritten(fn, operands, jnp_code=False):     # the op as other ops, tiled by this rule in turn
             closed = jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in operands])
-            closed = to_tensor_level(closed) if jnp_code else closed
+            closed = keep_rows(to_tensor_level(closed)) if jnp_code else closed   # as the kernel's own ops
             return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
 
         if _is_int_sort_off_last(ctx, eqn, invals[0]):     # int32 sorts along a tile's rows only: moved last
@@ -892,7 +908,10 @@ def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=N
     used: set = set()
     loops = dict((labelled or {}).get("row_loops") or {})
     bare: set = set()
-    out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare))
+    wide: dict = {}         # shape -> rows of a default row loop over it (found as its reduction is tiled)
+    out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare, wide))
+    if wide:                # again, the ops before each such reduction on its rows too: one row loop
+        out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare, dict(wide)))
     for label, config in dict(tiles or {}).items():
         for kind in ("vec", "cube"):
             if label in seen and getattr(config, kind) is not None and (label, kind) not in used:

@@ -54,7 +54,7 @@ def _lifetimes(lines) -> tuple[dict, dict, set]:
             stack.append(i)
         elif text == "}" and len(stack) > 1:
             ends[stack.pop()] = i
-        for name in set(_NAME.findall(text)):
+        for name in dict.fromkeys(_NAME.findall(text)):         # in order: the plan places by first use
             if name in root and not (alias and name == alias.group(1)):
                 buffer = root[name]
                 uses.setdefault(buffer, []).append(i)
