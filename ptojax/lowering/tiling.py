@@ -616,9 +616,9 @@ WIDE_ROW_BLOCKS = 48     # row blocks a default row loop aims at: one per vector
 
 def wide_rows(space, memory: CoreMemory) -> int:
     """The rows of a default row loop's tiles over ``space`` (rows past a default tile's columns), for
-    every op over that shape alike whatever its dtype (so that they fuse): one row each while there are
-    fewer than :data:`WIDE_ROW_BLOCKS` per block, up to a float32 default tile's rows of
-    ``max_cols``-wide blocks where there are more (fewer tasks, each longer)."""
+    every op over that shape alike whatever its dtype (so that they fuse): the rows over
+    :data:`WIDE_ROW_BLOCKS`, at least one (a row a task while there are fewer rows than vector cores) and
+    at most a float32 default tile's rows of 2 048 columns (fewer, longer tasks where there are many)."""
     most = max(1, memory.tile_bytes // (4 * (1 << (memory.max_cols.bit_length() - 1))))
     return max(1, min(most, space[-2], math.prod(space[:-1]) // WIDE_ROW_BLOCKS))
 
