@@ -616,11 +616,12 @@ WIDE_ROW_BLOCKS = 48     # row blocks a default row loop aims at: one per vector
 
 def wide_rows(space, memory: CoreMemory) -> int:
     """The rows of a default row loop's tiles over ``space`` (rows past a default tile's columns), for
-    every op over that shape alike whatever its dtype (so that they fuse): the rows over
-    :data:`WIDE_ROW_BLOCKS`, at least one (a row a task while there are fewer rows than vector cores) and
-    at most a float32 default tile's rows of 2 048 columns (fewer, longer tasks where there are many)."""
+    every op over that shape alike whatever its dtype (so that they fuse): as few as spread the rows over
+    :data:`WIDE_ROW_BLOCKS` blocks at once (a row a task while there are fewer rows than vector cores), a
+    power of two, at most a float32 default tile's rows of 2 048 columns (then more blocks, each longer)."""
     most = max(1, memory.tile_bytes // (4 * (1 << (memory.max_cols.bit_length() - 1))))
-    return max(1, min(most, space[-2], math.prod(space[:-1]) // WIDE_ROW_BLOCKS))
+    per_block = -(-math.prod(space[:-1]) // WIDE_ROW_BLOCKS)
+    return max(1, min(most, space[-2], 1 << (per_block - 1).bit_length()))
 
 
 def _default_row_limit(ctx, dtype) -> int:
