@@ -79,15 +79,8 @@ class AscendKernel:
         refuses as ``vec overflow``)."""
         kernels = [*self.kernels.values(), *(self.kernels[key] for key in self.grouped())]
         labels = {name: k.label for (name, _), k in zip(self.entries(), kernels)}
-        known = {}                  # a grid point's function the partition planned (planned_ub): its count
-        if arch == "a3":
-            programs = {p.name: p for p in self.lowering.programs}
-            for (name, _), (program, _) in zip(self.entries(), self.kernels):
-                planned = dict(getattr(programs.get(program), "planned", ()))
-                if "vec" in planned:
-                    known[name] = planned["vec"]
         for name, text in liveness.functions(self.pto(arch)).items():
-            need = known[name] if name in known else liveness.ub_plan(text)
+            need = liveness.ub_plan(text)
             if need > self.memory.ub:
                 label = f" (label {labels[name]!r})" if labels.get(name) else ""
                 raise PtoCapacityError(

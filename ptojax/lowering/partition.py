@@ -140,9 +140,8 @@ class Program:
     core: str                      # "AIV" or "AIC"
     body: ClosedJaxpr              # (*grid index, *inputs, *outputs) -> outputs
     label: str
-    footprint: tuple[tuple[str, int], ...]   # peak bytes per buffer location
+    footprint: tuple[tuple[str, int], ...]   # peak bytes per buffer location (live tiles, or the PLANNERS plan)
     note: str = ""                 # how partition formed it where it chose a fallback (a row loop, a split)
-    planned: tuple[tuple[str, int], ...] = ()   # bytes per buffer the backend's plan gives it (PLANNERS), if any
 
     def __repr__(self):
         return f"{self.name}<{self.core}>"
@@ -615,8 +614,7 @@ class _Partitioner:
                 f"{_BUFFER_NAME[loc]} holds {self.memory.buffer(loc)} bytes")
         peak = dict(program.footprint)
         peak.update((loc, max(b, peak.get(loc, 0))) for loc, b in planned.items())
-        program = dataclasses.replace(program, footprint=tuple(sorted(peak.items())),
-                                      planned=tuple(sorted(planned.items())))
+        program = dataclasses.replace(program, footprint=tuple(sorted(peak.items())))
         if not keep:
             return program
         same_name = sum(p.name.split("#")[0] == program.name for p in self.programs.values())
@@ -635,8 +633,8 @@ class _Partitioner:
                 try:
                     got = plan(program, tuple(shape), self.memory)
                 except PtoCapacityError:
-                    got = {"vec" if program.core == "AIV" else "mat": self.memory.ub + 1 if program.core == "AIV"
-                           else self.memory.l1 + 1}
+                    loc = "vec" if program.core == "AIV" else "mat"
+                    got = {loc: self.memory.buffer(loc) + 1}
                 for loc, b in got.items():
                     peak[loc] = max(peak.get(loc, 0), int(b))
             self.plans[key] = peak

@@ -107,8 +107,7 @@ def load_section(data: dict) -> str:
                                     esc(", ".join(f"{kind} {c}" for c in st["over"]) or "-"),
                                     esc(", ".join(f"{kind} {c}" for c in st["under"]) or "-")])
         for c in used:
-            busy = k["busy_us"][c]
-            ratio = k["ratio"][c] if "ratio" in k else busy / k["mean_us"] if k["mean_us"] else 0.0
+            busy, ratio = k["busy_us"][c], k["ratio"][c]
             flag = "over" if c in k["over"] else "under" if c in k["under"] else ""
             fill = {"over": "#dc2626", "under": "#d97706"}.get(flag, "#16a34a")
             bar = (f"<span class='lbar'><span class='lfill' style='width:{200 * busy / top:.0f}px;background:{fill}'></span>"
