@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import ptojax as pj
@@ -170,6 +170,39 @@ def test_a_large_gemm_reads_its_operands_once_from_hbm():
         assert (miss == 0) == (n == 6144)
 
 
+@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(rows=st.lists(st.sampled_from([8192, 32768, 65536]), min_size=2, max_size=3),
+       chained=st.lists(st.booleans(), min_size=3, max_size=3), tpb=st.sampled_from([16, "auto"]))
+@example(rows=[65536, 65536], chained=[False] * 3, tpb="auto")       # two 256 MiB calls: 832 MiB, >= 614 us
+def test_no_schedule_of_a_multi_call_streaming_kernel_beats_the_bound_or_the_hbm_floor(rows, chained, tpb):
+    """Two or three elementwise block calls over f16 [rows, 2048] (32 to 256 MiB each), each on a fresh
+    input or chained on the previous call's output, writing more than the 192 MiB L2 between them: the
+    HBM bytes cover the inputs' first reads plus every write the L2 cannot keep at the end (written
+    data that later calls push out is written back), and no schedule beats the bound or that floor."""
+    cols, chained = 2048, [False] + chained[1:len(rows)]
+    shapes = [(r, cols) for r, c in zip(rows, chained) if not c]
+
+    def f(*xs):
+        xs, outs = list(xs), []
+        for c in chained:
+            with pj.tile(vec=(16, cols)):
+                outs.append(outs[-1] + 1.0 if c else xs.pop(0) * 2.0)
+        return tuple(outs)
+
+    profile = pj.kernel(f, options={"tiles_per_block": {"DEFAULT": tpb}}).lower(
+        *(jax.ShapeDtypeStruct(s, jnp.float16) for s in shapes)).compile().profile(compute=False)
+    sizes, size = [], 0
+    for r, c in zip(rows, chained):
+        size = size if c else r * cols * 2
+        sizes.append(size)
+    floor = sum(r * cols * 2 for r in (s[0] for s in shapes)) + max(0, sum(sizes) - A3.l2_bytes)
+    hbm = sum(t.hbm for t in profile.trace.graph.tasks)
+    assert hbm >= floor - len(profile.trace.graph.tasks), (rows, chained, hbm, floor)
+    assert profile.bound.bandwidth == pytest.approx(hbm / A3.hbm_bytes_per_s)
+    assert profile.makespan_us >= profile.lower_bound_us, (rows, chained, profile.summary())
+    assert profile.makespan_us * 1e-6 >= floor / A3.hbm_bytes_per_s * (1 - 1e-6)
+
+
 # ------------------------------------------------------------------------------------------ L2 rule
 def test_l2_rule_compulsory_reads_reuse_and_residency():
     l2 = L2(100 * MIB)
@@ -185,6 +218,23 @@ def test_l2_rule_compulsory_reads_reuse_and_residency():
     # A call writing 250 MiB (its distinct bytes) into the 100 MiB L2 writes 150 MiB back to HBM.
     assert l2.hbm_fraction({"a": (10 * MIB, 10 * MIB)}, {"d": (300 * MIB, 250 * MIB)}) == (0.0, 150 * MIB)
     assert reuse_miss(50, 100) == 0.0 and reuse_miss(400, 100) == 0.75
+
+
+def test_l2_rule_writes_back_dirty_data_that_later_calls_push_out():
+    """Dirty bytes go back to HBM when later traffic (reads or writes, of later calls or copies) pushes
+    them out of the L2, not only when one call writes more than the L2 holds; at most the capacity stays
+    dirty at the end."""
+    l2 = L2(100 * MIB)
+    assert l2.hbm_fraction({}, {"a": (60 * MIB, 60 * MIB)}) == (0.0, 0)           # a fits, dirty
+    assert l2.hbm_fraction({}, {"b": (60 * MIB, 60 * MIB)}) == (0.0, 20 * MIB)    # b pushes 20 MiB of a out
+    assert l2.hbm_fraction({"c": (100 * MIB, 100 * MIB)}, {}) == (1.0, 100 * MIB)  # reading c pushes out the rest
+    assert l2.dirty == {}
+    # Rewriting a tensor dirties its distinct bytes once; a partial write, only the bytes written.
+    assert l2.hbm_fraction({}, {"d": (30 * MIB, 30 * MIB)}) == (0.0, 0)
+    assert l2.hbm_fraction({}, {"d": (30 * MIB, 30 * MIB), "e": (10 * MIB, 70 * MIB)}) == (0.0, 0)
+    assert l2.dirty == {"d": 30 * MIB, "e": 10 * MIB}
+    l2.touch("f", 100 * MIB)                                                       # as a copy does
+    assert l2.evict() == 40 * MIB and l2.dirty == {}
 
 
 def test_writes_past_the_l2_cost_hbm_bandwidth():

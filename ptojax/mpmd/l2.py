@@ -1,5 +1,5 @@
-"""Which GM reads the L2 serves and which come from HBM: one rule for task costs, the simulated
-HBM channel and the lower bound.
+"""Which GM reads the L2 serves and which come from HBM, and which writes go back to HBM: one rule for
+task costs, the simulated HBM channel and the lower bound.
 
 Per block call, for each GM tensor its tasks read: ``R`` bytes read in all, ``D = min(R, tensor
 bytes)`` distinct bytes.
@@ -10,10 +10,16 @@ bytes)`` distinct bytes.
 - **Re-reads** (the other ``R - D`` bytes, tiles read by several blocks) hit L2 while the call's
   working set ``W`` (the distinct bytes it reads) fits in the L2; past it a fraction ``1 - L2 / W``
   of them misses to HBM.
-- Writes land in L2 (write-back); a call's outputs stream out, are not re-read by it and do not count
-  in its working set, but they are touched (resident for later calls). Only what the L2 cannot hold
-  is HBM traffic: the distinct bytes a call writes past the L2's capacity are written back during it
-  (the dirty lines it must evict; what stays is written back after the run, unpriced).
+- **Writes** land in L2 (write-back); a call's outputs stream out, are not re-read by it and do not
+  count in its working set, but they are touched (resident for later calls, touched after the call's
+  reads). The distinct bytes a call writes are dirty: added to the tensor's dirty bytes, at most its
+  size.
+- **Write-back**: the L2 holds, of each tensor, what of it fits in the capacity left by the tensors
+  touched after it (most recent first, whole tensors); after each call, the dirty bytes of a tensor
+  past what it holds are written back to HBM by that call -- the call's own writes past the capacity,
+  and dirty data of earlier calls that this call's traffic pushed out. So at most ``capacity`` dirty
+  bytes are ever left in L2; they are written back after the run, unpriced. A copy task (which writes
+  its copy through to HBM) pays for the dirty bytes its touches push out the same way.
 
 The rule depends on the program order only, never on the schedule, so every schedule pays the same
 HBM bytes: the cost model prices them at the per-core HBM rate, the simulated run streams them
@@ -31,11 +37,13 @@ def reuse_miss(working_set: float, capacity: float) -> float:
 
 
 class L2:
-    """Residency of GM tensors in an L2 of ``capacity`` bytes, by reuse distance in program order."""
+    """Residency of GM tensors in an L2 of ``capacity`` bytes, by reuse distance in program order, and
+    their dirty (written, not yet written back) bytes."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.recent: dict = {}              # tensor -> bytes, least recently touched first
+        self.dirty: dict = {}               # tensor -> bytes written and still in L2
 
     def resident(self, tensor) -> bool:
         """Whether ``tensor`` was touched and it and the tensors touched since fit in the L2."""
@@ -44,14 +52,37 @@ class L2:
         order = list(self.recent)
         return sum(self.recent[t] for t in order[order.index(tensor):]) <= self.capacity
 
-    def touch(self, tensor, nbytes: int) -> None:
+    def touch(self, tensor, nbytes: int, written: float = 0) -> None:
+        """Mark ``tensor`` (``nbytes``) most recently touched, ``written`` more of its bytes dirty."""
         self.recent.pop(tensor, None)
         self.recent[tensor] = nbytes
+        if written:
+            self.dirty[tensor] = min(nbytes, self.dirty.get(tensor, 0) + written)
+
+    def evict(self) -> float:
+        """Write back the dirty bytes the L2 no longer holds; returns how many."""
+        room, evicted, pending = self.capacity, 0.0, len(self.dirty)
+        for tensor in reversed(self.recent):            # most recent first, until every dirty one is seen
+            if not pending:
+                break
+            held = min(max(room, 0), self.recent[tensor])
+            room -= self.recent[tensor]
+            dirty = self.dirty.get(tensor)
+            if dirty is None:
+                continue
+            pending -= 1
+            if dirty > held:
+                evicted += dirty - held
+                if held:
+                    self.dirty[tensor] = held
+                else:
+                    del self.dirty[tensor]
+        return evicted
 
     def hbm_fraction(self, reads: dict, writes: dict) -> tuple[float, float]:
-        """(The fraction of one block call's read bytes that come from HBM, the bytes its writes spill
-        to HBM); the call's tensors are then marked touched. ``reads`` and ``writes``: tensor -> (bytes
-        its tasks read or write, tensor bytes)."""
+        """(The fraction of one block call's read bytes that come from HBM, the dirty bytes it writes
+        back to HBM); the call's tensors are then marked touched, its writes dirty. ``reads`` and
+        ``writes``: tensor -> (bytes its tasks read or write, tensor bytes)."""
         distinct = {t: min(r, size) for t, (r, size) in reads.items()}
         miss = reuse_miss(sum(distinct.values()), self.capacity)
         total = hbm = 0.0
@@ -59,10 +90,11 @@ class L2:
             compulsory = 0 if self.resident(t) else distinct[t]
             hbm += compulsory + miss * (r - compulsory)
             total += r
-        for t, (_, size) in (*reads.items(), *writes.items()):
+        for t, (_, size) in reads.items():
             self.touch(t, size)
-        spill = max(0.0, sum(min(w, size) for w, size in writes.values()) - self.capacity)
-        return (hbm / total if total else 0.0), spill
+        for t, (w, size) in writes.items():
+            self.touch(t, size, min(w, size))
+        return (hbm / total if total else 0.0), self.evict()
 
 
 __all__ = ["L2", "reuse_miss"]

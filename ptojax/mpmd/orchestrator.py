@@ -407,9 +407,10 @@ class _Orchestrator:
         that a task is charged at most the GM bytes it reads (the backend's read bytes; a region can
         cover more, e.g. the whole cache an in-place scatter updates). A task is priced with the share
         of ITS reads that those bytes are (a task reloading a tile per point reads more than its
-        regions, one keeping it resident less). The writes the L2 cannot hold (the rule's spill) are
-        shared out by the bytes of the tasks' write regions into their HBM bytes -- the die's HBM
-        channel and the bound count them; a core's store rate stays its cost."""
+        regions, one keeping it resident less). The dirty bytes the call writes back (the rule's
+        write-back: its own writes past the L2 and earlier calls' that its traffic pushes out) are
+        shared out by the bytes of the tasks' regions, read and written, into their HBM bytes -- the
+        die's HBM channel and the bound count them; a core's store rate stays its cost."""
         reads, writes, region_bytes, write_bytes, sizes = {}, {}, [], [], {}  # sizes: buffer -> (itemsize, nbytes)
         for task, _ in made:
             task_bytes = written = 0
@@ -431,8 +432,8 @@ class _Orchestrator:
             region_bytes.append(task_bytes)
             write_bytes.append(written)
         fraction, spill = self.l2.hbm_fraction(reads, writes)
-        spilled = spill / max(sum(write_bytes), 1)
-        shared = wrote = 0.0
+        spilled = spill / max(sum(region_bytes) + sum(write_bytes), 1)
+        shared = moved = 0.0
         for (task, points), task_bytes, written in zip(made, region_bytes, write_bytes):
             share = round(fraction * (shared + task_bytes)) - round(fraction * shared)   # adds up exactly
             shared += task_bytes
@@ -440,8 +441,9 @@ class _Orchestrator:
             task.hbm = min(share, read_bytes)
             if task.hbm:
                 task.cost, _ = self.backend.priced(part, round(task.hbm / read_bytes, 4), points)
-            task.hbm += round(spilled * (wrote + written)) - round(spilled * wrote)     # the channel's, not the cost's
-            wrote += written
+            step = task_bytes + written
+            task.hbm += round(spilled * (moved + step)) - round(spilled * moved)     # the channel's, not the cost's
+            moved += step
 
     def copy(self, src: Buffer) -> Buffer:
         dst = self.scratch(src.array.shape, src.array.dtype)
@@ -452,12 +454,14 @@ class _Orchestrator:
         def run(_ctx, pair=pair):
             pair[1][...] = pair[0]
 
-        self.emit(Task(len(self.tasks), "copy", "AIV", "", self.backend.copy_cost(nbytes), run,
-                       (self.full[src.base],), (self.full[dst.id],), (), self.stage, 2 * nbytes,
-                       binding=len(self.bindings) - 1, hbm=2 * nbytes))
-        if self.l2 is not None:
+        evicted = 0
+        if self.l2 is not None:                  # the copy is written through; it pushes dirty bytes out
             self.l2.touch(src.base, nbytes)
             self.l2.touch(dst.id, nbytes)
+            evicted = round(self.l2.evict())
+        self.emit(Task(len(self.tasks), "copy", "AIV", "", self.backend.copy_cost(nbytes), run,
+                       (self.full[src.base],), (self.full[dst.id],), (), self.stage, 2 * nbytes,
+                       binding=len(self.bindings) - 1, hbm=2 * nbytes + evicted))
         return dst
 
     def point_regions(self, windows, points, buffers) -> list:
