@@ -80,7 +80,8 @@ def _demo(args) -> int:
 
 
 def _load(spec: str):
-    """The function FUNC of FILE:FUNC (split at the last colon: FILE may hold one)."""
+    """The function FUNC of FILE:FUNC (split at the last colon: FILE may hold one), FILE imported as
+    ``python FILE`` runs it: its folder first on ``sys.path``, for the modules beside it."""
     path, _, name = spec.rpartition(":")
     if not path or not name.isidentifier():
         raise UsageError(f"expected FILE:FUNC, got {spec!r}")
@@ -88,6 +89,9 @@ def _load(spec: str):
     if module_spec is None:
         raise UsageError(f"cannot load {path!r} (not a Python file)")
     module = importlib.util.module_from_spec(module_spec)
+    folder = str(Path(path).resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     try:
         module_spec.loader.exec_module(module)
     except Exception as err:  # noqa: BLE001 - whatever the file raises (SyntaxError, ImportError, ...)

@@ -117,3 +117,16 @@ def test_lower_and_profile_commands(tmp_path, capsys):
                  "--trace", str(trace)]) == 0
     assert "makespan" in capsys.readouterr().out
     assert json.loads(trace.read_text())["traceEvents"]
+
+
+def test_a_kernel_file_imports_the_modules_beside_it(tmp_path, capsys, monkeypatch):
+    """As ``python FILE`` does: FILE's folder is on ``sys.path`` while the command imports it."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "cli_helpers_beside.py").write_text("def scale(x):\n    return x * 2.0 + 1.0\n")
+    (folder / "kern.py").write_text("import jax.numpy as jnp\nfrom cli_helpers_beside import scale\n\n"
+                                    "def f(x):\n    return jnp.sum(scale(x), axis=-1)\n")
+    monkeypatch.chdir(tmp_path)                  # not the file's folder
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert main(["lower", "project/kern.py:f", "--shape", "32x64:float32", "--level", "tensor"]) == 0
+    assert "pto.sum" in capsys.readouterr().out
