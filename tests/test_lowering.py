@@ -1,4 +1,6 @@
 """Tile lowering: the seed's worked example, pass verification over many kernels, IR size, errors."""
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -166,6 +168,21 @@ def test_inner_tile_scope_wins_and_labels_come_from_named_scope():
     assert "pto.mul(%1, 2.0)    # vec=16x32 label=Inner" in text
     grids = [e.params["spec"] for e in low.tile.jaxpr.eqns]
     assert [g.parts[0].shape for g in grids] == [(8, 8), (4, 2)] and grids[1].label == "Inner"
+
+
+def test_an_einsum_takes_the_label_around_it_or_its_spec():
+    """jnp.einsum opens a scope named by its spec: the user's label around it wins, and a tile override
+    keyed by that label reaches the einsum's matmul."""
+    def kernel(q, k):
+        with pj.tile(cube=(64, 64, 64)), jax.named_scope("Score"):
+            s = jnp.einsum("qhd,khd->hqk", q, k, preferred_element_type=jnp.float32)
+        return s + jnp.einsum("qhd,khd->hqk", q, k, preferred_element_type=jnp.float32)
+
+    q = jax.ShapeDtypeStruct((64, 4, 64), jnp.float32)
+    matmuls = [l for l in pj.lower(kernel, q, q).as_text("tensor").splitlines() if "pto.matmul" in l]
+    assert [l.rpartition("label=")[2] for l in matmuls] == ["Score", "qhd,khd->hqk"]
+    low = pj.kernel(kernel, options={"tiles": {"Score": {"cube": (32, 32, 32)}}}).lower(q, q)
+    assert "tile_grid[cube matmul label=Score parts=4x2x2]" in low.as_text("tile")
 
 
 def test_tile_is_metadata_outside_lowering():
@@ -360,3 +377,20 @@ def test_a_label_is_a_fusion_boundary():
     assert [len(pj.lower(f, x).programs) for f in (one, three)] == [1, 3]
     tasks = [pj.kernel(f).lower(x).compile().profile().tasks for f in (one, three)]
     assert tasks[1] == 3 * tasks[0]
+
+
+def test_every_value_the_levels_use_is_defined():
+    """The trace's constants (a causal mask, a fill) are declared in the printed levels."""
+    def kernel(s):
+        mask = jnp.arange(64)[:, None] >= jnp.arange(64)[None, :]
+        return jax.nn.softmax(jnp.where(mask, s, -jnp.inf), -1)
+
+    low = pj.lower(kernel, jax.ShapeDtypeStruct((4, 64, 64), jnp.float32))
+    for level in ("tensor", "block"):
+        graph = low.as_text(level).split("\n\n")[-1].splitlines()
+        defined = set(re.findall(r"%\d+", graph[0]))
+        for line in graph[1:]:
+            lhs, _, rhs = line.partition(" = ")
+            assert set(re.findall(r"%\d+", rhs or lhs)) <= defined, (level, line)
+            defined |= set(re.findall(r"%\d+", lhs))
+        assert any(re.search(r"%\d+:bool\[4,64,64\] = constant$", line) for line in graph), level

@@ -19,6 +19,7 @@ from .memory import ASCEND_CORE
 
 _MARK = "pto.tile["
 _WRAPPER = re.compile(r"^[A-Za-z_]\w*\((.*)\)$")  # jvp(...), transpose(...), vmap(...)
+_EINSUM = re.compile(r"^[A-Za-z.,]*->[A-Za-z.]*$")  # the scope jnp.einsum opens, named by its spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,11 +117,14 @@ def components(name_stack: str) -> list[str]:
 
 
 def read(name_stack: str) -> tuple[TileConfig, str]:
-    """The tile configuration and the semantic label recorded in an eqn's name stack."""
-    config, label = TileConfig(), ""
+    """The tile configuration and the semantic label recorded in an eqn's name stack: the innermost
+    scope but ``jnp.einsum``'s own (its spec), which labels the op only where no scope encloses it."""
+    config, label, spec = TileConfig(), "", ""
     for part in components(name_stack):
         if part.startswith(_MARK):
             config = config.merged(_parse(part))
+        elif _EINSUM.match(part):
+            spec = part
         else:
             label = part
-    return config, label
+    return config, label or spec

@@ -97,9 +97,19 @@ def _describe_block(spec) -> str:
                                     + ("" if p.tiles_per_block else " tiles, auto per task") for p in spec.parts) + "]"
 
 
+def _constants(closed, names, pad="  "):
+    """A line per constant of the trace (a mask, a fill): its value where it is one number."""
+    lines = []
+    for var, value in zip(closed.jaxpr.constvars, closed.consts):
+        value = np.asarray(value)
+        shown = f"({value.item()})" if value.size == 1 else ""
+        lines.append(f"{pad}{names.typed(var)} = constant{shown}")
+    return lines
+
+
 def _header(closed, names):
     ins = ", ".join(names.typed(v) for v in closed.jaxpr.invars)
-    return [f"kernel({ins}):"]
+    return [f"kernel({ins}):"] + _constants(closed, names)
 
 
 def _footer(closed, names):
@@ -129,7 +139,7 @@ def block_text(closed, programs) -> str:
                      f" ({', '.join(names.typed(v) for v in body.invars)}):")
         if program.note:
             lines.append(f"  # {program.note}")
-        lines += _jaxpr_lines(body, names, 1)
+        lines += _constants(program.body, names) + _jaxpr_lines(body, names, 1)
         lines.append(f"  return {', '.join(names(v) for v in body.outvars)}")
         lines.append("")
     names = _Names()
