@@ -92,6 +92,8 @@ class _Context:
     rows: dict = dataclasses.field(default_factory=dict)   # id(R×1 value) -> (value, its row block's tile)
     row_loops: bool = True     # the label's long rows may loop inside one program (partition's row_loops)
     wide: dict = dataclasses.field(default_factory=dict)   # shape -> rows of a default row loop over it
+    shared: dict = dataclasses.field(default_factory=dict)  # (shape, label) -> rows every default tile takes
+    met: dict = dataclasses.field(default_factory=dict)     # (shape, label) -> the default tiles' rows met
 
 
 # -------------------------------------------------------------------------------------- tile shapes
@@ -118,6 +120,10 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
     else:
         tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory,
                                    whole_rows=rank - 1 in whole)
+        key = (tuple(shape), ctx.label)
+        if rank > 1:                      # the rows of this shape's ops alike, whatever their dtypes: they fuse
+            ctx.met.setdefault(key, set()).add(tile[-2])
+            tile = (*tile[:-2], ctx.shared.get(key, tile[-2]), tile[-1])
         if tuple(shape) in ctx.wide and rank > 1:     # the rows of the default row loop over this shape
             tile = (*tile[:-2], ctx.wide[tuple(shape)], tile[-1])
         if templated() and rank > 1:      # rows that divide every template row count, several blocks of it
@@ -798,7 +804,8 @@ def _stages(ctx, stages_fn, x, config):
     return [env[v] for v in stages.jaxpr.outvars]
 
 
-def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=None, wide=None):
+def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=None, wide=None, shared=None,
+          met=None):
     """``tiles``: label -> TileConfig overriding the ``pj.tile`` setting of that label's ops
     (``"DEFAULT"``: under every op's own setting); ``seen`` collects the labels of the ops met, ``hand``
     those of hand-written grids (``pj.tiles.grid``: their tiles are the body's), ``used`` the (label,
@@ -813,6 +820,8 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
     used = set() if used is None else used
     bare = set() if bare is None else bare
     wide = {} if wide is None else wide
+    shared = {} if shared is None else shared
+    met = {} if met is None else met
     device: dict = {}   # id -> value computed on a core (a GM tensor); other 0-d values live on the host
     rows: dict = {}     # id -> (R×1 value, the tile of the row block it was reduced from)
 
@@ -847,7 +856,8 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
         if getattr(config, kind) is None:
             bare.add(kind)
         config = default.merged(config)
-        ctx = _Context(op, config, label, memory, rows, loops.get(label, loops.get("DEFAULT", True)), wide)
+        ctx = _Context(op, config, label, memory, rows, loops.get(label, loops.get("DEFAULT", True)), wide, shared,
+                       met)
         if all(0 in v.aval.shape for v in eqn.outvars):   # no element to compute (x[..., 64:] of 64 columns)
             return [np.zeros(v.aval.shape, v.aval.dtype) for v in eqn.outvars]
         if any(0 in np.shape(x) for x in invals) and op in ("sum", "prod", "matmul"):
@@ -910,9 +920,12 @@ def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=N
     loops = dict((labelled or {}).get("row_loops") or {})
     bare: set = set()
     wide: dict = {}         # shape -> rows of a default row loop over it (found as its reduction is tiled)
-    out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare, wide))
-    if wide:                # again, the ops before each such reduction on its rows too: one row loop
-        out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare, dict(wide)))
+    met: dict = {}          # (shape, label) -> the rows of the default tiles over it
+    out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare, wide, met=met))
+    shared = {key: min(rows) for key, rows in met.items() if len(rows) > 1}
+    if wide or shared:      # again: the ops before each such reduction on its rows too (one row loop), and
+        out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare, dict(wide), shared))
+        # the ops of one shape and label on the fewest rows any of them takes (f16 ops and their f32 sums)
     for label, config in dict(tiles or {}).items():
         for kind in ("vec", "cube"):
             if label in seen and getattr(config, kind) is not None and (label, kind) not in used:
