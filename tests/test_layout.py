@@ -377,3 +377,16 @@ def test_empty_slices_and_concat_operands():
     assert pj.kernel(lambda v: v[..., 64:] * 2)(x).shape == (2, 4, 0)
     with _raises(pj.PtoShapeError, "concat", "differ outside axis 2"):
         OPS.concat([x, np.zeros((2, 3, 0), F32)], -1)
+
+
+STRIDED = [((64, 64), (0, 0), (64, 64), (1, 2)), ((64, 64), (0, 1), (64, 64), (1, 2)),
+           ((7, 13), (1, 2), (7, 12), (3, 4)), ((5, 17), (0, 16), (5, 17), (1, 5)),
+           ((2, 9, 10), (0, 1, 3), (2, 8, 10), (1, 3, 7)), ((33,), (2,), (31,), (4,))]
+
+
+@pytest.mark.parametrize("shape,start,limit,strides", STRIDED, ids=_id)
+def test_strided_slice(shape, start, limit, strides):
+    """``x[lo:hi:k]`` (the interleaved RoPE's ``x[..., 1::2]``): rows of ``k`` reshaped, a column taken."""
+    x = rand(shape, F32, seed=9)
+    out = assert_eager_matches_jit(pj.kernel(lambda v: jax.lax.slice(v, start, limit, strides) * 2.0), x)
+    exact(out, x[tuple(slice(lo, hi, k) for lo, hi, k in zip(start, limit, strides))] * np.float32(2.0))

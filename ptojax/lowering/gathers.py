@@ -15,16 +15,58 @@ import numpy as np
 
 from .. import ops
 from ..primitives import indexing
+from .memory import ASCEND_CORE
 from .origin import unsupported
 from .walk import is_const
 
 
-def _window_indices(start, size, n):
+def _window_indices(start, size, n, chunks=1):
     """``clip(start, 0, n - size) + arange(size)``: lax's clamped window start, as gather indices (starts
-    of shape ``s``, one per window, give ``s + (size,)``)."""
+    of shape ``s``, one per window, give ``s + (size,)``); with ``chunks`` per row (:func:`_chunks`), the
+    indices of the chunks of those rows, ``chunks * start + arange(size * chunks)``."""
     start = ops.clip(ops.cast(start, jnp.int32), 0, n - size)
-    shape = tuple(start.shape)
+    if chunks > 1:
+        start = ops.mul(start, np.int32(chunks))
+    shape, size = tuple(start.shape), size * chunks
+    if size == 1:                                   # one row: the start itself (a scan's step, no vector op)
+        return ops.reshape(start, shape + (1,))
     return ops.add(ops.expand(ops.reshape(start, shape + (1,)), shape + (size,)), np.arange(size, dtype=np.int32))
+
+
+CHUNK_BYTES = ASCEND_CORE.tile_bytes // 8   # a long row's chunk: 8 of them (an index tile's least) fill a default tile
+
+
+def _chunks(post, dtype) -> tuple[int, int]:
+    """How a window moves rows of shape ``post``: ``(m, c)``, each row as ``m`` chunks of ``c`` elements.
+    A row up to a default vector tile's bytes moves whole (``(1, row)``); a longer one (a layer's weight
+    matrix, one step of a ``lax.scan`` over stacked weights) would need a whole row in the UB at once, so
+    it moves in chunks of at most :data:`CHUNK_BYTES` (and ``max_cols``), the largest 32-byte aligned
+    divisor of its size (any divisor of 32 bytes or more where none is aligned; none at all: whole)."""
+    row = math.prod(post)
+    size = np.dtype(dtype).itemsize
+    if not isinstance(row, int) or row * size <= ASCEND_CORE.tile_bytes:
+        return 1, row
+    cap = min(ASCEND_CORE.max_cols, CHUNK_BYTES // size)
+    divisors = [c for c in range(cap, 0, -1) if row % c == 0 and c * size >= ASCEND_CORE.align]
+    c = next((c for c in divisors if c * size % ASCEND_CORE.align == 0), divisors[0] if divisors else row)
+    return row // c, c
+
+
+def _window_rows(op, x, start, size, *update, axis, **params):
+    """``op`` (``gather`` or ``scatter_update`` / ``index_add`` of ``update``) on the window of ``size``
+    rows at ``start`` (a value known at run time, clamped as lax clamps it) along ``axis``: :func:`rows_of`
+    on the window's indices, each row in chunks where it is long (:func:`_chunks`: ``x`` then reads as
+    ``n * m`` rows of ``c``, a GM reinterpretation), so that no index tile holds more than a tile's bytes."""
+    pre, n, post = tuple(x.shape[:axis]), x.shape[axis], tuple(x.shape[axis + 1:])
+    m, c = _chunks(post, x.dtype)
+    if m == 1 or not isinstance(n, int) or n * m > np.iinfo(np.int32).max:
+        return rows_of(op, x, _window_indices(start, size, n), *update, axis=axis, **params)
+    idx = _window_indices(start, size, n, m)
+    flat = ops.reshape(x, pre + (n * m, c))
+    if op is ops.gather:
+        return ops.reshape(rows_of(ops.gather, flat, idx, axis=axis), pre + (size,) + post)
+    (source,) = update
+    return ops.reshape(rows_of(op, flat, idx, ops.reshape(source, pre + (size * m, c)), axis=axis, **params), x.shape)
 
 
 def rows_of(op, x, idx, *update, axis, **params):
@@ -79,23 +121,23 @@ def _rows_per_table(eqn, op, x, idx, *update, axis, **params):
 
 
 def dynamic_slice(eqn, x, *starts):
-    return _window(x, starts, eqn.params["slice_sizes"])
+    return read_window(x, starts, eqn.params["slice_sizes"])
 
 
-def _window(x, starts, sizes):
+def read_window(x, starts, sizes):
     """The window of ``sizes`` at ``starts`` (ints, or values known at run time), each start clamped as
     lax clamps it: a view at the static starts, a gather of the window's rows along each dynamic one."""
     starts = _fixed(starts, sizes, x.shape)
     crop = [z if is_const(s) else n for s, n, z in zip(starts, x.shape, sizes)]
     out = ops.view(x, crop, _static(starts, x.shape, sizes))
-    for axis, (s, n, z) in enumerate(zip(starts, x.shape, sizes)):
+    for axis, (s, z) in enumerate(zip(starts, sizes)):
         if not is_const(s):
-            out = rows_of(ops.gather, out, _window_indices(s, z, n), axis=axis)
+            out = _window_rows(ops.gather, out, s, z, axis=axis)
     return out
 
 
 def dynamic_update_slice(eqn, x, update, *starts):
-    return _update_window(x, update, starts)
+    return write_window(x, update, starts)
 
 
 def _static(starts, shape, sizes) -> list:
@@ -109,7 +151,7 @@ def _fixed(starts, sizes, shape) -> list:
     return [0 if z == n else s for s, z, n in zip(starts, sizes, shape)]
 
 
-def _update_window(x, update, starts):
+def write_window(x, update, starts):
     """``x`` with ``update`` written at ``starts`` (clamped as lax clamps them): :func:`_write` with
     :func:`rows_of` moving the window's rows."""
     return _write(x, update, _fixed(starts, update.shape, x.shape), rows_of)
@@ -118,15 +160,23 @@ def _update_window(x, update, starts):
 def _write(x, update, starts, take, add=False):
     """``x`` with ``update`` written (``add``: added) at ``starts`` (ints, or values known at run time,
     clamped as lax clamps them): an assemble at static starts (of the window plus ``update``); along a
-    dynamic one, the window's rows gathered (``take``), written into recursively and scattered back."""
+    dynamic one, the window's rows gathered (``take``; :func:`rows_of`: long rows in chunks,
+    :func:`_window_rows`), written into recursively and scattered back — not gathered where ``update``
+    spans every other axis (it is the whole window)."""
     dynamic = [a for a, s in enumerate(starts) if not is_const(s)]
     if not dynamic:
         at = _static(starts, x.shape, update.shape)
         return ops.assemble(ops.add(ops.view(x, update.shape, at), update) if add else update, at, x)
     axis = dynamic[0]
-    idx = _window_indices(starts[axis], update.shape[axis], x.shape[axis])
     rest = [0 if a == axis else s for a, s in enumerate(starts)]
-    window = _write(take(ops.gather, x, idx, axis=axis), update, rest, take, add)
+    whole = not add and all(u == n for a, (u, n) in enumerate(zip(update.shape, x.shape)) if a != axis)
+    if take is rows_of:                             # long rows in chunks (a scan's step of stacked outputs)
+        window = update if whole else _write(_window_rows(ops.gather, x, starts[axis], update.shape[axis], axis=axis),
+                                             update, rest, take, add)
+        return _window_rows(ops.scatter_update, x, starts[axis], update.shape[axis], window, axis=axis,
+                            unique_indices=True)     # a window: distinct rows
+    idx = _window_indices(starts[axis], update.shape[axis], x.shape[axis])
+    window = update if whole else _write(take(ops.gather, x, idx, axis=axis), update, rest, take, add)
     return take(ops.scatter_update, x, idx, window, axis=axis, unique_indices=True)   # a window: distinct rows
 
 
@@ -323,7 +373,7 @@ def gather(eqn, x, indices):
         return ops.view(x, sizes, window)
     if (indices.ndim == 1 and not dnums.collapsed_slice_dims and not dnums.operand_batching_dims
             and tuple(dnums.offset_dims) == tuple(range(x.ndim)) and _clamps(eqn)):
-        return _window(x, _index_vector(indices, dnums.start_index_map, x.ndim), sizes)
+        return read_window(x, _index_vector(indices, dnums.start_index_map, x.ndim), sizes)
     nb = len(dnums.operand_batching_dims)
     if _is_batched_window(eqn, x, indices, nb):
         return _batched_window(eqn, x, indices, nb)

@@ -31,7 +31,7 @@ from ..errors import PtoUnsupportedError
 from ..primitives import indexing
 from . import libm
 from .reduce import identity
-from .gathers import dynamic_slice, dynamic_update_slice, gather, rev, rows_of, scatter
+from .gathers import dynamic_slice, dynamic_update_slice, gather, read_window, rev, rows_of, scatter, write_window
 from .origin import ENCLOSING, blame, own_path, unsupported
 from .partition import Options as PassOptions
 from .scope import TileConfig
@@ -172,7 +172,7 @@ def _select_n(eqn, pred, *cases):
 def _slice(eqn, x):
     start, limit, strides = eqn.params["start_indices"], eqn.params["limit_indices"], eqn.params["strides"]
     if strides and any(s != 1 for s in strides):
-        raise unsupported(eqn, f"with strides {strides} is not supported (only unit strides)")
+        return _strided(x, start, limit, strides)
     window = [hi - lo for lo, hi in zip(start, limit)]
     merged = _merged(x.shape, start, window, _SQUEEZED.get().get(id(eqn), ()))
     if merged is None:
@@ -209,6 +209,30 @@ def _squeezed_slices(jaxpr) -> dict:
         for sub in jaxprs_in_params(e.params):
             out.update(_squeezed_slices(sub))
     return out
+
+
+def _strided(x, start, limit, strides):
+    """``x[lo:hi:k]`` per dim: along a dim of stride ``k``, the rows of ``k`` from the one holding
+    ``lo`` (padded where the last row runs past the dim), reshaped to (rows, ``k``), and the column of
+    ``lo`` in its row (``x[..., 1::2]``: column 1 of ``x`` as (D/2, 2) pairs)."""
+    for d, (lo, hi, k) in enumerate(zip(start, limit, strides)):
+        n = x.shape[d]
+        count = max(0, -(-(hi - lo) // k))
+        first = lo - lo % k
+        if k == 1 or count == 0:
+            x = ops.view(x, [hi - lo if a == d else m for a, m in enumerate(x.shape)],
+                         [lo if a == d else 0 for a in range(x.ndim)])
+            continue
+        end = min(n, first + k * count)
+        x = ops.view(x, [end - first if a == d else m for a, m in enumerate(x.shape)],
+                     [first if a == d else 0 for a in range(x.ndim)])
+        if end - first < k * count:
+            x = ops.pad(x, [(0, k * count - (end - first)) if a == d else (0, 0) for a in range(x.ndim)], 0)
+        pairs = x.shape[:d] + (count, k) + x.shape[d + 1:]
+        x = ops.view(ops.reshape(x, pairs), pairs[:d + 1] + (1,) + pairs[d + 2:],
+                     [lo % k if a == d + 1 else 0 for a in range(len(pairs))])
+        x = ops.reshape(x, pairs[:d + 1] + pairs[d + 2:])
+    return x
 
 
 def _pad(eqn, x, value):
@@ -271,23 +295,24 @@ def _stacks(eqn) -> bool:
 def _scan_over_tensors(eqn, invals, stack):
     """A ``lax.scan`` with stacked inputs (xs) or outputs (ys) as a counted loop over carries only: step
     ``i`` reads row ``k`` of each x (``k = i``, or ``length - 1 - i`` reversed) and writes row ``k`` of
-    each y (distinct rows: a unique-index scatter). The runtime then runs it as any ``fori_loop``."""
+    each y, as ``lax.dynamic_slice`` / ``dynamic_update_slice`` at ``k`` do (``gathers.py``: a window's
+    rows, a long row — a layer's weight matrix — in chunks, so that no step needs a whole row in the UB
+    at once). The runtime then runs it as any ``fori_loop``."""
     p = eqn.params
     body, consts = body_of(p["jaxpr"])
     nc, ncarry, n = p["num_consts"], p["num_carry"], p["length"]
     fixed, init, xs = invals[:nc], list(invals[nc:nc + ncarry]), invals[nc + ncarry:]
     run = by_rule(_rule)
 
-    def row(i):
-        return ops.reshape(ops.sub(np.int32(n - 1), i) if p["reverse"] else i, (1,))
+    def at(k, shape):
+        return [k] + [0] * (len(shape) - 1)
 
     def step(i, state):
         carry, ys = state
-        k = row(i)
-        x = [ops.reshape(ops.gather(v, k, 0), v.shape[1:]) for v in xs]
+        k = ops.sub(np.int32(n - 1), i) if p["reverse"] else i
+        x = [ops.reshape(read_window(v, at(k, v.shape), (1, *v.shape[1:])), v.shape[1:]) for v in xs]
         out = run(body, consts, [*fixed, *carry, *x], stack)
-        ys = [ops.scatter_update(acc, k, ops.reshape(y, (1, *y.shape)), 0, unique_indices=True)
-              for acc, y in zip(ys, out[ncarry:])]
+        ys = [write_window(acc, ops.reshape(y, (1, *y.shape)), at(k, acc.shape)) for acc, y in zip(ys, out[ncarry:])]
         return out[:ncarry], ys
 
     ys0 = [ops.expand(np.zeros((), v.aval.dtype), v.aval.shape) for v in eqn.outvars[ncarry:]]
