@@ -311,13 +311,24 @@ def _forward_and_grad(q, block):
 
 
 def test_flash_attention_names_block_when_its_tiles_overfill_the_ub():
-    """The vector tiles are (16, block): a block too large for the UB names ``block``, the knob the
-    user sets, forward and under jax.grad (the error said "use a smaller vec tile")."""
-    q = np.random.default_rng(0).standard_normal((2, 1000, 64)).astype(np.float32)
-    for run in _forward_and_grad(q, 1000):
-        with pytest.raises(pj.PtoCapacityError, match=r"pj.nn.flash_attention: block 1000 needs more on-chip "
+    """The vector tiles are (16, block): a block whose single tile overfills the UB names ``block``, the
+    knob the user sets, forward and under jax.grad (the error said "use a smaller vec tile")."""
+    q = np.random.default_rng(0).standard_normal((1, 3584, 64)).astype(np.float32)
+    for run in _forward_and_grad(q, 3584):
+        with pytest.raises(pj.PtoCapacityError, match=r"pj.nn.flash_attention: block 3584 needs more on-chip "
                                                        r"memory than the core has; use a smaller block"):
             run()
+
+
+def test_flash_attention_block_whose_tiles_overfill_together_runs_in_pieces():
+    """Block 1000: (16, 1000) tiles fit one at a time but not all the live ones together; the elementwise
+    programs compute each tile in pieces, forward and backward, and match the xla backend."""
+    q = np.random.default_rng(0).standard_normal((2, 1000, 64)).astype(np.float32)
+    (fwd, grad), (fwd_xla, grad_xla) = _forward_and_grad(q, 1000), (
+        lambda: pj.nn.flash_attention(q, q, q, block=1000, backend="xla"),
+        lambda: jax.grad(lambda a: pj.nn.flash_attention(a, q, q, block=1000, backend="xla").sum())(q))
+    np.testing.assert_allclose(np.asarray(fwd()), np.asarray(fwd_xla()), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(grad()), np.asarray(grad_xla()), rtol=1e-4, atol=1e-4)
 
 
 def test_bad_and_empty_inputs_get_named_errors():

@@ -80,3 +80,22 @@ def test_the_plan_is_ptoas_plan_where_tiles_must_share_the_ub(fn):
     sizes, _, _ = liveness._lifetimes(text.splitlines())
     assert sum(sizes.values()) > ASCEND_CORE.ub
     assert liveness.ub_plan(text) == _ptoas_top(compiled.ptoas())
+
+
+@needs_ptoas
+def test_an_op_whose_own_tiles_overfill_the_ub_runs_in_pieces_ptoas_places():
+    """Three 128 KiB f32 tiles (``a``, ``b``, ``a + b``) overfill the UB by the partition's own count,
+    not only by the real plan: each tile is computed in two 32-row pieces, whose tiles PTOAS reuses."""
+    def add(a, b):
+        with pj.tile(vec=(64, 512)):
+            return a + b
+
+    a, b = X[:128], Y[:128]
+    compiled = pj.kernel(add).lower(a, b).compile()         # PtoCapacityError before
+    (program,) = compiled.lowering.programs
+    assert "each tile in 2 pieces" in program.note and compiled.profile().tasks == 4
+    (text,) = liveness.functions(compiled.code.pto()).values()
+    sizes, _, _ = liveness._lifetimes(text.splitlines())
+    assert sum(sizes.values()) > ASCEND_CORE.ub
+    assert liveness.ub_plan(text) == _ptoas_top(compiled.ptoas()) <= ASCEND_CORE.ub
+    np.testing.assert_array_equal(np.asarray(compiled(a, b)), a + b)

@@ -16,12 +16,15 @@ Partition follows PyPTO's rules for A2/A3 (separate cube and vector cores):
   loops over column chunks of its rows on its own;
 * a tile that several members of a group load from an input is loaded once; where that would
   overfill a buffer each member loads its own, then the group is one row loop (whole-row
-  intermediates recomputed, not kept), else it is split into consecutive groups that fit;
+  intermediates recomputed, not kept), else, elementwise on whole tiles, one program computing each
+  tile in 2, 4, … pieces one after another, else it is split into consecutive groups that fit (a lone
+  elementwise op whose tiles overfill a buffer again in pieces);
 * cube grids (matmul with its K chain) and indexed grids stay blocks of their own;
 * groups with the same body are one *program* run by several block instances — isomorphic subgraphs
   share code and differ only in their tile offsets;
 * each program's peak tile footprint per buffer (UB on AIV; L1, L0A, L0B, L0C on AIC) must fit the
-  core, else a :class:`PtoCapacityError` names the block, its label and the bytes.
+  core, in pieces where it is elementwise, else a :class:`PtoCapacityError` names the block, its label
+  and the bytes.
 
 Knobs keyed by label, with ``"DEFAULT"`` for the rest (PyPTO's ``vec_nbuffer_setting`` /
 ``cube_nbuffer_setting`` style): ``tiles_per_block`` — how many consecutive tiles one block instance
@@ -59,6 +62,7 @@ _BUFFER_NAME = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B", "acc": 
 # program fits where both this count and :func:`~ptojax.lowering.memory.footprint` do; the backend may
 # raise a :class:`PtoCapacityError` (does not fit) and return ``{}`` (no count of its own).
 PLANNERS: list = []
+_MAX_PIECES = 64     # the most pieces a lone elementwise program computes each tile in (:func:`_in_pieces`)
 _ELEMENTWISE = frozenset(T.COMPUTE[n] for n, op in OPS.items() if op.family == "elementwise" and n in T.COMPUTE)
 
 
@@ -470,10 +474,12 @@ def _bind(eqn, invals):
 
 
 def _in_pieces(body, n, k, memory):
-    """``body`` (``n`` grid indices) computing its tile in ``k`` pieces one after another: each load,
-    op and store of a piece on a ``1/k`` slice of the tile (rows first; columns that stay aligned), so
-    that a piece's tiles are dead before the next one's are made; None unless ``k`` cuts the tile so
-    and the body is elementwise on whole tiles (loads and stores of one window shape, 0-d ones aside)."""
+    """``body`` (``n`` grid indices) computing its tile in up to ``k`` pieces one after another, and how
+    many: each load, op and store of a piece on a slice of ``ceil(1/k)`` of the tile (rows first, the
+    last piece the rest where ``k`` does not divide them; else columns that ``k`` cuts into aligned
+    slices), so that a piece's tiles are dead before the next one's are made; None unless the tile
+    can be cut so and the body is elementwise on whole tiles (loads and stores of one window shape,
+    0-d ones aside)."""
     jaxpr = body.jaxpr
     gm = set(jaxpr.invars[n:])
     tile, dtypes = None, set()
@@ -498,23 +504,26 @@ def _in_pieces(body, n, k, memory):
                 if v.aval.shape and tuple(v.aval.shape) != tuple(tile):
                     return None
                 dtypes.add(np.dtype(v.aval.dtype).itemsize)
-    dim = next((d for d in range(len(tile) - 1) if tile[d] % k == 0), None)
+    rows = range(len(tile) - 1)
+    dim = next((d for d in rows if tile[d] % k == 0), next((d for d in rows if tile[d] >= k), None))
     if dim is None:
         cols = tile[-1] // k
         if tile[-1] % k or any(cols * size % memory.align for size in dtypes):
             return None
         dim = len(tile) - 1
-    step = tile[dim] // k
+    step = -(-tile[dim] // k)
+    count = -(-tile[dim] // step)
 
     def cut(window, j):
         if not window.shape:
             return window
-        return dataclasses.replace(window, shape=window.shape[:dim] + (step,) + window.shape[dim + 1:],
+        size = min(step, tile[dim] - j * step)
+        return dataclasses.replace(window, shape=window.shape[:dim] + (size,) + window.shape[dim + 1:],
                                    base=window.base[:dim] + (window.base[dim] + j * step,) + window.base[dim + 1:])
 
     def pieces(*args):
         index, ext, outs = args[:n], args[n:len(jaxpr.invars) - len(jaxpr.outvars)], args[len(jaxpr.invars) - len(jaxpr.outvars):]
-        for j in range(k):
+        for j in range(count):
             def rule(eqn, invals, stack, j=j):
                 if eqn.primitive in (T.tload_p, T.tstore_p):
                     return _bind(eqn.replace(params={**eqn.params, "window": cut(eqn.params["window"], j)}), invals)
@@ -523,7 +532,13 @@ def _in_pieces(body, n, k, memory):
         return outs
 
     avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in jaxpr.invars]
-    return jax.make_jaxpr(pieces)(*avals)
+    return jax.make_jaxpr(pieces)(*avals), count
+
+
+def _largest_tile(body) -> int:
+    """Bytes of the largest tile ``body`` makes (what its windows load, compute or store)."""
+    return max((int(np.prod(v.aval.shape)) * np.dtype(v.aval.dtype).itemsize for e in body.jaxpr.eqns
+                if e.primitive is not T.tstore_p for v in e.outvars if getattr(v.aval, "shape", ())), default=0)
 
 
 def _program(ops, kind, body, label, memory, row_loops=True):
@@ -595,18 +610,29 @@ class _Partitioner:
     def program(self, ops, kind, body, label, note="", shape=(), keep=True, lone=False) -> Program:
         """The program for ``body`` over a grid of ``shape``: bodies that print alike are one program
         (isomorphic blocks). It must fit by :func:`footprint` and by the backend's plan (:data:`PLANNERS`),
-        else a :class:`PtoCapacityError`; but ``lone`` (one op, or a row loop: nothing to split) it is
-        computed in pieces of its tiles where that fits (:func:`_in_pieces`), else kept for compile to
-        refuse by name (``pj.kernel`` then halves its default tiles). ``keep=False``: only checked."""
+        else a :class:`PtoCapacityError`; but ``lone`` (one op, or a row loop: nothing to split) and
+        elementwise on whole tiles it computes each tile in pieces where that fits (:meth:`pieces`),
+        whichever count its tiles whole overfill; where pieces do not help, a footprint overfill is the
+        error and a plan overfill is kept for compile to refuse by name (``pj.kernel`` then halves its
+        default tiles). ``lone="pieces"`` (a fused group tried in pieces before it is split): in pieces
+        or the error. ``keep=False``: only checked."""
         key = (CORE[kind], label, str(body))
         if key in self.programs:
             return self.programs[key]
-        program = dataclasses.replace(_program(ops, kind, body, label, self.memory, self.loops(label)), note=note)
-        planned = self.planned(program, shape)
+        try:
+            program = dataclasses.replace(_program(ops, kind, body, label, self.memory, self.loops(label)), note=note)
+        except PtoCapacityError:        # its live tiles overfill a buffer: in pieces, where it is elementwise
+            cut = self.pieces(ops, kind, body, label, note, shape) if lone else None
+            if cut is None:
+                raise
+            program, planned = cut
+        else:
+            planned = self.planned(program, shape)
         over = {loc: b for loc, b in planned.items() if b > self.memory.buffer(loc)}
-        if over and lone:
-            program, planned = self.pieces(program, shape, planned)
-        elif over:
+        cut = self.pieces(ops, kind, body, label, note, shape) if over and lone else None
+        if cut is not None:
+            program, planned = cut
+        elif over and lone is not True:
             loc, used = max(over.items(), key=lambda x: x[1] - self.memory.buffer(x[0]))
             raise PtoCapacityError(
                 f"pto partition: block '{program.name}' ({program.core}{', label ' + repr(label) if label else ''}) "
@@ -640,26 +666,31 @@ class _Partitioner:
             self.plans[key] = peak
         return self.plans[key]
 
-    def pieces(self, program, shape, planned):
-        """``program`` computing each tile in 2, 4, 8 or 16 pieces (:func:`_in_pieces`), the fewest whose
-        plan fits, and that plan; ``program`` and ``planned`` as they are where none does."""
-        k = 2
-        while k <= 16:
-            body = _in_pieces(program.body, len(shape), k, self.memory)
-            if body is None:
-                break
+    def pieces(self, ops, kind, body, label, note, shape):
+        """The program computing each tile of ``body`` in 2, 4, 8, … pieces (:func:`_in_pieces`), the
+        fewest whose live tiles (:func:`footprint`) and backend plan (:data:`PLANNERS`) both fit, and
+        that plan; None where none does (a body that is not elementwise on whole tiles, a tile that
+        cannot be cut so finely, a tile larger than the UB by itself: a tile that cannot exist)."""
+        if kind != "vector" or _largest_tile(body) > self.memory.buffer("vec"):
+            return None
+        k, tried = 2, 1
+        while k <= _MAX_PIECES:
+            cut = _in_pieces(body, len(shape), k, self.memory)
+            if cut is None or cut[1] == tried:      # not so finely: no more pieces than the last try
+                return None
+            cut, tried = cut
             try:
-                cut = _program(program.name.split("+"), "vector", body, program.label, self.memory)
+                program = _program(ops, kind, cut, label, self.memory, self.loops(label))
             except PtoCapacityError:
                 k *= 2
                 continue
-            cut = dataclasses.replace(cut, name=program.name, note=(program.note + "; " if program.note else "")
-                                      + f"each tile in {k} pieces: its tiles whole overfill the UB")
-            got = self.planned(cut, shape)
+            program = dataclasses.replace(program, note=(note + "; " if note else "")
+                                          + f"each tile in {tried} pieces: its tiles whole overfill the UB")
+            got = self.planned(program, shape)
             if all(b <= self.memory.buffer(loc) for loc, b in got.items()):
-                return cut, got
+                return program, got
             k *= 2
-        return program, planned
+        return None
 
     def run(self, jaxpr, consts, args, stack=""):
         env = dict(zip(jaxpr.constvars, consts))
@@ -720,7 +751,9 @@ class _Partitioner:
     def blocks(self, jaxpr, group, split=True):
         """The blocks of a group of grid eqns, each (Block, input vars, output vars); None for another
         eqn. A group whose program would overfill a buffer is one row loop (``rowloop``: its whole-row
-        tensors recomputed, not kept) where that fits, else (``split``) consecutive groups that fit."""
+        tensors recomputed, not kept) where that fits, else one program computing each tile in pieces
+        where the group is elementwise on whole tiles and that fits (:meth:`pieces`), else (``split``)
+        consecutive groups that fit (a lone op among them again in pieces where it overfills)."""
         if isinstance(group, _RowGroup):
             return [group.block]
         if len(group) == 1 and _grid(group[0]) is None:
@@ -742,6 +775,11 @@ class _Partitioner:
                 pass
         if not split:
             raise error
+        known = dict(self.programs)
+        try:            # elementwise on whole tiles: fused as written, each tile in pieces
+            return [self.block(jaxpr, group, pieces=True)]
+        except PtoCapacityError:
+            self.programs = known       # none of a part that fit before another did not
         segments, current = [], [group[0]]
         for eqn in group[1:]:
             try:
@@ -768,16 +806,18 @@ class _Partitioner:
                                f"row ({self.memory.max_cols} columns) and forms no row loop; set "
                                f"options={{'row_loops': {{{spec.label!r}: False}}}} to reduce them in stages")
 
-    def block(self, jaxpr, group, keep=True, note=""):
+    def block(self, jaxpr, group, keep=True, note="", pieces=False):
         """The block of one group of grid eqns: (Block, input vars, output vars); ``keep=False``: only
-        check that its programs fit (none is recorded)."""
+        check that its programs fit (none is recorded). ``pieces``: each program computes its tiles in
+        pieces (:meth:`pieces`), else the :class:`PtoCapacityError` (a lone op: in pieces where it
+        overfills, else kept as it is)."""
         specs = [e.params["spec"] for e in group]
         label, kind = specs[0].label, specs[0].kind
         ops = tuple(op for sp in specs for op in sp.ops)
         tpb = self.options.get("tiles_per_block", label, 1)
         for share_loads in (True, False):
             bodies, out_specs, inputs, outputs = _fuse(group, _escaping(jaxpr, group), share_loads)
-            lone = len(group) == 1
+            lone = "pieces" if pieces else len(group) == 1
             try:
                 if not keep:
                     return [self.program(ops, kind, body, label, note, part.shape, keep=False, lone=lone)
