@@ -362,6 +362,19 @@ def _is_batched_window(eqn, x, indices, nb) -> bool:
             and tuple(dnums.offset_dims) == tuple(range(len(batch), len(batch) + x.ndim - nb)))
 
 
+def _is_take_along(x, indices, dnums, sizes, axis) -> bool:
+    """Whether a gather is ``jnp.take_along_axis`` along ``axis``: one entry per index, every other axis
+    a batching axis but ``x``'s unit axes, which JAX leaves out of the indices (offset dims of size 1)."""
+    units = tuple(d for d in range(x.ndim) if d not in dnums.collapsed_slice_dims and d not in dnums.operand_batching_dims)
+    kept = tuple(d for d in range(x.ndim) if d not in units)          # x's axes the indices hold, in order
+    along = indices.shape[:-1]
+    return (indices.shape[-1] == 1 and tuple(dnums.collapsed_slice_dims) == (axis,) and all(z == 1 for z in sizes)
+            and all(x.shape[d] == 1 for d in units) and tuple(dnums.offset_dims) == units
+            and tuple(dnums.operand_batching_dims) == tuple(d for d in kept if d != axis)
+            and tuple(dnums.start_indices_batching_dims) == tuple(kept.index(d) for d in dnums.operand_batching_dims)
+            and len(along) == len(kept) and all(along[k] == x.shape[d] for k, d in enumerate(kept) if d != axis))
+
+
 def gather(eqn, x, indices):
     """``lax.gather`` in the index_select form ``jnp.take`` emits (one collapsed axis, whole slices), in
     ``jnp.take_along_axis``'s (every other axis a batching axis, one entry per index), as one window
@@ -383,13 +396,9 @@ def gather(eqn, x, indices):
             and all(z == (1 if d < nb or d == dnums.start_index_map[0] else x.shape[d]) for d, z in enumerate(sizes))):
         return _batched_take(eqn, x, indices, nb)
     (axis,) = dnums.start_index_map if len(dnums.start_index_map) == 1 else (None,)
-    others = tuple(d for d in range(x.ndim) if d != axis)
-    along = indices.shape[:-1]
-    if (axis is not None and indices.shape[-1] == 1 and tuple(dnums.collapsed_slice_dims) == (axis,)
-            and not dnums.offset_dims and tuple(dnums.operand_batching_dims) == others
-            and tuple(dnums.start_indices_batching_dims) == others and all(z == 1 for z in sizes)
-            and len(along) == x.ndim and all(along[d] == x.shape[d] for d in others)):
-        return _take_along(eqn, x, ops.reshape(ops.cast(indices, jnp.int32), indices.shape[:-1]), axis)
+    if axis is not None and _is_take_along(x, indices, dnums, sizes, axis):
+        out = eqn.outvars[0].aval.shape
+        return _take_along(eqn, x, ops.reshape(ops.cast(indices, jnp.int32), out), axis)
     indexed = tuple(dnums.start_index_map)
     if (not dnums.operand_batching_dims and sorted(dnums.collapsed_slice_dims) == sorted(indexed)
             and len(indexed) > 1 and all(z == (1 if d in indexed else x.shape[d]) for d, z in enumerate(sizes))):

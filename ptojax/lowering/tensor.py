@@ -436,8 +436,9 @@ RULES = {
         "log1p", "expm1", "exp2", "erf", "erfc", "sin", "cos", "tan", "atan", "asin", "acos", "sinh", "cosh",
         "asinh", "acosh", "atanh", "cbrt")},
     "atan2": lambda e, y, x: _in_float32(lambda v: libm.atan2(v, ops.cast(x, jnp.float32)))(e, y),
-    "sign": lambda e, x: ops.where(ops.gt(x, np.zeros((), x.dtype)), np.ones((), x.dtype),   # keeps -0.0 and NaN
-                                   ops.where(ops.lt(x, np.zeros((), x.dtype)), -np.ones((), x.dtype), x)),
+    "sign": lambda e, x: ops.where(ops.gt(x, np.zeros((), x.dtype)), np.ones((), x.dtype),   # x * 0 keeps -0.0 and
+                                   ops.where(ops.lt(x, np.zeros((), x.dtype)), -np.ones((), x.dtype),   # NaN, and is
+                                             ops.mul(x, np.zeros((), x.dtype)))),  # ±0 for a subnormal flushed to 0
     "integer_pow": _integer_pow, "convert_element_type": _convert,
     "eq": lambda e, x, y: ops.eq(x, y), "ne": lambda e, x, y: ops.ne(x, y), "lt": lambda e, x, y: ops.lt(x, y),
     "le": lambda e, x, y: ops.le(x, y), "gt": lambda e, x, y: ops.gt(x, y), "ge": lambda e, x, y: ops.ge(x, y),
