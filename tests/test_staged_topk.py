@@ -108,3 +108,25 @@ def test_deepseek_sized_topk_fits_its_default_tiles_and_ptoas_takes_it():
     np.testing.assert_array_equal(np.take_along_axis(np.asarray(x, np.float32), np.asarray(indices), -1), want)
     if find_ptoas() or os.environ.get("CI") == "true":
         assert "pto.tsort32" in compiled.as_text("pto") and compiled.ptoas()
+
+
+@pytest.mark.parametrize("shape,k,dtype", [
+    ((2, 4097), 64, np.float16),      # a short chunk of one column: three lists, a fourth sorting last
+    ((2, 20000), 16, np.float32),     # ten chunks: twelve lists, merged four at a time, then three
+])
+def test_a_short_last_chunk_is_read_in_place_and_ptoas_takes_it(shape, k, dtype):
+    """Where the chunk does not divide the row, each chunk's top-k reads its window of the row (the
+    last one short): no program copies the row into a padded tensor, and the lists' tensor is filled
+    with what sorts last where no chunk stores. The result is the one-stage top-k's."""
+    x = rand(shape, dtype, seed=6, low=-40, high=40)
+    x = np.round(x) + dtype(0)
+    fn = _topk_kernel(k, None)
+    compiled = pj.kernel(fn).lower(x).compile()
+    values, indices = compiled(x)
+    want_v, want_i = jax.lax.top_k(x, k)
+    np.testing.assert_array_equal(np.asarray(indices), np.asarray(want_i))
+    np.testing.assert_array_equal(np.asarray(values), np.asarray(want_v))
+    programs = _programs(fn, x)
+    assert all("topk" in name for name in programs) and "merge_topk" in programs
+    if find_ptoas() or os.environ.get("CI") == "true":
+        assert compiled.ptoas()

@@ -3,8 +3,15 @@
 A row of ``n`` columns is cut into chunks of ``chunk`` columns; each chunk's top ``min(k, chunk)``
 (value, index) pairs are selected (``topk``), their indices offset to the row, and the resulting
 lists are merged four at a time (``merge_topk``, PTO's TMRGSORT) until one list of ``k`` is left.
-Ties keep the lower index, so the last chunk's padding (positions past ``n``, sorting last) is only
-picked when ``k > n``, and then becomes -1: the result equals the one-stage ``topk`` of the row.
+
+No stage makes a pass over GM of its own: where ``chunk`` divides ``n`` the chunks are a reshape of
+the row; where it does not, each chunk is a window of the row (``view``) that its top-k reads in
+place, the last one short (its tile sorts its ``n % chunk`` columns, ``-1`` / the pad value past
+them when ``k`` exceeds them), each top-k storing its list into one tensor of lists. The first round
+of lists is padded (in the tile that stores them) to ``m * 4**j`` lists (``m`` in 1..3, ``j >= 1``)
+with lists that sort last (the pad value, index ``-1``), so that later rounds merge whole groups of
+four and the last round ``m`` lists: no round pads a merge's results through GM. Ties keep the lower
+index and padding sorts after every real entry: the result equals the one-stage ``topk`` of the row.
 """
 from __future__ import annotations
 
@@ -27,6 +34,17 @@ def pad_value(dtype, largest):
     return int(info.min if largest else info.max)
 
 
+def merge_lists(runs: int) -> int:
+    """The lists the first merge round takes for ``runs`` chunk lists: the fewest ``m * 4**j >= runs``
+    (``m`` in 1..3, ``j >= 1``) — ``j`` rounds of four-list merges, then one of ``m`` lists."""
+    j = 1
+    while True:
+        for m in range(1, MERGE_WAYS):
+            if m * MERGE_WAYS ** j >= runs:
+                return m * MERGE_WAYS ** j
+        j += 1
+
+
 def staged_topk(x, *, k: int, largest: bool, chunk: int, max_cols: int, where: str = "pto.topk"):
     """``topk`` of ``x`` along its last axis as chunked top-k + merges (pto ops on tensors)."""
     *lead, n = x.shape
@@ -34,21 +52,42 @@ def staged_topk(x, *, k: int, largest: bool, chunk: int, max_cols: int, where: s
     if k > max_cols:
         raise PtoArgumentError(f"{where}: k={k} does not fit a tile row (at most {max_cols} columns); the staged "
                                f"top-k of a {n}-column row keeps k entries per list")
+    if n <= chunk:
+        return I.topk(x, k, largest=largest)
     kk = min(k, chunk)
     runs = -(-n // chunk)
-    if runs * chunk != n:
-        x = L.pad(x, [(0, 0)] * len(lead) + [(0, runs * chunk - n)], pad_value(x.dtype, largest))
-    v, i = I.topk(L.reshape(x, lead + (runs, chunk)), kk, largest=largest)
-    i = E.add(i, np.arange(runs, dtype=np.int32).reshape(runs, 1) * np.int32(chunk))   # kk <= chunk: no -1 here
-    while runs > 1:
-        groups = -(-runs // MERGE_WAYS)
-        if groups * MERGE_WAYS != runs:          # lists that sort last fill the last group
-            pads = [(0, 0)] * len(lead) + [(0, groups * MERGE_WAYS - runs), (0, 0)]
+    lists = merge_lists(runs)
+    if n % chunk:
+        v, i = _ragged_lists(x, lead, n, chunk, kk, largest, lists)
+    else:
+        v, i = I.topk(L.reshape(x, lead + (runs, chunk)), kk, largest=largest)
+        i = E.add(i, np.arange(runs, dtype=np.int32).reshape(runs, 1) * np.int32(chunk))   # kk <= chunk: no -1 here
+        if lists != runs:                        # lists that sort last fill the first round's groups
+            pads = [(0, 0)] * len(lead) + [(0, lists - runs), (0, 0)]
             v, i = L.pad(v, pads, pad_value(v.dtype, largest)), L.pad(i, pads, -1)
-        shape = lead + (groups, MERGE_WAYS, v.shape[-1])
+    while lists > 1:
+        ways = MERGE_WAYS if lists % MERGE_WAYS == 0 else lists       # the last round: 2 or 3 lists
+        shape = lead + (lists // ways, ways, v.shape[-1])
         v, i = I.merge_topk(L.reshape(v, shape), L.reshape(i, shape), k, largest=largest)
-        runs = groups
-    v, i = L.reshape(v, lead + (k,)), L.reshape(i, lead + (k,))
-    if k > n:                                    # past the row: positions of the last chunk's padding
-        i = E.where(E.lt(i, np.int32(n)), i, np.int32(-1))
-    return v, i
+        lists //= ways
+    return L.reshape(v, lead + (k,)), L.reshape(i, lead + (k,))
+
+
+def _ragged_lists(x, lead, n, chunk, kk, largest, lists):
+    """The first round's ``[*lead, lists, kk]`` chunk lists of rows whose last chunk is short: each
+    chunk a window of ``x`` that its top-k reads in place (no padded copy of ``x``), the lists stored
+    side by side into one tensor whose other lists (``lists`` past the chunks) sort last."""
+    zero = (0,) * len(lead)
+    runs = -(-n // chunk)
+    for j in range(runs):
+        width = min(chunk, n - j * chunk)
+        vj, ij = I.topk(L.view(x, lead + (width,), zero + (j * chunk,)), kk, largest=largest)
+        if j:
+            off = np.int32(j * chunk)
+            # a short chunk's -1 (k past its columns) stays -1: padding sorts after every real index
+            ij = E.add(ij, off) if kk <= width else E.where(E.lt(ij, np.int32(0)), np.int32(-1), E.add(ij, off))
+            v, i = L.assemble(vj, zero + (j * kk,), v), L.assemble(ij, zero + (j * kk,), i)
+        else:                                    # the tensor of lists, filled with what sorts last
+            pads = [(0, 0)] * len(lead) + [(0, (lists - 1) * kk)]
+            v, i = L.pad(vj, pads, pad_value(x.dtype, largest)), L.pad(ij, pads, -1)
+    return L.reshape(v, lead + (lists, kk)), L.reshape(i, lead + (lists, kk))
