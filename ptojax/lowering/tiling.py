@@ -241,6 +241,8 @@ def emit(ctx: _Context, kind, parts, inputs, outputs, body_fn, previous=None, fi
 def _mapped(ctx, eqn, invals):
     """Elementwise ops and ops with whole axes: one grid per region of the iteration space."""
     p = dict(eqn.params)
+    if OPS.get(ctx.op) is not None and OPS[ctx.op].family == "elementwise":
+        invals = _filled_on_core(invals)
     tensors = [x for x in invals if _is_tensor(x)]
     out_avals = [v.aval for v in eqn.outvars]
     if ctx.op in _WHOLE_AXES:
@@ -279,6 +281,19 @@ def _mapped(ctx, eqn, invals):
     if row:
         ctx.rows[id(outs[0])] = (outs[0], row)
     return outs
+
+
+def _filled_on_core(invals):
+    """An elementwise op's constant operands of one value throughout (``jnp.where``'s ``-inf`` fill, a
+    ``zeros_like``) as that value, which the op's tiles take as a scalar: no GM tensor to read, where a
+    tensor operand is left to give the tiles."""
+    def uniform(x):
+        if not (isinstance(x, np.ndarray) and x.ndim and x.size > 1):
+            return x
+        bits = x.reshape(-1).view(f"u{x.dtype.itemsize}") if x.dtype.itemsize in (1, 2, 4, 8) else None
+        return np.asarray(x.reshape(-1)[0]) if bits is not None and np.all(bits == bits[0]) else x
+    out = [uniform(x) for x in invals]
+    return out if any(_is_tensor(x) for x in out) else list(invals)
 
 
 def _staged_rows(ctx, tile, whole, dtypes) -> tuple:
