@@ -78,16 +78,18 @@ def _ragged_lists(x, lead, n, chunk, kk, largest, lists):
     chunk a window of ``x`` that its top-k reads in place (no padded copy of ``x``), the lists stored
     side by side into one tensor whose other lists (``lists`` past the chunks) sort last."""
     zero = (0,) * len(lead)
-    runs = -(-n // chunk)
-    for j in range(runs):
+
+    def chunk_list(j):
         width = min(chunk, n - j * chunk)
-        vj, ij = I.topk(L.view(x, lead + (width,), zero + (j * chunk,)), kk, largest=largest)
-        if j:
-            off = np.int32(j * chunk)
-            # a short chunk's -1 (k past its columns) stays -1: padding sorts after every real index
-            ij = E.add(ij, off) if kk <= width else E.where(E.lt(ij, np.int32(0)), np.int32(-1), E.add(ij, off))
-            v, i = L.assemble(vj, zero + (j * kk,), v), L.assemble(ij, zero + (j * kk,), i)
-        else:                                    # the tensor of lists, filled with what sorts last
-            pads = [(0, 0)] * len(lead) + [(0, (lists - 1) * kk)]
-            v, i = L.pad(vj, pads, pad_value(x.dtype, largest)), L.pad(ij, pads, -1)
+        return width, I.topk(L.view(x, lead + (width,), zero + (j * chunk,)), kk, largest=largest)
+
+    _, (v, i) = chunk_list(0)
+    pads = [(0, 0)] * len(lead) + [(0, (lists - 1) * kk)]       # the tensor of lists, filled with what
+    v, i = L.pad(v, pads, pad_value(x.dtype, largest)), L.pad(i, pads, -1)      # sorts last
+    for j in range(1, -(-n // chunk)):
+        width, (vj, ij) = chunk_list(j)
+        off = np.int32(j * chunk)
+        # a short chunk's -1 (k past its columns) stays -1: padding sorts after every real index
+        ij = E.add(ij, off) if kk <= width else E.where(E.lt(ij, np.int32(0)), np.int32(-1), E.add(ij, off))
+        v, i = L.assemble(vj, zero + (j * kk,), v), L.assemble(ij, zero + (j * kk,), i)
     return L.reshape(v, lead + (lists, kk)), L.reshape(i, lead + (lists, kk))
