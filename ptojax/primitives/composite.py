@@ -135,9 +135,10 @@ batching.primitive_batchers[quantize_p] = lambda args, dims, *, axes, scale_dtyp
 def quantize(x, axis=-1, *, scale_dtype=jnp.float32):
     """Dynamic symmetric int8 quantization over ``axis`` (per row; per token-head on ``(T, H, D)``).
 
-    Returns ``(q, scale)``: ``q = rint(x * 127 / max|x|)`` as int8 and the dequantization scale
-    ``max|x| / 127`` with ``axis`` kept as size 1 (0 for an all-zero slice). ``axis=None``
-    quantizes per tensor.
+    Returns ``(q, scale)``: ``q = rint(x * m)`` in float32 for ``m = 127 / max|x|`` rounded to float32,
+    clipped to int8, and the dequantization scale ``max|x| / 127`` with ``axis`` kept as size 1 (0 for
+    an all-zero slice; ``m`` overflows to inf, and ``q`` saturates, where ``max|x| < 127 / FLT_MAX``).
+    ``axis=None`` quantizes per tensor.
     """
     x = tensor("quantize", x)
     scale_dtype = canonical_dtype("quantize", scale_dtype)
