@@ -240,14 +240,16 @@ def test_cube_tile_that_overflows_l0a_for_its_dtype():
         pj.lower(kernel, jax.ShapeDtypeStruct((256, 512), jnp.float16), jax.ShapeDtypeStruct((512, 64), jnp.float16))
 
 
-def test_whole_axis_that_overflows_ub_is_an_error():
-    """A quantization keeps its axis whole (reductions, scans and row-wise composites stage a long one)."""
+def test_a_quantize_row_too_long_for_its_rule_lowers_as_its_reference():
+    """A quantization keeps its row whole in its rule; a row whose float32 copies would overfill the UB
+    lowers as its reference's ops (an amax that stages or loops, then elementwise), as the row-wise
+    composites do."""
     def kernel(x):
         with pj.tile(vec=(8, 64)), jax.named_scope("Scan"):
             return O.quantize(x, -1)[0]
 
-    with pytest.raises(pj.PtoCapacityError, match=r"block 'quantize' \(AIV, label 'Scan'\) needs \d+ bytes of UB"):
-        pj.lower(kernel, jax.ShapeDtypeStruct((64, 65536), jnp.float32))
+    low = pj.lower(kernel, jax.ShapeDtypeStruct((64, 65536), jnp.float32))
+    assert not any("quantize" in p.name.split("+") for p in low.programs)
 
 
 def test_unknown_pass_option():

@@ -92,8 +92,8 @@ class _Context:
     rows: dict = dataclasses.field(default_factory=dict)   # id(R×1 value) -> (value, its row block's tile)
     row_loops: bool = True     # the label's long rows may loop inside one program (partition's row_loops)
     wide: dict = dataclasses.field(default_factory=dict)   # shape -> rows of a default row loop over it
-    shared: dict = dataclasses.field(default_factory=dict)  # (shape, label) -> rows every default tile takes
-    met: dict = dataclasses.field(default_factory=dict)     # (shape, label) -> the default tiles' rows met
+    shared: dict = dataclasses.field(default_factory=dict)  # (shape, label) -> the default tile all its ops take
+    met: dict = dataclasses.field(default_factory=dict)     # (shape, label) -> the default tiles met
 
 
 # -------------------------------------------------------------------------------------- tile shapes
@@ -121,13 +121,13 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
         tile = default_vector_tile(shape, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory,
                                    whole_rows=rank - 1 in whole)
         key = (tuple(shape), ctx.label)
-        if rank > 1:                      # the rows of this shape's ops alike, whatever their dtypes: they fuse
-            ctx.met.setdefault(key, set()).add(tile[-2])
-            tile = (*tile[:-2], ctx.shared.get(key, tile[-2]), tile[-1])
+        if rank > 1:                      # the tiles of this shape's ops alike, whatever their dtypes: they fuse
+            ctx.met.setdefault(key, set()).add(tile)
+            tile = ctx.shared.get(key, tile)
         if tuple(shape) in ctx.wide and rank > 1:     # the rows of the default row loop over this shape
             tile = (*tile[:-2], ctx.wide[tuple(shape)], tile[-1])
         if templated() and rank > 1:      # rows that divide every template row count, several blocks of it
-            tile = (*tile[:-2], min(1 << (tile[-2].bit_length() - 1), TEMPLATE_ROWS), tile[-1])
+            tile = (1,) * (rank - 2) + (min(1 << (tile[-2].bit_length() - 1), TEMPLATE_ROWS), tile[-1])
         elif whole:                       # (a template lowering keeps its rows' tiles: one program per size)
             tile = _fit_whole(tile, shape, whole, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory)
     return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
@@ -155,7 +155,8 @@ def _at_most(tile, count: int, step: int, keep=()) -> tuple[int, ...]:
 def default_vector_tile(shape, itemsize, memory: CoreMemory, whole_rows: bool = False):
     """About ``memory.tile_bytes`` of aligned rows: whole rows where they fit (half of it, in
     ``max_cols`` columns) or must be whole (``whole_rows``: one row at least), a power-of-two column
-    block otherwise."""
+    block otherwise; where the rows take their whole dim, the leading dims too while the budget lasts
+    (a (256, 2, 4, 64) tensor in (16, 2, 4, 64) tiles, not 512 tiles of (1, 1, 4, 64))."""
     if not shape:
         return ()
     target = memory.tile_bytes
@@ -166,8 +167,11 @@ def default_vector_tile(shape, itemsize, memory: CoreMemory, whole_rows: bool = 
     rows = max(1, min(memory.max_rows, target // row))
     tile = [1] * len(shape)
     tile[-1] = cols
-    if len(shape) > 1:
-        tile[-2] = rows
+    for d in range(len(shape) - 2, -1, -1):     # rows, then the leading dims while the ones after are whole
+        tile[d] = min(shape[d], rows)
+        if tile[d] < shape[d] or not whole and d == len(shape) - 2:
+            break
+        rows //= shape[d]
     return tuple(tile)
 
 
@@ -242,7 +246,7 @@ def _mapped(ctx, eqn, invals):
     """Elementwise ops and ops with whole axes: one grid per region of the iteration space."""
     p = dict(eqn.params)
     if OPS.get(ctx.op) is not None and OPS[ctx.op].family == "elementwise":
-        invals = _filled_on_core(invals)
+        invals = _filled_on_core(invals, eqn.outvars[0].aval.shape)
     tensors = [x for x in invals if _is_tensor(x)]
     out_avals = [v.aval for v in eqn.outvars]
     if ctx.op in _WHOLE_AXES:
@@ -260,7 +264,10 @@ def _mapped(ctx, eqn, invals):
         tile = _staged_rows(ctx, tile, whole, [x.dtype for x in tensors])
     if ctx.op in ("topk", "sort") and p["axis"] < len(space) - 1:   # sorted in the tile's transpose: one
         tile = tuple(t if d in (p["axis"], len(space) - 1) else 1 for d, t in enumerate(tile))  # matrix
-    if ctx.op == "transpose":
+    if ctx.op == "transpose" and ctx.config.vec is None and not row:    # a default tile: its leading dims
+        tile = _transposable((1,) * (len(tile) - 2) + tuple(tile[-2:]), tuple(p["permutation"]))   # first
+        ctx.met.setdefault((tuple(space), ctx.label), set()).add(tile)      # (the ops beside it take it too)
+    elif ctx.op == "transpose":
         tile = _transposable(tile, tuple(p["permutation"]))
     out_dims = [_output_dims(ctx.op, p, a, space, whole) for a in out_avals]
     in_dims = _input_dims(ctx.op, p, tensors, space)
@@ -283,17 +290,17 @@ def _mapped(ctx, eqn, invals):
     return outs
 
 
-def _filled_on_core(invals):
+def _filled_on_core(invals, shape):
     """An elementwise op's constant operands of one value throughout (``jnp.where``'s ``-inf`` fill, a
     ``zeros_like``) as that value, which the op's tiles take as a scalar: no GM tensor to read, where a
-    tensor operand is left to give the tiles."""
+    tensor operand of the op's ``shape`` is left to give the tiles theirs."""
     def uniform(x):
         if not (isinstance(x, np.ndarray) and x.ndim and x.size > 1):
             return x
         bits = x.reshape(-1).view(f"u{x.dtype.itemsize}") if x.dtype.itemsize in (1, 2, 4, 8) else None
         return np.asarray(x.reshape(-1)[0]) if bits is not None and np.all(bits == bits[0]) else x
     out = [uniform(x) for x in invals]
-    return out if any(_is_tensor(x) for x in out) else list(invals)
+    return out if any(_is_tensor(x) and tuple(np.shape(x)) == tuple(shape) for x in out) else list(invals)
 
 
 def _staged_rows(ctx, tile, whole, dtypes) -> tuple:
@@ -777,18 +784,22 @@ def _staged_scan(ctx, eqn, invals, axis, limit, step, config):
 
 
 _COMPOSITES = ("softmax", "rms_norm", "layer_norm")
+_QUANTIZE_COPIES = 4      # a row's float32 bytes that quantize's rule (isel/quant.py) holds at once, at most
 
 
 def _as_reference(ctx, eqn, x) -> bool:
     """Whether a composite lowers as its reference's ops: softmax or quantize along other axes than the
     last alone (their instructions take the last), or a row-wise composite whose whole axes do not fit
-    one tile — a row past ``max_cols`` columns, or the whole axes alone past :func:`stage_bytes`."""
+    one tile — a row past ``max_cols`` columns, or the whole axes alone past :func:`stage_bytes` (a
+    quantize row past what its rule's copies of it leave room for)."""
     if ctx.op in ("softmax", "quantize") and x.ndim and tuple(eqn.params["axes"]) != (x.ndim - 1,):
         return True
-    if ctx.op not in _COMPOSITES:
+    if ctx.op not in (*_COMPOSITES, "quantize"):
         return False
     whole = tuple(_WHOLE_AXES[ctx.op](eqn.params, x.ndim))
     row = tuple(n if d in whole else 1 for d, n in enumerate(x.shape))
+    if ctx.op == "quantize":          # its rule holds the row in float32 three times, and q beside it
+        return _QUANTIZE_COPIES * aligned_bytes(row, np.float32, ctx.memory.align) >= ctx.memory.ub
     return (x.ndim - 1 in whole and x.shape[-1] > ctx.memory.max_cols) or \
         aligned_bytes(row, np.float32, ctx.memory.align) > stage_bytes(ctx.memory, ctx)
 
@@ -935,12 +946,12 @@ def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=N
     loops = dict((labelled or {}).get("row_loops") or {})
     bare: set = set()
     wide: dict = {}         # shape -> rows of a default row loop over it (found as its reduction is tiled)
-    met: dict = {}          # (shape, label) -> the rows of the default tiles over it
+    met: dict = {}          # (shape, label) -> the default tiles over it
     out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare, wide, met=met))
-    shared = {key: min(rows) for key, rows in met.items() if len(rows) > 1}
+    shared = {key: tuple(map(min, zip(*tiles))) for key, tiles in met.items() if len(tiles) > 1}
     if wide or shared:      # again: the ops before each such reduction on its rows too (one row loop), and
         out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare, dict(wide), shared))
-        # the ops of one shape and label on the fewest rows any of them takes (f16 ops and their f32 sums)
+        # the ops of one shape and label on the smallest tile any of them takes (f16 ops and their f32 sums)
     for label, config in dict(tiles or {}).items():
         for kind in ("vec", "cube"):
             if label in seen and getattr(config, kind) is not None and (label, kind) not in used:
