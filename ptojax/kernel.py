@@ -662,22 +662,29 @@ def _host(call: Compiled, avals):
     return host
 
 
-_BATCHED: dict = {}   # (call, in_axes) -> the kernel of the vmapped function (its own compile cache)
+_BATCHED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# Compiled -> {in_axes: (the kernel of the vmapped function (its own compile cache), out_axes)}. Weakly
+# keyed, like _REPLAYS, so the batched kernels die with the kernel they batch: a value holds the traced
+# jaxpr and the options, never the Compiled itself (which would keep its own key alive).
 
 
 def _batch(args, dims, *, call: Compiled):
     """Re-trace the kernel under vmap: the batch becomes an outer tile loop of one kernel."""
-    traced = call.lowering.traced
-    key = (call, tuple(dims))
-    if key not in _BATCHED:
+    dims = tuple(dims)
+    batched = _BATCHED.get(call)
+    if batched is None:
+        batched = _BATCHED.setdefault(call, {})
+    if dims not in batched:
+        traced, options, name = call.lowering.traced, call.options, call.name   # not `call`: no cycle to the key
+
         def flat_fn(*xs):
             return jax.core.eval_jaxpr(traced.jaxpr, traced.consts, *xs)
 
         out_axes = [0 if b else None for b in _batched_outputs(traced.jaxpr, dims)]   # eval_jaxpr: a list
-        inner = Kernel(jax.vmap(flat_fn, in_axes=tuple(dims), out_axes=out_axes), call.options)
-        inner.name = f"vmap({call.name})"
-        _BATCHED[key] = inner, out_axes
-    inner, out_axes = _BATCHED[key]
+        inner = Kernel(jax.vmap(flat_fn, in_axes=dims, out_axes=out_axes), options)
+        inner.name = f"vmap({name})"
+        batched[dims] = inner, out_axes
+    inner, out_axes = batched[dims]
     return pto_call_p.bind(*args, call=inner.compiled_for(*args)), list(out_axes)
 
 

@@ -532,7 +532,6 @@ class _Run:
         self.func, self.blocks, self.n, self.env = func, blocks, len(blocks), {}
         self.x64 = jax.config.read("jax_enable_x64")   # the semantics trace to other jaxprs under x64
         self.params, self.tape, self.guarded, self.read_data = {}, tape, guarded, False
-        self.nbytes = 0                            # tile buffer bytes allocated
         if len(args) != len(func.params):
             raise self.error(None, f"expects {len(func.params)} arguments ({[n for n, _ in func.params]}), "
                                    f"got {len(args)}")
@@ -748,7 +747,6 @@ class _Run:
                                     f"{buf.shape[1] - top}-byte tile {s.src}")
         else:
             buf = np.zeros((self.n, size), np.uint8)
-            self.nbytes += buf.nbytes
             self.record(lambda flats, buf=buf: buf.fill(0))
         self.env[s.result] = _Tile(t, buf, base, shape=shape)
 

@@ -18,7 +18,9 @@ instead of interpreting the text.
 from __future__ import annotations
 
 import collections
+import functools
 import threading
+import types
 
 import numpy as np
 
@@ -101,7 +103,7 @@ def _groups(key: np.ndarray) -> list[np.ndarray]:
 _TAPES: collections.OrderedDict = collections.OrderedDict()   # recorded batches, the latest used last
 _TAPES_LOCK = threading.Lock()                     # the threaded executor's cores record and reorder them
 TAPES = 256                                        # the most kept
-TAPE_BYTES = 256 << 20                             # the most tile buffer bytes they keep
+TAPE_BYTES = 256 << 20                             # the most bytes they keep (:func:`_kept_bytes`)
 
 
 def _tape_key(func: Function, args, blocks: np.ndarray) -> tuple:
@@ -147,12 +149,57 @@ def _together(func: Function, args, blocks: np.ndarray, guarded: bool) -> None:
     except _Split as split:
         groups = _groups(split.key)
         if batch.tape is not None and not batch.read_data:     # the split depends on nothing read from data
-            _keep(key, (func, None, groups, 0))
+            _keep(key, (func, None, groups, sum(g.nbytes for g in groups)))
         for group in groups:
             _together(func, args, blocks[group], guarded)
         return
     if batch.tape is not None:
-        _keep(key, (func, batch.tape, threading.Lock(), batch.nbytes))
+        _keep(key, (func, batch.tape, threading.Lock(), _kept_bytes(batch.tape)))
+
+
+def _kept_bytes(tape: list) -> int:
+    """The bytes of the arrays ``tape`` keeps alive, each counted once by the array that owns the
+    memory (a view counts its base): its tile buffers, and as much again for f32 tiles in the int64
+    per-point indices of its GM loads and stores (``engine._Gm.loader``/``storer``), the points'
+    tile offsets and constant operands. Followed from the steps: the engine's closures, partials,
+    bound methods, containers and the engine's own objects (tiles, GM views); not the instruction
+    plans and semantics they call, which every tape shares."""
+    seen, owners, total = set(), set(), 0
+    todo = list(tape)
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            while isinstance(obj.base, np.ndarray):
+                obj = obj.base
+            if id(obj) not in owners:
+                owners.add(id(obj))
+                total += obj.nbytes
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            todo.extend(obj)
+        elif isinstance(obj, dict):
+            todo.extend(obj.values())
+        elif isinstance(obj, functools.partial):
+            todo.extend((obj.func, *obj.args, *obj.keywords.values()))
+        elif isinstance(obj, types.MethodType):
+            todo.append(obj.__self__)
+        elif isinstance(obj, types.FunctionType):
+            if obj.__module__ == engine.__name__:
+                for cell in obj.__closure__ or ():
+                    try:
+                        todo.append(cell.cell_contents)
+                    except ValueError:             # a name not bound yet
+                        pass
+                todo.extend(obj.__defaults__ or ())
+                todo.extend((obj.__kwdefaults__ or {}).values())
+        elif type(obj).__module__ == engine.__name__:
+            for cls in type(obj).__mro__:
+                slots = getattr(cls, "__slots__", ())
+                todo.extend(getattr(obj, name, None) for name in ((slots,) if isinstance(slots, str) else slots))
+            todo.extend(getattr(obj, "__dict__", {}).values())
+    return total
 
 
 def _keep(key, entry) -> None:

@@ -29,6 +29,7 @@ callable and a predicted cost.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
@@ -48,8 +49,59 @@ from .graph import PtoTaskError, Region, Task, TaskGraph
 from .l2 import L2
 
 
-_POOL = threading.local()       # per thread: (shape, dtype) -> GM arrays free for reuse
+POOL_BYTES = 64 << 20           # the most bytes of freed scratch arrays the pool keeps, all threads together
 _POOL_DEPTH = 4                 # arrays kept per (shape, dtype)
+
+
+class _Pool:
+    """Freed GM scratch arrays for later runs (fresh pages cost more than a fill), shared by all
+    threads: at most ``_POOL_DEPTH`` per (shape, dtype) and :data:`POOL_BYTES` in all, the least
+    recently used (shape, dtype) given up first, so that many shapes (a dynamic batch) keep a bounded
+    amount however long the process runs."""
+
+    def __init__(self):
+        self.free: collections.OrderedDict = collections.OrderedDict()    # (shape, dtype) -> [array]
+        self.nbytes = 0
+        self.lock = threading.Lock()
+
+    def take(self, shape, dtype) -> np.ndarray | None:
+        """A free array of ``shape`` and ``dtype`` (the latest given back), or None."""
+        key = (tuple(shape), np.dtype(dtype))
+        with self.lock:
+            free = self.free.get(key)
+            if not free:
+                return None
+            array = free.pop()
+            self.nbytes -= array.nbytes
+            if not free:
+                del self.free[key]
+            return array
+
+    def give(self, arrays) -> None:
+        """Keep ``arrays`` for later runs, within the bounds."""
+        with self.lock:
+            for array in arrays:
+                key = (array.shape, array.dtype)
+                free = self.free.setdefault(key, [])
+                self.free.move_to_end(key)
+                if len(free) < _POOL_DEPTH and array.nbytes <= POOL_BYTES:
+                    free.append(array)
+                    self.nbytes += array.nbytes
+                elif not free:
+                    del self.free[key]
+            while self.nbytes > POOL_BYTES:                  # least recently used first
+                key, free = next(iter(self.free.items()))
+                self.nbytes -= free.pop(0).nbytes
+                if not free:
+                    del self.free[key]
+
+    def clear(self) -> None:
+        with self.lock:
+            self.free.clear()
+            self.nbytes = 0
+
+
+_POOL = _Pool()
 
 
 MAX_TASKS = 1_000_000    # a run that makes more stops: a host loop driven by data may never end
@@ -143,14 +195,10 @@ class Plan:
 
     def recycle(self) -> None:
         """After the run, once the results are read: return the scratch arrays — owned, not results —
-        to the pool of later runs (fresh pages cost more than a fill) and let go of the inputs' and the
-        scratch arrays (their buffers keep only shape and dtype; constants stay)."""
+        to the pool of later runs (:class:`_Pool`) and let go of the inputs' and the scratch arrays
+        (their buffers keep only shape and dtype; constants stay)."""
         results = {id(self.buffers[b.base].array) for b in self.outputs if isinstance(b, Buffer)}
-        for array in self.owned:
-            if id(array) not in results:
-                free = _POOL.__dict__.setdefault((array.shape, array.dtype), [])
-                if len(free) < _POOL_DEPTH:
-                    free.append(array)
+        _POOL.give([a for a in self.owned if id(a) not in results])
         self.owned = []
         for buf in self.buffers:
             if buf.source is not None or buf.base != buf.id:      # constants stay
@@ -763,9 +811,10 @@ def _placeholder(shape, dtype) -> np.ndarray:
 
 
 def _scratch(shape, dtype, owned: list) -> np.ndarray:
-    """An uninitialised GM array, from this thread's pool when it can; recorded in ``owned``."""
-    free = _POOL.__dict__.get((tuple(shape), np.dtype(dtype)))
-    array = free.pop() if free else np.empty(shape, dtype)
+    """An uninitialised GM array, from the pool when it can; recorded in ``owned``."""
+    array = _POOL.take(shape, dtype)
+    if array is None:
+        array = np.empty(shape, dtype)
     owned.append(array)
     return array
 
