@@ -948,10 +948,11 @@ def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=N
     wide: dict = {}         # shape -> rows of a default row loop over it (found as its reduction is tiled)
     met: dict = {}          # (shape, label) -> the default tiles over it
     out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare, wide, met=met))
+    # Again where needed: the ops before each such reduction on its rows too (one row loop), and the ops of
+    # one shape and label on the smallest tile any of them took (f16 ops and their float32 sums fuse).
     shared = {key: tuple(map(min, zip(*tiles))) for key, tiles in met.items() if len(tiles) > 1}
-    if wide or shared:      # again: the ops before each such reduction on its rows too (one row loop), and
+    if wide or shared:
         out = retrace(keep_rows(tensor), _rule(memory, tiles, seen, hand, used, loops, bare, dict(wide), shared))
-        # the ops of one shape and label on the smallest tile any of them takes (f16 ops and their f32 sums)
     for label, config in dict(tiles or {}).items():
         for kind in ("vec", "cube"):
             if label in seen and getattr(config, kind) is not None and (label, kind) not in used:
