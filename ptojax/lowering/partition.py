@@ -567,6 +567,16 @@ def _advice(ops, kind, body, loc, used, label, memory, row_loops) -> str:
     tiles = sorted({tuple(e.outvars[0].aval.shape) for e in eqns if e.primitive is T.tload_p
                     and e.params["loc"] == loc}, key=lambda t: -int(np.prod(t)))
     shown = f" (it loads tiles {', '.join(map(str, tiles[:3]))})" if tiles else ""
+    sorts = [e.invars[0].aval for e in eqns if e.primitive in (T.COMPUTE["sort"], T.COMPUTE["topk"])]
+    if kind == "vector" and loc == "vec" and sorts:
+        x = max(sorts, key=lambda a: int(np.prod(a.shape)))
+        rows = int(np.prod(x.shape[:-1]))
+        per_row = -(-used // rows)
+        if per_row > memory.buffer(loc):
+            return (f"its sort keeps a row of {x.shape[-1]} whole in one tile, and one row alone needs about "
+                    f"{per_row} bytes: no tile of this axis fits; sort shorter rows, or take the largest k with "
+                    "lax.top_k / pj.ops.topk, which stage a long row in chunks")
+        return f"its sort keeps its rows whole: only fewer rows per tile help (at most about {rows * memory.buffer(loc) // used})"
     whole = [e.invars[0].aval for e in eqns if _row_tmp(e)]
     if kind != "vector" or loc != "vec" or not whole:
         gather = (" (a gather's or scatter's vec tile counts its indices, each a whole row of the table)"
