@@ -85,16 +85,21 @@ def _load(spec: str):
     path, _, name = spec.rpartition(":")
     if not path or not name.isidentifier():
         raise UsageError(f"expected FILE:FUNC, got {spec!r}")
-    module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module_name = Path(path).stem
+    if module_name in sys.modules:                  # (json.py must not replace the json module)
+        module_name += "__ptojax_kernel"
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
     if module_spec is None:
         raise UsageError(f"cannot load {path!r} (not a Python file)")
     module = importlib.util.module_from_spec(module_spec)
     folder = str(Path(path).resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
+    sys.modules[module_spec.name] = module          # as an import does (dataclasses look their module up)
     try:
         module_spec.loader.exec_module(module)
     except Exception as err:  # noqa: BLE001 - whatever the file raises (SyntaxError, ImportError, ...)
+        del sys.modules[module_spec.name]
         raise UsageError(f"cannot import {path}: {type(err).__name__}: {err}") from None
     if not hasattr(module, name):
         raise UsageError(f"{path} has no function {name!r}")

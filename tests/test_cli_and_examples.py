@@ -120,13 +120,20 @@ def test_lower_and_profile_commands(tmp_path, capsys):
 
 
 def test_a_kernel_file_imports_the_modules_beside_it(tmp_path, capsys, monkeypatch):
-    """As ``python FILE`` does: FILE's folder is on ``sys.path`` while the command imports it."""
+    """As ``python FILE`` does: FILE's folder is on ``sys.path`` while the command imports it, and the
+    module is in ``sys.modules`` (a dataclass under postponed annotations looks it up), not under the
+    name of a module already imported (json.py)."""
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / "cli_helpers_beside.py").write_text("def scale(x):\n    return x * 2.0 + 1.0\n")
-    (folder / "kern.py").write_text("import jax.numpy as jnp\nfrom cli_helpers_beside import scale\n\n"
-                                    "def f(x):\n    return jnp.sum(scale(x), axis=-1)\n")
+    (folder / "kern.py").write_text("from __future__ import annotations\nimport dataclasses\n"
+                                    "import jax.numpy as jnp\nfrom cli_helpers_beside import scale\n\n"
+                                    "@dataclasses.dataclass\nclass Config:\n    axis: int = -1\n\n"
+                                    "def f(x):\n    return jnp.sum(scale(x), axis=Config().axis)\n")
+    (folder / "json.py").write_text("def f(x):\n    return x * 3.0\n")      # a stem that names a module
     monkeypatch.chdir(tmp_path)                  # not the file's folder
     monkeypatch.setattr(sys, "path", list(sys.path))
     assert main(["lower", "project/kern.py:f", "--shape", "32x64:float32", "--level", "tensor"]) == 0
     assert "pto.sum" in capsys.readouterr().out
+    assert main(["lower", "project/json.py:f", "--shape", "8x8:float32", "--level", "tensor"]) == 0
+    assert "pto.mul(%0, 3.0)" in capsys.readouterr().out and hasattr(sys.modules["json"], "dumps")

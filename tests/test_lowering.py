@@ -181,6 +181,13 @@ def test_an_einsum_takes_the_label_around_it_or_its_spec():
     q = jax.ShapeDtypeStruct((64, 4, 64), jnp.float32)
     matmuls = [l for l in pj.lower(kernel, q, q).as_text("tensor").splitlines() if "pto.matmul" in l]
     assert [l.rpartition("label=")[2] for l in matmuls] == ["Score", "qhd,khd->hqk"]
+    for spec in ("ij,jk", "ij, jk -> ik", "ij,jk->ik"):        # an implicit output, spaces: still its own scope
+        def scoped(a, b, spec=spec):
+            with jax.named_scope("attn"):
+                return jnp.einsum(spec, a, b)
+        text = pj.lower(scoped, jax.ShapeDtypeStruct((8, 16), jnp.float32),
+                        jax.ShapeDtypeStruct((16, 8), jnp.float32)).as_text("tensor")
+        assert [l.rpartition("label=")[2] for l in text.splitlines() if "pto.matmul" in l] == ["attn"], spec
     low = pj.kernel(kernel, options={"tiles": {"Score": {"cube": (32, 32, 32)}}}).lower(q, q)
     assert "tile_grid[cube matmul label=Score parts=4x2x2]" in low.as_text("tile")
 

@@ -19,7 +19,8 @@ from .memory import ASCEND_CORE
 
 _MARK = "pto.tile["
 _WRAPPER = re.compile(r"^[A-Za-z_]\w*\((.*)\)$")  # jvp(...), transpose(...), vmap(...)
-_EINSUM = re.compile(r"^[A-Za-z.,]*->[A-Za-z.]*$")  # the scope jnp.einsum opens, named by its spec
+_EINSUM = re.compile(r"^[A-Za-z. ]*(,[A-Za-z. ]*)+(->[A-Za-z. ]*)?$|^[A-Za-z. ]*->[A-Za-z. ]*$")  # the scope
+# jnp.einsum opens, named by its spec as written ("ij,jk", "ij, jk -> ik", "ij->ji")
 
 
 @dataclasses.dataclass(frozen=True)

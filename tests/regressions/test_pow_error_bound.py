@@ -28,3 +28,11 @@ def test_pow_of_tiles_over_random_data_is_within_the_documented_bound():
     ulp = np.spacing(true.astype(np.float32)).astype(np.float64)
     bound = 2 * np.abs(y * np.log(x.astype(np.float64))) + 2
     assert np.all(np.abs(got - true) <= bound * ulp)
+
+
+def test_the_documented_example():
+    """ops.md: ``1.2476673e-29 ** (1/3)``: 30 ulp (within the bound of about 2 |y log x| = 44)."""
+    x = np.full((1, 8), 1.2476673e-29, np.float32)
+    got = float(np.asarray(pj.kernel(lambda v: v ** (1.0 / 3))(x))[0, 0])
+    true = np.float64(np.float32(1.2476673e-29)) ** np.float64(np.float32(1.0 / 3))
+    assert round(abs(got - true) / float(np.spacing(np.float32(true)))) == 30
