@@ -671,9 +671,7 @@ _BATCHED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def _batch(args, dims, *, call: Compiled):
     """Re-trace the kernel under vmap: the batch becomes an outer tile loop of one kernel."""
     dims = tuple(dims)
-    batched = _BATCHED.get(call)
-    if batched is None:
-        batched = _BATCHED.setdefault(call, {})
+    batched = _BATCHED.setdefault(call, {})
     if dims not in batched:
         traced, options, name = call.lowering.traced, call.options, call.name   # not `call`: no cycle to the key
 
