@@ -4,11 +4,12 @@ Per kernel it prints the programs and tasks of the automatic partition, its pred
 simulated A3 (``profile(compute=False)``) against the same math written by hand with ``pj.tiles`` as
 one program per row block, and the makespan with a ``vec`` tile half the row wide (the row then loops
 inside the program) against the whole-row tile; then a matmul with a row epilogue and a batched
-M = 1 matmul against its merged form.
+M = 1 matmul against its merged form; then greedy decoding's ``argmax`` over vocabulary rows against
+``jnp.max`` of the same rows (the row's extremum, then the first index holding it: two passes).
 
 Run: ``python benchmarks/fusion.py [--rows 48] [--cols 1024] [--block 8]``; the exit status is 1 when
 a target fails: automatic <= 1.10x hand-fused, half-row tile <= 1.25x whole-row, batched M = 1 matmul
-<= 1.10x its merged form. Ratios come from one run of the cost model.
+<= 1.10x its merged form, argmax <= 2.0x max. Ratios come from one run of the cost model.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import numpy as np
 
 import ptojax as pj
 
-FUSED_TARGET, HALF_ROW_TARGET, MERGED_TARGET = 1.10, 1.25, 1.10
+FUSED_TARGET, HALF_ROW_TARGET, MERGED_TARGET, ARGMAX_TARGET = 1.10, 1.25, 1.10, 2.0
 EPS = 1e-5
 
 
@@ -172,6 +173,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=48)
     ap.add_argument("--cols", type=int, default=1024)
     ap.add_argument("--block", type=int, default=8, help="rows per tile")
+    ap.add_argument("--vocab", type=int, default=128256, help="columns of the argmax rows")
     a = ap.parse_args(argv)
     whole, half = (a.block, a.cols), (a.block, a.cols // 2)
     blocks = -(-a.rows // a.block)
@@ -213,6 +215,15 @@ def main(argv=None) -> int:
           f"{merged_tasks} tasks, {merged:.1f} us ({auto / merged:.2f}x)")
     if auto / merged > MERGED_TARGET:
         failed.append(f"batched M=1 matmul: {auto / merged:.2f}x its merged form (target <= {MERGED_TARGET})")
+
+    print(f"\nargmax over f32[rows,{a.vocab}] logits against jnp.max of the same rows:")
+    for rows in (1, 4, 16, 128):
+        logits = [jax.ShapeDtypeStruct((rows, a.vocab), jnp.float32)]
+        _, _, tasks, arg = measure(lambda v: jnp.argmax(v, -1), logits)
+        *_, top = measure(lambda v: jnp.max(v, -1), logits)
+        print(f"  {rows} rows: argmax {tasks} tasks, {arg:.1f} us; max {top:.1f} us ({arg / top:.2f}x)")
+        if arg / top > ARGMAX_TARGET:
+            failed.append(f"argmax over {rows} rows: {arg / top:.2f}x max (target <= {ARGMAX_TARGET})")
     if failed:
         print("\nFAIL: " + "; ".join(failed))
         return 1

@@ -415,10 +415,10 @@ def test_a_reduction_that_keeps_leading_axes_of_one_tile(shape, axis, kind, dtyp
 
 
 @pytest.mark.parametrize("kind", ["argmax", "argmin"])
-def test_arg_reduction_over_a_vocabulary_row_runs_in_stages(kind):
-    """Greedy decoding's argmax over 50 257 logits: chunks' extrema and indices, then the first best
-    chunk — ties across chunks keep the first index, NaN wins as in the one-stage op, a row of -inf
-    (or +inf) gives 0, the padded last chunk's extremum at the very end is found."""
+def test_arg_reduction_over_a_vocabulary_row(kind):
+    """Greedy decoding's argmax over 50 257 logits (the row's extremum, then the first index holding
+    it, each a loop over the row): ties keep the first index, NaN wins as in the one-stage op, a row of
+    -inf (or +inf) gives 0, the extremum at the very end is found; over a middle axis in stages."""
     rng = np.random.default_rng(6)
     x = rng.normal(size=(6, 50257)).astype(F32)
     sign = 1 if kind == "argmax" else -1
@@ -435,6 +435,46 @@ def test_arg_reduction_over_a_vocabulary_row_runs_in_stages(kind):
     xi = rng.integers(-5, 5, (3, 9000, 4)).astype(I32)                  # a middle axis, integer ties
     got = np.asarray(pj.kernel(lambda v: getattr(OPS, kind)(v, axis=1, keepdims=True))(xi))
     np.testing.assert_array_equal(got, golden_arg(kind, xi, 1, True))
+
+
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=["float32", "bfloat16"])
+def test_arg_reduction_over_few_long_rows_reduces_segments_side_by_side(kind, dtype):
+    """Four rows of 131 072 logits: too few rows to give the vector cores a block each, so each row is
+    8 segments of 16 384, whose extrema and first indices loops find side by side, then the first
+    segment holding the best gives the index — ties across segments keep the first, a NaN in a later
+    segment than the best wins, a row of -inf (+inf) gives 0, the very last entry is found. Not the
+    stages through GM that the row took before (512 chunk tasks): 65 tasks."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(4, 131072)).astype(dtype)
+    sign = 1 if kind == "argmax" else -1
+    x[0, [20000, 100000]] = sign * 100                 # a tie across segments
+    x[1, [5, 70000]] = sign * 100, np.nan              # the best in segment 0, a NaN in segment 4
+    x[2, :] = -sign * np.inf
+    x[3, -1] = sign * 100
+    kernel = pj.kernel(lambda v: getattr(jnp, kind)(v, -1))
+    got = np.asarray(kernel(x))
+    np.testing.assert_array_equal(got, [20000, 70000, 0, 131071])
+    np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), got)
+    compiled = kernel.compiled_for(x)
+    assert compiled.profile(x, compute=False).tasks == 2 * 4 * 8 + 1
+    assert all("loop" in p.note for p in compiled.lowering.programs[:2])
+    if HAVE_PTOAS:
+        compiled.ptoas()
+
+
+def test_arg_reduction_over_many_long_rows_is_one_looping_program():
+    """An argmax over 128 rows of 20 000 columns: one program per block of rows, whose two loops (the
+    extremum, then the first index holding it) read each column tile once per loop though the index
+    pass compares the tile with the extremum and with itself (NaN) — its loads are shared."""
+    x = np.random.default_rng(9).normal(size=(128, 20000)).astype(F32)
+    x[7, [3, 19999]] = np.nan
+    kernel = pj.kernel(lambda v: jnp.argmax(v, -1))
+    np.testing.assert_array_equal(np.asarray(kernel(x)), np.asarray(jnp.argmax(jnp.asarray(x), -1)))
+    compiled = kernel.compiled_for(x)
+    (program,) = compiled.lowering.programs
+    bodies = [loop.split("return")[0] for loop in compiled.as_text("block").split("scan[")[1:]]
+    assert [body.count("pto.tload") for body in bodies] == [1, 2]         # x; then x and the index row
 
 
 @pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=["float32", "float16", "bfloat16"])

@@ -12,10 +12,15 @@ A reduction over several axes whose whole axes do not fit one tile (a full ``jnp
 float32 tensor) reduces one run of adjacent axes at a time (:func:`reduce_axes`), each run merged into
 one axis (a GM reinterpretation) so that it stages as above where it is too long.
 
+An ``argmax`` / ``argmin`` over rows that a row loop reads takes another form
+(:func:`first_extremum`): the extremum, then the least index holding it — two loops over the row.
+
 ``cumsum`` scans each chunk whole, then adds to every chunk its carry: the total of the chunks before it
 (after it, reversed), an exclusive scan of the chunks' last sums, itself staged while too long.
 """
 from __future__ import annotations
+
+import math
 
 import jax.numpy as jnp
 import numpy as np
@@ -112,16 +117,35 @@ def _staged_arg(x, op, axis, keepdims, limit, step):
     if x.shape[axis] <= limit:
         return OPS[op](x, axis, keepdims=keepdims)
     chunks, chunk = _chunked(x, _EXTREMUM[op], axis, limit, step)
-    best = OPS[_EXTREMUM[op]](chunks, axis + 1)                      # (..., runs, ...)
-    if jnp.issubdtype(x.dtype, jnp.floating):                        # a chunk holding a NaN: NaN
-        held = R.amax(C.cast(E.ne(chunks, chunks), np.float32), axis + 1)  # (the extremum skips NaN)
-        best = E.where(E.gt(held, np.float32(0)), np.array(np.nan, x.dtype), best)
+    best = OPS[_EXTREMUM[op]](chunks, axis + 1)             # (..., runs, ...): NaN where a chunk holds one
     at = OPS[op](chunks, axis + 1)
     runs = best.shape[axis]
     which = _staged_arg(best, op, axis, True, limit, step)           # (..., 1, ...): the first best chunk
     order = np.arange(runs, dtype=np.int32).reshape((runs,) + (1,) * (x.ndim - axis - 1))
     index = E.where(E.eq(which, order), E.add(at, order * np.int32(chunk)), np.int32(0))
     return R.sum(index, axis, keepdims=keepdims)                     # the one nonzero term (or 0)
+
+
+def first_extremum(x, *, op: str, axes, keepdims: bool, segments: int = 1):
+    """``argmax`` / ``argmin`` of ``x`` over its last axis as whole-row reductions (pto ops on tensors)
+    that a row loop reads in column tiles: the row's extremum, then the least index holding it (for a
+    float row holding a NaN, the first NaN's, as the one-stage op gives). With ``segments`` > 1 (a
+    divisor of the row) each row is that many rows of a segment (a GM reinterpretation), reduced so side
+    by side on the cores; then the first segment holding the best of their extrema gives the index."""
+    (axis,) = axes
+    lead, size = x.shape[:axis], x.shape[axis] // segments
+    rows = L.reshape(x, (math.prod(lead) * segments, size))
+    best = OPS[_EXTREMUM[op]](rows, 1, keepdims=True)
+    hit = E.eq(rows, best)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        hit = E.logical_or(hit, E.ne(rows, rows))
+    index = np.arange(size, dtype=np.int32)[None]
+    at = L.reshape(R.amin(E.where(hit, index, np.int32(size)), 1), lead + (segments,))
+    if segments > 1:                                # the first segment holding the best of the segments'
+        which = OPS[op](L.reshape(best, lead + (segments,)), axis, keepdims=True)
+        order = np.arange(segments, dtype=np.int32)
+        at = R.sum(E.where(E.eq(which, order), E.add(at, order * np.int32(size)), np.int32(0)), axis, keepdims=True)
+    return at if keepdims else L.reshape(at, lead)
 
 
 def scan_chunk(n: int, limit: int, step: int) -> int:

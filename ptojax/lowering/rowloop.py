@@ -333,6 +333,11 @@ class _Program:
                 if self.window(src, seg) != eqn.params["window"]:
                     raise _NotRows
                 return [self.tile(src, seg, c, memo)]
+            if eqn.primitive is T.tload_p:     # a GM input's tile read again in this iteration: the one loaded
+                key = (id(invals[0]), *map(id, invals[1:]), eqn.params["window"], eqn.params["loc"])
+                if key not in memo:
+                    memo[key] = _bind(eqn, invals)
+                return memo[key]
             if eqn.primitive is T.tstore_p and isinstance(invals[0], _Internal):
                 memo[invals[0].var] = invals[1]
                 return [invals[0]]

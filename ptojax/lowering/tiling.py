@@ -36,7 +36,7 @@ from ..primitives.tile import Window
 from . import ir
 from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
 from .reduce import OPS as STAGED_REDUCTIONS
-from .reduce import reduce_axes, scan_chunk, staged_cumsum, staged_reduce
+from .reduce import first_extremum, reduce_axes, scan_chunk, staged_cumsum, staged_reduce
 from .rowform import REDUCTIONS as ROW_REDUCTIONS
 from .rowform import keep_rows
 from .scope import TileConfig, read
@@ -617,19 +617,40 @@ def stage_bytes(memory: CoreMemory, ctx: _Context | None = None) -> int:
 _LOOPED = ("sum", "prod", "amax", "amin")     # the reductions a row loop accumulates (rowloop.COMBINE)
 
 
-def _loops_row(ctx, eqn, x) -> bool:
+def _loops_row(ctx, eqn, x, op=None) -> bool:
     """Whether a last-axis reduction stays one whole-row grid however long the row, for partition's row
     loop (``rowloop.py``) to read it in column tiles: a ``sum`` / ``prod`` / ``amax`` / ``amin`` over the
     last axis under a ``vec`` tile the user chose that splits the row, with row loops on for its label.
     Partition loops over column chunks where no chain forms (a tile row holds at most ``max_cols``
     columns, so a longer row is never one tile). Over such a row, one without ``keepdims`` first becomes
     one with it (:func:`_kept_wide_row`): a row loop accumulates R×1 results. Under the default tiles,
-    the same for a row past what a default tile holds whole (:func:`_default_row_limit`)."""
-    if not (ctx.row_loops and ctx.op in _LOOPED and tuple(eqn.params["axes"]) == (x.ndim - 1,) and x.ndim >= 2):
+    the same for a row past what a default tile holds whole (:func:`_default_row_limit`). ``op``: the
+    reduction asked about, if not the eqn's."""
+    if not (ctx.row_loops and (op or ctx.op) in _LOOPED and tuple(eqn.params["axes"]) == (x.ndim - 1,) and x.ndim >= 2):
         return False
     if ctx.config.vec is None:
         return not templated() and x.shape[-1] > _default_row_limit(ctx, x.dtype)
     return ctx.config.vec[-1] < x.shape[-1]
+
+
+SEGMENT_TILES = 4   # default tile rows a segment of an arg-reduction's row spans at least: its loop's work
+                    # then outweighs what its task's dispatch and the stage combining the segments add
+
+
+def _looped_arg(ctx, eqn, x) -> int:
+    """For an ``argmax`` / ``argmin`` over rows too long for one tile whose extremum a row loop would
+    read (:func:`_loops_row`): the segments of each row that ``reduce.first_extremum`` reduces side by
+    side — the most that divide the row in aligned segments of at least :data:`SEGMENT_TILES` default
+    tile rows and give the vector cores at most a block each (:data:`WIDE_ROW_BLOCKS`); else 0 (stages
+    through GM)."""
+    extremum = {"argmax": "amax", "argmin": "amin"}.get(ctx.op)
+    if extremum is None or x.dtype == np.bool_ or _staged_reduce_axis(ctx, eqn, x) is None \
+            or not _loops_row(ctx, eqn, x, extremum):
+        return 0
+    rows, n = math.prod(x.shape[:-1]), x.shape[-1]
+    step = max(1, ctx.memory.align // np.dtype(x.dtype).itemsize)
+    most = max(1, min(WIDE_ROW_BLOCKS // rows, n // (SEGMENT_TILES * _default_row_limit(ctx, x.dtype))))
+    return next(s for s in range(most, 0, -1) if s == 1 or n % s == 0 and (n // s) % step == 0)
 
 
 def _widened_row_loop(ctx, eqn, x) -> bool:
@@ -919,6 +940,9 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             return rewritten(functools.partial(OPS[op].reference, **eqn.params), invals, jnp_code=True)
         if _split_reduce_axes(ctx, eqn, invals[0]):    # one run of adjacent axes at a time, each staged
             return rewritten(functools.partial(reduce_axes, op=op, **eqn.params), invals[:1])
+        segments = _looped_arg(ctx, eqn, invals[0])
+        if segments:                                   # the extremum, then the first index holding it
+            return rewritten(functools.partial(first_extremum, op=op, segments=segments, **eqn.params), invals[:1])
         if _widened_row_loop(ctx, eqn, invals[0]):    # in float32, rounded once
             dtype = invals[0].dtype
             return rewritten(lambda a: ops.cast(eqn.primitive.bind(ops.cast(a, np.float32), **eqn.params), dtype),
