@@ -237,6 +237,70 @@ def test_l2_rule_writes_back_dirty_data_that_later_calls_push_out():
     assert l2.evict() == 40 * MIB and l2.dirty == {}
 
 
+class _PlainL2:
+    """The L2 rule as its docstring states it, by walking every tensor: the reference for :class:`L2`."""
+
+    def __init__(self, capacity):
+        self.capacity, self.recent, self.dirty = capacity, {}, {}
+
+    def held(self, tensor):
+        order = list(self.recent)
+        after = sum(self.recent[t] for t in order[order.index(tensor) + 1:])
+        return min(max(self.capacity - after, 0), self.recent[tensor])
+
+    def resident(self, tensor):
+        return tensor in self.recent and self.held(tensor) == self.recent[tensor]
+
+    def touch(self, tensor, nbytes, written=0):
+        self.recent.pop(tensor, None)
+        self.recent[tensor] = nbytes
+        if written:
+            self.dirty[tensor] = min(nbytes, self.dirty.get(tensor, 0) + written)
+
+    def evict(self):
+        out = 0
+        for tensor in list(self.dirty):
+            out += max(self.dirty[tensor] - self.held(tensor), 0)
+            self.dirty[tensor] = min(self.dirty[tensor], self.held(tensor))
+            if not self.dirty[tensor]:
+                del self.dirty[tensor]
+        return out
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(calls=st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 64)), max_size=4),
+                                st.lists(st.tuples(st.integers(0, 40), st.integers(1, 64)), max_size=3),
+                                st.booleans()), max_size=60),
+       capacity=st.sampled_from([1, 50, 100, 400]))
+def test_the_l2_rule_is_its_plain_statement(calls, capacity):
+    """Residency, HBM fractions and write-backs of random call sequences (tensors re-read, rewritten,
+    copied) equal those of the rule walked tensor by tensor: a run of thousands of small tensors (a
+    scan's steps) costs a logarithm per touch, not such a walk."""
+    fast, plain = L2(capacity), _PlainL2(capacity)
+    size = {}
+    for reads, writes, copy in calls:
+        r = {f"t{t}": (n * 2, size.setdefault(t, n)) for t, n in reads}
+        w = {f"t{t}": (n, size.setdefault(t, n)) for t, n in writes}
+        if copy:                                     # a copy touches, then writes back what it pushes out
+            for t, (_, n) in r.items():
+                fast.touch(t, n)
+                plain.touch(t, n)
+            assert fast.evict() == plain.evict()
+            continue
+        assert [fast.resident(t) for t in r] == [plain.resident(t) for t in r]
+        distinct = {t: min(x, n) for t, (x, n) in r.items()}
+        miss = reuse_miss(sum(distinct.values()), capacity)
+        total = sum(x for x, _ in r.values())
+        hbm = sum((0 if plain.resident(t) else distinct[t]) * (1 - miss) + miss * x for t, (x, _) in r.items())
+        for t, (_, n) in r.items():
+            plain.touch(t, n)
+        for t, (x, n) in w.items():
+            plain.touch(t, n, min(x, n))
+        fraction, back = fast.hbm_fraction(r, w)
+        assert fraction == pytest.approx(hbm / total if total else 0.0) and back == plain.evict()
+        assert fast.dirty == plain.dirty
+
+
 def test_writes_past_the_l2_cost_hbm_bandwidth():
     """An outer sum writing 1 GiB of float32 from two small vectors: the 832 MiB the 192 MiB L2 cannot
     hold go to HBM, so the run takes at least their time at the die's HBM bandwidth (it was 353 us,

@@ -36,47 +36,87 @@ def reuse_miss(working_set: float, capacity: float) -> float:
     return 1.0 - capacity / working_set
 
 
+class _Recency:
+    """Bytes of the tensors touched since a point of the program order: each tensor counted once, at its
+    last touch (a Fenwick tree over touch numbers, so that a run of many small tensors -- a scan's steps
+    -- costs a logarithm per touch, not a walk of all of them)."""
+
+    def __init__(self):
+        self.tree = [0] * 1024
+        self.last: dict = {}                # tensor -> (its last touch number, its bytes)
+        self.count = self.total = 0
+
+    def _add(self, i: int, delta: int) -> None:
+        i += 1
+        while i <= len(self.tree):
+            self.tree[i - 1] += delta
+            i += i & -i
+
+    def _upto(self, i: int) -> int:         # bytes of the touches numbered below ``i``
+        out = 0
+        while i > 0:
+            out += self.tree[i - 1]
+            i -= i & -i
+        return out
+
+    def touch(self, tensor, nbytes: int) -> None:
+        if tensor in self.last:
+            i, old = self.last[tensor]
+            self._add(i, -old)
+            self.total -= old
+        if self.count == len(self.tree):                 # full: twice the room, rebuilt
+            self.tree = [0] * (2 * len(self.tree))
+            for i, b in self.last.values():
+                self._add(i, b)
+        self.last[tensor] = (self.count, nbytes)
+        self._add(self.count, nbytes)
+        self.total += nbytes
+        self.count += 1
+
+    def since(self, tensor) -> int:
+        """Bytes of the tensors touched after ``tensor`` (touched) last was."""
+        i, _ = self.last[tensor]
+        return self.total - self._upto(i + 1)
+
+
 class L2:
     """Residency of GM tensors in an L2 of ``capacity`` bytes, by reuse distance in program order, and
     their dirty (written, not yet written back) bytes."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self.recent: dict = {}              # tensor -> bytes, least recently touched first
-        self.dirty: dict = {}               # tensor -> bytes written and still in L2
+        self.recent = _Recency()
+        self.dirty: dict = {}               # tensor -> bytes written and still in L2, least recently touched first
+
+    def _held(self, tensor) -> int:
+        """The bytes of ``tensor`` the L2 holds: what fits beside the tensors touched after it."""
+        return min(max(self.capacity - self.recent.since(tensor), 0), self.recent.last[tensor][1])
 
     def resident(self, tensor) -> bool:
         """Whether ``tensor`` was touched and it and the tensors touched since fit in the L2."""
-        if tensor not in self.recent:
-            return False
-        order = list(self.recent)
-        return sum(self.recent[t] for t in order[order.index(tensor):]) <= self.capacity
+        return tensor in self.recent.last and self._held(tensor) == self.recent.last[tensor][1]
 
     def touch(self, tensor, nbytes: int, written: float = 0) -> None:
         """Mark ``tensor`` (``nbytes``) most recently touched, ``written`` more of its bytes dirty."""
-        self.recent.pop(tensor, None)
-        self.recent[tensor] = nbytes
-        if written:
-            self.dirty[tensor] = min(nbytes, self.dirty.get(tensor, 0) + written)
+        self.recent.touch(tensor, nbytes)
+        dirty = self.dirty.pop(tensor, None)
+        if dirty is not None or written:
+            self.dirty[tensor] = min(nbytes, (dirty or 0) + written)
 
     def evict(self) -> float:
-        """Write back the dirty bytes the L2 no longer holds; returns how many."""
-        room, evicted, pending = self.capacity, 0.0, len(self.dirty)
-        for tensor in reversed(self.recent):            # most recent first, until every dirty one is seen
-            if not pending:
-                break
-            held = min(max(room, 0), self.recent[tensor])
-            room -= self.recent[tensor]
-            dirty = self.dirty.get(tensor)
-            if dirty is None:
-                continue
-            pending -= 1
+        """Write back the dirty bytes the L2 no longer holds; returns how many. The least recently touched
+        dirty tensors first: once one is held whole, every later one is too."""
+        evicted = 0.0
+        for tensor in list(self.dirty):
+            held, dirty = self._held(tensor), self.dirty[tensor]
             if dirty > held:
                 evicted += dirty - held
                 if held:
                     self.dirty[tensor] = held
                 else:
                     del self.dirty[tensor]
+            if held == self.recent.last[tensor][1]:
+                break
         return evicted
 
     def hbm_fraction(self, reads: dict, writes: dict) -> tuple[float, float]:
