@@ -1,6 +1,6 @@
 """Static element indices of a flat array as slices: a window of a tensor, or of every grid point's
 window at once, read and written with ``slice`` / ``reshape`` / ``transpose`` / ``dynamic_update_slice``
-where the indices form an affine box (:class:`Strided`), with a gather or scatter otherwise — and the
+where the indices form an affine box (:class:`Strided`; a read's may repeat along axes, broadcast), with a gather or scatter otherwise — and the
 stores of a batch of grid points applied in point order (:func:`apply_store`)."""
 from __future__ import annotations
 
@@ -27,10 +27,12 @@ class Strided:
     axes: tuple
     shape: tuple          # the caller's index shape
     inner: tuple          # the shape analysed (the first axis possibly split)
+    repeats: tuple = ()   # axes of ``inner`` along which the indices repeat (a read broadcast along them)
 
     @staticmethod
-    def of(idx: np.ndarray) -> "Strided | None":
-        """The plan of ``idx``, or None where its elements are not such a box (or overlap)."""
+    def of(idx: np.ndarray, repeats: bool = False) -> "Strided | None":
+        """The plan of ``idx``, or None where its elements are not such a box (or overlap); ``repeats``:
+        axes along which the indices do not change are allowed (a read, broadcast along them)."""
         if idx.size == 0:
             return None
         base, shape = int(idx.flat[0]), idx.shape
@@ -43,10 +45,12 @@ class Strided:
         expect = np.full((1,) * len(shape), base, np.int64)
         for d, s in strides.items():
             expect = expect + np.arange(shape[d]).reshape([-1 if k == d else 1 for k in range(len(shape))]) * s
-        if any(s <= 0 for s in strides.values()) or not np.array_equal(idx, np.broadcast_to(expect, shape)):
+        if any(s < 0 or (s == 0 and not repeats) for s in strides.values()) or not np.array_equal(
+                idx, np.broadcast_to(expect, shape)):
             return None
+        same = tuple(d for d, s in strides.items() if s == 0)
         groups = []                                     # [stride, size, axes outer->inner], inner first
-        for d in sorted(strides, key=lambda a: strides[a]):
+        for d in sorted((d for d in strides if d not in same), key=lambda a: strides[a]):
             if groups and strides[d] == groups[-1][0] * groups[-1][1]:
                 groups[-1][1] *= shape[d]
                 groups[-1][2].insert(0, d)
@@ -56,13 +60,13 @@ class Strided:
                 groups.append([strides[d], shape[d], [d]])
         groups.reverse()                                # outer first
         if not groups:
-            return Strided(base, (1,), (1,), (), (), shape, shape)
+            return Strided(base, (1,), (1,), (), (), shape, shape, same)
         if any(a[0] % b[0] for a, b in zip(groups, groups[1:])):
             return None
         dims = (groups[0][1],) + tuple(a[0] // b[0] for a, b in zip(groups, groups[1:])) + (groups[-1][0],)
         box = tuple(g[1] for g in groups) + (1,)
         axes = tuple(d for g in groups for d in g[2])
-        return Strided(base, dims, box, tuple(shape[d] for d in axes), axes, shape, shape)
+        return Strided(base, dims, box, tuple(shape[d] for d in axes), axes, shape, shape, same)
 
     def _cut(self):
         return (Ellipsis,) + tuple(slice(0, b) for b in self.box)
@@ -85,6 +89,9 @@ class Strided:
         order = tuple(int(k) for k in np.argsort(self.axes))
         if order != tuple(range(len(order))):
             x = jnp.transpose(x, tuple(range(len(lead))) + tuple(len(lead) + k for k in order))
+        if self.repeats:
+            ones = tuple(1 if d in self.repeats else n for d, n in enumerate(self.inner))
+            x = jnp.broadcast_to(x.reshape(lead + ones), lead + self.inner)
         return x.reshape(lead + self.shape)
 
     def write(self, flat, values):
@@ -105,15 +112,15 @@ class Strided:
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan(key: bytes, shape: tuple) -> Strided | None:
+def _plan(key: bytes, shape: tuple, repeats: bool) -> Strided | None:
     """:meth:`Strided.of`, the first axis (grid points) split into up to three grid dims where that
     makes the indices affine (a 2-D grid of tiles is not affine in the point number)."""
     idx = np.frombuffer(key, np.int64).reshape(shape)
-    plan = Strided.of(idx)
+    plan = Strided.of(idx, repeats)
     if plan is not None or not shape:
         return plan
     for split in _splits(shape[0], 3):
-        plan = Strided.of(idx.reshape(split + shape[1:]))
+        plan = Strided.of(idx.reshape(split + shape[1:]), repeats)
         if plan is not None:
             return dataclasses.replace(plan, shape=shape)
     return None
@@ -129,9 +136,10 @@ def _splits(n: int, depth: int):
                     yield (a,) + rest
 
 
-def _box(idx: np.ndarray) -> Strided | None:
-    """The affine box of static indices ``idx`` (:func:`_plan`), or None."""
-    return _plan(np.ascontiguousarray(idx, np.int64).tobytes(), idx.shape)
+def _box(idx: np.ndarray, repeats: bool = False) -> Strided | None:
+    """The affine box of static indices ``idx`` (:func:`_plan`), or None; ``repeats``: of a read, whose
+    indices may repeat along axes (grid points reading one tile)."""
+    return _plan(np.ascontiguousarray(idx, np.int64).tobytes(), idx.shape, repeats)
 
 
 def _distinct(flat_idx: np.ndarray) -> bool:
@@ -141,8 +149,9 @@ def _distinct(flat_idx: np.ndarray) -> bool:
 
 
 def gather(flat, idx: np.ndarray):
-    """``flat[..., idx]`` for static ``idx``: slices where they are an affine box, else a gather."""
-    plan = _box(idx)
+    """``flat[..., idx]`` for static ``idx``: slices where they are an affine box (broadcast along the
+    axes they repeat along), else a gather."""
+    plan = _box(idx, repeats=True)
     if plan is not None:
         return plan.read(flat)
     return jnp.take(flat, jnp.asarray(idx.astype(np.int32)), axis=-1)
