@@ -28,7 +28,7 @@ ENCLOSING: list = []  # eqns whose bodies are being inlined: their source lines 
 # precedence (the first prefix that matches).
 _PUBLIC = (("numpy/fft.py", "jnp.fft", "jax.numpy.fft"), ("numpy/linalg.py", "jnp.linalg", "jax.numpy.linalg"),
            ("numpy/", "jnp", "jax.numpy"), ("lax/", "lax", "jax.lax"), ("nn/", "jax.nn", "jax.nn"),
-           ("scipy/special.py", "jax.scipy.special", "jax.scipy.special"))
+           ("scipy/special.py", "jax.scipy.special", "jax.scipy.special"), ("random/", "jax.random", "jax.random"))
 _OWN_PUBLIC = (("nn/", "pj.nn", "ptojax.nn"), ("primitives/", "pj.ops", "ptojax.ops"))   # the same, for ptojax's
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep     # .../ptojax/

@@ -7,7 +7,8 @@ differentiates ``pj.kernel`` calls through ``jax.custom_vjp``, outside the kerne
 that the outer kernel fuses and partitions the whole graph; ``scan``,
 ``while`` and ``cond`` stay as loops and branches with translated bodies (a ``scan`` over stacked
 inputs or outputs becomes a counted loop over its carries). Gathers, scatters and dynamic slices are
-``gathers.py``'s rules, math functions without an instruction ``libm.py``'s. Eqns whose inputs are all
+``gathers.py``'s rules, math functions without an instruction ``libm.py``'s, pads, strided slices and
+window reductions ``windows.py``'s. Eqns whose inputs are all
 constants are folded (up to :data:`FOLD_ELEMENTS` output elements), except an iota or constant of a size
 known at run time (a symbolic dim, or a polymorphic compile's template rows: :func:`run_time_sizes`),
 which the cores compute (``pto.iota``, ``tci`` per tile). Anything else is a
@@ -29,7 +30,7 @@ from .. import ops
 from .._jax import ClosedJaxpr, Var, frames, jaxprs_in_params
 from ..errors import PtoUnsupportedError
 from ..primitives import indexing
-from . import libm
+from . import libm, windows
 from .reduce import identity
 from .gathers import dynamic_slice, dynamic_update_slice, gather, read_window, rev, rows_of, scatter, write_window
 from .origin import ENCLOSING, blame, own_path, unsupported
@@ -172,7 +173,7 @@ def _select_n(eqn, pred, *cases):
 def _slice(eqn, x):
     start, limit, strides = eqn.params["start_indices"], eqn.params["limit_indices"], eqn.params["strides"]
     if strides and any(s != 1 for s in strides):
-        return _strided(x, start, limit, strides)
+        return windows.strided(x, start, limit, strides)
     window = [hi - lo for lo, hi in zip(start, limit)]
     merged = _merged(x.shape, start, window, _SQUEEZED.get().get(id(eqn), ()))
     if merged is None:
@@ -209,41 +210,6 @@ def _squeezed_slices(jaxpr) -> dict:
         for sub in jaxprs_in_params(e.params):
             out.update(_squeezed_slices(sub))
     return out
-
-
-def _strided(x, start, limit, strides):
-    """``x[lo:hi:k]`` per dim: along a dim of stride ``k``, the rows of ``k`` from the one holding
-    ``lo`` (padded where the last row runs past the dim), reshaped to (rows, ``k``), and the column of
-    ``lo`` in its row (``x[..., 1::2]``: column 1 of ``x`` as (D/2, 2) pairs)."""
-    for d, (lo, hi, k) in enumerate(zip(start, limit, strides)):
-        n = x.shape[d]
-        count = max(0, -(-(hi - lo) // k))
-        first = lo - lo % k
-        if k == 1 or count == 0:
-            x = ops.view(x, [hi - lo if a == d else m for a, m in enumerate(x.shape)],
-                         [lo if a == d else 0 for a in range(x.ndim)])
-            continue
-        end = min(n, first + k * count)
-        x = ops.view(x, [end - first if a == d else m for a, m in enumerate(x.shape)],
-                     [first if a == d else 0 for a in range(x.ndim)])
-        if end - first < k * count:
-            x = ops.pad(x, [(0, k * count - (end - first)) if a == d else (0, 0) for a in range(x.ndim)], 0)
-        pairs = x.shape[:d] + (count, k) + x.shape[d + 1:]
-        x = ops.view(ops.reshape(x, pairs), pairs[:d + 1] + (1,) + pairs[d + 2:],
-                     [lo % k if a == d + 1 else 0 for a in range(len(pairs))])
-        x = ops.reshape(x, pairs[:d + 1] + pairs[d + 2:])
-    return x
-
-
-def _pad(eqn, x, value):
-    """Edge padding by a constant; a negative edge (autodiff's shifts) cuts the operand first."""
-    config = eqn.params["padding_config"]
-    if any(interior for _, _, interior in config) or not is_const(value):
-        raise unsupported(eqn, "is only translated with edge padding (no interior) and a constant value")
-    if any(lo < 0 or hi < 0 for lo, hi, _ in config):
-        start = [max(-lo, 0) for lo, _, _ in config]
-        x = ops.view(x, [n - a - max(-hi, 0) for n, a, (_, hi, _) in zip(x.shape, start, config)], start)
-    return ops.pad(x, [(max(lo, 0), max(hi, 0)) for lo, hi, _ in config], np.asarray(value).item())
 
 
 def _iota_form(payload, shape, axis):
@@ -415,6 +381,48 @@ def _split(eqn, x):
     return out
 
 
+def _unstack(eqn, x):
+    """``jnp.unstack`` (and the derivative of ``jnp.stack``): each index of ``axis`` as a one-wide view,
+    reshaped without the axis."""
+    axis = eqn.params["axis"]
+    rest = [n for d, n in enumerate(x.shape) if d != axis]
+    return [ops.reshape(ops.view(x, [1 if d == axis else n for d, n in enumerate(x.shape)],
+                                 [i if d == axis else 0 for d in range(x.ndim)]), rest) for i in range(x.shape[axis])]
+
+
+def _ordered(x, y):
+    """``x``, ``y`` as operands of a comparison: bools as int32."""
+    return (ops.cast(x, jnp.int32), ops.cast(y, jnp.int32)) if x.dtype == np.bool_ else (x, y)
+
+
+def _zeros_below(x, y):
+    """Where ``x`` is -0.0 and ``y`` is +0.0: ``1 / x < 1 / y`` of two zeros (-inf < +inf)."""
+    zero, one = np.zeros((), x.dtype), np.ones((), x.dtype)
+    both = ops.logical_and(ops.eq(x, zero), ops.eq(y, zero))
+    return ops.logical_and(both, ops.lt(ops.div(one, x), ops.div(one, y)))
+
+
+def _total_order(x, y, strict):
+    """``lax.lt_to`` / ``le_to``: integers compare as ``lt`` / ``le``; floats by lax's total order, -inf < ...
+    < -0.0 < +0.0 < ... < inf < NaN, every NaN counted as +NaN (a NaN's sign needs a bit cast, which the
+    vector unit has not: ``-NaN`` sorts last here, first in XLA)."""
+    x, y = _ordered(x, y)
+    if x.dtype not in _FLOAT:
+        return ops.lt(x, y) if strict else ops.le(x, y)
+    if not strict:                                  # a total order: x <= y where not y < x
+        return ops.logical_not(_total_order(y, x, strict=True))
+    below_nan = ops.logical_and(ops.eq(x, x), ops.ne(y, y))
+    return ops.logical_or(ops.logical_or(ops.lt(x, y), below_nan), _zeros_below(x, y))
+
+
+def _total_eq(x, y):
+    """``lax.eq_to``: equal in :func:`_total_order` (two NaNs equal, -0.0 and +0.0 not)."""
+    x, y = _ordered(x, y)
+    if x.dtype not in _FLOAT:
+        return ops.eq(x, y)
+    return ops.logical_not(ops.logical_or(_total_order(x, y, strict=True), _total_order(y, x, strict=True)))
+
+
 RULES = {
     "add": lambda e, x, y: ops.add(x, y), "add_any": lambda e, x, y: ops.add(x, y),    # add_any: grad's sums
     "sub": lambda e, x, y: ops.sub(x, y),
@@ -455,13 +463,16 @@ RULES = {
     "expand_dims": lambda e, x: ops.reshape(x, e.outvars[0].aval.shape),
     "transpose": lambda e, x: ops.permute(x, e.params["permutation"]),
     "concatenate": lambda e, *xs: ops.concat(xs, e.params["dimension"]),
-    "slice": _slice, "pad": _pad, "dynamic_slice": dynamic_slice, "dynamic_update_slice": dynamic_update_slice,
+    "slice": _slice, "dynamic_slice": dynamic_slice, "dynamic_update_slice": dynamic_update_slice,
     "gather": gather, "scatter": scatter(ops.scatter_update), "scatter-add": scatter(ops.index_add),
     "scatter_add": scatter(ops.index_add), "sort": _sort, "top_k": _top_k,
     "stack": lambda e, *xs: ops.concat([ops.reshape(x, _with_unit(x.shape, e.params["axis"])) for x in xs],
                                        e.params["axis"]),
-    "split": lambda e, x: _split(e, x), "rev": rev, "tile": _tile,
+    "split": lambda e, x: _split(e, x), "unstack": lambda e, x: _unstack(e, x), "rev": rev, "tile": _tile,
+    "lt_to": lambda e, x, y: _total_order(x, y, strict=True), "le_to": lambda e, x, y: _total_order(x, y, strict=False),
+    "eq_to": lambda e, x, y: _total_eq(x, y),
     "copy": lambda e, x: x, "copy_p": lambda e, x: x, "stop_gradient": lambda e, x: x,
+    **windows.RULES,
 }
 _ROWS = {"pto.gather": ops.gather, "pto.scatter_update": ops.scatter_update, "pto.index_add": ops.index_add}
 _BOOL_RULES = {"and": ops.logical_and, "or": ops.logical_or, "not": ops.logical_not, "xor": ops.ne}
@@ -620,6 +631,55 @@ _POLYMORPHIC = ("a pj.kernel with polymorphic_shapes cannot run inside another k
                 "polymorphic_shapes inside (give them to the outer kernel)")
 
 
+def _primitives(jaxpr) -> set:
+    """The names of the primitives in ``jaxpr`` and its bodies."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    return {e.primitive.name for e in jaxpr.eqns}.union(*(_primitives(j) for e in jaxpr.eqns
+                                                         for j in jaxprs_in_params(e.params)))
+
+
+def _searchsorted(eqn, a, v):
+    """``jnp.searchsorted``'s default ``method='scan'`` (a binary search on uint32 bounds, a dtype no tile
+    holds) as ``method='compare_all'`` computes it: per query the count of the sorted array's entries
+    before it (``a < v`` for side 'left', whose search compares ``v <= a[mid]``; ``a <= v`` for 'right'),
+    floats in the order of ``jnp.sort`` (-0.0 = +0.0, NaN last) — the same index for a sorted ``a``."""
+    if a.ndim != 1:
+        raise unsupported(eqn, f"(jnp.searchsorted's default method='scan') is translated for one 1-D sorted array, "
+                               f"not {tuple(a.shape)}: pass method='compare_all' or method='sort'")
+    left = "le_to" in _primitives(eqn.params["jaxpr"])
+    shape = (a.shape[0], *v.shape)
+    a = ops.expand(ops.reshape(a, (a.shape[0],) + (1,) * v.ndim), shape)
+    v = ops.expand(ops.reshape(v, (1, *v.shape)), shape)
+    if a.dtype in _FLOAT:                           # jnp.sort's order: plain <, NaN above everything
+        def less(p, q):
+            return ops.logical_or(ops.lt(p, q), ops.logical_and(ops.eq(p, p), ops.ne(q, q)))
+        before = less(a, v) if left else ops.logical_not(less(v, a))
+    else:
+        a, v = _ordered(a, v)
+        before = ops.lt(a, v) if left else ops.le(a, v)
+    out = ops.sum(ops.cast(before, jnp.int32), 0)
+    dtype = np.dtype(eqn.outvars[0].aval.dtype)
+    return out if dtype == np.int32 else ops.cast(out, dtype)
+
+
+_RANDOM = ("random_seed", "random_bits", "random_split", "random_fold_in", "random_wrap", "random_unwrap",
+           "random_clone", "threefry2x32")
+
+
+def _draws(eqn) -> bool:
+    """Whether ``eqn`` is a ``jax.random`` step: a PRNG primitive, or one taking or making a key."""
+    return eqn.primitive.name in _RANDOM or any(
+        jax.dtypes.issubdtype(v.aval.dtype, jax.dtypes.prng_key) for v in (*eqn.invars, *eqn.outvars)
+        if hasattr(v.aval, "dtype"))
+
+
+def _no_random(eqn) -> PtoUnsupportedError:
+    """The refusal of a ``jax.random`` step in a kernel, at the user's ``jax.random`` call and line."""
+    return unsupported(eqn, "makes or uses a jax.random key, and a kernel draws no random numbers: draw them "
+                            "outside the kernel and pass them in as arguments (e.g. noise = "
+                            "jax.random.gumbel(key, logits.shape) outside, then pj.kernel(f)(logits, noise))")
+
+
 def _rule(eqn, invals, stack):
     with blame(eqn), _overridden(eqn, stack):
         return _translate(eqn, invals, stack)
@@ -629,6 +689,8 @@ def _translate(eqn, invals, stack):
     name = eqn.primitive.name
     if name == "squeeze" and np.shape(invals[0]) == eqn.outvars[0].aval.shape:
         return invals                            # its slice already has the squeezed rank (_merged)
+    if _draws(eqn):
+        raise _no_random(eqn)
     const = all(is_const(x) for x in invals)
     # pto ops are not folded, constant operands or not (a gather's gradient: a constant into zeros)
     if name in _ROWS and eqn.params["axis"]:    # along an inner axis only the row form has a real PTO lowering
@@ -641,6 +703,8 @@ def _translate(eqn, invals, stack):
         return _inline_kernel(eqn, invals, stack)
     elif _polymorphic(eqn):
         raise PtoUnsupportedError(_POLYMORPHIC)
+    elif name in ("jit", "pjit") and eqn.params.get("name") == "_searchsorted_scan_impl" and not const:
+        return [_searchsorted(eqn, *invals)]
     elif name in _INLINE:
         body, consts = body_of(eqn.params.get("call_jaxpr") or eqn.params.get("jaxpr"))
         ENCLOSING.append(eqn)
