@@ -6,7 +6,7 @@ shapes, target and options) and every rule:
 * abstract eval — the kernel's output avals;
 * lowering — backend ``"sim"``: the replay of the kernel's real PTO-AS text (:mod:`ptojax.ascend.replay`)
   inlined into the caller's XLA computation (no host callback; composes with ``vmap``, ``grad``,
-  ``shard_map``), or, where data steers the schedule (runtime lengths, scalar inputs, MoE counts read
+  ``shard_map``), or, where data steers the schedule (runtime lengths, scalar inputs the host reads, MoE counts read
   back), a host callback that runs the PTO programs through the MPMD runtime; backend ``"xla"``: the
   Tensor-level jaxpr inlined, a reference that runs on any JAX platform;
 * batching — the kernel is re-traced under ``jax.vmap`` so the batch axis becomes an outer tile loop
@@ -257,15 +257,18 @@ class Lowered:
             return self._polymorphic.as_text(level)
         return self.lowering.as_text(level)
 
-    @functools.cached_property
+    @property
     def _polymorphic(self):
-        from . import polymorphic
+        """The polymorphic compile of the symbolic specs (cached on the kernel, with ``polymorphic_shapes``' compiles)."""
+        return self.kernel._polymorphic_specs(self.lowering.in_tree, [_spec(a) for a in self.avals])
 
-        specs = [_spec(a) for a in self.avals]
-        return polymorphic.compile_specs(self.kernel, self.lowering.in_tree, specs)
-
-    def compile(self) -> "Compiled":
-        """Compile the PTO programs (once per signature; cached on the kernel): a :class:`Compiled`."""
+    def compile(self):
+        """Compile the PTO programs (once per signature; cached on the kernel): a :class:`Compiled`. Lowered
+        with a ``jax.export`` symbolic row count (``backend="sim"``), the polymorphic compile
+        (:class:`~ptojax.polymorphic.PolymorphicCompiled`, as ``polymorphic_shapes`` makes): callable at
+        every row count, ``profile(m=...)``, ``report``."""
+        if self.lowering.symbolic and self.kernel.options.backend == "sim":
+            return self._polymorphic
         return self.kernel._compile(self)
 
 
@@ -377,11 +380,23 @@ class Compiled:
         The timeline depends only on the inputs that steer control flow (lengths, counts), so
         ``compute=False`` gives the same profile without running the task bodies: much faster at
         large shapes (a kernel whose host reads device data still needs ``compute=True``). Without
-        arguments, the profile of the compiled shapes where no argument's value steers the schedule;
+        arguments (or with ``jax.ShapeDtypeStruct`` ones), the profile of the compiled shapes where no
+        argument's value steers the schedule;
         a :class:`~ptojax.errors.PtoArgumentError` names the arguments it needs otherwise."""
         return self._profile(args, policy, compute, "profile")
 
     def _profile(self, args, policy, compute, call: str):
+        if self.lowering.symbolic:      # backend="xla" (a sim kernel's symbolic compile is polymorphic)
+            raise PtoUnsupportedError(
+                f"pj.kernel '{self.name}': {call} of a kernel lowered with the symbolic shapes "
+                f"{_describe(self.avals)} for backend={self.options.backend!r}: it simulates the PTO programs, "
+                "which this compile (for jax.export) does not have; lower with concrete shapes, or with "
+                "backend='sim', whose lower(*specs).compile() is the polymorphic compile: "
+                f"compiled.{call}({'path, ' * (call == 'report')}m=...)")
+        flat, tree = jax.tree.flatten(args)
+        if flat and all(isinstance(x, jax.ShapeDtypeStruct) for x in flat):     # shapes: as without arguments
+            self._check(flat, tree)
+            args = ()
         if not args and self.avals:
             return self._run_flat(self._shapes_only(call), "simulated", policy, compute=False)[1].profile()
         return self.run(*args, executor="simulated", policy=policy, compute=compute)[1].profile()
@@ -399,7 +414,7 @@ class Compiled:
         return [np.zeros(shape, dtype) for shape, dtype, _ in self.avals]
 
     def _steered_by(self) -> str | None:
-        """What decides which tasks run, where a value does (runtime lengths, scalar inputs, data read back)."""
+        """What decides which tasks run, where a value does (runtime lengths, scalar inputs the host reads, data read back)."""
         needed = steering(self.lowering, self.avals, self.options.target, self._code())
         if not needed:
             return None
@@ -494,9 +509,10 @@ class Kernel:
             names = _arg_names(self.fn, len(lowered.lowering.in_tree.children()))
             self._cache[key] = Compiled(self.name, lowered.lowering, self.options, lowered.avals, code,
                                         arg_names=names, fn=self.fn)
-            if replay is not None:
+            if replay is not None:      # the polymorphic compile's, counted where export_function made it
                 _REPLAYS[self._cache[key]] = replay
-            self.compiles += 1
+            else:
+                self.compiles += 1
         return self._cache[key]
 
     def compiled_for(self, *args, **kwargs) -> Compiled:
@@ -506,10 +522,14 @@ class Kernel:
         if self.options.polymorphic_shapes:
             return self._polymorphic(args)
         flat, tree = jax.tree.flatten(_canonical(args))
-        key = (tree, _avals(flat), _tracing_config())
+        avals = _avals(flat)
+        traced = any(isinstance(x, jax.core.Tracer) for x in flat)
+        if any(not isinstance(d, int) for shape, _, _ in avals for d in shape) and not traced:
+            return self.lower(*args).compile()      # symbolic specs: the polymorphic compile (sim)
+        key = (tree, avals, _tracing_config())
         if key in self._cache:
             return self._cache[key]
-        return self.lower(*args).compile()
+        return self._compile(self.lower(*args))    # traced (jax.export's symbolic specs too): pto_call's
 
     def __call__(self, *args, **kwargs):
         args = _positional(self.fn, self.name, args, kwargs)
@@ -518,12 +538,22 @@ class Kernel:
     def _polymorphic(self, args):
         from . import polymorphic
 
-        key = polymorphic.key(self, args)
+        _, tree, specs = polymorphic.specs_of(self, args)
+        if self.options.backend != "sim":
+            raise PtoArgumentError(f"pj.kernel '{self.name}': polymorphic_shapes compile the PTO programs "
+                                   "(backend='sim'); with backend='xla' use jax.export")
+        return self._polymorphic_specs(tree, specs, tuple(self.options.polymorphic_constraints))
+
+    def _polymorphic_specs(self, tree, specs, constraints: tuple | None = None):
+        """The polymorphic compile of flat symbolic ``specs`` (``polymorphic_shapes``', or a symbolic
+        ``lower``'s: one cache, keyed by shapes, dtypes and constraints); ``constraints`` as the user wrote
+        them (for errors; default: the specs' scope's)."""
+        from . import polymorphic
+
+        key = polymorphic.spec_key(tree, specs)
         if key not in self._cache:
-            if self.options.backend != "sim":
-                raise PtoArgumentError(f"pj.kernel '{self.name}': polymorphic_shapes compile the PTO programs "
-                                       "(backend='sim'); with backend='xla' use jax.export")
-            self._cache[key] = polymorphic.compile_polymorphic(self, args)
+            stated = polymorphic.stated_constraints(specs) if constraints is None else constraints
+            self._cache[key] = polymorphic.compile_specs(self, tree, specs, stated)
             self.compiles += 1
         return self._cache[key]
 

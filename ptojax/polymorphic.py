@@ -32,7 +32,9 @@ from .lowering.tensor import run_time_sizes
 _TEMPLATES = (512, 768, 1280, 2304, 1024, 1536, 3072, 2560)   # template row counts: multiples of the usual row tiles
 
 
-def _specs(kernel, args):
+def specs_of(kernel, args):
+    """``(flat args, tree, flat symbolic specs)`` of ``args`` under ``kernel``'s ``polymorphic_shapes``;
+    an error naming a shape that does not fit its argument or a malformed constraint."""
     flat, tree = jax.tree.flatten(args)
     shapes = kernel.options.polymorphic_shapes
     if len(shapes) != len(args):
@@ -102,7 +104,7 @@ class PolymorphicCompiled:
         """``pto``: the dynamic PTO-AS module (the text ``ptoas`` assembles and the engine runs);
         ``tensor``: the Tensor level lowered with the symbol; ``tile``, ``block``: the template's levels
         written with the symbol (``grid ceil(m/32)x2``). The tasks depend on the size: :meth:`profile`
-        with ``m`` shows them."""
+        at a row count (``m=``, or the symbol's own name) shows them."""
         if level == "pto":
             return self.dynamic.text
         if level == "tensor":
@@ -111,8 +113,8 @@ class PolymorphicCompiled:
             return template_text(self.dynamic.lowering.as_text(level), self.dynamic.size, self.symbol,
                                  self.twin.lowering.as_text(level))
         raise PtoArgumentError(f"pj.kernel '{self.name}': a polymorphic compile prints 'tensor', 'tile', "
-                               f"'block' or 'pto', not {level!r} (its tasks depend on the size: profile(m=...) "
-                               "shows them)")
+                               f"'block' or 'pto', not {level!r} (its tasks depend on the size: "
+                               f"profile({self.symbol}=...) shows them)")
 
     def ptoas(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
         """The C++ Huawei's ``ptoas`` makes of the dynamic module."""
@@ -209,36 +211,65 @@ class PolymorphicCompiled:
         outs, trace = self._run_flat(flat, self.bind(flat), executor or self.options.executor, policy, compute)
         return (jax.tree.unflatten(self.out_tree, outs) if compute else None), trace
 
-    def _sized(self, args, m, call: str) -> tuple:
-        """(``args``, True), or (zeros of the polymorphic shapes at ``m`` rows, False); an error naming
-        what is needed."""
+    def _size(self, call: str, m, sizes: dict) -> tuple:
+        """(the keyword the row count was given by, its value or None) from ``m=`` or the symbol's own name
+        (``b=4`` for shapes ``"b, 64"``); a :class:`PtoArgumentError` naming the keyword to use for another."""
+        for keyword, value in sizes.items():
+            if keyword != self.symbol:
+                path = "path, " * (call == "report")
+                also = "" if self.symbol == "m" else "; m= works too"
+                raise PtoArgumentError(
+                    f"pj.kernel '{self.name}': {call}({keyword}={value!r}): {call} has no keyword {keyword}=; the "
+                    f"size keyword is {self.symbol}=, the symbolic row count of the shapes ({self._shapes()}){also}: "
+                    f"compiled.{call}({path}{self.symbol}=...)")
+        if self.symbol in sizes:
+            if m is not None:
+                raise PtoArgumentError(f"pj.kernel '{self.name}': {call}(m={m!r}, {self.symbol}={sizes[self.symbol]!r})"
+                                       f": two sizes for the one row count {self.symbol}; pass one of them")
+            return self.symbol, sizes[self.symbol]
+        return "m", m
+
+    def _shapes(self) -> str:
+        return ", ".join(f"{np.dtype(s.dtype).name}[{', '.join(map(str, s.shape))}]" for s in self.specs)
+
+    def _sized(self, args, m, call: str, sizes: dict | None = None) -> tuple:
+        """(``args``, True), or (zeros of the polymorphic shapes at ``m`` rows, given as ``m=``, the symbol's
+        name or ``jax.ShapeDtypeStruct`` arguments of concrete shapes, False); an error naming what is
+        needed."""
+        keyword, m = self._size(call, m, sizes or {})
         if args and m is not None:
-            raise PtoArgumentError(f"pj.kernel '{self.name}': {call} takes arguments or m=, not both")
-        if args:
+            raise PtoArgumentError(f"pj.kernel '{self.name}': {call} takes arguments or {keyword}=, not both")
+        flat = jax.tree.leaves(args)
+        shapes_only = bool(flat) and all(isinstance(x, jax.ShapeDtypeStruct) for x in flat)
+        if shapes_only and all(isinstance(d, (int, np.integer)) for x in flat for d in x.shape):
+            m = self.bind(self._flat(args))      # concrete specs: their size, as m= would give it
+        elif args and not shapes_only:
             return args, True
         if m is None:
-            shapes = ", ".join(f"{np.dtype(s.dtype).name}[{', '.join(map(str, s.shape))}]" for s in self.specs)
-            raise PtoArgumentError(f"pj.kernel '{self.name}': {call} of a polymorphic kernel needs the size: pass "
-                                   f"arguments of the shapes ({shapes}), or {self.symbol} alone: "
-                                   f"compiled.{call}({'path, ' * (call == 'report')}m=...)")
+            symbolic = " (the shapes given are symbolic)" if shapes_only else ""
+            raise PtoArgumentError(f"pj.kernel '{self.name}': {call} of a polymorphic kernel needs the size{symbolic}: "
+                                   f"pass arguments of the shapes ({self._shapes()}), or {self.symbol} alone: "
+                                   f"compiled.{call}({'path, ' * (call == 'report')}{self.symbol}=...)")
         if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
-            raise PtoArgumentError(f"pj.kernel '{self.name}': {call}(m={m!r}): {self.symbol} is a row count, an "
-                                   "int >= 1")
+            raise PtoArgumentError(f"pj.kernel '{self.name}': {call}({keyword}={m!r}): {self.symbol} is a row count, "
+                                   "an int >= 1")
         flat = [np.zeros(tuple(m if not isinstance(d, int) else d for d in s.shape), s.dtype) for s in self.specs]
         return jax.tree.unflatten(self.in_tree, flat), False
 
-    def profile(self, *args, m: int | None = None, policy: str = "mpmd", compute: bool = True):
-        """A simulated run at the size ``args`` bind (or at ``m`` rows, shapes only) on the target's cost
-        model: a :class:`~ptojax.mpmd.Profile`, as :meth:`~ptojax.kernel.Compiled.profile`."""
-        args, given = self._sized(args, m, "profile")
+    def profile(self, *args, m: int | None = None, policy: str = "mpmd", compute: bool = True, **size):
+        """A simulated run at the size ``args`` bind (or at ``m`` rows, shapes only; the symbol's own name
+        works too: ``profile(b=4)`` for shapes ``"b, 64"``; ``jax.ShapeDtypeStruct`` arguments of concrete
+        shapes give their size) on the target's cost model: a :class:`~ptojax.mpmd.Profile`, as
+        :meth:`~ptojax.kernel.Compiled.profile`."""
+        args, given = self._sized(args, m, "profile", size)
         return self.run(*args, executor="simulated", policy=policy, compute=compute and given)[1].profile()
 
-    def report(self, path, *args, m: int | None = None, policy: str = "mpmd", title: str | None = None):
+    def report(self, path, *args, m: int | None = None, policy: str = "mpmd", title: str | None = None, **size):
         """:meth:`profile` written as a self-contained HTML report to ``path`` (:mod:`ptojax.report`:
         the timeline views; the levels are :meth:`as_text`'s); the profile."""
         from . import report
 
-        args, given = self._sized(args, m, "report")
+        args, given = self._sized(args, m, "report", size)
         profile = self.run(*args, executor="simulated", policy=policy, compute=given)[1].profile()
         report.write(path, profile, title=title or f"{self.name} ({self.symbol} = {self.bind(self._flat(args))})")
         return profile
@@ -308,15 +339,34 @@ def _check_row_local(name: str, symbol: str, jaxpr):
                 f"table by indices of {symbol} rows works), {_INSTEAD}")
 
 
-def compile_polymorphic(kernel, args) -> PolymorphicCompiled:
-    """Lower ``kernel`` at two template row counts and compile its dynamic module, which both must give
-    (no cache: the caller's)."""
-    _, tree, specs = _specs(kernel, args)
-    return compile_specs(kernel, tree, specs, tuple(kernel.options.polymorphic_constraints))
+def _scope_constraints(specs) -> tuple:
+    """The constraints of the specs' symbolic scope as ``jax.export`` keeps them (with the normal forms it adds)."""
+    for s in specs:
+        for d in s.shape:
+            if not isinstance(d, int):
+                return tuple(c.debug_str for c in d.scope._explicit_constraints)
+    return ()
+
+
+def stated_constraints(specs) -> tuple:
+    """The constraints of the specs' symbolic scope as the user wrote them: without the
+    ``16*floordiv(m, 16) == m`` that ``jax.export`` adds before a ``mod(m, 16) == 0``."""
+    scope = _scope_constraints(specs)
+    derived = {c for i, c in enumerate(scope[:-1]) if re.fullmatch(r"\d+\*floordiv\(.+\) == .+", c)
+               and scope[i + 1].startswith("mod(")}
+    return tuple(c for c in scope if c not in derived)
+
+
+def spec_key(tree, specs) -> tuple:
+    """The compile cache key of flat ``specs`` with a symbolic row count: their shapes, dtypes and constraints
+    (``polymorphic_shapes``' and a symbolic ``lower``'s share it)."""
+    return ("polymorphic", tree, tuple((str(s.shape), np.dtype(s.dtype).name, bool(getattr(s, "weak_type", False)))
+                                       for s in specs), _scope_constraints(specs))
 
 
 def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
-    """:func:`compile_polymorphic` for flat ``jax.ShapeDtypeStruct`` ``specs`` with symbolic leading dims."""
+    """Lower ``kernel`` at two template row counts for flat ``jax.ShapeDtypeStruct`` ``specs`` with symbolic
+    leading dims and compile its dynamic module, which both must give (no cache: the caller's)."""
     symbol = _symbol(kernel.name, specs)
     symbolic = kernel.lower(*jax.tree.unflatten(tree, specs)).lowering      # the Tensor level, with symbols
     results = [v.aval.shape for v in symbolic.tensor.jaxpr.outvars]
@@ -371,12 +421,6 @@ def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
                       "two of them)") from None
 
 
-def key(kernel, args) -> tuple:
-    """The compile cache key of ``args`` under ``kernel``'s polymorphic shapes: one per symbolic signature."""
-    _, tree, specs = _specs(kernel, args)
-    return ("polymorphic", tree, tuple((str(s.shape), np.dtype(s.dtype).name) for s in specs))
-
-
 def _replay(compiled: PolymorphicCompiled):
     """:meth:`PolymorphicCompiled.replay`: the function, or why not (a str)."""
     from .ascend.dynamic_replay import polymorphic_function
@@ -402,7 +446,7 @@ def export_function(kernel, lowered):
     flat = [jax.ShapeDtypeStruct(shape, dtype, weak_type=weak) for shape, dtype, weak in lowered.avals]
     why = "jax.export with a symbolic row count on backend='sim' replays one dynamic PTO module"
     try:
-        replay = compile_specs(kernel, lowered.lowering.in_tree, flat).replay()
+        replay = kernel._polymorphic_specs(lowered.lowering.in_tree, flat).replay()   # lower().compile()'s
     except PtoUnsupportedError as err:
         replay = str(err)
     if callable(replay):

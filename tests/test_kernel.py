@@ -208,6 +208,10 @@ def test_profile_and_report_from_shapes_alone(tmp_path):
     args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
     compiled = pj.kernel(seed_kernel).lower(*args).compile()
     assert compiled.profile().makespan_us == pytest.approx(compiled.profile(*args).makespan_us)
+    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]      # the shapes it was lowered with
+    assert compiled.profile(*shapes, compute=False).makespan_us == pytest.approx(compiled.profile().makespan_us)
+    with pytest.raises(pj.PtoArgumentError, match=r"argument 0 'a' is float32\[64, 64\], compiled for float16"):
+        compiled.profile(jax.ShapeDtypeStruct((64, 64), np.float32), *shapes[1:])
     assert compiled.report(tmp_path / "report.html").makespan_us > 0 and (tmp_path / "report.html").exists()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from examples import moe_router
