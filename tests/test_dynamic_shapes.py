@@ -239,18 +239,18 @@ def test_an_exported_kernel_with_a_reshape_step():
         np.testing.assert_allclose(got, np.exp(x) * b, rtol=1e-5, atol=1e-5)
 
 
-def test_a_sim_kernel_whose_scalar_steers_does_not_export():
+def test_a_sim_kernel_with_a_scalar_operand_exports():
+    """A scalar the programs read as data (a GM tensor like any other) steers no task: the kernel exports
+    with a symbolic row count (it was refused: 'the values of argument 1 decide which tasks run')."""
     def scaled(x, s):
         with pj.tile(vec=(32, 64)):
             return x * s
 
-    with pytest.raises(PtoUnsupportedError) as err:
-        jax.export.export(jax.jit(pj.kernel(scaled)))(jax.ShapeDtypeStruct((M, 64), jnp.float32),
-                                                      jax.ShapeDtypeStruct((), jnp.float32))
-    assert str(err.value) == (
-        "pj.kernel 'scaled': jax.export with a symbolic row count on backend='sim' replays one dynamic PTO "
-        "module, but the values of argument 1 decide which tasks run; export it with backend='xla' or call it "
-        "with concrete shapes")
+    exp = jax.export.export(jax.jit(pj.kernel(scaled)))(jax.ShapeDtypeStruct((M, 64), jnp.float32),
+                                                        jax.ShapeDtypeStruct((), jnp.float32))
+    for m in (3, 70):
+        x = _rand((m, 64), m)
+        np.testing.assert_array_equal(np.asarray(exp.call(x, np.float32(1.5))), x * np.float32(1.5))
 
 
 @pytest.mark.parametrize("backend", ["sim", "xla"])

@@ -774,7 +774,7 @@ def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, exec
     ``Plan.syncs`` counts those reads.
     """
     orch, args, outputs = _walk(block_jaxpr, consts, args, backend, donated, execute)
-    replayable = orch.replayable and all(a.ndim for a in args)      # scalar inputs steer the host directly
+    replayable = orch.replayable
     return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned,
                 replayable, orch.bindings, orch.fills, steering=_steering(orch, args))
 
@@ -793,15 +793,15 @@ def _walk(block_jaxpr, consts, args, backend, donated, execute, priced=True):
     if not priced:
         orch.l2 = None
     args = [np.asarray(a) for a in args]
-    inputs = [orch.buffer(a, external=i not in donated or not a.flags.writeable, source=i) if a.ndim else a
+    inputs = [orch.buffer(a, external=i not in donated or not a.flags.writeable, source=i)
               for i, a in enumerate(args)]                          # read-only donated arrays: copied
     consts = [orch.buffer(c, external=True) if np.ndim(c) else np.asarray(c) for c in consts]
     return orch, args, orch.run(block_jaxpr, consts, inputs)
 
 
 def _steering(orch, args) -> frozenset:
-    """The argument positions (or "device data") whose values the host read; scalar inputs steer it directly."""
-    return frozenset(orch.steering | {i for i, a in enumerate(args) if not a.ndim})
+    """The argument positions (or "device data") whose values the host read."""
+    return frozenset(orch.steering)
 
 
 @functools.lru_cache(maxsize=1024)
