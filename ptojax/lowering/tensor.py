@@ -9,7 +9,8 @@ that the outer kernel fuses and partitions the whole graph; ``scan``,
 inputs or outputs becomes a counted loop over its carries). Gathers, scatters and dynamic slices are
 ``gathers.py``'s rules, math functions without an instruction ``libm.py``'s, pads, strided slices and
 window reductions ``windows.py``'s. Eqns whose inputs are all
-constants are folded (up to :data:`FOLD_ELEMENTS` output elements), except an iota or constant of a size
+constants are folded (up to :data:`FOLD_ELEMENTS` output elements; a constant array broadcast past
+:data:`SPREAD_ELEMENTS` stays a broadcast), except an iota or constant of a size
 known at run time (a symbolic dim, or a polymorphic compile's template rows: :func:`run_time_sizes`),
 which the cores compute (``pto.iota``, ``tci`` per tile). Anything else is a
 :class:`PtoUnsupportedError`; every error raised while translating an eqn names the user's
@@ -547,6 +548,17 @@ FOLD_ELEMENTS = 1 << 20   # constant eqns fold at trace time up to this many out
                           # one (jnp.where(mask, 1.0, 0.0) over a vocabulary's logits) runs on the cores
 
 
+SPREAD_ELEMENTS = 4096    # a constant array broadcast past this many elements stays a broadcast (the cores
+                          # expand it per tile), not a folded copy of every element
+
+
+def _spreads(eqn, invals) -> bool:
+    """Whether ``eqn`` broadcasts a constant array (not a scalar: a uniform fill becomes a scalar of the tiles
+    it meets) to more than :data:`SPREAD_ELEMENTS` elements: a causal mask ``tril(ones((16, 16)))[None, :, :,
+    None, None]`` over a (4, 16, 16, 32, 16) tensor is 256 values in GM, not 524 288."""
+    return eqn.primitive.name == "broadcast_in_dim" and np.size(invals[0]) > 1 and _elements(eqn) > SPREAD_ELEMENTS
+
+
 def _elements(eqn) -> int:
     """The eqn's output elements; a count with a dim known at run time (symbolic, or a polymorphic
     compile's template rows: :func:`run_time_sizes`) counts as too large to fold."""
@@ -723,7 +735,7 @@ def _translate(eqn, invals, stack):
     elif const and name not in RULES and not all(isinstance(d, int) for v in eqn.outvars for d in v.aval.shape):
         raise unsupported(eqn, f"makes a constant of the symbolic shape {eqn.outvars[0].aval.str_short()}: constants "
                                 "are folded at trace time, so their shapes must be static")
-    elif const and (name not in RULES or _elements(eqn) <= FOLD_ELEMENTS):
+    elif const and (name not in RULES or _elements(eqn) <= FOLD_ELEMENTS) and not _spreads(eqn, invals):
         with jax.ensure_compile_time_eval():
             out = eqn.primitive.bind(*invals, **eqn.params)
         out = jax.tree.map(np.asarray, out)
