@@ -4,7 +4,8 @@ Rules of the Tensor level (``tensor.py``) for ``lax.gather`` (``jnp.take``, ``ta
 ``x[i, j]`` with integer arrays, ``jnp.diag``), ``lax.scatter`` (``x.at[i].set / add``, ``x.at[i, j]``,
 static slices ``x.at[8:12]`` as one window), ``dynamic_slice``, ``dynamic_update_slice`` and ``rev``. Indexed
 ops along an inner axis fold the leading dims into the rows (:func:`rows_of`), so that an index tile moves
-rows, not slabs of every leading position.
+rows, not slabs of every leading position; rows too long for an index tile of them in the UB (a paged KV
+cache's pages) move in chunks (:func:`in_chunks`, which the tile pass asks for: ``tiling._row_chunk``).
 """
 from __future__ import annotations
 
@@ -36,19 +37,25 @@ def _window_indices(start, size, n, chunks=1):
 CHUNK_BYTES = ASCEND_CORE.tile_bytes // 8   # a long row's chunk: 8 of them (an index tile's least) fill a default tile
 
 
+def row_chunk(row: int, size: int, cap_bytes: int, memory=ASCEND_CORE) -> int:
+    """The elements of one chunk of a row of ``row`` elements of ``size`` bytes that moves in chunks of at
+    most ``cap_bytes`` (and ``memory.max_cols``): the largest 32-byte aligned divisor of ``row`` (any divisor
+    of 32 bytes or more where none is aligned; none at all: ``row``, whole)."""
+    cap = min(memory.max_cols, cap_bytes // size)
+    divisors = [c for c in range(min(cap, row), 0, -1) if row % c == 0 and c * size >= memory.align]
+    return next((c for c in divisors if c * size % memory.align == 0), divisors[0] if divisors else row)
+
+
 def _chunks(post, dtype) -> tuple[int, int]:
     """How a window moves rows of shape ``post``: ``(m, c)``, each row as ``m`` chunks of ``c`` elements.
     A row up to a default vector tile's bytes moves whole (``(1, row)``); a longer one (a layer's weight
     matrix, one step of a ``lax.scan`` over stacked weights) would need a whole row in the UB at once, so
-    it moves in chunks of at most :data:`CHUNK_BYTES` (and ``max_cols``), the largest 32-byte aligned
-    divisor of its size (any divisor of 32 bytes or more where none is aligned; none at all: whole)."""
+    it moves in chunks of at most :data:`CHUNK_BYTES` (:func:`row_chunk`)."""
     row = math.prod(post)
     size = np.dtype(dtype).itemsize
     if not isinstance(row, int) or row * size <= ASCEND_CORE.tile_bytes:
         return 1, row
-    cap = min(ASCEND_CORE.max_cols, CHUNK_BYTES // size)
-    divisors = [c for c in range(cap, 0, -1) if row % c == 0 and c * size >= ASCEND_CORE.align]
-    c = next((c for c in divisors if c * size % ASCEND_CORE.align == 0), divisors[0] if divisors else row)
+    c = row_chunk(row, size, CHUNK_BYTES)
     return row // c, c
 
 
@@ -69,14 +76,17 @@ def _window_rows(op, x, start, size, *update, axis, **params):
     return ops.reshape(rows_of(op, flat, idx, ops.reshape(source, pre + (size * m, c)), axis=axis, **params), x.shape)
 
 
-def rows_of(op, x, idx, *update, axis, **params):
+def rows_of(op, x, idx, *update, axis, chunk=None, **params):
     """``op`` (``gather``, ``scatter_update`` or ``index_add``) along ``axis`` as the same op along axis
     0 of ``x`` with its leading dims folded into the rows: index ``i`` of leading position ``p`` becomes
     row ``p * n + i`` (one out of range stays out of range). A tile of indices then moves rows of
-    ``x.shape[axis+1:]``, not slabs of every leading position (which need not fit a core's buffer)."""
+    ``x.shape[axis+1:]``, not slabs of every leading position (which need not fit a core's buffer).
+    With ``chunk`` (elements dividing a row), each row moves in chunks of it (:func:`in_chunks`)."""
     pre, n, post = tuple(x.shape[:axis]), x.shape[axis], tuple(x.shape[axis + 1:])
     lead, k = math.prod(pre), math.prod(idx.shape)
-    if not axis or not isinstance(lead * n, int) or lead * n > np.iinfo(np.int32).max:   # symbolic: unfolded
+    if not axis:
+        return in_chunks(op, x, idx, *update, chunk=chunk, **params)
+    if not isinstance(lead * n, int) or lead * n > np.iinfo(np.int32).max:   # symbolic: unfolded
         return op(x, idx, *update, axis, **params)
     flat = ops.reshape(x, (lead * n,) + post)
     if lead == 1:
@@ -87,9 +97,33 @@ def rows_of(op, x, idx, *update, axis, **params):
         inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
         rows = ops.reshape(ops.where(inside, ops.add(i, base), -1), (lead * k,))
     if op is ops.gather:
-        return ops.reshape(ops.gather(flat, rows, 0), pre + tuple(idx.shape) + post)
+        return ops.reshape(in_chunks(ops.gather, flat, rows, chunk=chunk), pre + tuple(idx.shape) + post)
     (source,) = update
-    return ops.reshape(op(flat, rows, ops.reshape(source, (lead * k,) + post), 0, **params), x.shape)
+    return ops.reshape(in_chunks(op, flat, rows, ops.reshape(source, (lead * k,) + post), chunk=chunk, **params),
+                       x.shape)
+
+
+def in_chunks(op, x, idx, *update, chunk=None, **params):
+    """``op`` (``gather``, ``scatter_update`` or ``index_add``) along axis 0 of ``x``, each row (``x.shape[1:]``,
+    ``m * chunk`` elements) moved as ``m`` chunks of ``chunk``: ``x`` read as ``n * m`` rows of ``chunk`` (a GM
+    reinterpretation), index ``i`` moving rows ``i * m`` to ``i * m + m - 1`` of it (-1 where ``i`` is out of
+    range: none). A row too long for an index tile of them in the UB (a KV cache's page of 32 KiB, eight of
+    them at the least index tile's 32 bytes of int32) then moves as a default tile's bytes per task. Without
+    ``chunk`` (or one as long as the row), ``op`` itself."""
+    n, post = x.shape[0], tuple(x.shape[1:])
+    row = math.prod(post)
+    if not chunk or chunk >= row:
+        return op(x, idx, *update, 0, **params)
+    m, k = row // chunk, math.prod(idx.shape)
+    i = ops.reshape(idx, (k, 1))
+    inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
+    parts = ops.add(ops.expand(ops.mul(i, np.int32(m)), (k, m)), np.arange(m, dtype=np.int32))
+    parts = ops.reshape(ops.where(inside, parts, np.int32(-1)), (k * m,))
+    table = ops.reshape(x, (n * m, chunk))
+    if op is ops.gather:
+        return ops.reshape(ops.gather(table, parts, 0), tuple(idx.shape) + post)
+    (source,) = update
+    return ops.reshape(op(table, parts, ops.reshape(source, (k * m, chunk)), 0, **params), x.shape)
 
 
 def _rows_per_table(eqn, op, x, idx, *update, axis, **params):

@@ -577,11 +577,12 @@ def _advice(ops, kind, body, loc, used, label, memory, row_loops) -> str:
                     f"{per_row} bytes: no tile of this axis fits; sort shorter rows, or take the largest k with "
                     "lax.top_k / pj.ops.topk, which stage a long row in chunks")
         return f"its sort keeps its rows whole: only fewer rows per tile help (at most about {rows * memory.buffer(loc) // used})"
+    moves = [e for e in eqns if e.primitive in (T.mgather_p, T.mscatter_p)]
+    if kind == "vector" and loc == "vec" and moves:
+        return _indexed_advice(moves, memory)
     whole = [e.invars[0].aval for e in eqns if _row_tmp(e)]
     if kind != "vector" or loc != "vec" or not whole:
-        gather = (" (a gather's or scatter's vec tile counts its indices, each a whole row of the table)"
-                  if set(ops) & {"gather", "index_add", "scatter_update"} else "")
-        return f"use a smaller {'cube' if kind == 'cube' else 'vec'} tile for this op{shown}{gather}"
+        return f"use a smaller {'cube' if kind == 'cube' else 'vec'} tile for this op{shown}"
     x = max(whole, key=lambda a: int(np.prod(a.shape)))
     rows, cols = int(np.prod(x.shape[:-1])), x.shape[-1]
     fit = rows * memory.buffer(loc) // used
@@ -594,6 +595,28 @@ def _advice(ops, kind, body, loc, used, label, memory, row_loops) -> str:
                  "and the reduction loop over column tiles in one program")
     others = [t for t in tiles if t != tuple(x.shape)]
     return text + (f" (it also loads tiles {', '.join(map(str, others[:3]))})" if others else "")
+
+
+def _indexed_advice(moves, memory) -> str:
+    """What helps a gather or scatter whose rows overfill the UB: its index tile holds each index's
+    row whole; rows too long for it move in chunks (``tiling._row_chunk``) only where the row's length
+    has a small enough divisor, so otherwise fewer indices per tile, or rows padded to one that has."""
+    eqn = max(moves, key=lambda e: int(np.prod(e.invars[1].aval.shape)) * int(np.prod(e.invars[0].aval.shape)))
+    table, idx, axis = eqn.invars[0].aval, eqn.invars[1].aval, eqn.params["axis"]
+    size = np.dtype(table.dtype).itemsize
+    row = int(np.prod(table.shape[:axis])) * int(np.prod(table.shape[axis + 1:]))
+    count, least = int(np.prod(idx.shape)), max(1, memory.align // np.dtype(idx.dtype).itemsize)
+    chunk = max(1, memory.tile_bytes // least // size)
+    text = (f"its tiles of {count} indices each move a row of {row} x {size} bytes ({np.dtype(table.dtype).name}) "
+            f"= {row * size} bytes of a table of shape {tuple(table.shape)}")
+    fewer = (f"a vec tile of fewer indices (at least {memory.align} bytes of them: {least} for "
+             f"{np.dtype(idx.dtype).name}; the default tile chooses)")
+    if count > least and least * row * size < memory.buffer("vec") // 2:
+        return f"{text}: use {fewer}"
+    return (f"{text}, and the row's length has no divisor of {memory.align} to {chunk * size} bytes to move it in "
+            f"chunks of: pad the table's last axis so that its rows are a multiple of {chunk} elements "
+            f"(jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)])) and slice the gathered rows back"
+            + (f", with {fewer}" if count > least else ""))
 
 
 # ----------------------------------------------------------------------------------------- driver

@@ -29,18 +29,19 @@ import numpy as np
 
 from .. import ops
 from .._jax import ClosedJaxpr, Literal
-from ..errors import PtoArgumentError, PtoCapacityError, PtoShapeError
+from ..errors import PtoArgumentError, PtoCapacityError, PtoShapeError, PtoUnsupportedError
 from ..primitives import OPS
 from ..primitives import tile as T
 from ..primitives.tile import Window
 from . import ir
+from .gathers import row_chunk, rows_of
 from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
 from .reduce import OPS as STAGED_REDUCTIONS
 from .reduce import first_extremum, reduce_axes, scan_chunk, staged_cumsum, staged_reduce
 from .rowform import REDUCTIONS as ROW_REDUCTIONS
 from .rowform import keep_rows
 from .scope import TileConfig, read
-from .topk import staged_topk
+from .topk import pass_k, staged_topk, topk_in_passes
 from .tensor import templated, to_tensor_level
 from .walk import CONTROL, by_rule, control, interpret, retrace
 
@@ -513,6 +514,45 @@ def _copies(ctx, eqn, invals):
     return [dst]
 
 
+def _index_tile(ctx, x, idx, axis) -> tuple[int, ...]:
+    """The tile of indices one task of an indexed op streams: the ``vec`` setting, or by default as many as
+    move about a default tile's bytes of rows (at least 32 bytes of indices)."""
+    tile = vector_tile(ctx, tuple(idx.shape), [idx.dtype])
+    if ctx.config.vec is None:
+        row = int(np.prod(x.shape[:axis])) * int(np.prod(x.shape[axis + 1:])) * np.dtype(x.dtype).itemsize
+        least = ctx.memory.align // np.dtype(idx.dtype).itemsize
+        tile = _at_most(tile, max(1, ctx.memory.tile_bytes // max(1, row)), least)
+    return tile
+
+
+def _row_chunk(ctx, eqn, invals) -> int | None:
+    """Where the rows one index tile of an indexed op moves (each index: its slab of ``x``, every leading
+    position's row) would leave less than a default tile of the UB — a KV cache's 32 KiB pages, eight
+    of them at the least index tile (32 bytes of int32) — the elements of the chunks its rows move in
+    instead (``gathers.rows_of``: leading dims folded into the rows, each row as chunks read from the table
+    reshaped, chunk indices made from the indices on the cores). Chunks are at most a default tile over the
+    least index tile (by default) or half the UB over the ``vec`` setting's indices; None where the rows fit
+    or no chunk does (a symbolic shape, int32 row numbers exceeded, no divisor of the row that small)."""
+    x, idx, axis = invals[0], invals[1], eqn.params["axis"]
+    pre, n, post = tuple(x.shape[:axis]), x.shape[axis], tuple(x.shape[axis + 1:])
+    if not all(isinstance(d, int) for d in (*pre, n, *post, *idx.shape)):
+        return None
+    size = np.dtype(x.dtype).itemsize
+    budget = stage_bytes(ctx.memory, ctx)
+    moved = math.prod(_index_tile(ctx, x, idx, axis)) * math.prod(pre) * math.prod(post) * size
+    if moved <= ctx.memory.ub - ctx.memory.tile_bytes:      # they fit beside a default tile: whole rows
+        return None
+    row = math.prod(post)
+    if ctx.config.vec is None:
+        cap = ctx.memory.tile_bytes // max(1, ctx.memory.align // np.dtype(idx.dtype).itemsize)
+    else:                                   # the chunk indices' tile: the vec setting's last dim of them
+        cap = budget // max(1, min(ctx.config.vec[-1], math.prod(pre) * math.prod(idx.shape) * row))
+    chunk = row_chunk(row, size, cap, ctx.memory)
+    if chunk * size > cap and not pre or math.prod(pre) * n * (row // chunk) > np.iinfo(np.int32).max:
+        return None
+    return chunk
+
+
 def _indexed(ctx, eqn, invals):
     """Stream the indices in tiles; rows move between GM and tiles with mgather / mscatter."""
     p = eqn.params
@@ -521,10 +561,7 @@ def _indexed(ctx, eqn, invals):
     out = eqn.outvars[0].aval
     space = tuple(idx.shape)
     pre, post = x.shape[:axis], x.shape[axis + 1:]
-    tile = vector_tile(ctx, space, [idx.dtype])
-    if ctx.config.vec is None:              # the rows an index tile moves: about a default tile's bytes
-        row = int(np.prod(pre)) * int(np.prod(post)) * np.dtype(x.dtype).itemsize
-        tile = _at_most(tile, max(1, ctx.memory.tile_bytes // max(1, row)), ctx.memory.align // np.dtype(idx.dtype).itemsize)
+    tile = _index_tile(ctx, x, idx, axis)
     row_dims = [None] * len(pre) + list(range(len(space))) + [None] * len(post)
     full = tuple(pre) + space + tuple(post)
 
@@ -923,17 +960,32 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             return on_device(_merged_matmul(ctx, eqn, invals) or _matmul(ctx, eqn.params, eqn.outvars[0].aval, invals))
         if op in _COPIES:
             return on_device(_copies(ctx, eqn, invals))
-        if op in _INDEXED:
-            return on_device(_indexed(ctx, eqn, invals))
         if op == "iota":
             return on_device(_iota(ctx, eqn))
-        if _is_staged_topk(ctx, eqn, invals[0]):
-            return on_device(_staged_topk(ctx, eqn, invals))
         def rewritten(fn, operands, jnp_code=False):     # the op as other ops, tiled by this rule in turn
             closed = jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in operands])
             closed = keep_rows(to_tensor_level(closed)) if jnp_code else closed   # as the kernel's own ops
             return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
 
+        if _is_staged_topk(ctx, eqn, invals[0]):
+            k, most = eqn.params["k"], pass_k(invals[0].dtype)
+            if most < k <= ctx.memory.max_cols:     # merges of lists of k would overfill the UB: in passes
+                if templated() or not all(isinstance(d, int) for d in invals[0].shape):
+                    raise PtoUnsupportedError(
+                        f"pto.topk{_at(ctx)}: k={k} of a {invals[0].shape[-1]}-column row is selected in passes (one "
+                        f"staged pass keeps at most {most} entries per row), whose scatters over the rows flattened "
+                        f"differ with the row count: under a symbolic row count (polymorphic_shapes) take k <= "
+                        f"{most}, or call the kernel without polymorphic_shapes (one lowering per row count)")
+                return rewritten(functools.partial(topk_in_passes, k=k, largest=eqn.params["largest"], most=most),
+                                 invals[:1])
+            return on_device(_staged_topk(ctx, eqn, invals))
+        if op in _INDEXED:
+            chunk = _row_chunk(ctx, eqn, invals)
+            if chunk is None:
+                return on_device(_indexed(ctx, eqn, invals))
+            params = {k: v for k, v in eqn.params.items() if k != "axis"}   # rows too long: in chunks
+            return rewritten(lambda x, *rest: [rows_of(getattr(ops, op), x, *rest, axis=eqn.params["axis"],
+                                                       chunk=chunk, **params)], invals)
         if _is_int_sort_off_last(ctx, eqn, invals[0]):     # int32 sorts along a tile's rows only: moved last
             return rewritten(functools.partial(_sort_along_last, prim=eqn.primitive, **eqn.params), invals[:1])
         if _as_reference(ctx, eqn, invals[0]):      # its reference's ops: staged reductions, blocks of columns

@@ -12,17 +12,33 @@ of lists is padded (in the tile that stores them) to ``m * 4**j`` lists (``m`` i
 with lists that sort last (the pad value, index ``-1``), so that later rounds merge whole groups of
 four and the last round ``m`` lists: no round pads a merge's results through GM. Ties keep the lower
 index and padding sorts after every real entry: the result equals the one-stage ``topk`` of the row.
+
+A merge holds its lists in sort rows of ``2**ceil(log2(k))`` (value, index) structs, which fit the UB up
+to ``k`` = :func:`pass_k` (2 048; 512 for int32, sorted by its 16-bit halves with more buffers). A
+larger ``k`` (up to a tile row's columns) is selected in passes of at most that many
+(:func:`topk_in_passes`, which the tile pass rewrites such a ``topk`` into): each pass a staged top-k of
+the row with the entries the passes before took removed (the row compacted), the passes joined.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import PtoArgumentError
+from ..errors import PtoArgumentError, PtoCapacityError
 from ..primitives import elementwise as E
+from ..primitives import cast as C
 from ..primitives import indexing as I
 from ..primitives import layout as L
+from ..primitives import reduce as R
 
 MERGE_WAYS = 4          # TMRGSORT merges up to four sorted lists
+PASS_K = 2048           # the most entries one pass's merges keep per list (four lists of them fit the UB)
+PASS_K_INT32 = 512      # int32 sorts by its 16-bit halves, with more buffers
+
+
+def pass_k(dtype) -> int:
+    """The most entries one pass of a staged top-k selects per row: its merges of four lists of that many
+    fit the UB (:data:`PASS_K`; :data:`PASS_K_INT32` for int32)."""
+    return PASS_K_INT32 if np.dtype(dtype) == np.int32 else PASS_K
 
 
 def pad_value(dtype, largest):
@@ -50,10 +66,17 @@ def staged_topk(x, *, k: int, largest: bool, chunk: int, max_cols: int, where: s
     *lead, n = x.shape
     lead = tuple(lead)
     if k > max_cols:
-        raise PtoArgumentError(f"{where}: k={k} does not fit a tile row (at most {max_cols} columns); the staged "
-                               f"top-k of a {n}-column row keeps k entries per list")
+        raise PtoArgumentError(
+            f"{where}: k={k} does not fit a tile row (at most {max_cols} columns): a top-k keeps each row's k entries "
+            f"in one tile row, however long the row (here {n} columns) — take at most {max_cols} "
+            f"(lax.top_k(x, {min(max_cols, n)})), or sort the whole row outside the kernel (jnp.sort or "
+            "lax.top_k in the JAX code that calls it)")
     if n <= chunk:
         return I.topk(x, k, largest=largest)
+    if k > pass_k(x.dtype):
+        raise PtoCapacityError(f"{where}: k={k} of a {n}-column row: the staged top-k's merges of lists of k fit "
+                               f"the UB up to k={pass_k(x.dtype)} ({np.dtype(x.dtype).name}); select a larger k "
+                               "with topk_in_passes")
     kk = min(k, chunk)
     runs = -(-n // chunk)
     lists = merge_lists(runs)
@@ -63,14 +86,81 @@ def staged_topk(x, *, k: int, largest: bool, chunk: int, max_cols: int, where: s
         v, i = I.topk(L.reshape(x, lead + (runs, chunk)), kk, largest=largest)
         i = E.add(i, np.arange(runs, dtype=np.int32).reshape(runs, 1) * np.int32(chunk))   # kk <= chunk: no -1 here
         if lists != runs:                        # lists that sort last fill the first round's groups
-            pads = [(0, 0)] * len(lead) + [(0, lists - runs), (0, 0)]
-            v, i = L.pad(v, pads, pad_value(v.dtype, largest)), L.pad(i, pads, -1)
+            v, i = _pad_lists(v, i, lead, lists - runs, largest)
+    return _merged(v, i, lead, lists, k, largest)
+
+
+def _pad_lists(v, i, lead, count, largest):
+    """``count`` more lists after ``v`` / ``i`` (``[*lead, lists, length]``), of entries that sort last."""
+    pads = [(0, 0)] * len(lead) + [(0, count), (0, 0)]
+    return L.pad(v, pads, pad_value(v.dtype, largest)), L.pad(i, pads, -1)
+
+
+def _merged(v, i, lead, lists, k, largest):
+    """The ``[*lead, k]`` best of ``lists`` (``m * 4**j``) lists ``v`` / ``i``: rounds of four-list
+    merges, the last one of ``m``."""
     while lists > 1:
         ways = MERGE_WAYS if lists % MERGE_WAYS == 0 else lists       # the last round: 2 or 3 lists
         shape = lead + (lists // ways, ways, v.shape[-1])
         v, i = I.merge_topk(L.reshape(v, shape), L.reshape(i, shape), k, largest=largest)
         lists //= ways
     return L.reshape(v, lead + (k,)), L.reshape(i, lead + (k,))
+
+
+def topk_in_passes(x, *, k: int, largest: bool, most: int):
+    """``topk`` of ``x`` along its last axis for a ``k`` past :func:`pass_k` (``most``), as Tensor-level ops
+    whose top-k's of at most ``most`` stage as above: passes of at most ``most`` entries, each pass's a
+    top-k of the row with the entries the passes before took removed. Removed, not replaced: a taken
+    entry replaced in place by what sorts last would still tie with a real one of that value (``-inf``)
+    at a later 32-entry sort block, and merges keep ties in row order. So each pass compacts the row it
+    selected from, stably: the kept entries moved left over the taken ones (their new place ``p`` less
+    the taken entries before ``p``, a cumulative sum of the taken mask; one scatter of the values, one of
+    their original indices), the vacated tail filled with the pad value and index ``-1``. A top-k's ties
+    then keep the lower original index, and the tail sorts after every kept entry, so each pass's entries
+    rank below every earlier pass's and above the rest: the passes joined are the top ``k``."""
+    *lead, n = x.shape
+    lead = tuple(lead)
+    if k > n:                                       # past the row: the tail sorts last (-1, the pad value)
+        v, i = topk_in_passes(x, k=n, largest=largest, most=most)
+        pads = [(0, 0)] * len(lead) + [(0, k - n)]
+        return L.pad(v, pads, pad_value(x.dtype, largest)), L.pad(i, pads, -1)
+    rows = int(np.prod(lead, dtype=np.int64))
+    flat_shape = (rows * n,)
+    base = E.mul(L.reshape(I.iota(rows), lead + (1,)), np.int32(n))      # each row's first entry (made on the
+                                                                          # cores: any row count, one program)
+    pad = pad_value(x.dtype, largest)
+    at = L.expand(I.iota(n), lead + (n,))          # each entry's index in x
+    row, orig = x, None                             # the row a pass selects from; its entries' indices in x
+    values, indices, taken = [], [], 0
+    while taken < k:
+        kp = min(most, k - taken)
+        v, i = I.topk(row, kp, largest=largest)
+        values.append(v)
+        indices.append(i if orig is None else _take(orig, i, base, flat_shape))
+        taken += kp
+        if taken == k:
+            break
+        places = L.reshape(E.add(i, base), (rows * kp,))
+        mask = I.scatter_update(L.expand(np.zeros((), np.float32), flat_shape), places,
+                                L.expand(np.ones((), np.float32), (rows * kp,)), 0, unique_indices=True)
+        gone = R.cumsum(L.reshape(mask, lead + (n,)), -1)          # taken entries up to each place (exact)
+        dest = E.sub(at, C.cast(gone, np.int32))
+        dest = L.reshape(E.where(E.gt(L.reshape(mask, lead + (n,)), np.float32(0)), np.int32(-1), E.add(dest, base)),
+                         flat_shape)
+        orig = at if orig is None else orig
+        row = L.reshape(I.scatter_update(L.expand(np.asarray(pad, x.dtype), flat_shape), dest,
+                                         L.reshape(row, flat_shape), 0, unique_indices=True), lead + (n,))
+        orig = L.reshape(I.scatter_update(L.expand(np.int32(-1), flat_shape), dest, L.reshape(orig, flat_shape), 0,
+                                          unique_indices=True), lead + (n,))
+    if len(values) == 1:
+        return values[0], indices[0]
+    return L.concat(values, axis=len(lead)), L.concat(indices, axis=len(lead))
+
+
+def _take(orig, i, base, flat_shape):
+    """``orig`` at the places ``i`` of each row (``take_along_axis``, one gather of the rows flattened)."""
+    got = I.gather(L.reshape(orig, flat_shape), L.reshape(E.add(i, base), (int(np.prod(i.shape)),)), 0)
+    return L.reshape(got, tuple(i.shape))
 
 
 def _ragged_lists(x, lead, n, chunk, kk, largest, lists):

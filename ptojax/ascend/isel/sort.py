@@ -331,7 +331,7 @@ def _sort_int32(sel, s, x, rows, lists, n, k, largest, outs, candidates=None):
 
     def iota(layout: bool):
         sel.print("texpands", [sel.const(-1, "i32")], [sorter.index])
-        if not layout:
+        if not layout or lists == 1:           # one list: its layout is the dense row (no pitch)
             return sel.print("tci", [sel.const(0, "i32")], [dense_index], {"descending": "false"})
         seg = sorter.pitch                     # list q's candidates: work row q * seg, block row q
         for q in range(lists):
