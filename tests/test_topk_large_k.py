@@ -66,6 +66,16 @@ def test_int32_passes_of_512():
     _equal(pj.kernel(fn)(x), jax.jit(fn)(x))
 
 
+@pytest.mark.parametrize("n,k", [(3000, 8), (4000, 1024)])
+def test_int32_rows_past_2048_columns_are_staged(n, k):
+    """An int32 row sorts by its 16-bit halves in twice the tiles: a row of 2 049 to 4 095 columns
+    overfilled the UB in one tile (a late 'pto realize' capacity error); it is staged as a longer row is."""
+    x = np.random.default_rng(n).integers(-1000, 1000, (4, n)).astype(np.int32)
+    want = jax.jit(_top(k))(x)
+    _equal(pj.kernel(_top(k))(x), want)
+    _equal(jax.jit(pj.kernel(_top(k)))(x), want)
+
+
 def test_under_a_vec_tile_and_past_the_row():
     """A 3 000-column row under a 1 024-column tile stages too (k = 2 500: two passes); ``pj.ops.topk``'s
     k past the row pads with -1 / -inf as its one-stage form does."""

@@ -583,11 +583,13 @@ def _indexed(ctx, eqn, invals):
 
 
 def _is_staged_topk(ctx, eqn, x) -> bool:
-    """A ``topk`` along the last axis that is wider than a tile row or than its ``vec`` setting."""
+    """A ``topk`` along the last axis that is wider than a tile row or than its ``vec`` setting — or, of
+    int32 (sorted by its 16-bit halves, in twice the tiles), than :data:`STAGED_TOPK_CHUNK` columns."""
     if ctx.op != "topk" or eqn.params["axis"] != x.ndim - 1:
         return False
     n = x.shape[-1]
-    return n > ctx.memory.max_cols or bool(ctx.config.vec and ctx.config.vec[-1] < n)
+    wide = STAGED_TOPK_CHUNK if np.dtype(x.dtype) == np.int32 else ctx.memory.max_cols
+    return n > wide or bool(ctx.config.vec and ctx.config.vec[-1] < n)
 
 
 STAGED_TOPK_CHUNK = 2048      # columns per partial top-k when the row is wider than a tile
