@@ -467,6 +467,19 @@ def test_row_sum_of_a_tail_tile(monkeypatch):
     np.testing.assert_allclose(np.asarray(y), e / e.sum(-1, keepdims=True), rtol=1e-6, atol=1e-7)
 
 
+def test_a_nan_fill_is_the_positive_nan_in_the_simulator_too(monkeypatch):
+    """An out-of-range gather with mode="fill" fills NaN: made as ``inf * 0`` (ptoas writes no NaN
+    constant), which x86 makes the negative default NaN, then ``tneg``: jnp.nan's bits, as XLA and the
+    jitted replay give (the eager engine gave 0xffc00000), and the simulator's."""
+    kc = np.arange(160, dtype=np.float32).reshape(10, 16)
+    b = np.array([1, 12, -20, 3, 0, 9, 10, 2], np.int32)
+    fn = lambda kc, b: kc.at[b].get(mode="fill")                      # noqa: E731
+    out = _text_and_simulator(fn, (kc, b), monkeypatch)
+    want = np.asarray(jax.jit(fn)(kc, b))
+    np.testing.assert_array_equal(np.asarray(out).view(np.uint32), want.view(np.uint32))
+    np.testing.assert_array_equal(np.asarray(jax.jit(pj.kernel(fn))(kc, b)).view(np.uint32), want.view(np.uint32))
+
+
 def test_matmul_bias_with_an_n_tail(monkeypatch):
     """N = 40 in 32-column cube tiles: the tail's bias row is 8 of a 16-column tile. ptoas prints a
     partly valid Bias tile as an alias ``uint64_t v = t.data()`` that does not compile, so the whole

@@ -135,6 +135,8 @@ def _check_arg(entry: str, i: int, ctype: str, ptr: bool, a) -> np.ndarray:
         raise CpuSimError(f"@{entry} argument {i}: unsupported C++ parameter type {ctype}")
     want = np.dtype(CTYPES[ctype])
     a = np.asarray(a)
+    if a.dtype == np.bool_ and want == np.int8:      # a bool GM tensor: its bytes, 0 or 1, as int8_t
+        a = a.view(np.int8)
     if a.dtype != want:
         raise CpuSimError(f"@{entry} argument {i}: expected {want} for C++ {ctype}, got {a.dtype}")
     if not ptr and a.size != 1:

@@ -262,8 +262,9 @@ class Selector:
     def nonfinite(self, op, ins, outs, attrs, scalar):
         """An instruction whose scalar operand is ±inf or NaN, without that constant: ptoas writes such a
         float as ``-Inf.0f`` in its C++, which no compiler takes. The value is made in a tile — the
-        largest finite value doubled overflows to ±inf (round to nearest), ``inf * 0`` is NaN — and the
-        tile form does the op."""
+        largest finite value doubled overflows to ±inf (round to nearest), ``inf * 0`` is NaN, negated by
+        ``tneg`` (the vendor simulator's x86 makes the negative default NaN; jnp.nan, a fill's NaN, is
+        positive, as the jitted replay's) — and the tile form does the op."""
         value, dtype = self.values[scalar], self.types[scalar]
         if op == "texpands":
             largest = float(ml_dtypes.finfo(asm.DTYPES[dtype]).max)     # np.finfo knows no bfloat16
@@ -271,6 +272,7 @@ class Selector:
             self.print("tmuls", [outs[0], self.const(2.0, dtype)], outs)
             if math.isnan(value):
                 self.print("tmuls", [outs[0], self.const(0.0, dtype)], outs)
+                self.print("tneg", outs, outs)
             return None
         tile = next(n for n in ins if isinstance(self.types[n], asm.TileBuf))
         filled = self.like(tile, dtype=dtype)
