@@ -115,6 +115,7 @@ class _Codegen:
         self.names: dict = {}        # jaxpr var -> asm name (index value or tile)
         self.tiles: dict = {}        # tile name -> (TileBuf, addr)
         self.holders: dict = {}      # tile name -> vars still referring to it
+        self.aliases: dict = {}      # tile name -> the allocated tile whose bytes it is (no space of its own)
         self.views: dict = {}        # jaxpr GM var -> (view name, ViewType)
         self.kept: dict = {}         # view name -> the GM dims it keeps, where unit dims were dropped
         self.counter = 0
@@ -137,7 +138,7 @@ class _Codegen:
     def bind(self, var, name):
         self.names[var] = name
         if name in self.tiles:
-            self.holders.setdefault(name, set()).add(var)
+            self.holders.setdefault(self.aliases.get(name, name), set()).add(var)
 
     def new_tile(self, var, loc):
         t = tile_type(var.aval.shape, var.aval.dtype, loc)
@@ -151,6 +152,7 @@ class _Codegen:
     def release(self, var):
         name = self.names.get(var)
         if name in self.tiles:
+            name = self.aliases.get(name, name)
             holders = self.holders[name]
             holders.discard(var)
             if not holders:
@@ -294,7 +296,11 @@ class _Codegen:
         else:
             locs = {o.type.loc for o in ins if isinstance(o.type, asm.TileBuf)}
             loc = "acc" if locs == {"acc"} else "vec"
-        outs = tuple(self._in_place(v, eqn) or self._reuse(v, eqn, loc) or self.new_tile(v, loc) for v in eqn.outvars)
+        if op == "tcvt" and loc == "acc":
+            outs = (self._fixpipe(eqn.outvars[0], ins[0].name),)
+        else:
+            outs = tuple(self._in_place(v, eqn) or self._reuse(v, eqn, loc) or self.new_tile(v, loc)
+                         for v in eqn.outvars)
         attrs = [(k, _param(v)) for k, v in sorted(eqn.params.items()) if k != "loc"]
         if op in SCALAR_FORM and any(not isinstance(o.type, asm.TileBuf) for o in ins):
             attrs.append(("scalar_first", not isinstance(ins[0].type, asm.TileBuf)))
@@ -303,6 +309,20 @@ class _Codegen:
         if any(len(s) != 2 for s in shapes + [tuple(v.aval.shape) for v in eqn.outvars]):
             attrs.append(("shapes", tuple(shapes)))
         self.code.append(asm.Instr(op, tuple(ins), outs, tuple(attrs)))
+
+    def _fixpipe(self, var, src):
+        """The result of converting accumulator ``src`` (f32 -> f16 / bf16, i32 -> ...): FIXPIPE converts
+        it on its way out of L0C (``tstore`` of the accumulator; isel's ``tcvt`` rule prints nothing), so
+        it is an alias of the accumulator's bytes, not a tile of its own: no ``alloc_tile``, no L0C
+        space (a (128, 64, 256) f16 matmul's f32 accumulator fills L0C's 128 KiB by itself). The
+        accumulator stays allocated while the alias is in use."""
+        root = self.aliases.get(src, src)
+        t = tile_type(var.aval.shape, var.aval.dtype, "acc")
+        name = self.fresh("t")
+        self.tiles[name] = (t, self.tiles[root][1])
+        self.aliases[name] = root
+        self.bind(var, name)
+        return asm.Operand(name, t)
 
     def _reuse(self, var, eqn, loc):
         """An elementwise result written over an operand tile of its type that dies here (``texp`` of

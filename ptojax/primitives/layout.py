@@ -17,11 +17,48 @@ from ._base import (FLOAT, batch_size, broadcast_shapes, check_same_dtype, defin
 
 
 def _front(x, d):
-    """Move batch dim ``d`` of ``x`` to the front (no-op when already there)."""
+    """Move batch dim ``d`` of ``x`` to the front (no-op when already there; a reshape when it only
+    passes dims of size 1)."""
     if d == 0:
         return x
     perm = (d,) + tuple(i for i in range(x.ndim) if i != d)
-    return transpose_p.bind(x, permutation=perm)
+    return _permuted(x, perm)
+
+
+def moves_data(shape, permutation) -> bool:
+    """Whether ``permutation`` of a tensor of ``shape`` moves any element: False where it only moves
+    dims of size 1 (the other dims keep their order), so the result is the same bytes in the same
+    order, a reshape. A symbolic dim counts as longer than 1."""
+    kept = [p for p in permutation if not (isinstance(shape[p], (int, np.integer)) and shape[p] == 1)]
+    return kept != sorted(kept)
+
+
+def _permuted(x, permutation):
+    """``transpose_p`` of ``x`` on its fewest dims: a reshape where the permutation moves only dims of
+    size 1 (a GM reinterpretation instead of a transpose grid of one task per row: 4 096 tasks for a
+    ``[1, 4096, 256]`` operand of a ``dot_general`` contracting its unit dim after the real one); else
+    the transpose of ``x`` with its unit dims dropped and the runs of dims that stay side by side
+    merged, between two reshapes (a trailing unit dim made every tile row one element long)."""
+    permutation = tuple(int(p) for p in permutation)
+    shape = tuple(x.shape[p] for p in permutation)
+    if not moves_data(x.shape, permutation):
+        return x if shape == tuple(x.shape) else reshape_p.bind(x, new_shape=shape)
+    if not all(isinstance(n, (int, np.integer)) for n in x.shape):
+        return transpose_p.bind(x, permutation=permutation)
+    kept = [p for p in permutation if x.shape[p] != 1]           # the dims that move, in output order
+    rank = {p: i for i, p in enumerate(sorted(kept))}             # their places once unit dims are gone
+    runs = []                                                    # runs of them that stay side by side
+    for p in kept:
+        if runs and rank[runs[-1][-1]] + 1 == rank[p]:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    order = sorted(range(len(runs)), key=lambda r: runs[r][0])    # the runs in input order
+    merged = tuple(int(np.prod([x.shape[d] for d in runs[r]])) for r in order)
+    if merged == tuple(x.shape):                                 # nothing to drop or merge
+        return transpose_p.bind(x, permutation=permutation)
+    y = transpose_p.bind(reshape(x, merged), permutation=tuple(order.index(r) for r in range(len(runs))))
+    return reshape(y, shape)
 
 
 def batch_front(x, d, rank):
@@ -82,14 +119,15 @@ batching.primitive_batchers[transpose_p] = lambda args, dims, *, permutation: (
 
 
 def permute(x, dims):
-    """Reorder the axes of ``x``: output axis ``i`` is input axis ``dims[i]``."""
+    """Reorder the axes of ``x``: output axis ``i`` is input axis ``dims[i]``. A permutation that only
+    moves dims of size 1 (the others keep their order) is a reshape: no data moves."""
     x = tensor("permute", x)
     dims = static_shape("permute", dims, "dims")
     if sorted(d % x.ndim if -x.ndim <= d < x.ndim else -1 for d in dims) != list(range(x.ndim)):
         raise op_error(PtoArgumentError, "permute", f"dims {dims} is not a permutation of the "
                        f"{x.ndim} axes of {x.shape}")
     dims = tuple(d % x.ndim for d in dims)
-    return x if dims == tuple(range(x.ndim)) else transpose_p.bind(x, permutation=dims)
+    return x if dims == tuple(range(x.ndim)) else _permuted(x, dims)
 
 
 def transpose(x, dim0: int = -2, dim1: int = -1):

@@ -15,11 +15,41 @@ from .._jax import ad, batching
 from ..errors import PtoDtypeError, PtoShapeError, op_error
 from . import cast as _cast
 from . import elementwise, layout, reduce
-from ._base import (BF16, F16, F32, I8, I32, batch_size, broadcast_shapes, canonical_dtype, check_dtype,
+from ._base import (BF16, F16, F32, I8, I32, batch_size, broadcast_shapes, canonical_dtype,
                     define, names, shaped, tensor)
 
 ACCUMULATOR = {I8: I32, F16: F32, BF16: F32, F32: F32}
 OUT_DTYPES = {I8: (I32,), F16: (F32, F16), BF16: (F32, BF16), F32: (F32,)}
+
+
+def mixed_dtype_remedy(a_dtype, b_dtype) -> str:
+    """What to do about a product of ``a_dtype`` by ``b_dtype`` that the cube does not multiply (its
+    operands are int8, fp16, bf16 or fp32, both of one dtype): the casts that make it one it does."""
+    a_dtype, b_dtype = np.dtype(a_dtype), np.dtype(b_dtype)
+    floats = [d for d in (a_dtype, b_dtype) if d in (F16, BF16, F32)]
+    others = [d for d in (a_dtype, b_dtype) if d not in (F16, BF16, F32)]
+    if floats and others:
+        f, x = floats[0], others[0]
+        if x.itemsize == 1:                                 # int8, uint8, bool: exact in every float dtype
+            return f"cast the {x.name} operand to {f.name} first (`x.astype(jnp.{f.name})`: exact)"
+        exact = {F32: 2 ** 24, F16: 2 ** 11, BF16: 2 ** 8}[f]
+        return (f"cast the {x.name} operand to {f.name} first (`x.astype(jnp.{f.name})`: exact where "
+                f"|x| <= {exact})" + ("" if f == F32 else ", or both operands to float32"))
+    if len(floats) == 2:
+        return "cast both operands to float32 first (`x.astype(jnp.float32)`: exact)"
+    if all(d == I8 for d in others):
+        return "pass both as int8"
+    return (f"the cube has no {' or '.join(sorted({d.name for d in others if d != I8}))} multiply: cast both "
+            "operands to int8 where their values fit (`x.astype(jnp.int8)`; the product accumulates in int32), "
+            "or to float32 (exact below 2**24 in magnitude)")
+
+
+def _check_operands(a, b):
+    for what, x in (("a", a), ("b", b)):
+        if x.dtype not in ACCUMULATOR:
+            raise op_error(PtoDtypeError, "matmul", f"{what} has dtype {np.dtype(x.dtype).name} (shape "
+                           f"{tuple(x.shape)}); the cube multiplies {names(tuple(ACCUMULATOR))}: "
+                           f"{mixed_dtype_remedy(a.dtype, b.dtype)}")
 
 
 def _matrix(shape, transposed):
@@ -28,10 +58,11 @@ def _matrix(shape, transposed):
 
 
 def _abstract(a, b, *bias, out_dtype, transpose_a, transpose_b):
-    check_dtype("matmul", "a", a, tuple(ACCUMULATOR))
+    _check_operands(a, b)
     if a.dtype != b.dtype:
         raise op_error(PtoDtypeError, "matmul", f"a is {a.dtype.name}{list(a.shape)} but b is "
-                       f"{b.dtype.name}{list(b.shape)}; the cube multiplies operands of one dtype")
+                       f"{b.dtype.name}{list(b.shape)}; the cube multiplies operands of one dtype: "
+                       f"{mixed_dtype_remedy(a.dtype, b.dtype)}")
     if out_dtype not in OUT_DTYPES[a.dtype]:
         raise op_error(PtoDtypeError, "matmul", f"out_dtype {np.dtype(out_dtype).name} is not available for "
                        f"{a.dtype.name} operands; allowed: {names(OUT_DTYPES[a.dtype])}")
@@ -138,7 +169,7 @@ def matmul(a, b, *, out_dtype=None, transpose_a: bool = False, transpose_b: bool
     in the accumulator.
     """
     a, b = tensor("matmul", a), tensor("matmul", b)
-    check_dtype("matmul", "a", a, tuple(ACCUMULATOR))
+    _check_operands(a, b)
     out_dtype = ACCUMULATOR[a.dtype] if out_dtype is None else canonical_dtype("matmul", out_dtype)
     args = (a, b) if bias is None else (a, b, tensor("matmul", bias))
     return matmul_p.bind(*args, out_dtype=out_dtype, transpose_a=bool(transpose_a),
