@@ -30,7 +30,8 @@ import numpy as np
 from .. import ops
 from .._jax import ClosedJaxpr, Var, frames, jaxprs_in_params
 from ..errors import PtoUnsupportedError
-from ..primitives import indexing
+from ..primitives import indexing, layout
+from ..primitives.matmul import mixed_dtype_remedy
 from . import libm, windows
 from .reduce import identity
 from .gathers import dynamic_slice, dynamic_update_slice, gather, read_window, rev, rows_of, scatter, write_window
@@ -82,23 +83,59 @@ def _broadcast_in_dim(eqn, x):
     return ops.expand(ops.reshape(x, expanded), shape)
 
 
+def _matrix(x, batch_dims, rows_dims, cols_dims, shape):
+    """``x`` as the ``(*batch, rows, cols)`` matrix ``shape`` of a matmul operand and whether the cube
+    loads it transposed, where one of the two orders is ``x``'s own in GM (a reshape): the flipped one
+    ``(*batch, cols, rows)`` with matmul's transpose_a / transpose_b (the cube's ``dn`` view); else None."""
+    *batch, rows, cols = shape
+    for order, flip in (((*batch_dims, *rows_dims, *cols_dims), False), ((*batch_dims, *cols_dims, *rows_dims), True)):
+        if not layout.moves_data(x.shape, order):
+            return ops.reshape(ops.permute(x, order), (*batch, cols, rows) if flip else shape), flip
+    return None
+
+
+def _operand(x, batch_dims, rows_dims, cols_dims, shape):
+    """:func:`_matrix` of ``x``, or of the tensor a ``transpose`` made ``x`` from (``b.T`` of ``a @ b.T``:
+    ``b`` loaded transposed; the transpose, unused, then goes: :func:`_live`), else ``x`` permuted."""
+    made = _TRANSPOSED.get().get(id(x))
+    if made is not None and made[0] is x:          # x = transpose(source, p): x's dim d is source's p[d]
+        _, source, p = made
+        folded = _matrix(source, [p[d] for d in batch_dims], [p[d] for d in rows_dims], [p[d] for d in cols_dims],
+                         shape)
+        if folded is not None:
+            return folded
+    return _matrix(x, batch_dims, rows_dims, cols_dims, shape) or (
+        ops.reshape(ops.permute(x, (*batch_dims, *rows_dims, *cols_dims)), shape), False)
+
+
+def _transpose(eqn, x):
+    out = ops.permute(x, eqn.params["permutation"])
+    if out is not x:
+        _TRANSPOSED.get()[id(out)] = (out, x, tuple(eqn.params["permutation"]))
+    return out
+
+
+_TRANSPOSED = contextvars.ContextVar("transposed", default={})    # id(result) -> (result, source, permutation)
+
+
 def _dot_general(eqn, a, b):
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     lf = [d for d in range(a.ndim) if d not in lc and d not in lb]
     rf = [d for d in range(b.ndim) if d not in rc and d not in rb]
     batch = [a.shape[d] for d in lb]
     m, k, n = (math.prod(s[d] for d in ds) for s, ds in ((a.shape, lf), (a.shape, lc), (b.shape, rf)))
-    a2 = ops.reshape(ops.permute(a, (*lb, *lf, *lc)), (*batch, m, k))
-    b2 = ops.reshape(ops.permute(b, (*rb, *rc, *rf)), (*batch, k, n))
+    a2, ta = _operand(a, lb, lf, lc, (*batch, m, k))
+    b2, tb = _operand(b, rb, rc, rf, (*batch, k, n))
     if a.dtype != b.dtype and a.dtype in _FLOAT and b.dtype in _FLOAT:   # (a mixed-precision gradient's)
         a2, b2 = ops.cast(a2, np.float32), ops.cast(b2, np.float32)        # widened exactly, as XLA multiplies
     if a2.dtype != b2.dtype or a2.dtype not in (*_FLOAT, np.dtype(np.int8)):
         raise unsupported(eqn, f"multiplies {a.dtype.name} by {b.dtype.name}; the cube takes int8, fp16, bf16 or fp32 "
-                                "operands of one dtype (two float dtypes are both widened to fp32)")
+                               f"operands of one dtype (two float dtypes are both widened to fp32): "
+                               f"{mixed_dtype_remedy(a.dtype, b.dtype)}")
     out = np.dtype(eqn.outvars[0].aval.dtype)
     acc = np.dtype(np.int32) if a2.dtype == np.int8 else np.dtype(np.float32)
     native = out if out in ((acc,) if a2.dtype in (np.int8, np.float32) else (acc, a2.dtype)) else acc
-    y = ops.matmul(a2, b2, out_dtype=native)
+    y = ops.matmul(a2, b2, out_dtype=native, transpose_a=ta, transpose_b=tb)
     y = ops.reshape(y, (*batch, *[a.shape[d] for d in lf], *[b.shape[d] for d in rf]))
     if native == out:
         return y
@@ -462,7 +499,7 @@ RULES = {
                                         e.params["new_sizes"]),
     "squeeze": lambda e, x: ops.reshape(x, [n for d, n in enumerate(x.shape) if d not in e.params["dimensions"]]),
     "expand_dims": lambda e, x: ops.reshape(x, e.outvars[0].aval.shape),
-    "transpose": lambda e, x: ops.permute(x, e.params["permutation"]),
+    "transpose": _transpose,
     "concatenate": lambda e, *xs: ops.concat(xs, e.params["dimension"]),
     "slice": _slice, "dynamic_slice": dynamic_slice, "dynamic_update_slice": dynamic_update_slice,
     "gather": gather, "scatter": scatter(ops.scatter_update), "scatter-add": scatter(ops.index_add),
@@ -751,9 +788,23 @@ def _translate(eqn, invals, stack):
 
 
 def to_tensor_level(closed: ClosedJaxpr) -> ClosedJaxpr:
-    """The Tensor graph: ``closed`` with every compute eqn a ``pto.*`` op."""
-    token = _SQUEEZED.set(_squeezed_slices(closed.jaxpr))
+    """The Tensor graph: ``closed`` with every compute eqn a ``pto.*`` op, those nothing reads dropped."""
+    token, transposed = _SQUEEZED.set(_squeezed_slices(closed.jaxpr)), _TRANSPOSED.set({})
     try:
-        return retrace(closed, _rule)
+        out = retrace(closed, _rule)
     finally:
         _SQUEEZED.reset(token)
+        _TRANSPOSED.reset(transposed)
+    return ClosedJaxpr(_live(out.jaxpr), out.consts)
+
+
+def _live(jaxpr):
+    """``jaxpr`` without the eqns whose results nothing reads (a transpose that a matmul loads
+    transposed instead; ``lambda x: (x.T, x + 1)[1]``'s), effects kept; its inputs unchanged."""
+    used = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    kept = []
+    for eqn in reversed(jaxpr.eqns):
+        if eqn.effects or any(v in used for v in eqn.outvars):
+            kept.append(eqn)
+            used.update(v for v in eqn.invars if isinstance(v, Var))
+    return jaxpr if len(kept) == len(jaxpr.eqns) else jaxpr.replace(eqns=kept[::-1])
