@@ -289,16 +289,18 @@ def _symbolic_axes(aval) -> list:
 
 
 def _op_text(eqn) -> str:
-    params = " ".join(f"{k}={v}" for k, v in eqn.params.items() if k in ("axes", "axis", "offsets", "shape"))
+    params = " ".join(f"{k}={v}" for k, v in eqn.params.items()
+                      if k in ("axes", "axis", "offsets", "shape") or (k.startswith("transpose_") and v))
     operand = eqn.invars[0].aval
-    return (f"{eqn.primitive.name}[{params}] of {np.dtype(operand.dtype).name}"
+    return (f"{eqn.primitive.name}{f'[{params}]' if params else ''} of {np.dtype(operand.dtype).name}"
             f"[{', '.join(map(str, operand.shape))}]")
 
 
 def _check_row_local(name: str, symbol: str, jaxpr):
     """:class:`PtoUnsupportedError` naming kernel ``name`` and its op, where an op of its Tensor level
     (traced with the symbolic row count) reads rows other than a block's own: a reduction, scan or sort
-    along the symbolic rows, a window of them (``x[0:1]``, a row slice, ``jnp.roll``), or a gather /
+    along the symbolic rows, a matmul contracting them (``x.T @ x``), a window of them (``x[0:1]``, a
+    row slice, ``jnp.roll``), or a gather /
     scatter of whole rows of a row-carrying tensor (``x[idx]``, ``jnp.flip`` along them). Found here,
     the error says so before the template lowerings, which fail on such ops at a template's size (a
     capacity error at 768 rows, PTO-AS windows that are not a block's row tile)."""
@@ -331,12 +333,23 @@ def _check_row_local(name: str, symbol: str, jaxpr):
                     f"(axis {a}; x[{window}], a shifted row slice or jnp.roll along the rows): it reads rows "
                     f"outside a block's own row tile, but {_OWN_ROWS}; pass those rows as an argument of "
                     f"static shape (sliced outside the kernel), {_INSTEAD}")
+        elif op == "matmul" and _contracts(eqn) in rows:
+            raise PtoUnsupportedError(
+                f"pj.kernel '{name}': {_op_text(eqn)} contracts over the symbolic rows {symbol} (x.T @ x: a sum over "
+                f"every row): it needs every row at once, but {_OWN_ROWS}; do it outside the kernel on the kernel's "
+                f"result, {_INSTEAD}")
         elif op in _INDEXED and x.ndim > 1 and eqn.params["axis"] in rows:
             raise PtoUnsupportedError(
                 f"pj.kernel '{name}': {_op_text(eqn)} moves whole rows of a tensor of the symbolic rows {symbol} "
                 f"at computed indices (x[idx], jnp.take, jnp.flip along the rows): it reads rows outside a "
                 f"block's own row tile, but {_OWN_ROWS}; index a table of static rows (a gather of a static "
                 f"table by indices of {symbol} rows works), {_INSTEAD}")
+
+
+def _contracts(eqn) -> int:
+    """The axis of a ``pto.matmul``'s first operand that it contracts (K: the last, the one before with
+    ``transpose_a``)."""
+    return eqn.invars[0].aval.ndim - (2 if eqn.params.get("transpose_a") else 1)
 
 
 def _scope_constraints(specs) -> tuple:

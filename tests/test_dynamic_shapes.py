@@ -540,18 +540,32 @@ def test_a_static_width_equal_to_the_template_stays_static():
     assert f.compiles == 1
 
 
-def test_a_dim_that_follows_the_rows_off_the_leading_axis_is_unsupported():
+def test_a_matmul_contracting_the_symbolic_rows_is_unsupported():
     def gram(x):
         with pj.tile(vec=(32, 64), cube=(64, 64, 64)):
             return jnp.matmul(x.T, x)
 
     with pytest.raises(PtoUnsupportedError) as err:
         pj.kernel(gram, polymorphic_shapes=("m, 64",))(_rand((17, 64), 0))
+    assert str(err.value) == (     # x.T is the matmul's transposed load: it contracts the rows m
+        "pj.kernel 'gram': pto.matmul[transpose_a=True] of float32[m, 64] contracts over the symbolic rows m "
+        "(x.T @ x: a sum over every row): it needs every row at once, but a polymorphic kernel runs each block of "
+        "rows on its own and a block reads only its own rows; do it outside the kernel on the kernel's result, or "
+        "call the kernel without polymorphic_shapes (one compile per row count)")
+
+
+def test_a_dim_that_follows_the_rows_off_the_leading_axis_is_unsupported():
+    def twice_transposed(x):
+        with pj.tile(vec=(32, 64)):
+            return (jnp.exp(x.T) * 2).T + 1
+
+    with pytest.raises(PtoUnsupportedError) as err:
+        pj.kernel(twice_transposed, polymorphic_shapes=("m, 64",))(_rand((17, 64), 0))
     assert str(err.value) == (
-        "pj.kernel 'gram': lowered at 512 and at 768 rows, result 0 of step 0 (pto.block_call[transpose]) is "
-        "float32[64,512] at 512 rows but float32[64,768] at 768 (a dim that changes other than as the leading dim, "
-        "k times the row count); a symbolic row count needs one program for every size, with the rows as its "
-        "leading dim only")       # the same at every pair of template sizes: no word about row tiles
+        "pj.kernel 'twice_transposed': lowered at 512 and at 768 rows, result 0 of step 0 "
+        "(pto.block_call[transpose+exp+mul]) is float32[64,512] at 512 rows but float32[64,768] at 768 (a dim that "
+        "changes other than as the leading dim, k times the row count); a symbolic row count needs one program for "
+        "every size, with the rows as its leading dim only")       # the same at every pair of template sizes
 
 
 def test_a_reduction_over_the_symbolic_rows_is_not_blamed_on_the_row_tile():

@@ -129,6 +129,8 @@ def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
             tile = (*tile[:-2], ctx.wide[tuple(shape)], tile[-1])
         if templated() and rank > 1:      # rows that divide every template row count, several blocks of it
             tile = (1,) * (rank - 2) + (min(1 << (tile[-2].bit_length() - 1), TEMPLATE_ROWS), tile[-1])
+        elif templated() and rank == 1:   # a vector of the symbolic rows: its entries are the rows
+            tile = (min(1 << (tile[0].bit_length() - 1), TEMPLATE_ROWS),)
         elif whole:                       # (a template lowering keeps its rows' tiles: one program per size)
             tile = _fit_whole(tile, shape, whole, max((np.dtype(d).itemsize for d in dtypes), default=4), ctx.memory)
     return tuple(n if d in whole else max(1, min(t, n)) for d, (n, t) in enumerate(zip(shape, tile)))
