@@ -191,10 +191,11 @@ SORTED = np.array([-np.inf, -1, -0.0, 0.5, 0.5, 2, np.inf, np.nan], F32)
 QUERIES = np.array([[-np.inf, -2, 0.0, -0.0, 0.5, 1, np.inf, np.nan], [3, 2, 2.5, -1, 0.7, 1e-9, -1e-9, 9]], F32)
 
 
-@pytest.mark.parametrize("method", ["scan", "scan_unrolled", "compare_all"])
+@pytest.mark.parametrize("method", ["scan", "scan_unrolled", "compare_all", "sort"])
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_searchsorted(method, side):
-    """Segment ids of packed sequences (int32 cu_seqlens), and floats with zeros, infinities and NaN."""
+    """Segment ids of packed sequences (int32 cu_seqlens), and floats with zeros, infinities and NaN
+    (method='sort' sorted NaN in no useful order: [1, 2, 3, nan] put every query one past its place)."""
     _check(lambda cu: jnp.searchsorted(cu, jnp.arange(0, 520, 3, dtype=jnp.int32), side=side, method=method) - 1, CU)
     _check(lambda a, v: jnp.searchsorted(a, v, side=side, method=method), SORTED, QUERIES)
 
@@ -203,8 +204,8 @@ def test_searchsorted_over_batched_sorted_arrays():
     a = np.sort(RNG.normal(size=(3, 20)).astype(F32), axis=1)
     v = RNG.normal(size=(3, 5)).astype(F32)
     _check(jax.vmap(lambda a, v: jnp.searchsorted(a, v, method="compare_all")), a, v)
-    with pytest.raises(pj.PtoUnsupportedError, match=r"jnp\.searchsorted at .*method='scan'.*not \(3, 20\): "
-                                                     r"pass method='compare_all' or method='sort'"):
+    with pytest.raises(pj.PtoUnsupportedError, match=r"jnp\.searchsorted at .*not \(3, 20\): "
+                                                     r"pass method='compare_all'"):
         pj.kernel(jax.vmap(lambda a, v: jnp.searchsorted(a, v)))(a, v)
 
 

@@ -687,15 +687,25 @@ def _primitives(jaxpr) -> set:
                                                          for j in jaxprs_in_params(e.params)))
 
 
+_SEARCHES = ("_searchsorted_scan_impl", "_searchsorted_sort_impl")
+
+
 def _searchsorted(eqn, a, v):
-    """``jnp.searchsorted``'s default ``method='scan'`` (a binary search on uint32 bounds, a dtype no tile
-    holds) as ``method='compare_all'`` computes it: per query the count of the sorted array's entries
-    before it (``a < v`` for side 'left', whose search compares ``v <= a[mid]``; ``a <= v`` for 'right'),
-    floats in the order of ``jnp.sort`` (-0.0 = +0.0, NaN last) — the same index for a sorted ``a``."""
+    """``jnp.searchsorted``'s ``method='scan'`` (the default: a binary search on uint32 bounds, a dtype no
+    tile holds) and ``method='sort'`` (a sort of the array and the queries, whose NaN order no sort here
+    keeps) as ``method='compare_all'`` computes it: per query the count of the sorted array's entries
+    before it (``a < v`` for side 'left'; ``a <= v`` for 'right'), floats in the order of ``jnp.sort``
+    (-0.0 = +0.0, NaN last) — the same index for a sorted ``a``. The side: the scan's search compares
+    ``v <= a[mid]`` (``le_to``) for 'left'; the sort puts the queries before the array for 'left'."""
+    body = eqn.params["jaxpr"].jaxpr
+    if eqn.params["name"] == "_searchsorted_sort_impl":
+        joined = next(e for e in body.eqns if e.primitive.name == "concatenate")
+        left = joined.invars[0] is not body.invars[0]
+    else:
+        left = "le_to" in _primitives(body)
     if a.ndim != 1:
-        raise unsupported(eqn, f"(jnp.searchsorted's default method='scan') is translated for one 1-D sorted array, "
-                               f"not {tuple(a.shape)}: pass method='compare_all' or method='sort'")
-    left = "le_to" in _primitives(eqn.params["jaxpr"])
+        raise unsupported(eqn, f"(jnp.searchsorted) is translated for one 1-D sorted array, not {tuple(a.shape)}: "
+                               "pass method='compare_all'")
     shape = (a.shape[0], *v.shape)
     a = ops.expand(ops.reshape(a, (a.shape[0],) + (1,) * v.ndim), shape)
     v = ops.expand(ops.reshape(v, (1, *v.shape)), shape)
@@ -752,7 +762,7 @@ def _translate(eqn, invals, stack):
         return _inline_kernel(eqn, invals, stack)
     elif _polymorphic(eqn):
         raise PtoUnsupportedError(_POLYMORPHIC)
-    elif name in ("jit", "pjit") and eqn.params.get("name") == "_searchsorted_scan_impl" and not const:
+    elif name in ("jit", "pjit") and eqn.params.get("name") in _SEARCHES and not const:
         return [_searchsorted(eqn, *invals)]
     elif name in _INLINE:
         body, consts = body_of(eqn.params.get("call_jaxpr") or eqn.params.get("jaxpr"))
