@@ -17,13 +17,14 @@ def _scaled_sum(x, y):
         return jnp.sum(x * y, axis=-1, keepdims=True) + x
 
 
-def _scaled_sum_by(x, y, s):
-    """``_scaled_sum`` times a scalar input: the host reads the scalar, so jax.jit keeps the host callback."""
+def _looped_sum(x, y, n):
+    """``_scaled_sum`` as a loop of ``n`` (one) trips: the host reads the trip count, so jax.jit keeps the
+    host callback."""
     with tile(vec=(8, 128)):
-        return (jnp.sum(x * y, axis=-1, keepdims=True) + x) * s
+        return jax.lax.fori_loop(0, n, lambda i, c: jnp.sum(x * y, axis=-1, keepdims=True) + c, x)
 
 
-_ONE = np.float32(1)
+_ONE = np.int32(1)
 
 
 def _subnormal_inputs(rows=64):
@@ -84,7 +85,7 @@ def test_flushing_everywhere_warns(monkeypatch):
 @pytest.mark.parametrize("executor", ["simulated", "threads"])
 def test_the_host_callback_under_jit_keeps_subnormals_as_the_eager_call_does(executor):
     x, y = _subnormal_inputs()
-    kernel = pj.kernel(_scaled_sum_by, executor=executor)
+    kernel = pj.kernel(_looped_sum, executor=executor)
     assert "callback" in jax.jit(kernel).lower(x, y, _ONE).as_text()
     eager = np.asarray(kernel(x, y, _ONE))
     jitted = np.asarray(jax.jit(kernel)(x, y, _ONE))
@@ -123,7 +124,7 @@ def test_walks_and_tapes_under_jit_keep_subnormals():
     the kept plan (its tapes): both keep subnormals, bit for bit the eager call, and the row sums
     (``trowsum``'s fold, run on NumPy) are IEEE's."""
     x, y = _subnormal_inputs(rows=256)
-    kernel = pj.kernel(_scaled_sum_by)
+    kernel = pj.kernel(_looped_sum)
     eager = np.asarray(kernel(x, y, _ONE))
     jitted = jax.jit(kernel)
     first, again = np.asarray(jitted(x, y, _ONE)), np.asarray(jitted(x, y, _ONE))
