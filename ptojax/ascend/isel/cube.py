@@ -169,7 +169,6 @@ def dn_partition(sel, s: asm.PartitionView):
                       f"{sel.types[sel.cube.dn_views[s.view]]} -> {t}")
 
 
-
 def _flat_row(sel, offsets, extents) -> str:
     """The flattened row ``((o0 * d1 + o1) * d2 + ...)`` of per-dim row offsets (index SSA names)."""
     row = offsets[0]
