@@ -32,7 +32,7 @@ from ..primitives import reduce as R
 from .topk import pad_value
 
 OPS = {"sum": R.sum, "prod": R.prod, "amax": R.amax, "amin": R.amin, "argmax": R.argmax, "argmin": R.argmin}
-_EXTREMUM = {"argmax": "amax", "argmin": "amin"}
+EXTREMUM = {"argmax": "amax", "argmin": "amin"}     # an arg-reduction -> the extremum it finds
 _LOW_FLOATS = ("float16", "bfloat16")
 
 
@@ -72,7 +72,7 @@ def staged_reduce(x, *, op: str, axis: int, keepdims: bool, limit: int, step: in
     ``step``) entries, repeated until the axis fits one chunk (pto ops on tensors). ``argmax`` /
     ``argmin``: each chunk's extremum and its index, the first chunk holding the extremum of those
     (NaN counts as one, as in the one-stage op), and that chunk's index offset to the axis."""
-    if op in _EXTREMUM:
+    if op in EXTREMUM:
         return _staged_arg(x, op, axis, keepdims, limit, step)
     dtype = np.dtype(x.dtype)
     wide = op in ("sum", "prod") and dtype.name in _LOW_FLOATS
@@ -116,14 +116,19 @@ def reduce_axes(x, *, op: str, axes, keepdims: bool):
 def _staged_arg(x, op, axis, keepdims, limit, step):
     if x.shape[axis] <= limit:
         return OPS[op](x, axis, keepdims=keepdims)
-    chunks, chunk = _chunked(x, _EXTREMUM[op], axis, limit, step)
-    best = OPS[_EXTREMUM[op]](chunks, axis + 1)             # (..., runs, ...): NaN where a chunk holds one
+    chunks, chunk = _chunked(x, EXTREMUM[op], axis, limit, step)
+    best = OPS[EXTREMUM[op]](chunks, axis + 1)             # (..., runs, ...): NaN where a chunk holds one
     at = OPS[op](chunks, axis + 1)
-    runs = best.shape[axis]
     which = _staged_arg(best, op, axis, True, limit, step)           # (..., 1, ...): the first best chunk
-    order = np.arange(runs, dtype=np.int32).reshape((runs,) + (1,) * (x.ndim - axis - 1))
-    index = E.where(E.eq(which, order), E.add(at, order * np.int32(chunk)), np.int32(0))
-    return R.sum(index, axis, keepdims=keepdims)                     # the one nonzero term (or 0)
+    return _in_chunk(which, at, chunk, axis, keepdims)
+
+
+def _in_chunk(which, at, chunk, axis, keepdims):
+    """The index along ``axis`` of the entry ``at`` holds for each chunk of ``chunk`` entries, in the chunk
+    ``which`` names (``(..., 1, ...)``): the one nonzero term of a sum over the chunks (or 0)."""
+    runs = at.shape[axis]
+    order = np.arange(runs, dtype=np.int32).reshape((runs,) + (1,) * (at.ndim - axis - 1))
+    return R.sum(E.where(E.eq(which, order), E.add(at, order * np.int32(chunk)), np.int32(0)), axis, keepdims=keepdims)
 
 
 def first_extremum(x, *, op: str, axes, keepdims: bool, segments: int = 1):
@@ -135,7 +140,7 @@ def first_extremum(x, *, op: str, axes, keepdims: bool, segments: int = 1):
     (axis,) = axes
     lead, size = x.shape[:axis], x.shape[axis] // segments
     rows = L.reshape(x, (math.prod(lead) * segments, size))
-    best = OPS[_EXTREMUM[op]](rows, 1, keepdims=True)
+    best = OPS[EXTREMUM[op]](rows, 1, keepdims=True)
     hit = E.eq(rows, best)
     if jnp.issubdtype(x.dtype, jnp.floating):
         hit = E.logical_or(hit, E.ne(rows, rows))
@@ -143,8 +148,7 @@ def first_extremum(x, *, op: str, axes, keepdims: bool, segments: int = 1):
     at = L.reshape(R.amin(E.where(hit, index, np.int32(size)), 1), lead + (segments,))
     if segments > 1:                                # the first segment holding the best of the segments'
         which = OPS[op](L.reshape(best, lead + (segments,)), axis, keepdims=True)
-        order = np.arange(segments, dtype=np.int32)
-        at = R.sum(E.where(E.eq(which, order), E.add(at, order * np.int32(size)), np.int32(0)), axis, keepdims=True)
+        at = _in_chunk(which, at, size, axis, keepdims=True)
     return at if keepdims else L.reshape(at, lead)
 
 

@@ -37,7 +37,7 @@ from . import ir
 from .gathers import row_chunk, rows_of
 from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
 from .reduce import OPS as STAGED_REDUCTIONS
-from .reduce import first_extremum, reduce_axes, scan_chunk, staged_cumsum, staged_reduce
+from .reduce import EXTREMUM, first_extremum, reduce_axes, scan_chunk, staged_cumsum, staged_reduce
 from .rowform import REDUCTIONS as ROW_REDUCTIONS
 from .rowform import keep_rows
 from .scope import TileConfig, read
@@ -684,7 +684,7 @@ def _looped_arg(ctx, eqn, x) -> int:
     side — the most that divide the row in aligned segments of at least :data:`SEGMENT_TILES` default
     tile rows and give the vector cores at most a block each (:data:`WIDE_ROW_BLOCKS`); else 0 (stages
     through GM)."""
-    extremum = {"argmax": "amax", "argmin": "amin"}.get(ctx.op)
+    extremum = EXTREMUM.get(ctx.op)
     if extremum is None or x.dtype == np.bool_ or _staged_reduce_axis(ctx, eqn, x) is None \
             or not _loops_row(ctx, eqn, x, extremum):
         return 0
