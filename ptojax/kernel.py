@@ -373,7 +373,7 @@ class Compiled:
             start += arg.num_leaves
         return frozenset(donated)
 
-    def profile(self, *args, policy: str = "mpmd", compute: bool = True):
+    def profile(self, *args, policy: str = "mpmd", compute: bool = True, **size):
         """A simulated run on the target's cost model: a :class:`~ptojax.mpmd.Profile`
         (``makespan_us``, ``lower_bound_us``, ``label_us``, ``save(path)``, ``swimlane(path)``).
 
@@ -382,10 +382,17 @@ class Compiled:
         large shapes (a kernel whose host reads device data still needs ``compute=True``). Without
         arguments (or with ``jax.ShapeDtypeStruct`` ones), the profile of the compiled shapes where no
         argument's value steers the schedule;
-        a :class:`~ptojax.errors.PtoArgumentError` names the arguments it needs otherwise."""
-        return self._profile(args, policy, compute, "profile")
+        a :class:`~ptojax.errors.PtoArgumentError` names the arguments it needs otherwise. (A size such
+        as ``m=`` is for a polymorphic compile; here it is an error naming the compiled shapes.)"""
+        return self._profile(args, policy, compute, "profile", size)
 
-    def _profile(self, args, policy, compute, call: str):
+    def _profile(self, args, policy, compute, call: str, size: dict):
+        if size:
+            raise PtoArgumentError(
+                f"pj.kernel '{self.name}': {call}({', '.join(f'{k}={v!r}' for k, v in size.items())}): this compile "
+                f"has the concrete shapes {_describe(self.avals)}, no symbolic size to bind; {call} it without "
+                "sizes, or lower with symbolic shapes (jax.ShapeDtypeStruct of jax.export.symbolic_shape) for a "
+                "polymorphic compile")
         if self.lowering.symbolic:      # backend="xla" (a sim kernel's symbolic compile is polymorphic)
             raise PtoUnsupportedError(
                 f"pj.kernel '{self.name}': {call} of a kernel lowered with the symbolic shapes "
@@ -425,14 +432,14 @@ class Compiled:
         return (f"the value{'s' * (len(named) > 1)} of {' and '.join(named)} decide{'s' * (len(named) == 1)} "
                 "which tasks run")
 
-    def report(self, path, *args, policy: str = "mpmd", title: str | None = None):
+    def report(self, path, *args, policy: str = "mpmd", title: str | None = None, **size):
         """Profile on ``args`` (none: the compiled shapes, where no argument's value steers the
         schedule) and write a self-contained HTML report to ``path`` (swimlane, per-core load, lower bound,
         time per label, idle time, critical path, bubbles, fusion, block graph, every level's text); returns the
         :class:`~ptojax.mpmd.Profile`. See :mod:`ptojax.report`."""
         from . import report
 
-        profile = self._profile(args, policy, True, "report")
+        profile = self._profile(args, policy, True, "report", size)
         report.write(path, profile, self, title=title)
         return profile
 
@@ -475,7 +482,6 @@ class Kernel:
         specs = jax.tree.unflatten(tree, [_spec(_aval(x)) for x in flat])
         tgt = get_target(self.options.target)
         memory = tgt.memory
-        text = None                                     # the last try's PTO-AS text
         while True:
             try:
                 lowering = lower(self.fn, *specs, options=self.options.pass_options, memory=memory)
@@ -485,15 +491,15 @@ class Kernel:
                 raise _traced_value_error(self.name, self.fn, args, tree, err) from err
             if self.options.backend != "sim" or lowering.symbolic:
                 return Lowered(self, lowering, _avals(flat))
-            code = None
             try:                                        # codegen places the tiles, check_fit as ptoas plans them
                 code = ascend.compile_kernel(lowering, memory, tgt)
                 code.check_fit()
                 return Lowered(self, lowering, _avals(flat), code)
             except PtoCapacityError:
-                last, text = text, code.pto() if code is not None else None
-                if memory.tile_bytes <= MIN_TILE_BYTES or (text is not None and text == last):
-                    raise       # the smallest default tiles, or halving left the text as it was: the user's tiles
+                # down to the smallest default tiles, even where a halving leaves the text as it was: a
+                # reduction that one halving leaves whole may stage at the next
+                if memory.tile_bytes <= MIN_TILE_BYTES:
+                    raise
                 memory = dataclasses.replace(memory, tile_bytes=memory.tile_bytes // 2)
 
     def _compile(self, lowered: Lowered) -> Compiled:

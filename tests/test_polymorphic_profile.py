@@ -72,6 +72,16 @@ def test_a_symbolic_lower_compiles_to_the_polymorphic_compile(poly):
                                      "shapes given are symbolic): ")
 
 
+def test_a_size_given_to_a_concrete_compile_is_an_error_naming_its_shapes():
+    """``profile(m=...)`` / ``report(path, m=...)`` of a compile for concrete shapes: a PtoArgumentError that
+    names the size given and the compiled shapes (it has no symbol to bind), not a TypeError."""
+    compiled = pj.kernel(seed_kernel).lower(*_seed_args(16)).compile()
+    for call in (lambda: compiled.profile(m=3), lambda: compiled.report("unused.html", m=3)):
+        with pytest.raises(PtoArgumentError, match=r"\(m=3\): this compile has the concrete shapes "
+                                                   r"\(float32\[16, 64\], float32\[16, 64\], float32\[64, 32\]\)"):
+            call()
+
+
 def test_a_symbolic_lower_then_export_is_one_compile():
     """``jax.export`` of the kernel after ``lower(...).compile()`` replays the same compile: no second one."""
     m, = jax.export.symbolic_shape("m")
