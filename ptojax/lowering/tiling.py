@@ -724,8 +724,7 @@ def _kept_wide_row(ctx, eqn, x) -> bool:
     (:func:`_loops_row`): it reduces with ``keepdims`` (the R×1 result a row loop accumulates), then a
     reshape (free: a GM reinterpretation) drops the unit dim — one looping program per row block, as
     rows of at most ``max_cols`` columns are one whole-row program."""
-    return (ctx.op in _LOOPED and not eqn.params["keepdims"] and x.ndim >= 2 and x.shape[-1] > ctx.memory.max_cols
-            and _loops_row(ctx, eqn, x))
+    return ctx.op in _LOOPED and not eqn.params["keepdims"] and x.ndim >= 2 and _loops_row(ctx, eqn, x)
 
 
 def _staged_reduce_axis(ctx, eqn, x):
@@ -751,13 +750,31 @@ def _staged_reduce_axis(ctx, eqn, x):
         return axis, min(ctx.memory.max_cols, max(step, limit)), step
     tile = vector_tile(ctx, x.shape, [x.dtype], whole=(axis,))
     per_row = aligned_bytes(tile[:axis] + (1,) + tile[axis + 1:], x.dtype, ctx.memory.align)
-    limit = min(ctx.memory.max_rows // max(1, math.prod(tile[:-1]) // n),
-                stage_bytes(ctx.memory, ctx) // max(1, per_row))
+    budget = min(stage_bytes(ctx.memory, ctx), column_stage_bytes(ctx.memory, ctx.op, x.dtype))
+    limit = min(ctx.memory.max_rows // max(1, math.prod(tile[:-1]) // n), budget // max(1, per_row))
     if n > limit and limit < 2:                 # a stage of one slice would reduce nothing
         raise PtoCapacityError(f"pto.{ctx.op}{_at(ctx)}: a slice of reduced axis {axis} under vec tile "
                                f"{tile[:axis] + tile[axis + 1:]} takes {per_row} bytes; a stage of the reduction "
-                               f"holds {stage_bytes(ctx.memory, ctx)} bytes, two slices at least: use a smaller vec tile")
+                               f"holds {budget} bytes, two slices at least: use a smaller vec tile")
     return (axis, limit, 1) if n > limit else None
+
+
+# UB a reduction over a leading axis takes at once, in tiles as large as its source (the source among them),
+# as selection emits it: the float arg-reductions' NaN pass, an integer sum's transpose and row-sum work
+# tile, the float32 copies of float16 / bfloat16 and the int16 / int32 ones of int8 (test_reduce bounds it)
+_COLUMN_WORK = {"float32": {"amax": 2.25, "amin": 2.25, "argmax": 4.25, "argmin": 4.25},
+                "float16": {"sum": 2.25, "prod": 2.25, "amax": 2.25, "amin": 2.25, "argmax": 4.25, "argmin": 4.25},
+                "bfloat16": {"sum": 2.25, "prod": 2.25, "amax": 5, "amin": 5, "argmax": 7.25, "argmin": 7.25},
+                "int32": {"sum": 3, "argmax": 3, "argmin": 3},
+                "int8": {"sum": 12, "prod": 4.5, "amax": 3, "amin": 3, "argmax": 16, "argmin": 16}}
+
+
+def column_stage_bytes(memory: CoreMemory, op: str, dtype) -> int:
+    """The most bytes a stage of ``op`` (a reduction) over a leading axis may read at once: what leaves
+    its work tiles (:data:`_COLUMN_WORK`, 1 where unlisted; 16, the most, for a dtype unlisted) and 1 KiB
+    of small tiles within the UB."""
+    work = _COLUMN_WORK.get(np.dtype(dtype).name)
+    return int((memory.ub - 1024) / (16 if work is None else work.get(op, 1)))
 
 
 def _split_reduce_axes(ctx, eqn, x) -> bool:
