@@ -42,12 +42,12 @@ class TileConfig:
 def _shape(kind, value, rank=None, who="pj.tile"):
     """``value`` as a tile shape; ``who`` names the setting in errors (``pj.tile``, or a pass option)."""
     try:
-        shape = tuple(int(v) for v in value)
-        exact = all(float(v) == s for v, s in zip(value, shape))
-    except (TypeError, ValueError, OverflowError):   # OverflowError: int(inf)
+        exact = all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in value)
+    except TypeError:                                 # not iterable
         exact = False
-    if not exact:
+    if not exact or isinstance(value, (str, bytes)):
         raise PtoArgumentError(f"{who}: {kind} tile must be a tuple of ints, got {value!r}")
+    shape = tuple(int(v) for v in value)
     if not shape or any(s < 1 for s in shape) or (rank and len(shape) != rank):
         want = f"{rank} positive ints" if rank else "positive ints"
         raise PtoArgumentError(f"{who}: {kind} tile {shape} must be {want}")
