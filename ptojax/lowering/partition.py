@@ -793,6 +793,10 @@ class _Partitioner:
             return None
         if _wide_reduction(group, self.memory):
             return self.wide_rows(jaxpr, group, split)
+        if len(group) == 1 and _wide_reduction(group, self.memory, 0):
+            looped = self.overfull_row(jaxpr, group)
+            if looped is not None:
+                return [looped]
         try:
             return [self.block(jaxpr, group)]
         except PtoCapacityError as err:
@@ -822,6 +826,24 @@ class _Partitioner:
                 segments.append(current)
                 current = [eqn]
         return [self.block(jaxpr, seg, note=f"split from a fused group: {why}") for seg in segments + [current]]
+
+    def overfull_row(self, jaxpr, group):
+        """A lone reduction left whole over rows that the user's tile splits (``tiling._loops_row``) whose
+        program overfills a buffer as the backend plans it: a row loop over column chunks of its rows
+        (``rowloop.fuse`` with ``memory``); None where its program fits or no loop forms."""
+        if not self.options.get("row_loops", _grid(group[0]).label, True):
+            return None
+        try:
+            programs = self.block(jaxpr, group, keep=False)
+            if all(b <= self.memory.buffer(loc) for program in programs for loc, b in program.footprint):
+                return None
+        except PtoCapacityError:
+            pass
+        fused = rowloop.fuse(group, _escaping(jaxpr, group), self.memory)
+        if fused is None:
+            return None
+        return self.row_block(group, fused, "long rows: a whole-row tile overfills the buffers; the row loops "
+                                            "over column chunks", lone=True)
 
     def wide_rows(self, jaxpr, group, split):
         """The blocks of a group with a reduction over rows wider than a tile row holds (the tile pass
@@ -863,12 +885,14 @@ class _Partitioner:
                     raise
 
 
-def _wide_reduction(group, memory) -> bool:
-    """Whether a member of ``group`` reduces rows wider than a tile row (``memory.max_cols``) whole."""
+def _wide_reduction(group, memory, wider_than=None) -> bool:
+    """Whether a member of ``group`` reduces rows wider than ``wider_than`` columns (default: a tile row,
+    ``memory.max_cols``) whole."""
+    cols = memory.max_cols if wider_than is None else wider_than
     for eqn in group:
         spec = _grid(eqn)
         if spec is not None and spec.kind == "vector" and any(
-                (r := rowloop._reduction(p.body)) and r[0].params["window"].shape[-1:] > (memory.max_cols,)
+                (r := rowloop._reduction(p.body)) and r[0].params["window"].shape[-1:] > (cols,)
                 for p in spec.parts):
             return True
     return False

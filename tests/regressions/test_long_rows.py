@@ -139,15 +139,16 @@ def test_halving_the_default_tile_size_leaves_the_users_tiles_as_they_are(shape,
             assert pj.lower(tiled(softmax, vec), x, options=options, memory=small).as_text("tile") == base
 
 
-def test_the_capacity_error_of_a_whole_row_reduction_names_its_tile_and_the_rows():
-    """jnp.sum(x, -1) on (64, 2000) f32 under vec (16, 512): the sum keeps its 2000-column rows whole
-    (16 x 2000 x 4 B, and a tmp tile as large); fewer columns in the tile cannot help, fewer rows can."""
-    x = jax.ShapeDtypeStruct((64, 2000), np.float32)
-    with pytest.raises(pj.PtoCapacityError) as err:
-        pj.kernel(tiled(row_sum, (16, 512), "R")).lower(x)
-    msg = str(err.value)
-    assert "(16, 2000)" in msg and "fewer rows" in msg and "smaller vec tile" not in msg
-    assert "row_loops" not in msg                       # row loops are on: nothing to say about them
+@pytest.mark.parametrize("fn", [row_sum, lambda x: jnp.max(x, -1)])
+def test_a_lone_row_reduction_whose_whole_row_tile_overfills_loops_over_column_chunks(fn):
+    """jnp.sum / jnp.max over rows of (64, 2000) f32 under vec (16, 512): a whole-row tile (16 x 2000 x
+    4 B, and a tmp tile as large, and the max's NaN pass) overfills the UB; with row loops on the
+    reduction loops over column chunks of its rows in one program (it was refused), with row loops off
+    the capacity error says what a row loop would do."""
+    x = np.random.default_rng(3).uniform(-1, 1, (64, 2000)).astype(np.float32)
+    compiled = pj.kernel(tiled(fn, (16, 512), "R")).lower(x).compile()
+    assert len(compiled.lowering.programs) == 1 and "scf.for" in compiled.as_text("pto")
+    np.testing.assert_allclose(np.asarray(compiled(x)), np.asarray(fn(x)), rtol=1e-5, atol=1e-5)
     with pytest.raises(pj.PtoCapacityError, match=r"\(16, 2000\).*row_loops is off for label 'R'"):
         _overfilled_staged_sum()
 
@@ -206,3 +207,17 @@ def test_a_default_tile_override_that_changes_nothing_is_an_error_as_a_labels_is
 
     low = pj.lower(mixed, x, options={"tiles": {"DEFAULT": {"vec": (8, 128)}}})
     assert "8x128" in low.as_text("tile") or "[8*i0:+8" in low.as_text("tile")
+
+
+@pytest.mark.parametrize("vec", [(64, 64), (16, 128)])
+def test_a_row_reduction_without_keepdims_fuses_into_one_row_loop(vec):
+    """sum(tanh(x), -1) over (64, 1024) under a vec tile that splits the row: one program looping over
+    the column tiles, as with ``keepdims=True`` (it was refused under (64, 64), two programs meeting in GM
+    under (16, 128): only rows past a tile row took the keepdims form a row loop accumulates)."""
+    x = np.random.default_rng(4).uniform(-1, 1, (64, 1024)).astype(np.float32)
+
+    def fn(a):
+        return jnp.sum(jnp.tanh(a), axis=-1)
+    compiled = pj.kernel(tiled(fn, vec)).lower(x).compile()
+    assert [p.name for p in compiled.lowering.programs] == ["tanh+sum"]
+    np.testing.assert_allclose(np.asarray(compiled(x)), np.asarray(fn(x)), rtol=1e-5, atol=1e-5)
