@@ -166,6 +166,12 @@ def scalar_binary(sel, s, ins, outs, base, scalar_first=None):
         full = sel.like(tile)
         sel.emit("texpands", [sel.const(sel.values[scalar], dtype)], [full])
         return sel.emit(f"t{base}", [full, tile], outs)
+    if base in ("shl", "shr") and not 0 <= sel.values[scalar] < 8 * asm.DTYPES[dtype].itemsize:
+        # a count past the width (ptoas refuses a negative one): as XLA, 0 but for a signed right shift,
+        # which fills with the sign (the shift by the width less one)
+        if base == "shl" or dtype.startswith("u"):
+            return sel.emit("texpands", [sel.const(0, dtype)], outs)
+        return sel.emit("tshrs", [tile, sel.const(8 * asm.DTYPES[dtype].itemsize - 1, dtype)], outs)
     if base in ("fmod", "shl", "shr"):
         return sel.emit(f"t{base}s", [tile, sel.const(sel.values[scalar], dtype)], outs)
     if not scalar_first or base in ("add", "mul", "max", "min"):
