@@ -143,8 +143,13 @@ def _dot_general(eqn, a, b):
         else ops.cast(y, out, saturate=False)
 
 
-def _reduce(op):
-    return lambda eqn, x: op(x, tuple(eqn.params["axes"]))
+def _reduce(op, on_bools=None):
+    """A reduction over ``eqn``'s axes; ``on_bools``: its rule where ``x`` is bool (``jnp.max`` of a mask)."""
+    def rule(eqn, x):
+        if on_bools is not None and x.dtype == np.bool_:
+            return on_bools(eqn, x)
+        return op(x, tuple(eqn.params["axes"]))
+    return rule
 
 
 def _arg_reduce(op):
@@ -461,11 +466,22 @@ def _total_eq(x, y):
     return ops.logical_not(ops.logical_or(_total_order(x, y, strict=True), _total_order(y, x, strict=True)))
 
 
+def _ordered_bools(op, on_bools):
+    """``op`` (a comparison, max or min), in its form as logic where both operands are bool (False < True):
+    the vector units compare numbers only."""
+    def rule(e, x, y):
+        if all(np.dtype(getattr(v, "dtype", None) or np.asarray(v).dtype) == np.bool_ for v in (x, y)):
+            return on_bools(x, y)
+        return op(x, y)
+    return rule
+
+
+_AND, _OR, _NOT = ops.logical_and, ops.logical_or, ops.logical_not
 RULES = {
     "add": lambda e, x, y: ops.add(x, y), "add_any": lambda e, x, y: ops.add(x, y),    # add_any: grad's sums
     "sub": lambda e, x, y: ops.sub(x, y),
-    "mul": lambda e, x, y: ops.mul(x, y), "max": lambda e, x, y: ops.maximum(x, y),
-    "min": lambda e, x, y: ops.minimum(x, y), "pow": _pow,
+    "mul": lambda e, x, y: ops.mul(x, y), "max": _ordered_bools(ops.maximum, _OR),
+    "min": _ordered_bools(ops.minimum, _AND), "pow": _pow,
     "rem": lambda e, x, y: ops.fmod(x, y),
     "and": lambda e, x, y: ops.bitwise_and(x, y), "or": lambda e, x, y: ops.bitwise_or(x, y),
     "xor": lambda e, x, y: ops.bitwise_xor(x, y), "not": lambda e, x: ops.bitwise_not(x),
@@ -486,10 +502,12 @@ RULES = {
                                    ops.where(ops.lt(x, np.zeros((), x.dtype)), -np.ones((), x.dtype),   # NaN, and is
                                              ops.mul(x, np.zeros((), x.dtype)))),  # ±0 for a subnormal flushed to 0
     "integer_pow": _integer_pow, "convert_element_type": _convert,
-    "eq": lambda e, x, y: ops.eq(x, y), "ne": lambda e, x, y: ops.ne(x, y), "lt": lambda e, x, y: ops.lt(x, y),
-    "le": lambda e, x, y: ops.le(x, y), "gt": lambda e, x, y: ops.gt(x, y), "ge": lambda e, x, y: ops.ge(x, y),
+    "eq": lambda e, x, y: ops.eq(x, y), "ne": lambda e, x, y: ops.ne(x, y), "lt": _ordered_bools(ops.lt, lambda x, y: _AND(_NOT(x), y)),
+    "le": _ordered_bools(ops.le, lambda x, y: _OR(_NOT(x), y)), "gt": _ordered_bools(ops.gt, lambda x, y: _AND(x, _NOT(y))),
+    "ge": _ordered_bools(ops.ge, lambda x, y: _OR(x, _NOT(y))),
     "select_n": _select_n, "clamp": lambda e, lo, x, hi: ops.clip(x, lo, hi),
-    "reduce_sum": _reduce(ops.sum), "reduce_max": _reduce(ops.amax), "reduce_min": _reduce(ops.amin),
+    "reduce_sum": _reduce(ops.sum), "reduce_max": _reduce(ops.amax, _bool_reduce(ops.amax)),
+    "reduce_min": _reduce(ops.amin, _bool_reduce(ops.amin)),
     "reduce_prod": _reduce(ops.prod), "argmax": _arg_reduce(ops.argmax), "argmin": _arg_reduce(ops.argmin),
     "cumsum": lambda e, x: ops.cumsum(x, e.params["axis"], reverse=e.params["reverse"]),
     "cummax": _cumulative(ops.maximum, "amax"), "cummin": _cumulative(ops.minimum, "amin"),
