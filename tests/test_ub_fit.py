@@ -6,6 +6,7 @@ overflow" — and names the function where tiles the user chose do not fit. The 
 PTOAS comparisons skip, except in CI, where they fail."""
 import os
 import re
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,7 @@ import pytest
 import ptojax as pj
 from helpers import BF16
 from ptojax.ascend.isel import liveness
-from ptojax.ascend.ptoas import find_ptoas
+from ptojax.ascend.ptoas import PtoasError, assemble, find_ptoas
 from ptojax.lowering.memory import ASCEND_CORE
 
 needs_ptoas = pytest.mark.skipif(not find_ptoas() and os.environ.get("CI") != "true",
@@ -73,12 +74,11 @@ def test_an_elementwise_op_whose_tiles_you_chose_overfill_the_ub_runs_them_in_pi
 @needs_ptoas
 @pytest.mark.parametrize("fn", [jnp.tanh, jnp.round, jax.scipy.special.erfc], ids=["tanh", "round", "erfc"])
 def test_the_plan_is_ptoas_plan_where_tiles_must_share_the_ub(fn):
-    """On a program without loops whose tiles together pass the UB (else PTOAS places them without
-    reuse), the first-fit plan places every tile where PTOAS does: the same high-water mark."""
+    """On a program whose tiles together pass the UB (else PTOAS places them without reuse), the plan
+    places every tile where PTOAS does: the same high-water mark."""
     compiled = pj.kernel(fn).lower(X[:64]).compile()
     (text,) = liveness.functions(compiled.code.pto()).values()
-    sizes, _, _ = liveness._lifetimes(text.splitlines())
-    assert sum(sizes.values()) > ASCEND_CORE.ub
+    assert sum(b.size for b in liveness.buffers(text)) > ASCEND_CORE.ub
     assert liveness.ub_plan(text) == _ptoas_top(compiled.ptoas())
 
 
@@ -95,7 +95,72 @@ def test_an_op_whose_own_tiles_overfill_the_ub_runs_in_pieces_ptoas_places():
     (program,) = compiled.lowering.programs
     assert "each tile in 2 pieces" in program.note and compiled.profile().tasks == 4
     (text,) = liveness.functions(compiled.code.pto()).values()
-    sizes, _, _ = liveness._lifetimes(text.splitlines())
-    assert sum(sizes.values()) > ASCEND_CORE.ub
+    assert sum(b.size for b in liveness.buffers(text)) > ASCEND_CORE.ub
     assert liveness.ub_plan(text) == _ptoas_top(compiled.ptoas()) <= ASCEND_CORE.ub
     np.testing.assert_array_equal(np.asarray(compiled(a, b)), a + b)
+
+
+def _ptoas_verdict(text: str) -> tuple[str, int]:
+    """PTOAS's plan of a one-function module: ``("ok", its top)`` (32-byte rounded, as the plan rounds)
+    or ``("overflow", the bytes its "vec overflow" requires)``."""
+    try:
+        cpp = assemble(text, insert_sync=False)
+    except PtoasError as error:
+        need = re.search(r"vec overflow, requires (\d+) bits", str(error))
+        assert need, str(error)
+        return "overflow", int(need.group(1)) // 8
+    return "ok", -(-_ptoas_top(cpp) // 32) * 32
+
+
+CASES = Path(__file__).parent / "ub_plan_cases"
+# One-function modules ptojax printed (with the UB check off or looser), and PTOAS's verdict on each.
+PLANNED = {
+    "int8_select_chain": ("overflow", 236800),   # PTOAS refused it where first fit said 192000 B fit:
+                                                 # 40 roll-backs, split bounds, then "requires 1894400 bits"
+    "int8_select": ("ok", 179200),               # fits after roll-backs
+    "bf16_select_chain": ("ok", 195200),         # 8 roll-backs, 1408 bytes to spare
+    "bf16_compare": ("overflow", 230400),        # roll-backs, then split bounds, then overflow
+    "bf16_row_max": ("ok", 196608),              # one roll-back; a tile read unwritten placed past the plan
+    "f16_cumsum_loop": ("ok", 155136),           # an scf.for among tiles that must share the UB
+    "f16_cumsum_loop_overflow": ("overflow", 219776),
+}
+
+
+@pytest.mark.parametrize("case", list(PLANNED))
+def test_the_plan_is_ptoas_plan_or_its_overflow(case):
+    """Where PTOAS places the tiles, the plan's top is PTOAS's; where PTOAS reports "vec overflow",
+    the plan passes the UB by the bytes PTOAS requires."""
+    verdict, need = PLANNED[case]
+    (body,) = liveness.functions((CASES / f"{case}.pto").read_text()).values()
+    assert liveness.ub_plan(body) == need
+    assert (need > ASCEND_CORE.ub) == (verdict == "overflow")
+
+
+@needs_ptoas
+@pytest.mark.parametrize("case", list(PLANNED))
+def test_ptoas_plans_the_cases_as_recorded(case):
+    assert _ptoas_verdict((CASES / f"{case}.pto").read_text()) == PLANNED[case]
+
+
+_I8 = np.random.default_rng(0).integers(-128, 128, (200, 96)).astype(np.int8)
+
+
+def _select_chain(s):                      # the int8 select chain of ub_plan_cases/int8_select_chain.pto
+    x = s % 2
+    y = jnp.where((x ^ s) >= 0, x, s)
+    return jnp.min(jnp.where(y < x, y, x), axis=0)
+
+
+@needs_ptoas
+def test_the_select_chain_ptoas_refused_now_fits():
+    """The int8 select chain's default tiles: lowering now shrinks them where PTOAS's plan overflows,
+    and every function's plan is PTOAS's."""
+    compiled = pj.kernel(_select_chain).lower(_I8).compile()
+    text = compiled.code.pto()
+    header = text.split("\n", 1)[0]
+    for body in liveness.functions(text).values():
+        plan = liveness.ub_plan(body)
+        assert plan <= ASCEND_CORE.ub
+        assert _ptoas_verdict(f"{header}\n{body}\n}}\n") == ("ok", plan)
+    compiled.ptoas()
+    np.testing.assert_array_equal(np.asarray(compiled(_I8)), np.asarray(jax.jit(_select_chain)(_I8)))

@@ -1,105 +1,217 @@
 """The UB a selected function needs, planned as PTOAS's PlanMemory plans it.
 
-PTOAS gives each ``pto.alloc_tile`` buffer an address range live over the buffer's life as its
-``MemLivenessAnalysis`` has it (``pto.treshape`` and ``pto.subset`` aliases are their buffer's uses):
-from the instruction that first uses it — or from the start of an earlier ``scf.for`` at which it is
-live, allocated before the loop and used in it or after it in the loop's block — to the point where
-the alloc's block is past its last use (a use inside a loop or branch of that block: the loop's or
-branch's end). A tile allocated at the top of a function and first used after its first loop is thus
-live from that loop on, which is why selection allocates each tile where it is first used
-(:func:`~.selector.deferred`). PTOAS places the buffers that ``tload`` / ``tstore`` touch first, each
-at the lowest 32-byte aligned address free for its lifetime, and reports ``vec overflow`` when the
-plan passes the UB (where all the buffers together fit it places them apart, without reuse).
-:func:`ub_plan` is the high-water mark of that first-fit plan: at least the live bytes' peak, and
-where buffers of several sizes leave holes, more (a bf16 row max at 16 x 1000: 224 832 bytes here as
-by PTOAS, whose placement search may still go further than first fit where this plan has holes).
+PTOAS lowers each ``pto.alloc_tile`` to a ``memref.alloc`` (its ``rows x cols`` storage) and plans the
+buffers of one function per address space (``vec`` here). Its ``MemLivenessAnalysis`` numbers the
+operations in program order — an ``scf.for`` gets a begin and an end number around its body, an
+``scf.if`` a number before each branch and one after it — and gives each buffer one life
+``[gen, kill]`` (both ends included):
+
+* *gen*: the first operation that writes the buffer (through any alias: ``pto.treshape``,
+  ``pto.subset``, ``pto.bitcast`` views): its ``outs``, a ``tmp`` scratch operand (every op whose tmp
+  PTOAS declares written, all but ``tgather``), or any operand of ``tgetval`` — or the begin of an
+  ``scf.for`` at which the buffer is live (allocated before the loop, used in it or after it in the
+  loop's block), whichever comes first. A buffer nothing writes is never planned.
+* *kill*: where the block of its ``alloc_tile`` is past its last use: that use, or the end of the loop
+  or branch of that block that holds it.
+
+The buffers go to the placement (:mod:`.memplan`) in the order of their gens (an op's ``outs`` before
+its tmp; buffers a loop's begin gens in the order they were allocated). PTOAS's in-place pairs
+(``GenerateInplaceList``) are empty for PTO ops, and its DMA-first reorder
+(``GetReorderRootStorageEntry``) keeps this order: nothing registers DMA buffers, and ptojax's text
+touches no UB buffer with ``memref.load`` / ``memref.store``.
 """
 from __future__ import annotations
 
+import random
 import re
+from typing import NamedTuple
 
 from .. import asm
+from ..instructions import TABLE
+from . import memplan
 
-_ALLOC = re.compile(r"(%[\w.]+) = pto\.alloc_tile : !pto\.tile_buf<loc=vec, dtype=(\w+), rows=(\d+), cols=(\d+)")
-_ALIAS = re.compile(r"(%[\w.]+) = pto\.(?:treshape|subset) (%[\w.]+)")
+_ALLOC = re.compile(r"(%[\w.]+) = pto\.alloc_tile : !pto\.tile_buf<loc=(\w+), dtype=(\w+), rows=(\d+), cols=(\d+)")
+_ALIAS = re.compile(r"(%[\w.]+) = pto\.(?:treshape|subset|bitcast|bind_tile) (%[\w.]+)")
+_OP = re.compile(r"(?:%[\w.]+ = )?pto\.(\w+) ")
 _NAME = re.compile(r"%[\w.]+")
-ALIGN = 32                                           # bytes: PTOAS's UB alignment on A2/A3 and A5
+ALIGN = memplan.ALIGN
+UB = memplan.UB
+_ORDERS = 8                                        # orders tried of the buffers a loop's begin gens
+_FALLBACK = 4096                                   # bytes: AllocToPointerCast's step for unplanned buffers
 
 
-def _lifetimes(lines) -> tuple[dict, dict, set]:
-    """(buffer -> bytes, buffer -> (first, last) line, the buffers a ``tload`` / ``tstore`` touches).
+class Buffer(NamedTuple):
+    """One ``vec`` tile buffer: its name, bytes (32-byte aligned) and life ``(gen, kill)`` in PTOAS's
+    operation numbering."""
+    name: str
+    size: int
+    begin: int
+    end: int
 
-    A buffer lives as PTOAS's ``MemLivenessAnalysis`` has it: from its first use, or from the start of
-    an earlier ``scf.for`` at which it is live (after its ``alloc_tile``, and used in the loop or after
-    it in the loop's block), to where the block of its ``alloc_tile`` is past its last use (a use in a
-    loop or branch of that block: the loop's or branch's end)."""
-    root, size, home, uses, real, dma = {}, {}, {}, {}, {}, set()
-    parent, ends, stack, fors, block = {None: None}, {}, [None], [], []
-    for i, line in enumerate(lines):
-        text = line.strip()
-        block.append(stack[-1])                       # blocks by their header's line; None: the function's
+
+def _bytes(dtype: str, rows: int, cols: int) -> int:
+    bits = asm.DTYPES[dtype].itemsize * 8 if dtype in asm.DTYPES and dtype != "i1" else int(re.sub(r"\D", "", dtype))
+    return -(-rows * cols * bits // (8 * ALIGN)) * ALIGN
+
+
+def _operands(text: str, keyword: str) -> list[str]:
+    """The SSA names of an op's ``ins(...)`` / ``outs(...)`` group, before its types."""
+    at = text.find(keyword + "(")
+    if at < 0:
+        return []
+    group = text[at + len(keyword) + 1:]
+    return _NAME.findall(group[:group.find(":")])
+
+
+def _written_ins(op: str, names: list[str]) -> list[str]:
+    """The ``ins`` operands ``op`` writes: its tmp scratch tile (every op but ``tgather``), or all of
+    ``tgetval``'s (PTOAS gens the tile ``tgetval`` reads)."""
+    if op == "tgetval":
+        return names
+    row = TABLE.get(op)
+    if row is None or op == "tgather":
+        return []
+    roles, required = list(row.ins), sum(not r.endswith("?") for r in row.ins)
+    spare = len(names) - required                  # optional roles present, first ones first
+    kept = []
+    for role in roles:
+        if role.endswith("?"):
+            if spare <= 0:
+                continue
+            spare -= 1
+        kept.append(role.rstrip("?"))
+    return [n for n, role in zip(names, kept) if role == "tmp"]
+
+
+def _allocs(function_text: str) -> list[tuple[str, int, str]]:
+    """``(name, bytes, dtype)`` of each ``vec`` tile allocated, in program order."""
+    return [(name, _bytes(dtype, int(rows), int(cols)), dtype)
+            for name, loc, dtype, rows, cols in _ALLOC.findall(function_text) if loc == "vec"]
+
+
+def buffers(function_text: str) -> list[Buffer]:
+    """The ``vec`` buffers of one ``func.func``'s text with their lives, in PTOAS's planning order (the
+    buffers one loop's begin gens: in the order they were allocated)."""
+    return _analyse(function_text)[0]
+
+
+def _analyse(function_text: str) -> tuple[list[Buffer], list[str], list[list[int]]]:
+    """(:func:`buffers`, the tiles used but never written, which PTOAS does not plan, and the positions
+    in :func:`buffers` of each group of two or more that one loop's begin gens)."""
+    lines = [line.strip() for line in function_text.splitlines()]
+    root, size, home = {}, {}, {}                  # name -> buffer; buffer -> bytes; buffer -> (region, line)
+    uses, writes = {}, {}                          # buffer -> lines using it / writes in order (line, rank)
+    region_of, parent, region_end, construct_end = [], {0: None}, {}, {}
+    stack, loops, regions = [(0, None)], [], 0     # (region, its construct's header line)
+    for i, text in enumerate(lines):
+        region_of.append(stack[-1][0])
+        if text.endswith("{") and (text.startswith(("scf.for", "scf.if")) or " = scf." in text):
+            regions += 1
+            parent[regions] = (stack[-1][0], i)
+            stack.append((regions, i))
+            if "scf.for" in text:
+                loops.append(i)
+            continue
+        if text.startswith("}") and len(stack) > 1:
+            closed, header = stack.pop()
+            region_end[closed] = i
+            if text.startswith("} else"):
+                regions += 1
+                parent[regions] = parent[closed]
+                stack.append((regions, header))
+            else:
+                construct_end[header] = i
+            continue
         alloc = _ALLOC.match(text)
         if alloc:
-            name, dtype, rows, cols = alloc.groups()
-            root[name], home[name] = name, (stack[-1], i)
-            size[name] = -(-int(rows) * int(cols) * asm.DTYPES[dtype].itemsize // ALIGN) * ALIGN
+            name, loc, dtype, rows, cols = alloc.groups()
+            if loc == "vec":
+                root[name] = name
+                size[name], home[name] = _bytes(dtype, int(rows), int(cols)), (stack[-1][0], i)
             continue
         alias = _ALIAS.match(text)
         if alias and alias.group(2) in root:
             root[alias.group(1)] = root[alias.group(2)]
-        if text.startswith(("scf.for", "scf.if")) and text.endswith("{"):
-            if text.startswith("scf.for"):
-                fors.append(i)
-            parent[i] = stack[-1]
-            stack.append(i)
-        elif text == "}" and len(stack) > 1:
-            ends[stack.pop()] = i
-        for name in dict.fromkeys(_NAME.findall(text)):         # in order: the plan places by first use
+        for name in _NAME.findall(text):
             if name in root and not (alias and name == alias.group(1)):
-                buffer = root[name]
-                uses.setdefault(buffer, []).append(i)
-                if not alias:                         # defining an alias starts no life
-                    real.setdefault(buffer, i)
-                if text.startswith(("pto.tload", "pto.tstore")):
-                    dma.add(buffer)
-    ends[None] = len(lines)
+                uses.setdefault(root[name], []).append(i)
+        op = _OP.match(text)
+        if op and not alias:
+            written = _operands(text, "outs") + _written_ins(op.group(1), _operands(text, "ins"))
+            for rank, name in enumerate(written):
+                if name in root and root[name] not in writes:
+                    writes[root[name]] = (i, rank)
+    region_end[0] = len(lines)
 
-    def within(b, outer):
-        while b != outer and b is not None:
-            b = parent[b]
-        return b == outer
+    def ancestors(region):
+        while region is not None:
+            yield region
+            region = parent[region][0] if parent[region] else None
 
-    life = {}
+    out, unwritten = [], []
     for buffer, at in uses.items():
-        (own, defined), begin, end = home[buffer], real.get(buffer, at[0]), at[-1]
-        for loop in fors:                             # live at a loop: from the loop's start
-            if loop >= begin:
+        own, defined = home[buffer]
+        begin = writes.get(buffer)
+        for loop in loops:                        # live at a loop's begin: gen there
+            if begin is not None and loop >= begin[0]:
                 break
-            if loop > defined and within(block[loop], own) and any(loop <= u <= ends[block[loop]] for u in at):
-                begin = loop
+            block = region_of[loop]
+            if loop > defined and own in ancestors(block) and any(loop <= u <= region_end[block] for u in at):
+                begin = (loop, -1, defined)
                 break
-        b = block[end]
-        while b != own and b is not None:             # a use in a loop or branch: to its end
-            end, b = ends[b], parent[b]
-        life[buffer] = (begin, end)
-    return size, life, dma
+        if begin is None:
+            unwritten.append(buffer)
+            continue
+        end, block = at[-1], region_of[at[-1]]
+        while block != own:                       # a use in a loop or branch: killed at its end
+            block, header = parent[block]
+            end = construct_end[header]
+        out.append((begin, Buffer(buffer, size[buffer], begin[0], end)))
+    out.sort(key=lambda p: p[0])
+    ties = {}                                     # a loop's begin -> the positions of the buffers it gens
+    for at, (key, _) in enumerate(out):
+        if key[1] < 0:
+            ties.setdefault(key[0], []).append(at)
+    return [b for _, b in out], unwritten, [at for at in ties.values() if len(at) > 1]
 
 
-def ub_plan(function_text: str) -> int:
-    """Bytes of UB one ``func.func``'s text needs: the high-water mark of the first-fit plan."""
-    size, life, dma = _lifetimes(function_text.splitlines())
-    placed, top = [], 0
-    for buffer in [b for b in life if b in dma] + [b for b in life if b not in dma]:
-        begin, end = life[buffer]
-        taken = sorted((at, at + n) for at, n, (b, e) in placed if b <= end and begin <= e)
-        at = 0
-        for low, high in taken:
-            if at + size[buffer] <= low:
-                break
-            at = max(at, high)
-        placed.append((at, size[buffer], (begin, end)))
-        top = max(top, at + size[buffer])
-    return top
+def ub_plan(function_text: str, capacity: int = UB) -> int:
+    """Bytes of UB one ``func.func``'s text needs as PTOAS plans it: the top of its plan, or where that
+    plan fails (PTOAS's "vec overflow"), the requirement PTOAS reports (more than ``capacity``).
+
+    PTOAS orders the buffers a loop's begin gens as a pointer-keyed set iterates, which changes from run
+    to run; where that order can matter (the buffers do not fit side by side), this is the worst of the
+    plans of a few orders of each such group — a failing one first. A tile read but never written is
+    not planned; PTOAS's ``AllocToPointerCast`` puts it past the plan (from the highest planned address
+    rounded up to 4 KiB, in 4 KiB steps), and so does the top here."""
+    planned, unwritten, ties = _analyse(function_text)
+    orders = [planned]
+    if ties and sum(b.size for b in planned) >= capacity:
+        orders += [_reordered(planned, ties, how) for how in range(_ORDERS)]
+    worst = None
+    for order in orders:
+        offsets, top = memplan.plan([(b.size, ((b.begin, b.end),)) for b in order], capacity)
+        if offsets is not None and unwritten:
+            at = -(-max(offsets, default=0) // _FALLBACK) * _FALLBACK
+            for name, size, dtype in reversed(_allocs(function_text)):
+                if name in unwritten:
+                    top = max(top, at + size)
+                    at += -(-max(size, 1) // _FALLBACK) * _FALLBACK if dtype != "bf16" else _FALLBACK
+        outcome = (offsets is None, top)
+        worst = outcome if worst is None else max(worst, outcome)
+    return worst[1]
+
+
+def _reordered(planned: list[Buffer], ties: list[list[int]], how: int) -> list[Buffer]:
+    """``planned`` with each group a loop's begin gens reversed, by size down, by size up, or shuffled."""
+    order, shuffle = list(planned), random.Random(how)
+    for at in ties:
+        group = [planned[k] for k in at]
+        group = (group[::-1] if how == 0 else sorted(group, key=lambda b: -b.size) if how == 1
+                 else sorted(group, key=lambda b: b.size) if how == 2 else shuffle.sample(group, len(group)))
+        for k, b in zip(at, group):
+            order[k] = b
+    return order
 
 
 def functions(module_text: str) -> dict[str, str]:
@@ -116,4 +228,4 @@ def functions(module_text: str) -> dict[str, str]:
     return out
 
 
-__all__ = ["functions", "ub_plan"]
+__all__ = ["Buffer", "buffers", "functions", "ub_plan"]
