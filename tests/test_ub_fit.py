@@ -52,12 +52,16 @@ def test_default_tiles_shrink_until_the_text_fits(name, fn, args):
 
 
 def test_tiles_you_chose_that_overfill_the_ub_name_the_function():
-    def row_max(x):
-        with pj.tile(vec=(16, 1000)):               # bf16 rows widened to f32 beside the tmp tile: 289 KB
-            return jnp.max(x, 1)
+    def row_max(rows):
+        def fn(x):
+            with pj.tile(vec=(rows, 1000)):         # bf16 rows widened to f32 beside an f32 tmp tile
+                return jnp.max(x, 1)
+        return fn
 
     with pytest.raises(pj.PtoCapacityError, match=r"function @amax needs \d+ bytes of UB .*UB holds 196608 bytes"):
-        pj.kernel(row_max).lower(X[:64, :1000].astype(BF16))
+        pj.kernel(row_max(32)).lower(X[:64, :1000].astype(BF16))
+    x = X[:64, :1000].astype(BF16)            # 16 rows fit: the tmp tile is an f32 tile, not a converted bf16 one
+    np.testing.assert_array_equal(np.asarray(pj.kernel(row_max(16))(x)), np.asarray(jnp.max(x, 1)))
 
 
 def test_an_elementwise_op_whose_tiles_you_chose_overfill_the_ub_runs_them_in_pieces():

@@ -54,6 +54,17 @@ class Instruction:
     def dtypes_for(self, arch: str) -> tuple[str, ...]:
         return dict(self.dtypes)[arch]
 
+    def roles(self, count: int) -> tuple[str, ...]:
+        """The roles of ``count`` ``ins`` operands: the optional ones (``role?``) present first first."""
+        spare, kept = count - sum(not r.endswith("?") for r in self.ins), []
+        for role in self.ins:
+            if role.endswith("?"):
+                if spare <= 0:
+                    continue
+                spare -= 1
+            kept.append(role.rstrip("?"))
+        return tuple(kept)
+
 
 _CMP = (("cmpMode", "#pto<cmp {}>"),)
 

@@ -71,16 +71,7 @@ def _written_ins(op: str, names: list[str]) -> list[str]:
     row = TABLE.get(op)
     if row is None or op == "tgather":
         return []
-    roles, required = list(row.ins), sum(not r.endswith("?") for r in row.ins)
-    spare = len(names) - required                  # optional roles present, first ones first
-    kept = []
-    for role in roles:
-        if role.endswith("?"):
-            if spare <= 0:
-                continue
-            spare -= 1
-        kept.append(role.rstrip("?"))
-    return [n for n, role in zip(names, kept) if role == "tmp"]
+    return [n for n, role in zip(names, row.roles(len(names))) if role == "tmp"]
 
 
 def _allocs(function_text: str) -> list[tuple[str, int, str]]:

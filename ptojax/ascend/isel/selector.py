@@ -157,7 +157,10 @@ class Selector:
         if op in _MOVES or not narrow:
             return self.print(op, ins, outs, attrs)
         wide = {n: _wider(self.types[n].dtype, accepts) for n in narrow}
-        wide_ins = [self.widen(n, wide[n]) if n in narrow else self.rescalar(n, wide) for n in ins]
+        roles = (*(instructions.TABLE[op].roles(len(ins)) if op in instructions.TABLE else ()), *[None] * len(ins))
+        wide_ins = [self.rescalar(n, wide) if n not in narrow     # a tmp tile holds nothing: a wide one of its own
+                    else self.like(n, dtype=wide[n]) if role == "tmp" else self.widen(n, wide[n])
+                    for n, role in zip(ins, roles)]
         wide_outs = [self.like(n, dtype=wide[n]) if n in narrow else n for n in outs]
         self.print(op, wide_ins, wide_outs, attrs)
         for narrow, wide in zip(outs, wide_outs):
