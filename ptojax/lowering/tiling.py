@@ -662,9 +662,9 @@ def _loops_row(ctx, eqn, x, op=None) -> bool:
     """Whether a last-axis reduction stays one whole-row grid however long the row, for partition's row
     loop (``rowloop.py``) to read it in column tiles: a ``sum`` / ``prod`` / ``amax`` / ``amin`` over the
     last axis under a ``vec`` tile the user chose that splits the row, with row loops on for its label.
-    Partition loops over column chunks where no chain forms (a tile row holds at most ``max_cols``
-    columns, so a longer row is never one tile). Over such a row, one without ``keepdims`` first becomes
-    one with it (:func:`_kept_wide_row`): a row loop accumulates R×1 results. Under the default tiles,
+    Partition loops over column chunks where no chain forms and the whole row does not fit (a tile row
+    holds at most ``max_cols`` columns, so a longer row is never one tile). One without ``keepdims`` first
+    becomes one with it (:func:`_kept_looped_row`): a row loop accumulates R×1 results. Under the default tiles,
     the same for a row past what a default tile holds whole (:func:`_default_row_limit`). ``op``: the
     reduction asked about, if not the eqn's."""
     if not (ctx.row_loops and (op or ctx.op) in _LOOPED and tuple(eqn.params["axes"]) == (x.ndim - 1,) and x.ndim >= 2):
@@ -719,11 +719,11 @@ def _default_row_limit(ctx, dtype) -> int:
     return min(ctx.memory.max_cols, ctx.memory.tile_bytes // np.dtype(dtype).itemsize)
 
 
-def _kept_wide_row(ctx, eqn, x) -> bool:
-    """A last-axis reduction without ``keepdims`` over rows wider than a tile row that a row loop reads
-    (:func:`_loops_row`): it reduces with ``keepdims`` (the R×1 result a row loop accumulates), then a
-    reshape (free: a GM reinterpretation) drops the unit dim — one looping program per row block, as
-    rows of at most ``max_cols`` columns are one whole-row program."""
+def _kept_looped_row(ctx, eqn, x) -> bool:
+    """A last-axis reduction without ``keepdims`` that a row loop may read (:func:`_loops_row`): it
+    reduces with ``keepdims`` (the R×1 result a row loop accumulates), then a reshape (free: a GM
+    reinterpretation) drops the unit dim — one looping program per row block, fused with the column-tiled
+    ops around it, as with ``keepdims``."""
     return ctx.op in _LOOPED and not eqn.params["keepdims"] and x.ndim >= 2 and _loops_row(ctx, eqn, x)
 
 
@@ -761,7 +761,7 @@ def _staged_reduce_axis(ctx, eqn, x):
 
 # UB a reduction over a leading axis takes at once, in tiles as large as its source (the source among them),
 # as selection emits it: the float arg-reductions' NaN pass, an integer sum's transpose and row-sum work
-# tile, the float32 copies of float16 / bfloat16 and the int16 / int32 ones of int8 (test_reduce bounds it)
+# tile, the float32 copies of float16 / bfloat16 and the int16 / int32 ones of int8 (bounded by a test of the selected text's plan)
 _COLUMN_WORK = {"float32": {"amax": 2.25, "amin": 2.25, "argmax": 4.25, "argmin": 4.25},
                 "float16": {"sum": 2.25, "prod": 2.25, "amax": 2.25, "amin": 2.25, "argmax": 4.25, "argmin": 4.25},
                 "bfloat16": {"sum": 2.25, "prod": 2.25, "amax": 5, "amin": 5, "argmax": 7.25, "argmin": 7.25},
@@ -1020,7 +1020,7 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             dtype = invals[0].dtype
             return rewritten(lambda a: ops.cast(eqn.primitive.bind(ops.cast(a, np.float32), **eqn.params), dtype),
                              invals[:1])
-        if _kept_wide_row(ctx, eqn, invals[0]):        # R×1 for the row loop, then the unit dim dropped
+        if _kept_looped_row(ctx, eqn, invals[0]):        # R×1 for the row loop, then the unit dim dropped
             shape, kept = eqn.outvars[0].aval.shape, dict(eqn.params, keepdims=True)
             return rewritten(lambda a: ops.reshape(eqn.primitive.bind(a, **kept), shape), invals[:1])
         staged = _staged_reduce_axis(ctx, eqn, invals[0])
