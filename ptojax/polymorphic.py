@@ -307,6 +307,12 @@ def _check_row_local(name: str, symbol: str, jaxpr):
     for eqn in jaxpr.eqns:
         for sub in jaxprs_in_params(eqn.params):
             _check_row_local(name, symbol, sub)
+        if eqn.primitive.name == "dim_as_value" and not isinstance(eqn.params["dim"], int):
+            raise PtoUnsupportedError(
+                f"pj.kernel '{name}': the kernel computes with the symbolic row count as a value "
+                f"({eqn.params['dim']}: x * x.shape[0], x.shape[0] % 256, min(x.shape[0], 100)): its programs are "
+                f"one for every row count, whose values cannot follow {symbol}; pass the value as an argument "
+                f"(a 0-d array), {_INSTEAD}")
         op = eqn.primitive.name.removeprefix("pto.")
         if not eqn.primitive.name.startswith("pto.") or not eqn.invars or not hasattr(eqn.invars[0], "aval"):
             continue
