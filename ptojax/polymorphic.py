@@ -26,8 +26,7 @@ from .ascend.dynamic import DynamicKernel, row_vars
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError, no_derivative
 from .execute import execute_dynamic
-from .lowering.symbolic import template_text
-from .lowering.tensor import run_time_sizes
+from .lowering.symbolic import run_time_sizes, template_text
 
 _TEMPLATES = (512, 768, 1280, 2304, 1024, 1536, 3072, 2560)   # template row counts: multiples of the usual row tiles
 

@@ -50,6 +50,7 @@ from . import ir, rowloop
 from .memory import ASCEND_CORE, CoreMemory, _row_tmp, footprint
 from .scope import TileConfig, check_cube, check_vec
 from .scope import _shape as _tile_shape
+from .symbolic import templated
 from .walk import CONTROL, control, interpret, is_const, read
 
 CORE = {"vector": "AIV", "cube": "AIC"}
@@ -504,8 +505,8 @@ def _in_pieces(body, n, k, memory):
                 if v.aval.shape and tuple(v.aval.shape) != tuple(tile):
                     return None
                 dtypes.add(np.dtype(v.aval.dtype).itemsize)
-    rows = range(len(tile) - 1)
-    dim = next((d for d in rows if tile[d] % k == 0), next((d for d in rows if tile[d] >= k), None))
+    rows = range(len(tile) - 1) if not templated() else ()     # a polymorphic template's row windows
+    dim = next((d for d in rows if tile[d] % k == 0), next((d for d in rows if tile[d] >= k), None))  # stay a tile
     if dim is None:
         cols = tile[-1] // k
         if tile[-1] % k or any(cols * size % memory.align for size in dtypes):

@@ -10,6 +10,8 @@ the symbol.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import re
 
@@ -128,3 +130,28 @@ def template_text(text: str, size: int, symbol: str, twin: str | None = None) ->
         rest = count // (size // t)
         return f"{name}<{core}> x{'' if rest == 1 else f'{rest}*'}ceil({symbol}/{t})"
     return re.sub(r"([\w+#.-]+)<(\w+)> x(\d+)", calls, text).translate(_SHOW)
+
+
+_RUN_TIME_SIZES = contextvars.ContextVar("run_time_sizes", default=frozenset())
+
+
+@contextlib.contextmanager
+def run_time_sizes(*sizes):
+    """Within: a dim of one of ``sizes`` (a polymorphic compile's template row count) stands for a size
+    known at run time, as a symbolic dim does: an iota along it is computed on the cores, and a constant
+    of that size is not folded."""
+    token = _RUN_TIME_SIZES.set(frozenset(sizes))
+    try:
+        yield
+    finally:
+        _RUN_TIME_SIZES.reset(token)
+
+
+def templated() -> bool:
+    """Whether a polymorphic compile is lowering at a template row count (:func:`run_time_sizes`)."""
+    return bool(_RUN_TIME_SIZES.get())
+
+
+def at_run_time(n) -> bool:
+    """Whether a dim ``n`` is known only at run time: symbolic, or a template row count."""
+    return not isinstance(n, int) or n in _RUN_TIME_SIZES.get()

@@ -39,6 +39,7 @@ from .origin import ENCLOSING, blame, own_path, unsupported
 from .partition import Options as PassOptions
 from .scope import TileConfig
 from .scope import read as read_scope
+from .symbolic import at_run_time
 from .walk import CONTROL, body_of, by_rule, control, interpret, is_const, retrace
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
@@ -544,8 +545,14 @@ def _integer_div(x, y):
     quotient shrunk toward zero never passes the true one, so ``x - q y`` keeps ``x``'s sign and
     fits; a second such step leaves a remainder below ``2 |y|``, and one correction ends it."""
     one = np.int32(1)
-    nonzero = ops.where(ops.eq(y, np.int32(0)), one, y)
-    fy = ops.cast(nonzero, jnp.float32)
+    if is_const(y):             # a constant divisor's terms folded here, not left as scalar ops on constants
+        zero = np.asarray(y) == 0
+        nonzero = np.where(zero, one, y).astype(np.int32)
+        fy, negative = nonzero.astype(np.float32), nonzero < 0
+    else:
+        zero = ops.eq(y, np.int32(0))
+        nonzero = ops.where(zero, one, y)
+        fy, negative = ops.cast(nonzero, jnp.float32), ops.lt(nonzero, np.int32(0))
 
     def step(r):
         return ops.cast(ops.mul(ops.div(ops.cast(r, jnp.float32), fy), _SHRINK), jnp.int32, rounding="trunc")
@@ -554,12 +561,12 @@ def _integer_div(x, y):
     r = ops.sub(x, ops.mul(q1, nonzero))
     q2 = step(r)
     q, r = ops.add(q1, q2), ops.sub(r, ops.mul(q2, nonzero))
-    same = ops.eq(ops.lt(x, np.int32(0)), ops.lt(nonzero, np.int32(0)))
+    same = ops.eq(ops.lt(x, np.int32(0)), negative)
     toward = ops.sub(ops.mul(ops.cast(same, jnp.int32), np.int32(2)), one)   # sign(x) sign(y): 1 or -1
     past = ops.sub(r, ops.mul(nonzero, toward))               # the remainder of q + toward
     fits = ops.logical_or(ops.eq(past, np.int32(0)), ops.eq(ops.lt(past, np.int32(0)), ops.lt(x, np.int32(0))))
     q = ops.where(fits, ops.add(q, toward), q)
-    return ops.where(ops.eq(y, np.int32(0)), np.int32(-1), q)
+    return q if is_const(zero) and not zero.any() else ops.where(zero, np.int32(-1), q)
 
 
 def _div(eqn, x, y):
@@ -568,35 +575,12 @@ def _div(eqn, x, y):
     if is_const(y):         # a Python divisor (x // 2): a 0-d array, which the scalar steps can take
         y = np.asarray(y, eqn.invars[1].aval.dtype)
     if x.dtype == np.int8:                                    # exact in int32; -128 / -1 wraps back to -128
-        return ops.cast(_integer_div(ops.cast(x, jnp.int32), ops.cast(y, jnp.int32)), jnp.int8, saturate=False)
+        y = y.astype(np.int32) if is_const(y) else ops.cast(y, jnp.int32)
+        return ops.cast(_integer_div(ops.cast(x, jnp.int32), y), jnp.int8, saturate=False)
     return _integer_div(x, y)
 
 
 RULES["div"] = _div
-
-
-_RUN_TIME_SIZES = contextvars.ContextVar("run_time_sizes", default=frozenset())
-
-
-@contextlib.contextmanager
-def run_time_sizes(*sizes):
-    """Within: a dim of one of ``sizes`` (a polymorphic compile's template row count) stands for a size
-    known at run time, as a symbolic dim does: an iota along it is computed on the cores, and a constant
-    of that size is not folded."""
-    token = _RUN_TIME_SIZES.set(frozenset(sizes))
-    try:
-        yield
-    finally:
-        _RUN_TIME_SIZES.reset(token)
-
-
-def templated() -> bool:
-    """Whether a polymorphic compile is lowering at a template row count (:func:`run_time_sizes`)."""
-    return bool(_RUN_TIME_SIZES.get())
-
-
-def _at_run_time(n) -> bool:
-    return not isinstance(n, int) or n in _RUN_TIME_SIZES.get()
 
 
 FOLD_ELEMENTS = 1 << 20   # constant eqns fold at trace time up to this many output elements; a larger
@@ -617,7 +601,7 @@ def _spreads(eqn, invals) -> bool:
 def _elements(eqn) -> int:
     """The eqn's output elements; a count with a dim known at run time (symbolic, or a polymorphic
     compile's template rows: :func:`run_time_sizes`) counts as too large to fold."""
-    if any(_at_run_time(d) for v in eqn.outvars for d in v.aval.shape):
+    if any(at_run_time(d) for v in eqn.outvars for d in v.aval.shape):
         return FOLD_ELEMENTS + 1
     return sum(math.prod(v.aval.shape) for v in eqn.outvars)
 
@@ -627,7 +611,7 @@ def _iota(eqn):
     (``np.arange`` where that dim is static), cast, then broadcast to the shape."""
     shape, axis, dtype = eqn.params["shape"], eqn.params["dimension"], np.dtype(eqn.params["dtype"])
     n = shape[axis]
-    line = indexing.iota(n) if _at_run_time(n) else np.arange(n, dtype=np.int32)
+    line = indexing.iota(n) if at_run_time(n) else np.arange(n, dtype=np.int32)
     if dtype != np.int32:
         line = ops.cast(line, dtype)
     if len(shape) == 1:
@@ -795,7 +779,7 @@ def _translate(eqn, invals, stack):
         return control(eqn, invals, stack, by_rule(_rule))
     elif name == "dim_as_value":                 # a symbolic dimension's value (jax.export): known at run time
         out = eqn.primitive.bind(*invals, **eqn.params)
-    elif name == "iota" and any(_at_run_time(n) for n in eqn.params["shape"]):
+    elif name == "iota" and any(at_run_time(n) for n in eqn.params["shape"]):
         out = _iota(eqn)                         # indices of a size known at run time: made on the cores
     elif const and name not in RULES and not all(isinstance(d, int) for v in eqn.outvars for d in v.aval.shape):
         raise unsupported(eqn, f"makes a constant of the symbolic shape {eqn.outvars[0].aval.str_short()}: constants "
