@@ -41,8 +41,9 @@ from .reduce import EXTREMUM, first_extremum, reduce_axes, scan_chunk, staged_cu
 from .rowform import REDUCTIONS as ROW_REDUCTIONS
 from .rowform import keep_rows
 from .scope import TileConfig, read
+from .symbolic import templated
+from .tensor import to_tensor_level
 from .topk import pass_k, staged_topk, topk_in_passes
-from .tensor import templated, to_tensor_level
 from .walk import CONTROL, by_rule, control, interpret, retrace
 
 # Ops that keep some axes whole: name -> function(params, rank) giving those axes.
@@ -723,8 +724,11 @@ def _kept_looped_row(ctx, eqn, x) -> bool:
     """A last-axis reduction without ``keepdims`` that a row loop may read (:func:`_loops_row`): it
     reduces with ``keepdims`` (the R×1 result a row loop accumulates), then a reshape (free: a GM
     reinterpretation) drops the unit dim — one looping program per row block, fused with the column-tiled
-    ops around it, as with ``keepdims``."""
-    return ctx.op in _LOOPED and not eqn.params["keepdims"] and x.ndim >= 2 and _loops_row(ctx, eqn, x)
+    ops around it, as with ``keepdims``. So too a reduction over unit axes only, whose result without
+    them is the tile's rows laid out as another tile's (33 x 13 from a 33 x 13 x 1 tile)."""
+    if ctx.op not in _LOOPED or eqn.params["keepdims"] or x.ndim < 2:
+        return False
+    return all(x.shape[a] == 1 for a in eqn.params["axes"]) or _loops_row(ctx, eqn, x)
 
 
 def _staged_reduce_axis(ctx, eqn, x):

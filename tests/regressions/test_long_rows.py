@@ -221,3 +221,12 @@ def test_a_row_reduction_without_keepdims_fuses_into_one_row_loop(vec):
     compiled = pj.kernel(tiled(fn, vec)).lower(x).compile()
     assert [p.name for p in compiled.lowering.programs] == ["tanh+sum"]
     np.testing.assert_allclose(np.asarray(compiled(x)), np.asarray(fn(x)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(33, 13, 1), (4, 13, 1), (5, 33, 13, 1)])
+@pytest.mark.parametrize("reduce", [jnp.max, jnp.min, jnp.sum, jnp.prod])
+def test_a_reduction_over_a_unit_last_axis_without_keepdims(shape, reduce):
+    """Over (33, 13, 1) the result (33, 13) is the tile's rows laid out as another tile's: selection had
+    no copy of the 1 x 429 row into a 33 x 13 tile. It reduces with keepdims, then drops the unit dim."""
+    x = np.random.default_rng(5).uniform(-2, 2, shape).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(lambda a: reduce(a, -1))(x)), np.asarray(reduce(x, -1)))
