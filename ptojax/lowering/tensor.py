@@ -503,9 +503,9 @@ RULES = {
                                    ops.where(ops.lt(x, np.zeros((), x.dtype)), -np.ones((), x.dtype),   # NaN, and is
                                              ops.mul(x, np.zeros((), x.dtype)))),  # ±0 for a subnormal flushed to 0
     "integer_pow": _integer_pow, "convert_element_type": _convert,
-    "eq": lambda e, x, y: ops.eq(x, y), "ne": lambda e, x, y: ops.ne(x, y), "lt": _ordered_bools(ops.lt, lambda x, y: _AND(_NOT(x), y)),
-    "le": _ordered_bools(ops.le, lambda x, y: _OR(_NOT(x), y)), "gt": _ordered_bools(ops.gt, lambda x, y: _AND(x, _NOT(y))),
-    "ge": _ordered_bools(ops.ge, lambda x, y: _OR(x, _NOT(y))),
+    "eq": lambda e, x, y: ops.eq(x, y), "ne": lambda e, x, y: ops.ne(x, y),
+    "lt": _ordered_bools(ops.lt, lambda x, y: _AND(_NOT(x), y)), "le": _ordered_bools(ops.le, lambda x, y: _OR(_NOT(x), y)),
+    "gt": _ordered_bools(ops.gt, lambda x, y: _AND(x, _NOT(y))), "ge": _ordered_bools(ops.ge, lambda x, y: _OR(x, _NOT(y))),
     "select_n": _select_n, "clamp": lambda e, lo, x, hi: ops.clip(x, lo, hi),
     "reduce_sum": _reduce(ops.sum), "reduce_max": _reduce(ops.amax, _bool_reduce(ops.amax)),
     "reduce_min": _reduce(ops.amin, _bool_reduce(ops.amin)),
