@@ -306,12 +306,6 @@ def _check_row_local(name: str, symbol: str, jaxpr):
     for eqn in jaxpr.eqns:
         for sub in jaxprs_in_params(eqn.params):
             _check_row_local(name, symbol, sub)
-        if eqn.primitive.name == "dim_as_value" and not isinstance(eqn.params["dim"], int):
-            raise PtoUnsupportedError(
-                f"pj.kernel '{name}': the kernel computes with the symbolic row count as a value "
-                f"({eqn.params['dim']}: x * x.shape[0], x.shape[0] % 256, min(x.shape[0], 100)): its programs are "
-                f"one for every row count, whose values cannot follow {symbol}; pass the value as an argument "
-                f"(a 0-d array), {_INSTEAD}")
         op = eqn.primitive.name.removeprefix("pto.")
         if not eqn.primitive.name.startswith("pto.") or not eqn.invars or not hasattr(eqn.invars[0], "aval"):
             continue
@@ -349,6 +343,21 @@ def _check_row_local(name: str, symbol: str, jaxpr):
                 f"at computed indices (x[idx], jnp.take, jnp.flip along the rows): it reads rows outside a "
                 f"block's own row tile, but {_OWN_ROWS}; index a table of static rows (a gather of a static "
                 f"table by indices of {symbol} rows works), {_INSTEAD}")
+
+
+def _check_row_values(name: str, symbol: str, jaxpr):
+    """:class:`PtoUnsupportedError` where the Tensor level computes with the symbolic row count as a value
+    (``dim_as_value``): the template lowerings see the value at their sizes, which may agree where the
+    programs then compute it wrong at others (``m % 256`` is 0 at 512 and 768 rows)."""
+    for eqn in jaxpr.eqns:
+        for sub in jaxprs_in_params(eqn.params):
+            _check_row_values(name, symbol, sub)
+        if eqn.primitive.name == "dim_as_value" and not isinstance(eqn.params["dim"], int):
+            raise PtoUnsupportedError(
+                f"pj.kernel '{name}': the kernel computes with the symbolic row count as a value "
+                f"({eqn.params['dim']}: x * x.shape[0], x.shape[0] % 256, min(x.shape[0], 100)): its programs are "
+                f"one for every row count, whose values cannot follow {symbol}; pass the value as an argument "
+                f"(a 0-d array), {_INSTEAD}")
 
 
 def _contracts(eqn) -> int:
@@ -393,7 +402,8 @@ def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
             raise PtoUnsupportedError(f"pj.kernel '{kernel.name}': result {i} has the shape "
                                       f"({', '.join(map(str, shape))}); the tile level takes the symbol as the "
                                       "leading dim of a result, or no symbol")
-    _check_row_local(kernel.name, symbol, symbolic.tensor.jaxpr)
+    _check_row_local(kernel.name, symbol, symbolic.tensor.jaxpr)       # the reason a row read fails first
+    _check_row_values(kernel.name, symbol, symbolic.tensor.jaxpr)
     static = {d for s in specs for d in s.shape if isinstance(d, int)}
     static |= {d for shape in results for d in shape if isinstance(d, int)}
     inner = {d for eqn in symbolic.tensor.jaxpr.eqns for v in eqn.outvars for d in v.aval.shape if isinstance(d, int)}

@@ -86,7 +86,8 @@ class AscendKernel:
                 raise PtoCapacityError(
                     f"pto realize: function @{name}{label} needs {need} bytes of UB (its tiles placed as ptoas "
                     f"plans them); UB holds {self.memory.ub} bytes — use fewer rows or columns in its ops' vec tile "
-                    "(reductions and row-wise composites keep their rows whole, whatever the tile's columns)")
+                    "(a reduction or row-wise composite keeps its rows whole unless the tile splits them and row loops "
+                    "are on for its label)")
 
     def cpp(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
         """The C++ for the pto-isa tile library that Huawei's ``ptoas`` makes of :meth:`pto`

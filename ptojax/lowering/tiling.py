@@ -724,11 +724,12 @@ def _kept_looped_row(ctx, eqn, x) -> bool:
     """A last-axis reduction without ``keepdims`` that a row loop may read (:func:`_loops_row`): it
     reduces with ``keepdims`` (the R×1 result a row loop accumulates), then a reshape (free: a GM
     reinterpretation) drops the unit dim — one looping program per row block, fused with the column-tiled
-    ops around it, as with ``keepdims``. So too a reduction over unit axes only, whose result without
-    them is the tile's rows laid out as another tile's (33 x 13 from a 33 x 13 x 1 tile)."""
+    ops around it, as with ``keepdims``. So too a reduction over unit axes only to a result of two dims
+    or more, its tile's rows laid out as another tile's (33 x 13 from a 33 x 13 x 1 tile)."""
     if ctx.op not in _LOOPED or eqn.params["keepdims"] or x.ndim < 2:
         return False
-    return all(x.shape[a] == 1 for a in eqn.params["axes"]) or _loops_row(ctx, eqn, x)
+    axes = eqn.params["axes"]
+    return (x.ndim - len(axes) >= 2 and all(x.shape[a] == 1 for a in axes)) or _loops_row(ctx, eqn, x)
 
 
 def _staged_reduce_axis(ctx, eqn, x):
