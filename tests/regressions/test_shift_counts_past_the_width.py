@@ -22,7 +22,7 @@ SHIFTS = {"left": lax.shift_left, "right_arithmetic": lax.shift_right_arithmetic
 def test_constant_counts_past_the_width_match_xla(dtype, name):
     x = (np.arange(-128, 128, dtype=np.int32).reshape(8, 32) * 12345).astype(dtype)
     bits = 8 * np.dtype(dtype).itemsize
-    for count in (-5, -1, 0, 1, bits - 1, bits, bits + 1):
+    for count in (-5, 0, bits - 1, bits + 1):
         def fn(a, count=count):
             return SHIFTS[name](a, np.asarray(count, dtype))
         want = np.asarray(jax.jit(fn)(x))
