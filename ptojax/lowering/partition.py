@@ -795,9 +795,9 @@ class _Partitioner:
         if _wide_reduction(group, self.memory):
             return self.wide_rows(jaxpr, group, split)
         if len(group) == 1 and _wide_reduction(group, self.memory, 0):
-            looped = self.overfull_row(jaxpr, group)
-            if looped is not None:
-                return [looped]
+            built = self.overfull_row(jaxpr, group)
+            if built is not None:
+                return [built]
         try:
             return [self.block(jaxpr, group)]
         except PtoCapacityError as err:
@@ -829,17 +829,20 @@ class _Partitioner:
         return [self.block(jaxpr, seg, note=f"split from a fused group: {why}") for seg in segments + [current]]
 
     def overfull_row(self, jaxpr, group):
-        """A lone reduction left whole over rows that the user's tile splits (``tiling._loops_row``) whose
-        program overfills a buffer as the backend plans it: a row loop over column chunks of its rows
-        (``rowloop.fuse`` with ``memory``); None where its program fits or no loop forms."""
-        if not self.options.get("row_loops", _grid(group[0]).label, True):
-            return None
+        """The block of a lone reduction left whole over rows that the user's tile splits
+        (``tiling._loops_row``): as it is where its program fits the buffers as the backend plans them,
+        else a row loop over column chunks of its rows (``rowloop.fuse`` with ``memory``); None where
+        neither forms."""
+        known = dict(self.programs)
         try:
-            programs = self.block(jaxpr, group, keep=False)
-            if all(b <= self.memory.buffer(loc) for program in programs for loc, b in program.footprint):
-                return None
+            built = self.block(jaxpr, group)
+            if all(b <= self.memory.buffer(loc) for part in built[0].parts for loc, b in part.program.footprint):
+                return built
         except PtoCapacityError:
             pass
+        self.programs = known       # none of the overfilling program
+        if not self.options.get("row_loops", _grid(group[0]).label, True):
+            return None
         fused = rowloop.fuse(group, _escaping(jaxpr, group), self.memory)
         if fused is None:
             return None
