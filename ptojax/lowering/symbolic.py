@@ -76,22 +76,31 @@ def _static_sizes(text: str, size: int, twin: str) -> str:
     for line, other in zip(lines, others):
         a, b = re.split(r"(\d+)", line), re.split(r"(\d+)", other)
         if len(a) == len(b) and a[::2] == b[::2]:
-            line = "".join(x.translate(_HIDE) if k % 2 and x == y and (x == str(size) or re.search(
+            line = "".join(x.translate(_HIDE) if k % 2 and x == y and (_rows(int(x), size) or re.search(
                 r"(grid |parts=|> x)$", a[k - 1])) else x for k, (x, y) in enumerate(zip(a, b)))
         out.append(line)
     return "\n".join(out)
 
 
+def _rows(n: int, size: int) -> int:
+    """``k`` where ``n`` is ``k`` times the template row count ``size`` (k >= 1), else 0."""
+    return n // size if n >= size and n % size == 0 else 0
+
+
 def template_text(text: str, size: int, symbol: str, twin: str | None = None) -> str:
     """A Tile- or Block-level dump of a kernel lowered at the template row count ``size``, written with
-    the ``symbol``: ``f32[m,64]``, a grid of ``ceil(m/T)`` row blocks where it tiles ``size`` rows by
-    ``T``, windows ``[T*i0:+min(T, m-T*i0), ...]`` (the last block is the tail), block calls of
-    ``ceil(m/T)`` (times the other axes') instances. ``twin``, the dump at a second row count, keeps
-    what equals ``size`` (or a count of it) by coincidence but does not follow the rows static."""
+    the ``symbol``: ``f32[m,64]`` (``f32[4*m,64]`` for ``4 * size`` rows), a grid of ``ceil(m/T)`` row
+    blocks where it tiles ``size`` rows by ``T``, windows ``[T*i0:+min(T, m-T*i0), ...]`` (the last
+    block is the tail), block calls of ``ceil(m/T)`` (times the other axes') instances. ``twin``, the
+    dump at a second row count, keeps what equals ``size`` (or a multiple or count of it) by coincidence
+    but does not follow the rows static."""
     if twin is not None:
         text = _static_sizes(text, size, twin)
     lines = text.split("\n")
     rows: dict = {}            # program name -> its row tile
+
+    def sym(k: int) -> str:
+        return symbol if k == 1 else f"{k}*{symbol}"
 
     def tile_after(n):
         for line in lines[n + 1:]:
@@ -102,7 +111,7 @@ def template_text(text: str, size: int, symbol: str, twin: str | None = None) ->
                 return int(m.group(1))
         return None
 
-    out, rowbufs = [], set()
+    out, rowbufs = [], {}
     for n, line in enumerate(lines):
         m = re.match(r"program (\S+) ", line)
         if m:
@@ -110,26 +119,30 @@ def template_text(text: str, size: int, symbol: str, twin: str | None = None) ->
         for key in ("grid ", "parts="):
             g = re.search(rf"{key}(\d+)((?:x\d+)*)", line)
             t = (tile_after(n + 1 if key == "parts=" else n)) if g else None     # a header: its first part
-            if g and t and int(g.group(1)) * t == size:
-                line = line[:g.start()] + f"{key}ceil({symbol}/{t}){g.group(2)}" + line[g.end():]
-        line = re.sub(rf"(\b[a-z]+\d*)\[{size}([,\]])", rf"\1[{symbol}\2", line)
-        rowbufs = set() if line.startswith("program ") else rowbufs
-        rowbufs |= set(re.findall(rf"(%\d+):[a-z]+\d*\[{symbol}[,\]]", line))
+            if g and t and _rows(int(g.group(1)) * t, size):
+                line = line[:g.start()] + f"{key}ceil({sym(_rows(int(g.group(1)) * t, size))}/{t}){g.group(2)}" \
+                    + line[g.end():]
+        line = re.sub(r"(\b[a-z]+\d*\[|new_shape=\()(\d+)([,\])])",
+                      lambda d: d.group(1) + (sym(k) if (k := _rows(int(d.group(2)), size)) else d.group(2))
+                      + d.group(3), line)
+        rowbufs = {} if line.startswith("program ") else rowbufs
+        rowbufs.update(re.findall(rf"(%\d+):[a-z]+\d*\[((?:\d+\*)?{symbol})[,\]]", line))
         buffer = re.search(r"\]\((%\d+)", line)
         if buffer and buffer.group(1) in rowbufs:          # a window of a buffer with the rows: the tail
-            line = re.sub(r"\[(\d+)\*i0:\+\1\b", lambda w: f"[{w.group(1)}*i0:+min({w.group(1)}, {symbol}-"
-                                                         f"{w.group(1)}*i0)", line)
+            line = re.sub(r"\[(\d+)\*i0:\+\1\b", lambda w: f"[{w.group(1)}*i0:+min({w.group(1)}, "
+                                                         f"{rowbufs[buffer.group(1)]}-{w.group(1)}*i0)", line)
         out.append(line)
     text = "\n".join(out)
 
     def calls(m):
-        name, core, count = m.group(1), m.group(2), int(m.group(3))
-        t = rows.get(name)
-        if not t or count % (size // t):
+        lead, name, core, count = m.group(1), m.group(2), m.group(3), int(m.group(4))
+        t, k = rows.get(name), int(lead.split("*")[0]) if lead and "*" in lead else 1
+        if not t or (k * size) % t or count % (k * size // t):
             return m.group(0)
-        rest = count // (size // t)
-        return f"{name}<{core}> x{'' if rest == 1 else f'{rest}*'}ceil({symbol}/{t})"
-    return re.sub(r"([\w+#.-]+)<(\w+)> x(\d+)", calls, text).translate(_SHOW)
+        rest = count // (k * size // t)
+        return f"{name}<{core}> x{'' if rest == 1 else f'{rest}*'}ceil({sym(k)}/{t})"
+    return re.sub(rf"(?:[a-z]+\d*\[((?:\d+\*)?{symbol})[,\]][^=]*= )?\bblock_call\[([\w+#.-]+)<(\w+)> x(\d+)",
+                  lambda m: m.group(0)[:m.start(2) - m.start(0)] + calls(m), text).translate(_SHOW)
 
 
 _RUN_TIME_SIZES = contextvars.ContextVar("run_time_sizes", default=frozenset())
