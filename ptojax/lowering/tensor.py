@@ -360,6 +360,54 @@ def _cumulative(combine, like):
     return rule
 
 
+SCAN_BLOCK = 16     # XLA's cumulative reductions on CPU scan blocks of this many elements (ReduceWindowRewriter)
+
+
+def _cumprod(eqn, x):
+    """``cumprod`` of floats as XLA computes it on CPU, bit for bit (XLA:CPU is the reference, and a
+    product that overflows or underflows differs in kind, not in ulps, with its association: 0 or inf
+    where another order gives NaN): each output the product of its prefix (its suffix, reversed) from
+    its left end, within blocks of :data:`SCAN_BLOCK`; the blocks' totals scanned the same way, one
+    level up, and multiplied into the blocks after (before) them. Integer products wrap exactly in any
+    order: Hillis and Steele's scan (:func:`_cumulative`)."""
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return _cumulative(ops.mul, "prod")(eqn, x)
+    axis, reverse = eqn.params["axis"], eqn.params["reverse"]
+
+    def at(v, start, size, d):
+        return ops.view(v, [size if a == d else m for a, m in enumerate(v.shape)],
+                        [start if a == d else 0 for a in range(v.ndim)])
+
+    def within(v, d):           # the scan of ``v`` along ``d`` (at most SCAN_BLOCK long), folds from the left
+        n = v.shape[d]
+        if not reverse:         # a running product is each prefix's fold
+            cols = [at(v, 0, 1, d)]
+            for j in range(1, n):
+                cols.append(ops.mul(cols[-1], at(v, j, 1, d)))
+            return ops.concat(cols, d)
+        acc = v                 # a suffix's fold: step t multiplies x[i + t] into every output i
+        for t in range(1, n):
+            acc = ops.mul(acc, ops.pad(at(v, t, n - t, d), [(0, t) if a == d else (0, 0) for a in range(v.ndim)], 1))
+        return acc
+
+    def scan(v, d):
+        n = v.shape[d]
+        if n <= SCAN_BLOCK:
+            return within(v, d)
+        blocks = -(-n // SCAN_BLOCK)
+        v = ops.pad(v, [(0, blocks * SCAN_BLOCK - n) if a == d else (0, 0) for a in range(v.ndim)], 1)
+        v = within(ops.reshape(v, v.shape[:d] + (blocks, SCAN_BLOCK) + v.shape[d + 1:]), d + 1)
+        totals = ops.reshape(at(v, 0 if reverse else SCAN_BLOCK - 1, 1, d + 1), v.shape[:d + 1] + v.shape[d + 2:])
+        totals = ops.reshape(scan(totals, d), v.shape[:d + 1] + (1,) + v.shape[d + 2:])
+        ends = (at(totals, 1, blocks - 1, d), at(v, 0, blocks - 1, d)) if reverse else \
+            (at(totals, 0, blocks - 1, d), at(v, 1, blocks - 1, d))
+        carried = ops.mul(ops.expand(ends[0], ends[1].shape), ends[1])
+        v = ops.concat([carried, at(v, blocks - 1, 1, d)] if reverse else [at(v, 0, 1, d), carried], d)
+        return at(ops.reshape(v, v.shape[:d] + (blocks * SCAN_BLOCK,) + v.shape[d + 2:]), 0, n, d)
+
+    return scan(x, axis) if x.shape[axis] else x
+
+
 def _cumlogsumexp(eqn, x):
     return _in_float32(lambda v: _cumulative(_logaddexp, "amax")(eqn, v))(eqn, x)
 
@@ -512,7 +560,7 @@ RULES = {
     "reduce_prod": _reduce(ops.prod), "argmax": _arg_reduce(ops.argmax), "argmin": _arg_reduce(ops.argmin),
     "cumsum": lambda e, x: ops.cumsum(x, e.params["axis"], reverse=e.params["reverse"]),
     "cummax": _cumulative(ops.maximum, "amax"), "cummin": _cumulative(ops.minimum, "amin"),
-    "cumprod": _cumulative(ops.mul, "prod"), "cumlogsumexp": _cumlogsumexp,
+    "cumprod": _cumprod, "cumlogsumexp": _cumlogsumexp,
     "dot_general": _dot_general, "broadcast_in_dim": _broadcast_in_dim,
     "reshape": lambda e, x: ops.reshape(x if e.params["dimensions"] is None else ops.permute(x, e.params["dimensions"]),
                                         e.params["new_sizes"]),
