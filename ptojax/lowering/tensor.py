@@ -270,21 +270,21 @@ def _iota_form(payload, shape, axis):
 
 def _sort(eqn, *operands):
     """``jnp.sort`` (one operand) and ``jnp.argsort`` (keys plus the iota it permutes, or the reversed
-    one of ``descending=True``)."""
+    one of ``descending=True``), and their derivatives (another iota, uint32, whose permutation
+    ``jax.grad`` takes: each payload the sort's order, in its form)."""
     axis = eqn.params["dimension"]
-    payload = operands[1:]
-    form = _iota_form(payload[0], operands[0].shape, axis) if len(payload) == 1 else None
-    if eqn.params["num_keys"] != 1 or (payload and form is None):
-        raise unsupported(eqn, "is only translated for one key and no payload but the indices an argsort "
-                               "permutes (jnp.sort / jnp.argsort)")
+    forms = [_iota_form(p, operands[0].shape, axis) for p in operands[1:]]
+    if eqn.params["num_keys"] != 1 or None in forms:
+        raise unsupported(eqn, f"sorts {eqn.params['num_keys']} key(s) with {len(forms)} payload(s); it is translated "
+                               "for one key whose payloads are iotas along the sorted axis (jnp.sort, jnp.argsort "
+                               "and their gradients): sort other payloads by gathering with the argsort's indices")
     values, order = ops.sort(operands[0], axis)
-    if not payload:
-        return [values]
-    first, step = form
-    if step < 0:
-        order = ops.sub(np.int32(first), order)
-    # jnp.sort's derivative permutes a uint32 iota, which no tile holds: its int32 order (< 2**31) serves
-    return [values, order if payload[0].dtype == np.uint32 else ops.cast(order, payload[0].dtype)]
+    outs = [values]
+    for payload, (first, step) in zip(operands[1:], forms):
+        index = ops.sub(np.int32(first), order) if step < 0 else order
+        # a uint32 iota (a derivative's) no tile holds: its int32 order (< 2**31) serves
+        outs.append(index if payload.dtype == np.uint32 else ops.cast(index, payload.dtype))
+    return outs
 
 
 def _top_k(eqn, x):
@@ -789,6 +789,18 @@ def _no_random(eqn) -> PtoUnsupportedError:
                             "jax.random.gumbel(key, logits.shape) outside, then pj.kernel(f)(logits, noise))")
 
 
+# ops exact on the bits of a uint32 id held as int32: jax.grad of ``x.at[i].set`` scatters its updates'
+# ids (1, 2, ...) into zeros to see which write wins and gathers and compares them; the ids are constants
+_ID_OPS = frozenset({"scatter", "gather", "eq", "ne", "select_n", "concatenate", "broadcast_in_dim", "reshape"})
+
+
+def _ids(x):
+    """A uint32 constant below 2**31 (no tile holds uint32) as int32, the same values; ``x`` otherwise."""
+    if is_const(x) and np.dtype(x.dtype) == np.uint32 and (np.size(x) == 0 or np.max(x) < 2 ** 31):
+        return np.asarray(x).astype(np.int32)
+    return x
+
+
 def _rule(eqn, invals, stack):
     with blame(eqn), _overridden(eqn, stack):
         return _translate(eqn, invals, stack)
@@ -801,6 +813,8 @@ def _translate(eqn, invals, stack):
     if _draws(eqn):
         raise _no_random(eqn)
     const = all(is_const(x) for x in invals)
+    if not const and name in _ID_OPS:
+        invals = [_ids(x) for x in invals]
     # pto ops are not folded, constant operands or not (a gather's gradient: a constant into zeros)
     if name in _ROWS and eqn.params["axis"]:    # along an inner axis only the row form has a real PTO lowering
         out = rows_of(_ROWS[name], *invals, axis=eqn.params["axis"])
