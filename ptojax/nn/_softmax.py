@@ -113,8 +113,8 @@ _xent.defvjp(_xent_fwd, _xent_bwd)
 
 
 def softmax_cross_entropy(logits, labels, *, backend: str = "sim"):
-    """Mean over the batch of ``logsumexp(logits) - logits[label]``; logits (N, C) (leading dims are
-    flattened into N), labels int32 (N,). Returns a float32 scalar. Residuals: logits, labels and the
+    """Mean over the batch of ``logsumexp(logits) - logits[label]``; logits (..., C), labels int32 of the
+    logits' leading dims (``logits.shape[:-1]``: (N,) for (N, C)). Returns a float32 scalar. Residuals: logits, labels and the
     per-row fp32 log-sum-exp."""
     check_backend("softmax_cross_entropy", backend)
     check_float("softmax_cross_entropy", logits=logits)
@@ -122,7 +122,8 @@ def softmax_cross_entropy(logits, labels, *, backend: str = "sim"):
     if labels.dtype != np.int32:
         raise PtoDtypeError(f"pj.nn.softmax_cross_entropy: labels have dtype {labels.dtype}; expected int32")
     if labels.shape != logits.shape[:-1]:
-        raise PtoShapeError(f"pj.nn.softmax_cross_entropy: labels {labels.shape} do not match logits {logits.shape}")
+        raise PtoShapeError(f"pj.nn.softmax_cross_entropy: labels {labels.shape} do not match logits {logits.shape}: "
+                            f"labels take the logits' leading dims, {logits.shape[:-1]}")
     if logits.ndim == 0 or 0 in logits.shape:
         raise PtoShapeError(f"pj.nn.softmax_cross_entropy: logits {logits.shape} hold no row of classes; the mean "
                             "over the batch needs one row and one class at least")
