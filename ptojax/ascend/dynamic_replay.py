@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import PtoUnsupportedError
 from ..lowering import ir
 from .dynamic import SYMBOL, DynamicKernel
-from .engine_parse import For, Function, If, Instr, Scalar, View
+from .engine_parse import Arith, For, Function, If, Instr, Scalar, View
 from .replay_graph import call
 
 
@@ -75,6 +75,28 @@ def _indexed(func: Function) -> set:
     return _pointers(func, lambda s: (s.src,) if isinstance(s, Scalar) and s.op == "load_scalar" else ())
 
 
+def _uses_row_index(func: Function):
+    """The first statement of ``func`` that computes with its block's row index ``%i0`` other than as a GM
+    offset or through the valid rows (``%dyn_*``): an iota of the rows (``tci`` from ``i0 * T``), a
+    loop bound, a branch; None where none does."""
+    derived = {"%i0"}
+
+    def scan(body):
+        for s in body:
+            if isinstance(s, Arith) and derived & set(s.operands):
+                if not s.result.startswith("%dyn_"):
+                    derived.add(s.result)
+            elif (isinstance(s, Instr) and derived & set(s.ins) or isinstance(s, Scalar) and s.offset in derived
+                  or isinstance(s, For) and derived & {s.lo, s.hi, s.step} or isinstance(s, If) and s.cond in derived):
+                return s
+            elif isinstance(s, (For, If)):
+                found = scan(s.body) if isinstance(s, For) else scan(s.then) or scan(s.orelse)
+                if found:
+                    return found
+        return None
+    return scan(func.body)
+
+
 def check_replayable(dk: DynamicKernel, name: str) -> None:
     """:class:`PtoUnsupportedError` where a function of kernel ``name``'s module cannot run for a
     symbolic row count: it touches an argument's rows without a row tile, or writes an argument
@@ -108,6 +130,12 @@ def check_replayable(dk: DynamicKernel, name: str) -> None:
                 raise PtoUnsupportedError(f"pj.kernel '{name}': function '{fn}' writes argument {shared[0]}, which "
                                           f"has no rows: its blocks of {t} rows are not independent, so it cannot "
                                           "run for a symbolic row count")
+    for fn, t in dk.rows.items():
+        uses = _uses_row_index(dk.module.function(fn)) if t is not None else None
+        if uses is not None:
+            raise PtoUnsupportedError(f"pj.kernel '{name}': function '{fn}' computes with its block's row index "
+                                      f"(line {uses.line}: {uses.text.strip()[:60]}), and the replay walks every "
+                                      "block as the first, so it cannot run for a symbolic row count")
 
 
 def polymorphic_function(dk: DynamicKernel, name: str):

@@ -105,10 +105,12 @@ TEMPLATE_ROWS = 256     # a default tile's rows at most, lowered at a template r
 
 def vector_tile(ctx: _Context, shape, dtypes, whole=()) -> tuple[int, ...]:
     """The vector tile for an iteration space ``shape``: the ``vec`` setting aligned to the trailing
-    dims (leading dims take 1), whole axes kept whole, everything clipped to the shape."""
+    dims (leading dims take 1), whole axes kept whole, everything clipped to the shape. At a template
+    row count a vector (of the symbolic rows) whose ``vec`` size would not tile every template (no power of
+    two up to :data:`TEMPLATE_ROWS`) takes the default tile."""
     rank = len(shape)
-    if ctx.config.vec is not None:
-        vec = ctx.config.vec
+    vec = ctx.config.vec
+    if vec is not None and not (templated() and rank == 1 and (vec[-1] & (vec[-1] - 1) or vec[-1] > TEMPLATE_ROWS)):
         splits_last = rank and rank - 1 not in whole and vec[-1] < shape[-1]
         for dtype in dtypes if splits_last else ():
             if np.dtype(dtype) == np.bool_:  # compare results are bit masks on the vector unit
