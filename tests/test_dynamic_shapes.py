@@ -616,7 +616,9 @@ def test_a_transpose_of_the_block_rows_is_unsupported_at_compile_time():
             return jnp.cumsum(x, axis=1)
 
     with pytest.raises(PtoUnsupportedError, match=r"function 'cumsum': a transpose of the block's 16 dynamic rows "
-                                                  r"\(ttrans of %\w+ into %\w+\) has no dynamic form"):
+                                                  r"\(ttrans of %\w+ into %\w+: a transpose, or a cumsum along "
+                                                  r"the last axis, which scans down the tile's transpose\) has no "
+                                                  r"dynamic form; compile it without polymorphic_shapes"):
         pj.kernel(scan, polymorphic_shapes=("m, 32",))(_rand((7, 32), 0))
 
 

@@ -271,7 +271,9 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     for line, groups in instrs:             # a transpose turns the block's rows into columns: no ? rows
         if _INSTR.match(line).group(1) == "pto.ttrans" and (groups[0][2][0] in kind) != (groups[-1][2][0] in kind):
             raise _err(name, f"a transpose of the block's {t} dynamic rows (ttrans of {groups[0][2][0]} into "
-                             f"{groups[-1][2][0]}) has no dynamic form")
+                             f"{groups[-1][2][0]}: a transpose, or a cumsum along the last axis, which scans down "
+                             "the tile's transpose) has no dynamic form; compile it without polymorphic_shapes "
+                             "(once per row count)")
     # rewrite: the prologue before the first use, then every typed mention of a dynamic tile
     defined = {m.group(1) for m in (re.match(r"\s*(%\w+) =", line) for line in out[:first]) if m}
     if index not in defined or tile not in defined:
