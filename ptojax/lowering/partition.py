@@ -557,14 +557,14 @@ def _program(ops, kind, body, label, memory, row_loops=True):
 def _advice(ops, kind, body, loc, used, label, memory, row_loops) -> str:
     """What to change when a block's peak ``used`` bytes overfill buffer ``loc``: the tiles it loads,
     and where a reduction reads whole rows, that only fewer rows per tile help."""
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
+    def walk(eqns):
+        for eqn in eqns:
             yield eqn
             for key, value in eqn.params.items():
                 if key.endswith("jaxpr") and value is not None:
-                    yield from walk(getattr(value, "jaxpr", value))
+                    yield from walk(getattr(value, "jaxpr", value).eqns)
 
-    eqns = list(walk(body.jaxpr))
+    eqns = list(walk(body.jaxpr.eqns))
     tiles = sorted({tuple(e.outvars[0].aval.shape) for e in eqns if e.primitive is T.tload_p
                     and e.params["loc"] == loc}, key=lambda t: -int(np.prod(t)))
     shown = f" (it loads tiles {', '.join(map(str, tiles[:3]))})" if tiles else ""
@@ -587,13 +587,20 @@ def _advice(ops, kind, body, loc, used, label, memory, row_loops) -> str:
     x = max(whole, key=lambda a: int(np.prod(a.shape)))
     rows, cols = int(np.prod(x.shape[:-1])), x.shape[-1]
     fit = rows * memory.buffer(loc) // used
-    text = (f"its reduction reads tile {tuple(x.shape)} whole: reductions and row-wise composites keep their rows "
-            f"whole, whatever the vec tile's columns ({rows} rows x {cols} columns x {np.dtype(x.dtype).itemsize} bytes, "
-            f"and a tmp tile as large while it reduces), so only fewer rows per tile help"
-            + (f" (at most about {fit} by this count)" if 0 < fit < rows else "") + ", not fewer columns")
-    if not row_loops:
-        text += (f"; row_loops is off for label {label!r}: with it on, the column-tiled ops around a reduction "
-                 "and the reduction loop over column tiles in one program")
+    size = f"{rows} rows x {cols} columns x {np.dtype(x.dtype).itemsize} bytes, and a tmp tile as large while it reduces"
+    fewer = f" (at most about {fit} by this count)" if 0 < fit < rows else ""
+    if any(_row_tmp(e) for top in body.jaxpr.eqns if top.primitive.name in CONTROL for e in walk([top])):
+        return (f"its row loop reduces column chunks {tuple(x.shape)} of its rows ({size}) and overfills even so: "
+                f"only fewer rows per tile help{fewer}")
+    if row_loops:
+        text = (f"its reduction reads tile {tuple(x.shape)} whole ({size}): with these columns only fewer rows per "
+                f"tile help{fewer}; a sum / max / min / prod under a vec tile whose columns split the row loops over "
+                "column chunks of it instead, narrowed until the loop fits")
+    else:
+        text = (f"its reduction reads tile {tuple(x.shape)} whole: reductions and row-wise composites keep their "
+                f"rows whole, whatever the vec tile's columns ({size}), so only fewer rows per tile help{fewer}, not "
+                f"fewer columns; row_loops is off for label {label!r}: with it on, the column-tiled ops around a "
+                "reduction and the reduction loop over column tiles in one program")
     others = [t for t in tiles if t != tuple(x.shape)]
     return text + (f" (it also loads tiles {', '.join(map(str, others[:3]))})" if others else "")
 
@@ -758,12 +765,11 @@ class _Partitioner:
             end = _run_end(plan, i) if first is None or self.options.get("row_loops", first.label, True) else i
             for j in range(end, i + 1, -1):
                 group = _RowGroup(e for g in plan[i:j] for e in g)
-                fused = rowloop.fuse(group, _escaping(jaxpr, group))
-                if fused is None:
-                    continue
                 try:
-                    group.block = self.row_block(group, fused, "long rows: the column tiles loop inside the program")
+                    group.block = self.looped(jaxpr, group, "long rows: the column tiles loop inside the program")
                 except PtoCapacityError:
+                    continue
+                if group.block is None:
                     continue
                 out.append(group)
                 i = j
@@ -772,6 +778,26 @@ class _Partitioner:
                 out.append(plan[i])
                 i += 1
         return out
+
+    def looped(self, jaxpr, group, note):
+        """The row-loop block of ``group`` (``rowloop.fuse``) over the column tiles it was tiled in, or
+        where that program overfills a buffer, over narrower column chunks (``rowloop.narrower``: the
+        width halved while it stays 32-byte aligned) — the widest that fits; None where no row loop
+        forms, the narrowest's :class:`PtoCapacityError` where none fits."""
+        escaping, known, error = _escaping(jaxpr, group), dict(self.programs), None
+        for chunk in (None, *rowloop.narrower(group, self.memory)):
+            fused = rowloop.fuse(group, escaping, chunk=chunk)
+            if fused is None:
+                break
+            try:
+                return self.row_block(group, fused, note if chunk is None else
+                                      f"{note}, in column chunks of {chunk}: the vec tile's overfill the buffers")
+            except PtoCapacityError as err:
+                error = err
+                self.programs = dict(known)     # none of an overfilling program's parts
+        if error is None:
+            return None
+        raise error
 
     def row_block(self, group, fused, note, lone=False):
         bodies, out_specs, inputs, outputs, shapes = fused
@@ -804,13 +830,12 @@ class _Partitioner:
             if len(group) == 1:
                 raise
             error, why = err, str(err).split(": ", 1)[-1].split(" — ")[0]
-        fused = rowloop.fuse(group, _escaping(jaxpr, group))
-        if fused is not None:
-            try:
-                note = f"recomputes whole-row tensors in a row loop: fused as written, {why}"
-                return [self.row_block(group, fused, note)]
-            except PtoCapacityError:
-                pass
+        try:
+            looped = self.looped(jaxpr, group, f"recomputes whole-row tensors in a row loop: fused as written, {why}")
+        except PtoCapacityError:
+            looped = None
+        if looped is not None:
+            return [looped]
         if not split:
             raise error
         known = dict(self.programs)

@@ -43,6 +43,7 @@ class _Member:
     eqn: object
     spec: ir.Grid
     kind: str            # "cols": column tiles; "reduce": a whole-row reduction; "rows": R×1 tiles
+    bodies: list | None = None    # "cols" recut to another column chunk (:func:`_recut`): its part bodies
 
 
 def _reduction(body):
@@ -93,9 +94,12 @@ def _rows_of(window):
     return (window.shape[:-1], window.index[:-1], window.stride[:-1], window.base[:-1])
 
 
-def fuse(eqns, escaping, memory=None):
+def fuse(eqns, escaping, memory=None, chunk=None):
     """``(bodies, output specs, input vars, output vars, part shapes)`` of one row-loop program for
     the grid ``eqns`` (in order), or None where they are not such a chain (module docstring).
+
+    ``chunk``: the loop reads the row in column tiles of ``chunk`` columns (a tail the rest), not the
+    column tiles of its column-tiled members (:func:`narrower`: where those overfill the UB).
 
     With ``memory`` (a :class:`~ptojax.lowering.memory.CoreMemory`), whole-row reductions of GM inputs
     with no column-tiled member around them (a reduction alone, the R×1 ops on its result) loop too,
@@ -121,6 +125,12 @@ def fuse(eqns, escaping, memory=None):
         if None in segments or len(segments) != 1:
             return None
         (counts,) = segments
+        if chunk is not None:
+            recut = _recut(members, rows, counts, chunk)
+            if recut is None:
+                return None
+            counts, cut_bodies = recut
+            members = [dataclasses.replace(m, bodies=cut_bodies.get(id(m))) for m in members]
     produced = {v: m for m in members for v in m.eqn.outvars}
     inputs = []
     for m in members:
@@ -137,6 +147,120 @@ def fuse(eqns, escaping, memory=None):
     except _NotRows:
         return None
     return bodies, out_specs, inputs, outputs, [(*r, 1) for r in rows]
+
+
+def _column_width(members, rows, counts):
+    """The width of the full column tiles of a chain's column-tiled members (their first segment's,
+    all alike), and the dtypes of their tiles; None where the first segment is not a run of full tiles."""
+    widths, dtypes = set(), set()
+    col = len(rows[0]) if rows else 0
+    for m in members:
+        if m.kind != "cols":
+            continue
+        for e in m.spec.parts[0].body.jaxpr.eqns:
+            dtypes.update(np.dtype(v.aval.dtype) for v in (*e.invars, *e.outvars)
+                          if getattr(getattr(v, "aval", None), "shape", ()))
+            if e.primitive in (T.tload_p, T.tstore_p) and _column_window(e.params["window"], col):
+                widths.add(e.params["window"].shape[-1])
+    if len(widths) != 1 or counts[0] < 1:
+        return None
+    return widths.pop(), dtypes
+
+
+def _column_window(window, col) -> bool:
+    """Whether ``window`` is a column tile of the loop (its last dim past one column, or indexed by the
+    column's grid index), not an R×1 or 0-d one."""
+    return bool(window.shape) and (window.shape[-1] > 1 or window.index[-1] == col)
+
+
+def narrower(eqns, memory):
+    """The column chunks a row loop over ``eqns`` may read its rows in where the column tiles of its
+    column-tiled members overfill the UB (:func:`fuse`'s ``chunk``): their width halved, and again,
+    while it stays a multiple of ``memory.align`` bytes of every dtype of its tiles; [] where the chain
+    has no such tiles, or reads its rows in one column tile (a vec tile that does not split them)."""
+    try:
+        members = [_classify(e) for e in eqns]
+    except _NotRows:
+        return []
+    if not any(m.kind == "cols" for m in members) or not any(m.kind != "cols" for m in members):
+        return []
+    rows = [p.shape[:-1] for p in next(m for m in members if m.kind != "cols").spec.parts]
+    counts = _segments(next(m for m in members if m.kind == "cols"), rows)
+    if counts is None or sum(counts) < 2:
+        return []           # whole rows in one column tile: the vec tile does not split the row
+    found = _column_width(members, rows, counts)
+    if found is None:
+        return []
+    width, dtypes = found
+    step = max(max(1, memory.align // d.itemsize) for d in dtypes) if dtypes else 1
+    out = []
+    while width // 2 >= step and (width // 2) % step == 0:
+        width //= 2
+        out.append(width)
+    return out
+
+
+def _recut(members, rows, counts, chunk):
+    """The column-tiled members' bodies re-windowed to column tiles of ``chunk`` columns: (the new
+    tile counts per segment, {id(member): bodies per row region and segment}); None where a member's
+    column tiles are not full tiles (stride their width) and at most a tail, from which others are cut."""
+    found = _column_width(members, rows, counts)
+    if found is None or len(counts) > 2 or (len(counts) == 2 and counts[1] != 1):
+        return None
+    width, _ = found
+    col, per = len(rows[0]), len(counts)
+    spans, bodies = set(), {}
+    for m in members:
+        if m.kind != "cols":
+            continue
+        tails = {e.params["window"].shape[-1] for k in range(len(rows)) for e in m.spec.parts[k * per + per - 1].body.jaxpr.eqns
+                 if per == 2 and e.primitive is T.tstore_p and _column_window(e.params["window"], col)}
+        if len(tails) > 1:
+            return None
+        span = counts[0] * width + (tails.pop() if tails else 0)
+        spans.add(span)
+        bodies[id(m)] = [_rewindowed(m.spec.parts[k * per].body, col, width, w, start)
+                         for k in range(len(rows)) for _, w, start in _cuts(span, chunk)]
+    if len(spans) != 1 or any(b is None for made in bodies.values() for b in made):
+        return None
+    return tuple(c for c, _, _ in _cuts(spans.pop(), chunk)), bodies
+
+
+def _cuts(n, chunk):
+    """(tile count, columns, first column) per segment of a row of ``n`` in tiles of ``chunk``."""
+    cuts = [(n // chunk, chunk, 0)] if n // chunk else []
+    return cuts + ([(1, n % chunk, n // chunk * chunk)] if n % chunk else [])
+
+
+def _rewindowed(body, col, width, w, start):
+    """``body`` (a full column tile of ``width``, grid index ``col`` its column's) over column tiles of
+    ``w`` columns from column ``start`` of its own: each column window cut so, ops traced anew; None
+    where a column window is not a full tile of ``width`` indexed by the column (stride its width)."""
+    jaxpr = body.jaxpr
+    for e in jaxpr.eqns:
+        if e.primitive in (T.tload_p, T.tstore_p) and _column_window(e.params["window"], col):
+            win = e.params["window"]
+            if win.shape[-1] != width or win.stride[-1] != width or win.index[-1] != col:
+                return None
+
+    def cut(win):
+        if not _column_window(win, col):
+            return win
+        return T.Window(win.shape[:-1] + (w,), win.index, win.stride[:-1] + (w,), win.base[:-1] + (win.base[-1] + start,))
+
+    def rule(eqn, invals, stack):
+        if eqn.primitive in (T.tload_p, T.tstore_p):
+            return _bind(eqn.replace(params={**eqn.params, "window": cut(eqn.params["window"])}), invals)
+        return _bind(eqn, invals)
+
+    def traced(*args):
+        return interpret(jaxpr, body.consts, list(args), rule)
+
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in jaxpr.invars]
+    try:
+        return jax.make_jaxpr(traced)(*avals)
+    except (TypeError, ValueError):     # an op whose params fix its tile's shape (not elementwise on it)
+        return None
 
 
 def _chunks(members, memory):
@@ -162,9 +286,7 @@ def _chunks(members, memory):
     rows = max(r for _, r in sizes)
     step = max(1, memory.align // size)
     limit = max(step, min(memory.max_cols, memory.tile_bytes // max(1, rows * size)) // step * step)
-    chunk = min(n, chunk_for(n, limit, step))
-    cuts = [(n // chunk, chunk, 0)] if n // chunk else []
-    return cuts + ([(1, n % chunk, n // chunk * chunk)] if n % chunk else [])
+    return _cuts(n, min(n, chunk_for(n, limit, step)))
 
 
 def _segments(m, rows):
@@ -229,7 +351,7 @@ class _Program:
     def part(self, m, seg=0):
         """Member ``m``'s body for this row region (and column segment ``seg``)."""
         per = len(self.counts) if m.kind == "cols" else 1
-        return m.spec.parts[self.k * per + seg].body
+        return (m.bodies or [p.body for p in m.spec.parts])[self.k * per + seg]
 
     def window(self, v, seg):
         """The window the producer of column-tiled ``v`` stores it with in column segment ``seg``."""

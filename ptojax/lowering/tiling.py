@@ -887,7 +887,20 @@ def _as_reference(ctx, eqn, x) -> bool:
     if ctx.op == "quantize":          # its rule holds the row in float32 three times, and q beside it
         return _QUANTIZE_COPIES * aligned_bytes(row, np.float32, ctx.memory.align) >= ctx.memory.ub
     return (x.ndim - 1 in whole and x.shape[-1] > ctx.memory.max_cols) or \
-        aligned_bytes(row, np.float32, ctx.memory.align) > stage_bytes(ctx.memory, ctx)
+        aligned_bytes(row, np.float32, ctx.memory.align) > stage_bytes(ctx.memory, ctx) or \
+        _overfull_split_rows(ctx, x, whole)
+
+
+def _overfull_split_rows(ctx, x, whole) -> bool:
+    """Whether a row-wise composite's whole rows under the user's ``vec`` tile that splits the row (row
+    loops on) would take more than :func:`_whole_row_bytes` in float32, a float16 / bfloat16 copy beside
+    them: then it lowers as its reference's ops, whose reductions loop over the row's column tiles."""
+    vec = ctx.config.vec
+    if vec is None or not ctx.row_loops or x.ndim < 2 or x.ndim - 1 not in whole or vec[-1] >= x.shape[-1]:
+        return False
+    tile = vector_tile(ctx, x.shape, [x.dtype], whole=tuple(whole))
+    extra = aligned_bytes(tile, x.dtype, ctx.memory.align) if np.dtype(x.dtype) != np.float32 else 0
+    return aligned_bytes(tile, np.float32, ctx.memory.align) + extra > _whole_row_bytes(ctx.memory)
 
 
 def _staged_reduce(ctx, eqn, invals, axis, limit, step):
