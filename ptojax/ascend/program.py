@@ -83,11 +83,16 @@ class AscendKernel:
             need = liveness.ub_plan(text)
             if need > self.memory.ub:
                 label = f" (label {labels[name]!r})" if labels.get(name) else ""
+                advice = ("use fewer rows or columns in its ops' vec tile (a reduction or row-wise composite keeps its "
+                          "rows whole unless the tile splits them and row loops are on for its label)")
+                if "pto.tsort32" in text:        # a sort keeps each row whole: fewer columns do not help
+                    advice = ("its sort keeps each row whole in the UB, whatever the vec tile's columns: use fewer "
+                              "rows per tile (pj.tile(vec=(1, ...)) sorts one row at a time); a row too long to sort "
+                              "even alone takes lax.top_k (staged in chunks however long the row) or a sort outside "
+                              "the kernel")
                 raise PtoCapacityError(
                     f"pto realize: function @{name}{label} needs {need} bytes of UB (its tiles placed as ptoas "
-                    f"plans them); UB holds {self.memory.ub} bytes — use fewer rows or columns in its ops' vec tile "
-                    "(a reduction or row-wise composite keeps its rows whole unless the tile splits them and row loops "
-                    "are on for its label)")
+                    f"plans them); UB holds {self.memory.ub} bytes — {advice}")
 
     def cpp(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
         """The C++ for the pto-isa tile library that Huawei's ``ptoas`` makes of :meth:`pto`

@@ -43,7 +43,7 @@ from .rowform import keep_rows
 from .scope import TileConfig, read
 from .symbolic import templated
 from .tensor import to_tensor_level
-from .topk import pass_k, staged_topk, topk_in_passes
+from .topk import SORT_COLS, STAGED_INT32_SORT, pass_k, sort_int32_by_halves, staged_topk, topk_in_passes
 from .walk import CONTROL, by_rule, control, interpret, retrace
 
 # Ops that keep some axes whole: name -> function(params, rank) giving those axes.
@@ -600,6 +600,27 @@ def _is_staged_topk(ctx, eqn, x) -> bool:
 STAGED_TOPK_CHUNK = 2048      # columns per partial top-k when the row is wider than a tile
 
 
+def _sorts_by_halves(ctx, eqn, x) -> bool:
+    """An int32 ``sort`` along the last axis of more than :data:`STAGED_INT32_SORT` columns: one tile's
+    sort by 16-bit halves keeps the halves, keys and orders beside the float32 sort's buffers, which
+    overfill the UB from about 2 800 columns (whatever the ``vec`` tile: a sort keeps its row whole), so
+    it sorts as two whole-row float32 sorts and gathers (``topk.sort_int32_by_halves``). A row past
+    :data:`SORT_COLS` columns, more than one tile sorts, is refused with what to do instead."""
+    if ctx.op != "sort" or eqn.params["axis"] != x.ndim - 1 or np.dtype(x.dtype) != np.int32:
+        return False
+    n = x.shape[-1]
+    if not isinstance(n, int) or n <= STAGED_INT32_SORT:
+        return False
+    if n > SORT_COLS:
+        raise PtoCapacityError(
+            f"pto.sort{_at(ctx)}: an int32 row of {n} columns (shape {tuple(x.shape)}) is longer than the {SORT_COLS} "
+            f"columns one tile sorts (a row's sort keeps it whole in the UB, whatever the vec tile; int32 sorts as "
+            f"float32 sorts of its 16-bit halves): sort rows of at most {SORT_COLS} columns in the kernel, take the "
+            f"largest or smallest k <= {ctx.memory.max_cols} with lax.top_k (staged in chunks however long the row), "
+            "or sort outside the kernel (jnp.sort / jnp.argsort in the JAX code that calls it)")
+    return True
+
+
 def _is_int_sort_off_last(ctx, eqn, x) -> bool:
     return ctx.op in ("topk", "sort") and eqn.params["axis"] != x.ndim - 1 and np.dtype(x.dtype) == np.int32
 
@@ -1027,6 +1048,8 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             params = {k: v for k, v in eqn.params.items() if k != "axis"}   # rows too long: in chunks
             return rewritten(lambda x, *rest: [rows_of(getattr(ops, op), x, *rest, axis=eqn.params["axis"],
                                                        chunk=chunk, **params)], invals)
+        if _sorts_by_halves(ctx, eqn, invals[0]):    # a long int32 row: float32 sorts of its halves, gathers
+            return rewritten(functools.partial(sort_int32_by_halves, largest=eqn.params["largest"]), invals[:1])
         if _is_int_sort_off_last(ctx, eqn, invals[0]):     # int32 sorts along a tile's rows only: moved last
             return rewritten(functools.partial(_sort_along_last, prim=eqn.primitive, **eqn.params), invals[:1])
         if _as_reference(ctx, eqn, invals[0]):      # its reference's ops: staged reductions, blocks of columns

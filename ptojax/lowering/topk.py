@@ -18,6 +18,10 @@ to ``k`` = :func:`pass_k` (2 048; 512 for int32, sorted by its 16-bit halves wit
 larger ``k`` (up to a tile row's columns) is selected in passes of at most that many
 (:func:`topk_in_passes`, which the tile pass rewrites such a ``topk`` into): each pass a staged top-k of
 the row with the entries the passes before took removed (the row compacted), the passes joined.
+
+A ``sort`` is a top-k with k = n, but an int32 one past 2 048 columns does not stage so (its merges would
+hold the whole row): it runs as two whole-row float32 sorts of its 16-bit halves with gathers between
+them (:func:`sort_int32_by_halves`, which the tile pass rewrites such a sort into).
 """
 from __future__ import annotations
 
@@ -183,3 +187,41 @@ def _ragged_lists(x, lead, n, chunk, kk, largest, lists):
         ij = E.add(ij, off) if kk <= width else E.where(E.lt(ij, np.int32(0)), np.int32(-1), E.add(ij, off))
         v, i = L.assemble(vj, zero + (j * kk,), v), L.assemble(ij, zero + (j * kk,), i)
     return L.reshape(v, lead + (lists, kk)), L.reshape(i, lead + (lists, kk))
+
+
+SORT_COLS = 8192        # the longest row one tile sorts: a float32 row's (value, index) structs, double-buffered
+                        # (2 x 8 192 x 8 bytes), with its work and index rows, take most of the UB
+STAGED_INT32_SORT = 2048      # int32 rows longer than this sort by halves in stages (sort_int32_by_halves)
+_POSITION_BITS = (SORT_COLS - 1).bit_length()      # 13: a position in a row of at most SORT_COLS
+
+
+def sort_int32_by_halves(x, *, largest: bool):
+    """``sort`` of int32 ``x`` along its last axis (``n`` past :data:`STAGED_INT32_SORT` columns, at most
+    :data:`SORT_COLS`) as Tensor-level ops: the radix sort by 16-bit halves that one tile runs for a shorter
+    row (``ascend/isel/sort.py``), its passes whole-row float32 sorts (``tsort32`` sorts floats; float32
+    holds a half exactly) with the gathers between them through GM. A tile sorts a float32 row of up to
+    :data:`SORT_COLS`, but an int32 row's one-tile sort keeps its halves, keys and orders beside the
+    float32 sort's buffers, which overfill the UB past about 2 800 columns.
+
+    The low halves (``x & 0xffff``, 0..65535) sort first; the high halves (``x >> 16``, signed) in that
+    order sort second. Both sorts are stable (ties keep the lower index, in either direction), so the
+    order is by value, ties by the lower index: ``jnp.sort``'s (``argsort``'s, stable). The second sort's
+    positions pick, in one gather, the first sort's order and low halves packed into one int32 (the
+    position in 13 bits, ``n <= 8 192``, the low half above it); the sorted high halves give the rest of
+    the values."""
+    *lead, n = x.shape
+    lead = tuple(lead)
+    rows = int(np.prod(lead, dtype=np.int64))
+    flat_shape = (rows * n,)
+    base = E.mul(L.reshape(I.iota(rows), lead + (1,)), np.int32(n))      # each row's first entry
+    hi = E.shift_right(x, np.int32(16))
+    lo_sorted, first = I.sort(C.cast(E.bitwise_and(x, np.int32(0xFFFF)), np.float32), -1, descending=largest)
+    hi_first = _take(C.cast(hi, np.float32), first, base, flat_shape)     # the high halves in that order
+    hi_sorted, second = I.sort(hi_first, -1, descending=largest)
+    bits = _POSITION_BITS
+    packed = E.bitwise_or(E.shift_left(C.cast(lo_sorted, np.int32), np.int32(bits)), first)
+    picked = _take(packed, second, base, flat_shape)
+    order = E.bitwise_and(picked, np.int32((1 << bits) - 1))
+    values = E.bitwise_or(E.shift_left(C.cast(hi_sorted, np.int32), np.int32(16)),
+                          E.shift_right(picked, np.int32(bits)))
+    return values, order
