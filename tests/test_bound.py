@@ -218,6 +218,11 @@ def test_l2_rule_compulsory_reads_reuse_and_residency():
     # A call writing 250 MiB (its distinct bytes) into the 100 MiB L2 writes 150 MiB back to HBM.
     assert l2.hbm_fraction({"a": (10 * MIB, 10 * MIB)}, {"d": (300 * MIB, 250 * MIB)}) == (0.0, 150 * MIB)
     assert reuse_miss(50, 100) == 0.0 and reuse_miss(400, 100) == 0.75
+    # A resident tensor read once beside a new one that overflows the L2: its distinct bytes hit, only
+    # re-reads miss (it charged 1 - 100/120 of the resident tensor's bytes as misses).
+    l2 = L2(100 * MIB)
+    assert l2.hbm_fraction({}, {"e": (60 * MIB, 60 * MIB)}) == (0.0, 0)
+    assert l2.hbm_fraction({"e": (60 * MIB, 60 * MIB), "x": (60 * MIB, 60 * MIB)}, {})[0] == pytest.approx(0.5)
 
 
 def test_l2_rule_writes_back_dirty_data_that_later_calls_push_out():
@@ -291,7 +296,7 @@ def test_the_l2_rule_is_its_plain_statement(calls, capacity):
         distinct = {t: min(x, n) for t, (x, n) in r.items()}
         miss = reuse_miss(sum(distinct.values()), capacity)
         total = sum(x for x, _ in r.values())
-        hbm = sum((0 if plain.resident(t) else distinct[t]) * (1 - miss) + miss * x for t, (x, _) in r.items())
+        hbm = sum((0 if plain.resident(t) else distinct[t]) + miss * (x - distinct[t]) for t, (x, _) in r.items())
         for t, (_, n) in r.items():
             plain.touch(t, n)
         for t, (x, n) in w.items():

@@ -128,7 +128,7 @@ class L2:
         total = hbm = 0.0
         for t, (r, _) in reads.items():
             compulsory = 0 if self.resident(t) else distinct[t]
-            hbm += compulsory + miss * (r - compulsory)
+            hbm += compulsory + miss * (r - distinct[t])       # a resident tensor's distinct bytes hit
             total += r
         for t, (_, size) in reads.items():
             self.touch(t, size)
