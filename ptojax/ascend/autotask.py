@@ -8,7 +8,9 @@ resident in L1/UB charged once per window), one point by its grid-point function
 then go to the earliest idle core, each after an AICPU scheduler (the least recently used of
 ``Target.aicpu``) spends ``Target.aicpu_task_s`` deciding it and ``Target.dispatch_s`` passes: the
 last end is the part's predicted makespan on its own, and the ``n`` with the smallest wins (the
-smaller ``n`` on a tie). Reads are priced as L2 hits (the L2 rule's HBM share depends on the rest of
+smaller ``n`` on a tie). The parts of one block call (an odd-sized GEMM's interior and edge
+programs) share the cores: one count for all of them is priced on their tasks together against each
+part's own choice. Reads are priced as L2 hits (the L2 rule's HBM share depends on the rest of
 the run). L1/UB capacity needs no term of its own: a resident tile is a tile the grid point already
 holds (``isel/task.py``), so a task of any ``n`` takes the space of one point; a K chain's resident
 A strip is larger, and selection keeps it only where L1 holds it beside the point's tiles.
@@ -72,10 +74,24 @@ def task_costs(kernel: asm.Kernel, n: int, target: Target, memory, arch: str = "
     return out
 
 
-def points_per_task(kernel: asm.Kernel, target: Target, memory, arch: str = "a3") -> int:
-    """The grid points per task of ``kernel`` with the smallest predicted makespan (module docstring)."""
-    cores = target.cores(kernel.core)
-    tried = candidates(math.prod(kernel.grid), cores)
-    if len(tried) == 1:
-        return tried[0]
-    return min(tried, key=lambda n: (part_makespan(task_costs(kernel, n, target, memory, arch), target, cores), n))
+def points_per_task(kernels: list[asm.Kernel], target: Target, memory, arch: str = "a3") -> list[int]:
+    """The grid points per task of each of ``kernels``, the parts of one block call (module docstring):
+    they share the cores of their kind, so besides each part's own best count, one count for all of
+    them (capped at each part's points: an odd-sized GEMM's edge parts) is priced on their tasks
+    together, and the smallest predicted makespan wins (each part's own choice on a tie)."""
+    cores = target.cores(kernels[0].core)
+    points = [math.prod(k.grid) for k in kernels]
+    tried = [candidates(p, cores) for p in points]
+    priced: dict = {}
+
+    def costs(i, n):
+        if (i, n) not in priced:
+            priced[i, n] = task_costs(kernels[i], n, target, memory, arch)
+        return priced[i, n]
+
+    own = [min(t, key=lambda n, i=i: (part_makespan(costs(i, n), target, cores), n)) for i, t in enumerate(tried)]
+    if len(kernels) == 1:
+        return own
+    shared = [[min(n, p) for p in points] for n in sorted(set().union(*tried))]
+    return min([own, *shared], key=lambda choice: part_makespan(
+        [c for i, n in enumerate(choice) for c in costs(i, n)], target, cores))

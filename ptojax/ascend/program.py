@@ -256,6 +256,7 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE, target=
     kernels, texts, tasks = {}, [], {}
     pids = {id(p): i for i, p in enumerate(lowering.programs)}
     for eqn in _block_calls(lowering.block.jaxpr):
+        auto = []
         for part in eqn.params["spec"].parts:
             key = (part.program.name, tuple(part.shape))
             if key in kernels:
@@ -264,12 +265,13 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE, target=
             (parsed,) = asm.parse(text)
             isa.verify(parsed, memory)
             kernels[key] = parsed
-            n = part.tiles_per_block
-            if n == 0 and target is not None:                   # "auto"
-                n = points_per_task(parsed, targets.target(target), memory)
-            if min(n, part.size) > 1:
-                tasks[key] = min(n, part.size)
             texts.append(text)
+            if part.tiles_per_block == 0 and target is not None:     # "auto": the call's parts together
+                auto.append((key, part))
+            elif min(part.tiles_per_block, part.size) > 1:
+                tasks[key] = min(part.tiles_per_block, part.size)
+        counts = points_per_task([kernels[k] for k, _ in auto], targets.target(target), memory) if auto else []
+        tasks.update((key, min(n, part.size)) for (key, part), n in zip(auto, counts) if min(n, part.size) > 1)
     return AscendKernel(lowering, memory, kernels, "\n".join(texts), tasks)
 
 
