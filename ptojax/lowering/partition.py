@@ -7,7 +7,8 @@ Partition follows PyPTO's rules for A2/A3 (separate cube and vector cores):
   round trip disappears unless someone outside the group still reads that tensor ("depth merging");
   then a group joins an earlier one over the same grid whose emission its operands precede when it
   reads that group's results tile for tile or a later op reads results of both ("sibling
-  merging": one task per tile instead of two), unless that overfills a buffer;
+  merging": one task per tile instead of two), unless that overfills a buffer even computing each
+  tile in pieces (elementwise on whole tiles, below);
 * reshapes move no data: each is emitted right after what it reshapes, so it separates no group;
 * a run of vector groups over the same row blocks where some tile the row into column tiles and
   others reduce whole rows is one program per row block that loops over the column tiles
@@ -740,7 +741,7 @@ class _Partitioner:
         known = dict(self.programs)
         try:
             blocks = [self.blocks(jaxpr, group, split=False) for group in plan]
-        except PtoCapacityError:                # siblings overfilled a buffer: depth merging only, then splits
+        except PtoCapacityError:                # siblings overfilled a buffer, in pieces too: depth merging only
             self.programs = known
             plan = self.row_loops(jaxpr, _plan(jaxpr, siblings=False))
             blocks = [self.blocks(jaxpr, group) for group in plan]
@@ -812,8 +813,9 @@ class _Partitioner:
         """The blocks of a group of grid eqns, each (Block, input vars, output vars); None for another
         eqn. A group whose program would overfill a buffer is one row loop (``rowloop``: its whole-row
         tensors recomputed, not kept) where that fits, else one program computing each tile in pieces
-        where the group is elementwise on whole tiles and that fits (:meth:`pieces`), else (``split``)
-        consecutive groups that fit (a lone op among them again in pieces where it overfills)."""
+        where the group is elementwise on whole tiles and that fits (:meth:`pieces`, ``split`` or not),
+        else (``split``) consecutive groups that fit (a lone op among them again in pieces where it
+        overfills)."""
         if isinstance(group, _RowGroup):
             return [group.block]
         if len(group) == 1 and _grid(group[0]) is None:
@@ -836,13 +838,13 @@ class _Partitioner:
             looped = None
         if looped is not None:
             return [looped]
-        if not split:
-            raise error
         known = dict(self.programs)
         try:            # elementwise on whole tiles: fused as written, each tile in pieces
             return [self.block(jaxpr, group, pieces=True)]
         except PtoCapacityError:
             self.programs = known       # none of a part that fit before another did not
+        if not split:
+            raise error
         segments, current = [], [group[0]]
         for eqn in group[1:]:
             try:
