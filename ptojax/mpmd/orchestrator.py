@@ -420,11 +420,12 @@ class _Orchestrator:
             per_task = part.tiles_per_block or getattr(self.backend, "points_per_task", lambda _: 1)(part)
             made = []
             pointwise = self.point_regions(windows, points, inputs + outputs) if per_task == 1 else None
+            joined = _joined_windows(part) if pointwise is None else None     # a tile's slices as one
             for start in range(0, len(points), per_task):
                 at = points[start:start + per_task]   # this task's grid points
                 run, cost, nbytes = self.backend.task(part, at, arrays)
                 if pointwise is None:
-                    reads, writes, scatters = self.regions(windows, _spans(part.shape, start, start + len(at) - 1),
+                    reads, writes, scatters = self.regions(joined, _spans(part.shape, start, start + len(at) - 1),
                                                            inputs + outputs)
                 else:
                     reads, writes, scatters = pointwise[start]
@@ -700,6 +701,7 @@ def _tiled_volume(windows, position, grid, shape) -> int:
 
 
 _WINDOWS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # block part -> its windows
+_JOINED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # block part -> _joined_windows
 
 
 def _reads_only_its_own(spec, source: int, target: int) -> bool:
@@ -721,6 +723,48 @@ def _part_windows(part):
     if windows is None:
         windows = _WINDOWS[part] = _windows(part.body.jaxpr, len(part.shape))
     return windows
+
+
+def _joined_windows(part):
+    """:func:`_part_windows` with the windows of a tensor that cut one tile into slices joined into the
+    tile's window (:func:`_join`), computed once per part: the regions of a task of several grid points
+    take one box per window over its points, which is exact for a tile's window but, for a slice of
+    it (a program computing each tile in pieces), takes in the other slices' rows of the tiles
+    between -- boxes larger than the task's tiles, overlapping each other and the next task's."""
+    joined = _JOINED.get(part)
+    if joined is None:
+        joined = []
+        for kind, position, window in dict.fromkeys(_part_windows(part)):
+            merged = window is not None
+            while merged:
+                merged = False
+                for k, (kind2, position2, other) in enumerate(joined):
+                    both = (kind == kind2 and position == position2 and other is not None and _join(other, window))
+                    if both:
+                        del joined[k]
+                        window, merged = both, True
+                        break
+            joined.append((kind, position, window))
+        _JOINED[part] = joined
+    return joined
+
+
+def _join(a, b):
+    """The window of the slices ``a`` and ``b`` of one tile side by side in one dim (same index and
+    stride, equal elsewhere, ``b`` starting where ``a`` ends or the other way round, together no wider
+    than the grid step there); None otherwise."""
+    if a.index != b.index or a.stride != b.stride:
+        return None
+    differ = [d for d in range(len(a.shape)) if (a.shape[d], a.base[d]) != (b.shape[d], b.base[d])]
+    if len(differ) != 1:
+        return None
+    d = differ[0]
+    if a.base[d] > b.base[d]:
+        a, b = b, a
+    if a.base[d] + a.shape[d] != b.base[d] or (a.index[d] is not None and a.index[d] >= 0
+                                               and 0 < a.stride[d] < a.shape[d] + b.shape[d]):
+        return None                     # not side by side, or wider than a step: a halo (tiles overlap)
+    return dataclasses.replace(a, shape=a.shape[:d] + (a.shape[d] + b.shape[d],) + a.shape[d + 1:])
 
 
 def _windows(body, n):
