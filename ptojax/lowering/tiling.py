@@ -808,11 +808,15 @@ def column_stage_bytes(memory: CoreMemory, op: str, dtype) -> int:
 def _split_reduce_axes(ctx, eqn, x) -> bool:
     """Whether a ``sum`` / ``prod`` / ``amax`` / ``amin`` over several axes keeps more whole than one tile
     holds (its last axis past ``max_cols`` columns, its rows past ``max_rows``, or its tile past
-    :func:`stage_bytes`, as :func:`_staged_reduce_axis` stages one axis): then it reduces one run of
-    adjacent axes at a time (``reduce.py``'s ``reduce_axes``), each staged where it is too long."""
+    :func:`stage_bytes`, as :func:`_staged_reduce_axis` stages one axis) or reduces axes that are not
+    adjacent (unit dims aside): then it reduces one run of adjacent axes at a time (``reduce.py``'s
+    ``reduce_axes``), each staged where it is too long."""
     axes = tuple(eqn.params["axes"]) if ctx.op in ROW_REDUCTIONS else ()
     if len(axes) < 2 or all(x.shape[a] == 1 for a in axes):
         return False
+    reduced = [d in axes for d in range(x.ndim) if x.shape[d] != 1]
+    if sum(r and (k == 0 or not reduced[k - 1]) for k, r in enumerate(reduced)) > 1:
+        return True         # axes apart ((0, 2) of 4-D): one tile reduces one run of adjacent axes only
     tile = vector_tile(ctx, x.shape, [x.dtype], whole=axes)
     return ((x.ndim - 1 in axes and x.shape[-1] > ctx.memory.max_cols)
             or math.prod(tile[:-1]) > ctx.memory.max_rows
