@@ -606,19 +606,17 @@ def _sorts_by_halves(ctx, eqn, x) -> bool:
     overfill the UB from about 2 800 columns (whatever the ``vec`` tile: a sort keeps its row whole), so
     it sorts as two whole-row float32 sorts and gathers (``topk.sort_int32_by_halves``). A row past
     :data:`SORT_COLS` columns, more than one tile sorts, is refused with what to do instead."""
-    if ctx.op != "sort" or eqn.params["axis"] != x.ndim - 1 or np.dtype(x.dtype) != np.int32:
+    if ctx.op != "sort" or eqn.params["axis"] != x.ndim - 1 or not isinstance(x.shape[-1], int):
         return False
     n = x.shape[-1]
-    if not isinstance(n, int) or n <= STAGED_INT32_SORT:
-        return False
     if n > SORT_COLS:
         raise PtoCapacityError(
-            f"pto.sort{_at(ctx)}: an int32 row of {n} columns (shape {tuple(x.shape)}) is longer than the {SORT_COLS} "
-            f"columns one tile sorts (a row's sort keeps it whole in the UB, whatever the vec tile; int32 sorts as "
-            f"float32 sorts of its 16-bit halves): sort rows of at most {SORT_COLS} columns in the kernel, take the "
-            f"largest or smallest k <= {ctx.memory.max_cols} with lax.top_k (staged in chunks however long the row), "
-            "or sort outside the kernel (jnp.sort / jnp.argsort in the JAX code that calls it)")
-    return True
+            f"pto.sort{_at(ctx)}: a {np.dtype(x.dtype).name} row of {n} columns (shape {tuple(x.shape)}) is longer "
+            f"than the {SORT_COLS} columns one tile sorts (a row's sort keeps it whole in the UB, whatever the vec "
+            f"tile): sort rows of at most {SORT_COLS} columns in the kernel, take the largest or smallest "
+            f"k <= {ctx.memory.max_cols} with lax.top_k (staged in chunks however long the row), or sort outside "
+            "the kernel (jnp.sort / jnp.argsort in the JAX code that calls it)")
+    return np.dtype(x.dtype) == np.int32 and n > STAGED_INT32_SORT
 
 
 def _is_int_sort_off_last(ctx, eqn, x) -> bool:

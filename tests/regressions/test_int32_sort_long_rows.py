@@ -60,8 +60,11 @@ def test_under_a_vec_tile_and_ptoas_takes_it():
         assert "pto.tsort32" in compiled.as_text("pto") and compiled.ptoas()
 
 
-def test_a_row_past_one_tiles_sort_is_refused_with_a_next_step():
-    x = np.zeros((2, 8193), np.int32)
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, jnp.bfloat16])
+def test_a_row_past_one_tiles_sort_is_refused_with_a_next_step(dtype):
+    """Any dtype: a float row's refusal came at realize, advising fewer rows per tile, which no tile
+    of 8 193 columns helps."""
+    x = np.zeros((2, 8193), dtype)
     with pytest.raises(pj.PtoCapacityError) as err:
         pj.kernel(lambda x: jnp.sort(x, -1)).lower(x)
     msg = str(err.value)
