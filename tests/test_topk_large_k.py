@@ -66,7 +66,7 @@ def test_int32_passes_of_512():
     _equal(pj.kernel(fn)(x), jax.jit(fn)(x))
 
 
-@pytest.mark.parametrize("n,k", [(3000, 8), (4000, 1024)])
+@pytest.mark.parametrize("n,k", [(3000, 8), pytest.param(4000, 1024, marks=pytest.mark.slow)])
 def test_int32_rows_past_2048_columns_are_staged(n, k):
     """An int32 row sorts by its 16-bit halves in twice the tiles: a row of 2 049 to 4 095 columns
     overfilled the UB in one tile (a late 'pto realize' capacity error); it is staged as a longer row is."""
