@@ -600,23 +600,26 @@ def _is_staged_topk(ctx, eqn, x) -> bool:
 STAGED_TOPK_CHUNK = 2048      # columns per partial top-k when the row is wider than a tile
 
 
-def _sorts_by_halves(ctx, eqn, x) -> bool:
-    """An int32 ``sort`` along the last axis of more than :data:`STAGED_INT32_SORT` columns: one tile's
-    sort by 16-bit halves keeps the halves, keys and orders beside the float32 sort's buffers, which
-    overfill the UB from about 2 800 columns (whatever the ``vec`` tile: a sort keeps its row whole), so
-    it sorts as two whole-row float32 sorts and gathers (``topk.sort_int32_by_halves``). A row past
-    :data:`SORT_COLS` columns, more than one tile sorts, is refused with what to do instead."""
-    if ctx.op != "sort" or eqn.params["axis"] != x.ndim - 1 or not isinstance(x.shape[-1], int):
-        return False
-    n = x.shape[-1]
-    if n > SORT_COLS:
+def _check_sort_row(ctx, eqn, x) -> None:
+    """A ``sort`` along a last axis past :data:`SORT_COLS` columns, more than one tile sorts (a row's sort
+    keeps it whole in the UB, whatever the ``vec`` tile): refused with what to do instead."""
+    n = x.shape[-1] if x.ndim else 0
+    if ctx.op == "sort" and eqn.params["axis"] == x.ndim - 1 and isinstance(n, int) and n > SORT_COLS:
         raise PtoCapacityError(
             f"pto.sort{_at(ctx)}: a {np.dtype(x.dtype).name} row of {n} columns (shape {tuple(x.shape)}) is longer "
             f"than the {SORT_COLS} columns one tile sorts (a row's sort keeps it whole in the UB, whatever the vec "
             f"tile): sort rows of at most {SORT_COLS} columns in the kernel, take the largest or smallest "
             f"k <= {ctx.memory.max_cols} with lax.top_k (staged in chunks however long the row), or sort outside "
             "the kernel (jnp.sort / jnp.argsort in the JAX code that calls it)")
-    return np.dtype(x.dtype) == np.int32 and n > STAGED_INT32_SORT
+
+
+def _sorts_by_halves(ctx, eqn, x) -> bool:
+    """An int32 ``sort`` along the last axis of more than :data:`STAGED_INT32_SORT` columns: one tile's
+    sort by 16-bit halves keeps the halves, keys and orders beside the float32 sort's buffers, which
+    overfill the UB from about 2 800 columns (whatever the ``vec`` tile: a sort keeps its row whole), so
+    it sorts as two whole-row float32 sorts and gathers (``topk.sort_int32_by_halves``)."""
+    return (ctx.op == "sort" and eqn.params["axis"] == x.ndim - 1 and np.dtype(x.dtype) == np.int32
+            and isinstance(x.shape[-1], int) and x.shape[-1] > STAGED_INT32_SORT)
 
 
 def _is_int_sort_off_last(ctx, eqn, x) -> bool:
@@ -1050,6 +1053,7 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             params = {k: v for k, v in eqn.params.items() if k != "axis"}   # rows too long: in chunks
             return rewritten(lambda x, *rest: [rows_of(getattr(ops, op), x, *rest, axis=eqn.params["axis"],
                                                        chunk=chunk, **params)], invals)
+        _check_sort_row(ctx, eqn, invals[0])
         if _sorts_by_halves(ctx, eqn, invals[0]):    # a long int32 row: float32 sorts of its halves, gathers
             return rewritten(functools.partial(sort_int32_by_halves, largest=eqn.params["largest"]), invals[:1])
         if _is_int_sort_off_last(ctx, eqn, invals[0]):     # int32 sorts along a tile's rows only: moved last
