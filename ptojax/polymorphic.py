@@ -479,8 +479,9 @@ def export_function(kernel, lowered):
         replay = str(err)
     if callable(replay):
         return replay
+    # the symbols are jax.export's here (no polymorphic_shapes to drop): what else exports
+    replay = (replay.replace(_INSTEAD, "or export it at concrete shapes")
+              + "; with backend='xla' (pj.kernel's, or the pj.nn op's) it exports for every row count")
     if replay.startswith(f"pj.kernel '{kernel.name}'"):
         raise PtoUnsupportedError(replay)
-    if replay.endswith("decide which tasks run"):
-        replay += "; export it with backend='xla' or call it with concrete shapes"
     raise PtoUnsupportedError(f"pj.kernel '{kernel.name}': {why}, but {replay}")

@@ -177,7 +177,8 @@ def test_sparse_attention_does_not_export_with_a_symbolic_batch():
         jax.export.export(jax.jit(_attention()))(*specs)
     assert str(err.value) == ("pj.kernel 'sparse_attention': function 'gather' reads argument 0 (4*m rows) at computed "
                               "offsets: a block may read any of its rows, not only its own, so it cannot run for a "
-                              "symbolic row count")
+                              "symbolic row count; with backend='xla' (pj.kernel's, or the pj.nn op's) it exports "
+                              "for every row count")
 
 
 # -------------------------------------------------------------------------------------------- the DIA chain

@@ -87,4 +87,5 @@ def test_the_prolog_does_not_export_with_a_symbolic_token_count():
         jax.export.export(jax.jit(pj.kernel(functools.partial(K.indexer_prolog, n_heads=N))))(*specs)
     assert str(err.value) == ("pj.kernel 'indexer_prolog': function 'scatter_update' writes argument 3, which has "
                               "no rows: its blocks of 128 rows are not independent, so it cannot run for a symbolic "
+                              "row count; with backend='xla' (pj.kernel's, or the pj.nn op's) it exports for every "
                               "row count")

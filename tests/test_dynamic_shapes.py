@@ -343,7 +343,8 @@ def test_a_sim_kernel_with_two_symbols_does_not_export():
         jax.export.export(jax.jit(pj.kernel(pair)))(jax.ShapeDtypeStruct((m, 64), jnp.float32),
                                                     jax.ShapeDtypeStruct((n, 64), jnp.float32))
     assert str(err.value) == ("pj.kernel 'pair': the symbolic shapes name ['m', 'n']; the tile level takes "
-                              "exactly one symbolic row count")
+                              "exactly one symbolic row count; with backend='xla' (pj.kernel's, or the pj.nn "
+                              "op's) it exports for every row count")
 
 
 # ------------------------------------------------------------------------------------- shape rules

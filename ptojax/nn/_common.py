@@ -32,12 +32,17 @@ def check_static(op: str, name: str, value, kind: str = "number"):
     return value
 
 
+def dtype_of(op: str, name: str, a) -> np.dtype:
+    """``a``'s dtype as JAX takes it (NumPy's float64 is float32 unless ``jax_enable_x64``); a list or
+    scalar is refused, as jnp functions refuse lists: no silent dtype choice."""
+    if not hasattr(a, "dtype"):
+        raise PtoDtypeError(f"pj.nn.{op}: {name} is a {type(a).__name__}, not an array; pass jnp.asarray(...) "
+                            "of float32, float16 or bfloat16")
+    return np.dtype(jax.dtypes.canonicalize_dtype(a.dtype))
+
+
 def check_float(op: str, **arrays):
-    for name, a in arrays.items():
-        if not hasattr(a, "dtype"):             # as jnp functions refuse lists: no silent dtype choice
-            raise PtoDtypeError(f"pj.nn.{op}: {name} is a {type(a).__name__}, not an array; pass jnp.asarray(...) "
-                                "of float32, float16 or bfloat16")
-    dtypes = {name: np.dtype(a.dtype) for name, a in arrays.items()}
+    dtypes = {name: dtype_of(op, name, a) for name, a in arrays.items()}
     for name, d in dtypes.items():
         if d not in FLOATS:
             raise PtoDtypeError(f"pj.nn.{op}: {name} has dtype {d.name}; expected float32, float16 or bfloat16")

@@ -11,7 +11,7 @@ from .._jax import vary_alike
 from .. import ops
 from ..errors import PtoArgumentError, PtoShapeError
 from ..lowering import tile
-from ._common import F32, check_backend, check_float, col_reduce_tile, ew_tile, make, matmul_f32
+from ._common import F32, check_backend, check_float, col_reduce_tile, dtype_of, ew_tile, make, matmul_f32
 
 ACTIVATIONS = ("relu", "gelu", "silu", None)
 _C = float(np.sqrt(2.0 / np.pi))
@@ -105,7 +105,7 @@ def dense(x, w, b=None, activation: str | None = None, *, backend: str = "sim"):
         raise PtoArgumentError(f"pj.nn.dense: activation {activation!r} is not one of {ACTIVATIONS}")
     given = b
     if b is None:
-        b = jnp.zeros(np.shape(w)[-1:], w.dtype)
+        b = jnp.zeros(np.shape(w)[-1:], dtype_of("dense", "w", w))
     check_float("dense", x=x, w=w, b=b)
     if x.ndim == 0 or w.ndim != 2 or x.shape[-1] != w.shape[0] or b.shape != (w.shape[1],):
         bias = "b None" if given is None else f"b {b.shape}"

@@ -10,8 +10,8 @@ import numpy as np
 from .._jax import vary_alike
 from ..errors import PtoShapeError
 from ..lowering import tile
-from ._common import (F32, check_backend, check_float, check_static, check_static_dims, col_reduce_tile, make,
-                      row_tile)
+from ._common import (F32, check_backend, check_float, check_static, check_static_dims, col_reduce_tile, dtype_of,
+                      make, row_tile)
 
 
 def _colsum(x):
@@ -58,9 +58,9 @@ def _rms2d_bwd(eps, backend, res, g):
 _rms2d.defvjp(_rms2d_fwd, _rms2d_bwd)
 
 
-def _ones(x):
+def _ones(op, x):
     """The scale of a norm given none: ones of ``x``'s last dim and dtype."""
-    return jnp.ones(np.shape(x)[-1:], x.dtype)
+    return jnp.ones(np.shape(x)[-1:], dtype_of(op, "x", x))
 
 
 def _rows(op, x, *params):
@@ -79,7 +79,7 @@ def rms_norm(x, gamma, eps: float = 1e-6, *, backend: str = "sim"):
     """``x * rsqrt(mean(x², -1) + eps) * gamma`` in fp32, rounded once (``gamma`` None: ones). Residuals:
     x, gamma and the per-row fp32 ``rstd``."""
     check_backend("rms_norm", backend)
-    gamma = _ones(x) if gamma is None else gamma
+    gamma = _ones("rms_norm", x) if gamma is None else gamma
     check_float("rms_norm", x=x, gamma=gamma)
     return _rms2d(*vary_alike(_rows("rms_norm", x, gamma), gamma), float(check_static("rms_norm", "eps", eps)),
                   backend).reshape(x.shape)
@@ -131,8 +131,8 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5, *, backend: str = "sim"):
     """``(x - mean) * rsqrt(var + eps) * gamma + beta`` over the last axis, in fp32, rounded once
     (``gamma`` / ``beta`` None: ones / zeros). Residuals: x, gamma and the per-row fp32 mean and rstd."""
     check_backend("layer_norm", backend)
-    gamma = _ones(x) if gamma is None else gamma
-    beta = jnp.zeros_like(_ones(x)) if beta is None else beta
+    gamma = _ones("layer_norm", x) if gamma is None else gamma
+    beta = jnp.zeros_like(_ones("layer_norm", x)) if beta is None else beta
     check_float("layer_norm", x=x, gamma=gamma, beta=beta)
     return _ln2d(*vary_alike(_rows("layer_norm", x, gamma, beta), gamma, beta),
                  float(check_static("layer_norm", "eps", eps)), backend).reshape(x.shape)
