@@ -331,8 +331,10 @@ CASES = [
      r"argument must be known statically\.\); a kernel's arguments are traced as under jax\.jit: .*functools\.partial"),
     ("kernel-traced-branch", lambda: pj.kernel(lambda x, n: x * 2 if n > 0 else x)(f32(4, 8), 1), pj.PtoArgumentError,
      r"from argument 1 'n' \(TracerBoolConversionError\); a kernel's arguments are traced"),
-    ("kernel-realize-ub-names-label", lambda: pj.kernel(_labelled_max).lower(jax.ShapeDtypeStruct((96, 1000), jnp.bfloat16)),
-     pj.PtoCapacityError, r"pto realize: function @amax \(label 'Act'\) needs 321664 bytes of UB .* UB holds 196608 bytes"),
+    ("kernel-realize-ub-names-label", lambda: pj.kernel(_labelled_column_sort).lower(
+        jax.ShapeDtypeStruct((64, 256), jnp.bfloat16)), pj.PtoCapacityError,
+     r"pto realize: function @sort \(label 'Act'\) needs 212992 bytes of UB .* UB holds 196608 bytes — .*fewer "
+     r"columns for one along a leading axis"),
     ("kernel-traced-shape", lambda: pj.kernel(lambda x, n: x + jnp.zeros((n,)))(f32(4, 8), 8), pj.PtoArgumentError,
      r"from argument 1 'n' \(TypeError: Shapes must be 1D sequences of concrete values of integer type, got "
      r"\(a traced value,\)\.\); a kernel's arguments are traced as under jax\.jit"),
@@ -362,10 +364,11 @@ CASES = [
 ]
 
 
-def _labelled_max(x):
-    """A whole-row tile whose reduction's work tiles overfill the UB (a reduction is not run in pieces)."""
-    with pj.tile(vec=(32, 1000)), jax.named_scope("Act"):
-        return jnp.max(x, 1)
+def _labelled_column_sort(x):
+    """A sort along the rows' axis (of each column, whole): its work tiles overfill the UB (a sort along a
+    leading axis is not run in pieces)."""
+    with pj.tile(vec=(64, 128)), jax.named_scope("Act"):
+        return jnp.sort(x, 0)
 
 
 @pytest.mark.parametrize("name,thunk,error,message", CASES, ids=[c[0] for c in CASES])

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import ptojax as pj
+from ptojax.ascend.isel import liveness
 from ptojax.ascend.ptoas import find_ptoas
+from ptojax.lowering.memory import ASCEND_CORE
 from ptojax.lowering.rowform import plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -174,15 +176,19 @@ def test_a_fused_chain_that_overfills_the_ub_recomputes_instead_of_keeping_rows(
         compiled.ptoas()
 
 
-def test_a_tile_too_large_for_its_reduction_is_the_capacity_error():
+def test_a_tile_too_large_for_its_reduction_computes_its_rows_in_pieces():
     """A row reduction needs a tmp tile as large as its source: two 96 KiB tiles and the result overfill
-    the UB, and the error names the block and the bytes."""
+    the UB, so each tile's rows are reduced in pieces (it was refused), whose plan fits."""
     def fn(x):
         with pj.tile(vec=(24, 1024)):
             return jnp.max(x, axis=-1)
 
-    with pytest.raises(pj.PtoCapacityError, match=r"block 'amax' .* needs \d+ bytes of UB"):
-        pj.lower(fn, np.zeros((48, 1024), np.float32))
+    x = np.random.default_rng(4).normal(size=(48, 1024)).astype(np.float32)
+    compiled = pj.kernel(fn).lower(x).compile()
+    (program,) = compiled.lowering.programs
+    assert "pieces" in program.note and compiled.profile().tasks == 2          # the 24-row tiles chosen
+    assert all(liveness.ub_plan(t) <= ASCEND_CORE.ub for t in liveness.functions(compiled.code.pto()).values())
+    np.testing.assert_array_equal(np.asarray(compiled(x)), np.max(x, -1))
 
 
 def test_a_chain_that_would_overfill_the_ub_as_written_is_a_row_loop_with_a_note():

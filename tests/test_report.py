@@ -268,21 +268,21 @@ def test_fusion_view_a_matmul_epilogue_fuses_and_split_rows_do_not():
 
 
 def test_fusion_view_a_group_too_large_for_the_ub_is_split_in_order():
-    """Elementwise ops and a row sum on 32 x 512 f32 tiles: fused as written the last group needs more UB
-    than a core has and, holding a reduction, cannot run each tile in pieces, so partition splits it
-    into consecutive blocks; each op is in exactly one of them."""
+    """Elementwise ops and a scan along the rows on 32 x 512 f32 tiles: fused as written the last group
+    needs more UB than a core has and, holding a scan, cannot run each tile in pieces, so partition splits
+    it into consecutive blocks; each op is in exactly one of them."""
     def fn(x, y):
         with pj.tile(vec=(32, 512)):
             s, d, p = x + y, x - y, x * y
             q = s * d + p
-            return jnp.sum(q * s + d * p, axis=-1, keepdims=True) * q
+            return jnp.cumsum(q * s + d * p, axis=-1) * q
 
     x = np.random.default_rng(5).standard_normal((96, 512)).astype(np.float32)
     compiled = pj.kernel(fn).lower(x, x).compile()
     fz = report.build(compiled.profile(x, x), compiled)["fusion"]
     _check_against_the_block_level(compiled, fz)
     split = [b for b in fz["blocks"] if b["note"].startswith("split from a fused group")]
-    assert len(split) == 2 and [b["ops"] for b in split] == [["mul", "add", "mul", "mul", "add", "sum"], ["mul"]]
+    assert len(split) == 2 and [b["ops"] for b in split] == [["mul", "add", "mul", "mul", "add", "cumsum"], ["mul"]]
     assert sorted(op for op, _, _ in _fusion_table(fz)[1]) == sorted(op for op, _ in _tensor_ops(compiled))
     first, second = split
     crossing = [e for e in fz["edges"] if e["src"] in first["op_ids"] and e["dst"] in second["op_ids"]]

@@ -52,16 +52,28 @@ def test_default_tiles_shrink_until_the_text_fits(name, fn, args):
 
 
 def test_tiles_you_chose_that_overfill_the_ub_name_the_function():
-    def row_max(rows):
+    def column_sort(cols):
         def fn(x):
-            with pj.tile(vec=(rows, 1000)):         # bf16 rows widened to f32 beside an f32 tmp tile
-                return jnp.max(x, 1)
+            with pj.tile(vec=(64, cols)):          # each column sorted whole: bf16 widened, a work tile beside
+                return jnp.sort(x, 0)
         return fn
 
-    with pytest.raises(pj.PtoCapacityError, match=r"function @amax needs \d+ bytes of UB .*UB holds 196608 bytes"):
-        pj.kernel(row_max(32)).lower(X[:64, :1000].astype(BF16))
-    x = X[:64, :1000].astype(BF16)            # 16 rows fit: the tmp tile is an f32 tile, not a converted bf16 one
-    np.testing.assert_array_equal(np.asarray(pj.kernel(row_max(16))(x)), np.asarray(jnp.max(x, 1)))
+    x = X[:64, :256].astype(BF16)
+    with pytest.raises(pj.PtoCapacityError, match=r"function @sort needs \d+ bytes of UB .*UB holds 196608 bytes"):
+        pj.kernel(column_sort(128)).lower(x)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(column_sort(64))(x)), np.asarray(jnp.sort(x, 0)))
+
+
+def test_a_row_reduction_whose_tiles_you_chose_overfill_the_ub_reduces_them_in_pieces():
+    def row_max(x):
+        with pj.tile(vec=(32, 1000)):              # bf16 rows widened to f32 beside an f32 tmp tile
+            return jnp.max(x, 1)
+
+    x = X[:64, :1000].astype(BF16)
+    compiled = pj.kernel(row_max).lower(x).compile()
+    assert all(liveness.ub_plan(t) <= ASCEND_CORE.ub for t in liveness.functions(compiled.code.pto()).values())
+    assert compiled.profile().tasks == 2                   # the 32-row tiles you chose
+    np.testing.assert_array_equal(np.asarray(compiled(x)), np.asarray(jnp.max(x, 1)))
 
 
 def test_an_elementwise_op_whose_tiles_you_chose_overfill_the_ub_runs_them_in_pieces():

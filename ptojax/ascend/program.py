@@ -86,10 +86,11 @@ class AscendKernel:
                 advice = ("use fewer rows or columns in its ops' vec tile (a reduction or row-wise composite keeps its "
                           "rows whole unless the tile splits them and row loops are on for its label)")
                 if "pto.tsort32" in text:        # a sort keeps each row whole: fewer columns do not help
-                    advice = ("its sort keeps each row whole in the UB, whatever the vec tile's columns: use fewer "
-                              "rows per tile (pj.tile(vec=(1, ...)) sorts one row at a time); a row too long to sort "
-                              "even alone takes lax.top_k (staged in chunks however long the row) or a sort outside "
-                              "the kernel")
+                    advice = ("its sort keeps each line it sorts whole in the UB, whatever the vec tile's extent "
+                              "along it: use fewer lines per tile — fewer rows for a sort along the last axis "
+                              "(pj.tile(vec=(1, ...)) sorts one row at a time), fewer columns for one along a leading "
+                              "axis; a row too long to sort even alone takes lax.top_k (staged in chunks however long "
+                              "the row) or a sort outside the kernel")
                 raise PtoCapacityError(
                     f"pto realize: function @{name}{label} needs {need} bytes of UB (its tiles placed as ptoas "
                     f"plans them); UB holds {self.memory.ub} bytes — {advice}")

@@ -38,6 +38,7 @@ tiles spread over more cores, the reductions a step of their own) instead of one
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Mapping
 
 import jax
@@ -66,6 +67,8 @@ _BUFFER_NAME = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B", "acc": 
 PLANNERS: list = []
 _MAX_PIECES = 64     # the most pieces a lone elementwise program computes each tile in (:func:`_in_pieces`)
 _ELEMENTWISE = frozenset(T.COMPUTE[n] for n, op in OPS.items() if op.family == "elementwise" and n in T.COMPUTE)
+_ROW_REDUCTIONS = frozenset(T.COMPUTE[n] for n in ("sum", "prod", "amax", "amin", "argmax", "argmin"))
+_ROW_SORTS = frozenset(T.COMPUTE[n] for n in ("sort", "topk"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -475,52 +478,82 @@ def _bind(eqn, invals):
     return out if eqn.primitive.multiple_results else [out]
 
 
+def _row_local(eqn) -> bool:
+    """A reduction, sort or top-k along a tile's last axis alone: its rows apart, it cuts by rows as
+    elementwise ops do."""
+    last = eqn.invars[0].aval.ndim - 1
+    if eqn.primitive in _ROW_REDUCTIONS:
+        return tuple(eqn.params["axes"]) == (last,)
+    return eqn.primitive in _ROW_SORTS and eqn.params["axis"] % (last + 1) == last
+
+
+def _fill(eqn) -> bool:
+    """A tile made of a scalar (``texpand`` of a 0-d value: a row loop's first accumulator)."""
+    return eqn.primitive is T.COMPUTE["expand"] and not np.shape(eqn.invars[0].aval)
+
+
 def _in_pieces(body, n, k, memory):
     """``body`` (``n`` grid indices) computing its tile in up to ``k`` pieces one after another, and how
     many: each load, op and store of a piece on a slice of ``ceil(1/k)`` of the tile (rows first, the
     last piece the rest where ``k`` does not divide them; else columns that ``k`` cuts into aligned
     slices), so that a piece's tiles are dead before the next one's are made; None unless the tile
     can be cut so and the body is elementwise on whole tiles (loads and stores of one window shape,
-    0-d ones aside)."""
+    0-d ones aside, and fills of a scalar; where rows are cut, tiles broadcast over them, read whole by
+    each piece) but for reductions, sorts and top-k along its rows (then tiles of its rows, ``R`` or
+    ``R×k``, and cut by rows)."""
     jaxpr = body.jaxpr
     gm = set(jaxpr.invars[n:])
-    tile, dtypes = None, set()
+    windows, values, dtypes = set(), set(), set()
+    rows_apart = any(_row_local(eqn) for eqn in jaxpr.eqns)
     for eqn in jaxpr.eqns:
         if eqn.primitive in (T.tload_p, T.tstore_p):
-            shape = eqn.params["window"].shape
             if eqn.primitive is T.tload_p and (eqn.params["loc"] != "vec" or eqn.invars[0] not in gm):
                 return None
-            if shape and tile not in (None, shape):
-                return None
-            tile = shape or tile
+            windows.add(tuple(eqn.params["window"].shape))
             if eqn.primitive is T.tstore_p:
                 gm.update(eqn.outvars)
             continue
-        if eqn.primitive not in _ELEMENTWISE:
+        if eqn.primitive not in _ELEMENTWISE and not _row_local(eqn) and not _fill(eqn):
             return None
-    if not tile:
-        return None
     for eqn in jaxpr.eqns:
         for v in (*eqn.invars, *eqn.outvars):
             if isinstance(v, Var) and v not in gm and v not in jaxpr.invars[:n]:
-                if v.aval.shape and tuple(v.aval.shape) != tuple(tile):
-                    return None
+                values.add(tuple(v.aval.shape))
                 dtypes.add(np.dtype(v.aval.dtype).itemsize)
+    tile = max(windows, key=math.prod, default=())
+    if not tile:
+        return None
     rows = range(len(tile) - 1) if not templated() else ()     # a polymorphic template's row windows
     dim = next((d for d in rows if tile[d] % k == 0), next((d for d in rows if tile[d] >= k), None))  # stay a tile
+    if dim is None and rows_apart:
+        return None
     if dim is None:
         cols = tile[-1] // k
         if tile[-1] % k or any(cols * size % memory.align for size in dtypes):
             return None
         dim = len(tile) - 1
+
+    def allowed(shape):     # the tile's; with row-local ops, its rows' (R, R×k); one broadcast over the rows cut
+        if shape in ((), tile):
+            return True
+        if rows_apart and (shape == tile[:-1] or len(shape) == len(tile) and shape[:-1] == tile[:-1]):
+            return True
+        return dim < len(tile) - 1 and _spans_cut(shape, tile, dim) and all(s in (1, t) for s, t in zip(shape, tile))
+
+    if not all(allowed(shape) for shape in windows | values):
+        return None
     step = -(-tile[dim] // k)
     count = -(-tile[dim] // step)
 
+    def size(shape, j):
+        if _spans_cut(shape, tile, dim):
+            return shape
+        return shape[:dim] + (min(step, tile[dim] - j * step),) + shape[dim + 1:]
+
     def cut(window, j):
-        if not window.shape:
+        if not window.shape or _spans_cut(window.shape, tile, dim):
             return window
-        size = min(step, tile[dim] - j * step)
-        return dataclasses.replace(window, shape=window.shape[:dim] + (size,) + window.shape[dim + 1:],
+        return dataclasses.replace(window, shape=size(window.shape, j),
                                    base=window.base[:dim] + (window.base[dim] + j * step,) + window.base[dim + 1:])
 
     def pieces(*args):
@@ -529,6 +562,8 @@ def _in_pieces(body, n, k, memory):
             def rule(eqn, invals, stack, j=j):
                 if eqn.primitive in (T.tload_p, T.tstore_p):
                     return _bind(eqn.replace(params={**eqn.params, "window": cut(eqn.params["window"], j)}), invals)
+                if _fill(eqn):
+                    return _bind(eqn.replace(params={**eqn.params, "shape": size(eqn.params["shape"], j)}), invals)
                 return _bind(eqn, invals)
             outs = interpret(jaxpr, body.consts, [*index, *ext, *outs], rule)
         return outs
@@ -537,10 +572,17 @@ def _in_pieces(body, n, k, memory):
     return jax.make_jaxpr(pieces)(*avals), count
 
 
-def _largest_tile(body) -> int:
-    """Bytes of the largest tile ``body`` makes (what its windows load, compute or store)."""
+def _spans_cut(shape, tile, dim) -> bool:
+    """Whether a window or value of ``shape`` is broadcast along ``dim``, the rows a piece cuts: each piece
+    reads it whole."""
+    return len(shape) == len(tile) and shape[dim] == 1 < tile[dim]
+
+
+def _largest_load(body) -> int:
+    """Bytes of the largest tile ``body`` loads (a tile of the size the user chose: what it computes from
+    it, in pieces, may be wider)."""
     return max((int(np.prod(v.aval.shape)) * np.dtype(v.aval.dtype).itemsize for e in body.jaxpr.eqns
-                if e.primitive is not T.tstore_p for v in e.outvars if getattr(v.aval, "shape", ())), default=0)
+                if e.primitive is T.tload_p for v in e.outvars), default=0)
 
 
 def _program(ops, kind, body, label, memory, row_loops=True):
@@ -712,8 +754,8 @@ class _Partitioner:
         """The program computing each tile of ``body`` in 2, 4, 8, … pieces (:func:`_in_pieces`), the
         fewest whose live tiles (:func:`footprint`) and backend plan (:data:`PLANNERS`) both fit, and
         that plan; None where none does (a body that is not elementwise on whole tiles, a tile that
-        cannot be cut so finely, a tile larger than the UB by itself: a tile that cannot exist)."""
-        if kind != "vector" or _largest_tile(body) > self.memory.buffer("vec"):
+        cannot be cut so finely, a tile it loads larger than the UB by itself: a tile that cannot exist)."""
+        if kind != "vector" or _largest_load(body) > self.memory.buffer("vec"):
             return None
         k, tried = 2, 1
         while k <= _MAX_PIECES:
@@ -836,6 +878,8 @@ class _Partitioner:
             looped = self.looped(jaxpr, group, f"recomputes whole-row tensors in a row loop: fused as written, {why}")
         except PtoCapacityError:
             looped = None
+        if looped is None and _wide_reduction(group, self.memory, 0):   # its reduction left whole (the user's
+            looped = self.overfull_row(jaxpr, group)                     # tile splits the row): with what follows
         if looped is not None:
             return [looped]
         known = dict(self.programs)
@@ -856,13 +900,13 @@ class _Partitioner:
         return [self.block(jaxpr, seg, note=f"split from a fused group: {why}") for seg in segments + [current]]
 
     def overfull_row(self, jaxpr, group):
-        """The block of a lone reduction left whole over rows that the user's tile splits
-        (``tiling._loops_row``): as it is where its program fits the buffers as the backend plans them,
-        else a row loop over column chunks of its rows (``rowloop.fuse`` with ``memory``); None where
-        neither forms."""
+        """The block of a group whose reduction the tile pass left whole over rows that the user's tile
+        splits (``tiling._loops_row``), alone or with ops on its result: as it is where its program fits
+        the buffers as the backend plans them (its tiles whole), else a row loop over column chunks of its
+        rows (``rowloop.fuse`` with ``memory``); None where neither forms (then its tiles in pieces)."""
         known = dict(self.programs)
         try:
-            built = self.block(jaxpr, group)
+            built = self.block(jaxpr, group, whole=True)    # a row loop before its tiles in pieces
             if all(b <= self.memory.buffer(loc) for part in built[0].parts for loc, b in part.program.footprint):
                 return built
         except PtoCapacityError:
@@ -892,18 +936,18 @@ class _Partitioner:
                                f"row ({self.memory.max_cols} columns) and forms no row loop; set "
                                f"options={{'row_loops': {{{spec.label!r}: False}}}} to reduce them in stages")
 
-    def block(self, jaxpr, group, keep=True, note="", pieces=False):
+    def block(self, jaxpr, group, keep=True, note="", pieces=False, whole=False):
         """The block of one group of grid eqns: (Block, input vars, output vars); ``keep=False``: only
         check that its programs fit (none is recorded). ``pieces``: each program computes its tiles in
         pieces (:meth:`pieces`), else the :class:`PtoCapacityError` (a lone op: in pieces where it
-        overfills, else kept as it is)."""
+        overfills, else kept as it is); ``whole``: its tiles whole or the error, for a lone op too."""
         specs = [e.params["spec"] for e in group]
         label, kind = specs[0].label, specs[0].kind
         ops = tuple(op for sp in specs for op in sp.ops)
         tpb = self.options.get("tiles_per_block", label, 1)
         for share_loads in (True, False):
             bodies, out_specs, inputs, outputs = _fuse(group, _escaping(jaxpr, group), share_loads)
-            lone = "pieces" if pieces else len(group) == 1
+            lone = False if whole else "pieces" if pieces else len(group) == 1
             try:
                 if not keep:
                     return [self.program(ops, kind, body, label, note, part.shape, keep=False, lone=lone)

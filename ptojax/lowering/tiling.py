@@ -704,14 +704,14 @@ SEGMENT_TILES = 4   # default tile rows a segment of an arg-reduction's row span
 
 
 def _looped_arg(ctx, eqn, x) -> int:
-    """For an ``argmax`` / ``argmin`` over rows too long for one tile whose extremum a row loop would
-    read (:func:`_loops_row`): the segments of each row that ``reduce.first_extremum`` reduces side by
-    side — the most that divide the row in aligned segments of at least :data:`SEGMENT_TILES` default
-    tile rows and give the vector cores at most a block each (:data:`WIDE_ROW_BLOCKS`); else 0 (stages
-    through GM)."""
+    """For an ``argmax`` / ``argmin`` whose extremum a row loop would read (:func:`_loops_row`: under a
+    ``vec`` tile that splits the row, or over rows too long for one default tile): the segments of each
+    row that ``reduce.first_extremum`` reduces side by side — the most that divide the row in aligned
+    segments of at least :data:`SEGMENT_TILES` default tile rows and give the vector cores at most a block
+    each (:data:`WIDE_ROW_BLOCKS`); else 0 (stages through GM)."""
     extremum = EXTREMUM.get(ctx.op)
-    if extremum is None or x.dtype == np.bool_ or _staged_reduce_axis(ctx, eqn, x) is None \
-            or not _loops_row(ctx, eqn, x, extremum):
+    if extremum is None or x.dtype == np.bool_ or not _loops_row(ctx, eqn, x, extremum) \
+            or ctx.config.vec is None and _staged_reduce_axis(ctx, eqn, x) is None:
         return 0
     rows, n = math.prod(x.shape[:-1]), x.shape[-1]
     step = max(1, ctx.memory.align // np.dtype(x.dtype).itemsize)
@@ -834,6 +834,23 @@ def _scan_dtypes(dtype):
     return wide, np.dtype(_SCAN_ACC.get(wide.name, wide))
 
 
+def _scan_fits(ctx, rows: int, n: int, dtype) -> bool:
+    """Whether a last-axis ``tcumsum`` of ``rows`` rows of ``n`` scans in one tile, as isel emits it: its
+    transpose (the work tile, ``w``) within half the UB; under the user's ``vec`` tile (whose rows no retry
+    halves) also its peak as ptoas plans it within the UB less 1 KiB: the source ``a`` in the scan's dtype,
+    a transpose's tmp tile as large as its source, the work tile — ``max(2a + w, a + 2w)`` — and where the
+    tile's dtype is narrower, the tile itself and its widened copy (its rows padded as the narrow dtype's)."""
+    memory, wide = ctx.memory, _scan_dtypes(dtype)[1]
+    w = n * _column_bytes(ctx, rows, dtype)
+    if n > memory.max_cols or w > memory.ub // 2:
+        return False
+    if ctx.config.vec is None:      # default tiles: Kernel.lower halves them where the plan overfills
+        return True
+    a = aligned_bytes((rows, n), wide, memory.align)
+    narrow = aligned_bytes((rows, n), dtype, memory.align) + a if wide != np.dtype(dtype) else 0
+    return narrow + max(2 * a + w, a + 2 * w) <= memory.ub - 1024
+
+
 def _column_bytes(ctx, rows: int, dtype) -> int:
     """A last-axis ``tcumsum``'s work tile (the transpose of ``rows`` rows) per column of the scan."""
     return aligned_bytes((max(rows, 2),), _scan_dtypes(dtype)[1], ctx.memory.align)
@@ -862,7 +879,7 @@ def _staged_scan_axis(ctx, eqn, x):
     wide, acc = _scan_dtypes(dtype)
     if axis == x.ndim - 1:
         rows = math.prod(vector_tile(ctx, x.shape, [dtype], whole=(axis,))[:-1])
-        if n <= min(memory.max_cols, memory.ub // 2 // _column_bytes(ctx, rows, dtype)):   # as isel's tcumsum
+        if _scan_fits(ctx, rows, n, dtype):
             return None
         step = memory.align // min(dtype.itemsize, wide.itemsize)
         if ctx.config.vec is not None:              # the user's rows in every stage
