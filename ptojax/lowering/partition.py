@@ -497,10 +497,9 @@ def _in_pieces(body, n, k, memory):
     many: each load, op and store of a piece on a slice of ``ceil(1/k)`` of the tile (rows first, the
     last piece the rest where ``k`` does not divide them; else columns that ``k`` cuts into aligned
     slices), so that a piece's tiles are dead before the next one's are made; None unless the tile
-    can be cut so and the body is elementwise on whole tiles (loads and stores of one window shape,
-    0-d ones aside, and fills of a scalar; where rows are cut, tiles broadcast over them, read whole by
-    each piece) but for reductions, sorts and top-k along its rows (then tiles of its rows, ``R`` or
-    ``R×k``, and cut by rows)."""
+    can be cut so and the body is elementwise on tiles broadcast into one (a tile of one along the dim
+    cut is read whole by each piece; fills of a scalar too) or holds reductions, sorts and top-k along its
+    rows (then, cut by rows, tiles of its rows, ``R`` or ``R×k``)."""
     jaxpr = body.jaxpr
     gm = set(jaxpr.invars[n:])
     windows, values, dtypes = set(), set(), set()
@@ -533,12 +532,10 @@ def _in_pieces(body, n, k, memory):
             return None
         dim = len(tile) - 1
 
-    def allowed(shape):     # the tile's; with row-local ops, its rows' (R, R×k); one broadcast over the rows cut
-        if shape in ((), tile):
+    def allowed(shape):     # one broadcast into the tile; where rows are cut, any of its rows' (R, R×k)
+        if not shape or len(shape) == len(tile) and all(s in (1, t) for s, t in zip(shape, tile)):
             return True
-        if rows_apart and (shape == tile[:-1] or len(shape) == len(tile) and shape[:-1] == tile[:-1]):
-            return True
-        return dim < len(tile) - 1 and _spans_cut(shape, tile, dim) and all(s in (1, t) for s, t in zip(shape, tile))
+        return dim < len(tile) - 1 and (shape == tile[:-1] or len(shape) == len(tile) and shape[:-1] == tile[:-1])
 
     if not all(allowed(shape) for shape in windows | values):
         return None

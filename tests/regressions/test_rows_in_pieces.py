@@ -53,6 +53,28 @@ def test_equals_xla_and_fits_the_plan(name, shape, vec, dtype):
             np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
 
 
+BROADCAST = [("x * s, s of the rows", (70, 1000), (70, 1), (33, 1000), jnp.bfloat16),
+             ("x * s, 3-d", (2, 96, 1024), (2, 96, 1), (1, 48, 1024), np.float32),
+             ("x * y, y over the batch", (4, 32, 1000), (32, 1000), (2, 32, 1000), jnp.bfloat16),
+             ("x * y, y over the batch, f32", (6, 40, 512), (40, 512), (2, 40, 512), np.float32)]
+
+
+@pytest.mark.parametrize("name, xs, ys, vec, dtype", BROADCAST, ids=[c[0] for c in BROADCAST])
+def test_an_operand_broadcast_into_the_tile_is_cut_with_it_or_read_whole(name, xs, ys, vec, dtype):
+    """Elementwise programs with an operand broadcast into the tile (an R×1 column, a row block shared by
+    the batch) overfilling the UB: each piece cuts it where it spans the cut dim, else reads it whole (they
+    were refused at realize: ``function @mul needs 331 680 bytes``)."""
+    def fn(x, y):
+        with pj.tile(vec=vec):
+            return x * y, jnp.argsort(x * y, -1, descending=True)
+
+    x, y = RNG.normal(size=xs).astype(dtype), RNG.normal(size=ys).astype(dtype)
+    compiled = pj.kernel(fn).lower(x, y).compile()
+    assert _fits(compiled)
+    for got, want in zip(compiled(x, y), jax.jit(fn)(x, y)):
+        np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
+
+
 def test_a_tile_larger_than_the_ub_is_still_refused_naming_the_rows_that_fit():
     def fn(x):
         with pj.tile(vec=(64, 1000)):          # 256 000 bytes of f32: no piece of it is ever loaded whole
