@@ -570,7 +570,7 @@ def _in_pieces(body, n, k, memory):
 
 
 def _spans_cut(shape, tile, dim) -> bool:
-    """Whether a window or value of ``shape`` is broadcast along ``dim``, the rows a piece cuts: each piece
+    """Whether a window or value of ``shape`` is broadcast along ``dim``, the dim pieces cut: each piece
     reads it whole."""
     return len(shape) == len(tile) and shape[dim] == 1 < tile[dim]
 
