@@ -748,12 +748,17 @@ def _kept_looped_row(ctx, eqn, x) -> bool:
     """A last-axis reduction without ``keepdims`` that a row loop may read (:func:`_loops_row`): it
     reduces with ``keepdims`` (the R×1 result a row loop accumulates), then a reshape (free: a GM
     reinterpretation) drops the unit dim — one looping program per row block, fused with the column-tiled
-    ops around it, as with ``keepdims``. So too a reduction over unit axes only to a result of two dims
-    or more, its tile's rows laid out as another tile's (33 x 13 from a 33 x 13 x 1 tile)."""
+    ops around it, as with ``keepdims``; and under a user's tile that holds its rows whole but is larger
+    than the UB by itself (only a row loop over column chunks reads it). So too a reduction over unit axes
+    only to a result of two dims or more, its tile's rows laid out as another tile's (33 x 13 from a
+    33 x 13 x 1 tile)."""
     if ctx.op not in _LOOPED or eqn.params["keepdims"] or x.ndim < 2:
         return False
     axes = eqn.params["axes"]
-    return (x.ndim - len(axes) >= 2 and all(x.shape[a] == 1 for a in axes)) or _loops_row(ctx, eqn, x)
+    if x.ndim - len(axes) >= 2 and all(x.shape[a] == 1 for a in axes) or _loops_row(ctx, eqn, x):
+        return True
+    return (ctx.row_loops and ctx.config.vec is not None and tuple(axes) == (x.ndim - 1,)
+            and aligned_bytes(vector_tile(ctx, x.shape, [x.dtype]), x.dtype, ctx.memory.align) > ctx.memory.ub)
 
 
 def _staged_reduce_axis(ctx, eqn, x):

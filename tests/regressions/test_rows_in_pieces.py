@@ -102,3 +102,17 @@ def test_a_last_axis_cumsum_under_the_users_tile_fits_or_stages(shape, vec, dtyp
     else:                                   # accumulated in float32, rounded once (XLA adds in the dtype)
         want = np.cumsum(np.asarray(x, np.float64), -1)
         np.testing.assert_allclose(got, want, rtol=2 * float(jnp.finfo(dtype).eps), atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("fn", [lambda x: jnp.max(x, -1), lambda x: jnp.min(x, -1), lambda x: jnp.sum(x, -1)],
+                         ids=["max", "min", "sum"])
+def test_a_row_reduction_under_a_tile_larger_than_the_ub_loops_with_or_without_keepdims(fn):
+    """int32 (100, 512) under vec (100, 512), a tile of 204 800 bytes: with keepdims the reduction
+    looped over column chunks, without it it was refused; both loop now, equal to XLA."""
+    def kernel(x):
+        with pj.tile(vec=(100, 512)):
+            return fn(x), fn(x)[:, None] + 1
+
+    x = RNG.integers(-1000, 1000, (100, 512)).astype(np.int32)
+    for got, want in zip(pj.kernel(kernel)(x), jax.jit(kernel)(x)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
