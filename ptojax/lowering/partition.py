@@ -65,6 +65,7 @@ _BUFFER_NAME = {"vec": "UB", "mat": "L1", "left": "L0A", "right": "L0B", "acc": 
 # program fits where both this count and :func:`~ptojax.lowering.memory.footprint` do; the backend may
 # raise a :class:`PtoCapacityError` (does not fit) and return ``{}`` (no count of its own).
 PLANNERS: list = []
+_OVERFULL = "long rows: a whole-row tile overfills the buffers; the row loops over column chunks"
 _MAX_PIECES = 64     # the most pieces a lone elementwise program computes each tile in (:func:`_in_pieces`)
 _ELEMENTWISE = frozenset(T.COMPUTE[n] for n, op in OPS.items() if op.family == "elementwise" and n in T.COMPUTE)
 _ROW_REDUCTIONS = frozenset(T.COMPUTE[n] for n in ("sum", "prod", "amax", "amin", "argmax", "argmin"))
@@ -875,8 +876,8 @@ class _Partitioner:
             looped = self.looped(jaxpr, group, f"recomputes whole-row tensors in a row loop: fused as written, {why}")
         except PtoCapacityError:
             looped = None
-        if looped is None and _wide_reduction(group, self.memory, 0):   # its reduction left whole (the user's
-            looped = self.overfull_row(jaxpr, group)                     # tile splits the row): with what follows
+        if looped is None and _wide_reduction(group, self.memory, 0) and self.loops(_grid(group[0]).label):
+            looped = self.in_column_chunks(jaxpr, group, _OVERFULL)   # its reduction left whole, what follows too
         if looped is not None:
             return [looped]
         known = dict(self.programs)
@@ -897,10 +898,11 @@ class _Partitioner:
         return [self.block(jaxpr, seg, note=f"split from a fused group: {why}") for seg in segments + [current]]
 
     def overfull_row(self, jaxpr, group):
-        """The block of a group whose reduction the tile pass left whole over rows that the user's tile
-        splits (``tiling._loops_row``), alone or with ops on its result: as it is where its program fits
-        the buffers as the backend plans them (its tiles whole), else a row loop over column chunks of its
-        rows (``rowloop.fuse`` with ``memory``); None where neither forms (then its tiles in pieces)."""
+        """The block of a lone reduction the tile pass left whole over rows that the user's tile splits
+        (``tiling._loops_row``): as it is where its program fits the buffers as the backend plans them (its
+        tiles whole), else a row loop over column chunks of its rows (:meth:`in_column_chunks`); None where
+        neither forms (then its tiles in pieces). (A fused group holding one that overfills tries the row
+        loop after its own forms, in :meth:`blocks`.)"""
         known = dict(self.programs)
         try:
             built = self.block(jaxpr, group, whole=True)    # a row loop before its tiles in pieces
@@ -909,23 +911,23 @@ class _Partitioner:
         except PtoCapacityError:
             pass
         self.programs = known       # none of the overfilling program
-        if not self.options.get("row_loops", _grid(group[0]).label, True):
-            return None
+        return self.in_column_chunks(jaxpr, group, _OVERFULL) if self.loops(_grid(group[0]).label) else None
+
+    def in_column_chunks(self, jaxpr, group, note):
+        """The block of ``group`` as a row loop over column chunks of its rows (``rowloop.fuse`` with
+        ``memory``), or None where the group is not of that form."""
         fused = rowloop.fuse(group, _escaping(jaxpr, group), self.memory)
-        if fused is None:
-            return None
-        return self.row_block(group, fused, "long rows: a whole-row tile overfills the buffers; the row loops "
-                                            "over column chunks", lone=True)
+        return None if fused is None else self.row_block(group, fused, note, lone=True)
 
     def wide_rows(self, jaxpr, group, split):
         """The blocks of a group with a reduction over rows wider than a tile row holds (the tile pass
         leaves such a reduction whole for a row loop, ``tiling._loops_row``) that no chain made one:
         a row loop over column chunks of its rows (``rowloop.fuse`` with ``memory``), or each member on
         its own where the group is not of that form."""
-        fused = rowloop.fuse(group, _escaping(jaxpr, group), self.memory)
-        if fused is not None:
-            note = f"long rows: rows wider than a tile row ({self.memory.max_cols} columns) loop over column chunks"
-            return [self.row_block(group, fused, note, lone=True)]
+        note = f"long rows: rows wider than a tile row ({self.memory.max_cols} columns) loop over column chunks"
+        built = self.in_column_chunks(jaxpr, group, note)
+        if built is not None:
+            return [built]
         if len(group) > 1:
             return [b for eqn in group for b in self.blocks(jaxpr, [eqn], split)]
         spec = _grid(group[0])
