@@ -85,7 +85,7 @@ class AscendKernel:
                 label = f" (label {labels[name]!r})" if labels.get(name) else ""
                 advice = ("use fewer rows or columns in its ops' vec tile (a reduction or row-wise composite keeps its "
                           "rows whole unless the tile splits them and row loops are on for its label)")
-                if "pto.tsort32" in text:        # a sort keeps each row whole: fewer columns do not help
+                if "pto.tsort32" in text:        # a sort keeps each line it sorts whole: fewer of them help
                     advice = ("its sort keeps each line it sorts whole in the UB, whatever the vec tile's extent "
                               "along it: use fewer lines per tile — fewer rows for a sort along the last axis "
                               "(pj.tile(vec=(1, ...)) sorts one row at a time), fewer columns for one along a leading "
