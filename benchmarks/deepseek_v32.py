@@ -277,6 +277,9 @@ def main(argv=None):
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {list(SECTIONS)}")
     ap.add_argument("--out", default="deepseek-v32-bench", help="folder for the traces and swimlanes ('' for none)")
     a = ap.parse_args(argv)
+    unknown = sorted(set(a.only.split(",")) - set(SECTIONS))
+    if unknown:
+        ap.error(f"--only: {unknown} name no section; they are {list(SECTIONS)}")
     out = Path(a.out) if a.out else None
     for name in a.only.split(","):
         SECTIONS[name](a.kv, out)

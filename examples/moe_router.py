@@ -46,14 +46,19 @@ def _check(x, w_router, bias, w_gate, w_up, w_down):
     if len(x.shape) != 2 or len(w_router.shape) != 2 or w_router.shape[0] != x.shape[1]:
         fail(f"x {tuple(x.shape)} and w_router {tuple(w_router.shape)} must be (T, D) and (D, E)")
     t, e_n = x.shape[0], w_router.shape[1]
-    if t % ROWS:
-        fail(f"{t} tokens is not a multiple of the expert tile's {ROWS} rows")
+    if t == 0 or t % ROWS:
+        fail(f"{t} tokens is not a positive multiple of the expert tile's {ROWS} rows")
     if e_n < TOP_K:
         fail(f"{e_n} experts are fewer than the top-{TOP_K} each token picks")
     if tuple(bias.shape) != (e_n,):
         fail(f"bias {tuple(bias.shape)} must be ({e_n},), one per expert")
     if not len(w_gate) == len(w_up) == len(w_down) == e_n:
         fail(f"{len(w_gate)} gate, {len(w_up)} up and {len(w_down)} down weights for {e_n} experts")
+    d, f = x.shape[1], (w_gate[0].shape[-1] if w_gate[0].shape else None)
+    for name, ws, want in (("w_gate", w_gate, (d, f)), ("w_up", w_up, (d, f)), ("w_down", w_down, (f, d))):
+        for e, w in enumerate(ws):
+            if tuple(w.shape) != want:
+                fail(f"{name}[{e}] has shape {tuple(w.shape)}; expected {want} (D={d}, F={f} from w_gate[0])")
 
 
 def moe_router(x, w_router, bias, w_gate, w_up, w_down):

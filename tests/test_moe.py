@@ -184,7 +184,7 @@ def test_moe_example_runs(capsys):
 def test_moe_shapes_it_cannot_group_are_rejected():
     x, w_router, bias, w_gate, w_up, w_down = M.inputs()
     kernel = pj.kernel(M.moe_router)
-    with pytest.raises(pj.PtoShapeError, match=r"moe_router: 24 tokens is not a multiple of the expert tile's 16 rows"):
+    with pytest.raises(pj.PtoShapeError, match=r"moe_router: 24 tokens is not a positive multiple of the expert tile's 16 rows"):
         kernel.lower(x[:24], w_router, bias, w_gate, w_up, w_down)
     with pytest.raises(pj.PtoShapeError, match=r"moe_router: 7 gate, 8 up and 8 down weights for 8 experts"):
         kernel.lower(x, w_router, bias, w_gate[:7], w_up, w_down)

@@ -70,6 +70,8 @@ def check_shapes(kernel: str, **args) -> dict:
             known = ", ".join(f"{k}={v}" for k, v in bound.items() if k in dims)
             raise pj.PtoShapeError(f"{kernel}: {name} has shape {shape}; expected [{', '.join(map(str, dims))}]"
                                    + (f" with {known}" if known else ""))
+    if "B" in bound and _same(bound["B"], 0):
+        raise pj.PtoShapeError(f"{kernel}: B=0 sequences; a batch needs at least one")
     if "T" in bound and "B" in bound and not _same(bound["T"] % bound["B"], 0):
         raise pj.PtoShapeError(f"{kernel}: T={bound['T']} tokens are not B={bound['B']} sequences of equal length")
     return bound
@@ -344,7 +346,8 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
 
     query [T, N, Dv] and query_rope [T, N, Dr] (bf16); kv_cache [blocks, bs, 1, Dv] and kr_cache
     [blocks, bs, 1, Dr] (key = value: one latent head); sparse_indices [T, 1, k] int32 (-1 skipped, as
-    are positions past the query's causal limit); block_table [B, MB]; actual_seq_lengths_kv [B] int32.
+    are positions past the query's causal limit or past the block table's MB·bs); block_table [B, MB];
+    actual_seq_lengths_kv [B] int32.
     Stages: ``Gather`` (flat cache slot of every selected position via block_table, then the latent
     and rope rows; masked entries select zeros) → ``QK`` (q·kᵀ on the cube, latent + rope parts) →
     ``Softmax`` (scaled, masked, over the selected entries only; fp32) → ``PV`` (P·V on the cube;
@@ -364,6 +367,9 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
                  sparse_indices=(sparse_indices, ("T", 1, "k")), block_table=(block_table, ("B", "MB")),
                  actual_seq_lengths_kv=(actual_seq_lengths_kv, ("B",)), query_rope=(query_rope, ("T", "N", "Dr")),
                  kr_cache=(kr_cache, ("blocks", "bs", 1, "Dr")))
+    if sparse_indices.shape[-1] == 0:
+        raise pj.PtoShapeError(f"sparse_attention: sparse_indices has shape {tuple(sparse_indices.shape)}: "
+                               "k=0 selected entries per token; at least one is needed")
     tl = _tiles("sparse_attention", SFA_TILES, tiles)
     b, mb = block_table.shape
     nb, bs = kv_cache.shape[:2]
@@ -376,7 +382,8 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
     with pj.tile(vec=fill(tl["slot_vec"], -(-kk // 8) * 8)), jax.named_scope("Gather"):
         idx = ops.reshape(sparse_indices, (b, s1, kk))
         limit = ops.reshape(actual_seq_lengths_kv, (b, 1, 1)) - jnp.arange(s1 - 1, -1, -1, dtype=I32).reshape(1, s1, 1)
-        valid = ops.logical_and(idx >= 0, idx < limit)                                # [B, S1, k]
+        # a position past the block table's MB blocks has no cache row of its sequence: skipped too
+        valid = ops.logical_and(ops.logical_and(idx >= 0, idx < limit), idx < mb * bs)   # [B, S1, k]
         safe = ops.where(valid, idx, np.int32(0))
         # position -> (logical block, offset); bs is a power of two, so the float32 floor is exact
         blk_pos = ops.cast(ops.cast(safe, F32) * np.float32(1.0 / bs), I32, rounding="floor")

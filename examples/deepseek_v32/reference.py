@@ -182,7 +182,7 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
 
     query [T, N, Dv] (+ query_rope [T, N, Dr]); kv_cache [blocks, bs, 1, Dv] (+ kr_cache
     [blocks, bs, 1, Dr]); sparse_indices [T, 1, k] int32 positions into the logical sequence, -1
-    skipped, as are positions past the query's causal limit (sparse_mode 3). Scores in float32, softmax over the selected (and causally visible) entries, ``@ v``.
+    skipped, as are positions past the query's causal limit (sparse_mode 3) or the block table's MB blocks. Scores in float32, softmax over the selected (and causally visible) entries, ``@ v``.
     Returns [T, N, Dv] in the query's dtype.
     """
     b = block_table.shape[0]
@@ -192,7 +192,7 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
     kv = paged_rows(kv_cache[:, :, 0, :], block_table, s2).astype(F32)             # [B, S2, Dv]
     idx = sparse_indices.reshape(b, s1, -1)
     limit = jnp.asarray(actual_seq_lengths_kv, jnp.int32)[:, None] - (s1 - 1 - jnp.arange(s1))[None, :]
-    valid = (idx >= 0) & (idx < limit[:, :, None])                                  # sparse_mode 3
+    valid = (idx >= 0) & (idx < limit[:, :, None]) & (idx < s2)                     # sparse_mode 3
     safe = jnp.where(valid, idx, 0)
     sel = jax.vmap(lambda rows, i: rows[i])(kv, safe)                                # [B, S1, k, Dv]
     hi = jax.lax.Precision.HIGHEST
