@@ -519,12 +519,12 @@ def test_a_static_dim_equal_to_the_template_stays_static():
     assert "%49:f32[m,64] = pto.tstore[window=[32*i0:+min(32, m-32*i0), 64*i1:+64]](%45, %48, %41, %42)" in tile
     assert compiled.as_text("block").split("\n\n")[-1] == (
         "kernel(%0:f32[m,64], %1:f32[256,64]):\n"
-        "  %2:f32[256,64], %3:f32[512,64] = block_call[mul+concat<AIV> x8](%1)\n"
-        "  %4:f32[512,64] = block_call[concat<AIV> x8](%2, %3)\n"
-        "  %5:f32[512,64] = block_call[mul<AIV> x16](%4)\n"
-        "  %6:f32[1,64] = block_call[view<AIV> x1](%5)\n"
-        "  %7:f32[m,64] = block_call[add<AIV> xceil(m/32)](%0, %6)\n"
-        "  return %7")
+        "  %2:f32[512,64] = block_call[concat<AIV> x8](%1)\n"
+        "  %3:f32[512,64] = block_call[mul+concat<AIV> x8](%1, %2)\n"
+        "  %4:f32[512,64] = block_call[mul<AIV> x16](%3)\n"
+        "  %5:f32[1,64] = block_call[view<AIV> x1](%4)\n"
+        "  %6:f32[m,64] = block_call[add<AIV> xceil(m/32)](%0, %5)\n"
+        "  return %6")
 
 
 def test_a_static_width_equal_to_the_template_stays_static():

@@ -28,6 +28,22 @@ def add_outputs(nodes: list, outvars, sources: dict, add_edge) -> None:
             add_edge(src, nid, v.aval)
 
 
+def call_sites(jaxpr) -> dict:
+    """``id(eqn)`` -> place of each block call of a block-level jaxpr, in the order :func:`block_graph`
+    makes their nodes: pre-order, a loop's or branch's body at the loop (a while's condition has none)."""
+    sites: dict = {}
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive is ir.block_call_p:
+                sites[id(eqn)] = len(sites)
+            elif eqn.primitive.name in ("scan", "while", "cond"):
+                control_sources(eqn, [set()] * len(eqn.invars), lambda body, _: walk(body), lambda env, v: set())
+
+    walk(jaxpr)
+    return sites
+
+
 def block_graph(lowering) -> dict:
     """The Block graph as nodes and GM edges: kernel inputs, block calls (programs, core kinds,
     instances), outputs; reshapes are followed through, block calls inside loops keep the loop."""
@@ -84,4 +100,4 @@ def block_graph(lowering) -> dict:
     return {"nodes": nodes, "edges": list(edges.values())}
 
 
-__all__ = ["block_graph"]
+__all__ = ["block_graph", "call_sites"]

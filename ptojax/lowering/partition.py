@@ -38,6 +38,7 @@ tiles spread over more cores, the reductions a step of their own) instead of one
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Mapping
 
@@ -227,10 +228,13 @@ def _loads(spec: ir.Grid, position):
 
 
 _AFTER = 1 / 1024      # a moved reshape's position: just after its operand's group (or its reshape)
+_APART = 8             # groups between a row loop's members that may move before it (:func:`_run`)
 
 
 class _Moved(list):
     """A reshape's eqn, emitted at (fractional) position ``after``: right after what makes its operand."""
+
+    hoist = 0
 
     def __init__(self, eqns, after):
         super().__init__(eqns)
@@ -242,13 +246,15 @@ class _Group:
     eqns: list
     spec: ir.Grid
     produced: dict     # outer var -> its store window in each part (:func:`_canonical` to its grid)
-    first: int         # position of the first member
+    first: float       # position of the first member (or, moved before a group it joins, before that)
+    hoist: int = 0     # among items moved to one position, the order they were moved in
 
 
 def _plan(jaxpr, siblings: bool = True) -> list:
     """Group the eqns of ``jaxpr``: a list of groups (lists of eqns) in emission order; ``siblings``:
     then merge groups over the same tiles (:func:`_merge_siblings`)."""
     producer = {}                       # var -> the position its group is emitted at
+    made_by = {}                        # var -> the group (or moved eqn) that makes it
     groups: list[_Group | list] = []
     open_groups: list[_Group] = []
     for position, eqn in enumerate(jaxpr.eqns):
@@ -257,7 +263,7 @@ def _plan(jaxpr, siblings: bool = True) -> list:
         if stores is not None:
             produced = {v: [_canonical(s[pos], p.shape) for s, p in zip(stores, spec.parts)]
                         for pos, v in enumerate(eqn.outvars)}
-            group = next((g for g in reversed(open_groups) if _joins(g, eqn, spec, producer)), None)
+            group = next((g for g in reversed(open_groups) if _joins(g, eqn, spec, producer, made_by)), None)
             if group is None:
                 group = _Group([eqn], spec, produced, position)
                 open_groups.append(group)
@@ -268,17 +274,21 @@ def _plan(jaxpr, siblings: bool = True) -> list:
             emitted = group.first
         elif eqn.primitive.name == "pto.reshape" and isinstance(eqn.invars[0], Var):
             emitted = producer.get(eqn.invars[0], -1) + _AFTER     # moves no data: right after what it reshapes
-            groups.append(_Moved([eqn], emitted))
+            group = _Moved([eqn], emitted)
+            groups.append(group)
         elif _host_scalar(eqn):         # a scalar of the host (a divisor's sign): right after its operands
             emitted = max((producer.get(v, -1) for v in eqn.invars if isinstance(v, Var)), default=-1) + _AFTER
-            groups.append(_Moved([eqn], emitted))
+            group = _Moved([eqn], emitted)
+            groups.append(group)
         else:
-            groups.append([eqn])
+            group = [eqn]
+            groups.append(group)
             emitted = position
         for v in eqn.outvars:
             producer[v] = emitted
+            made_by[v] = group
     order = {id(g): (g.after if isinstance(g, _Moved) else g.first if isinstance(g, _Group) else
-                     producer[g[0].outvars[0]] if g[0].outvars else -1) for g in groups}
+                     producer[g[0].outvars[0]] if g[0].outvars else -1, getattr(g, "hoist", 0)) for g in groups}
     groups.sort(key=lambda g: order[id(g)])
     if siblings:
         groups = _merge_siblings(groups, producer)
@@ -354,13 +364,14 @@ def _forwardable(group: _Group, spec: ir.Grid, pos: int, v) -> bool:
                     for l, w, p in zip(loads, group.produced[v], spec.parts)))
 
 
-def _joins(group: _Group, eqn, spec: ir.Grid, producer) -> bool:
+def _joins(group: _Group, eqn, spec: ir.Grid, producer, made_by) -> bool:
     """Depth merging: ``eqn`` reads something the group produced, tile for tile, and nothing that a
-    group emitted after this one produces (``producer``: var -> where its group is emitted; a group
-    only reads groups emitted before it, so joining one never makes a cycle)."""
+    group emitted after this one produces, unless that group can move to just before this one
+    (:func:`_hoisted`: a norm's weight cast to f32 between the norm's ops). ``producer``: var -> where
+    its group is emitted; a group only reads groups emitted before it, so joining never makes a cycle."""
     if not _same_tiles(group, spec):
         return False
-    reads_group = False
+    reads_group, later, at = False, {}, group.first - _AFTER / 2
     for pos, v in enumerate(eqn.invars):
         if isinstance(v, Literal):
             continue
@@ -369,8 +380,46 @@ def _joins(group: _Group, eqn, spec: ir.Grid, producer) -> bool:
                 return False
             reads_group = True
         elif producer.get(v, -1) > group.first:
-            return False
+            if not _hoisted(made_by.get(v), group, at, producer, made_by, later):
+                return False
+    if reads_group:
+        for item in later.values():
+            _emit_at(item, at, producer)
     return reads_group
+
+
+def _hoisted(item, group, at, producer, made_by, out, groups=True) -> bool:
+    """Whether ``item`` (a group, or a moved reshape or host scalar) can be emitted at ``at``, just
+    before ``group``, with the moved items emitted after ``at`` that it reads (collected into ``out``,
+    each after what it reads): none reads ``group``, updates a tensor in place (a reader emitted in
+    between would see the update) or runs on a cube, and one group at most on each path (``groups``)."""
+    if id(item) in out:
+        return True
+    if item is group or not isinstance(item, (_Group, _Moved)) or isinstance(item, _Group) and (
+            not groups or any(o.alias is not None for e in item.eqns for o in e.params["spec"].outputs)):
+        return False
+    inner = groups and not isinstance(item, _Group)
+    if not all(isinstance(v, Literal) or made_by.get(v) is item or producer.get(v, -1) <= at
+               or _hoisted(made_by.get(v), group, at, producer, made_by, out, inner)
+               for e in (item.eqns if isinstance(item, _Group) else item) for v in e.invars):
+        return False
+    out[id(item)] = item
+    return True
+
+
+_HOISTS = itertools.count(1)    # the order of items moved to one position: each after what it reads
+
+
+def _emit_at(item, at, producer):
+    """``item`` emitted at position ``at`` (what it makes with it), after the items moved there before."""
+    if isinstance(item, _Group):
+        item.first = at
+    else:
+        item.after = at
+    item.hoist = next(_HOISTS)
+    for e in (item.eqns if isinstance(item, _Group) else item):
+        for v in e.outvars:
+            producer[v] = at
 
 
 def _sibling(group: _Group, other: _Group, producer, owner, readers) -> bool:
@@ -799,25 +848,25 @@ class _Partitioner:
 
     def row_loops(self, jaxpr, plan) -> list:
         """``plan`` with runs of vector groups over the same row blocks that ``rowloop.fuse`` makes one
-        program (long rows looping inside it) as one group each, where its program fits the core."""
-        out, i = [], 0
-        while i < len(plan):
-            first = _grid(plan[i][0])
-            end = _run_end(plan, i) if first is None or self.options.get("row_loops", first.label, True) else i
-            for j in range(end, i + 1, -1):
-                group = _RowGroup(e for g in plan[i:j] for e in g)
+        program (long rows looping inside it) as one group each, where its program fits the core; what
+        the trace put between them without reading them (:func:`_run`) goes before."""
+        out, plan = [], list(plan)
+        while plan:
+            first = _grid(plan[0][0])
+            apart, run = _run(plan) if first is None or self.options.get("row_loops", first.label, True) else ([], [])
+            for m in range(len(run), 1, -1):
+                group = _RowGroup(e for g in run[:m] for e in g)
                 try:
                     group.block = self.looped(jaxpr, group, "long rows: the column tiles loop inside the program")
                 except PtoCapacityError:
                     continue
                 if group.block is None:
                     continue
-                out.append(group)
-                i = j
+                out += [*apart, group]
+                plan = run[m:] + plan[len(apart) + len(run):]
                 break
             else:
-                out.append(plan[i])
-                i += 1
+                out.append(plan.pop(0))
         return out
 
     def looped(self, jaxpr, group, note):
@@ -978,9 +1027,11 @@ class _RowGroup(list):
     block = None
 
 
-def _run_end(plan, i) -> int:
-    """The end of the run of vector groups from ``plan[i]`` that may form a row loop: same label,
-    same row blocks (grid parts alike but for the last, column, dim), column tiles in some only."""
+def _run(plan) -> tuple[list, list]:
+    """The run of vector groups from ``plan[0]`` that may form a row loop (same label, same row blocks:
+    grid parts alike but for the last, column, dim; column tiles in some only), and the groups between
+    them that read none of them (a weight's cast traced between a norm's ops; emitted before the run):
+    ``(apart, run)``, which make up the start of ``plan``; ``([], [])`` where no such run starts there."""
     def rows(group):
         specs = [_grid(e) for e in group]
         if any(s is None or s.kind != "vector" for s in specs):
@@ -988,14 +1039,29 @@ def _run_end(plan, i) -> int:
         keys = {(s.label, tuple(dict.fromkeys(p.shape[:-1] for p in s.parts))) for s in specs}
         return keys.pop() if len(keys) == 1 else None
 
-    key = rows(plan[i])
+    def movable(group, made, pending):
+        return len(pending) < _APART and all(
+            not any(isinstance(v, Var) and v in made for v in e.invars)
+            and (e.primitive.name == "pto.reshape" or _host_scalar(e)
+                 or (_grid(e) is not None and all(o.alias is None for o in _grid(e).outputs)))
+            for e in group)
+
+    key = rows(plan[0])
     if key is None:
-        return i
-    j = i + 1
-    while j < len(plan) and rows(plan[j]) == key:
-        j += 1
-    grids = {tuple(p.shape for p in _grid(e).parts) for g in plan[i:j] for e in g}
-    return j if len(grids) > 1 else i
+        return [], []
+    run, apart, pending = plan[:1], [], []
+    made = {v for e in plan[0] for v in e.outvars}
+    for group in plan[1:]:
+        if rows(group) == key:
+            run.append(group)
+            made.update(v for e in group for v in e.outvars)
+            apart, pending = apart + pending, []
+        elif movable(group, made, pending):
+            pending.append(group)
+        else:
+            break
+    grids = {tuple(p.shape for p in _grid(e).parts) for g in run for e in g}
+    return (apart, run) if len(grids) > 1 else ([], [])
 
 
 def to_block_level(tile: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, options: Options = Options()):

@@ -99,6 +99,8 @@ class Task:
     binding: int = -1               # the entry of Plan.bindings its body reads its GM arrays from
     hbm: int = 0                    # GM bytes it reads from HBM (the L2 rule, mpmd/l2.py); the rest hit L2
     points: int = 1                 # grid points (tiles) it runs: more than one with tiles_per_block
+    call: int = -1                  # its block call's place in the block-level jaxpr (lowering.block_graph.
+                                    # call_sites), the same in every run of a loop; -1: a runtime copy
     _preds: list | None = dataclasses.field(default=None, init=False, repr=False)
     _succs: list | None = dataclasses.field(default=None, init=False, repr=False)
     _rank: float = dataclasses.field(default=0.0, init=False, repr=False)

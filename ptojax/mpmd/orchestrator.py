@@ -43,6 +43,7 @@ import numpy as np
 from .._jax import Literal, Var
 from ..errors import PtoError
 from ..lowering import ir
+from ..lowering.block_graph import call_sites
 from ..lowering.walk import body_of
 from ..primitives import tile as T
 from .graph import PtoTaskError, Region, Task, TaskGraph
@@ -223,6 +224,7 @@ class _Orchestrator:
         self.buffers: list[Buffer] = []
         self.tasks: list[Task] = []
         self.stage = 0
+        self.sites: dict = {}                       # id(block-call eqn) -> its place (Task.call)
         self.full: dict[int, Region] = {}
         self.writers: dict[int, list[Task]] = {}    # base buffer -> the tasks that write it
         self.ran = 0                                # tasks[:ran] have run at a sync
@@ -436,7 +438,8 @@ class _Orchestrator:
                 made.append((Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
                                   run, reads, writes, at[0], self.stage, nbytes,
                                   None if group is None else (group, at), scatters=scatters,
-                                  binding=len(self.bindings) - 1, points=len(at)), at))
+                                  binding=len(self.bindings) - 1, points=len(at), call=self.sites.get(id(eqn), -1)),
+                             at))
                 self.emit(made[-1][0])
             if self.l2 is not None:
                 self.price_memory(part, made)
@@ -834,6 +837,7 @@ def _walk(block_jaxpr, consts, args, backend, donated, execute, priced=True):
     """The orchestrator that unrolled ``block_jaxpr`` on ``args`` (as arrays), and the kernel's outputs;
     ``priced=False``: the tasks keep the backend's costs (no L2 rule)."""
     orch = _Orchestrator(backend, execute)
+    orch.sites = call_sites(block_jaxpr)
     if not priced:
         orch.l2 = None
     args = [np.asarray(a) for a in args]

@@ -125,14 +125,11 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
         bubbles.append({"gap_us": gap, "kind": kind, "core": core, "after": after, "after_title": by_tid[after]["title"],
                         "from_us": by_tid[after]["end_us"], "before": nxt and nxt["tid"],
                         "before_title": nxt and nxt["title"]})
-    ran: dict = {}                                      # program -> tasks run (what auto tiles_per_block made)
-    for r in records:
-        ran[r.name] = ran.get(r.name, 0) + 1
-    for n in (graph or {}).get("nodes", ()):
-        if n["kind"] == "block":
-            for p in n["parts"]:
-                p["tasks"] = ran.get(p["program"], 0)
-            n["tasks"] = sum(ran.get(p, 0) for p in dict.fromkeys(p["program"] for p in n["parts"]))
+    nodes = [n for n in (graph or {}).get("nodes", ()) if n["kind"] == "block"]
+    for n, ran in zip(nodes, _tasks_per_call(trace, len(nodes))):
+        for p in n["parts"]:
+            p["tasks"] = ran.get(p["program"], 0)
+        n["tasks"] = sum(ran.values())
     name = title or (compiled.name if compiled is not None else None)
     summ = summary(profile, name=name)
     data = {
@@ -165,14 +162,28 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
     if compiled is not None:
         data["fusion"] = fusion(compiled.lowering, get_target(compiled.options.target).memory,
                                 compiled.options.pass_options)
-        for b in data["fusion"]["blocks"]:
-            b["tasks"] = sum(ran.get(p, 0) for p in b["programs"])
+        blocks = data["fusion"]["blocks"]
+        for b, ran in zip(blocks, _tasks_per_call(trace, len(blocks))):
+            b["tasks"] = sum(ran.values())
         for level in LEVELS:
             try:
                 data["levels"][level] = compiled.as_text(level)
             except Exception as err:  # noqa: BLE001 - a level without text is reported, not fatal
                 data["levels"][level] = f"(no text: {type(err).__name__}: {err})"
     return data
+
+
+def _tasks_per_call(trace, count) -> list[dict]:
+    """Per block call (``count`` of them, in block-graph order), {program: tasks it ran} (what
+    ``tiles_per_block="auto"`` made), over every run of a call in a loop; the runtime's copies are no
+    call's."""
+    out = [{} for _ in range(count)]
+    tasks = trace.graph.tasks
+    for r in trace.records:
+        k = tasks[r.tid].call
+        if 0 <= k < count:
+            out[k][r.name] = out[k].get(r.name, 0) + 1
+    return out
 
 
 def _thaw(v):
