@@ -205,7 +205,8 @@ where = _elementwise("where")
 
 
 def cast(tile, dtype, *, rounding: str = "rint", saturate: bool = True):
-    """``tcvt``: convert a tile's dtype."""
+    """``tcvt``: convert a tile's dtype; an ``acc`` tile converts on its way out of L0C (the FIXPIPE),
+    float32 to float16 or bfloat16 only, with the defaults (nearest even, saturating)."""
     return compute("cast", tile, dtype=np.dtype(dtype), rounding=rounding, saturate=saturate)
 
 
@@ -266,9 +267,14 @@ def _to_tile_ops(closed: ClosedJaxpr, grid_name: str) -> ClosedJaxpr:
             return control(eqn, invals, stack, by_rule(rule))
         op = name[len("pto."):]
         shaped = any(v.aval.shape for v in eqn.outvars) or any(np.shape(x) for x in invals)
-        if op in OPS and OPS[op].primitive is eqn.primitive and shaped:
-            prim = T.tmatmul_p if op == "matmul" else T.COMPUTE[op]
-            out = prim.bind(*invals, **eqn.params)
+        if op == "matmul" and OPS[op].primitive is eqn.primitive and shaped:
+            # a @ b of fp16 / bf16 tiles: accumulated in float32, converted on the way out (the FIXPIPE)
+            p = dict(eqn.params, out_dtype=None)
+            out = matmul(*invals[:2], bias=invals[2] if len(invals) > 2 else None, **p)
+            if np.dtype(out.dtype) != np.dtype(eqn.params["out_dtype"]):
+                out = cast(out, eqn.params["out_dtype"])
+        elif op in OPS and OPS[op].primitive is eqn.primitive and shaped:
+            out = T.COMPUTE[op].bind(*invals, **eqn.params)
         else:
             out = eqn.primitive.bind(*invals, **eqn.params)
         return list(out) if eqn.primitive.multiple_results else [out]
@@ -301,8 +307,9 @@ class _Checker:
     """Walks a body jaxpr: GM tensors used only by loads/stores, windows in bounds for every index the
     grid and its loops reach, operands in the buffers their instructions read."""
 
-    def __init__(self, name, kind):
-        self.name, self.kind = name, kind
+    def __init__(self, name, kind, inputs=0):
+        self.name, self.kind, self.inputs = name, kind, inputs     # inputs: GM parameters before the outputs
+        self.inferred = False      # whether the kind was inferred (cube: the body multiplies tiles)
         self.bounds: dict = {}     # index var -> (lo, hi)
         self.gm: dict = {}         # GM var -> parameter position
         self.loc: dict = {}        # tile var -> buffer location
@@ -313,6 +320,9 @@ class _Checker:
 
     def range_of(self, v):
         if isinstance(v, Literal):
+            if not np.issubdtype(np.asarray(v.val).dtype, np.integer):
+                self.fail(f"a load/store index is {np.asarray(v.val).item()!r}, not an integer: grid indices, fori_loop counters and "
+                          "integer constants place windows")
             x = int(np.asarray(v.val))
             return x, x
         if v not in self.bounds:
@@ -359,14 +369,18 @@ class _Checker:
             if loc not in _LOAD_LOCS:
                 self.fail(_load_loc_error(loc))
             if loc not in allowed:
-                self.fail(f"a {self.kind} grid loads into {' or '.join(allowed)}, not '{loc}'")
+                self.fail(f"a {self.kind} grid loads into {' or '.join(allowed)}, not '{loc}'" + (
+                    " (it is a cube grid because its body multiplies tiles: a matmul reads tiles loaded into 'mat' "
+                    "and moved to 'left' / 'right', pj.tiles.mov)" if self.kind == "cube" and self.inferred else ""))
             self.window(eqn, ins[0], ins[1:])
             self.loc[outs[0]] = loc
         elif prim is T.tstore_p:
+            self.written(ins[0], prim)
             self.tile(ins[1], ("vec",) if self.kind == "vector" else ("acc",), "stored tile")
             self.window(eqn, ins[0], ins[2:])
             self.gm[outs[0]] = self.gm[ins[0]]
         elif prim is T.mscatter_p:
+            self.written(ins[0], prim)
             if self.kind != "vector":
                 self.fail(f"{prim.name} runs on a vector core")
             for v in ins[1:]:
@@ -395,9 +409,20 @@ class _Checker:
                 self.tile(ins[0], ("acc",), "accumulator")
             self.tile(a, ("left",), "left operand (pj.tiles.mov(tile, 'left'))")
             self.tile(b, ("right",), "right operand (pj.tiles.mov(tile, 'right'))")
+            if prim is T.tmatmul_p and len(ins) == 3:
+                self.tile(ins[2], ("mat",), "bias (a 'mat' tile of one row, pj.tiles.load(..., 'mat'))")
+                n = outs[0].aval.shape[-1]
+                if tuple(ins[2].aval.shape) not in ((n,), (1, n)):
+                    self.fail(f"the matmul's bias is a {tuple(ins[2].aval.shape)} tile; the cube adds one row of "
+                              f"its N={n} columns from the bias table ((1, {n})): add any other bias in a "
+                              "kind='vector' grid after the store", PtoShapeError)
             self.loc[outs[0]] = "acc"
         elif prim.name == "scan":
             self.scan(eqn)
+        elif prim.name == "while":
+            self.fail("a loop whose trip count is not static (lax.while_loop, or a fori_loop with a traced bound) "
+                      "cannot run in a tile body: loop to the largest bound with static bounds and mask, or give "
+                      "each trip its own grid point", PtoUnsupportedError)
         elif prim in set(T.TILE_OPS.values()):
             if prim is not T.tci_p and any(self.counted(v) for v in ins):
                 self.fail(f"{prim.name} takes a grid index or loop counter (or a value computed from one) as an "
@@ -410,6 +435,8 @@ class _Checker:
                           PtoUnsupportedError)
             locs = {self.tile(v) for v in ins if not isinstance(v, Literal) and v.aval.shape}
             loc = "acc" if locs == {"acc"} else "vec"
+            if loc == "acc" and prim is T.COMPUTE["cast"]:
+                self.fixpipe(ins[0].aval.dtype, eqn.params)
             if self.kind == "cube" and (loc != "acc" or _vector_work(prim)):
                 self.fail(f"{prim.name} is vector work, which a cube grid has no unit for (it converts its acc "
                           "tiles only, pj.tiles.cast): store the acc tile and continue in a kind='vector' grid",
@@ -431,7 +458,8 @@ class _Checker:
         consts, carry = eqn.invars[:nc], eqn.invars[nc:nc + ncarry]
         lower = counted_loop(eqn)
         if lower is None:
-            self.fail("only counted loops (lax.fori_loop with static bounds, no xs) are supported in a tile body",
+            self.fail("only counted loops (lax.fori_loop with static bounds: an int32 counter stepped by one, no xs) "
+                      "are supported in a tile body",
                       PtoUnsupportedError)
         for inner, outer in zip(body.invars[:nc], consts):
             self.alias(inner, outer)
@@ -463,6 +491,23 @@ class _Checker:
     def counted(self, v) -> bool:
         """Whether ``v`` is a grid index, a loop counter or a scalar computed from one."""
         return not isinstance(v, Literal) and (v in self.bounds or v in self.derived)
+
+    def fixpipe(self, src, params):
+        """A cast of an acc tile is the FIXPIPE's conversion on its way out of L0C: f32 -> f16 / bf16,
+        rounding to nearest and saturating, as a matmul's ``out_dtype`` stores it."""
+        dst, ok = np.dtype(params["dtype"]), np.dtype(params["dtype"]) == np.dtype(src)
+        if not ok and not (np.dtype(src) == np.float32 and dst.name in ("float16", "bfloat16")
+                           and params["rounding"] == "rint" and params["saturate"]):
+            self.fail(f"pj.tiles.cast of a {np.dtype(src).name} acc tile to {dst.name} (rounding="
+                      f"{params['rounding']!r}, saturate={params['saturate']}): the FIXPIPE converts an accumulator "
+                      "on its way out of L0C from float32 to float16 or bfloat16 only (rounding='rint', saturate=True); "
+                      "store the acc tile as it is and convert it in a kind='vector' grid", PtoUnsupportedError)
+
+    def written(self, gm, prim):
+        """A store's GM operand must be an output (``outs[j]``): a grid never writes its inputs."""
+        if self.is_gm(gm) and self.gm[gm] < self.inputs:
+            self.fail(f"{prim.name} writes into input {self.gm[gm]} (ins[{self.gm[gm]}]); a grid writes only its "
+                      "outputs: store into outs[j]")
 
     def is_gm(self, v):
         return not isinstance(v, Literal) and v in self.gm
@@ -507,8 +552,14 @@ def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None
     if kind is not None and kind not in KINDS:
         raise PtoArgumentError(f"pj.tiles.grid: kind {kind!r} is not one of {KINDS}")
     name = name or getattr(body, "__name__", "tiles").strip("<>") or "tiles"
+    if not isinstance(name, str) or not name.isprintable() or any(c.isspace() for c in name):
+        raise PtoArgumentError(f"pj.tiles.grid: name {name!r} must be a string without spaces (it names the program)")
     in_avals = [_aval(x, f"input {i}") for i, x in enumerate(inputs)]
     out_avals = [_aval(o, f"output {i}") for i, o in enumerate(outputs)]
+    for j, a in enumerate(out_avals):
+        if a.dtype not in asm.NAMES:
+            raise PtoDtypeError(f"pj.tiles.grid '{name}': output {j} is {a.dtype.name}, which no tile holds; "
+                                f"outputs are one of {', '.join(np.dtype(d).name for d in asm.NAMES)}")
     for j, a in enumerate(out_avals):
         _check_fill(name, fill, j, a.dtype)
     n, m = len(shape), len(inputs)
@@ -521,6 +572,9 @@ def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None
             raise PtoArgumentError(f"pj.tiles.grid '{name}': the body returned {len(result)} value(s) for "
                                    f"{len(outs)} output(s); return the stored outputs, in order")
         for j, (r, a) in enumerate(zip(result, out_avals)):
+            if not hasattr(r, "dtype"):
+                raise PtoArgumentError(f"pj.tiles.grid '{name}': the body returned {r!r} for output {j}; return "
+                                       "pj.tiles.store(outs[j], ...)")
             if tuple(np.shape(r)) != a.shape or np.dtype(r.dtype) != a.dtype:
                 raise PtoShapeError(f"pj.tiles.grid '{name}': output {j} is {a.dtype.name}{list(a.shape)} but the "
                                     f"body returned {np.dtype(r.dtype).name}{list(np.shape(r))}; return "
@@ -536,8 +590,8 @@ def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None
     closed = _to_tile_ops(closed, name)
     cube_readers = tuple(p for p, loc in T.GM_READERS.items() if loc != "vec")
     uses_cube = _uses(closed.jaxpr, (T.tmatmul_p, T.tmatmul_acc_p, *cube_readers))
-    kind = kind or ("cube" if uses_cube else "vector")
-    check = _Checker(name, kind)
+    check = _Checker(name, kind or ("cube" if uses_cube else "vector"), m)
+    check.inferred, kind = kind is None, check.kind
     jaxpr = closed.jaxpr
     check.bounds.update((v, (0, g - 1)) for v, g in zip(jaxpr.invars[:n], shape))
     check.gm.update((v, j) for j, v in enumerate(jaxpr.invars[n:]))
@@ -559,6 +613,9 @@ def _check_fill(name: str, fill, j: int, dtype) -> None:
     elif ok and np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
         ok = float(fill).is_integer() and info.min <= fill <= info.max
+    elif ok and np.isfinite(fill):                      # a finite fill the dtype rounds to infinity
+        with np.errstate(over="ignore"):
+            ok = bool(np.isfinite(np.asarray(fill).astype(dtype)))
     if not ok:
         raise PtoArgumentError(f"pj.tiles.grid '{name}': fill={fill!r} is not a value of output {j}'s dtype "
                                f"{np.dtype(dtype).name}")

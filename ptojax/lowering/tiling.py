@@ -416,6 +416,21 @@ def _merged_matmul(ctx, eqn, invals):
     return [ops.reshape(y, out.shape)]
 
 
+def _row_bias(bias, out) -> bool:
+    """Whether a matmul's ``bias`` is one row of its N columns (``(N,)``, ``(..., 1, N)``): what the
+    cube adds from its bias table."""
+    shape = np.shape(bias)
+    return shape[-1] == out.shape[-1] and (len(shape) == 1 or shape[-2] == 1)
+
+
+def _bias_after(a, b, bias, *, out_dtype, transpose_a, transpose_b):
+    """``matmul`` with a bias that is not one row (an (M, N) or (M, 1) one): the product in the
+    accumulator, the bias added on a vector core, the sum converted as the FIXPIPE converts."""
+    acc = np.dtype(np.int32) if np.dtype(a.dtype) == np.int8 else np.dtype(np.float32)
+    y = ops.add(ops.matmul(a, b, out_dtype=acc, transpose_a=transpose_a, transpose_b=transpose_b), bias)
+    return y if np.dtype(out_dtype) == acc else ops.cast(y, out_dtype, rounding="rint", saturate=True)
+
+
 def _matmul(ctx, p, out, invals):
     """The cube grid of ``matmul`` (params ``p``) with result aval ``out``."""
     a, b, *bias = invals
@@ -1045,17 +1060,19 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             shapes = [tuple(np.shape(x)) for x in invals] + [v.aval.shape for v in eqn.outvars]
             raise PtoShapeError(f"pto.{op}{_at(ctx)}: zero-size operand or result (shapes {shapes}); a tile "
                                 "covers at least one element")
+        def rewritten(fn, operands, jnp_code=False):     # the op as other ops, tiled by this rule in turn
+            closed = jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in operands])
+            closed = keep_rows(to_tensor_level(closed)) if jnp_code else closed   # as the kernel's own ops
+            return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
+
+        if op == "matmul" and len(invals) == 3 and not _row_bias(invals[2], eqn.outvars[0].aval):
+            return rewritten(functools.partial(_bias_after, **eqn.params), invals)
         if op == "matmul":
             return on_device(_merged_matmul(ctx, eqn, invals) or _matmul(ctx, eqn.params, eqn.outvars[0].aval, invals))
         if op in _COPIES:
             return on_device(_copies(ctx, eqn, invals))
         if op == "iota":
             return on_device(_iota(ctx, eqn))
-        def rewritten(fn, operands, jnp_code=False):     # the op as other ops, tiled by this rule in turn
-            closed = jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in operands])
-            closed = keep_rows(to_tensor_level(closed)) if jnp_code else closed   # as the kernel's own ops
-            return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
-
         if _is_staged_topk(ctx, eqn, invals[0]):
             k, most = eqn.params["k"], pass_k(invals[0].dtype)
             if most < k <= ctx.memory.max_cols:     # merges of lists of k would overfill the UB: in passes

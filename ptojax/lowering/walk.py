@@ -135,11 +135,22 @@ def control(eqn, invals, stack, run_body):
 
 def counted_loop(eqn):
     """The start value of a ``fori_loop``-shaped ``scan`` (an int32 counter from a literal first in
-    the carry, no stacked inputs, forward), or None for any other loop."""
+    the carry, stepped by one, no stacked inputs, forward), or None for any other loop."""
     p = eqn.params
     nc, ncarry = p["num_consts"], p["num_carry"]
     carry = eqn.invars[nc:nc + ncarry]
     if (ncarry < 1 or len(eqn.invars) != nc + ncarry or not isinstance(carry[0], Literal)
-            or carry[0].aval.shape or p["reverse"]):
+            or carry[0].aval.shape or p["reverse"] or not _steps_by_one(body_of(p["jaxpr"])[0], nc)):
         return None
     return int(np.asarray(carry[0].val))
+
+
+def _steps_by_one(body, nc) -> bool:
+    """Whether a scan body's first carry comes out as itself plus one (a ``fori_loop``'s counter)."""
+    counter, out = body.invars[nc], body.outvars[0]
+    step = next((e for e in body.eqns if out in e.outvars), None)
+    if step is None or step.primitive.name not in ("add", "pto.add"):
+        return False
+    a, b = step.invars
+    one = b if a is counter else a if b is counter else None
+    return isinstance(one, Literal) and not np.shape(one.val) and int(np.asarray(one.val)) == 1

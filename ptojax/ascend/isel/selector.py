@@ -589,7 +589,7 @@ def symbols(kernels, tasks=None) -> list[str]:
     then, with ``tasks`` (tiles per task of each kernel), the name of each task function
     (:mod:`.task`: kernels whose tasks take more than one grid point), ``<name>_tasks<n>``."""
     out = []
-    bases = [re.sub(r"[^A-Za-z0-9_]", "_", kernel.name) for kernel in kernels]
+    bases = [re.sub(r"^(?=[0-9])", "_", re.sub(r"[^A-Za-z0-9_]", "_", kernel.name)) for kernel in kernels]
     bases += [f"{base}_tasks{n}" for base, n in zip(bases, tasks or ()) if n > 1]
     for base in bases:
         name = base
