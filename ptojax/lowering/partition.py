@@ -227,14 +227,15 @@ def _loads(spec: ir.Grid, position):
     return out
 
 
-_AFTER = 1 / 1024      # a moved reshape's position: just after its operand's group (or its reshape)
+# Emission positions are tuples, compared in order: eqn ``p``'s group ``(p,)``; a moved reshape or host
+# scalar its operand's position + ``(1,)`` (just after it); a group moved before group ``(.., q)`` to
+# join it ``(.., q - 1, inf, n)``, the n-th moved (each after what it reads); ``_NONE`` a kernel input's.
+_NONE = (-1,)
 _APART = 8             # groups between a row loop's members that may move before it (:func:`_run`)
 
 
 class _Moved(list):
-    """A reshape's eqn, emitted at (fractional) position ``after``: right after what makes its operand."""
-
-    hoist = 0
+    """A reshape's eqn, emitted at position ``after``: right after what makes its operand."""
 
     def __init__(self, eqns, after):
         super().__init__(eqns)
@@ -246,8 +247,7 @@ class _Group:
     eqns: list
     spec: ir.Grid
     produced: dict     # outer var -> its store window in each part (:func:`_canonical` to its grid)
-    first: float       # position of the first member (or, moved before a group it joins, before that)
-    hoist: int = 0     # among items moved to one position, the order they were moved in
+    first: tuple       # position of the first member (or, moved before a group to join it, before that)
 
 
 def _plan(jaxpr, siblings: bool = True) -> list:
@@ -265,7 +265,7 @@ def _plan(jaxpr, siblings: bool = True) -> list:
                         for pos, v in enumerate(eqn.outvars)}
             group = next((g for g in reversed(open_groups) if _joins(g, eqn, spec, producer, made_by)), None)
             if group is None:
-                group = _Group([eqn], spec, produced, position)
+                group = _Group([eqn], spec, produced, (position,))
                 open_groups.append(group)
                 groups.append(group)
             else:
@@ -273,22 +273,22 @@ def _plan(jaxpr, siblings: bool = True) -> list:
                 group.produced.update(produced)
             emitted = group.first
         elif eqn.primitive.name == "pto.reshape" and isinstance(eqn.invars[0], Var):
-            emitted = producer.get(eqn.invars[0], -1) + _AFTER     # moves no data: right after what it reshapes
+            emitted = producer.get(eqn.invars[0], _NONE) + (1,)    # moves no data: right after what it reshapes
             group = _Moved([eqn], emitted)
             groups.append(group)
         elif _host_scalar(eqn):         # a scalar of the host (a divisor's sign): right after its operands
-            emitted = max((producer.get(v, -1) for v in eqn.invars if isinstance(v, Var)), default=-1) + _AFTER
+            emitted = max((producer.get(v, _NONE) for v in eqn.invars if isinstance(v, Var)), default=_NONE) + (1,)
             group = _Moved([eqn], emitted)
             groups.append(group)
         else:
             group = [eqn]
             groups.append(group)
-            emitted = position
+            emitted = (position,)
         for v in eqn.outvars:
             producer[v] = emitted
             made_by[v] = group
     order = {id(g): (g.after if isinstance(g, _Moved) else g.first if isinstance(g, _Group) else
-                     producer[g[0].outvars[0]] if g[0].outvars else -1, getattr(g, "hoist", 0)) for g in groups}
+                     producer[g[0].outvars[0]] if g[0].outvars else _NONE) for g in groups}
     groups.sort(key=lambda g: order[id(g)])
     if siblings:
         groups = _merge_siblings(groups, producer)
@@ -371,7 +371,7 @@ def _joins(group: _Group, eqn, spec: ir.Grid, producer, made_by) -> bool:
     its group is emitted; a group only reads groups emitted before it, so joining never makes a cycle."""
     if not _same_tiles(group, spec):
         return False
-    reads_group, later, at = False, {}, group.first - _AFTER / 2
+    reads_group, later, at = False, {}, (*group.first[:-1], group.first[-1] - 1, math.inf)
     for pos, v in enumerate(eqn.invars):
         if isinstance(v, Literal):
             continue
@@ -379,27 +379,27 @@ def _joins(group: _Group, eqn, spec: ir.Grid, producer, made_by) -> bool:
             if not _forwardable(group, spec, pos, v):
                 return False
             reads_group = True
-        elif producer.get(v, -1) > group.first:
+        elif producer.get(v, _NONE) > group.first:
             if not _hoisted(made_by.get(v), group, at, producer, made_by, later):
                 return False
     if reads_group:
         for item in later.values():
-            _emit_at(item, at, producer)
+            _emit_at(item, (*at, next(_HOISTS)), producer)
     return reads_group
 
 
 def _hoisted(item, group, at, producer, made_by, out, groups=True) -> bool:
-    """Whether ``item`` (a group, or a moved reshape or host scalar) can be emitted at ``at``, just
-    before ``group``, with the moved items emitted after ``at`` that it reads (collected into ``out``,
-    each after what it reads): none reads ``group``, updates a tensor in place (a reader emitted in
-    between would see the update) or runs on a cube, and one group at most on each path (``groups``)."""
+    """Whether ``item`` (a group, or a moved reshape or host scalar) can be emitted at ``at`` + ``(n,)``,
+    just before ``group``, with the items emitted after that it reads (collected into ``out``, each
+    after what it reads): none reads ``group``, updates a tensor in place (a reader emitted in between
+    would see the update) or runs on a cube, and one group at most on each path (``groups``)."""
     if id(item) in out:
         return True
     if item is group or not isinstance(item, (_Group, _Moved)) or isinstance(item, _Group) and (
             not groups or any(o.alias is not None for e in item.eqns for o in e.params["spec"].outputs)):
         return False
     inner = groups and not isinstance(item, _Group)
-    if not all(isinstance(v, Literal) or made_by.get(v) is item or producer.get(v, -1) <= at
+    if not all(isinstance(v, Literal) or made_by.get(v) is item or producer.get(v, _NONE) < (*at, math.inf)
                or _hoisted(made_by.get(v), group, at, producer, made_by, out, inner)
                for e in (item.eqns if isinstance(item, _Group) else item) for v in e.invars):
         return False
@@ -407,16 +407,15 @@ def _hoisted(item, group, at, producer, made_by, out, groups=True) -> bool:
     return True
 
 
-_HOISTS = itertools.count(1)    # the order of items moved to one position: each after what it reads
+_HOISTS = itertools.count(1)    # the order of items moved before a group: each after what it reads
 
 
 def _emit_at(item, at, producer):
-    """``item`` emitted at position ``at`` (what it makes with it), after the items moved there before."""
+    """``item`` emitted at position ``at`` (what it makes with it)."""
     if isinstance(item, _Group):
         item.first = at
     else:
         item.after = at
-    item.hoist = next(_HOISTS)
     for e in (item.eqns if isinstance(item, _Group) else item):
         for v in e.outvars:
             producer[v] = at
@@ -438,7 +437,7 @@ def _sibling(group: _Group, other: _Group, producer, owner, readers) -> bool:
                 if not _forwardable(group, spec, pos, v):
                     return False
                 depth = True
-            elif producer.get(v, -1) >= group.first:
+            elif producer.get(v, _NONE) >= group.first:
                 return False
 
     def consumers(g):

@@ -63,3 +63,30 @@ def test_half_norms_of_long_rows_are_one_row_loop(dtype):
                                _rms_np(x, g), rtol=tol, atol=tol)
     np.testing.assert_allclose(np.asarray(pj.kernel(lambda x, g, b: pj.ops.layer_norm(x, g, b))(x, g, b), np.float64),
                                _ln_np(x, g, b), rtol=tol, atol=tol)
+
+
+def _moved_twice(x, g, h):          # a reshape of a value moved before the group, read by a later member
+    with jax.named_scope("L"):
+        xf = x.astype(jnp.float32)
+        g32 = g.astype(jnp.float32)
+        y = xf * g32
+        hr = h.astype(jnp.float32).reshape(-1)
+        g2 = g32 + hr
+        return y * hr.reshape(1, -1), g2
+
+
+def _moved_side_by_side(x, b, t):   # two casts moved before the group; a later op joins the first, reads the second
+    with pj.tile(vec=(8, 128)), jax.named_scope("L"):
+        xf = x.astype(jnp.float32)
+        a = b.astype(jnp.float32)
+        y = xf * a
+        c = t.astype(jnp.float32)
+        return y * c, a * c
+
+
+@pytest.mark.parametrize("fn, shapes", [(_moved_twice, [(32, 64), (64,), (1, 64)]),
+                                        (_moved_side_by_side, [(16, 512), (1, 512), (1, 1)])])
+def test_ops_moved_before_a_group_keep_their_order(fn, shapes):
+    args = [rand(s, np.float16, i) for i, s in enumerate(shapes)]
+    for got, want in zip(pj.kernel(fn)(*args), jax.jit(fn)(*args)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
