@@ -307,9 +307,9 @@ class _Checker:
     """Walks a body jaxpr: GM tensors used only by loads/stores, windows in bounds for every index the
     grid and its loops reach, operands in the buffers their instructions read."""
 
-    def __init__(self, name, kind, inputs=0):
+    def __init__(self, name, kind, inputs=0, inferred=False):
         self.name, self.kind, self.inputs = name, kind, inputs     # inputs: GM parameters before the outputs
-        self.inferred = False      # whether the kind was inferred (cube: the body multiplies tiles)
+        self.inferred = inferred   # whether the kind was inferred (cube: the body multiplies tiles)
         self.bounds: dict = {}     # index var -> (lo, hi)
         self.gm: dict = {}         # GM var -> parameter position
         self.loc: dict = {}        # tile var -> buffer location
@@ -495,8 +495,8 @@ class _Checker:
     def fixpipe(self, src, params):
         """A cast of an acc tile is the FIXPIPE's conversion on its way out of L0C: f32 -> f16 / bf16,
         rounding to nearest and saturating, as a matmul's ``out_dtype`` stores it."""
-        dst, ok = np.dtype(params["dtype"]), np.dtype(params["dtype"]) == np.dtype(src)
-        if not ok and not (np.dtype(src) == np.float32 and dst.name in ("float16", "bfloat16")
+        dst = np.dtype(params["dtype"])
+        if dst != np.dtype(src) and not (np.dtype(src) == np.float32 and dst.name in ("float16", "bfloat16")
                            and params["rounding"] == "rint" and params["saturate"]):
             self.fail(f"pj.tiles.cast of a {np.dtype(src).name} acc tile to {dst.name} (rounding="
                       f"{params['rounding']!r}, saturate={params['saturate']}): the FIXPIPE converts an accumulator "
@@ -590,8 +590,8 @@ def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None
     closed = _to_tile_ops(closed, name)
     cube_readers = tuple(p for p, loc in T.GM_READERS.items() if loc != "vec")
     uses_cube = _uses(closed.jaxpr, (T.tmatmul_p, T.tmatmul_acc_p, *cube_readers))
-    check = _Checker(name, kind or ("cube" if uses_cube else "vector"), m)
-    check.inferred, kind = kind is None, check.kind
+    check = _Checker(name, kind or ("cube" if uses_cube else "vector"), m, inferred=kind is None)
+    kind = check.kind
     jaxpr = closed.jaxpr
     check.bounds.update((v, (0, g - 1)) for v, g in zip(jaxpr.invars[:n], shape))
     check.gm.update((v, j) for j, v in enumerate(jaxpr.invars[n:]))

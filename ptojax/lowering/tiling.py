@@ -32,6 +32,7 @@ from .._jax import ClosedJaxpr, Literal
 from ..errors import PtoArgumentError, PtoCapacityError, PtoShapeError, PtoUnsupportedError
 from ..primitives import OPS
 from ..primitives import tile as T
+from ..primitives.matmul import ACCUMULATOR
 from ..primitives.tile import Window
 from . import ir
 from .gathers import row_chunk, rows_of
@@ -426,7 +427,7 @@ def _row_bias(bias, out) -> bool:
 def _bias_after(a, b, bias, *, out_dtype, transpose_a, transpose_b):
     """``matmul`` with a bias that is not one row (an (M, N) or (M, 1) one): the product in the
     accumulator, the bias added on a vector core, the sum converted as the FIXPIPE converts."""
-    acc = np.dtype(np.int32) if np.dtype(a.dtype) == np.int8 else np.dtype(np.float32)
+    acc = ACCUMULATOR[np.dtype(a.dtype)]
     y = ops.add(ops.matmul(a, b, out_dtype=acc, transpose_a=transpose_a, transpose_b=transpose_b), bias)
     return y if np.dtype(out_dtype) == acc else ops.cast(y, out_dtype, rounding="rint", saturate=True)
 
@@ -445,7 +446,7 @@ def _matmul(ctx, p, out, invals):
     m, k, n = min(m, big_m), min(k, big_k), min(n, big_n)
     space = tuple(out.shape)
     tile = (1,) * len(batch) + (m, n)
-    acc_dtype = np.int32 if a.dtype == np.int8 else np.float32
+    acc_dtype = ACCUMULATOR[np.dtype(a.dtype)]
     rb = len(batch)
     kpos = len(space)  # the K loop counter is the index after the grid indices
 

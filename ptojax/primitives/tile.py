@@ -138,8 +138,8 @@ COMPUTE = {name: _mirror(name) for name in OPS if name != "matmul"}
 
 def _tmatmul_acc_abstract(acc, a, b, *, transpose_a, transpose_b):
     """``acc`` plus ``a @ b``: the product's shape and accumulator dtype (matmul's rules) are ``acc``'s."""
-    (product,) = OPS["matmul"].primitive.abstract_eval(a, b, out_dtype=acc.dtype, transpose_a=transpose_a,
-                                                       transpose_b=transpose_b)[0:1]
+    product = OPS["matmul"].primitive.abstract_eval(a, b, out_dtype=acc.dtype, transpose_a=transpose_a,
+                                                    transpose_b=transpose_b)[0]
     if (product.shape, product.dtype) != (acc.shape, acc.dtype):
         raise op_error(PtoShapeError, "tmatmul_acc", f"the accumulator is {acc.dtype.name}{list(acc.shape)} but "
                        f"a {a.dtype.name}{list(a.shape)} @ b {b.dtype.name}{list(b.shape)} is "
