@@ -251,6 +251,8 @@ def _rewindowed(body, col, width, w, start):
     def rule(eqn, invals, stack):
         if eqn.primitive in (T.tload_p, T.tstore_p):
             return _bind(eqn.replace(params={**eqn.params, "window": cut(eqn.params["window"])}), invals)
+        if eqn.primitive is T.COMPUTE["expand"] and eqn.params["shape"][-1] == width:   # a scalar's or column's fill
+            return _bind(eqn.replace(params={**eqn.params, "shape": eqn.params["shape"][:-1] + (w,)}), invals)
         return _bind(eqn, invals)
 
     def traced(*args):
