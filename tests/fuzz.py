@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 
 import ml_dtypes
 import numpy as np
@@ -557,6 +558,9 @@ def assert_same(got, want, where=""):
     np.testing.assert_allclose(g[fin], w[fin], rtol=rtol, atol=atol, err_msg=where)
 
 
+SELF_MOVE = re.compile(r"pto\.tmov ins\((%\w+) [^\n]*\) outs\(\1 ")   # a tmov whose source is its destination
+
+
 def check(spec):
     """The fuzz property for one spec: sim == xla, every lowering level verifies, and Huawei's ptoas
     accepts the kernel's PTO-AS (wherever ptoas is found, and always in CI)."""
@@ -567,6 +571,8 @@ def check(spec):
     lowered = sim.lower(*args)                      # pj.lower(fn, *args), as a kernel stages it: the real
     lowered.lowering.verify(*args)                  # text is selected there, so a gap fails there
     compiled = lowered.compile()
+    moved = SELF_MOVE.search(compiled.as_text("pto"))
+    assert moved is None, f"a tile moved onto itself (an instruction that does nothing): {moved.group(0)}"
     if find_ptoas() or os.environ.get("CI") == "true":
         compiled.ptoas()                            # a PtoasError names the program, line and message
     got = jax.tree.leaves(compiled(*args))          # the real text runs: a gap fails the call too

@@ -148,6 +148,23 @@ def test_assemble_without_ptoas(monkeypatch):
     assert shutil.which("ptoas") is None
 
 
+def test_assembly_is_the_same_from_run_to_run():
+    """ptoas 0.27 crashed (std::bad_alloc, SIGSEGV) on this fuzz kernel's text in about one run of five
+    when given it as a file, depending on the file's random temporary path: the text goes in on stdin."""
+    import jax.numpy as jnp
+    import ptojax as pj
+
+    def fn(x, y):
+        v = jnp.clip(jnp.maximum(jnp.sum(x, axis=0), y), -2.0, -0.5)
+        return jnp.maximum(v, 0)
+
+    text = pj.kernel(fn).lower(np.ones((8, 5), jnp.bfloat16), np.ones(5, jnp.bfloat16)).compile().as_text("pto")
+    assert "pto.tcolsum" in text and "pto.tsel" in text
+    first = assemble(text)
+    for _ in range(9):
+        assert assemble(text) == first
+
+
 # -------------------------------------------------------- probe findings: hand tiles, levels, precision
 def _cube(loc_a):
     """A 64x64x64 f16 matmul as a hand-written cube grid, its A operand loaded into ``loc_a``."""

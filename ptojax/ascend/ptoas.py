@@ -57,11 +57,11 @@ def assemble(text: str, *, arch: str = "a3", level: str = "level2", insert_sync:
     if insert_sync:
         cmd.append("--enable-insert-sync")
     with tempfile.TemporaryDirectory(prefix="ptojax-ptoas-") as d:
-        src, out = os.path.join(d, "in.pto"), os.path.join(d, "out.cpp")
-        with open(src, "w") as f:
-            f.write(text)
+        out = os.path.join(d, "out.cpp")
+        # The text goes in on stdin: given it as a file, ptoas 0.27 crashed on some texts (std::bad_alloc,
+        # SIGSEGV) or not depending on the file's path, so that a random temporary name made it flaky.
         try:
-            proc = subprocess.run([*cmd, src, "-o", out], capture_output=True, text=True,
+            proc = subprocess.run([*cmd, "-", "-o", out], input=text, capture_output=True, text=True,
                                   timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise PtoasError(f"ptoas timed out after {TIMEOUT_S} s: {' '.join(cmd)}") from None

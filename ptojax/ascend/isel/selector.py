@@ -225,7 +225,10 @@ class Selector:
 
     def print(self, op: str, ins, outs, attrs: dict | None = None):
         """One instruction as the real dialect spells it (:func:`~ptojax.ascend.instructions.text`);
-        a user-defined instruction in the same operands-then-types form."""
+        a user-defined instruction in the same operands-then-types form. A ``tmov`` of a tile onto itself
+        does nothing and prints nothing."""
+        if op == "tmov" and ins[0] == outs[0]:
+            return None
         if op == "ttrans" and any(is_column(self.types[n]) for n in (ins[0], outs[0])):
             return self.copy(ins[0], outs[0])                         # a column's transpose: its row
         if not op.startswith("trow") and op not in ("tload", "tstore", "tmov"):
