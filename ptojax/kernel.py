@@ -36,6 +36,7 @@ from .ascend import ptoas as _ptoas
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoCapacityError, PtoError, PtoUnsupportedError, no_derivative
 from .execute import execute_flat, replay_function, steering
+from .lowering import walk
 from .lowering.pipeline import TEXT, Lowering, lower
 
 BACKENDS = ("sim", "xla")
@@ -627,8 +628,25 @@ def _abstract(*args, call: Compiled):
 
 
 def _xla(*args, call: Compiled):
+    """The Tensor jaxpr as XLA code, rounded as written (:func:`_as_written`)."""
     tensor = call.lowering.tensor
-    return jax.core.eval_jaxpr(tensor.jaxpr, tensor.consts, *args)
+    return walk.interpret(tensor.jaxpr, tensor.consts, args, _as_written)
+
+
+def _as_written(eqn, invals, stack):
+    """``eqn`` bound with a float constant it adds or subtracts, and the operand of a ``log``, behind an
+    optimization barrier: XLA's simplifier folds ``(x + 1) - 1`` to ``x`` and ``log(exp(x))`` to ``x``,
+    the roundings that the Tensor level's ``log1p`` / ``expm1`` (and what builds on them) compensate."""
+    if eqn.primitive.name in walk.CONTROL:
+        return walk.control(eqn, invals, stack, walk.by_rule(_as_written))
+    name = eqn.primitive.name
+    if name in ("pto.add", "pto.sub"):
+        invals = [jax.lax.optimization_barrier(x) if walk.is_const(x) and jnp.issubdtype(np.result_type(x), jnp.floating)
+                  else x for x in invals]
+    elif name == "pto.log":
+        invals = [jax.lax.optimization_barrier(x) for x in invals]
+    out = eqn.primitive.bind(*invals, **eqn.params)
+    return out if eqn.primitive.multiple_results else [out]
 
 
 _REPLAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Compiled -> replay function or None
