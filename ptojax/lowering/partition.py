@@ -537,8 +537,9 @@ def _row_local(eqn) -> bool:
 
 
 def _fill(eqn) -> bool:
-    """A tile made of a scalar (``texpand`` of a 0-d value: a row loop's first accumulator)."""
-    return eqn.primitive is T.COMPUTE["expand"] and not np.shape(eqn.invars[0].aval)
+    """A tile broadcast from a smaller one or a scalar (``texpand``: a ``where``'s fill, a row loop's
+    first accumulator); in pieces, each piece expands its own share."""
+    return eqn.primitive is T.COMPUTE["expand"]
 
 
 def _in_pieces(body, n, k, memory):
