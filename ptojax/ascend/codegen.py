@@ -72,10 +72,13 @@ class _Allocator:
                 self.free[loc][i:i + 1] = rest
                 return begin
         live = self.memory.buffer(loc) - sum(length for _, length in self.free[loc])
+        widest = max((length for _, length in self.free[loc]), default=0)
         raise PtoCapacityError(
             f"pto codegen: program '{self.program.name}' ({self.program.core}"
             f"{', label ' + repr(self.program.label) if self.program.label else ''}) cannot place a {size}-byte tile in "
-            f"{_BUFFER[loc]}: {live} of {self.memory.buffer(loc)} bytes are live at that point")
+            f"{_BUFFER[loc]}: {live} of {self.memory.buffer(loc)} bytes are live at that point"
+            + (f", and the free {self.memory.buffer(loc) - live} bytes lie apart (the widest free span is {widest} "
+               "bytes): use fewer rows or columns in its ops' vec tile" if live + size <= self.memory.buffer(loc) else ""))
 
     def release(self, loc, addr, size):
         size = -(-size // _ALIGN[loc]) * _ALIGN[loc]
