@@ -497,7 +497,7 @@ class _Checker:
         rounding to nearest and saturating, as a matmul's ``out_dtype`` stores it."""
         dst = np.dtype(params["dtype"])
         if dst != np.dtype(src) and not (np.dtype(src) == np.float32 and dst.name in ("float16", "bfloat16")
-                           and params["rounding"] == "rint" and params["saturate"]):
+                                         and params["rounding"] == "rint" and params["saturate"]):
             self.fail(f"pj.tiles.cast of a {np.dtype(src).name} acc tile to {dst.name} (rounding="
                       f"{params['rounding']!r}, saturate={params['saturate']}): the FIXPIPE converts an accumulator "
                       "on its way out of L0C from float32 to float16 or bfloat16 only (rounding='rint', saturate=True); "
