@@ -173,8 +173,9 @@ def graph_function(plan, module):
 
     def replay(*flat):
         def fetch(base):
-            if base not in inputs:
-                return jnp.asarray(initial[base])
+            if base not in inputs:      # a float constant behind a barrier: XLA folds x + 0.0 to x (-0.0 + 0.0 is +0.0)
+                value = jnp.asarray(initial[base])
+                return lax.optimization_barrier(value) if jnp.issubdtype(value.dtype, jnp.floating) else value
             x = jnp.asarray(flat[inputs[base]]).reshape(-1)
             return x.astype(layout[base][1]) if x.dtype != layout[base][1] else x
 

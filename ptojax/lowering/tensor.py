@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import functools
 import math
 
 import jax
@@ -256,11 +257,18 @@ def _squeezed_slices(jaxpr) -> dict:
     return out
 
 
+_SPREAD = contextvars.ContextVar("spread", default={})   # id(result) -> (result, its value): constants kept broadcasts
+
+
 def _iota_form(payload, shape, axis):
     """``(first, step)`` where ``payload`` is ``first + step * iota`` along ``axis`` (step 1, or -1: the
-    reversed iota of a descending ``jnp.argsort``), else None."""
+    reversed iota of a descending ``jnp.argsort``), else None. A constant kept a broadcast (``jax.vmap``
+    of an argsort broadcasts its iota over the batch) counts by its value."""
     if not is_const(payload):
-        return None
+        spread = _SPREAD.get().get(id(payload))
+        if spread is None or spread[0] is not payload:
+            return None
+        payload = spread[1]()
     iota = np.broadcast_to(np.arange(shape[axis]).reshape([-1 if d == axis else 1 for d in range(len(shape))]), shape)
     for first, step in ((0, 1), (shape[axis] - 1, -1)):
         if np.array_equal(np.asarray(payload), first + step * iota):
@@ -847,13 +855,12 @@ def _translate(eqn, invals, stack):
         raise unsupported(eqn, f"makes a constant of the symbolic shape {eqn.outvars[0].aval.str_short()}: constants "
                                 "are folded at trace time, so their shapes must be static")
     elif const and (name not in RULES or _elements(eqn) <= FOLD_ELEMENTS) and not _spreads(eqn, invals):
-        with jax.ensure_compile_time_eval():
-            out = eqn.primitive.bind(*invals, **eqn.params)
-        out = jax.tree.map(np.asarray, out)
+        out = _folded(eqn, invals)
     elif name in _BOOL_RULES and all(x.dtype == np.bool_ for x in invals if hasattr(x, "dtype")):
         out = _BOOL_RULES[name](*invals)
     elif const:                                  # too large to fold: computed on the cores
         out = RULES[name](eqn, *[np.asarray(x, v.aval.dtype) for x, v in zip(invals, eqn.invars)])
+        _SPREAD.get()[id(out)] = (out, functools.partial(_folded, eqn, invals))
     elif name in RULES:
         out = RULES[name](eqn, *invals)
     else:
@@ -861,14 +868,21 @@ def _translate(eqn, invals, stack):
     return list(out) if eqn.primitive.multiple_results else [out]
 
 
+def _folded(eqn, invals):
+    """``eqn`` of constants evaluated at trace time (NumPy arrays)."""
+    with jax.ensure_compile_time_eval():
+        return jax.tree.map(np.asarray, eqn.primitive.bind(*invals, **eqn.params))
+
+
 def to_tensor_level(closed: ClosedJaxpr) -> ClosedJaxpr:
     """The Tensor graph: ``closed`` with every compute eqn a ``pto.*`` op, those nothing reads dropped."""
-    token, transposed = _SQUEEZED.set(_squeezed_slices(closed.jaxpr)), _TRANSPOSED.set({})
+    token, transposed, spread = _SQUEEZED.set(_squeezed_slices(closed.jaxpr)), _TRANSPOSED.set({}), _SPREAD.set({})
     try:
         out = retrace(closed, _rule)
     finally:
         _SQUEEZED.reset(token)
         _TRANSPOSED.reset(transposed)
+        _SPREAD.reset(spread)
     return ClosedJaxpr(_live(out.jaxpr), out.consts)
 
 
