@@ -432,6 +432,26 @@ def _bias_after(a, b, bias, *, out_dtype, transpose_a, transpose_b):
     return y if np.dtype(out_dtype) == acc else ops.cast(y, out_dtype, rounding="rint", saturate=True)
 
 
+def _wide_weights(op, invals) -> bool:
+    """Whether a norm's weights vary along a leading dim (per batch or row: ``jax.vmap`` of a norm with
+    a batched weight): the norm's tile rule applies one weight row to all its rows."""
+    return op in ("rms_norm", "layer_norm") and any(math.prod(np.shape(a)[:-1]) > 1 for a in invals[1:])
+
+
+def _weights_after(op, x, *affine, eps, has_gamma=True, has_beta=False):
+    """``rms_norm`` / ``layer_norm`` with weights of leading dims: the norm unweighted, then the weights
+    elementwise (half precision in float32, rounded once, as the norm computes)."""
+    half = np.dtype(x.dtype) != np.float32
+    up = (lambda a: ops.cast(a, np.float32)) if half else (lambda a: a)
+    y = ops.rms_norm(up(x), eps=eps) if op == "rms_norm" else ops.layer_norm(up(x), eps=eps)
+    weights = iter(up(a) for a in affine)
+    if has_gamma and affine:
+        y = ops.mul(y, next(weights))
+    if op == "layer_norm" and has_beta:
+        y = ops.add(y, next(weights))
+    return ops.cast(y, x.dtype) if half else y
+
+
 def _matmul(ctx, p, out, invals):
     """The cube grid of ``matmul`` (params ``p``) with result aval ``out``."""
     a, b, *bias = invals
@@ -1066,6 +1086,8 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             closed = keep_rows(to_tensor_level(closed)) if jnp_code else closed   # as the kernel's own ops
             return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
 
+        if _wide_weights(op, invals):
+            return rewritten(functools.partial(_weights_after, op, **eqn.params), invals)
         if op == "matmul" and len(invals) == 3 and not _row_bias(invals[2], eqn.outvars[0].aval):
             return rewritten(functools.partial(_bias_after, **eqn.params), invals)
         if op == "matmul":
