@@ -135,7 +135,7 @@ def graph_function(plan, module):
     faster than its length (60 calls of a ``tanh`` step: 13-24 s; one program of 20 steps, 520
     instructions: 6-11 s)."""
     buffers = plan.buffers
-    inputs, initial, layout, scratch = {}, {}, {}, set()
+    inputs, initial, layout, constants = {}, {}, {}, set()     # constants: a kernel's constants and fills
     for b in buffers:
         if b.base == b.id:
             dtype = np.dtype(np.int8) if b.array.dtype == np.bool_ else b.array.dtype
@@ -144,14 +144,14 @@ def graph_function(plan, module):
                 inputs[b.id] = b.source
             elif b.source == "scratch":
                 initial[b.id] = np.zeros(b.array.size, dtype)
-                scratch.add(b.id)
             else:
                 initial[b.id] = np.array(b.array).reshape(-1).view(dtype)
+                constants.add(b.id)
     for i, value in plan.fills:
         base = buffers[i].base
         initial[base] = np.full(layout[base][0], value, layout[base][1])
         inputs.pop(base, None)
-        scratch.discard(base)
+        constants.add(base)
     steps, stages = [], []
     for task in plan.graph.tasks:
         keys = tuple(buffers[i].base for i in plan.bindings[task.binding][1])
@@ -176,11 +176,10 @@ def graph_function(plan, module):
 
     def replay(*flat):
         def fetch(base):
-            if base in scratch:
-                return jnp.asarray(initial[base])
-            if base not in inputs:      # a float constant behind a barrier: XLA folds x + 0.0 to x (-0.0 + 0.0 is +0.0)
-                value = jnp.asarray(initial[base])
-                return lax.optimization_barrier(value) if jnp.issubdtype(value.dtype, jnp.floating) else value
+            if base not in inputs:      # a float constant behind a barrier: XLA folds x + 0.0 to x (-0.0 + 0.0
+                value = jnp.asarray(initial[base])      # is +0.0); zeroed scratch without, which XLA elides
+                barred = base in constants and jnp.issubdtype(value.dtype, jnp.floating)
+                return lax.optimization_barrier(value) if barred else value
             x = jnp.asarray(flat[inputs[base]]).reshape(-1)
             return x.astype(layout[base][1]) if x.dtype != layout[base][1] else x
 

@@ -445,7 +445,7 @@ def _weights_after(op, x, *affine, eps, has_gamma=True, has_beta=False):
     up = (lambda a: ops.cast(a, np.float32)) if half else (lambda a: a)
     y = ops.rms_norm(up(x), eps=eps) if op == "rms_norm" else ops.layer_norm(up(x), eps=eps)
     weights = iter(up(a) for a in affine)
-    if has_gamma and affine:
+    if has_gamma:                   # (rms_norm's only weight: it has one here)
         y = ops.mul(y, next(weights))
     if op == "layer_norm" and has_beta:
         y = ops.add(y, next(weights))
