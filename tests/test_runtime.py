@@ -182,6 +182,29 @@ def test_failing_task_raises_a_named_error_quickly(executor):
     assert time.perf_counter() - start < 1.0
 
 
+def test_threads_run_a_block_call_in_a_share_per_worker(monkeypatch):
+    """A thread takes up to 1/workers of a block call's ready tasks and runs them as one batch (a walk of
+    the text), not one walk per task: a long-row cumsum is 288 tasks of ~460 instructions each."""
+    from ptojax.ascend import textbatch
+
+    x = rand((64, 4096), np.float32)
+    kernel = lambda a: jax.numpy.cumsum(a * 1.0, -1)
+    low = pj.lower(kernel, x)
+    walks = []
+    real = textbatch.run
+    monkeypatch.setattr(textbatch, "run", lambda module, name, args, blocks: walks.append(len(blocks)) or
+                        real(module, name, args, blocks))
+    want, trace = execute(low, x, executor="simulated")
+    batches = len(walks)
+    assert len(trace.records) > 20 * batches                # the kernel is many tasks per block call
+    for workers in (1, 3):
+        walks.clear()
+        out, threaded = execute(low, x, executor="threads", workers=workers)
+        np.testing.assert_array_equal(np.asarray(out), np.asarray(want))
+        assert sorted(r.tid for r in threaded.records) == sorted(r.tid for r in trace.records)
+        assert len(walks) <= batches * (workers + 1), (workers, len(walks), batches)
+
+
 def test_failing_kernel_task_returns_no_output():
     args = rand((64, 64), F16, 1, -1, 1), rand((64, 64), F16, 2, -1, 1), rand((64, 32), F16, 3, -1, 1)
     low = pj.lower(seed_kernel, *args)

@@ -11,13 +11,16 @@
   touch each other's GM regions, so every dependency order gives the same numbers. :func:`replay`
   runs a replayable plan's bodies again the same way, on the trace it already has.
 * :func:`run_threads` — the same tasks on host threads with real concurrency (``workers`` threads
-  pulling from one ranked ready queue); the trace holds wall-clock times.
+  pulling from one ranked ready queue); the trace holds wall-clock times. With batch runners, a thread
+  takes its share of the ready tasks of one group (up to 1/``workers`` of the group) and runs them as one batch
+  (each gets the batch's times).
 
 A task that raises stops the run: :class:`PtoTaskError` names the task, program, label and core;
 threads are joined first and no output is returned.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gc
 import heapq
@@ -189,42 +192,90 @@ def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Calla
         raise PtoArgumentError(f"pto runtime: workers must be >= 1, got {workers}")
     tasks = plan.graph.tasks
     fanin = [len(t.preds) for t in tasks]
-    ready = [(-t.rank, t.tid) for t in tasks if not t.preds]
-    heapq.heapify(ready)
+    ready: list = []                        # a heap of (-rank, tid)
+    waiting: dict = {}                      # batch group -> its ready task ids (taken ones included)
+    taken = [False] * len(tasks)
+    sizes = collections.Counter(t.batch[0] for t in tasks if t.batch is not None)
     cond = threading.Condition()
     state = {"left": len(tasks), "error": None}
     rows: list = []
     origin = time.perf_counter()
 
+    def push(task):
+        heapq.heappush(ready, (-task.rank, task.tid))
+        if task.batch is not None and plan.batches:
+            waiting.setdefault(task.batch[0], []).append(task.tid)
+
+    def any_ready() -> bool:
+        while ready and taken[ready[0][1]]:          # taken with a mate of their group
+            heapq.heappop(ready)
+        return bool(ready)
+
+    def take() -> list:
+        """The next task and, when it has a batch group, the thread's share of its group's ready tasks."""
+        task = tasks[heapq.heappop(ready)[1]]
+        tid = task.tid
+        members = [tid]
+        if task.batch is not None and plan.batches:
+            mates = [m for m in waiting.pop(task.batch[0]) if not taken[m] and m != tid]
+            share = -(-sizes[task.batch[0]] // workers) - 1
+            members += mates[:share]
+            if mates[share:]:
+                waiting[task.batch[0]] = mates[share:]
+        for m in members:
+            taken[m] = True
+        return [tasks[m] for m in members]
+
+    def body(members, ctx):
+        """Run ``members`` (as one batch where they are enough); a failing batch is rerun task by task
+        to name the task (as :func:`_run_steps` does)."""
+        group = [t for t in members if t.run is not None]
+        batch_exc = None
+        if len(group) >= BATCH_MIN:
+            try:
+                plan.batches[group[0].batch[0]]([t.batch[1] for t in group], ctx)
+                return
+            except Exception as exc:  # noqa: BLE001 - find the task that fails on its own
+                batch_exc = exc
+        for task in group:
+            try:
+                task.run(ctx)
+            except Exception as exc:  # noqa: BLE001 - handed to the caller with the task's identity
+                raise _Failed(task) from exc
+        if batch_exc is not None:
+            raise _Failed(group[0]) from batch_exc
+
     def loop(lane):
         ctx = worker() if worker else None
         while True:
             with cond:
-                while not ready and state["left"] and state["error"] is None:
+                while not any_ready() and state["left"] and state["error"] is None:
                     cond.wait(0.05)
                 if state["error"] is not None or not state["left"]:
                     return
-                _, tid = heapq.heappop(ready)
-            task = tasks[tid]
+                members = take()
             start = time.perf_counter() - origin
             try:
-                if task.run is not None:
-                    task.run(ctx)
-            except Exception as exc:  # noqa: BLE001 - handed to the caller with the task's identity
+                body(members, ctx)
+            except _Failed as failed:
                 with cond:
-                    state["error"] = (task, lane, exc)
+                    state["error"] = (failed.task, lane, failed.__cause__)
                     cond.notify_all()
                 return
             end = time.perf_counter() - origin
             with cond:
-                rows.append((start, tid, lane, start, end))
-                for succ in task.succs:
-                    fanin[succ.tid] -= 1
-                    if fanin[succ.tid] == 0:
-                        heapq.heappush(ready, (-succ.rank, succ.tid))
-                state["left"] -= 1
+                for task in members:
+                    rows.append((start, task.tid, lane, start, end))
+                    for succ in task.succs:
+                        fanin[succ.tid] -= 1
+                        if fanin[succ.tid] == 0:
+                            push(succ)
+                state["left"] -= len(members)
                 cond.notify_all()
 
+    for task in tasks:
+        if not task.preds:
+            push(task)
     threads = [threading.Thread(target=loop, args=(i,), name=f"ptojax-worker-{i}", daemon=True) for i in range(workers)]
     for t in threads:
         t.start()
@@ -235,3 +286,11 @@ def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Calla
         _fail(task, f"host thread {lane}", exc)
     return Trace(_columns(*(zip(*rows) if rows else [()] * 5)), machine, plan.graph, f"threads x{workers}", host=True,
                  threads=workers)
+
+
+class _Failed(Exception):
+    """A task body that raised (its exception the cause)."""
+
+    def __init__(self, task):
+        super().__init__(task.describe())
+        self.task = task
