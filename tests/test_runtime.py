@@ -203,6 +203,12 @@ def test_threads_run_a_block_call_in_a_share_per_worker(monkeypatch):
         np.testing.assert_array_equal(np.asarray(out), np.asarray(want))
         assert sorted(r.tid for r in threaded.records) == sorted(r.tid for r in trace.records)
         assert len(walks) <= batches * (workers + 1), (workers, len(walks), batches)
+        lanes = {}
+        for r in threaded.records:                      # a batch's time shared out: one task at a time per lane
+            lanes.setdefault(r.core, []).append((r.start, r.end))
+        for spans in lanes.values():
+            spans.sort()
+            assert all(b[0] >= a[1] - 1e-9 for a, b in zip(spans, spans[1:]))
 
 
 def test_failing_kernel_task_returns_no_output():

@@ -263,9 +263,10 @@ def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Calla
                     cond.notify_all()
                 return
             end = time.perf_counter() - origin
+            step = (end - start) / len(members)       # a batch's time shared out: one task at a time per lane
             with cond:
-                for task in members:
-                    rows.append((start, task.tid, lane, start, end))
+                for k, task in enumerate(members):
+                    rows.append((start + k * step, task.tid, lane, start + k * step, start + (k + 1) * step))
                     for succ in task.succs:
                         fanin[succ.tid] -= 1
                         if fanin[succ.tid] == 0:
