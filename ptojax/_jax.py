@@ -3,6 +3,8 @@
 The ``jax.extend.core`` names are taken from ``jax._src.core``, the module that defines them (the
 same objects, tests/test_imports.py): importing ``jax.extend`` imports every part of it, Pallas
 included, which costs ``import ptojax`` tens of milliseconds."""
+import contextlib
+
 import jax
 import numpy as np
 from jax._src import callback as _callback
@@ -23,6 +25,20 @@ def frames(source_info) -> list:
     tb = source_info.traceback
     return [(f.file_name, f.function_name, f.line_num, _source_info.is_user_filename(f.file_name))
             for f in (tb.frames if tb is not None else ())]
+
+
+@contextlib.contextmanager
+def traced_at(traceback):
+    """Within: eqns traced carry ``traceback`` (an eqn's ``source_info.traceback``: the Python frames
+    that traced the eqn they stand for) instead of the live stack's; nothing changes for None."""
+    context = _source_info._source_info_context
+    before = context.context
+    if traceback is not None:
+        context.context = before.replace(traceback=traceback)
+    try:
+        yield
+    finally:
+        context.context = before
 
 
 def result_aval(shape, dtype, args, weak_type: bool = False) -> ShapedArray:

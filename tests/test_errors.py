@@ -103,6 +103,25 @@ def test_a_method_call_is_named_by_the_jnp_function_behind_it():
     assert str(err.value) == f"jnp.astype at {_at(kernel, 1)}: pto.cast: dtype complex64 is not supported; {SUPPORTED}"
 
 
+def test_a_tile_refused_while_tiling_names_the_users_call_and_line():
+    """The tiling pass works on the ops a jnp call decomposes into (argmax: compares; sum of bf16: a
+    cast to f32): a tile it refuses names the user's call and line, as the Tensor level's errors do."""
+    def argmax(x):
+        with pj.tile(vec=(8, 100)):               # 100 bf16 = 200 bytes: not a multiple of 32
+            return jnp.argmax(x, -1)
+
+    def total(x):
+        y = x + 1
+        with pj.tile(vec=(8, 100)):
+            return jnp.sum(y, -1)
+
+    for kernel, call, line in ((argmax, "jnp.argmax", 2), (total, "jnp.sum", 3)):
+        with pytest.raises(pj.PtoArgumentError) as err:
+            pj.lower(kernel, jax.ShapeDtypeStruct((64, 1000), jnp.bfloat16))
+        assert str(err.value).startswith(f"{call} at {_at(kernel, line)}: pto."), str(err.value)
+        assert "vec tile (8, 100) has a last dim of 100 x 2 bytes (bfloat16) = 200 bytes" in str(err.value)
+
+
 # ------------------------------------------------------------------------- arguments of a compiled kernel
 def _compiled():
     def kernel(a, b, w):

@@ -111,6 +111,16 @@ def origin(eqn) -> str:
         or _call_at(eqn, _live()) or "at an unknown line"
 
 
+def user_traceback(eqn):
+    """The traceback :func:`origin` reads for ``eqn`` (its own or the innermost inlined call's that holds
+    a user frame; None if none does): what the eqns standing for ``eqn`` carry to later passes."""
+    for e in (eqn, *reversed(ENCLOSING)):
+        tb = e.source_info.traceback
+        if tb is not None and any(mine and own_path(f) is None for f, *_, mine in frames(e.source_info)):
+            return tb
+    return None
+
+
 def _located(err: PtoError, eqn) -> PtoError:
     """``err`` (same type) with the message ``<user call> at <line>: <message>``."""
     located = copy.copy(err)

@@ -29,14 +29,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import ops
-from .._jax import ClosedJaxpr, Var, frames, jaxprs_in_params
+from .._jax import ClosedJaxpr, Var, frames, jaxprs_in_params, traced_at
 from ..errors import PtoUnsupportedError
 from ..primitives import indexing, layout
 from ..primitives.matmul import mixed_dtype_remedy
 from . import libm, windows
 from .reduce import identity
 from .gathers import dynamic_slice, dynamic_update_slice, gather, read_window, rev, rows_of, scatter, write_window
-from .origin import ENCLOSING, blame, own_path, unsupported
+from .origin import ENCLOSING, blame, own_path, unsupported, user_traceback
 from .partition import Options as PassOptions
 from .scope import TileConfig
 from .scope import read as read_scope
@@ -810,7 +810,7 @@ def _ids(x):
 
 
 def _rule(eqn, invals, stack):
-    with blame(eqn), _overridden(eqn, stack):
+    with blame(eqn), _overridden(eqn, stack), traced_at(user_traceback(eqn)):
         return _translate(eqn, invals, stack)
 
 

@@ -45,6 +45,7 @@ from .scope import TileConfig, read
 from .symbolic import templated
 from .tensor import to_tensor_level
 from .topk import SORT_COLS, STAGED_INT32_SORT, pass_k, sort_int32_by_halves, staged_topk, topk_in_passes
+from .origin import blame
 from .walk import CONTROL, by_rule, control, interpret, retrace
 
 # Ops that keep some axes whole: name -> function(params, rank) giving those axes.
@@ -1039,6 +1040,10 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
         return values
 
     def rule(eqn, invals, stack):
+        with blame(eqn):                              # errors name the user's call and line
+            return tile_eqn(eqn, invals, stack)
+
+    def tile_eqn(eqn, invals, stack):
         name = eqn.primitive.name
         if name in CONTROL:
             return control(eqn, invals, stack, by_rule(rule))

@@ -1,4 +1,5 @@
-"""Re-tracing jaxprs: evaluate a jaxpr eqn by eqn under a new trace, keeping each eqn's name stack.
+"""Re-tracing jaxprs: evaluate a jaxpr eqn by eqn under a new trace, keeping each eqn's name stack
+and source traceback (a later pass's error names the user's line).
 
 Every pass is such a re-trace (``jax.make_jaxpr`` of an interpreter), so its output is again a jaxpr
 JAX can evaluate. Name stacks carry tile configurations and labels (see ``scope.py``); re-entering
@@ -13,7 +14,7 @@ import jax
 import numpy as np
 from jax import lax
 
-from .._jax import ClosedJaxpr, Literal
+from .._jax import ClosedJaxpr, Literal, traced_at
 from ..errors import PtoUnsupportedError
 from .scope import components
 
@@ -45,7 +46,7 @@ def interpret(jaxpr, consts, args, rule: Callable, prefix: str = ""):
     for eqn in jaxpr.eqns:
         invals = [read(env, v) for v in eqn.invars]
         own = str(eqn.source_info.name_stack)
-        with scopes(own):
+        with scopes(own), traced_at(eqn.source_info.traceback):
             outs = rule(eqn, invals, "/".join(p for p in (prefix, own) if p))
         for v, x in zip(eqn.outvars, outs):
             env[v] = x
