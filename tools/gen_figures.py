@@ -77,13 +77,16 @@ def run_blocks(path: Path, blocks: list[Block], cwd: str | None = None) -> list[
     """Run the blocks in order in one namespace, in ``cwd`` (default: a temporary directory); what
     each one printed."""
     printed, namespace = [], {"__name__": "__main__"}   # the blocks are scripts (quickstart's `if __name__`)
+    path = Path(path).resolve()
+    name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
     with contextlib.ExitStack() as stack:
         stack.enter_context(contextlib.chdir(cwd or stack.enter_context(tempfile.TemporaryDirectory())))
         for block in blocks:
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
-                # pad so that a traceback names the Markdown file's own line numbers
-                exec(compile("\n" * (block.line - 1) + block.code, str(path), "exec"), namespace)
+                # pad so that a traceback names the Markdown file's own line numbers; the file by its
+                # path in the repository, as errors that name the user's line print it wherever it lies
+                exec(compile("\n" * (block.line - 1) + block.code, name, "exec"), namespace)
             printed.append(out.getvalue())
     return printed
 
