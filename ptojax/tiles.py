@@ -433,6 +433,8 @@ class _Checker:
                           "emit (a pto.subset offset computed from data); gather or scatter the rows in GM "
                           "outside the grid (pj.ops.gather / scatter_update / index_add, or x[idx])",
                           PtoUnsupportedError)
+            if prim in (T.COMPUTE["view"], T.COMPUTE["concat"]):
+                self.aligned_columns(eqn)
             locs = {self.tile(v) for v in ins if not isinstance(v, Literal) and v.aval.shape}
             loc = "acc" if locs == {"acc"} else "vec"
             if loc == "acc" and prim is T.COMPUTE["cast"]:
@@ -450,6 +452,25 @@ class _Checker:
         else:
             self.fail(f"'{prim.name}' cannot appear in a tile body; use pj.tiles ops (or jnp/pj.ops on tiles)",
                       PtoUnsupportedError)
+
+    def aligned_columns(self, eqn):
+        """A window of a tile (``t[:, a:b]``) or tiles side by side along the last axis: the columns move
+        row by row as 32-byte aligned vector operands, so where they start, and how many they are
+        unless they are whole rows, take a multiple of 32 bytes."""
+        item = eqn.outvars[0].aval.dtype.itemsize
+        if eqn.primitive is T.COMPUTE["view"]:
+            width, whole = eqn.params["valid_shape"][-1], eqn.invars[0].aval.shape[-1]
+            parts = [(eqn.params["offsets"][-1], width if width != whole else 0)]
+        elif eqn.params["axis"] % eqn.outvars[0].aval.ndim == eqn.outvars[0].aval.ndim - 1:
+            widths = [v.aval.shape[-1] for v in eqn.invars]
+            parts = [(sum(widths[:i]), w) for i, w in enumerate(widths)]
+        else:
+            return
+        for start, width in parts:
+            if start * item % 32 or width * item % 32:
+                self.fail(f"{eqn.primitive.name} moves columns {start}..{start + width} of {item}-byte elements: a "
+                          "window of a tile, or tiles side by side, must start and end its columns on multiples of "
+                          f"32 bytes ({32 // item} elements), as every vector operand does")
 
     def scan(self, eqn):
         p = eqn.params

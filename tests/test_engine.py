@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import ptojax as pj
-from ptojax.ascend import PtoAsmError, PtoExecutionError, compile_kernel, engine
+from ptojax.ascend import PtoAsmError, PtoExecutionError, compile_kernel, cpusim, engine
+from vendor_tools import needed as needs_vendor
 
 RNG = np.random.default_rng(0)
 PTOAS = os.environ.get("PTOAS", "/work/shared/tools/ptoas/bin/ptoas")
@@ -360,8 +361,10 @@ SUBSET = program("%x: !pto.ptr<f32>", gm_io("x", "f32", (4, 12)) + f"""
 %ten = arith.constant 10.0 : f32
 %t = pto.alloc_tile : {T("f32", 4, 16, 4, 12)}
 pto.tload ins(%px : !pto.partition_tensor_view<4x12xf32>) outs(%t : {T("f32", 4, 16, 4, 12)})
-%s = pto.subset %t[%c1, %c8] sizes [2, 8] : {T("f32", 4, 16, 4, 12)}
-pto.tmuls ins(%s, %ten : {T("f32", 2, 8, 2, 4)}, f32) outs(%s : {T("f32", 2, 8, 2, 4)})
+%s = pto.subset %t[%c1, %c8] sizes [1, 8] : {T("f32", 4, 16, 4, 12)}
+pto.tmuls ins(%s, %ten : {T("f32", 1, 8, 1, 4)}, f32) outs(%s : {T("f32", 1, 8, 1, 4)})
+%b = pto.subset %t[%c1, %c0] sizes [2, 16] : {T("f32", 4, 16, 4, 12)}
+pto.tadds ins(%b, %ten : {T("f32", 2, 16, 2, 12)}, f32) outs(%b : {T("f32", 2, 16, 2, 12)})
 scf.for %r = %c3 to %c4 step %c1 {{
   %row = pto.subset %t[%r, %c0] sizes [1, 16] : {T("f32", 4, 16, 4, 12)}
   pto.tadds ins(%row, %ten : {T("f32", 1, 16, "?", 12)}, f32) outs(%row : {T("f32", 1, 16, "?", 12)})
@@ -370,37 +373,55 @@ pto.tstore ins(%t : {T("f32", 4, 16, 4, 12)}) outs(%px : !pto.partition_tensor_v
 """)
 
 
-def test_subset_is_a_window_with_the_parents_pitch_and_ptoas_valid_region():
+def test_subset_is_a_window_of_whole_rows_or_of_one_row_with_ptoas_valid_region():
     func, = engine.parse(SUBSET).functions
     s = next(st for st in func.body if isinstance(st, engine.Subset))
-    assert (s.offsets, s.sizes) == (("%c1", "%c8"), (2, 8))
-    assert s.type == engine.TileType("vec", "f32", 2, 8, 2, 4)                 # min(8, 12 - 8) columns
+    assert (s.offsets, s.sizes) == (("%c1", "%c8"), (1, 8))
+    assert s.type == engine.TileType("vec", "f32", 1, 8, 1, 4)                 # min(8, 12 - 8) columns
     row = next(st for st in func.body if isinstance(st, engine.For)).body[0]
     assert (row.type.v_row, row.type.v_col) == (None, 12)                      # a loop row: `?`
     x = RNG.standard_normal((4, 12)).astype(np.float32)
     want = x.copy()
-    want[1:3, 8:12] *= 10
+    want[1, 8:12] *= 10
+    want[1:3] += 10
     want[3] += 10
     got = engine.run(SUBSET, "k", [x.copy()])[0]
     np.testing.assert_array_equal(got, want)
 
 
+@needs_vendor
+def test_a_narrower_subset_of_several_rows_is_refused_as_the_vendor_computes_it_apart():
+    """PTOAS's C++ gives a subset the pitch of its own type: a 2x8 window of a 16-column tile sees the
+    parent's row 1 cols 8..15 and then row 2 cols 0..7 (pto-isa's CPU simulator), not a 2-D window."""
+    text = SUBSET.replace("%t[%c1, %c8] sizes [1, 8]", "%t[%c1, %c8] sizes [2, 8]").replace(
+        'T("f32", 1, 8, 1, 4)', 'T("f32", 2, 8, 2, 4)')
+    text = text.replace("!pto.tile_buf<loc=vec, dtype=f32, rows=1, cols=8, v_row=1, v_col=4",
+                        "!pto.tile_buf<loc=vec, dtype=f32, rows=2, cols=8, v_row=2, v_col=4")
+    x = np.arange(48, dtype=np.float32).reshape(4, 12)
+    sim = cpusim.run_module(text, "k", [x.copy()])[0]
+    window = x.copy()
+    window[1:3, 8:12] *= 10
+    window[1:3] += 10
+    window[3] += 10
+    assert not np.array_equal(sim, window)                  # the vendor's result is not the 2-D window
+    assert (sim[2, :4] == x[2, :4] * 10 + 10).all()          # its second row: the parent's next 8 elements
+    with pytest.raises(PtoExecutionError, match=r"a 2x8 subset of the 4x16 row_major vec tile %t: PTOAS emits a "
+                                                r"subset as a tile of its own pitch"):
+        engine.run(text, "k", [x.copy()])
+
+
 def test_subset_faults_name_the_line():
     x = np.zeros((4, 12), np.float32)
-    text = SUBSET.replace("%t[%c1, %c8]", "%t[%c3, %c8]")
-    with pytest.raises(PtoExecutionError, match=rf"line {line_of(text, '%t[%c3')}: rows 3..5 cols 8..16 fall "
+    text = SUBSET.replace("%t[%c1, %c8]", "%t[%c4, %c8]")
+    with pytest.raises(PtoExecutionError, match=rf"line {line_of(text, '%t[%c4')}: rows 4..5 cols 8..16 fall "
                                                 r"outside the 4x16 tile %t in `%s = pto.subset"):
         engine.run(text, "k", [x])
     text = SUBSET.replace("%t[%c1, %c8]", "%t[%c1, %c4]")                      # 2x8 valid: the 2x4 type is wrong
     with pytest.raises(PtoExecutionError, match=rf"line {line_of(text, 'pto.tmuls')}: %s is .*v_col=8.* but the "
                                                 r"instruction says .*v_col=4"):
         engine.run(text, "k", [x])
-    alias = f"%w = pto.treshape %s : {T('f32', 2, 8, 2, 4)} -> {T('f32', 1, 16)}"
-    text = SUBSET.replace("    scf.for", f"    {alias}\n    scf.for")
-    with pytest.raises(PtoExecutionError, match=rf"line {line_of(text, '%w = ')}: %s is a strided window \(pitch 16\)"):
-        engine.run(text, "k", [x])
-    text = SUBSET.replace("sizes [2, 8]", "sizes [2, %c8]")
-    with pytest.raises(PtoAsmError, match=rf"pto-as:{line_of(text, 'sizes [2, %c8]')}:\d+: expected 'num'"):
+    text = SUBSET.replace("sizes [1, 8]", "sizes [1, %c8]")
+    with pytest.raises(PtoAsmError, match=rf"pto-as:{line_of(text, 'sizes [1, %c8]')}:\d+: expected 'num'"):
         engine.parse(text)
 
 

@@ -18,7 +18,9 @@ model, for each point:
 * ``subset %t[r, c] sizes [R, C]`` is a window of ``t``'s buffer at (r, c) with ``t``'s pitch (a
   ``memref.subview``), inside ``t``'s rows and cols; its valid region is PTOAS's
   (:func:`~ptojax.ascend.engine_parse.subset_valid` of ``t``'s valid region at run time), its
-  type the one PTOAS infers (``?`` where an offset is not a constant);
+  type the one PTOAS infers (``?`` where an offset is not a constant); of a ``vec`` tile it is whole
+  rows or one row (row_major; whole columns or one column, col_major): PTOAS's C++ gives a subset
+  the pitch of its own type, so a narrower window over several rows is refused;
 * ``tgetval`` / ``tsetval`` read / write the element ``offset`` elements past the tile's first one
   (pto-isa's ``Tile::GetValue``: ``*(data + offset)``, whatever the layout), inside the tile's span;
   ``load_scalar`` reads element ``offset`` of a GM pointer;
@@ -757,6 +759,12 @@ class _Run:
         if src.type != s.src_type:
             raise self.error(s, f"{s.src} is {src.type} but the subset says {s.src_type}")
         (r, c), (rows, cols) = [self.index(s, o) for o in s.offsets], s.sizes
+        pt = src.type
+        if pt.loc == "vec" and (rows > 1 and cols != pt.cols if pt.blayout == "row_major" else
+                                cols > 1 and rows != pt.rows):
+            raise self.error(s, f"a {rows}x{cols} subset of the {pt.rows}x{pt.cols} {pt.blayout} vec tile {s.src}: "
+                                "PTOAS emits a subset as a tile of its own pitch, so a window narrower than its "
+                                "parent's rows (columns) must be one row (column)")
         if isinstance(r, Each) or isinstance(c, Each):
             rv = r.v if isinstance(r, Each) else np.full(self.n, r, np.int64)
             cv = c.v if isinstance(c, Each) else np.full(self.n, c, np.int64)

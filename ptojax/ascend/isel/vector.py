@@ -1,7 +1,7 @@
 """Vector rules: moves, elementwise arithmetic and bitwise ops (broadcasts as ``trowexpand*`` /
 ``tcolexpand*``, rows repeated in groups by :mod:`.broadcast`), tile-scalar forms, conversions,
 reductions (``trow*`` with a tmp tile and an ``R×1`` result, ``tcol*``), transposes (``ttrans``; a
-column regrouped as rows and back), and broadcasts of a tile or a scalar (``texpand``)."""
+column regrouped as rows and back), windows of a tile (``pto.subset``), and broadcasts of a tile or a scalar (``texpand``)."""
 from __future__ import annotations
 
 import math
@@ -446,6 +446,49 @@ def transpose(sel, s, ins, outs):
     sel.emit("ttrans", [src, sel.like(src)], [dst])
     if dst != out:
         relayout(sel, s, dst, out)
+
+
+@rule("tview")
+def window(sel, s, ins, outs):
+    """A window of a tile (``t[:16]``, ``pj.ops.view`` in a hand-written body), copied into the result
+    tile (:func:`place`)."""
+    (row, col), (rows, cols) = s.attr("offsets")[-2:], s.attr("valid_shape")[-2:]
+    place(sel, s, ins[0], (row, col), outs[0], (0, 0), (rows, cols))
+
+
+@rule("tconcat")
+def concat(sel, s, ins, outs):
+    """Tiles side by side (``jnp.concatenate``, ``jnp.roll``, a RoPE half swap in a hand-written body):
+    each copied into its place in the result tile (:func:`place`)."""
+    axis, at = s.attr("axis") % 2, [0, 0]
+    for i, piece in enumerate(ins):
+        shape = sel.shape(s, i, piece)
+        place(sel, s, piece, (0, 0), outs[0], tuple(at), shape)
+        at[axis] += shape[axis]
+
+
+def place(sel, s, src: str, start, dst: str, to, shape):
+    """Copy the ``shape`` window of 2-D vec tile ``src`` at ``start`` into ``dst`` at ``to``: through
+    ``pto.subset`` windows of whole rows, else row by row (PTOAS gives a subset the pitch of its own
+    type: a narrower window of several rows would not see its parent's rows). Such a window starts and
+    ends on 32-byte aligned columns, as every vector operand does (``pj.tiles`` checks it at trace time)."""
+    for name, (r, c) in ((src, start), (dst, to)):
+        t = sel.types[name]
+        if t.loc != "vec" or t.blayout != "row_major" or len(sel.shape(s, 0, name)) > 2:
+            sel.fail(s, f"a window of a {t.blayout} {t.loc} tile of shape {sel.shape(s, 0, name)}")
+        if c * t.np_dtype.itemsize % 32:
+            sel.fail(s, f"a window at column {c} of a {t.dtype} tile starts {c * t.np_dtype.itemsize} bytes into "
+                        "its rows, not at a multiple of 32 bytes (the alignment of a vector operand)")
+    rows, cols = shape
+    ts, td = sel.types[src], sel.types[dst]
+    if (start, to, shape) == ((0, 0), (0, 0), (ts.v_row, ts.v_col)) == ((0, 0), (0, 0), (td.v_row, td.v_col)):
+        return sel.copy(src, dst)
+    if cols == ts.cols == td.cols:
+        return sel.copy(sel.subset(src, start[0], rows), sel.subset(dst, to[0], rows))
+    if cols * ts.np_dtype.itemsize % 32:
+        sel.fail(s, f"a window of {cols} {ts.dtype} columns: a row of it is not a multiple of 32 bytes")
+    for g in range(rows):
+        sel.copy(sel.subset(src, start[0] + g, 1, start[1], cols), sel.subset(dst, to[0] + g, 1, to[1], cols))
 
 
 @rule("treshape")
