@@ -7,7 +7,8 @@ flat random array of its dtype, long enough for every ``make_tensor_view`` of it
 from the text), and runs over its whole grid (``pto.get_block_idx`` = 0 .. blocks-1) on both sides.
 Inputs: floats uniform in ``[-2, 2]`` (``[0.25, 2]`` in a function with ``tlog``/``tsqrt``/
 ``trsqrt``/``tdiv``/``tdivs``/``trecip``, where a negative or tiny operand would only compare NaNs);
-integers uniform over ``[-100, 100]`` (``i8``: its whole range), except an integer tensor a
+integers uniform over ``[-100, 100]`` (``i8``: its whole range; 1 for 0 in a function that divides
+integers, where the simulator aborts on a zero divisor), except an integer tensor a
 ``tgetval`` reads (an index): ``[0, index_high)``.
 
     >>> from ptojax.ascend import crosscheck
@@ -34,6 +35,7 @@ from .asm import DTYPES as _ASM_DTYPES
 TOLERANCE = {np.dtype(np.float32): (1e-5, 4), np.dtype(np.float16): (1e-3, 2)}
 DTYPES = getattr(engine, "DTYPES", _ASM_DTYPES)
 POSITIVE_OPS = ("tlog", "tsqrt", "trsqrt", "tdiv", "tdivs", "trecip")
+INTEGER_DIVISIONS = ("tdiv", "tfmod", "trowexpanddiv")   # integer operands drawn without 0
 
 
 @dataclasses.dataclass
@@ -210,6 +212,7 @@ def random_inputs(func_text: str, rng, *, index_high: int = 4, positive: bool | 
     if positive is None:
         positive = any(re.search(rf"pto\.{op}\b", func_text) for op in POSITIVE_OPS)
     index = _index_params(func_text, [p for p, dt, _ in params if dt.kind in "iu"])
+    divides = any(re.search(rf"pto\.{op}\b", func_text) for op in INTEGER_DIVISIONS)
     out = []
     for name, dt, n in params:
         if dt.kind == "f":
@@ -219,12 +222,13 @@ def random_inputs(func_text: str, rng, *, index_high: int = 4, positive: bool | 
             out.append(rng.integers(0, 2, n).astype(dt))
         elif name in index:
             out.append(rng.integers(0, index_high, n).astype(dt))
-        elif dt.itemsize == 1:
-            info = np.iinfo(dt)
-            out.append(rng.integers(info.min, int(info.max) + 1, n).astype(dt))
         else:
-            lo = 0 if dt.kind == "u" else -100
-            out.append(rng.integers(lo, 101, n).astype(dt))
+            info = np.iinfo(dt)
+            lo, hi = (info.min, int(info.max)) if dt.itemsize == 1 else (0 if dt.kind == "u" else -100, 100)
+            values = rng.integers(lo, hi + 1, n)
+            if divides:                             # no zero divisor: the simulator aborts on one
+                values = np.where(values == 0, 1, values)
+            out.append(values.astype(dt))
     return out
 
 

@@ -934,6 +934,10 @@ class _Run:
         if size != tile.shape[0] * tile.shape[1]:
             raise self.error(s, f"window {list(window.shape)} and valid region {list(tile.shape)} "
                                 "hold different numbers of elements")
+        if tile.col_major and (window.shape[-2] if len(window.shape) > 1 else 1) != tile.shape[0]:
+            raise self.error(s, f"a col_major tile's {tile.shape[0]} valid rows must be the window's "
+                                f"second-to-last dim (pto-isa moves a column-major tile's rows along it), but the "
+                                f"window is {list(window.shape)}")
         atomic = dict(s.attrs).get("atomicType", "atomic_none")
         n, k = self.n, window.param
         if load:

@@ -2,11 +2,15 @@
 M×N), a transposed operand loaded through a ``dn`` view of its GM tensor, the bias row through the
 bias table (``tmatmul.bias``), and the accumulator converted on its way out (FIXPIPE).
 
-Also the ``tload`` rule of every load, so the GM windows it reads are planned here: besides the
-``dn`` windows, a column tile's window whose rows span several GM dims (a ``(32, 4, 1)`` window of
-a ``keepdims`` row sum) is read through a 2-D ``rows x cols`` twin view of its tensor: pto-isa's
-``TLOAD`` into a column-major tile takes the rows from the window's second-to-last dim alone
-(``CheckTileData``: ``DIM_3 == ValidRow``), and aborted on the multi-dim window."""
+Also the ``tload`` / ``tstore`` rule of every transfer, so the GM windows are planned here: besides
+the ``dn`` windows, a column tile's window whose rows are not along the second-to-last dim alone (a
+``(32, 4, 1)`` window of a ``keepdims`` row sum, a ``(7, 1, 1)`` tensor) goes through a 2-D twin view
+of its tensor: pto-isa's ``TLOAD`` into a column-major tile takes the rows from the window's
+second-to-last dim alone (``CheckTileData``: ``DIM_3 == ValidRow``) and aborted on the multi-dim
+window; its ``TSTORE`` wrote them as one run, wrong where they lie apart. One run of the flattened
+rows is the window of a ``rows x cols`` twin; runs the same distance apart (a ``(2, 16, 1)`` window
+of a ``(2, 32, 1)`` concatenation) move as a row-major alias of the column, one run per row, through
+a ``(…) x R`` twin; others run by run (:func:`_column_form`)."""
 from __future__ import annotations
 
 import math
@@ -26,13 +30,18 @@ class CubePlan:
         self.dn_views: dict = {}                # nd view name -> its dn twin's name
         self.transposed_windows: dict = {}      # partition name -> its dn (or rows x cols) twin's name
         self.row_views: dict = {}               # nd view name -> its 2-D rows x cols twin's name
-        self.column_windows: set = set()        # partitions read through a rows x cols twin
-        loads, movs, matmuls, views = {}, {}, [], {}
+        self.run_views: dict = {}               # nd view (…, R, 1) name -> its 2-D (…) x R twin's name
+        self.run_windows: dict = {}             # twin partition moved run by run -> (view, offsets, sizes, row dims)
+        self.column_windows: dict = {}          # a column tile's partition -> its form (_column_form)
+        loads, movs, matmuls, views, transfers = {}, {}, [], {}, []
         for stmt in _walk(body):
             if isinstance(stmt, asm.PartitionView):
                 views[stmt.name] = stmt
             elif isinstance(stmt, asm.Instr) and stmt.op == "tload":
                 loads[stmt.outs[0].name] = (stmt.ins[0].name, stmt.outs[0].type)
+                transfers.append((stmt.ins[0].name, stmt.outs[0].type))
+            elif isinstance(stmt, asm.Instr) and stmt.op == "tstore":
+                transfers.append((stmt.outs[0].name, stmt.ins[0].type))
             elif isinstance(stmt, asm.Instr) and stmt.op == "tmov":
                 movs[stmt.outs[0].name] = (stmt.ins[0].name, stmt.ins[0].type)
             elif isinstance(stmt, asm.Instr) and stmt.op in ("tmatmul", "tmatmul_acc"):
@@ -63,26 +72,50 @@ class CubePlan:
                     view = views[window].view
                     self.dn_views[view] = view + "_dn"
                     self.transposed_windows[window] = window + "_t"
-        for tile, (window, t) in loads.items():
+        for window, t in transfers:
             p = views.get(window)
-            if p is not None and _column(t) and _spread_rows(p.type.shape, p.source.shape):
-                self.row_views[p.view] = p.view + "_rows"
-                self.dn_views.setdefault(p.view, None)         # (the selector prints a view's twins here)
-                self.transposed_windows[window] = window + "_c"
-                self.column_windows.add(window)
+            if p is None or not _column(t):
+                continue
+            form = _column_form(p.type.shape, p.source.shape, t.np_dtype.itemsize)
+            if form is None:
+                continue
+            twins = self.run_views if form[0] == "runs" else self.row_views
+            twins[p.view] = p.view + ("_runs" if form[0] == "runs" else "_rows")
+            self.dn_views.setdefault(p.view, None)         # (the selector prints a view's twins here)
+            self.transposed_windows[window] = window + "_c"
+            self.column_windows[window] = form
 
 
 def _column(t) -> bool:
     """Whether selection types codegen's tile ``t`` as a column (``R x 1``, column-major)."""
-    return isinstance(t, asm.TileBuf) and t.loc == "vec" and t.v_col == 1 and t.rows == t.v_row
+    return (isinstance(t, asm.TileBuf) and t.loc == "vec" and t.v_col == 1
+            and (t.rows == t.v_row or t.blayout == "col_major"))
 
 
-def _spread_rows(window, shape) -> bool:
-    """Whether a window's rows (all dims but the last) span several dims of the tensor, each after the
-    first one the window takes whole (so the rows are one run of the tensor's flattened rows)."""
+def _one_run(window, shape) -> bool:
+    """Whether a window's elements along ``shape``'s dims are one run of them flattened: every dim
+    after the first the window takes more than one of is taken whole."""
+    spread = [i for i, n in enumerate(window) if n != 1]
+    return not spread or all(window[j] == shape[j] for j in range(spread[0] + 1, len(window)))
+
+
+def _column_form(window, shape, item: int) -> tuple | None:
+    """How a column tile's window moves when its rows (all dims but the last) are not along the
+    second-to-last dim alone, as pto-isa's ``TLOAD``/``TSTORE`` of a column-major tile take them
+    (``CheckTileData``: ``DIM_3 == ValidRow``); None where they are. ``("run", rows)``: one run of the
+    tensor's flattened rows, a window of its ``rows x cols`` twin; ``("runs", runs, rows)``: runs of the
+    second-to-last dim the same distance apart in a tensor of one column, a window of its ``(…) x R``
+    twin moved as a row-major alias of the column (one run per row, whose rows take a multiple of 32
+    bytes); ``("each", runs, rows)``: any other, run by run (:func:`_run_by_run`)."""
     lead, dims = tuple(window[:-1]), tuple(shape[:-1])
-    spread = [i for i, n in enumerate(lead) if n != 1]
-    return len(spread) > 1 and all(lead[j] == dims[j] for j in range(spread[0] + 1, len(lead)))
+    if len(lead) < 2 or all(n == 1 for n in lead[:-1]):
+        return None
+    if _one_run(lead, dims):
+        return "run", math.prod(lead)
+    runs, rows = math.prod(lead[:-1]), lead[-1]
+    if shape[-1] == 1 and _one_run(lead[:-1], dims[:-1]) and rows * item % 32 == 0:
+        return "runs", runs, rows
+    return "each", runs, rows
 
 
 def _walk(body):
@@ -102,11 +135,68 @@ def _cube_tile(t: asm.TileBuf, rows, cols, v_row, v_col, zn=False) -> asm.TileBu
     return asm.TileBuf(t.loc, t.dtype, rows, cols, v_row, v_col, blayout, slayout, t.fractal, t.pad)
 
 
-@rule("tload")
-def load(sel, s, ins, outs):
-    if ins[0] in sel.cube.transposed_windows:
-        ins = [sel.cube.transposed_windows[ins[0]]]
-    sel.print("tload", ins, outs)
+@rule("tload", "tstore")
+def transfer(sel, s, ins, outs):
+    """A load or store, through the window's twin where it has one (a column tile's window:
+    :func:`_column_form`)."""
+    window, tile = (ins[0], outs[0]) if s.op == "tload" else (outs[0], ins[0])
+    if window in sel.cube.transposed_windows:
+        form = sel.cube.column_windows.get(window, ("run",))
+        if form[0] == "each":
+            return _run_by_run(sel, s.op, sel.cube.transposed_windows[window], tile, *form[1:])
+        if form[0] == "runs":
+            t = sel.types[tile]
+            tile = sel.reshape(tile, asm.TileBuf("vec", t.dtype, *form[1:], *form[1:], "row_major", "none_box"))
+        window = sel.cube.transposed_windows[window]
+        ins, outs = ([window], [tile]) if s.op == "tload" else ([tile], [window])
+    sel.print(s.op, ins, outs)
+
+
+def _run_by_run(sel, op: str, window: str, column: str, runs: int, rows: int):
+    """A column tile's window of ``runs`` runs of ``rows`` rows each, run by run (an ``scf.for``): a run
+    is a ``rows x 1`` window of its tensor's ``rows x cols`` twin, moved through a row-major work tile
+    of one value per 32-byte row, its values copied to or from the column one by one (``tgetval`` /
+    ``tsetval``)."""
+    view, offsets, sizes, dims = sel.cube.run_windows[window]
+    t = sel.types[column]
+    pitch = 32 // t.np_dtype.itemsize
+    work = sel.alloc(asm.TileBuf("vec", t.dtype, rows, pitch, rows, 1, "row_major", "none_box"))
+    wt, part = sel.types[work], asm.ViewType((rows, 1), t.dtype, True)
+    index = lambda value: sel.const(int(value), "index")         # noqa: E731
+    body: list = []
+
+    def arith(op_, a, b):
+        name = sel.fresh("o")
+        body.append(f"{name} = arith.{op_} {a}, {b} : index")
+        return name
+
+    j = sel.fresh("j")
+    along, rest = [], j                           # the run's index along each leading dim of the window
+    for size in reversed(sizes[:-2]):
+        along.insert(0, arith("remsi", rest, index(size)))
+        rest = arith("divsi", rest, index(size))
+    row = arith("addi", offsets[0], along[0])     # the run's first row among the twin's (flattened) rows
+    for d in range(1, len(dims)):
+        here = arith("addi", offsets[d], along[d]) if d < len(along) else offsets[d]
+        row = arith("addi", arith("muli", row, index(dims[d])), here)
+    run = sel.fresh("run")
+    sel.types[run] = part
+    body.append(f"{run} = pto.partition_view {view}, offsets = [{row}, {offsets[-1]}], sizes = [{index(rows)}, "
+                f"{index(1)}] : {sel.types[view]} -> {part}")
+    if op == "tload":
+        body.append(f"pto.tload ins({run} : {part}) outs({work} : {wt})")
+    first, r = arith("muli", j, index(rows)), sel.fresh("r")
+    outer, body = body, []
+    q, w = arith("addi", first, r), arith("muli", r, index(pitch))
+    value = sel.fresh("v")
+    sel.types[value] = t.dtype
+    (src, ts, i), (dst, td, o) = ((work, wt, w), (column, t, q))[:: 1 if op == "tload" else -1]
+    body += [f"{value} = pto.tgetval ins({src}, {i} : {ts}, index) outs : {t.dtype}",
+             f"pto.tsetval ins({o}, {value} : index, {t.dtype}) outs({dst} : {td})"]
+    outer += [f"scf.for {r} = {index(0)} to {index(rows)} step {index(1)} {{"] + ["  " + b for b in body] + ["}"]
+    if op == "tstore":
+        outer.append(f"pto.tstore ins({work} : {wt}) outs({run} : {part})")
+    sel.lines += [f"scf.for {j} = {index(0)} to {index(runs)} step {index(1)} {{"] + ["  " + b for b in outer] + ["}"]
 
 
 @rule('tmatmul')
@@ -135,6 +225,12 @@ def dn_view(sel, s: asm.MakeView):
     a transposed operand (a batch's rows follow the previous batch's)."""
     *lead, cols = s.type.shape
     rows = math.prod(lead)
+    if s.name in sel.cube.run_views:
+        name, outer = sel.cube.run_views[s.name], math.prod(lead[:-1])
+        t = asm.ViewType((outer, lead[-1]), s.type.dtype)
+        sel.types[name] = t
+        sel.lines.append(f"{name} = pto.make_tensor_view {s.ptr}, shape = [{sel.const(outer, 'index')}, "
+                         f"{s.shape[-2]}], strides = [{s.shape[-2]}, {sel.const(1, 'index')}] : {t}")
     if s.name in sel.cube.row_views:
         name = sel.cube.row_views[s.name]
         t = asm.ViewType((rows, cols), s.type.dtype)
@@ -181,13 +277,22 @@ def _flat_row(sel, offsets, extents) -> str:
 
 
 def _rows_partition(sel, s: asm.PartitionView):
-    """A column tile's window whose rows span several dims, in its tensor's rows x cols twin view."""
+    """A column tile's window (:func:`_column_form`) in its twin view: one run as a window of the
+    ``rows x cols`` twin, runs the same distance apart as a ``(runs, rows)`` window of the ``(…) x R``
+    twin; run by run, each run's in the loop that moves it (its offsets kept here)."""
     *lead, _ = s.source.shape
-    rows = math.prod(s.type.shape[:-1])
-    row = _flat_row(sel, s.offsets[:-1], lead)
-    view = sel.cube.row_views[s.view]
+    form = sel.cube.column_windows[s.name]
     name = sel.cube.transposed_windows[s.name]
-    t = asm.ViewType((rows, s.type.shape[-1]), s.type.dtype, True)
+    if form[0] == "each":
+        sel.cube.run_windows[name] = (sel.cube.row_views[s.view], s.offsets, s.type.shape, tuple(lead))
+        return
+    if form[0] == "run":
+        view, offsets = sel.cube.row_views[s.view], (_flat_row(sel, s.offsets[:-1], lead), s.offsets[-1])
+        shape = (form[1], s.type.shape[-1])
+    else:
+        view, offsets = sel.cube.run_views[s.view], (_flat_row(sel, s.offsets[:-2], lead[:-1]), s.offsets[-2])
+        shape = form[1:]
+    t = asm.ViewType(shape, s.type.dtype, True)
     sel.types[name] = t
-    sel.lines.append(f"{name} = pto.partition_view {view}, offsets = [{row}, {s.offsets[-1]}], sizes = "
-                     f"[{sel.const(rows, 'index')}, {s.sizes[-1]}] : {sel.types[view]} -> {t}")
+    sel.lines.append(f"{name} = pto.partition_view {view}, offsets = [{offsets[0]}, {offsets[1]}], sizes = "
+                     f"[{sel.const(shape[0], 'index')}, {sel.const(shape[1], 'index')}] : {sel.types[view]} -> {t}")

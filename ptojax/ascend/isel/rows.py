@@ -241,7 +241,7 @@ def mgather(sel, s, ins, outs):
     axis = s.attr("axis", 0) % len(shape)
     idx_shape = tuple(s.attr("shapes")[0]) if s.attr("shapes") else None
     count = math.prod(idx_shape) if idx_shape is not None else sel.types[idx].v_col
-    if len(shape) == 1:
+    if _elements(sel, shape, axis, out):
         return _element_gather(sel, s, view, idx, out, shape[0], count)
     lead, m = _row_plan(sel, s, shape, axis, count, out, "destination")
     to = sel.types[out]
@@ -255,6 +255,13 @@ def mgather(sel, s, ins, outs):
             src = _gm_row(sel, view, lead_ix, _as_index(sel, value))
             dst = sel.subset(out, _scale(sel, q, m), m, 0, to.cols)
             sel.print("tload", [src], [dst])
+
+
+def _elements(sel, shape, axis: int, tile: str) -> bool:
+    """Whether a gather/scatter over a GM tensor of ``shape`` moves single elements: a 1-D tensor, or
+    the rows of an ``(N, 1)`` one into or out of a column tile (a one-element subset of a column is
+    a tile pto-isa does not compile: its one-element rows are not 32-byte aligned)."""
+    return len(shape) == 1 or (len(shape) == 2 and shape[1] == 1 and axis == 0 and is_column(sel.types[tile]))
 
 
 def _element_plan(sel, s, view, tile, count, what):
@@ -277,7 +284,7 @@ def _position(sel, q, t):
 
 
 def _element_gather(sel, s, view, idx, out, n, count):
-    """Elements of a 1-D GM tensor (a lookup table): ``pto.load_scalar`` from its pointer and
+    """Elements of a 1-D (or ``(N, 1)``) GM tensor (a lookup table): ``pto.load_scalar`` from its pointer and
     ``pto.tsetval`` into the destination, zero out of range."""
     ptr, to = _element_plan(sel, s, view, out, count, "destination"), sel.types[out]
     _zero(sel, out)
@@ -292,7 +299,7 @@ def _element_gather(sel, s, view, idx, out, n, count):
 
 
 def _element_scatter(sel, s, view, idx, src, n, count):
-    """Elements into a 1-D GM tensor in index order: each read from the source tile (``pto.tgetval``),
+    """Elements into a 1-D (or ``(N, 1)``) GM tensor in index order: each read from the source tile (``pto.tgetval``),
     set into a one-element tile (``pto.tsetval``) and stored (``pto.tstore``, ``atomic_add`` when it
     accumulates) to a one-element ``pto.partition_view`` at its index; out-of-range indices write
     nothing."""
@@ -322,7 +329,7 @@ def mscatter(sel, s, ins, outs):
     axis = s.attr("axis", 0) % len(shape)
     shapes = s.attr("shapes")
     count = math.prod(shapes[0]) if shapes else sel.types[idx].v_col
-    if len(shape) == 1:
+    if _elements(sel, shape, axis, rows):
         return _element_scatter(sel, s, view, idx, rows, shape[0], count)
     lead, m = _row_plan(sel, s, shape, axis, count, rows, "source")
     tr = sel.types[rows]

@@ -25,7 +25,7 @@ _REDUCE = {"tsum": "sum", "tamax": "max", "tamin": "min", "tprod": "prod", "targ
 _UNARY = ("texp", "tlog", "tsqrt", "trsqrt", "trecip", "tneg")
 
 
-@rule("tstore", "tmov")
+@rule("tmov")
 def move(sel, s, ins, outs):
     sel.print(s.op, ins, outs)
 
@@ -172,6 +172,8 @@ def scalar_binary(sel, s, ins, outs, base, scalar_first=None):
         if base == "shl" or dtype.startswith("u"):
             return sel.emit("texpands", [sel.const(0, dtype)], outs)
         return sel.emit("tshrs", [tile, sel.const(8 * asm.DTYPES[dtype].itemsize - 1, dtype)], outs)
+    if base == "fmod" and sel.values[scalar] == 0:     # pto-isa declares tfmods by 0 illegal: IEEE's NaN, XLA's x
+        return sel.emit("texpands", [sel.const(math.nan, dtype)], outs) if dtype in _FLOATS else sel.copy(tile, outs[0])
     if base in ("fmod", "shl", "shr"):
         return sel.emit(f"t{base}s", [tile, sel.const(sel.values[scalar], dtype)], outs)
     if not scalar_first or base in ("add", "mul", "max", "min"):
