@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -200,10 +201,17 @@ def _options(args):
 def _lowered(args, fn, inputs, options):
     """``fn`` lowered for ``inputs``; JAX's TypeError or ValueError of the trace (shapes that do not fit
     the function) is the user's mistake."""
-    from . import kernel
+    from .kernel import Kernel, Options, _freeze
 
+    if isinstance(fn, Kernel):       # a pj.kernel object: its own options, --target and --options over them
+        own = fn.options
+        opts = dataclasses.replace(own, target=args.target or own.target,
+                                   passes=_freeze({**own.pass_options, **(options or {})}))
+        built = Kernel(fn.fn, opts)
+    else:
+        built = Kernel(fn, Options(target=args.target or "a3", passes=_freeze(options)))
     try:
-        return kernel(fn, target=args.target, options=options).lower(*inputs)
+        return built.lower(*inputs)
     except (TypeError, ValueError) as err:
         if isinstance(err, PtoError):
             raise
@@ -238,7 +246,7 @@ def _profile(args) -> int:
         report.write(args.html, profile, compiled, title=args.func.rpartition(":")[2])
         written.append(f"HTML report written to {args.html}")
     if args.summary:
-        report.save_summary(profile, args.summary, name=args.func, options=options)
+        report.save_summary(profile, args.summary, name=args.func, options=compiled.options.written_passes or None)
         written.append(f"profile summary written to {args.summary} (compare two with: ptojax diff A.json B.json)")
     if args.trace:
         profile.save(args.trace)
@@ -285,7 +293,8 @@ def main(argv=None) -> int:
                          help=f"one per argument, DIMSxDIMS:DTYPE, e.g. 64x64:float16 or 64x64:f16, scalar:int32; "
                          f"DTYPE: {', '.join(f'{v} ({k})' for k, v in SHORT_DTYPES.items())} or bool "
                          f"(default {DEFAULT_DTYPE})")
-        sub.add_argument("--target", default="a3", choices=["a2", "a3"])
+        sub.add_argument("--target", choices=["a2", "a3"],
+                         help="the chip (default: a pj.kernel object's own target, else a3)")
         sub.add_argument("--options", help="a file of pass options, JSON or TOML (.toml), e.g. "
                          '{"tiles": {"Score": {"vec": [64, 256]}}, "tiles_per_block": {"QMatmul": 6}}')
         if name == "lower":

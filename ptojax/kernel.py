@@ -70,6 +70,11 @@ class Options:
         """The pass options (their frozen per-label tables, which the partition's ``Options.make`` reads)."""
         return dict(self.passes)
 
+    @property
+    def written_passes(self) -> dict:
+        """The pass options as a user writes them: mappings and lists (what a report or summary shows)."""
+        return _thawed(self.passes) if self.passes else {}
+
 
 def _freeze(options: Mapping | None) -> tuple:
     if not options:
@@ -86,6 +91,15 @@ def _frozen(v):
         return tuple(sorted((k, _frozen(x)) for k, x in v.items()))
     if isinstance(v, (list, tuple)):
         return tuple(_frozen(x) for x in v)
+    return v
+
+
+def _thawed(v):
+    """:func:`_frozen` undone: tuples of (name, value) pairs → mappings, other tuples → lists."""
+    if isinstance(v, tuple) and v and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in v):
+        return {k: _thawed(x) for k, x in v}
+    if isinstance(v, tuple):
+        return [_thawed(x) for x in v]
     return v
 
 
@@ -360,9 +374,16 @@ class Compiled:
 
     def _run_flat(self, flat, executor: str, policy: str = "mpmd", compute: bool = True):
         """:meth:`run` on flat arguments of the compiled signature: (flat outputs, trace)."""
-        return execute_flat(self.lowering, flat, target=self.options.target, executor=executor, policy=policy,
-                            workers=self.options.workers, compiled=self._code(), donated=self._donated,
-                            compute=compute, plans=self.plans)
+        outs, trace = execute_flat(self.lowering, flat, target=self.options.target, executor=executor, policy=policy,
+                                   workers=self.options.workers, compiled=self._code(), donated=self._donated,
+                                   compute=compute, plans=self.plans)
+        return outs, dataclasses.replace(trace, source=self.signature)
+
+    @property
+    def signature(self) -> tuple:
+        """What shapes this compile's traces (they carry it as :attr:`Trace.source`): the kernel's name, its
+        argument shapes and dtypes, target and pass options."""
+        return self.name, self.avals, self.options.target, self.options.passes
 
     @functools.cached_property
     def _donated(self) -> frozenset:

@@ -264,13 +264,16 @@ class PolymorphicCompiled:
         return self.run(*args, executor="simulated", policy=policy, compute=compute and given)[1].profile()
 
     def report(self, path, *args, m: int | None = None, policy: str = "mpmd", title: str | None = None, **size):
-        """:meth:`profile` written as a self-contained HTML report to ``path`` (:mod:`ptojax.report`:
-        the timeline views; the levels are :meth:`as_text`'s); the profile."""
+        """:meth:`profile` written as a self-contained HTML report to ``path`` (:mod:`ptojax.report`):
+        the timeline views and the levels (:meth:`as_text`, with the symbol); the fusion view and block
+        graph are a static compile's (their grids depend on the size); the profile."""
         from . import report
+        from .report.build import LEVELS
 
         args, given = self._sized(args, m, "report", size)
         profile = self.run(*args, executor="simulated", policy=policy, compute=given)[1].profile()
-        report.write(path, profile, title=title or f"{self.name} ({self.symbol} = {self.bind(self._flat(args))})")
+        report.write(path, profile, title=title or f"{self.name} ({self.symbol} = {self.bind(self._flat(args))})",
+                     levels={level: self.as_text(level) for level in LEVELS})
         return profile
 
 

@@ -137,3 +137,27 @@ def test_a_kernel_file_imports_the_modules_beside_it(tmp_path, capsys, monkeypat
     assert "pto.sum" in capsys.readouterr().out
     assert main(["lower", "project/json.py:f", "--shape", "8x8:float32", "--level", "tensor"]) == 0
     assert "pto.mul(%0, 3.0)" in capsys.readouterr().out and hasattr(sys.modules["json"], "dumps")
+
+
+def test_a_kernel_object_keeps_its_options_and_target(tmp_path, capsys):
+    """``FILE:NAME`` of a ``pj.kernel(fn, options=..., target=...)`` object (quickstart's ``f =
+    pj.kernel(...)``): its pass options and target hold, ``--options`` / ``--target`` over them (they
+    were dropped: 7 tasks instead of the kernel's 4, the a3 chip instead of a2)."""
+    path = tmp_path / "k.py"
+    path.write_text("import jax, jax.numpy as jnp\nimport ptojax as pj\n\n"
+                    "def fn(a, b):\n    with pj.tile(vec=(32, 32)), jax.named_scope('Scale'):\n"
+                    "        return a * 2.0 + b\n\n"
+                    "tuned = pj.kernel(fn, target='a2', options={'tiles_per_block': {'Scale': 4}})\n")
+    options = tmp_path / "o.json"
+    options.write_text('{"tiles_per_block": {"Scale": 2}}')
+    tasks = {}
+    for extra in ([], ["--options", str(options)], ["--target", "a3"]):
+        summary = tmp_path / "s.json"
+        assert main(["profile", f"{path}:tuned", "--shape", "64x64:float16", "--shape", "64x64:float16",
+                     "--summary", str(summary), *extra]) == 0
+        capsys.readouterr()
+        got = json.loads(summary.read_text())
+        tasks[" ".join(extra)] = (got["tasks"], got["machine"], got["options"])
+    assert tasks == {"": (1, "a2", {"tiles_per_block": {"Scale": 4}}),
+                     f"--options {options}": (2, "a2", {"tiles_per_block": {"Scale": 2}}),
+                     "--target a3": (1, "a3", {"tiles_per_block": {"Scale": 4}})}, tasks

@@ -70,6 +70,7 @@ class Trace:
     mode: str
     host: bool = False
     threads: int = 0            # host threads of a host run
+    source: object = None       # what ran, as its caller names it (a compiled kernel's signature): reports check it
 
     @functools.cached_property
     def rows(self) -> tuple[tuple[float, int, int, float, float], ...]:
@@ -337,9 +338,11 @@ class Profile:
         titles = sorted({r.title for r in records})
         colours = {t: plt.get_cmap("tab20")(i % 20) for i, t in enumerate(titles)}
         fig, ax = plt.subplots(figsize=(12, max(2.0, 0.3 * len(lanes) + 1)))
+        bars: dict = {}                                   # one collection per lane and label: fast at many tasks
         for r in records:
-            ax.broken_barh([(r.start * 1e6, (r.end - r.start) * 1e6)], (row[r.lane] - 0.4, 0.8),
-                           facecolors=colours[r.title], edgecolor="black", linewidth=0.3)
+            bars.setdefault((r.lane, r.title), []).append((r.start * 1e6, (r.end - r.start) * 1e6))
+        for (lane, title), spans in bars.items():
+            ax.broken_barh(spans, (row[lane] - 0.4, 0.8), facecolors=colours[title], edgecolor="black", linewidth=0.3)
         ax.set_yticks(range(len(lanes)), [f"{k} {c}" for _, k, c in lanes])
         ax.invert_yaxis()
         ax.set_xlabel("time (us)")

@@ -58,7 +58,12 @@ def _check_pair(profile, compiled, graph) -> None:
         if t.name != "copy" or t.index:                 # the runtime's copies of a buffer are no program's
             ran[(t.stage, t.name)] = ran.get((t.stage, t.name), 0) + t.points
     wrong_programs = sorted({name for (_, name), points in ran.items() if points not in grids.get(name, ())})
-    want = machine(get_target(compiled.options.target)).name
+    source, want = profile.trace.source, machine(get_target(compiled.options.target)).name
+    if source is not None and source[:2] == compiled.signature[:2] and source[3] != compiled.options.passes:
+        ran = dataclasses.replace(compiled.options, passes=source[3]).written_passes
+        raise PtoArgumentError(f"pj.report: the profile is not a run of {compiled!r} (it ran with pass options "
+                               f"{ran or 'none'}, the kernel is compiled with {compiled.options.written_passes or 'none'}"
+                               "); pass the profile of that kernel, compiled.profile(*args)")
     if wrong_programs or profile.trace.machine.name != want:
         why = (f"it ran on {profile.trace.machine.name}, the kernel is compiled for {want}"
                if profile.trace.machine.name != want else
@@ -68,9 +73,10 @@ def _check_pair(profile, compiled, graph) -> None:
                                "that kernel, compiled.profile(*args)")
 
 
-def build(profile, compiled=None, *, title: str | None = None, options=None) -> dict:
+def build(profile, compiled=None, *, title: str | None = None, options=None, levels: dict | None = None) -> dict:
     """Everything the report shows, as JSON-able values (numbers straight from ``profile``); a profile
-    that is not a run of ``compiled`` raises :class:`PtoArgumentError`."""
+    that is not a run of ``compiled`` raises :class:`PtoArgumentError`. ``levels``: each level's text
+    where there is no ``compiled`` to print them (a polymorphic compile's)."""
     check_args("pj.report.build", profile, compiled)
     graph = block_graph(compiled.lowering) if compiled is not None else None
     if graph is not None:
@@ -156,8 +162,8 @@ def build(profile, compiled=None, *, title: str | None = None, options=None) -> 
         "lanes": [f"{k} {c}" for k, c in lanes],
         "unused_cores": {k: n - used.get(k, 0) for k, n in m.cores} if not host else {},
         "records": recs, "colours": colours,
-        "options": options if options is not None else (_thaw(compiled.options.passes) if compiled is not None else {}),
-        "graph": graph, "fusion": None, "levels": {}, "load": summ["load"], "summary": summ,
+        "options": options if options is not None else (compiled.options.written_passes if compiled is not None else {}),
+        "graph": graph, "fusion": None, "levels": dict(levels or {}), "load": summ["load"], "summary": summ,
     }
     if compiled is not None:
         data["fusion"] = fusion(compiled.lowering, get_target(compiled.options.target).memory,
@@ -184,14 +190,6 @@ def _tasks_per_call(trace, count) -> list[dict]:
         if 0 <= k < count:
             out[k][r.name] = out[k].get(r.name, 0) + 1
     return out
-
-
-def _thaw(v):
-    if isinstance(v, tuple) and v and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in v):
-        return {k: _thaw(x) for k, x in v}
-    if isinstance(v, tuple):
-        return [_thaw(x) for x in v]
-    return v
 
 
 def load_options(path) -> dict:

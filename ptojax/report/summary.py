@@ -66,7 +66,8 @@ def summary(profile, *, name: str | None = None, options=None) -> dict:
     tiles: dict = {}                                   # label -> core kind -> grid points
     for t in tasks:
         kinds = tiles.setdefault(t.label or t.name, {})
-        kinds[t.core] = kinds.get(t.core, 0) + t.points
+        kind = "host" if trace.host else t.core         # a run on host threads: its lanes are the threads
+        kinds[kind] = kinds.get(kind, 0) + t.points
     return {
         "format": SUMMARY_FORMAT, "name": name, "machine": getattr(trace.machine, "name", ""), "mode": trace.mode,
         "makespan_us": profile.makespan_us, "lower_bound_us": profile.lower_bound_us,
@@ -74,7 +75,7 @@ def summary(profile, *, name: str | None = None, options=None) -> dict:
         "tasks": profile.tasks, "utilisation": dict(profile.utilisation), "idle_us": dict(profile.idle_us),
         "label_us": dict(profile.label_us), "label_tasks": {k: counts.get(k, 0) for k in profile.label_us},
         "critical_path": runs([tasks[t].label or tasks[t].name for t in profile.critical_path]),
-        "load": load(profile_spans(trace), dict(trace.machine.cores), tiles),
+        "load": load(profile_spans(trace), dict(profile.lanes), tiles),
         "options": options,
     }
 
