@@ -381,8 +381,8 @@ class Compiled:
 
     @property
     def signature(self) -> tuple:
-        """What shapes this compile's traces (they carry it as :attr:`Trace.source`): the kernel's name, its
-        argument shapes and dtypes, target and pass options."""
+        """What sets the tasks of this compile's runs (their traces carry it as :attr:`Trace.source`): the
+        kernel's name, its argument shapes and dtypes, target and pass options."""
         return self.name, self.avals, self.options.target, self.options.passes
 
     @functools.cached_property
