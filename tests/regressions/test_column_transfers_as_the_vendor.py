@@ -34,6 +34,8 @@ CASES = {
     "slice (2, 16, 1) f32": (lambda a: a[:, 1:9, :] * 2, [(2, 16, 1)], np.float32),
     "slice (2, 16, 1) f16": (lambda a: a[:, 1:9, :] * 2, [(2, 16, 1)], np.float16),
     "add (7, 1, 1)": (lambda a, b: a + b, [(7, 1, 1)] * 2, np.float32),
+    "a column of a (2, 3, 4, 5) tensor": (lambda a: a[:, :, 1:2, 3:4] * 2, [(2, 3, 4, 5)], np.float32),
+    "strided rows of a (33, 13, 1) tensor": (lambda a: a[::11, 3:5, :] + 1, [(33, 13, 1)], np.float32),
     "pad (3, 16, 1)": (lambda a: jnp.pad(a, ((0, 0), (0, 4), (0, 0))), [(3, 16, 1)], np.float32),
     "gather of an (N, 1) table": (lambda c, i: pj.ops.gather(c, i, 0), [(64, 1), "idx"], np.float16),
     "scatter into an (N, 1) table": (lambda c, i, u: pj.ops.scatter_update(c, i, u, axis=0),

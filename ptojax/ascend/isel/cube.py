@@ -172,9 +172,10 @@ def _run_by_run(sel, op: str, window: str, column: str, runs: int, rows: int):
 
     j = sel.fresh("j")
     along, rest = [], j                           # the run's index along each leading dim of the window
-    for size in reversed(sizes[:-2]):
+    for size in reversed(sizes[1:-2]):
         along.insert(0, arith("remsi", rest, index(size)))
         rest = arith("divsi", rest, index(size))
+    along.insert(0, rest)
     row = arith("addi", offsets[0], along[0])     # the run's first row among the twin's (flattened) rows
     for d in range(1, len(dims)):
         here = arith("addi", offsets[d], along[d]) if d < len(along) else offsets[d]
