@@ -67,14 +67,16 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
 
 
 def execute_flat(lowering: Lowering, flat, *, target="a3", executor: str = "simulated", policy: str = "mpmd",
-                 workers: int = 4, compiled=None, donated=(), compute: bool = True, plans: dict | None = None):
-    """:func:`execute` on the flat list of arguments: (the flat list of outputs, or None, :class:`Trace`)."""
+                 workers: int = 4, compiled=None, donated=(), compute: bool = True, plans: dict | None = None,
+                 source=None):
+    """:func:`execute` on the flat list of arguments: (the flat list of outputs, or None, :class:`Trace`);
+    ``source``: what the trace says ran (:attr:`Trace.source`)."""
     with jax.enable_x64(False):     # the orchestrator's host values (loop counters, indices) in 32 bits
         return ieee_call(_execute_flat, lowering, flat, target, executor, policy, workers, compiled, donated,
-                         compute, plans)     # IEEE subnormals inside XLA's execution too (see _fpenv)
+                         compute, plans, source)     # IEEE subnormals inside XLA's execution too (see _fpenv)
 
 
-def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, donated, compute, plans):
+def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, donated, compute, plans, source):
     tgt = get_target(target) if isinstance(target, str) else target
     compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
     if not compute and executor != "simulated":
@@ -94,7 +96,7 @@ def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, d
         backend.module          # the real text printed and parsed: a program with no real form fails here
     plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, arrays, backend, frozenset(donated),
                        execute=compute)
-    trace = _schedule(plan, tgt, backend, executor, policy, workers, compute)
+    trace = dataclasses.replace(_schedule(plan, tgt, backend, executor, policy, workers, compute), source=source)
     outputs = plan.results() if compute else None
     if keep and plan.replayable and key not in plans:
         plan.recycle()

@@ -374,10 +374,9 @@ class Compiled:
 
     def _run_flat(self, flat, executor: str, policy: str = "mpmd", compute: bool = True):
         """:meth:`run` on flat arguments of the compiled signature: (flat outputs, trace)."""
-        outs, trace = execute_flat(self.lowering, flat, target=self.options.target, executor=executor, policy=policy,
-                                   workers=self.options.workers, compiled=self._code(), donated=self._donated,
-                                   compute=compute, plans=self.plans)
-        return outs, dataclasses.replace(trace, source=self.signature)
+        return execute_flat(self.lowering, flat, target=self.options.target, executor=executor, policy=policy,
+                            workers=self.options.workers, compiled=self._code(), donated=self._donated,
+                            compute=compute, plans=self.plans, source=self.signature)
 
     @property
     def signature(self) -> tuple:

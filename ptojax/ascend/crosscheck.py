@@ -222,9 +222,9 @@ def random_inputs(func_text: str, rng, *, index_high: int = 4, positive: bool | 
             out.append(rng.integers(0, 2, n).astype(dt))
         elif name in index:
             out.append(rng.integers(0, index_high, n).astype(dt))
-        else:
-            info = np.iinfo(dt)
-            lo, hi = (info.min, int(info.max)) if dt.itemsize == 1 else (0 if dt.kind == "u" else -100, 100)
+        else:                                       # integers (and bf16, which numpy sees as void)
+            lo, hi = ((int(np.iinfo(dt).min), int(np.iinfo(dt).max)) if dt.itemsize == 1
+                      else (0 if dt.kind == "u" else -100, 100))
             values = rng.integers(lo, hi + 1, n)
             if divides:                             # no zero divisor: the simulator aborts on one
                 values = np.where(values == 0, 1, values)
