@@ -454,17 +454,22 @@ def transpose(sel, s, ins, outs):
 def window(sel, s, ins, outs):
     """A window of a tile (``t[:16]``, ``pj.ops.view`` in a hand-written body), copied into the result
     tile (:func:`place`)."""
-    (row, col), (rows, cols) = s.attr("offsets")[-2:], s.attr("valid_shape")[-2:]
-    place(sel, s, ins[0], (row, col), outs[0], (0, 0), (rows, cols))
+    offsets, valid = tuple(s.attr("offsets")), tuple(s.attr("valid_shape"))
+    if len(valid) > 2:
+        sel.fail(s, f"a window of a rank-{len(valid)} tile")
+    place(sel, s, ins[0], (0,) * (2 - len(offsets)) + offsets, outs[0], (0, 0), (1,) * (2 - len(valid)) + valid)
 
 
 @rule("tconcat")
 def concat(sel, s, ins, outs):
     """Tiles side by side (``jnp.concatenate``, ``jnp.roll``, a RoPE half swap in a hand-written body):
     each copied into its place in the result tile (:func:`place`)."""
-    axis, at = s.attr("axis") % 2, [0, 0]
+    rank = len(sel.shape(s, 0, ins[0]))
+    if rank > 2:
+        sel.fail(s, f"tiles of rank {rank} side by side")
+    axis, at = int(s.attr("axis") % rank == rank - 1), [0, 0]      # along the matrices' rows or columns
     for i, piece in enumerate(ins):
-        shape = sel.shape(s, i, piece)
+        shape = matrix(sel.shape(s, i, piece))
         place(sel, s, piece, (0, 0), outs[0], tuple(at), shape)
         at[axis] += shape[axis]
 
@@ -476,8 +481,8 @@ def place(sel, s, src: str, start, dst: str, to, shape):
     ends on 32-byte aligned columns, as every vector operand does (``pj.tiles`` checks it at trace time)."""
     for name, (r, c) in ((src, start), (dst, to)):
         t = sel.types[name]
-        if t.loc != "vec" or t.blayout != "row_major" or len(sel.shape(s, 0, name)) > 2:
-            sel.fail(s, f"a window of a {t.blayout} {t.loc} tile of shape {sel.shape(s, 0, name)}")
+        if t.loc != "vec" or t.blayout != "row_major":
+            sel.fail(s, f"a window of a {t.blayout} {t.loc} tile")
         if c * t.np_dtype.itemsize % 32:
             sel.fail(s, f"a window at column {c} of a {t.dtype} tile starts {c * t.np_dtype.itemsize} bytes into "
                         "its rows, not at a multiple of 32 bytes (the alignment of a vector operand)")
