@@ -12,8 +12,8 @@
   runs a replayable plan's bodies again the same way, on the trace it already has.
 * :func:`run_threads` — the same tasks on host threads with real concurrency (``workers`` threads
   pulling from one ranked ready queue); the trace holds wall-clock times. With batch runners, a thread
-  takes its share of the ready tasks of one group (up to 1/``workers`` of the group) and runs them as one batch
-  (each gets the batch's times).
+  takes its share of the ready tasks of one group (up to 1/``workers`` of the group) and runs them as one batch,
+  whose wall time its tasks share evenly, one after another on the thread's lane.
 
 A task that raises stops the run: :class:`PtoTaskError` names the task, program, label and core;
 threads are joined first and no output is returned.
