@@ -488,7 +488,7 @@ def place(sel, s, src: str, start, dst: str, to, shape):
                         "its rows, not at a multiple of 32 bytes (the alignment of a vector operand)")
     rows, cols = shape
     ts, td = sel.types[src], sel.types[dst]
-    if (start, to, shape) == ((0, 0), (0, 0), (ts.v_row, ts.v_col)) == ((0, 0), (0, 0), (td.v_row, td.v_col)):
+    if start == to == (0, 0) and tuple(shape) == (ts.v_row, ts.v_col) == (td.v_row, td.v_col):     # whole tiles
         return sel.copy(src, dst)
     if cols == ts.cols == td.cols:
         return sel.copy(sel.subset(src, start[0], rows), sel.subset(dst, to[0], rows))
