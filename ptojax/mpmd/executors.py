@@ -160,25 +160,29 @@ def _steps(plan: Plan, done) -> list:
 
 
 def _run_steps(plan: Plan, ctx, steps, done) -> None:
-    """Run ``steps`` (:func:`_steps`). A task that fails is reported with its core (from ``done``); a
-    failing batch is rerun task by task to name the task."""
-    for group, members in steps:
-        if group is None:
-            (task,) = members
-            try:
-                task.run(ctx)
-            except Exception as exc:  # noqa: BLE001 - reported with the task's identity
-                _fail_on_core(task, done, exc)
-            continue
+    """Run ``steps`` (:func:`_steps`). A task that fails is reported with its core (from ``done``)."""
+    for _, members in steps:
+        _run_group(plan, members, ctx, lambda task, exc: _fail_on_core(task, done, exc))
+
+
+def _run_group(plan: Plan, members, ctx, fail) -> None:
+    """Run ``members`` (tasks with bodies, of one batch group where more than one): as one batch where
+    they are ``BATCH_MIN`` or more; a failing batch is rerun task by task to name the task.
+    ``fail(task, exc)`` raises."""
+    batch_exc = None
+    if len(members) >= BATCH_MIN:
         try:
-            plan.batches[group]([t.batch[1] for t in members], ctx)
-        except Exception as batch_exc:  # noqa: BLE001 - find the task that fails on its own
-            for task in members:
-                try:
-                    task.run(ctx)
-                except Exception as exc:  # noqa: BLE001
-                    _fail_on_core(task, done, exc)
-            _fail_on_core(members[0], done, batch_exc)
+            plan.batches[members[0].batch[0]]([t.batch[1] for t in members], ctx)
+            return
+        except Exception as exc:  # noqa: BLE001 - find the task that fails on its own
+            batch_exc = exc
+    for task in members:
+        try:
+            task.run(ctx)
+        except Exception as exc:  # noqa: BLE001 - reported with the task's identity
+            fail(task, exc)
+    if batch_exc is not None:
+        fail(members[0], batch_exc)
 
 
 def _fail_on_core(task, done, exc):
@@ -226,24 +230,8 @@ def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Calla
             taken[m] = True
         return [tasks[m] for m in members]
 
-    def body(members, ctx):
-        """Run ``members`` (as one batch where they are enough); a failing batch is rerun task by task
-        to name the task (as :func:`_run_steps` does)."""
-        group = [t for t in members if t.run is not None]
-        batch_exc = None
-        if len(group) >= BATCH_MIN:
-            try:
-                plan.batches[group[0].batch[0]]([t.batch[1] for t in group], ctx)
-                return
-            except Exception as exc:  # noqa: BLE001 - find the task that fails on its own
-                batch_exc = exc
-        for task in group:
-            try:
-                task.run(ctx)
-            except Exception as exc:  # noqa: BLE001 - handed to the caller with the task's identity
-                raise _Failed(task) from exc
-        if batch_exc is not None:
-            raise _Failed(group[0]) from batch_exc
+    def fail(task, exc):
+        raise _Failed(task) from exc
 
     def loop(lane):
         ctx = worker() if worker else None
@@ -256,7 +244,7 @@ def run_threads(plan: Plan, machine: Machine, *, workers: int = 4, worker: Calla
                 members = take()
             start = time.perf_counter() - origin
             try:
-                body(members, ctx)
+                _run_group(plan, [t for t in members if t.run is not None], ctx, fail)
             except _Failed as failed:
                 with cond:
                     state["error"] = (failed.task, lane, failed.__cause__)
