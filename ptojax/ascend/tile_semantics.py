@@ -121,11 +121,15 @@ def _div(a, b):
     return jnp.broadcast_to(a, shape) / lax.optimization_barrier(jnp.broadcast_to(b, shape))
 
 
-def _shr(a, b):
-    """C ``>>`` (g++): arithmetic for signed, logical for unsigned types."""
-    if jnp.issubdtype(a.dtype, jnp.signedinteger):
-        return lax.shift_right_arithmetic(a, b)
-    return lax.shift_right_logical(a, b)
+def _c_shift(shift):
+    """C's ``a << b`` / ``a >> b`` as pto-isa's simulator computes them: both promoted to ``int`` (an
+    unsigned 32-bit ``a`` stays unsigned, so ``>>`` is logical for it alone), the count taken modulo 32
+    (x86's; C leaves a count outside ``[0, 32)`` undefined), the result truncated to ``a``'s type.
+    Selection never emits such a count (:func:`ptojax.ops.shift_left` checks one from data)."""
+    def apply(a, b):
+        wide = jnp.uint32 if a.dtype == jnp.uint32 else jnp.int32
+        return shift(a.astype(wide), (jnp.asarray(b).astype(jnp.int32) & 31).astype(wide)).astype(a.dtype)
+    return apply
 
 
 # The binary element functions shared by the tile-tile, tile-scalar and row/col-expand families.
@@ -134,7 +138,7 @@ _BINARY: dict[str, Callable] = {
     "max": _std_max, "min": _std_min,
     "fmod": lax.rem,                     # C fmod / integer %: sign of the dividend (exact)
     "and": jnp.bitwise_and, "or": jnp.bitwise_or, "xor": jnp.bitwise_xor,
-    "shl": lax.shift_left, "shr": _shr,
+    "shl": _c_shift(jnp.left_shift), "shr": _c_shift(jnp.right_shift),
 }
 
 

@@ -230,9 +230,6 @@ bitwise_and = _public(bitwise_and_p, "bitwise_and", "``x & y`` on integers.", 2)
 bitwise_or = _public(bitwise_or_p, "bitwise_or", "``x | y`` on integers.", 2)
 bitwise_xor = _public(bitwise_xor_p, "bitwise_xor", "``x ^ y`` on integers.", 2)
 bitwise_not = _public(bitwise_not_p, "bitwise_not", "``~x`` on integers.", 1)
-shift_left = _public(shift_left_p, "shift_left", "``x << n`` (wrapping); a count outside ``[0, bits)`` gives 0.", 2)
-shift_right = _public(shift_right_p, "shift_right", "``x >> n``, arithmetic (the sign fills); a count outside "
-                      "``[0, bits)`` gives -1 for negative ``x``, else 0.", 2)
 
 
 # -------------------------------------------------------------------------------------------- where
@@ -254,6 +251,31 @@ def where(cond, x, y):
     cond = tensor("where", cond)
     x, y = operands("where", x, y)
     return where_p.bind(cond, x, y)
+
+
+# ------------------------------------------------------------------------------------------- shifts
+def _shift(prim, name, doc, sign_fills):
+    """A shift whose count, unless a constant, is checked before the instruction: the vector unit's
+    ``tshl`` / ``tshr`` are C's ``<<`` / ``>>``, which leave a count outside ``[0, 32)`` undefined (x86
+    takes it modulo 32), where the op gives XLA's answer. Selection settles a constant count."""
+    def op(x, n):
+        static = not isinstance(n, jax.core.Tracer)
+        x, n = operands(name, x, n)
+        if static:
+            return prim.bind(x, n)
+        bits = 8 * n.dtype.itemsize
+        outside = logical_or(lt(n, 0), ge(n, bits))
+        if sign_fills:                       # a shift by the width less one fills with the sign
+            return prim.bind(x, where(outside, bits - 1, n))
+        return where(outside, 0, prim.bind(x, where(outside, 0, n)))
+    op.__name__, op.__qualname__, op.__doc__ = name, name, doc
+    return op
+
+
+shift_left = _shift(shift_left_p, "shift_left", "``x << n`` (wrapping); a count outside ``[0, bits)`` gives 0.",
+                    sign_fills=False)
+shift_right = _shift(shift_right_p, "shift_right", "``x >> n``, arithmetic (the sign fills); a count outside "
+                     "``[0, bits)`` gives -1 for negative ``x``, else 0.", sign_fills=True)
 
 
 # --------------------------------------------------------------------------------------------- clip
