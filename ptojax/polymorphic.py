@@ -183,7 +183,7 @@ class PolymorphicCompiled:
             if callable(replay):
                 return [o.astype(s.dtype) for o, s in zip(replay(*flat), self.result_shapes(m))]
             return jax.pure_callback(lambda *xs: self._run_flat(xs, m, self.options.executor)[0],
-                                     self.result_shapes(m), *flat)
+                                     self.result_shapes(m), *flat, vmap_method="sequential")
 
         @call.defjvp
         def _(primals, tangents):
@@ -278,7 +278,7 @@ class PolymorphicCompiled:
 
 
 _ALONG = ("sum", "prod", "amax", "amin", "argmax", "argmin", "cumsum", "sort", "topk", "softmax", "rms_norm",
-          "layer_norm", "quantize")                                    # ops that read every element along their axes
+          "layer_norm", "quantize", "merge_topk")                      # ops that read every element along their axes
 _INDEXED = ("gather", "index_add", "scatter_update")       # ops that move rows at computed indices
 _OWN_ROWS = "a polymorphic kernel runs each block of rows on its own and a block reads only its own rows"
 _INSTEAD = "or call the kernel without polymorphic_shapes (one compile per row count)"
@@ -318,13 +318,17 @@ def _check_row_local(name: str, symbol: str, jaxpr):
             continue
         if op in _ALONG:
             axes = eqn.params.get("axes", (eqn.params.get("axis", x.ndim - 1),))     # a norm: the last
+            if op == "merge_topk":                                                 # [..., lists, length]
+                axes = (x.ndim - 2, x.ndim - 1)
             along = [a for a in axes if a in rows]
             if along:
+                instead = ("merge lists of a static axis ([..., lists, length] with the rows before them)"
+                           if op == "merge_topk" else "do it outside the kernel on the kernel's result "
+                           f"({_JNP.get(op, 'jnp.' + op)}(y, axis={along[0]}))")
                 raise PtoUnsupportedError(
                     f"pj.kernel '{name}': {_op_text(eqn)} runs along the symbolic rows {symbol} (axis {along[0]}), "
                     f"a reduction or scan along the symbolic row axis: it needs every row at once, but "
-                    f"{_OWN_ROWS}; do it outside the kernel on the kernel's result "
-                    f"({_JNP.get(op, 'jnp.' + op)}(y, axis={along[0]})), {_INSTEAD}")
+                    f"{_OWN_ROWS}; {instead}, {_INSTEAD}")
         elif op == "view":
             cut = [a for a in rows if eqn.params["offsets"][a] != 0 or eqn.params["shape"][a] != x.shape[a]]
             if cut:

@@ -15,9 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import ops
-from ..primitives import indexing
 from .memory import ASCEND_CORE
 from .origin import unsupported
+from .symbolic import arange, at_run_time
 from .walk import is_const
 
 
@@ -92,7 +92,7 @@ def rows_of(op, x, idx, *update, axis, chunk=None, **params):
     if lead == 1:
         rows = ops.reshape(idx, (k,))
     else:
-        base = (np.arange(lead, dtype=np.int32) * n)[:, None]
+        base = ops.reshape(ops.mul(arange(lead, pre), np.int32(n)), (lead, 1))
         i = ops.reshape(idx, (1, k))
         inside = ops.logical_and(ops.ge(i, 0), ops.lt(i, n))
         rows = ops.reshape(ops.where(inside, ops.add(i, base), -1), (lead * k,))
@@ -377,7 +377,7 @@ def _batched_take(eqn, x, indices, nb: int):
     if _clamps(eqn):
         idx = ops.clip(idx, 0, n - 1)
     valid = ops.logical_and(ops.ge(idx, 0), ops.lt(idx, n))
-    base = (np.arange(lead, dtype=np.int32) * n).reshape(x.shape[:nb] + (1,) * (idx.ndim - nb))
+    base = ops.reshape(ops.mul(arange(lead, x.shape[:nb]), np.int32(n)), x.shape[:nb] + (1,) * (idx.ndim - nb))
     flat = ops.where(valid, ops.add(idx, base), np.int32(-1))
     out = ops.gather(rows, ops.reshape(flat, (math.prod(idx.shape),)), 0)
     out = ops.reshape(out, idx.shape + tuple(x.shape[d] for d in rest))
@@ -631,10 +631,10 @@ def rev(eqn, x):
     iota made on the cores, along a symbolic axis)."""
     for axis in eqn.params["dimensions"]:
         n = x.shape[axis]
-        if isinstance(n, int):
+        if not at_run_time(n):
             order = np.arange(n - 1, -1, -1, dtype=np.int32)
         else:
             last = jnp.asarray(n - 1, jnp.int32)          # the symbolic size as a traced value
-            order = ops.sub(last, indexing.iota(n))
+            order = ops.sub(last, arange(n))
         x = rows_of(ops.gather, x, order, axis=axis)
     return x

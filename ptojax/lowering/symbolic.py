@@ -20,7 +20,7 @@ import numpy as np
 
 from .._jax import ClosedJaxpr
 from ..errors import PtoUnsupportedError
-from ..primitives import dims
+from ..primitives import dims, indexing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,3 +168,11 @@ def templated() -> bool:
 def at_run_time(n) -> bool:
     """Whether a dim ``n`` is known only at run time: symbolic, or a template row count."""
     return not isinstance(n, int) or n in _RUN_TIME_SIZES.get()
+
+
+def arange(n, dims=()):
+    """``0, 1, ..., n-1`` (int32): a constant, or computed on the cores (``pto.iota``) where ``n`` or one of
+    ``dims`` (the dims ``n`` counts the positions of) is known only at run time."""
+    if at_run_time(n) or any(map(at_run_time, dims)):
+        return indexing.iota(n)
+    return np.arange(n, dtype=np.int32)

@@ -31,7 +31,7 @@ import numpy as np
 from .. import ops
 from .._jax import ClosedJaxpr, Var, frames, jaxprs_in_params, traced_at
 from ..errors import PtoUnsupportedError
-from ..primitives import indexing, layout
+from ..primitives import layout
 from ..primitives.matmul import mixed_dtype_remedy
 from . import libm, windows
 from .reduce import identity
@@ -40,7 +40,7 @@ from .origin import ENCLOSING, blame, own_path, unsupported, user_traceback
 from .partition import Options as PassOptions
 from .scope import TileConfig
 from .scope import read as read_scope
-from .symbolic import at_run_time
+from .symbolic import arange, at_run_time
 from .walk import CONTROL, body_of, by_rule, control, interpret, is_const, retrace
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
@@ -202,7 +202,9 @@ def _gelu_erf(x):
 def _select_n(eqn, pred, *cases):
     """``cases[pred]``: one ``where`` for a boolean predicate; for an integer one a tree of them on
     ``pred < middle``, as XLA lowers it (so an index below the range takes the first case, above it
-    the last)."""
+    the last). A constant predicate of one value picks its case (``jnp.var``'s ``where(dof > 0, v, nan)``)."""
+    if is_const(pred) and np.size(pred) and np.all(np.asarray(pred) == np.asarray(pred).flat[0]):
+        return cases[min(max(int(np.asarray(pred).flat[0]), 0), len(cases) - 1)]
     if pred.dtype == np.bool_:
         return ops.where(pred, cases[1], cases[0]) if len(cases) == 2 else cases[0]
 
@@ -258,12 +260,18 @@ def _squeezed_slices(jaxpr) -> dict:
 
 
 _SPREAD = contextvars.ContextVar("spread", default={})   # id(result) -> (result, its value): constants kept broadcasts
+_IOTAS = contextvars.ContextVar("iotas", default={})     # id(result) -> (result, axis, first, step): iotas of
+                                                         # run-time shapes (reversed: first n - 1, step -1)
 
 
 def _iota_form(payload, shape, axis):
     """``(first, step)`` where ``payload`` is ``first + step * iota`` along ``axis`` (step 1, or -1: the
     reversed iota of a descending ``jnp.argsort``), else None. A constant kept a broadcast (``jax.vmap``
-    of an argsort broadcasts its iota over the batch) counts by its value."""
+    of an argsort broadcasts its iota over the batch) counts by its value, an iota of a shape known at run
+    time by its axis."""
+    made = _IOTAS.get().get(id(payload))
+    if made is not None and made[0] is payload:
+        return made[2:] if made[1] == axis else None
     if not is_const(payload):
         spread = _SPREAD.get().get(id(payload))
         if spread is None or spread[0] is not payload:
@@ -418,6 +426,16 @@ def _cumprod(eqn, x):
 
 def _cumlogsumexp(eqn, x):
     return _in_float32(lambda v: _cumulative(_logaddexp, "amax")(eqn, v))(eqn, x)
+
+
+def _rev(eqn, x):
+    """``jnp.flip`` (:func:`~.gathers.rev`); of an iota of a run-time shape along its axis, the reversed
+    iota (``jnp.argsort(descending=True)``'s payload)."""
+    out = rev(eqn, x)
+    made = _IOTAS.get().get(id(x))
+    if made is not None and made[0] is x and eqn.params["dimensions"] == (made[1],):
+        _IOTAS.get()[id(out)] = (out, made[1], made[2] + made[3] * (x.shape[made[1]] - 1), -made[3])
+    return out
 
 
 def _tile(eqn, x):
@@ -581,7 +599,7 @@ RULES = {
     "scatter_add": scatter(ops.index_add), "sort": _sort, "top_k": _top_k,
     "stack": lambda e, *xs: ops.concat([ops.reshape(x, _with_unit(x.shape, e.params["axis"])) for x in xs],
                                        e.params["axis"]),
-    "split": lambda e, x: _split(e, x), "unstack": lambda e, x: _unstack(e, x), "rev": rev, "tile": _tile,
+    "split": lambda e, x: _split(e, x), "unstack": lambda e, x: _unstack(e, x), "rev": _rev, "tile": _tile,
     "lt_to": lambda e, x, y: _total_order(x, y, strict=True), "le_to": lambda e, x, y: _total_order(x, y, strict=False),
     "eq_to": lambda e, x, y: _total_eq(x, y),
     "copy": lambda e, x: x, "copy_p": lambda e, x: x, "stop_gradient": lambda e, x: x,
@@ -667,7 +685,7 @@ def _iota(eqn):
     (``np.arange`` where that dim is static), cast, then broadcast to the shape."""
     shape, axis, dtype = eqn.params["shape"], eqn.params["dimension"], np.dtype(eqn.params["dtype"])
     n = shape[axis]
-    line = indexing.iota(n) if at_run_time(n) else np.arange(n, dtype=np.int32)
+    line = arange(n)
     if dtype != np.int32:
         line = ops.cast(line, dtype)
     if len(shape) == 1:
@@ -764,9 +782,14 @@ def _searchsorted(eqn, a, v):
     if a.ndim != 1:
         raise unsupported(eqn, f"(jnp.searchsorted) is translated for one 1-D sorted array, not {tuple(a.shape)}: "
                                "pass method='compare_all'")
-    shape = (a.shape[0], *v.shape)
-    a = ops.expand(ops.reshape(a, (a.shape[0],) + (1,) * v.ndim), shape)
-    v = ops.expand(ops.reshape(v, (1, *v.shape)), shape)
+    n = a.shape[0]
+    if any(map(at_run_time, v.shape)):        # rows known at run time stay the leading dim: the array last
+        axis, shape = v.ndim, (*v.shape, n)
+        a, v = ops.reshape(a, (1,) * v.ndim + (n,)), ops.reshape(v, (*v.shape, 1))
+    else:                                     # the array first: the count adds whole slabs
+        axis, shape = 0, (n, *v.shape)
+        a, v = ops.reshape(a, (n,) + (1,) * v.ndim), ops.reshape(v, (1, *v.shape))
+    a, v = ops.expand(a, shape), ops.expand(v, shape)
     if a.dtype in _FLOAT:                           # jnp.sort's order: plain <, NaN above everything
         def less(p, q):
             return ops.logical_or(ops.lt(p, q), ops.logical_and(ops.eq(p, p), ops.ne(q, q)))
@@ -774,7 +797,7 @@ def _searchsorted(eqn, a, v):
     else:
         a, v = _ordered(a, v)
         before = ops.lt(a, v) if left else ops.le(a, v)
-    out = ops.sum(ops.cast(before, jnp.int32), 0)
+    out = ops.sum(ops.cast(before, jnp.int32), axis)
     dtype = np.dtype(eqn.outvars[0].aval.dtype)
     return out if dtype == np.int32 else ops.cast(out, dtype)
 
@@ -851,6 +874,7 @@ def _translate(eqn, invals, stack):
         out = eqn.primitive.bind(*invals, **eqn.params)
     elif name == "iota" and any(at_run_time(n) for n in eqn.params["shape"]):
         out = _iota(eqn)                         # indices of a size known at run time: made on the cores
+        _IOTAS.get()[id(out)] = (out, eqn.params["dimension"], 0, 1)
     elif const and name not in RULES and not all(isinstance(d, int) for v in eqn.outvars for d in v.aval.shape):
         raise unsupported(eqn, f"makes a constant of the symbolic shape {eqn.outvars[0].aval.str_short()}: constants "
                                 "are folded at trace time, so their shapes must be static")
@@ -877,12 +901,14 @@ def _folded(eqn, invals):
 def to_tensor_level(closed: ClosedJaxpr) -> ClosedJaxpr:
     """The Tensor graph: ``closed`` with every compute eqn a ``pto.*`` op, those nothing reads dropped."""
     token, transposed, spread = _SQUEEZED.set(_squeezed_slices(closed.jaxpr)), _TRANSPOSED.set({}), _SPREAD.set({})
+    iotas = _IOTAS.set({})
     try:
         out = retrace(closed, _rule)
     finally:
         _SQUEEZED.reset(token)
         _TRANSPOSED.reset(transposed)
         _SPREAD.reset(spread)
+        _IOTAS.reset(iotas)
     return ClosedJaxpr(_live(out.jaxpr), out.consts)
 
 

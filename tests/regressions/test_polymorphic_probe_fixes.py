@@ -1,0 +1,66 @@
+"""Regressions from a probe of polymorphic (symbolic row count) kernels.
+
+* ``jax.vmap`` of a polymorphic kernel that runs through the host callback (an iota of the rows, a
+  scatter into a static buffer) raised JAX's internal ``NotImplementedError`` (no ``vmap_method``).
+* Row-local ops a template lowering made constants of the row count for, refused as "changes with the
+  row count" or a ``TracerBoolConversionError`` reported as a traced-argument error: the row numbers of
+  ``jnp.take_along_axis`` / ``jnp.take`` along the columns, ``jnp.var``'s ``where(True, v, nan)``, and
+  ``jnp.searchsorted``'s comparison of every entry, which put the array's axis before the rows.
+* ``jnp.argsort`` was refused: its payload, an iota made on the cores, was not recognised as one.
+* ``pj.ops.merge_topk`` of lists along the symbolic rows failed with a capacity error whose advice could
+  not help; it is refused as a reduction along the rows, naming the op.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+
+RNG = np.random.default_rng(0)
+TABLE = jnp.linspace(-2, 2, 16).astype(jnp.float32)
+COLS = np.array([3, 0, 31, 7], np.int32)
+
+CASES = {
+    "take_along_axis of top-k indices": lambda x: jnp.take_along_axis(x, jax.lax.top_k(x, 6)[1], axis=-1),
+    "jnp.take along the columns": lambda x: jnp.take(x, COLS, axis=1),
+    "jnp.flip along the columns": lambda x: jnp.flip(x, axis=1),
+    "jnp.var": lambda x: jnp.var(x, axis=-1),
+    "jnp.searchsorted": lambda x: jnp.searchsorted(TABLE, x).astype(jnp.int32),
+    "jnp.argsort": lambda x: jnp.argsort(x, axis=-1).astype(jnp.int32),
+    "jnp.argsort descending": lambda x: jnp.argsort(x, axis=-1, descending=True).astype(jnp.int32),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_row_local_ops_compile_for_a_symbolic_row_count(name):
+    body = CASES[name]
+
+    def fn(x):
+        with pj.tile(vec=(8, 32)):
+            return body(x)
+    kernel = pj.kernel(fn, polymorphic_shapes=("m, 32",))
+    for m in (1, 7, 33):
+        x = RNG.standard_normal((m, 32)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(kernel(x)), np.asarray(jax.jit(body)(x)), rtol=1e-6, atol=1e-6,
+                                   err_msg=f"{name} at {m} rows")
+
+
+def test_vmap_of_a_polymorphic_kernel_on_the_host():
+    def causal(x):
+        with pj.tile(vec=(16, 64)):
+            visible = jnp.arange(x.shape[0])[:, None] >= jnp.arange(64)[None, :]
+            return jnp.where(visible, x, -1.0)
+    xs = RNG.standard_normal((3, 17, 64)).astype(np.float32)
+    kernel = pj.kernel(causal, polymorphic_shapes=("m, 64",))
+    want = jax.vmap(causal)(xs)
+    np.testing.assert_array_equal(np.asarray(jax.vmap(kernel)(xs)), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(kernel))(xs)), np.asarray(want))
+
+
+def test_merge_topk_along_the_symbolic_rows_is_refused_naming_it():
+    kernel = pj.kernel(lambda v, i: pj.ops.merge_topk(v, i, 6), polymorphic_shapes=("m, 32", "m, 32"))
+    v = RNG.standard_normal((7, 32)).astype(np.float32)
+    with pytest.raises(pj.PtoUnsupportedError, match=r"pto.merge_topk of float32\[m, 32\] runs along the symbolic rows "
+                                                     r"m \(axis 0\).*merge lists of a static axis"):
+        kernel(v, np.tile(np.arange(32, dtype=np.int32), (7, 1)))
