@@ -44,6 +44,7 @@ from .ascend import isa as _isa
 from .ascend import tile_semantics as _tile_semantics
 from .errors import PtoArgumentError, PtoDtypeError, PtoShapeError, PtoUnsupportedError, op_error
 from .lowering import ir
+from .lowering.origin import blame
 from .lowering.tensor import to_tensor_level
 from .lowering.walk import CONTROL, body_of, by_rule, control, counted_loop, is_const, retrace
 from .primitives import OPS
@@ -261,6 +262,10 @@ def _to_tile_ops(closed: ClosedJaxpr, grid_name: str) -> ClosedJaxpr:
         return T.COMPUTE["expand"].bind(flat[0], shape=tuple(np.shape(x)))
 
     def rule(eqn, invals, stack):
+        with blame(eqn, live=False):                 # errors name the user's call and line
+            return translate(eqn, invals, stack)
+
+    def translate(eqn, invals, stack):
         invals = [splat(x) for x in invals]
         name = eqn.primitive.name
         if name in CONTROL:
@@ -355,7 +360,8 @@ class _Checker:
 
     def run(self, jaxpr):
         for eqn in jaxpr.eqns:
-            self.eqn(eqn)
+            with blame(eqn, live=False):             # errors name the user's call and line
+                self.eqn(eqn)
 
     def eqn(self, eqn):
         prim, ins, outs = eqn.primitive, eqn.invars, eqn.outvars
@@ -436,6 +442,11 @@ class _Checker:
             if prim in (T.COMPUTE["view"], T.COMPUTE["concat"]):
                 self.aligned_columns(eqn)
             locs = {self.tile(v) for v in ins if not isinstance(v, Literal) and v.aval.shape}
+            cube_side = sorted(locs & {"mat", "left", "right"})
+            if prim in (T.COMPUTE["view"], T.COMPUTE["concat"]) and cube_side:
+                self.fail(f"{prim.name} takes a window of a '{cube_side[0]}' tile (or joins such tiles), which no "
+                          "instruction here does: load each window from GM into its own tile "
+                          "(pj.tiles.load(x, index, window, 'mat'), then pj.tiles.mov)", PtoUnsupportedError)
             loc = "acc" if locs == {"acc"} else "vec"
             if loc == "acc" and prim is T.COMPUTE["cast"]:
                 self.fixpipe(ins[0].aval.dtype, eqn.params)

@@ -161,6 +161,7 @@ class Instr:
     ins: tuple[Operand, ...]
     outs: tuple[Operand, ...]
     attrs: tuple[tuple[str, object], ...] = ()
+    source: object = dataclasses.field(default=None, compare=False, repr=False)   # the eqn it stands for
 
     def text(self):
         attrs = ""

@@ -311,7 +311,7 @@ class _Codegen:
         shapes = [tuple(v.aval.shape) for v in eqn.invars if not isinstance(v, Literal) and v in self.names]
         if any(len(s) != 2 for s in shapes + [tuple(v.aval.shape) for v in eqn.outvars]):
             attrs.append(("shapes", tuple(shapes)))
-        self.code.append(asm.Instr(op, tuple(ins), outs, tuple(attrs)))
+        self.code.append(asm.Instr(op, tuple(ins), outs, tuple(attrs), source=eqn))
 
     def _fixpipe(self, var, src):
         """The result of converting accumulator ``src`` (f32 -> f16 / bf16, i32 -> ...): FIXPIPE converts

@@ -262,10 +262,13 @@ def compile_kernel(lowering: Lowering, memory: CoreMemory = ASCEND_CORE, target=
             key = (part.program.name, tuple(part.shape))
             if key in kernels:
                 continue
-            text = asm.emit(codegen(part.program, part.shape, memory, pids[id(part.program)]))
+            made = codegen(part.program, part.shape, memory, pids[id(part.program)])
+            text = asm.emit(made)
             (parsed,) = asm.parse(text)
             isa.verify(parsed, memory)
-            kernels[key] = parsed
+            # what was made, where the text parses back to it: its instructions keep their eqns (an error
+            # selecting one names the user's call and line)
+            kernels[key] = made if parsed == made else parsed
             texts.append(text)
             if part.tiles_per_block == 0 and target is not None:     # "auto": the call's parts together
                 auto.append((key, part))

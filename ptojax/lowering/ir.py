@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .._jax import ClosedJaxpr, Primitive, batching, mlir, xla
+from .._jax import ClosedJaxpr, Primitive, ad, batching, mlir, xla
+from ..errors import PtoUnsupportedError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,4 +102,13 @@ def _batch_grid(args, dims, *, spec):
 
 
 batching.primitive_batchers[tile_grid_p] = _batch_grid
+
+
+def _no_grid_derivative(primals, tangents, *, spec):
+    raise PtoUnsupportedError(f"pj.tiles.grid '{spec.name}' has no automatic derivative: a hand-written grid "
+                              "is instructions, not a function JAX can differentiate; wrap forward and backward "
+                              "kernels in jax.custom_vjp")
+
+
+ad.primitive_jvps[tile_grid_p] = _no_grid_derivative
 block_call_p = _primitive("pto.block_call")

@@ -58,8 +58,9 @@ def _public_name(file_name: str, function: str) -> str | None:
         path, table = file_name.rsplit("/jax/_src/", 1)[1], _PUBLIC
     else:
         return None
-    if path.startswith("numpy/array_methods.py") and function.startswith("_operator_"):
-        op = function.removeprefix("_operator_").lstrip("r")
+    if path.startswith("numpy/array_methods.py") and (function.startswith("_operator_") or function == "_getitem"):
+        name = function.removeprefix("_operator_").removeprefix("_")
+        op = name if name in _OPERATORS else name.removeprefix("r")            # r: a reflected operator
         return f"operator {_OPERATORS[op]}" if op in _OPERATORS else None
     for prefix, shown, module in table:
         if path.startswith(prefix):
@@ -121,26 +122,28 @@ def user_traceback(eqn):
     return None
 
 
-def _located(err: PtoError, eqn) -> PtoError:
-    """``err`` (same type) with the message ``<user call> at <line>: <message>``."""
+def _located(err: PtoError, where: str) -> PtoError:
+    """``err`` (same type) with the message ``<where>: <message>`` (``where``: the user's call and line)."""
     located = copy.copy(err)
-    located.args = (f"{origin(eqn)}: {err}",)
+    located.args = (f"{where}: {err}",)
     located.located = True
     return located
 
 
 @contextlib.contextmanager
-def blame(eqn):
-    """Re-raise a ptojax error raised while translating ``eqn`` with the user's call and line in front."""
+def blame(eqn, live: bool = True):
+    """Re-raise a ptojax error raised while translating ``eqn`` with the user's call and line in front
+    (found in ``eqn``'s traceback; with ``live``, else on the stack now; ``eqn`` None: as it was raised)."""
     try:
         yield
     except PtoError as err:
-        if getattr(err, "located", False):
+        where = None if eqn is None or getattr(err, "located", False) else origin(eqn) if live else _call_at(eqn)
+        if where is None:
             raise
-        raise _located(err, eqn).with_traceback(err.__traceback__) from None
+        raise _located(err, where).with_traceback(err.__traceback__) from None
 
 
 def unsupported(eqn, why=""):
     """The error for an eqn a pass cannot take, at the user's call and line."""
     err = PtoUnsupportedError(f"primitive '{eqn.primitive.name}' {why or 'has no ptojax translation'}")
-    return _located(err, eqn)
+    return _located(err, origin(eqn))

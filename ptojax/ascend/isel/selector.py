@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from ...errors import PtoCapacityError, PtoUnsupportedError
+from ...lowering.origin import blame
 from .. import asm, instructions, isa
 from .cube import CubePlan, dn_partition, dn_view
 from .rules import RULES
@@ -388,11 +389,12 @@ class Selector:
         ins = [self.renamed.get(o.name, o.name) for o in s.ins]
         outs = [o.name for o in s.outs]
         selected = RULES.get(op)
-        if selected is not None:
-            return selected(self, s, ins, outs)
-        if op in isa.TABLE and isa.TABLE[op].operands.startswith("user-defined"):
-            return self.print(op, ins, outs, user_attrs(s))     # as written, its parameters too: not real PTO
-        self.fail(s, "has no selection")
+        with blame(s.source, live=False):            # an error names the user's call and line
+            if selected is not None:
+                return selected(self, s, ins, outs)
+            if op in isa.TABLE and isa.TABLE[op].operands.startswith("user-defined"):
+                return self.print(op, ins, outs, user_attrs(s))     # as written, its parameters too: not real PTO
+            self.fail(s, "has no selection")
 
     def expand(self, s, name, src, dst) -> str:
         """Broadcast tile ``name`` (valid ``src``) to a new ``dst``-shaped tile."""
