@@ -228,11 +228,12 @@ def format_diff(d: Diff) -> str:
     cells = [("", "before", "after", "change", "")]
     for what, x, y, change in d.rows:
         integer = what == "tasks" or what.endswith((" tasks", " cores", " labels"))
-        if change is not None and not integer and abs(change) < 5e-3:
-            change = 0.0
         rel = ""
         if change is not None and x and not what.startswith("utilisation"):
-            rel = f"{100.0 * change / x:+.1f}%"
+            pct = 100.0 * change / x
+            rel = f"{pct:+.1f}%" if round(pct, 1) else "+0.0%"          # (no -0.0%)
+        if change is not None and not integer:          # the change of the figures as printed
+            change = round(y, 2) - round(x, 2) + 0.0    # (+ 0.0: no -0.00)
         ch = "-" if change is None else (f"{change:+d}" if integer else f"{change:+.2f}")
         cells.append((what, _num(x, integer), _num(y, integer), ch, rel))
     widths = [max(minimum, 2 + max(len(row[i]) for row in cells)) for i, minimum in enumerate((22, 11, 11, 11, 9))]

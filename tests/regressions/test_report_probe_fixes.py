@@ -8,6 +8,7 @@
 * The swimlane drew one matplotlib collection per task (4 096 tasks: 6 s, 9x the run): now one per lane
   and label.
 * A polymorphic compile's report had no levels ("Not available"): it shows them, with the symbol.
+* ``ptojax diff`` printed ``2.69 -> 2.69, +0.01``: the change of the exact figures, not of the printed ones.
 """
 import jax
 import jax.numpy as jnp
@@ -70,3 +71,13 @@ def test_a_polymorphic_report_shows_the_levels(tmp_path):
     text = page.read_text(encoding="utf-8")
     assert "Not available" not in text
     assert "32*i0:+min(32, m-32*i0)" in compiled.as_text("block") and "32*i0:+min(32, m-32*i0)" in text
+
+
+def test_a_diff_shows_the_change_of_the_printed_figures():
+    d = pj.report.Diff({}, {}, [("utilisation AIV %", 2.687, 2.692, 2.692 - 2.687), ("makespan us", 10.004, 9.996, -0.008),
+                                ("lower bound us", 1.0, 1.25, 0.25), ("tasks", 3, 5, 2)])
+    lines = {line.split("  ")[0]: line.split() for line in str(d).splitlines()[1:]}
+    assert lines["utilisation AIV %"][-3:] == ["2.69", "2.69", "+0.00"]
+    assert lines["makespan us"][-4:] == ["10.00", "10.00", "+0.00", "-0.1%"]
+    assert lines["lower bound us"][-4:] == ["1.00", "1.25", "+0.25", "+25.0%"]
+    assert lines["tasks"][-4:] == ["3", "5", "+2", "+66.7%"]
