@@ -143,6 +143,13 @@ def _dynamic_type(type_: str, kind: str) -> str:
     return re.sub(rf"\b{key}=\d+", f"{key}=?", type_)
 
 
+def _typed(type_: str, name: str, kind: dict, moved: set) -> str:
+    """The dynamic type of tile ``name``: ``?`` where its rows are (both dims for a view in ``moved``)."""
+    if name in moved:
+        return _dynamic_type(_dynamic_type(type_, "row"), "col")
+    return _dynamic_type(type_, kind[name][0]) if name in kind else type_
+
+
 def _first_dim(dims: str) -> str:
     return "?x" + dims.split("x", 1)[1]
 
@@ -284,7 +291,13 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     for r in sorted({r for _, r in kind.values()} - {1}):    # the valid rows of tiles of r rows per index
         prologue += [f"{indent}%dyn_c{r} = arith.constant {r} : index",
                      f"{indent}{_valid(r)} = arith.muli {VALID}, %dyn_c{r} : index"]
+    # a treshape that moves the rows to the other dim (an R x 1 column viewed as a 1 x R row): PTOAS gives a
+    # view's ? dim its source's valid dim of the same place, so the view is (?, ?) and set_validshape says which
+    moved = {r for r, src, _, _ in reshapes if r in kind and src in kind and kind[r][0] != kind[src][0]}
+    if moved:
+        prologue.append(f"{indent}%dyn_one = arith.constant 1 : index")
     loops = _row_loops(out, kind, consts, t)
+    after = {}                                # line -> the line that follows it (a view's set_validshape)
     for n, line in enumerate(out):
         if n in loops:
             out[n] = loops[n]
@@ -299,20 +312,25 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
         m = _RESHAPE.match(line)
         if m and (m.group(2) in kind or m.group(3) in kind):
             ind, res, src, st, rt = m.groups()
-            st = _dynamic_type(st, kind[src][0]) if src in kind else st
-            rt = _dynamic_type(rt, kind[res][0]) if res in kind else rt
+            st = _typed(st, src, kind, moved)
+            rt = _typed(rt, res, kind, moved)
             out[n] = f"{ind}{res} = pto.treshape {src} : {st} -> {rt}"
+            if res in moved:
+                valid = _valid(kind[res][1])
+                rows, cols = (valid, "%dyn_one") if kind[res][0] == "row" else ("%dyn_one", valid)
+                after[n] = f"{ind}pto.set_validshape {res}, {rows}, {cols} : {rt}"
             continue
         m = _SUBSET.match(line)
         if m and m.group(3) in kind:
-            out[n] = line[:m.start(4)] + _dynamic_type(m.group(4), kind[m.group(3)][0]) + line[m.end(4):]
+            out[n] = line[:m.start(4)] + _typed(m.group(4), m.group(3), kind, moved) + line[m.end(4):]
             continue
         if _INSTR.match(line) and "ins(" in line:
             for start, end, names, tys, text in reversed(_groups(line)):
-                new = [_dynamic_type(ty, kind[x][0]) if x in kind else
+                new = [_typed(ty, x, kind, moved) if x in kind else
                        (f"!pto.partition_tensor_view<{parts[x]}>" if x in parts else ty) for x, ty in zip(names, tys)]
                 line = line[:start] + text + " : " + ", ".join(new) + line[end:]
             out[n] = line
+    out = [x for n, line in enumerate(out) for x in (line, after.get(n)) if x is not None]
     return _live(out[:first] + prologue + out[first:], size)
 
 

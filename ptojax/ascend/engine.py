@@ -714,7 +714,7 @@ class _Run:
 
     def tile(self, s: Tile):
         t, buf, base, shape = s.type, None, 0, None
-        if s.src is None and (t.v_row is None or t.v_col is None):
+        if (s.src is None or s.valid) and (t.v_row is None or t.v_col is None):     # (an alias: set_validshape's)
             valid = s.valid or (None, None)
             if any(d is None and v is None for v, d in zip(valid, (t.v_row, t.v_col))):
                 raise self.error(s, "a dynamic (?) valid dim needs its valid_row / valid_col operand")

@@ -117,7 +117,7 @@ class Tile(Stmt):
     src: str | None
     addr: str | int | None
     type: TileType
-    valid: tuple = ()      # (valid_row, valid_col) operands (None: absent) of an alloc_tile whose type says ``?``
+    valid: tuple = ()      # (valid_row, valid_col) operands (None: absent) of a ``?`` type (set_validshape's too)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -394,8 +394,30 @@ class Parser:
         self.expect("{")
         body = []
         while not self.accept("}"):
+            if self.peek()[1] == "pto.set_validshape":
+                body[-1:] = [self.set_valid(body[-1] if body else None)]
+                continue
             body.append(self.statement())
         return tuple(body)
+
+    def set_valid(self, last):
+        """``pto.set_validshape %t, %rows, %cols : type`` right after the ``treshape`` that makes ``%t``
+        (a ``(?, ?)`` view, which PTOAS first gives its source's valid dims of the same place): the view's
+        valid region from the operands, as the ``Tile`` that makes it."""
+        at = self.peek()[2:]
+        self.next("word")
+        name = self.next("ssa")
+        self.expect(",")
+        rows = self.operand()
+        self.expect(",")
+        cols = self.operand()
+        self.expect(":")
+        type_ = self.tile_type()
+        if not (isinstance(last, Tile) and last.src is not None and last.result == name and last.type == type_
+                and type_.v_row is None and type_.v_col is None):
+            self.fail(at, f"pto.set_validshape of {name}: the engine takes it right after the pto.treshape that "
+                          "makes it, of a (?, ?) tile type")
+        return dataclasses.replace(last, valid=(rows, cols))
 
     def statement(self):
         kind, text, line, col = self.peek()

@@ -737,7 +737,7 @@ class Walk:
         t = s.type
         if t.v_row is not None and t.v_col is not None:
             return t.v_row, t.v_col
-        if s.src is None:
+        if s.src is None or s.valid:                         # (an alias: set_validshape's)
             ops = s.valid or (None, None)
             if any(d is None and v is None for v, d in zip(ops, (t.v_row, t.v_col))):
                 raise self.error(s, "a dynamic (?) valid dim needs its valid_row / valid_col operand")

@@ -1,0 +1,79 @@
+"""Regression from running polymorphic kernels' dynamic PTO-AS in pto-isa's CPU simulator.
+
+A NaN-aware row max (softmax, ``x - max(x)``) views the block's R x 1 column of row results as a 1 x R
+row (``treshape``) to compare and select. The dynamic module gave that view ``v_col=?``, but PTOAS gives a
+view's ``?`` dim its source's valid dim of the same place (the column's one column): the row was valid
+(1, 1), ``tcmp`` / ``tsel`` touched one element, and a block of fewer valid rows than its tile computed
+wrong numbers on the vendor (row 0 right) while the engine, modelling the moved valid region, agreed with
+NumPy. Such a view is now ``(?, ?)`` with ``pto.set_validshape``, which the engine and the replay read.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ptojax as pj
+from ptojax.ascend import cpusim, engine
+from ptojax.ascend import crosscheck as xc
+from ptojax.lowering import ir
+from vendor_tools import needed, tools  # noqa: F401 - tools: autouse fixture
+
+KERNELS = {
+    "softmax": lambda x: jax.nn.softmax(x, axis=-1) * 2.0,
+    "x - max": lambda x: x - jnp.max(x, -1, keepdims=True),
+    "argmax": lambda x: jnp.argmax(x, -1).astype(jnp.int32),
+    "rms norm": lambda x: x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6),
+}
+ROWS = (1, 7, 33)
+
+
+def _one_call(body):
+    def fn(x):
+        with pj.tile(vec=(16, 64)):
+            return body(x)
+    dyn = pj.kernel(fn, polymorphic_shapes=("m, 64",)).compiled_for(np.zeros((16, 64), np.float32)).dynamic
+    (call,) = [e for e in dyn.lowering.block.jaxpr.eqns if e.primitive is ir.block_call_p]
+    (part,) = call.params["spec"].parts
+    return dyn, call, dyn.names[(part.program.name, tuple(part.shape))], part
+
+
+@needed
+def test_the_dynamic_module_computes_as_the_vendor_at_every_row_count():
+    jobs, wants, engines = [], [], []
+    for name, body in KERNELS.items():
+        dyn, call, fn, part = _one_call(body)
+        text = xc.single(dyn.text, fn)
+        for m in ROWS:
+            x = np.random.default_rng(m).standard_normal((m, 64)).astype(np.float32)
+            known = dict(zip(dyn.lowering.block.jaxpr.invars, [x]))
+            known.update(zip(dyn.lowering.block.jaxpr.constvars, dyn.lowering.block.consts))
+            (out,) = call.outvars
+            args = [np.asarray(known[v]) for v in call.invars] + [np.zeros(dyn.shape(out, m), out.aval.dtype)]
+            ran = [a.copy() for a in args] + [m]
+            blocks = int(np.prod(dyn.grid(part, m)))
+            for b in range(blocks):
+                engine.run(dyn.module, fn, ran, b)
+            jobs.append((text, fn, args + [np.array(m, np.int32)], blocks))
+            wants.append((name, m, np.asarray(jax.jit(body)(x))))
+            engines.append(ran[len(args) - 1])
+    for (name, m, want), ran, sim in zip(wants, engines, cpusim.run_modules(jobs)):
+        np.testing.assert_array_equal(sim[-2], ran, err_msg=f"{name} at {m} rows: the simulator and the engine")
+        np.testing.assert_allclose(sim[-2].reshape(want.shape), want, rtol=2e-6, atol=2e-6,
+                                   err_msg=f"{name} at {m} rows")
+
+
+def test_a_column_viewed_as_a_row_says_its_valid_region():
+    dyn, *_ = _one_call(KERNELS["x - max"])
+    assert "pto.set_validshape" in dyn.text
+    moved = [line for line in dyn.text.splitlines() if "pto.treshape" in line and "cols=1," in line.split("->")[0]]
+    assert moved and all("v_row=?, v_col=?" in line.split("->")[1] for line in moved)
+
+
+def test_set_validshape_is_taken_only_right_after_its_treshape():
+    dyn, *_ = _one_call(KERNELS["x - max"])
+    lines = dyn.text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "pto.set_validshape" in line)
+    lines.insert(at, "    %dyn_stray = arith.constant 3 : index")
+    with pytest.raises(pj.PtoError, match="pto.set_validshape of %\\w+: the engine takes it right after the "
+                                          "pto.treshape that makes it"):
+        engine.parse("\n".join(lines))
