@@ -448,7 +448,8 @@ def _tile(eqn, x):
 
 def _shift_right_logical(eqn, x, n):
     """``x >> n`` filling with zeros: the arithmetic shift with the sign's copies masked off
-    (``(1 << (bits - n)) - 1``); ``x`` for n = 0, 0 for counts outside ``[0, bits)`` (as XLA)."""
+    (``(1 << (bits - n)) - 1``, all ones for n = 0: a shift by the width is 0); 0 for counts outside
+    ``[0, bits)`` (as XLA)."""
     bits = 8 * x.dtype.itemsize
     if is_const(n):
         n = np.asarray(n, x.dtype)
@@ -458,9 +459,8 @@ def _shift_right_logical(eqn, x, n):
         return ops.where(np.asarray(n == 0), x, r)
     one = np.ones((), x.dtype)
     mask = ops.sub(ops.shift_left(one, ops.sub(np.asarray(bits, x.dtype), n)), one)
-    r = ops.where(ops.eq(n, np.zeros((), x.dtype)), x, ops.bitwise_and(ops.shift_right(x, n), mask))
     return ops.where(ops.logical_or(ops.lt(n, np.zeros((), x.dtype)), ops.ge(n, np.asarray(bits, x.dtype))),
-                     np.zeros((), x.dtype), r)
+                     np.zeros((), x.dtype), ops.bitwise_and(ops.shift_right(x, n), mask))
 
 
 def _population_count(eqn, x):
