@@ -134,6 +134,13 @@ def _operand_axes(op: str, groups) -> list:
     return found
 
 
+def _root(name: str, parent: dict) -> str:
+    """The tile ``name`` is a subset of (itself where it is none)."""
+    while name in parent:
+        name = parent[name]
+    return name
+
+
 def _tile_dims(type_: str) -> dict:
     return {k: v for k, v in re.findall(r"(rows|cols|v_row|v_col)=(\w+)", type_)}
 
@@ -143,9 +150,9 @@ def _dynamic_type(type_: str, kind: str) -> str:
     return re.sub(rf"\b{key}=\d+", f"{key}=?", type_)
 
 
-def _typed(type_: str, name: str, kind: dict, moved: set) -> str:
-    """The dynamic type of tile ``name``: ``?`` where its rows are (both dims for a view in ``moved``)."""
-    if name in moved:
+def _typed(type_: str, name: str, kind: dict, both: set) -> str:
+    """The dynamic type of tile ``name``: ``?`` where its rows are (both dims for a tile in ``both``)."""
+    if name in both:
         return _dynamic_type(_dynamic_type(type_, "row"), "col")
     return _dynamic_type(type_, kind[name][0]) if name in kind else type_
 
@@ -294,8 +301,21 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     # a treshape that moves the rows to the other dim (an R x 1 column viewed as a 1 x R row): PTOAS gives a
     # view's ? dim its source's valid dim of the same place, so the view is (?, ?) and set_validshape says which
     moved = {r for r, src, _, _ in reshapes if r in kind and src in kind and kind[r][0] != kind[src][0]}
-    if moved:
-        prologue.append(f"{indent}%dyn_one = arith.constant 1 : index")
+    # a transpose's source and destination: pto-isa's TTRANS wants their types' valid dims mirrored (a ?
+    # row for a ? column), so each is (?, ?), with its subsets, a tile allocated with both valid operands
+    parent = {res: src for res, src, _ in subsets}
+    roots = {_root(x, parent) for line, groups in instrs if _INSTR.match(line).group(1) == "pto.ttrans"
+             and groups[0][2][0] in kind for x in (groups[0][2][0], groups[-1][2][0])}
+    moved |= {r for r, _, _, _ in reshapes if r in roots}
+    both = moved | roots | {res for res, _, _ in subsets if _root(res, parent) in roots}
+    statics = set()                           # the static valid dims a (?, ?) tile's operands name
+
+    def valid_pair(name, type_):
+        """The valid_row and valid_col operands of a (?, ?) tile: the block's rows where they are."""
+        (what, r), d = kind[name], _tile_dims(type_)
+        static = d["v_col"] if what == "row" else d["v_row"]
+        statics.add(static)
+        return (_valid(r), f"%dyn_n{static}") if what == "row" else (f"%dyn_n{static}", _valid(r))
     loops = _row_loops(out, kind, consts, t)
     after = {}                                # line -> the line that follows it (a view's set_validshape)
     for n, line in enumerate(out):
@@ -306,30 +326,35 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
         if m and m.group(2) in kind:
             ind, res, addr, ty = m.groups()
             (what, r) = kind[res]
+            if res in both:
+                rows, cols = valid_pair(res, ty)
+                out[n] = f"{ind}{res} = pto.alloc_tile {addr or ''}valid_row = {rows} valid_col = {cols} : " \
+                         f"{_typed(ty, res, kind, both)}"
+                continue
             valid = f"valid_row = {_valid(r)}" if what == "row" else f"valid_col = {_valid(r)}"
             out[n] = f"{ind}{res} = pto.alloc_tile {addr or ''}{valid} : {_dynamic_type(ty, what)}"
             continue
         m = _RESHAPE.match(line)
         if m and (m.group(2) in kind or m.group(3) in kind):
             ind, res, src, st, rt = m.groups()
-            st = _typed(st, src, kind, moved)
-            rt = _typed(rt, res, kind, moved)
+            st = _typed(st, src, kind, both)
+            rt = _typed(rt, res, kind, both)
             out[n] = f"{ind}{res} = pto.treshape {src} : {st} -> {rt}"
             if res in moved:
-                valid = _valid(kind[res][1])
-                rows, cols = (valid, "%dyn_one") if kind[res][0] == "row" else ("%dyn_one", valid)
+                rows, cols = valid_pair(res, m.group(5))
                 after[n] = f"{ind}pto.set_validshape {res}, {rows}, {cols} : {rt}"
             continue
         m = _SUBSET.match(line)
         if m and m.group(3) in kind:
-            out[n] = line[:m.start(4)] + _typed(m.group(4), m.group(3), kind, moved) + line[m.end(4):]
+            out[n] = line[:m.start(4)] + _typed(m.group(4), m.group(3), kind, both) + line[m.end(4):]
             continue
         if _INSTR.match(line) and "ins(" in line:
             for start, end, names, tys, text in reversed(_groups(line)):
-                new = [_typed(ty, x, kind, moved) if x in kind else
+                new = [_typed(ty, x, kind, both) if x in kind else
                        (f"!pto.partition_tensor_view<{parts[x]}>" if x in parts else ty) for x, ty in zip(names, tys)]
                 line = line[:start] + text + " : " + ", ".join(new) + line[end:]
             out[n] = line
+    prologue += [f"{indent}%dyn_n{v} = arith.constant {v} : index" for v in sorted(statics, key=int)]
     out = [x for n, line in enumerate(out) for x in (line, after.get(n)) if x is not None]
     return _live(out[:first] + prologue + out[first:], size)
 
