@@ -450,10 +450,11 @@ def compile_specs(kernel, tree, specs, constraints=()) -> PolymorphicCompiled:
     why = str(first).removeprefix("pto dynamic rows: ")
     why = why if why.startswith(f"pj.kernel '{kernel.name}'") else f"pj.kernel '{kernel.name}': {why}"
     same = len({str(err) for err in failures}) == 1
-    if same or len({re.sub(r"\d+", "#", str(err)) for err in failures}) == 1 and "row tile" not in why:
-        raise type(first)(why) from None        # the same at every size and not a tail: the kernel's own
-    raise type(first)(f"{why}; so at every pair of the template row counts {sizes} (a row tile must divide "
-                      "two of them)") from None
+    if not same and (len({re.sub(r"\d+", "#", str(err)) for err in failures}) > 1 or "row tile" in why):
+        why += f"; so at every pair of the template row counts {sizes} (a row tile must divide two of them)"
+    if "without polymorphic_shapes" not in why:     # the dynamic text cannot follow the rows of this program
+        why += f"; the dynamic PTO-AS cannot follow the row count through this program: {_INSTEAD[3:]}"
+    raise type(first)(why) from None
 
 
 def _replay(compiled: PolymorphicCompiled):

@@ -566,7 +566,8 @@ def test_a_dim_that_follows_the_rows_off_the_leading_axis_is_unsupported():
         "pj.kernel 'twice_transposed': lowered at 512 and at 768 rows, result 0 of step 0 "
         "(pto.block_call[transpose+exp+mul]) is float32[64,512] at 512 rows but float32[64,768] at 768 (a dim that "
         "changes other than as the leading dim, k times the row count); a symbolic row count needs one program for "
-        "every size, with the rows as its leading dim only")       # the same at every pair of template sizes
+        "every size, with the rows as its leading dim only; the dynamic PTO-AS cannot follow the row count through "
+        "this program: call the kernel without polymorphic_shapes (one compile per row count)")   # same at every pair
 
 
 def test_a_reduction_over_the_symbolic_rows_is_not_blamed_on_the_row_tile():

@@ -106,17 +106,19 @@ class L2:
     def evict(self) -> float:
         """Write back the dirty bytes the L2 no longer holds; returns how many. The least recently touched
         dirty tensors first: once one is held whole, every later one is too."""
-        evicted = 0.0
-        for tensor in list(self.dirty):
-            held, dirty = self._held(tensor), self.dirty[tensor]
+        evicted, gone = 0.0, []
+        for tensor, dirty in self.dirty.items():         # (no copy: a loop's calls leave many dirty tensors)
+            held = self._held(tensor)
             if dirty > held:
                 evicted += dirty - held
                 if held:
                     self.dirty[tensor] = held
                 else:
-                    del self.dirty[tensor]
+                    gone.append(tensor)
             if held == self.recent.last[tensor][1]:
                 break
+        for tensor in gone:
+            del self.dirty[tensor]
         return evicted
 
     def hbm_fraction(self, reads: dict, writes: dict) -> tuple[float, float]:

@@ -30,8 +30,10 @@ callable and a predicted cost.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
+import gc
 import math
 import threading
 import weakref
@@ -106,6 +108,7 @@ _POOL = _Pool()
 
 
 MAX_TASKS = 1_000_000    # a run that makes more stops: a host loop driven by data may never end
+MAX_TRIPS = 100_000      # a loop the host runs for more trips stops (one loop; its trips can make no task)
 
 
 class PtoOrchestrationError(PtoError, RuntimeError):
@@ -367,6 +370,7 @@ class _Orchestrator:
             if xs:
                 raise PtoOrchestrationError("pto runtime: block-level scans over tensors (xs) are not supported")
             live = live | _bases(fixed)
+            _check_trips(eqn, p["length"], ahead=True)
             ys = []
             for _ in range(p["length"]):
                 out = self.run(body, list(consts), [*fixed, *carry], live)
@@ -381,8 +385,15 @@ class _Orchestrator:
             cn, bn = p["cond_nconsts"], p["body_nconsts"]
             cfix, bfix, carry = invals[:cn], invals[cn:cn + bn], list(invals[cn + bn:])
             live = live | _bases(cfix) | _bases(bfix)
+            counted = _counted(cond, body, len(carry))
+            if counted is not None:
+                i, n = (int(self.scalar(carry[k], "a while loop's condition")) for k in counted)
+                _check_trips(eqn, n - i, ahead=True)
+            trips = 0
             while bool(self.scalar(self.run(cond, list(cconsts), [*cfix, *carry], live | _bases(carry))[0],
                                    "a while loop's condition")):
+                trips += 1
+                _check_trips(eqn, trips, ahead=False)
                 carry = self.run(body, list(bconsts), [*bfix, *carry], live)
             return carry
         index, *args = invals
@@ -564,6 +575,35 @@ class _Orchestrator:
             if kind != "read":
                 (scatters if kind == "scatter" else written).add(buf.base)
         return tuple(reads), tuple(writes), frozenset(scatters - written)
+
+
+def _counted(cond, body, carries: int) -> tuple | None:
+    """The carries ``(i, n)`` of a ``fori_loop`` with bounds from data (a ``while`` on ``i < n`` whose body
+    adds 1 to ``i`` and keeps ``n``: ``n - i`` trips); else None."""
+    if (len(cond.eqns) != 1 or cond.eqns[0].primitive.name.removeprefix("pto.") != "lt"
+            or cond.outvars != cond.eqns[0].outvars):
+        return None
+    at = {v: k for k, v in enumerate(cond.invars[len(cond.invars) - carries:])}
+    i, n = (at.get(v) for v in cond.eqns[0].invars)
+    if i is None or n is None:
+        return None
+    inner = body.invars[len(body.invars) - carries:]
+    step = next((e for e in body.eqns if e.outvars[0] is body.outvars[i]), None)
+    if (body.outvars[n] is not inner[n] or step is None or step.primitive.name.removeprefix("pto.") != "add"
+            or step.invars[0] is not inner[i] or not isinstance(step.invars[1], Literal) or step.invars[1].val != 1):
+        return None
+    return i, n
+
+
+def _check_trips(eqn, trips: int, ahead: bool) -> None:
+    """A :class:`PtoOrchestrationError` where a loop the host runs trip by trip has more than
+    :data:`MAX_TRIPS` trips (``ahead``: known before the first, else counted as it runs)."""
+    if trips > MAX_TRIPS:
+        loop = f"a {eqn.primitive.name} loop of the kernel"
+        did = f"has {trips:,} trips" if ahead else f"ran {MAX_TRIPS:,} trips and goes on"
+        raise PtoOrchestrationError(
+            f"pto runtime: {loop} {did}: the runtime runs a kernel's loops on the host trip by trip, at most "
+            f"{MAX_TRIPS:,} (ptojax.mpmd.orchestrator.MAX_TRIPS); a trip count or condition from data may be wrong")
 
 
 def _literal(var) -> np.ndarray:
@@ -844,7 +884,21 @@ def _walk(block_jaxpr, consts, args, backend, donated, execute, priced=True):
     inputs = [orch.buffer(a, external=i not in donated or not a.flags.writeable, source=i)
               for i, a in enumerate(args)]                          # read-only donated arrays: copied
     consts = [orch.buffer(c, external=True) if np.ndim(c) else np.asarray(c) for c in consts]
-    return orch, args, orch.run(block_jaxpr, consts, inputs)
+    with _collector_paused():
+        return orch, args, orch.run(block_jaxpr, consts, inputs)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector off within (as it was after): its full passes walk every task
+    made so far, which made a long loop's unrolling quadratic in its trips; cycles are collected later."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _steering(orch, args) -> frozenset:

@@ -9,8 +9,9 @@ NumPy. Such a view is now ``(?, ?)`` with ``pto.set_validshape``, which the engi
 
 A last-axis sum of a rank-3 ``[m, 8, 16]`` value regroups its column of row sums with ``ttrans``; the
 dynamic text gave a source ``(?, ?)`` and its destination ``(?, 1)`` (``(?, 1)`` into ``(?, 8)`` for the
-pieces), and pto-isa's ``TTRANS`` refused to compile (its types' valid dims must mirror). A transpose's
-source and destination are ``(?, ?)`` now, with their subsets, allocated with both valid operands.
+pieces), and pto-isa's ``TTRANS`` refused to compile (its types' valid dims must mirror); so did every f16
+row max on an 8-row tile (its NaN check transposes). A transpose's source and destination are ``(?, ?)``
+now, with their subsets, allocated with both valid operands.
 """
 import re
 
@@ -25,22 +26,23 @@ from ptojax.ascend import crosscheck as xc
 from ptojax.lowering import ir
 from vendor_tools import needed, tools  # noqa: F401 - tools: autouse fixture
 
-KERNELS = {      # name: (the body, the shape of a row, the tile)
-    "softmax": (lambda x: jax.nn.softmax(x, axis=-1) * 2.0, (64,), (16, 64)),
-    "x - max": (lambda x: x - jnp.max(x, -1, keepdims=True), (64,), (16, 64)),
-    "argmax": (lambda x: jnp.argmax(x, -1).astype(jnp.int32), (64,), (16, 64)),
-    "rms norm": (lambda x: x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6), (64,), (16, 64)),
-    "rank-3 sum": (lambda x: jnp.sum(x, -1), (8, 16), (8, 8, 16)),
+KERNELS = {      # name: (the body, the shape of a row, the tile, the dtype)
+    "softmax": (lambda x: jax.nn.softmax(x, axis=-1) * 2.0, (64,), (16, 64), np.float32),
+    "x - max": (lambda x: x - jnp.max(x, -1, keepdims=True), (64,), (16, 64), np.float32),
+    "argmax": (lambda x: jnp.argmax(x, -1).astype(jnp.int32), (64,), (16, 64), np.float32),
+    "rms norm": (lambda x: x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6), (64,), (16, 64), np.float32),
+    "rank-3 sum": (lambda x: jnp.sum(x, -1), (8, 16), (8, 8, 16), np.float32),
+    "f16 x - max, 8 rows": (lambda x: x - jnp.max(x, -1, keepdims=True), (64,), (8, 64), np.float16),
 }
 ROWS = (1, 7, 33)
 
 
-def _one_call(body, row, tile):
+def _one_call(body, row, tile, dtype):
     def fn(x):
         with pj.tile(vec=tile):
             return body(x)
     spec = ", ".join(["m"] + [str(d) for d in row])
-    dyn = pj.kernel(fn, polymorphic_shapes=(spec,)).compiled_for(np.zeros((16,) + row, np.float32)).dynamic
+    dyn = pj.kernel(fn, polymorphic_shapes=(spec,)).compiled_for(np.zeros((16,) + row, dtype)).dynamic
     (call,) = [e for e in dyn.lowering.block.jaxpr.eqns if e.primitive is ir.block_call_p]
     (part,) = call.params["spec"].parts
     return dyn, call, dyn.names[(part.program.name, tuple(part.shape))], part
@@ -49,11 +51,11 @@ def _one_call(body, row, tile):
 @needed
 def test_the_dynamic_module_computes_as_the_vendor_at_every_row_count():
     jobs, wants, engines = [], [], []
-    for name, (body, row, tile) in KERNELS.items():
-        dyn, call, fn, part = _one_call(body, row, tile)
+    for name, (body, row, tile, dtype) in KERNELS.items():
+        dyn, call, fn, part = _one_call(body, row, tile, dtype)
         text = xc.single(dyn.text, fn)
         for m in ROWS:
-            x = np.random.default_rng(m).standard_normal((m,) + row).astype(np.float32)
+            x = np.random.default_rng(m).standard_normal((m,) + row).astype(dtype)
             known = dict(zip(dyn.lowering.block.jaxpr.invars, [x]))
             known.update(zip(dyn.lowering.block.jaxpr.constvars, dyn.lowering.block.consts))
             (out,) = call.outvars

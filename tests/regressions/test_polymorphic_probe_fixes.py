@@ -64,3 +64,19 @@ def test_merge_topk_along_the_symbolic_rows_is_refused_naming_it():
     with pytest.raises(pj.PtoUnsupportedError, match=r"pto.merge_topk of float32\[m, 32\] runs along the symbolic rows "
                                                      r"m \(axis 0\).*merge lists of a static axis"):
         kernel(v, np.tile(np.arange(32, dtype=np.int32), (7, 1)))
+
+
+def test_a_program_whose_rows_the_dynamic_text_cannot_follow_says_what_to_do():
+    """An f16 last-axis sum of a rank-3 value stores its row sums through a flattened view of the result
+    at a computed offset: refused naming only the text's SSA values, with no way out."""
+    def fn(x):
+        with pj.tile(vec=(8, 8, 16)):
+            return jnp.sum(x, -1)
+
+    x = np.random.default_rng(0).standard_normal((7, 8, 16)).astype(np.float16)
+    with pytest.raises(pj.PtoUnsupportedError, match=r"pj.kernel 'fn': .*; the dynamic PTO-AS cannot follow the "
+                                                     r"row count through this program: call the kernel without "
+                                                     r"polymorphic_shapes \(one compile per row count\)$"):
+        pj.kernel(fn, polymorphic_shapes=("m, 8, 16",))(x)
+    np.testing.assert_allclose(np.asarray(pj.kernel(fn)(x), np.float32), np.asarray(jax.jit(fn)(x), np.float32),
+                               rtol=2e-3, atol=2e-3)
