@@ -269,7 +269,7 @@ class _Orchestrator:
             raise PtoOrchestrationError(
                 f"pto runtime: {what} depends on device data (GM tensor {buf.array.dtype}{list(buf.array.shape)} "
                 f"written by {producers[-1].describe()}); reading it on the host runs the tasks that produce it, "
-                "and this orchestration does not execute tasks (execute=False)")
+                "and this run executes none (a run or profile with compute=False, or a profile of shapes only)")
         if producers:
             self.run_tasks(producers[-1].tid + 1, what)
             holders = {t.tid: t for t in producers}

@@ -1,13 +1,18 @@
-"""Regression from a probe of data-steered kernels: loops the runtime runs on the host with no end.
+"""Regressions from a probe of data-steered kernels (loops the runtime runs on the host, MoE).
 
-``fori_loop(0, n, ...)`` with ``n`` from data (``2**31 - 1``) hung: a body of scalar work makes no task,
+Loops with no end: ``fori_loop(0, n, ...)`` with ``n`` from data (``2**31 - 1``) hung: a body of scalar work makes no task,
 so ``MAX_TASKS`` never stopped it, and one task per trip made the unrolling quadratic (the L2 model
 copied its dirty tensors per call; Python's collector walked every task made so far), so the task
 limit was hours away. A loop stops at ``MAX_TRIPS`` trips now — before its first where its bounds
 say so — and unrolling costs the same per trip however long the loop.
+
+A profile without task bodies of a kernel whose host reads device data said ``execute=False``, an
+argument of the orchestrator, not the ``compute=False`` the user passed.
 """
 import gc
+import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +22,9 @@ from jax import lax
 
 import ptojax as pj
 from ptojax.mpmd import orchestrator
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from examples import moe_router as M  # noqa: E402
 
 X = np.ones((8, 32), np.float32)
 
@@ -67,3 +75,10 @@ def test_unrolling_pauses_the_cyclic_collector_and_restores_it(monkeypatch):
     assert gc.isenabled()
     pj.kernel(one_task_per_trip)(X, np.int32(3))
     assert seen and not any(seen) and gc.isenabled()
+
+
+def test_a_profile_without_task_bodies_of_a_steered_kernel_names_compute_false():
+    args = M.inputs(seed=0)
+    with pytest.raises(pj.PtoOrchestrationError, match=r"depends on device data .* this run executes none \(a run "
+                                                        r"or profile with compute=False"):
+        pj.kernel(M.moe_router).lower(*args).compile().profile(*args, compute=False)
