@@ -48,6 +48,7 @@ _PART = re.compile(r"(\s*)(%\w+) = pto\.partition_view (%\w+), offsets = \[([^\]
 _CONST = re.compile(r"\s*(%\w+) = arith\.constant (-?\d+) : index$")
 _CONST_I32 = re.compile(r"\s*(%\w+) = arith\.constant (\d+) : i32$")
 _MULI = re.compile(r"\s*(%\w+) = arith\.muli (%\w+), (%\w+) : index$")
+_ADDI = re.compile(r"\s*(%\w+) = arith\.addi (%\w+), (%\w+) : index$")
 _ALLOC = re.compile(r"(\s*)(%\w+) = pto\.alloc_tile (addr = \S+ )?: (!pto\.tile_buf<[^>]*>)$")
 _RESHAPE = re.compile(r"(\s*)(%\w+) = pto\.treshape (%\w+) : (!pto\.tile_buf<[^>]*>) -> (!pto\.tile_buf<[^>]*>)$")
 _INSTR = re.compile(r"\s*(?:%\w+ = )?(pto\.[\w.]+) ")
@@ -167,7 +168,8 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     consts = {m.group(1): int(m.group(2)) for m in map(_CONST.match, lines) if m}
     muls = {m.group(1): (m.group(2), m.group(3)) for m in map(_MULI.match, lines) if m}
     out = list(lines)
-    views, parts, row = {}, {}, None          # row: (index name, tile const name, T, k)
+    adds = {m.group(1): (m.group(2), m.group(3)) for m in map(_ADDI.match, lines) if m}
+    views, parts, windows = {}, {}, []        # windows: (line, the partition_view's groups) of the views
     per_row = {}                              # window -> the tile rows per leading index (its inner sizes)
     columns = {}                              # a transposed view of k·m rows -> (its dims, the dynamic ones)
     reads = {}                                # the pointers and views of k·m rows -> their k
@@ -197,25 +199,15 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
             out[n] = line.replace(f"tensor_view<{columns[m.group(3)][0]}>", f"tensor_view<{columns[m.group(3)][1]}>")
             continue
         if m and m.group(3) in views:
-            indent, p, v, offsets, sizes, _, pdims = m.groups()
-            offsets, sizes = [s.strip() for s in offsets.split(",")], [s.strip() for s in sizes.split(",")]
-            t = consts.get(sizes[0])
-            index, tile = muls.get(offsets[0], (offsets[0], sizes[0]) if t == 1 else (None, None))  # 1 row: i
-            inner = [consts.get(x) for x in sizes[1:-1]]
-            if index is None or consts.get(tile) != t or t is None or index in consts or None in inner:
-                whole = " (one block reads every row: a reduction or scan along the symbolic row axis)" \
-                    if t == size * views[v][2] else ""
-                raise _err(name, f"the rows of window {p} are not one row tile of a block (offset {offsets[0]}, "
-                                 f"size {sizes[0]}){whole}")
-            if row is not None and (row[2] != t or row[0] != index or row[3] != views[v][2]):
-                raise _err(name, f"windows of {row[2]} rows by {row[0]} of {_rows(row[3])} and {t} rows by {index} "
-                                 f"of {_rows(views[v][2])}: one row tile, one row index and one row count per function")
-            row = (index, tile, t, views[v][2])
-            per_row[p] = int(np.prod(inner, dtype=np.int64))
-            parts[p] = _first_dim(pdims)
-            out[n] = (f"{indent}{p} = pto.partition_view {v}, offsets = [{', '.join(offsets)}], sizes = "
-                      f"[{', '.join([VALID] + sizes[1:])}] : !pto.tensor_view<{views[v][1]}> -> "
-                      f"!pto.partition_tensor_view<{parts[p]}>")
+            windows.append((n, m.groups()))
+    row, scales = _row_tile(name, windows, views, consts, muls, adds, size)
+    for n, (indent, p, v, offsets, sizes, _, pdims) in windows:
+        sizes, c = [x.strip() for x in sizes.split(",")], scales[p]
+        per_row[p] = c * int(np.prod([consts[x] for x in sizes[1:-1]], dtype=np.int64))
+        parts[p] = _first_dim(pdims)
+        out[n] = (f"{indent}{p} = pto.partition_view {v}, offsets = [{offsets}], sizes = "
+                  f"[{', '.join([_valid(c)] + sizes[1:])}] : !pto.tensor_view<{views[v][1]}> -> "
+                  f"!pto.partition_tensor_view<{parts[p]}>")
     first = min([n for n, line in enumerate(lines) if _ALLOC.match(line) or _VIEW.match(line)], default=None)
     indent = re.match(r"\s*", lines[first]).group(0) if first is not None else ""
     prologue = [line for k in sorted(set(reads.values()) - {1}) for line in
@@ -295,7 +287,7 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     prologue += [f"{indent}%dyn_row0 = arith.muli {index}, {tile} : index",
                  f"{indent}%dyn_left = arith.subi {_rows(scale)}, %dyn_row0 : index",
                  f"{indent}{VALID} = arith.minsi %dyn_left, {tile} : index"]
-    for r in sorted({r for _, r in kind.values()} - {1}):    # the valid rows of tiles of r rows per index
+    for r in sorted(({r for _, r in kind.values()} | set(scales.values())) - {1}):  # valid rows at r per index
         prologue += [f"{indent}%dyn_c{r} = arith.constant {r} : index",
                      f"{indent}{_valid(r)} = arith.muli {VALID}, %dyn_c{r} : index"]
     # a treshape that moves the rows to the other dim (an R x 1 column viewed as a 1 x R row): PTOAS gives a
@@ -357,6 +349,62 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     prologue += [f"{indent}%dyn_n{v} = arith.constant {v} : index" for v in sorted(statics, key=int)]
     out = [x for n, line in enumerate(out) for x in (line, after.get(n)) if x is not None]
     return _live(out[:first] + prologue + out[first:], size)
+
+
+def _row_tile(fn: str, windows: list, views: dict, consts: dict, muls: dict, adds: dict, size: int):
+    """(The row tile ``(index, tile, T, k)``, each window's ``c``) of a function's windows of the views of
+    ``k·size`` rows: each one row tile of a block, ``T`` rows of a ``k·m``-row view at ``index * tile``
+    (``T = tile``), or ``c·T`` rows of a ``c·k·m``-row view at ``c·T`` times the same index (the ``c``
+    rows of each leading index through a flattened view: an f16 rank-3 reduction's store); the
+    smallest ``k`` is the row tile's. A :class:`PtoUnsupportedError` where a window is neither."""
+    found = []
+    for _, (_, p, v, offsets, sizes, _, _) in windows:
+        offsets, sizes = [s.strip() for s in offsets.split(",")], [s.strip() for s in sizes.split(",")]
+        t, k = consts.get(sizes[0]), views[v][2]
+        index, tile = muls.get(offsets[0], (offsets[0], sizes[0]) if t == 1 else (None, None))  # 1 row: i
+        if index is None or consts.get(tile) != t or t is None or index in consts:
+            index = tile = None                  # a scaled window's offset: matched against the row tile
+        if None in [consts.get(x) for x in sizes[1:-1]]:
+            index = t = None
+        found.append((p, offsets[0], sizes[0], t, k, index, tile))
+    plain = [f for f in found if f[5] is not None]
+    if not found:
+        return None, {}
+    base = min(plain, key=lambda f: f[4]) if plain else found[0]
+    index, tile, t, k = base[5], base[6], base[3], base[4]
+    at = _linear(index, consts, muls, adds) if index is not None else None
+    scales = {}
+    for p, offset, rows, t2, k2, index2, _ in found:
+        if index2 is not None and (t2, k2, index2) == (t, k, index):
+            scales[p] = 1
+            continue
+        c = k2 // k if k and t2 is not None and k2 % k == 0 else 0
+        if at is not None and c > 1 and t2 == c * t and _linear(offset, consts, muls, adds) == (at[0], at[1] * t2):
+            scales[p] = c
+            continue
+        if index2 is None or at is None:
+            whole = " (one block reads every row: a reduction or scan along the symbolic row axis)" \
+                if t2 is not None and t2 == size * k2 else ""
+            raise _err(fn, f"the rows of window {p} are not one row tile of a block (offset {offset}, size {rows})"
+                           f"{whole}")
+        raise _err(fn, f"windows of {t} rows by {index} of {_rows(k)} and {t2} rows by {index2} of {_rows(k2)}: "
+                       "one row tile, one row index and one row count per function")
+    return (index, tile, t, k), scales
+
+
+def _linear(name: str, consts: dict, muls: dict, adds: dict):
+    """Index value ``name`` as ``(var, coefficient)``, ``var * coefficient`` (var None: a constant), through
+    multiplications and additions of constants; None where it is not of that form."""
+    if name in consts:
+        return None, consts[name]
+    if name not in muls and name not in adds:
+        return name, 1
+    a, b = (_linear(x, consts, muls, adds) for x in (muls.get(name) or adds[name]))
+    if a is None or b is None:
+        return None
+    if name in muls:
+        return (b[0], a[1] * b[1]) if a[0] is None else (a[0], a[1] * b[1]) if b[0] is None else None
+    return b if a == (None, 0) else a if b == (None, 0) else None
 
 
 def _row_bounds(lines: list[str], reads: dict, size: int, indent: str) -> dict:

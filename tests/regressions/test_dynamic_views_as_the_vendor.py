@@ -53,6 +53,7 @@ KERNELS = {      # name: (the body, the shape of a row, the tile (None: the body
     "rms norm": (lambda x: x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6), (64,), (16, 64), np.float32),
     "rank-3 sum": (lambda x: jnp.sum(x, -1), (8, 16), (8, 8, 16), np.float32),
     "f16 x - max, 8 rows": (lambda x: x - jnp.max(x, -1, keepdims=True), (64,), (8, 64), np.float16),
+    "f16 rank-3 sum": (lambda x: jnp.sum(x, -1), (8, 16), (8, 8, 16), np.float16),
     "f16 norm, then x * max": (_norm_then_max, (64,), None, np.float16),
     "matmul, then softmax": (_matmul_then_softmax, (64,), None, np.float32),
 }
