@@ -187,10 +187,13 @@ def _arg_names(fn, count: int) -> tuple:
 
 
 def _positional(fn, name: str, args: tuple, kwargs: dict) -> tuple:
-    """``fn``'s arguments as positional ones: keyword arguments placed by ``fn``'s signature, as ``jax.jit``
-    passes them (keyword-only parameters have no place and are an error naming them)."""
+    """(``fn``'s arguments as positional ones, the positions among them of the defaults that fill a gap
+    before a keyword argument): keyword arguments placed by ``fn``'s signature (keyword-only parameters
+    have no place and are an error naming them). A default stays a Python value, as under ``jax.jit``
+    (``act="relu"`` is no kernel argument; ``alpha=0.5`` may steer Python code): the caller fixes them
+    in the function (:meth:`Kernel._placed`)."""
     if not kwargs:
-        return args
+        return args, {}
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError as e:
@@ -198,6 +201,7 @@ def _positional(fn, name: str, args: tuple, kwargs: dict) -> tuple:
     except ValueError:
         raise PtoArgumentError(f"pj.kernel '{name}': keyword arguments {sorted(kwargs)} need a function with a "
                                "signature; pass them by position") from None
+    given = set(bound.arguments)
     if bound.kwargs:                # a keyword after a skipped default: the defaults fill the gap
         bound.apply_defaults()
     if bound.kwargs:
@@ -205,7 +209,22 @@ def _positional(fn, name: str, args: tuple, kwargs: dict) -> tuple:
                                "here (keyword-only parameters, or ones a functools.partial binds by keyword), which "
                                "pj.kernel does not support; make them positional parameters, or fix their values "
                                "in the function (a closure, or a partial the call does not override)")
-    return bound.args
+    fixed = {i: value for i, (key, value) in enumerate(bound.arguments.items()) if key not in given}
+    return bound.args, fixed
+
+
+def _fixing(fn, fixed: dict, count: int):
+    """``fn`` of ``count`` positional arguments less those at the positions of ``fixed``, which it passes
+    as their values (defaults)."""
+    params = list(inspect.signature(fn).parameters.values())
+
+    @functools.wraps(fn)
+    def with_defaults(*args):
+        rest = iter(args)
+        return fn(*[fixed[i] if i in fixed else next(rest) for i in range(count)])
+
+    with_defaults.__signature__ = inspect.Signature([p for i, p in enumerate(params[:count]) if i not in fixed])
+    return with_defaults
 
 
 def _leaf_labels(in_tree, arg_names) -> list:
@@ -323,7 +342,11 @@ class Compiled:
         return _leaf_labels(self.lowering.in_tree, self.arg_names)
 
     def __call__(self, *args, **kwargs):
-        args = _positional(self.fn, self.name, args, kwargs)
+        args, fixed = _positional(self.fn, self.name, args, kwargs)
+        if fixed:
+            raise PtoArgumentError(f"pj.kernel '{self.name}': a keyword argument follows parameters left at their "
+                                   f"defaults ({', '.join(map(repr, fixed.values()))}), which this compile takes as "
+                                   "arguments; call it as it was compiled, or call the kernel object")
         flat, tree = jax.tree.flatten(_canonical(args))
         self._check(flat, tree)
         if self.options.backend == "sim" and not any(isinstance(x, jax.core.Tracer) for x in flat):
@@ -370,7 +393,10 @@ class Compiled:
         flat, tree = jax.tree.flatten(_canonical(args))
         self._check(flat, tree)
         outs, trace = self._run_flat(flat, executor or self.options.executor, policy, compute)
-        return (jax.tree.unflatten(self.lowering.out_tree, outs) if compute else None), trace
+        if not compute:
+            return None, trace
+        kept = [a for i, a in enumerate(flat) if isinstance(a, np.ndarray) and i not in self._donated]
+        return jax.tree.unflatten(self.lowering.out_tree, _own(outs, kept)), trace
 
     def _run_flat(self, flat, executor: str, policy: str = "mpmd", compute: bool = True):
         """:meth:`run` on flat arguments of the compiled signature: (flat outputs, trace)."""
@@ -481,6 +507,7 @@ class Kernel:
             inner = inner.func
         self.name = getattr(inner, "__name__", "kernel")
         self._cache: dict = {}
+        self._fixed: dict = {}                          # (arguments, positions fixed) -> :meth:`_placed`'s kernel
         self.compiles = 0
         functools.update_wrapper(self, fn, updated=())   # not fn's __dict__: a kernel's would replace these
 
@@ -494,7 +521,9 @@ class Kernel:
         has, the default vector tiles are halved until it fits (down to :data:`MIN_TILE_BYTES`; tiles you
         chose stay, and the :class:`~ptojax.errors.PtoCapacityError` names the function). Keyword arguments
         are placed by ``fn``'s signature, as ``jax.jit`` does."""
-        args = _positional(self.fn, self.name, args, kwargs)
+        kernel, args = self._placed(args, kwargs)
+        if kernel is not self:
+            return kernel.lower(*args)
         flat, tree = jax.tree.flatten(_canonical(args))
         outside = [i for i in self.options.donate_argnums if not 0 <= i < len(args)]
         if outside:
@@ -545,7 +574,9 @@ class Kernel:
     def compiled_for(self, *args, **kwargs) -> Compiled:
         """The :class:`Compiled` kernel for the signature of ``args``, from the cache or compiled now
         (with ``polymorphic_shapes``: one :class:`~ptojax.polymorphic.PolymorphicCompiled` for every size)."""
-        args = _positional(self.fn, self.name, args, kwargs)
+        kernel, args = self._placed(args, kwargs)
+        if kernel is not self:
+            return kernel.compiled_for(*args)
         if self.options.polymorphic_shapes:
             return self._polymorphic(args)
         flat, tree = jax.tree.flatten(_canonical(args))
@@ -559,8 +590,20 @@ class Kernel:
         return self._compile(self.lower(*args))    # traced (jax.export's symbolic specs too): pto_call's
 
     def __call__(self, *args, **kwargs):
-        args = _positional(self.fn, self.name, args, kwargs)
-        return self.compiled_for(*args)(*args)
+        kernel, args = self._placed(args, kwargs)
+        return kernel.compiled_for(*args)(*args)
+
+    def _placed(self, args, kwargs):
+        """(The kernel to trace, its positional arguments): keyword arguments placed by ``fn``'s signature;
+        where one follows parameters left at their defaults (``act="relu"``), a kernel of ``fn`` with those
+        fixed (``jax.jit`` passes keywords as keywords), one per such call form."""
+        args, fixed = _positional(self.fn, self.name, args, kwargs)
+        if not fixed:
+            return self, args
+        key = (len(args), tuple(fixed))
+        if key not in self._fixed:
+            self._fixed[key] = Kernel(_fixing(self.fn, fixed, len(args)), self.options)
+        return self._fixed[key], tuple(a for i, a in enumerate(args) if i not in fixed)
 
     def _polymorphic(self, args):
         from . import polymorphic
@@ -628,6 +671,15 @@ def _impl(*args, call: Compiled):
     return _arrays(call, outs, args)
 
 
+def _own(outs, inputs) -> list:
+    """``outs`` (NumPy arrays), each that shares memory with one of ``inputs`` or an earlier output copied:
+    a result passed through, one value returned twice; the caller may write every one alone."""
+    owned = []
+    for o in outs:
+        owned.append(o.copy() if any(np.may_share_memory(o, a) for a in [*inputs, *owned]) else o)
+    return owned
+
+
 def _arrays(call: Compiled, outs, args) -> list:
     """A sim run's NumPy results as the jax.Arrays ``jax.jit`` would return: no XLA compile
     (``jnp.asarray`` compiles a convert), weakly typed where computed from Python numbers only, and
@@ -636,7 +688,7 @@ def _arrays(call: Compiled, outs, args) -> list:
     avals = [v.aval for v in call.lowering.traced.jaxpr.outvars]
     inputs = [a for a in args if isinstance(a, np.ndarray)]
     arrays = [np.asarray(o, a.dtype) for o, a in zip(outs, avals)]
-    arrays = jax.device_put([o.copy() if any(np.may_share_memory(o, a) for a in inputs) else o for o in arrays])
+    arrays = jax.device_put(_own(arrays, inputs))
     return [weak(x) if a.weak_type else x for x, a in zip(arrays, avals)]
 
 
