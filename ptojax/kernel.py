@@ -112,8 +112,8 @@ def _dtype(x) -> np.dtype:
 
 def _canonical(args):
     """Arguments as ``jax.jit`` takes them: NumPy data in JAX's dtypes (float64 as float32 while
-    ``jax_enable_x64`` is off), C-contiguous; Python numbers weakly typed (``f16 * 2.0`` stays float16);
-    JAX arrays, tracers and shape specs as they are."""
+    ``jax_enable_x64`` is off), C-contiguous, in the machine's byte order; Python numbers weakly typed
+    (``f16 * 2.0`` stays float16); JAX arrays, tracers and shape specs as they are."""
     def one(x):
         if isinstance(x, (jax.Array, jax.core.Tracer, jax.ShapeDtypeStruct)):
             if jnp.issubdtype(x.dtype, jax.dtypes.extended):
@@ -130,7 +130,7 @@ def _canonical(args):
             raise PtoArgumentError(f"pj.kernel: argument {_short(x)} is not an array or a number; pass it with "
                                    "functools.partial (the kernel is then made for it, as jax.jit's static "
                                    "arguments)")
-        return np.asarray(x, dtype=jax.dtypes.canonicalize_dtype(x.dtype), order="C")
+        return np.asarray(x, dtype=jax.dtypes.canonicalize_dtype(x.dtype.newbyteorder("=")), order="C")  # native
     return jax.tree.map(one, args)
 
 

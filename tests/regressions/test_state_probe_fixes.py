@@ -7,6 +7,7 @@ owns its memory now, as eager calls' and ``jax.jit``'s do (donated arguments are
 A keyword argument after a parameter left at its default (``fn(x, act="relu", scale=None)`` called as
 ``f(x, scale=s)``) made the default a traced argument: "argument 'relu' is not an array or a number",
 naming an argument the caller never passed. Such defaults stay Python values now, as under ``jax.jit``.
+Big-endian NumPy data is taken in the machine's byte order.
 """
 import jax
 import jax.numpy as jnp
@@ -55,3 +56,9 @@ def test_a_keyword_after_defaults_keeps_them_python_values():
     with pytest.raises(pj.PtoArgumentError, match=r"a keyword argument follows parameters left at their defaults "
                                                   r"\(0.5\), which this compile takes as arguments"):
         compiled(x, scale=s)
+
+
+def test_big_endian_data_is_taken_in_the_machines_byte_order():
+    """A ``>f4`` array raised JAX's bare "dtype('>f4') is not a valid dtype for JAX type promotion"."""
+    x = np.arange(256, dtype=">f4").reshape(8, 32)
+    np.testing.assert_array_equal(np.asarray(pj.kernel(lambda x: x * 2)(x)), x.astype("<f4") * 2)
