@@ -9,12 +9,16 @@ then turns each function of the template's module into its dynamic form, as the 
   ``%dyn_mK = K*%dyn_m`` for a buffer of ``K·m`` rows (``[T·N, 128]``); a matmul's transposed right
   operand, a column-major ``[D, K·m]`` view, takes ``%dyn_mK`` columns where every block is one row;
 * a block's rows are ``%dyn_vr = min(T, K*m - T*i)`` (``T`` the row tile, ``i`` the block's row index):
-  the windows of those views are ``!pto.partition_tensor_view<?x…>`` with ``%dyn_vr`` leading rows, and
-  every tile that holds the block's rows is ``v_row=?`` (a ``1xT`` row vector: ``v_col=?``) allocated
-  with a ``valid_row`` (``valid_col``) operand — ``%dyn_vrN = N*%dyn_vr`` for a tile of ``N`` rows per
-  leading index (a ``[T, N, D]`` window); a subset of such a tile has dynamic rows too, and a loop over
-  the block's rows (``scf.for`` to ``T`` picking a tile row) stops at ``%dyn_vr``; the last block of a
-  size that is not a multiple of ``T`` is the tail, the others are full. Which tiles hold the rows
+  the windows of those views are ``!pto.partition_tensor_view<?x…>`` with ``%dyn_vr`` leading rows (a
+  window of ``c·T`` rows of a ``c·K·m``-row view at ``c·T·i``, each index's ``c`` rows through a flattened
+  view: ``c*%dyn_vr``), and every tile that holds the block's rows is ``v_row=?`` (a ``1xT`` row vector:
+  ``v_col=?``) allocated with a ``valid_row`` (``valid_col``) operand — ``%dyn_vrN = N*%dyn_vr`` for a
+  tile of ``N`` rows per leading index (a ``[T, N, D]`` window); a subset of such a tile has dynamic rows
+  too, and a loop over the block's rows (``scf.for`` to ``T`` picking a tile row) stops at ``%dyn_vr``;
+  a ``ttrans``'s source and destination, with their subsets, are ``(?, ?)`` (pto-isa's ``TTRANS`` wants
+  their types' valid dims mirrored), as is a ``treshape`` that moves the rows to the other dim (with
+  ``pto.set_validshape``); the last block of a size that is not a multiple of ``T`` is the tail, the
+  others are full. Which tiles hold the rows
   follows them from the loads and stores of those windows, operand to operand along the dims each
   instruction keeps (:func:`_operand_axes`), not from equal numbers: a ``1x64`` bias broadcast down
   the rows of a ``64``-row tile, or a ``(64, 64)`` weight beside it, stays static.
@@ -367,9 +371,9 @@ def _row_tile(fn: str, windows: list, views: dict, consts: dict, muls: dict, add
         if None in [consts.get(x) for x in sizes[1:-1]]:
             index = t = None
         found.append((p, offsets[0], sizes[0], t, k, index, tile))
-    plain = [f for f in found if f[5] is not None]
     if not found:
         return None, {}
+    plain = [f for f in found if f[5] is not None]
     base = min(plain, key=lambda f: f[4]) if plain else found[0]
     index, tile, t, k = base[5], base[6], base[3], base[4]
     at = _linear(index, consts, muls, adds) if index is not None else None
