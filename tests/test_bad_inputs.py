@@ -360,7 +360,7 @@ CASES = [
                                             executor="threads"),
      PtoTaskError, r"task \d+ 'sum\(\d,0\)' on AIV .* do not match ViewType"),
     ("device-loop-bound-unexecuted", _device_loop_bound, PtoOrchestrationError,
-     r"pto runtime: .*depends on device data .*execute=False"),
+     r"pto runtime: .*depends on device data .*compute=False"),
 ]
 
 

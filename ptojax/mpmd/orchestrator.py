@@ -354,6 +354,10 @@ class _Orchestrator:
             out = eqn.primitive.bind(*[np.asarray(x) for x in invals], **eqn.params)
         return [np.asarray(o) for o in (out if eqn.primitive.multiple_results else [out])]
 
+    def computed(self, value) -> bool:
+        """Whether ``value`` is a GM tensor that tasks write (device data, not a kernel input)."""
+        return isinstance(value, Buffer) and bool(self.writers.get(value.base))
+
     def scalar(self, value, what):
         return self.sync(value, what) if isinstance(value, Buffer) else np.asarray(value)
 
@@ -386,7 +390,7 @@ class _Orchestrator:
             cfix, bfix, carry = invals[:cn], invals[cn:cn + bn], list(invals[cn + bn:])
             live = live | _bases(cfix) | _bases(bfix)
             counted = _counted(cond, body, len(carry))
-            if counted is not None:
+            if counted is not None and not any(self.computed(carry[k]) for k in counted):  # (the cond reads those)
                 i, n = (int(self.scalar(carry[k], "a while loop's condition")) for k in counted)
                 _check_trips(eqn, n - i, ahead=True)
             trips = 0
@@ -584,7 +588,7 @@ def _counted(cond, body, carries: int) -> tuple | None:
             or cond.outvars != cond.eqns[0].outvars):
         return None
     at = {v: k for k, v in enumerate(cond.invars[len(cond.invars) - carries:])}
-    i, n = (at.get(v) for v in cond.eqns[0].invars)
+    i, n = (at.get(v) if isinstance(v, Var) else None for v in cond.eqns[0].invars)
     if i is None or n is None:
         return None
     inner = body.invars[len(body.invars) - carries:]
