@@ -68,7 +68,7 @@ _ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -
 def erf(x):
     x = ops.clip(x, F32(-4), F32(4))
     x2 = ops.mul(x, x)
-    return ops.div(ops.mul(x, _horner(_ERF_P, x2)), _horner(_ERF_Q, x2))
+    return ops.mul(x, ops.div(_horner(_ERF_P, x2), _horner(_ERF_Q, x2)))    # (x P(x²) is subnormal for tiny x)
 
 
 # erfc(a) exp(a²) for a in [0.5, 10.1] as a polynomial in t = 1 / (1 + a): a least-squares fit of

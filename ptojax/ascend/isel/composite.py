@@ -148,9 +148,12 @@ def _power_of_constant(sel, c: float, y, out):
     log = math.log(c)
     high = _top_bits(log, 12)
     low = float(np.float32(log - high))
+    # |y log c| at most 200, past where c ** y is inf or 0: one factor inf (0) and the other inf (0) too
+    # made inf * 0 = NaN; now the other is within 2^-11 of 1. (NaN stays.)
+    bound = float(np.float32(min(200.0 / abs(log), 2.0 ** 100)))
     y_clamped, split, head, tail = sel.like(y), sel.like(y), sel.like(y), sel.like(y)
-    sel.emit("tmaxs", [y, k(-2.0 ** 100)], [y_clamped])                 # (NaN stays: the split must not overflow)
-    sel.emit("tmins", [y_clamped, k(2.0 ** 100)], [y_clamped])
+    sel.emit("tmaxs", [y, k(-bound)], [y_clamped])
+    sel.emit("tmins", [y_clamped, k(bound)], [y_clamped])
     sel.emit("tmuls", [y_clamped, k(4097.0)], [split])                  # Veltkamp: head = 12 top bits of y
     sel.emit("tsub", [split, y_clamped], [head])
     sel.emit("tsub", [split, head], [head])
