@@ -198,6 +198,16 @@ def _options(args):
     return load_options(args.options)
 
 
+def _merged(own: dict, given: dict) -> dict:
+    """Pass options ``given`` over a kernel's ``own``, label by label where both are tables of labels
+    (``--options`` tuning one label keeps the kernel's other labels)."""
+    out = dict(own)
+    for key, value in given.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = {**out[key], **value} if both else value
+    return out
+
+
 def _lowered(args, fn, inputs, options):
     """``fn`` lowered for ``inputs``; JAX's TypeError or ValueError of the trace (shapes that do not fit
     the function) is the user's mistake."""
@@ -206,7 +216,7 @@ def _lowered(args, fn, inputs, options):
     if isinstance(fn, Kernel):       # a pj.kernel object: its own options, --target and --options over them
         own = fn.options
         opts = dataclasses.replace(own, target=args.target or own.target,
-                                   passes=_freeze({**own.pass_options, **(options or {})}))
+                                   passes=_freeze(_merged(own.written_passes, options or {})))
         built = Kernel(fn.fn, opts)
     else:
         built = Kernel(fn, Options(target=args.target or "a3", passes=_freeze(options)))

@@ -82,6 +82,9 @@ def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, d
     if not compute and executor != "simulated":
         raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
     arrays = [np.asarray(x) for x in flat]
+    outside = sorted(set(donated) - set(range(len(arrays))))
+    if outside:
+        raise PtoArgumentError(f"pto run: donated positions {outside} name no argument of the {len(arrays)} given")
     donated = _alone(arrays, donated)
     key = _plan_key(arrays, policy, donated)
     keep = plans is not None and compute and executor == "simulated"

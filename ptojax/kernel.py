@@ -485,7 +485,9 @@ class Compiled:
         time per label, idle time, critical path, bubbles, fusion, block graph, every level's text); returns the
         :class:`~ptojax.mpmd.Profile`. See :mod:`ptojax.report`."""
         from . import report
+        from .mpmd.trace import output_path
 
+        output_path(path, "pj.kernel(...).report(path, *args)")     # before profiling: report(a, b) forgot it
         profile = self._profile(args, policy, True, "report", size)
         report.write(path, profile, self, title=title)
         return profile
@@ -647,13 +649,45 @@ def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "si
     replay — faults name the task, instruction and line; subnormals kept — as eager calls always do.
     Usable as ``@pj.kernel`` or ``@pj.kernel(target="a2")``.
     """
-    donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
-    one = lambda v: (v,) if isinstance(v, str) else tuple(v)  # noqa: E731  ("m, 64": one argument's spec)
-    opts = Options(target, backend, executor, workers, _freeze(options), donate, one(polymorphic_shapes),
-                   one(polymorphic_constraints), bool(interpret))
+    shapes = _entries("polymorphic_shapes", polymorphic_shapes, (str, type(None)), "a shape spec ('m, 64') or None")
+    constraints = _entries("polymorphic_constraints", polymorphic_constraints, str, "a constraint ('mod(m, 16) == 0')")
+    if constraints and not shapes:
+        raise PtoArgumentError(f"pj.kernel: polymorphic_constraints {list(constraints)} constrain the symbols of "
+                               "polymorphic_shapes, and none are given")
+    if not _is_int(workers) or workers < 1:
+        raise PtoArgumentError(f"pj.kernel: workers must be an int >= 1 (the 'threads' executor's threads), got "
+                               f"{workers!r}")
+    if not isinstance(interpret, bool):
+        raise PtoArgumentError(f"pj.kernel: interpret must be True or False, got {interpret!r}")
+    donate = _entries("donate_argnums", donate_argnums, int, "an argument position", one=_is_int(donate_argnums))
+    opts = Options(target, backend, executor, int(workers), _freeze(options), tuple(map(int, donate)), shapes,
+                   constraints, interpret)
     if fn is None:
-        return lambda f: Kernel(f, opts)
-    return Kernel(fn, opts)
+        return lambda f: Kernel(_callable(f), opts)
+    return Kernel(_callable(fn), opts)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _entries(name: str, value, kinds, what: str, one: bool = False) -> tuple:
+    """``value`` (one entry, a string or ``one``, or a sequence of them) as a tuple whose entries are all
+    ``kinds`` (ints: NumPy's too); a :class:`PtoArgumentError` naming ``name`` otherwise."""
+    entries = (value,) if one or isinstance(value, str) else value
+    if kinds is int:
+        ok = isinstance(entries, (tuple, list)) and all(map(_is_int, entries))
+    else:
+        ok = isinstance(entries, (tuple, list)) and all(isinstance(x, kinds) for x in entries)
+    if not ok:
+        raise PtoArgumentError(f"pj.kernel: {name} takes {what}, or a sequence of them; got {value!r}")
+    return tuple(entries)
+
+
+def _callable(fn):
+    if not callable(fn):
+        raise PtoArgumentError(f"pj.kernel: the kernel must be callable (a function), got {fn!r}")
+    return fn
 
 
 # ------------------------------------------------------------------------------------- pto_call

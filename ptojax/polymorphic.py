@@ -40,8 +40,8 @@ def specs_of(kernel, args):
         raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic_shapes has {len(shapes)} entries for "
                                f"{len(args)} arguments (None for an argument of static shape)")
     for i, (arg, spec) in enumerate(zip(args, shapes)):
-        rank = len(str(spec).replace("(", "").replace(")", "").split(",")) if isinstance(spec, str) else None
-        if rank is not None and hasattr(arg, "shape") and "..." not in spec and rank != np.ndim(arg):
+        rank = _rank(spec)
+        if rank is not None and hasattr(arg, "shape") and rank != np.ndim(arg):
             raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic shape {spec!r} has {rank} "
                                    f"dim{'s' * (rank != 1)} for argument {i} of shape {list(np.shape(arg))}")
     constraints = kernel.options.polymorphic_constraints
@@ -65,6 +65,17 @@ def specs_of(kernel, args):
         raise PtoArgumentError(f"pj.kernel '{kernel.name}': arguments ({given}) do not have the polymorphic shapes "
                                f"({', '.join(map(repr, shapes))}): {why}") from None
     return flat, tree, jax.tree.leaves(specs)
+
+
+def _rank(spec) -> int | None:
+    """The dims of polymorphic shape ``spec`` (``"m, 64,"`` has two); None for one with ``...``, or one
+    jax.export's parser refuses (its error follows)."""
+    if not isinstance(spec, str) or "..." in spec:
+        return None
+    try:
+        return len(jax.export.symbolic_shape(spec))
+    except ValueError:
+        return None
 
 
 def _symbol(name, specs) -> str:

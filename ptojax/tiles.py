@@ -164,6 +164,9 @@ def mov(tile, loc: str):
 
 
 # ------------------------------------------------------------------------------------------ compute
+_DEFAULTS = {"gelu": {"approximate": True}}      # the tile ops' parameters that pj.ops gives defaults
+
+
 def compute(name: str, *args, **params):
     """The tile instruction of tensor op ``name`` (``"add"``, ``"exp"``, ``"sum"``, ...) or of a
     registered op; Python scalars take the dtype of the first tile."""
@@ -175,7 +178,7 @@ def compute(name: str, *args, **params):
     prim = T.COMPUTE[name]
     op = prim.name[len("pto."):]
     args = operands(op, *args)
-    params = dict(params)
+    params = {**_DEFAULTS.get(name, {}), **params}
     ndim = np.ndim(args[0])
     if "axes" in params:
         params["axes"] = normalize_axes(op, params["axes"], ndim)        # as pj.ops does

@@ -83,6 +83,9 @@ class Options:
 
     @staticmethod
     def make(options: Mapping | None) -> "Options":
+        if options is not None and not isinstance(options, Mapping):
+            raise PtoArgumentError(f"pto partition: options must be a mapping of pass options (tiles, "
+                                   f"tiles_per_block, row_loops), got {options!r}")
         options = dict(options or {})
         unknown = set(options) - {f.name for f in dataclasses.fields(Options)}
         if unknown:
@@ -93,9 +96,11 @@ class Options:
         for label, n in per_label.items():
             if n == AUTO:
                 per_label[label] = 0
-            elif not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            elif not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
                 raise PtoArgumentError(f"pto partition: tiles_per_block[{label!r}] must be a positive int or "
                                        f"{AUTO!r}, got {n!r}")
+            else:
+                per_label[label] = int(n)
         tiles = {label: tile_override(label, cfg) for label, cfg in _mapping(options.get("tiles", {})).items()}
         loops = options.get("row_loops", {})
         loops = _mapping(loops) if _is_mapping(loops) else {"DEFAULT": loops}
@@ -134,6 +139,9 @@ def tile_override(label, config) -> TileConfig:
         raise PtoArgumentError(f"pto pass options: tiles[{label!r}] takes 'vec' and/or 'cube', got {sorted(config)}")
     vec, cube = config.get("vec"), config.get("cube")
     who = f"pto pass options: tiles[{label!r}]"       # the option named in errors, not pj.tile
+    if vec is None and cube is None:
+        raise PtoArgumentError(f"{who} sets no tile ({config!r}): an override that would change nothing; leave "
+                               "the label out to keep its pj.tile")
     out = TileConfig(None if vec is None else _tile_shape("vec", vec, who=who),
                      None if cube is None else _tile_shape("cube", cube, 3, who=who))
     if out.vec:

@@ -195,6 +195,8 @@ def lower(fn: Callable, *args, options: Mapping | None = None, memory: CoreMemor
 
     A kernel is one core's program: it is traced outside any mesh, also inside ``jax.shard_map`` (where
     ``jnp`` would write ``reshard`` of the manual axes into it)."""
+    if not callable(fn):
+        raise PtoArgumentError(f"pto lower: the kernel must be callable (a function), got {fn!r}")
     with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((), ())):
         return _lower(fn, args, options, memory)
 

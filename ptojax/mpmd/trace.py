@@ -22,6 +22,7 @@ import functools
 import gc
 import json
 import os
+import reprlib
 from pathlib import Path
 
 import numpy as np
@@ -172,7 +173,8 @@ def output_path(path, where: str, suffixes: tuple = ()) -> Path:
     folder, in a folder that exists, ending in one of ``suffixes`` (any when empty); else a
     :class:`PtoArgumentError` from ``where`` naming it (before any work is done)."""
     if not isinstance(path, (str, os.PathLike)):
-        raise PtoArgumentError(f"{where}: the path must be a str or os.PathLike, not {type(path).__name__} ({path!r})")
+        raise PtoArgumentError(f"{where}: the path must be a str or os.PathLike, not {type(path).__name__} "
+                               f"({reprlib.repr(path)})")
     out = Path(path)
     if out.is_dir():
         raise PtoArgumentError(f"{where}: {str(out)!r} is a folder, not a file")

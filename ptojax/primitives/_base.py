@@ -158,6 +158,8 @@ def normalize_axes(op: str, axis, ndim: int) -> tuple[int, ...]:
     """``None`` → every axis; an int or a sequence of ints → sorted, non-negative, unique."""
     if axis is None:
         return tuple(range(ndim))
+    if not isinstance(axis, (int, np.integer, tuple, list)):
+        raise op_error(PtoArgumentError, op, f"axis must be an int, a sequence of ints or None, got {axis!r}")
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     out = tuple(sorted(normalize_axis(op, a, ndim) for a in axes))
     if len(set(out)) != len(out):

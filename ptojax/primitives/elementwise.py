@@ -18,8 +18,10 @@ from ._base import (ANY, BOOL, FLOAT, INT, NUMERIC, broadcast_shapes, check_dtyp
                     define, jvp_from_reference, jvp_zero, operands, shaped, tensor, upcast)
 
 
-def _abstract(name, dtypes, out_dtype=None):
-    def abstract(*xs, **params):
+def _abstract(name, dtypes, out_dtype=None, params=()):
+    def abstract(*xs, **given):
+        if set(given) != set(params):       # (pj.tiles.compute passes a user's keywords)
+            raise TypeError(f"pto.{name} takes the parameters {list(params)}, got {sorted(given)}")
         for x in xs:
             check_dtype(name, "operand", x, dtypes)
         dtype = check_same_dtype(name, *xs)
@@ -59,8 +61,8 @@ def _transpose(prim, *rules):
     ad.primitive_transposes[prim] = transpose
 
 
-def _define(name, dtypes, reference, out_dtype=None, differentiable=True):
-    prim = define(name, "elementwise", abstract=_abstract(name, dtypes, out_dtype), reference=reference,
+def _define(name, dtypes, reference, out_dtype=None, differentiable=True, params=()):
+    prim = define(name, "elementwise", abstract=_abstract(name, dtypes, out_dtype, params), reference=reference,
                   dtypes=dtypes, differentiable=differentiable)
     batch_broadcasting(prim)
     return prim
@@ -152,7 +154,7 @@ reciprocal_p = _define("reciprocal", FLOAT, upcast(lambda x: 1.0 / x))
 tanh_p = _define("tanh", FLOAT, upcast(jnp.tanh))
 sigmoid_p = _define("sigmoid", FLOAT, upcast(lax.logistic))
 silu_p = _define("silu", FLOAT, upcast(lambda x: x * lax.logistic(x)))
-gelu_p = _define("gelu", FLOAT, upcast(_gelu_reference))
+gelu_p = _define("gelu", FLOAT, upcast(_gelu_reference), params=("approximate",))
 abs_p = _define("abs", NUMERIC, jnp.abs)
 neg_p = _define("neg", NUMERIC, jnp.negative)
 relu_p = _define("relu", NUMERIC, lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)))
@@ -174,6 +176,9 @@ round = _public(round_p, "round", "Round to the nearest integer, ties to even.",
 
 def gelu(x, *, approximate: bool = True):
     """GELU: the tanh approximation by default, the exact erf form with ``approximate=False``."""
+    if not isinstance(approximate, bool):               # ("none", torch's exact form, is truthy)
+        raise op_error(PtoArgumentError, "gelu", f"approximate must be True (the tanh form) or False (the erf "
+                                                 f"form), got {approximate!r}")
     return gelu_p.bind(tensor("gelu", x), approximate=bool(approximate))
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..ascend.targets import target as get_target
@@ -78,6 +79,9 @@ def build(profile, compiled=None, *, title: str | None = None, options=None, lev
     that is not a run of ``compiled`` raises :class:`PtoArgumentError`. ``levels``: each level's text
     where there is no ``compiled`` to print them (a polymorphic compile's)."""
     check_args("pj.report.build", profile, compiled)
+    if levels is not None and not isinstance(levels, Mapping):
+        raise PtoArgumentError(f"pj.report.build: levels must be a mapping of level name -> its text, got "
+                               f"{type(levels).__name__}")
     graph = block_graph(compiled.lowering) if compiled is not None else None
     if graph is not None:
         _check_pair(profile, compiled, graph)
