@@ -89,16 +89,12 @@ def _default(value) -> str:
 
 
 def signature(fn) -> str:
-    """``(params)`` without annotations; defaults by name; ``*args`` of a fixed-arity op named."""
+    """``(params)`` without annotations; defaults by name."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return "(...)"
     params = list(sig.parameters.values())
-    if [p.kind for p in params] == [inspect.Parameter.VAR_POSITIONAL] and fn.__closure__:
-        cells = dict(zip(fn.__code__.co_freevars, fn.__closure__))
-        if "arity" in cells:                          # the elementwise ops' ``op(*args)`` of a fixed arity
-            return "(" + ", ".join("xyzw"[:cells["arity"].cell_contents]) + ")"
     out, star = [], False
     for p in params:
         if p.name == "self":

@@ -422,7 +422,7 @@ def _row_bias(bias, out) -> bool:
     """Whether a matmul's ``bias`` is one row of its N columns (``(N,)``, ``(..., 1, N)``): what the
     cube adds from its bias table."""
     shape = np.shape(bias)
-    return shape[-1] == out.shape[-1] and (len(shape) == 1 or shape[-2] == 1)
+    return len(shape) > 0 and shape[-1] == out.shape[-1] and (len(shape) == 1 or shape[-2] == 1)
 
 
 def _bias_after(a, b, bias, *, out_dtype, transpose_a, transpose_b):
@@ -640,8 +640,8 @@ STAGED_TOPK_CHUNK = 2048      # columns per partial top-k when the row is wider 
 def _check_sort_row(ctx, eqn, x) -> None:
     """A ``sort`` along a last axis past :data:`SORT_COLS` columns, more than one tile sorts (a row's sort
     keeps it whole in the UB, whatever the ``vec`` tile): refused with what to do instead."""
-    n = x.shape[-1] if x.ndim else 0
-    if ctx.op == "sort" and eqn.params["axis"] == x.ndim - 1 and isinstance(n, int) and n > SORT_COLS:
+    n = np.shape(x)[-1] if np.ndim(x) else 0             # (x may be a literal: where(True, x, 0.0))
+    if ctx.op == "sort" and eqn.params["axis"] == np.ndim(x) - 1 and isinstance(n, int) and n > SORT_COLS:
         raise PtoCapacityError(
             f"pto.sort{_at(ctx)}: a {np.dtype(x.dtype).name} row of {n} columns (shape {tuple(x.shape)}) is longer "
             f"than the {SORT_COLS} columns one tile sorts (a row's sort keeps it whole in the UB, whatever the vec "
@@ -1114,6 +1114,8 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
                                  invals[:1])
             return on_device(_staged_topk(ctx, eqn, invals))
         if op in _INDEXED:
+            if not hasattr(invals[1], "shape"):         # a literal index (gather(x, 1)): a 0-d array of it
+                invals = [invals[0], np.asarray(invals[1], eqn.invars[1].aval.dtype), *invals[2:]]
             chunk = _row_chunk(ctx, eqn, invals)
             if chunk is None:
                 return on_device(_indexed(ctx, eqn, invals))

@@ -71,8 +71,17 @@ def names(dtypes) -> str:
     return ", ".join(dtype_name(d) for d in dtypes)
 
 
+def flag(op: str, name: str, value) -> bool:
+    """A boolean parameter ``name`` of ``op``: True or False (a string such as ``"False"`` is truthy)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise op_error(PtoArgumentError, op, f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def canonical_dtype(op: str, dtype) -> np.dtype:
     """``dtype`` as a NumPy dtype ptojax supports, or a :class:`PtoDtypeError`."""
+    if dtype is None:                       # (NumPy reads None as float64)
+        raise op_error(PtoDtypeError, op, f"None is not a dtype; supported: {names(ANY)}")
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -101,7 +110,12 @@ def check_same_dtype(op: str, *avals) -> np.dtype:
 def tensor(op: str, x):
     """``x`` as a JAX array (or tracer) of a supported dtype."""
     if not isinstance(x, jax.Array):
-        x = jnp.asarray(x)
+        try:
+            if x is None or isinstance(x, (str, bytes)):     # (NumPy reads "a" as a dtype name)
+                raise TypeError
+            x = jnp.asarray(x)
+        except (TypeError, ValueError):
+            raise op_error(PtoArgumentError, op, f"operand {x!r} is not an array or a number") from None
     if x.dtype not in ANY:
         raise op_error(PtoDtypeError, op, f"operand of dtype {x.dtype.name} (shape {x.shape}) is not "
                        f"supported; supported: {names(ANY)}")
@@ -115,8 +129,8 @@ def is_scalar(x) -> bool:
 def operands(op: str, *args):
     """Tensors and Python scalars as arrays: a scalar takes the dtype of the first tensor operand.
 
-    A float scalar cannot join an integer or bool tensor (cast explicitly); an int scalar must fit
-    the tensor's integer dtype.
+    A float scalar cannot join an integer or bool tensor, nor an int scalar a bool one (cast
+    explicitly); an int scalar must fit the tensor's integer dtype.
     """
     like = next((a for a in args if not is_scalar(a)), None)
     if like is None:
@@ -128,6 +142,12 @@ def operands(op: str, *args):
             out.append(tensor(op, a))
             continue
         dt = like.dtype
+        if not isinstance(a, (bool, int, float, np.bool_, np.integer, np.floating)):    # complex, datetime64
+            raise op_error(PtoDtypeError, op, f"scalar {a!r} of type {type(a).__name__} is not a bool, int or "
+                           "float")
+        if dt == np.bool_ and not isinstance(a, (bool, np.bool_)):       # (2 was True)
+            raise op_error(PtoDtypeError, op, f"scalar {a!r} cannot combine with a bool tensor; cast the "
+                           "tensor first")
         if isinstance(a, (float, np.floating)) and dt not in FLOAT:
             raise op_error(PtoDtypeError, op, f"float scalar {a!r} cannot combine with a {dt.name} "
                            "tensor; cast the tensor first")
@@ -174,7 +194,7 @@ def static_shape(op: str, shape, what: str = "shape", *, symbolic: bool | None =
     slices or pads at it as ``lax`` does."""
     keep = what == "offsets" if symbolic is None else symbolic
     try:
-        out = tuple(s if keep and dims.is_symbolic(s) else int(s) for s in shape)
+        out = tuple(s if keep and dims.is_symbolic(s) else dims.as_int(s) for s in shape)
     except (TypeError, ValueError):
         raise op_error(PtoArgumentError, op, f"{what} must be a sequence of ints, got {shape!r}") from None
     return out

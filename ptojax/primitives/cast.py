@@ -16,7 +16,7 @@ from jax import lax
 
 from .._jax import ad, batching
 from ..errors import PtoArgumentError, op_error
-from ._base import ANY, BF16, BOOL, F32, FLOAT, I32, INT, canonical_dtype, check_dtype, define, shaped, tensor
+from ._base import ANY, BF16, BOOL, F32, FLOAT, I32, INT, canonical_dtype, check_dtype, define, flag, shaped, tensor
 
 ROUNDING = {
     "rint": jnp.round,
@@ -78,7 +78,7 @@ def _cast_reference(x, *, dtype, rounding, saturate):
 def _checked(src, dtype, rounding) -> np.dtype:
     """The target dtype of a cast from ``src``, or the error naming what the cast cannot do."""
     dtype = canonical_dtype("cast", dtype)
-    if rounding not in ROUNDING:
+    if not isinstance(rounding, str) or rounding not in ROUNDING:
         raise op_error(PtoArgumentError, "cast", f"rounding {rounding!r} is not one of {sorted(ROUNDING)}")
     if rounding != "rint" and not (src in FLOAT and dtype in INT):
         raise op_error(PtoArgumentError, "cast", f"rounding {rounding!r} applies to float -> int casts only; "
@@ -112,4 +112,4 @@ def cast(x, dtype, *, rounding: str = "rint", saturate: bool = True):
     dtype = _checked(x.dtype, dtype, rounding)
     if x.dtype == dtype:
         return x
-    return cast_p.bind(x, dtype=dtype, rounding=rounding, saturate=bool(saturate))
+    return cast_p.bind(x, dtype=dtype, rounding=rounding, saturate=flag("cast", "saturate", saturate))

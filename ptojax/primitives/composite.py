@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._jax import batching
 from ..errors import PtoArgumentError, PtoShapeError, op_error
@@ -28,7 +29,7 @@ def _softmax_abstract(x, *, axes):
 
 
 def _softmax_reference(x, *, axes):
-    z = x - jax.lax.stop_gradient(jnp.max(x, axes, keepdims=True))
+    z = x - jax.lax.stop_gradient(jnp.max(x, axes, keepdims=True, initial=-jnp.inf))    # (an empty axis too)
     e = jnp.exp(z)
     return e / jnp.sum(e, axes, keepdims=True)
 
@@ -88,7 +89,7 @@ for _p, _ref in ((rms_norm_p, _rms_norm_reference), (layer_norm_p, _layer_norm_r
 
 
 def _eps(name, eps):
-    if not isinstance(eps, (int, float)) or not eps >= 0:
+    if not isinstance(eps, (int, float, np.integer, np.floating)) or isinstance(eps, bool) or not eps >= 0:
         raise op_error(PtoArgumentError, name, f"eps must be a non-negative number, got {eps!r}")
     return float(eps)
 
@@ -112,6 +113,8 @@ QMAX = 127.0
 
 def _quantize_abstract(x, *, axes, scale_dtype):
     check_dtype("quantize", "operand", x, FLOAT)
+    if any(x.shape[a] == 0 for a in axes):       # (no max|x| to scale by)
+        raise op_error(PtoShapeError, "quantize", f"cannot quantize over the empty axes {axes} of {tuple(x.shape)}")
     scale_shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
     return [shaped(x.shape, I8), shaped(scale_shape, scale_dtype)]
 

@@ -12,6 +12,7 @@ import math
 from typing import Callable
 
 import jax
+import numpy as np
 from jax import lax
 
 from ..errors import PtoArgumentError, PtoShapeError, op_error
@@ -58,10 +59,17 @@ def decide(op: str, check: Callable[[], bool], statement: str) -> bool:
                        "constraints=...)") from None
 
 
+def as_int(d) -> int:
+    """An int (a NumPy one too) as a Python int; a TypeError for anything else (``2.7`` is no size)."""
+    if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+        raise TypeError(f"{d!r} is not an int")
+    return int(d)
+
+
 def dims(op: str, shape, what: str = "shape") -> tuple:
     """``shape`` as a tuple of dimensions (ints or symbolic expressions), or a :class:`PtoArgumentError`."""
     try:
-        return tuple(d if is_symbolic(d) else int(d) for d in shape)
+        return tuple(d if is_symbolic(d) else as_int(d) for d in shape)
     except (TypeError, ValueError):
         raise op_error(PtoArgumentError, op, f"{what} must be a sequence of ints or symbolic dimensions, "
                        f"got {shape!r}") from None

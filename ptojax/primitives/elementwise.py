@@ -6,6 +6,8 @@ transcendentals compute in float32 and round once to fp16/bf16.
 """
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -69,14 +71,17 @@ def _define(name, dtypes, reference, out_dtype=None, differentiable=True, params
 
 
 def _public(prim, name, doc, arity):
+    """The public op of ``prim``: ``op(x)``, or ``op(x, y)`` (more operands refused by name)."""
     if arity == 1:
         def op(x):
             return prim.bind(tensor(name, x))
     else:
-        def op(*args):
-            if len(args) != arity:
-                raise op_error(PtoArgumentError, name, f"takes {arity} operands, got {len(args)}")
-            return prim.bind(*operands(name, *args))
+        def op(x, y, *more):
+            if more:
+                raise op_error(PtoArgumentError, name, f"takes 2 operands, got {2 + len(more)}")
+            return prim.bind(*operands(name, x, y))
+        op.__signature__ = inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                                              for p in "xy"])
     op.__name__, op.__qualname__, op.__doc__ = name, name, doc
     return op
 

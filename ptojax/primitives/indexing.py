@@ -15,7 +15,7 @@ import numpy as np
 from .._jax import ad, batching
 from ..errors import PtoArgumentError, PtoShapeError, op_error
 from . import dims, elementwise, layout
-from ._base import (ANY, FLOAT, I32, NUMERIC, batch_size, check_dtype, check_same_dtype, define,
+from ._base import (ANY, FLOAT, I32, NUMERIC, batch_size, check_dtype, check_same_dtype, define, flag,
                     normalize_axis, shaped, tensor)
 
 
@@ -187,6 +187,8 @@ def _winners(idx, n):
 
 
 def _scatter_reference(x, idx, updates, *, axis, unique_indices=False):
+    if idx.size == 0:                           # nothing written (jnp.take refuses an empty axis)
+        return x
     winner = _winners(idx, x.shape[axis])
     picked = jnp.take(updates, jnp.maximum(winner, 0), axis=axis)
     written = (winner >= 0).reshape((1,) * axis + (-1,) + (1,) * (x.ndim - axis - 1))
@@ -229,7 +231,7 @@ def scatter_update(x, indices, updates, axis: int = 0, *, unique_indices: bool =
     """
     x, indices, updates = (tensor("scatter_update", a) for a in (x, indices, updates))
     return scatter_update_p.bind(x, indices, updates, axis=normalize_axis("scatter_update", axis, x.ndim),
-                                 unique_indices=bool(unique_indices))
+                                 unique_indices=flag("scatter_update", "unique_indices", unique_indices))
 
 
 # ------------------------------------------------------------------------------------- topk and sort
@@ -294,7 +296,8 @@ def topk(x, k: int, axis: int = -1, *, largest: bool = True):
     x = tensor("topk", x)
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise op_error(PtoArgumentError, "topk", f"k must be a positive int, got {k!r}")
-    values, indices = topk_p.bind(x, k=int(k), axis=normalize_axis("topk", axis, x.ndim), largest=bool(largest))
+    values, indices = topk_p.bind(x, k=int(k), axis=normalize_axis("topk", axis, x.ndim),
+                                 largest=flag("topk", "largest", largest))
     return values, indices
 
 
@@ -302,7 +305,7 @@ def sort(x, axis: int = -1, *, descending: bool = False):
     """``x`` sorted along ``axis`` (stable; NaN sorts above +inf as in XLA, not on the ``sim`` backend: docs/ops.md) and the int32 indices that sort it."""
     x = tensor("sort", x)
     axis = normalize_axis("sort", axis, x.ndim)
-    values, indices = sort_p.bind(x, k=x.shape[axis], axis=axis, largest=bool(descending))
+    values, indices = sort_p.bind(x, k=x.shape[axis], axis=axis, largest=flag("sort", "descending", descending))
     return values, indices
 
 
@@ -384,7 +387,7 @@ def merge_topk(values, indices, k: int, *, largest: bool = True):
     values, indices = tensor("merge_topk", values), tensor("merge_topk", indices)
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise op_error(PtoArgumentError, "merge_topk", f"k must be a positive int, got {k!r}")
-    out_v, out_i = merge_topk_p.bind(values, indices, k=int(k), largest=bool(largest))
+    out_v, out_i = merge_topk_p.bind(values, indices, k=int(k), largest=flag("merge_topk", "largest", largest))
     return out_v, out_i
 
 

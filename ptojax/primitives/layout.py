@@ -12,7 +12,7 @@ from jax import lax
 from .._jax import ad, batching
 from ..errors import PtoArgumentError, PtoShapeError, op_error
 from . import dims
-from ._base import (FLOAT, batch_size, broadcast_shapes, check_same_dtype, define, normalize_axis,
+from ._base import (FLOAT, batch_size, broadcast_shapes, check_same_dtype, define, normalize_axis, operands,
                     shaped, static_shape, tensor)
 
 
@@ -317,6 +317,8 @@ def _pad_abstract(x, *, pads, value):
 
 
 def _pad_reference(x, *, pads, value):
+    if not pads:                                # a rank-0 operand (jnp.pad refuses)
+        return x
     return jnp.pad(x, pads, constant_values=np.asarray(value, x.dtype))
 
 
@@ -340,11 +342,14 @@ def pad(x, pads, value=0):
     """Pad ``x`` with ``value``: ``pads`` holds one ``(low, high)`` pair of non-negative ints per axis."""
     x = tensor("pad", x)
     try:
-        pads = tuple((int(lo), int(hi)) for lo, hi in pads)
+        pads = tuple((dims.as_int(lo), dims.as_int(hi)) for lo, hi in pads)
     except (TypeError, ValueError):
-        raise op_error(PtoArgumentError, "pad", f"pads must be (low, high) pairs, got {pads!r}") from None
+        raise op_error(PtoArgumentError, "pad", f"pads must be (low, high) pairs of ints, got {pads!r}") from None
     if any(lo < 0 or hi < 0 for lo, hi in pads):
         raise op_error(PtoArgumentError, "pad", f"pads {pads} must be non-negative")
-    if isinstance(value, float) and x.dtype not in FLOAT:
+    if isinstance(value, (float, np.floating)) and x.dtype not in FLOAT:
         raise op_error(PtoArgumentError, "pad", f"float pad value {value} for a {x.dtype.name} tensor")
-    return pad_p.bind(x, pads=pads, value=value.item() if isinstance(value, np.generic) else value)
+    (value,) = operands("pad", x, value.item() if isinstance(value, np.generic) else value)[1:]
+    if value.ndim:
+        raise op_error(PtoArgumentError, "pad", f"the pad value must be a scalar, got shape {value.shape}")
+    return pad_p.bind(x, pads=pads, value=value.item())

@@ -16,7 +16,7 @@ from ..errors import PtoDtypeError, PtoShapeError, op_error
 from . import cast as _cast
 from . import elementwise, layout, reduce
 from ._base import (BF16, F16, F32, I8, I32, batch_size, broadcast_shapes, canonical_dtype,
-                    define, names, shaped, tensor)
+                    define, flag, names, shaped, tensor)
 
 ACCUMULATOR = {I8: I32, F16: F32, BF16: F32, F32: F32}
 OUT_DTYPES = {I8: (I32,), F16: (F32, F16), BF16: (F32, BF16), F32: (F32,)}
@@ -172,5 +172,5 @@ def matmul(a, b, *, out_dtype=None, transpose_a: bool = False, transpose_b: bool
     _check_operands(a, b)
     out_dtype = ACCUMULATOR[a.dtype] if out_dtype is None else canonical_dtype("matmul", out_dtype)
     args = (a, b) if bias is None else (a, b, tensor("matmul", bias))
-    return matmul_p.bind(*args, out_dtype=out_dtype, transpose_a=bool(transpose_a),
-                         transpose_b=bool(transpose_b))
+    return matmul_p.bind(*args, out_dtype=out_dtype, transpose_a=flag("matmul", "transpose_a", transpose_a),
+                         transpose_b=flag("matmul", "transpose_b", transpose_b))

@@ -11,7 +11,7 @@ from jax import lax
 from .._jax import ad, batching
 from ..errors import PtoShapeError, op_error
 from . import layout
-from ._base import (F32, FLOAT, I32, NUMERIC, check_dtype, define, jvp_from_reference, jvp_zero,
+from ._base import (F32, FLOAT, I32, NUMERIC, check_dtype, define, flag, jvp_from_reference, jvp_zero,
                     normalize_axes, normalize_axis, shaped, tensor)
 
 
@@ -67,7 +67,7 @@ jvp_from_reference(prod_p, _prod_reference)
 def _reduce(prim, name):
     def op(x, axis=None, keepdims: bool = False):
         x = tensor(name, x)
-        return prim.bind(x, axes=normalize_axes(name, axis, x.ndim), keepdims=bool(keepdims))
+        return prim.bind(x, axes=normalize_axes(name, axis, x.ndim), keepdims=flag(name, "keepdims", keepdims))
     op.__name__ = name
     return op
 
@@ -97,7 +97,7 @@ def _arg_reduction(name, reference):
 
     def op(x, axis: int = -1, keepdims: bool = False):
         x = tensor(name, x)
-        return prim.bind(x, axes=(normalize_axis(name, axis, x.ndim),), keepdims=bool(keepdims))
+        return prim.bind(x, axes=(normalize_axis(name, axis, x.ndim),), keepdims=flag(name, "keepdims", keepdims))
     op.__name__ = name
     op.__doc__ = f"int32 index of the first {name[3:]}imum along ``axis``."
     return prim, op
@@ -122,7 +122,7 @@ _batch_axes(cumsum_p)
 def cumsum(x, axis: int = -1, *, reverse: bool = False):
     """Inclusive prefix sum along ``axis`` (from the end when ``reverse``)."""
     x = tensor("cumsum", x)
-    return cumsum_p.bind(x, axes=(normalize_axis("cumsum", axis, x.ndim),), reverse=bool(reverse))
+    return cumsum_p.bind(x, axes=(normalize_axis("cumsum", axis, x.ndim),), reverse=flag("cumsum", "reverse", reverse))
 
 
 def unbroadcast(x, shape):
