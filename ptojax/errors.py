@@ -47,5 +47,7 @@ def op_error(cls: type[PtoError], op: str, message: str) -> PtoError:
 def no_derivative(kernel: str) -> PtoUnsupportedError:
     """The error of ``jax.grad`` / ``jax.jvp`` through a kernel, which has no automatic derivative."""
     return PtoUnsupportedError(f"pj.kernel '{kernel}' has no automatic derivative: wrap forward and backward "
-                               "kernels in jax.custom_vjp (as pj.nn's training ops do); second derivatives (grad "
-                               "of grad, jax.hessian) of pj.nn ops are not supported")
+                               "kernels in jax.custom_vjp (as pj.nn's training ops do), or stop the gradient at "
+                               "its inputs where its result needs none (kernel(jax.lax.stop_gradient(x))); "
+                               "jax.custom_vjp has no forward mode (jax.jvp, jax.jacfwd); second derivatives "
+                               "(grad of grad, jax.hessian) of pj.nn ops are not supported")

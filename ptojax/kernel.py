@@ -673,7 +673,10 @@ def _is_int(v) -> bool:
 
 def _entries(name: str, value, kinds, what: str, one: bool = False) -> tuple:
     """``value`` (one entry, a string or ``one``, or a sequence of them) as a tuple whose entries are all
-    ``kinds`` (ints: NumPy's too); a :class:`PtoArgumentError` naming ``name`` otherwise."""
+    ``kinds`` (ints: NumPy's too), None as none (as ``jax.jit`` takes it); a :class:`PtoArgumentError`
+    naming ``name`` otherwise."""
+    if value is None:
+        return ()
     entries = (value,) if one or isinstance(value, str) else value
     if kinds is int:
         ok = isinstance(entries, (tuple, list)) and all(map(_is_int, entries))
@@ -721,9 +724,29 @@ def _arrays(call: Compiled, outs, args) -> list:
     an aligned NumPy buffer, which the caller may refill)."""
     avals = [v.aval for v in call.lowering.traced.jaxpr.outvars]
     inputs = [a for a in args if isinstance(a, np.ndarray)]
-    arrays = [np.asarray(o, a.dtype) for o, a in zip(outs, avals)]
-    arrays = jax.device_put(_own(arrays, inputs))
+    arrays = _own([np.asarray(o, a.dtype) for o, a in zip(outs, avals)], inputs)
+    arrays = jax.device_put(arrays, _placement(call.name, arrays, args))
     return [weak(x) if a.weak_type else x for x, a in zip(arrays, avals)]
+
+
+def _placement(name: str, outs, args):
+    """Where ``jax.jit`` puts the results: on the device of the arguments committed to one (a result
+    shaped as a sharded argument sharded as it, the others replicated on its devices); on the default
+    device where none is committed. Arguments committed to different devices are refused, as by jit."""
+    committed = [a for a in args if isinstance(a, jax.Array) and a.committed]
+    if not committed:
+        return None
+    places = {frozenset(a.sharding.device_set) for a in committed}
+    if len(places) > 1:
+        raise PtoArgumentError(f"pj.kernel '{name}': arguments committed to different devices "
+                               f"({', '.join(sorted(str(sorted(d.id for d in p)) for p in places))}); put them "
+                               "on the same device(s), as jax.jit requires")
+    devices = sorted(places.pop(), key=lambda d: d.id)
+    if len(devices) == 1:
+        return jax.sharding.SingleDeviceSharding(devices[0])
+    everywhere = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("devices",)),
+                                            jax.sharding.PartitionSpec())
+    return [next((a.sharding for a in committed if a.shape == o.shape), everywhere) for o in outs]
 
 
 @pto_call_p.def_abstract_eval
@@ -860,7 +883,11 @@ batching.primitive_batchers[pto_call_p] = _batch
 
 
 def _no_jvp(primals, tangents, *, call: Compiled):
-    raise no_derivative(call.name)
+    """Integer and bool results have zero tangents (as ``jnp.argmax``'s); a float one has no derivative."""
+    if any(jnp.issubdtype(v.aval.dtype, jnp.inexact) for v in call.lowering.traced.jaxpr.outvars):
+        raise no_derivative(call.name)
+    outs = pto_call_p.bind(*primals, call=call)
+    return outs, [ad.Zero(jax.typeof(o).to_tangent_aval()) for o in outs]
 
 
 ad.primitive_jvps[pto_call_p] = _no_jvp

@@ -19,6 +19,7 @@ import re
 
 import jax
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
 
 from ._jax import jaxprs_in_params
 from .ascend import compile_kernel
@@ -196,10 +197,15 @@ class PolymorphicCompiled:
             return jax.pure_callback(lambda *xs: self._run_flat(xs, m, self.options.executor)[0],
                                      self.result_shapes(m), *flat, vmap_method="sequential")
 
-        @call.defjvp
-        def _(primals, tangents):
-            raise no_derivative(self.name)
+        def jvp(primals, tangents):
+            """Integer and bool results have zero tangents; a float one has no derivative."""
+            shapes = self.result_shapes(m)
+            if any(jax.numpy.issubdtype(s.dtype, jax.numpy.inexact) for s in shapes):
+                raise no_derivative(self.name)
+            outs = call(*primals)
+            return outs, [SymbolicZero(jax.typeof(o).to_tangent_aval()) for o in outs]
 
+        call.defjvp(jvp, symbolic_zeros=True)
         return call
 
     def result_shapes(self, m: int) -> list:
