@@ -126,6 +126,16 @@ def is_scalar(x) -> bool:
     return isinstance(x, (bool, int, float, np.generic)) and not isinstance(x, np.ndarray)
 
 
+def is_float_scalar(x) -> bool:
+    """A Python or NumPy float scalar, ml_dtypes' (``bfloat16``) included."""
+    return isinstance(x, float) or (isinstance(x, np.generic) and jnp.issubdtype(x.dtype, jnp.floating))
+
+
+def is_number_scalar(x) -> bool:
+    """A bool, int or float scalar (Python's, NumPy's or ml_dtypes'): no complex, datetime or string."""
+    return isinstance(x, (bool, int, np.bool_, np.integer)) or is_float_scalar(x)
+
+
 def operands(op: str, *args):
     """Tensors and Python scalars as arrays: a scalar takes the dtype of the first tensor operand.
 
@@ -142,13 +152,13 @@ def operands(op: str, *args):
             out.append(tensor(op, a))
             continue
         dt = like.dtype
-        if not isinstance(a, (bool, int, float, np.bool_, np.integer, np.floating)):    # complex, datetime64
+        if not is_number_scalar(a):                                          # complex, datetime64
             raise op_error(PtoDtypeError, op, f"scalar {a!r} of type {type(a).__name__} is not a bool, int or "
                            "float")
         if dt == np.bool_ and not isinstance(a, (bool, np.bool_)):       # (2 was True)
             raise op_error(PtoDtypeError, op, f"scalar {a!r} cannot combine with a bool tensor; cast the "
                            "tensor first")
-        if isinstance(a, (float, np.floating)) and dt not in FLOAT:
+        if is_float_scalar(a) and dt not in FLOAT:
             raise op_error(PtoDtypeError, op, f"float scalar {a!r} cannot combine with a {dt.name} "
                            "tensor; cast the tensor first")
         if dt in INT and not isinstance(a, (bool, np.bool_)):

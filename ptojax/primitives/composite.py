@@ -13,7 +13,7 @@ from .._jax import batching
 from ..errors import PtoArgumentError, PtoShapeError, op_error
 from . import elementwise, layout
 from ._base import (F32, FLOAT, I8, I32, broadcast_shapes, canonical_dtype, check_dtype, check_same_dtype,
-                    define, jvp_from_reference, normalize_axes, normalize_axis, shaped, tensor, upcast)
+                    define, is_number_scalar, jvp_from_reference, normalize_axes, normalize_axis, shaped, tensor, upcast)
 
 
 def _batch_axes(prim):
@@ -89,7 +89,7 @@ for _p, _ref in ((rms_norm_p, _rms_norm_reference), (layer_norm_p, _layer_norm_r
 
 
 def _eps(name, eps):
-    if not isinstance(eps, (int, float, np.integer, np.floating)) or isinstance(eps, bool) or not eps >= 0:
+    if not is_number_scalar(eps) or isinstance(eps, (bool, np.bool_)) or not eps >= 0:
         raise op_error(PtoArgumentError, name, f"eps must be a non-negative number, got {eps!r}")
     return float(eps)
 

@@ -12,7 +12,7 @@ from jax import lax
 from .._jax import ad, batching
 from ..errors import PtoArgumentError, PtoShapeError, op_error
 from . import dims
-from ._base import (FLOAT, batch_size, broadcast_shapes, check_same_dtype, define, normalize_axis, operands,
+from ._base import (FLOAT, batch_size, broadcast_shapes, check_same_dtype, define, is_float_scalar, normalize_axis, operands,
                     shaped, static_shape, tensor)
 
 
@@ -347,7 +347,7 @@ def pad(x, pads, value=0):
         raise op_error(PtoArgumentError, "pad", f"pads must be (low, high) pairs of ints, got {pads!r}") from None
     if any(lo < 0 or hi < 0 for lo, hi in pads):
         raise op_error(PtoArgumentError, "pad", f"pads {pads} must be non-negative")
-    if isinstance(value, (float, np.floating)) and x.dtype not in FLOAT:
+    if is_float_scalar(value) and x.dtype not in FLOAT:
         raise op_error(PtoArgumentError, "pad", f"float pad value {value} for a {x.dtype.name} tensor")
     (value,) = operands("pad", x, value.item() if isinstance(value, np.generic) else value)[1:]
     if value.ndim:
