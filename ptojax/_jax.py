@@ -67,6 +67,11 @@ def weak_32(x):
     return _convert_element_type(x, np.dtype(dtype), weak_type=True)
 
 
+# JAX's errors of a trace that needed a traced value (Python ``if`` / ``int`` / ``range`` / ``np.asarray`` of it)
+NEEDS_VALUE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
+               jax.errors.TracerArrayConversionError)
+
+
 def weak(x):
     """``x`` weakly typed (a result computed from Python numbers only, as ``jax.jit`` returns it)."""
     return _convert_element_type(x, x.dtype, weak_type=True)
@@ -98,6 +103,6 @@ def host_call_lowering(ctx, host, *operands):
 
 
 __all__ = [
-    "ClosedJaxpr", "Jaxpr", "dims_32", "Literal", "Primitive", "ShapedArray", "Var", "ad", "batching", "frames", "host_call_lowering",
+    "ClosedJaxpr", "Jaxpr", "NEEDS_VALUE", "dims_32", "Literal", "Primitive", "ShapedArray", "Var", "ad", "batching", "frames", "host_call_lowering",
     "jaxpr_as_fun", "jaxprs_in_params", "mlir", "per_device", "result_aval", "vary_alike", "weak", "weak_32", "xla",
 ]

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import ascend
-from ._jax import (Literal, Primitive, ad, batching, dims_32, host_call_lowering, mlir, per_device, result_aval,
+from ._jax import (NEEDS_VALUE, Literal, Primitive, ad, batching, dims_32, host_call_lowering, mlir, per_device, result_aval,
                    weak, weak_32, xla)
 from .ascend import ptoas as _ptoas
 from .ascend.targets import target as get_target
@@ -239,8 +239,6 @@ def _leaf_labels(in_tree, arg_names) -> list:
 
 
 _TRACER = r"\w*Tracer\([^)]*\)|Traced<[^>]*>(with<[^>]*>)?"     # how JAX prints a tracer in its messages
-_NEEDS_VALUE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
-                jax.errors.TracerArrayConversionError)
 
 
 def _traced_value_error(name: str, fn, args, tree, err) -> PtoArgumentError:
@@ -538,7 +536,7 @@ class Kernel:
             try:
                 lowering = lower(self.fn, *specs, options=self.options.pass_options, memory=memory)
             except (TypeError, IndexError) as err:      # JAX's: the trace needs a traced value (a shape too)
-                if isinstance(err, PtoError) or not (isinstance(err, _NEEDS_VALUE) or re.search(_TRACER, str(err))):
+                if isinstance(err, PtoError) or not (isinstance(err, NEEDS_VALUE) or re.search(_TRACER, str(err))):
                     raise
                 raise _traced_value_error(self.name, self.fn, args, tree, err) from err
             if self.options.backend != "sim" or lowering.symbolic:

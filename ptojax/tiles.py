@@ -37,14 +37,14 @@ from typing import Callable, Sequence
 import jax
 import numpy as np
 
-from ._jax import ClosedJaxpr, Literal, ShapedArray
+from ._jax import NEEDS_VALUE, ClosedJaxpr, Literal, ShapedArray
 from .ascend import asm
 from .ascend import cost as _cost
 from .ascend import isa as _isa
 from .ascend import tile_semantics as _tile_semantics
 from .errors import PtoArgumentError, PtoDtypeError, PtoShapeError, PtoUnsupportedError, op_error
 from .lowering import ir
-from .lowering.origin import blame
+from .lowering.origin import blame, raised_at
 from .lowering.tensor import to_tensor_level
 from .lowering.walk import CONTROL, body_of, by_rule, control, counted_loop, is_const, retrace
 from .primitives import OPS
@@ -617,7 +617,15 @@ def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None
         return result
 
     index_avals = [jax.ShapeDtypeStruct((), np.int32)] * n
-    closed = jax.make_jaxpr(flat)(*index_avals, *in_avals, *out_avals)
+    try:
+        closed = jax.make_jaxpr(flat)(*index_avals, *in_avals, *out_avals)
+    except NEEDS_VALUE as err:                              # Python `if` / `range` / `int` of a traced value
+        at = raised_at(err)
+        raise PtoArgumentError(
+            f"pj.tiles.grid '{name}'{f' at {at}' if at else ''}: the body needs the value of a tile or a grid "
+            f"index ({type(err).__name__}); a body is traced once for all grid points, its tiles and indices "
+            "without values: choose with pj.tiles.where, loop with a lax.fori_loop of static bounds, or write "
+            "a grid per case") from None
     if closed.consts:
         raise PtoArgumentError(f"pj.tiles.grid '{name}': the body closes over arrays "
                                f"{[tuple(np.shape(c)) for c in closed.consts]}; pass GM tensors through inputs= "
@@ -774,7 +782,8 @@ def register_op(name: str, *, reference: Callable, numpy: Callable | None = None
                   operands=operands_text)
     _tile_semantics.register(name, reference, numpy)
     CUSTOM[name] = {"primitive": prim, "pipe": pipe, "dtypes": dtypes, "reference": reference,
-                    "reads_gm": loc if reads_gm else None, "abstract": abstract_eval if abstract else None}
+                    "reads_gm": loc if reads_gm else None, "abstract": abstract_eval,
+                    "declared": "abstract=" if abstract else "the default abstract (the first operand's)"}
 
     def op(*args, **params):
         return _bind_custom(name, prim, args, params)
@@ -814,14 +823,14 @@ def _bind_custom(name, prim, args, params):
     if dtypes and np.dtype(args[0].dtype) not in dtypes:
         raise PtoDtypeError(f"pj.tiles.{name}: first operand is {np.dtype(args[0].dtype).name}; pto.{name} takes "
                             f"{', '.join(d.name for d in dtypes)}")
-    if CUSTOM[name].get("abstract") is not None:
-        _check_abstract(name, CUSTOM[name], args, params)
+    _check_abstract(name, CUSTOM[name], args, params)
     return prim.bind(*args, **params)
 
 
 def _check_abstract(name, entry, args, params) -> None:
-    """``abstract=`` agrees with what ``reference`` returns (``jax.eval_shape``) for these operands: a
-    disagreement would fail only when a task runs (its result written into a tile of the declared type)."""
+    """The op's abstract (``abstract=`` or the first operand's shape and dtype) agrees with what
+    ``reference`` returns (``jax.eval_shape``) for these operands: a disagreement would fail only when a
+    task runs (its result written into a tile of the declared type), and XLA would store what it got."""
     avals = [ShapedArray(tuple(np.shape(a)), np.dtype(a.dtype)) for a in args]
     declared = entry["abstract"](*avals, **params)
     try:
@@ -837,8 +846,9 @@ def _check_abstract(name, entry, args, params) -> None:
     if len(got) != len(declared) or any(not hasattr(g, "shape") or tuple(g.shape) != tuple(d.shape)
                                         or np.dtype(g.dtype) != np.dtype(d.dtype) for g, d in zip(got, declared)):
         ops = text(avals)
-        raise PtoArgumentError(f"pj.tiles.{name}: abstract= declares {text(declared)} for operands ({ops}), but "
-                               f"reference returns {text(got)}; make pto.{name}'s abstract and reference agree")
+        raise PtoArgumentError(f"pj.tiles.{name}: {entry['declared']} declares {text(declared)} for operands "
+                               f"({ops}), but reference returns {text(got)}; make pto.{name}'s abstract and "
+                               "reference agree")
 
 
 def _attribute(value) -> bool:

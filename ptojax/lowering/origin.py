@@ -86,6 +86,19 @@ def _live() -> list:
     return stack
 
 
+def raised_at(err: BaseException) -> str | None:
+    """``file.py:12 (fn)``: the user's innermost frame in ``err``'s traceback, None if it holds none."""
+    tb, at = err.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        name = code.co_filename
+        library = "/jax/_src/" in name or "/jaxlib/" in name or os.path.realpath(name).startswith(_STDLIB)
+        if not library and own_path(name) is None:
+            at = f"{name}:{tb.tb_lineno} ({code.co_name})"
+        tb = tb.tb_next
+    return at
+
+
 def _call_at(eqn, stack=None) -> str | None:
     """``jnp.fft.fft at file.py:12 (fn)`` for an eqn whose traceback (or ``stack``, :func:`_live`'s)
     holds a user frame, else None."""
