@@ -38,7 +38,7 @@ def _batch(x, y):
 def test_a_symbolic_lower_compiles_to_the_polymorphic_compile(poly):
     """``lower(*symbolic specs).compile()`` profiles at ``m=`` with the makespan of the kernel compiled
     for arguments of those rows (``polymorphic_shapes``), and the tasks of a static compile at that size
-    (its makespan within 0.1%: docs/dynamic_shapes.md); it runs at every size (eager and under
+    (its makespan within 0.1% at these sizes; docs/dynamic_shapes.md says why it can differ a little); it runs at every size (eager and under
     ``jax.jit``) with the numbers of ``polymorphic_shapes``' compile, which it is."""
     m, = jax.export.symbolic_shape("m")
     k = pj.kernel(seed_kernel, polymorphic_shapes=poly) if poly else pj.kernel(seed_kernel)

@@ -585,9 +585,12 @@ class DynamicKernel:
     blocks a size needs, each one a call of its function in the dynamic text (:mod:`~ptojax.ascend.engine`)."""
 
     def __init__(self, lowering, compiled, size: int, rows: dict, arch: str = "a3"):
-        if compiled.tasks:
-            raise PtoUnsupportedError("pto dynamic rows: blocks of several tiles (tiles_per_block > 1) are not "
-                                      "supported with a symbolic row count")
+        several = sorted({p.program.name for e in lowering.block.jaxpr.eqns if e.primitive is ir.block_call_p
+                          for p in e.params["spec"].parts if p.tiles_per_block != 1})
+        if compiled.tasks or several:
+            raise PtoUnsupportedError("pto dynamic rows: blocks of several tiles (tiles_per_block \"auto\" or > 1"
+                                      f"{': ' + ', '.join(several) if several else ''}) are not supported with a "
+                                      "symbolic row count")
         self.lowering, self.compiled, self.size, self.row_vars = lowering, compiled, size, rows
         names = [n for n, _ in compiled.entries()]
         self.names = dict(zip(compiled.kernels, names))
