@@ -264,17 +264,20 @@ def _plan(jaxpr, siblings: bool = True) -> list:
     producer = {}                       # var -> the position its group is emitted at
     made_by = {}                        # var -> the group (or moved eqn) that makes it
     groups: list[_Group | list] = []
-    open_groups: list[_Group] = []
+    opened: dict = {}                   # id of a group -> the order it was opened in
     for position, eqn in enumerate(jaxpr.eqns):
         spec = _grid(eqn)
         stores = _stores(spec) if spec is not None and spec.kind == "vector" else None
         if stores is not None:
             produced = {v: [_canonical(s[pos], p.shape) for s, p in zip(stores, spec.parts)]
                         for pos, v in enumerate(eqn.outvars)}
-            group = next((g for g in reversed(open_groups) if _joins(g, eqn, spec, producer, made_by)), None)
+            # only a group whose results the eqn reads can take it: the latest of them that does
+            readable = {id(g): g for v in eqn.invars if isinstance(v, Var) and isinstance(g := made_by.get(v), _Group)}
+            group = next((g for g in sorted(readable.values(), key=lambda g: -opened[id(g)])
+                          if _joins(g, eqn, spec, producer, made_by)), None)
             if group is None:
                 group = _Group([eqn], spec, produced, (position,))
-                open_groups.append(group)
+                opened[id(group)] = len(opened)
                 groups.append(group)
             else:
                 group.eqns.append(eqn)
@@ -300,7 +303,7 @@ def _plan(jaxpr, siblings: bool = True) -> list:
     groups.sort(key=lambda g: order[id(g)])
     if siblings:
         groups = _merge_siblings(groups, producer)
-    return [g.eqns if isinstance(g, _Group) else g for g in groups]
+    return [_members(g) for g in groups]
 
 
 def _merge_siblings(groups, producer) -> list:
@@ -309,25 +312,37 @@ def _merge_siblings(groups, producer) -> list:
     did not start) or a later op reads results of both (ops on the same tiles feeding one consumer);
     one task per tile instead of two. A merge delays no reader that needs only one of them."""
     owner, readers = {}, {}             # eqn -> its group; var -> the eqns that read it
+    by_id, made_in = {}, {}             # group id -> the group; var -> the group that makes it
     for g in groups:
-        for eqn in (g.eqns if isinstance(g, _Group) else g):
+        by_id[id(g)] = g
+        for eqn in _members(g):
             owner[id(eqn)] = id(g)
             for v in eqn.invars:
                 if isinstance(v, Var):
                     readers.setdefault(v, []).append(id(eqn))
-    kept: list = []
+        made_in.update((v, g) for v in (g.produced if isinstance(g, _Group) else ()))
+
+    def related(g):
+        """The groups ``g`` reads, or that its consumers read: only those can take it (:func:`_sibling`)."""
+        consumers = {owner[e] for u in g.produced for e in readers.get(u, ())} - {id(g)}
+        read = [v for e in g.eqns for v in e.invars]
+        read += [v for c in consumers for e in _members(by_id[c]) for v in e.invars]
+        return {id(h): h for v in read if isinstance(v, Var) and (h := made_in.get(v)) is not None and h is not g}
+
+    kept, rank = [], {}                 # rank: a kept group's place in ``kept``
     for g in groups:
         target = None
         if isinstance(g, _Group):
-            target = next((h for h in reversed(kept) if isinstance(h, _Group) and _sibling(h, g, producer, owner, readers)),
-                          None)
+            earlier = sorted((h for k, h in related(g).items() if k in rank), key=lambda h: -rank[id(h)])
+            target = next((h for h in earlier if _sibling(h, g, producer, owner, readers)), None)
         if target is None:
+            rank[id(g)] = len(kept)
             kept.append(g)
             continue
         target.eqns += g.eqns
         target.produced.update(g.produced)
         for v in g.produced:
-            producer[v] = target.first
+            producer[v], made_in[v] = target.first, target
         for eqn in g.eqns:
             owner[id(eqn)] = id(target)
     return kept
@@ -427,6 +442,11 @@ def _emit_at(item, at, producer):
     for e in (item.eqns if isinstance(item, _Group) else item):
         for v in e.outvars:
             producer[v] = at
+
+
+def _members(group) -> list:
+    """The eqns of a plan's entry (a :class:`_Group`, a moved eqn, or a lone eqn's list)."""
+    return group.eqns if isinstance(group, _Group) else group
 
 
 def _sibling(group: _Group, other: _Group, producer, owner, readers) -> bool:
@@ -726,15 +746,17 @@ def _indexed_advice(moves, memory) -> str:
 
 
 # ----------------------------------------------------------------------------------------- driver
-def _escaping(jaxpr, group):
-    """Outputs of ``group`` that the rest of ``jaxpr`` (or its result) still reads from GM."""
-    members = set(map(id, group))
-    outvars = {v for v in jaxpr.outvars if isinstance(v, Var)}
-    readers = {}
+def _readers(jaxpr) -> dict:
+    """var -> the ids of the eqns of ``jaxpr`` that read it (None: the jaxpr's result)."""
+    readers: dict = {}
     for eqn in jaxpr.eqns:
-        if id(eqn) not in members:
-            readers.update((v, True) for v in eqn.invars if isinstance(v, Var))
-    return {v for e in group for v in e.outvars if v in outvars or v in readers}
+        for v in eqn.invars:
+            if isinstance(v, Var):
+                readers.setdefault(v, set()).add(id(eqn))
+    for v in jaxpr.outvars:
+        if isinstance(v, Var):
+            readers.setdefault(v, set()).add(None)
+    return readers
 
 
 class _Partitioner:
@@ -742,6 +764,14 @@ class _Partitioner:
         self.memory, self.options = memory, options
         self.programs: dict[tuple, Program] = {}
         self.plans: dict[tuple, dict] = {}       # (core, body text, grid shape) -> the backends' plan
+        self.read_in: tuple = (None, {})         # a jaxpr and its :func:`_readers`
+
+    def escaping(self, jaxpr, group) -> set:
+        """Outputs of ``group`` that the rest of ``jaxpr`` (or its result) still reads from GM."""
+        if self.read_in[0] is not jaxpr:
+            self.read_in = (jaxpr, _readers(jaxpr))
+        readers, members = self.read_in[1], set(map(id, group))
+        return {v for e in group for v in e.outvars if not readers.get(v, set()) <= members}
 
     def loops(self, label) -> bool:
         return self.options.get("row_loops", label, True)
@@ -858,10 +888,10 @@ class _Partitioner:
         """``plan`` with runs of vector groups over the same row blocks that ``rowloop.fuse`` makes one
         program (long rows looping inside it) as one group each, where its program fits the core; what
         the trace put between them without reading them (:func:`_run`) goes before."""
-        out, plan = [], list(plan)
+        out, plan, shapes = [], list(plan), {}
         while plan:
             first = _grid(plan[0][0])
-            apart, run = _run(plan) if first is None or self.options.get("row_loops", first.label, True) else ([], [])
+            apart, run = _run(plan, shapes) if first is None or self.options.get("row_loops", first.label, True) else ([], [])
             for m in range(len(run), 1, -1):
                 group = _RowGroup(e for g in run[:m] for e in g)
                 try:
@@ -882,7 +912,7 @@ class _Partitioner:
         where that program overfills a buffer, over narrower column chunks (``rowloop.narrower``: the
         width halved while it stays 32-byte aligned) — the widest that fits; None where no row loop
         forms, the narrowest's :class:`PtoCapacityError` where none fits."""
-        escaping, known, error = _escaping(jaxpr, group), dict(self.programs), None
+        escaping, known, error = self.escaping(jaxpr, group), dict(self.programs), None
         for chunk in (None, *rowloop.narrower(group, self.memory)):
             fused = rowloop.fuse(group, escaping, chunk=chunk)
             if fused is None:
@@ -973,7 +1003,7 @@ class _Partitioner:
     def in_column_chunks(self, jaxpr, group, note):
         """The block of ``group`` as a row loop over column chunks of its rows (``rowloop.fuse`` with
         ``memory``), or None where the group is not of that form."""
-        fused = rowloop.fuse(group, _escaping(jaxpr, group), self.memory)
+        fused = rowloop.fuse(group, self.escaping(jaxpr, group), self.memory)
         return None if fused is None else self.row_block(group, fused, note, lone=True)
 
     def wide_rows(self, jaxpr, group, split):
@@ -1002,7 +1032,7 @@ class _Partitioner:
         ops = tuple(op for sp in specs for op in sp.ops)
         tpb = self.options.get("tiles_per_block", label, 1)
         for share_loads in (True, False):
-            bodies, out_specs, inputs, outputs = _fuse(group, _escaping(jaxpr, group), share_loads)
+            bodies, out_specs, inputs, outputs = _fuse(group, self.escaping(jaxpr, group), share_loads)
             lone = False if whole else "pieces" if pieces else len(group) == 1
             try:
                 if not keep:
@@ -1035,17 +1065,16 @@ class _RowGroup(list):
     block = None
 
 
-def _run(plan) -> tuple[list, list]:
+def _run(plan, shapes: dict) -> tuple[list, list]:
     """The run of vector groups from ``plan[0]`` that may form a row loop (same label, same row blocks:
     grid parts alike but for the last, column, dim; column tiles in some only), and the groups between
     them that read none of them (a weight's cast traced between a norm's ops; emitted before the run):
-    ``(apart, run)``, which make up the start of ``plan``; ``([], [])`` where no such run starts there."""
+    ``(apart, run)``, which make up the start of ``plan``; ``([], [])`` where no such run starts there.
+    ``shapes``: each group's :func:`_row_shapes`, kept over the calls on one plan."""
     def rows(group):
-        specs = [_grid(e) for e in group]
-        if any(s is None or s.kind != "vector" for s in specs):
-            return None
-        keys = {(s.label, tuple(dict.fromkeys(p.shape[:-1] for p in s.parts))) for s in specs}
-        return keys.pop() if len(keys) == 1 else None
+        if id(group) not in shapes:
+            shapes[id(group)] = _row_shapes(group)
+        return shapes[id(group)]
 
     def movable(group, made, pending):
         return len(pending) < _APART and all(
@@ -1054,22 +1083,32 @@ def _run(plan) -> tuple[list, list]:
                  or (_grid(e) is not None and all(o.alias is None for o in _grid(e).outputs)))
             for e in group)
 
-    key = rows(plan[0])
+    key, grids = rows(plan[0])
     if key is None:
         return [], []
-    run, apart, pending = plan[:1], [], []
+    run, apart, pending, grids = plan[:1], [], [], set(grids)
     made = {v for e in plan[0] for v in e.outvars}
     for group in plan[1:]:
-        if rows(group) == key:
+        if rows(group)[0] == key:
             run.append(group)
+            grids |= rows(group)[1]
             made.update(v for e in group for v in e.outvars)
             apart, pending = apart + pending, []
         elif movable(group, made, pending):
             pending.append(group)
         else:
             break
-    grids = {tuple(p.shape for p in _grid(e).parts) for g in run for e in g}
     return (apart, run) if len(grids) > 1 else ([], [])
+
+
+def _row_shapes(group) -> tuple:
+    """``(key, grids)`` of a group of vector grids: its label and row blocks (None where the grids
+    differ in them, or one is no vector grid) and the set of its grids' part shapes."""
+    specs = [_grid(e) for e in group]
+    if any(s is None or s.kind != "vector" for s in specs):
+        return None, frozenset()
+    keys = {(s.label, tuple(dict.fromkeys(p.shape[:-1] for p in s.parts))) for s in specs}
+    return (keys.pop() if len(keys) == 1 else None), frozenset(tuple(p.shape for p in s.parts) for s in specs)
 
 
 def to_block_level(tile: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, options: Options = Options()):
