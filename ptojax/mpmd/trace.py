@@ -319,8 +319,8 @@ class Profile:
         """Write the Chrome trace JSON to ``path`` (a str or ``os.PathLike``; open it in Perfetto or
         chrome://tracing)."""
         path = output_path(path, "Profile.save")
-        with open(path, "w") as f:
-            json.dump(self.chrome_trace(), f, indent=None, separators=(",", ":"))
+        with open(path, "w") as f:        # one string: json.dumps encodes in C, json.dump in Python chunks
+            f.write(json.dumps(self.chrome_trace(), indent=None, separators=(",", ":")))
 
     def swimlane(self, path) -> None:
         """Draw the swimlane (one row per used core, colours per label) to ``path`` (a str or
