@@ -156,6 +156,13 @@ class Vec:
         self.x = x
 
 
+def _error(func, stmt, message) -> PtoExecutionError:
+    """The error of statement ``stmt`` (None: the function ``func`` itself), naming its function and line."""
+    where = f"line {stmt.line}: " if stmt else f"line {func.line}: "
+    text = f" in `{stmt.text[:160]}`" if stmt else ""
+    return PtoExecutionError(f"pto engine: function '{func.name}' {where}{message}{text}")
+
+
 class _Stale(Exception):
     """A value a tape's run depended on (read from GM or a tile) differs in this run."""
 
@@ -549,9 +556,7 @@ class _Run:
                 self.env[name] = int(arg) if type_ == "index" else np.asarray(arg, DTYPES[type_])
 
     def error(self, stmt, message):
-        where = f"line {stmt.line}: " if stmt else f"line {self.func.line}: "
-        text = f" in `{stmt.text[:160]}`" if stmt else ""
-        return PtoExecutionError(f"pto engine: function '{self.func.name}' {where}{message}{text}")
+        return _error(self.func, stmt, message)
 
     def get(self, stmt, name):
         if isinstance(name, int):
@@ -914,7 +919,16 @@ class _Run:
             else:
                 for w, r in zip(writers, res):
                     w(np.asarray(r))
-        return step
+        if op not in USER:
+            return step
+        func = self.func
+
+        def user_step(flats):                      # a user's semantics may raise anything: named as by run()
+            try:
+                step(flats)
+            except Exception as err:               # noqa: BLE001
+                raise _error(func, s, f"pto.{op} failed: {type(err).__name__}: {err}") from err
+        return user_step
 
     def converted(self, s, src: _Tile, dtype, value):
         if src.dtype != dtype and src.type.loc != "acc":
