@@ -64,12 +64,16 @@ def _scores(q, kj, j, block, scale):
     h, s, d = q.shape
     st = matmul_f32(q, kj, transpose_b=True)
     with tile(vec=(16, block)):
-        if is_symbolic(s):             # the query rows' iota made on the cores
-            rows = jax.lax.broadcasted_iota(jnp.int32, (s, block), 0) - np.arange(block, dtype=np.int32)[None, :]
-        else:
-            rows = np.arange(s, dtype=np.int32)[:, None] - np.arange(block, dtype=np.int32)[None, :]
-        visible = rows >= j * block                    # key j*block + c <= query r
-        return jnp.where(visible[None], st * scale, _NEG)
+        return jnp.where(_visible(s, j, block)[None], st * scale, _NEG)
+
+
+def _visible(s, j, block):
+    """The (S, block) causal mask of KV block ``j``: key ``j*block + c`` <= query ``r``."""
+    if is_symbolic(s):                 # the query rows' iota made on the cores
+        rows = jax.lax.broadcasted_iota(jnp.int32, (s, block), 0) - np.arange(block, dtype=np.int32)[None, :]
+    else:
+        rows = np.arange(s, dtype=np.int32)[:, None] - np.arange(block, dtype=np.int32)[None, :]
+    return rows >= j * block
 
 
 def _count(nb):
@@ -131,8 +135,9 @@ def _fa_bwd_kernel(q, k, v, o, lse, do, *, block):
             dvj = matmul_f32(p_in, do, transpose_a=True)                          # (H, block, D)
         with jax.named_scope("dP"):
             dp = matmul_f32(do, vj, transpose_b=True)                             # (H, S, block)
-        with tile(vec=(16, block)), jax.named_scope("dS"):
-            ds = (p * (dp - delta[..., None]) * scale).astype(q.dtype)
+        with tile(vec=(16, block)), jax.named_scope("dS"):    # masked: 0, as through jnp.where (NaN rows too)
+            ds = jnp.where(_visible(q.shape[1], j, block)[None], p * (dp - delta[..., None]) * scale, 0.0)
+            ds = ds.astype(q.dtype)
         with jax.named_scope("dQ"):
             dq2 = dq + matmul_f32(ds, kj)
         with jax.named_scope("dK"):

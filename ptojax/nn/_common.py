@@ -12,6 +12,7 @@ from ..errors import PtoArgumentError, PtoDtypeError, PtoShapeError
 from ..kernel import BACKENDS, Kernel, kernel
 from ..lowering import tile
 from ..lowering.memory import ASCEND_CORE
+from ..primitives._base import is_number_scalar
 
 F32 = jnp.float32
 FLOATS = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
@@ -30,6 +31,24 @@ def check_static(op: str, name: str, value, kind: str = "number"):
                                f"differentiable); got a traced {value.aval.str_short()} value — close over it or use "
                                "functools.partial")
     return value
+
+
+def check_eps(op: str, eps) -> float:
+    """``eps`` as a float: a non-negative finite Python or NumPy number, static (baked into the kernels)."""
+    check_static(op, "eps", eps)
+    if not is_number_scalar(eps) or isinstance(eps, (bool, np.bool_)) or not (np.isfinite(eps) and eps >= 0):
+        raise PtoArgumentError(f"pj.nn.{op}: eps must be a non-negative finite number, got {eps!r}")
+    return float(eps)
+
+
+def check_axis(op: str, axis, ndim: int) -> int:
+    """``axis`` (one int, static) as a non-negative axis of a rank-``ndim`` input."""
+    check_static(op, "axis", axis, "int")
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, (bool, np.bool_)):
+        raise PtoArgumentError(f"pj.nn.{op}: axis must be one int, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise PtoArgumentError(f"pj.nn.{op}: axis {axis} is out of range for a rank-{ndim} input")
+    return int(axis) % ndim
 
 
 def dtype_of(op: str, name: str, a) -> np.dtype:

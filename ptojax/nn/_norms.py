@@ -10,7 +10,7 @@ import numpy as np
 from .._jax import vary_alike
 from ..errors import PtoShapeError
 from ..lowering import tile
-from ._common import (F32, check_backend, check_float, check_static, check_static_dims, col_reduce_tile, dtype_of,
+from ._common import (F32, check_backend, check_eps, check_float, check_static_dims, col_reduce_tile, dtype_of,
                       make, row_tile)
 
 
@@ -81,7 +81,7 @@ def rms_norm(x, gamma, eps: float = 1e-6, *, backend: str = "sim"):
     check_backend("rms_norm", backend)
     gamma = _ones("rms_norm", x) if gamma is None else gamma
     check_float("rms_norm", x=x, gamma=gamma)
-    return _rms2d(*vary_alike(_rows("rms_norm", x, gamma), gamma), float(check_static("rms_norm", "eps", eps)),
+    return _rms2d(*vary_alike(_rows("rms_norm", x, gamma), gamma), check_eps("rms_norm", eps),
                   backend).reshape(x.shape)
 
 
@@ -135,4 +135,4 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5, *, backend: str = "sim"):
     beta = jnp.zeros_like(_ones("layer_norm", x)) if beta is None else beta
     check_float("layer_norm", x=x, gamma=gamma, beta=beta)
     return _ln2d(*vary_alike(_rows("layer_norm", x, gamma, beta), gamma, beta),
-                 float(check_static("layer_norm", "eps", eps)), backend).reshape(x.shape)
+                 check_eps("layer_norm", eps), backend).reshape(x.shape)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import PtoArgumentError, PtoDtypeError, PtoShapeError
 from ..lowering import tile
-from ._common import (F32, WIDE_COLS, check_backend, check_float, check_static, check_static_dims, is_symbolic, make,
+from ._common import (F32, WIDE_COLS, check_axis, check_backend, check_float, check_static_dims, is_symbolic, make,
                       row_tile)
 
 
@@ -49,10 +49,7 @@ def softmax(x, axis: int = -1, *, backend: str = "sim"):
     check_backend("softmax", backend)
     check_float("softmax", x=x)
     ndim = np.ndim(x)
-    check_static("softmax", "axis", axis, "int")
-    if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
-        raise PtoArgumentError(f"pj.nn.softmax: axis {axis!r} is out of range for a rank-{ndim} input")
-    axis = int(axis) % ndim
+    axis = check_axis("softmax", axis, ndim)
     check_static_dims("softmax", x=(x, (axis,)))
     if np.size(x) == 0:
         return jnp.asarray(x)          # nothing to normalise (as jax.nn.softmax)
