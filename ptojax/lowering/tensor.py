@@ -868,8 +868,12 @@ def _translate(eqn, invals, stack):
             ENCLOSING.pop()
     elif name == "scan" and _stacks(eqn):
         return _scan_over_tensors(eqn, invals, stack)
-    elif name in CONTROL:
-        return control(eqn, invals, stack, by_rule(_rule))
+    elif name in CONTROL:                      # errors in JAX's own parts of a loop (fori's counter) name its line
+        ENCLOSING.append(eqn)
+        try:
+            return control(eqn, invals, stack, by_rule(_rule))
+        finally:
+            ENCLOSING.pop()
     elif name == "dim_as_value":                 # a symbolic dimension's value (jax.export): known at run time
         out = eqn.primitive.bind(*invals, **eqn.params)
     elif name == "iota" and any(at_run_time(n) for n in eqn.params["shape"]):
