@@ -16,18 +16,19 @@ class UsageError(Exception):
 
 
 def _ops(args) -> int:
-    from .primitives import OPS
+    from .primitives import catalogue
 
-    families = sorted({op.family for op in OPS.values()})
+    entries = catalogue()
+    families = sorted({op.family for _, op in entries})
     if args.family and args.family not in families:
         raise UsageError(f"no op family {args.family!r}; the families: {', '.join(families)}")
-    width = max(len(name) for name in OPS)
+    width = max(len(name) for name, _ in entries)
     print(f"{'op':<{width}}  {'family':<11}  {'grad':<4}  dtypes")
-    for op in sorted(OPS.values(), key=lambda o: (o.family, o.name)):
+    for name, op in entries:
         if args.family and op.family != args.family:
             continue
         dtypes = ", ".join(d.name for d in op.dtypes)
-        print(f"{op.name:<{width}}  {op.family:<11}  {'yes' if op.differentiable else 'no':<4}  {dtypes}")
+        print(f"{name:<{width}}  {op.family:<11}  {'yes' if op.differentiable else 'no':<4}  {dtypes}")
     return 0
 
 
@@ -56,8 +57,11 @@ def _demo(args) -> int:
     from .demo import DEMOS
 
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    rows, failed = [], 0
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"--out {args.out}: {err.strerror} (a folder for the traces and swimlanes)") from None
+    rows, failed, plots = [], 0, _plots()
     for i, (name, fn, make_args) in enumerate(DEMOS, 1):
         print(f"[{i}/{len(DEMOS)}] {name}: lowering, compiling, running on the simulated {args.target} ...", flush=True)
         inputs = make_args()
@@ -67,16 +71,15 @@ def _demo(args) -> int:
         failed += check.startswith("FAIL")
         profile = trace.profile()
         profile.save(out / f"{name}.trace.json")
-        try:
+        if plots:
             profile.swimlane(out / f"{name}.swimlane.png")
-        except Exception as err:  # noqa: BLE001 - the image is optional (matplotlib)
-            print(f"    (no swimlane image: {err})")
         rows.append((name, check, profile.makespan_us, profile.lower_bound_us, profile.tasks))
     print()
     print(f"{'kernel':<16} {'check vs XLA':<16} {'makespan us':>12} {'lower bound us':>15} {'tasks':>6}")
     for name, check, makespan, bound, tasks in rows:
         print(f"{name:<16} {check:<16} {makespan:>12.2f} {bound:>15.2f} {tasks:>6}")
-    print(f"\ntraces (Chrome / Perfetto JSON) and swimlanes written to {out.resolve()}")
+    print(f"\ntraces (Chrome / Perfetto JSON) {'and swimlanes ' if plots else ''}written to {out.resolve()}"
+          + ("" if plots else " (no swimlane images: they need matplotlib, pip install 'ptojax[plot]')"))
     return 1 if failed else 0
 
 
@@ -136,7 +139,9 @@ def _shapes(specs):
     for spec in specs:
         dims, _, dtype = spec.partition(":")
         try:
-            shape = tuple(int(d) for d in dims.split("x")) if dims not in ("", "scalar") else ()
+            if not dims:
+                raise ValueError("no dims")
+            shape = tuple(int(d) for d in dims.split("x")) if dims != "scalar" else ()
         except ValueError:
             raise UsageError(f"--shape {spec!r} is not DIMSxDIMS:DTYPE (e.g. 64x64:float16, scalar:int32)") from None
         if any(d < 0 for d in shape):
@@ -157,6 +162,18 @@ def _outputs(args) -> None:
                 output_path(getattr(args, flag), f"--{flag}", suffixes)
             except PtoArgumentError as err:
                 raise UsageError(str(err)) from None
+    if args.swimlane and not _plots():
+        raise UsageError("--swimlane: the swimlane image needs matplotlib (pip install 'ptojax[plot]'); the "
+                         "trace (--trace) and the report (--html) do not")
+
+
+def _plots() -> bool:
+    """Whether matplotlib, which draws swimlane images, is installed."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _check_arity(fn, specs, spec: str):

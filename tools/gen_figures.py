@@ -164,11 +164,11 @@ def targets_table() -> str:
 
 def ops_table() -> str:
     """The op catalogue by family (docs/ops.md)."""
-    from ptojax.primitives import OPS
+    from ptojax.primitives import catalogue
 
     families: dict[str, list[str]] = {}
-    for op in OPS.values():
-        families.setdefault(op.family, []).append(op.name)
+    for name, op in catalogue():
+        families.setdefault(op.family, []).append(name)
     return _table(["family", "ops"], [[f, " ".join(f"`{n}`" for n in sorted(names))]
                                       for f, names in sorted(families.items())])
 

@@ -46,6 +46,13 @@ class Op:
 
 
 OPS: dict[str, Op] = {}
+ALIASES: dict[str, str] = {}    # a pj.ops function binding another op's primitive -> that op's name
+
+
+def catalogue() -> list[tuple[str, Op]]:
+    """The user's ops by family and name: each :data:`OPS` entry, and each alias with its op's entry."""
+    entries = [*OPS.items(), *((alias, OPS[name]) for alias, name in ALIASES.items())]
+    return sorted(entries, key=lambda e: (e[1].family, e[0]))
 
 
 def define(name: str, family: str, *, abstract: Callable, reference: Callable, dtypes=ANY,

@@ -12,8 +12,8 @@ from jax import lax
 from .._jax import ad, batching
 from ..errors import PtoArgumentError, PtoShapeError, op_error
 from . import dims
-from ._base import (FLOAT, batch_size, broadcast_shapes, check_same_dtype, define, is_float_scalar, normalize_axis, operands,
-                    shaped, static_shape, tensor)
+from ._base import (ALIASES, FLOAT, batch_size, broadcast_shapes, check_same_dtype, define, is_float_scalar,
+                    normalize_axis, operands, shaped, static_shape, tensor)
 
 
 def _front(x, d):
@@ -116,6 +116,9 @@ ad.deflinear2(transpose_p, lambda ct, x, *, permutation: [
     transpose_p.bind(ct, permutation=tuple(int(i) for i in np.argsort(permutation)))])
 batching.primitive_batchers[transpose_p] = lambda args, dims, *, permutation: (
     transpose_p.bind(_front(args[0], dims[0]), permutation=(0,) + tuple(p + 1 for p in permutation)), 0)
+
+
+ALIASES["permute"] = "transpose"
 
 
 def permute(x, dims):

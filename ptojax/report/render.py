@@ -231,13 +231,13 @@ def html(data: dict) -> str:
     return "".join(parts)
 
 
-def write(path, profile, compiled=None, **kw) -> Path:
+def write(path, profile, compiled=None, *, title: str | None = None, options=None, levels=None) -> Path:
     """Build and write the report of ``profile``, a run of ``compiled`` (None: the timeline views only);
     returns the path. Arguments of the wrong kind, or a profile of another kernel, raise
     :class:`PtoArgumentError` before anything is written."""
     check_args("pj.report.write", profile, compiled)
     path = output_path(path, "pj.report.write")
-    path.write_text(html(build(profile, compiled, **kw)), encoding="utf-8")
+    path.write_text(html(build(profile, compiled, title=title, options=options, levels=levels)), encoding="utf-8")
     return path
 
 

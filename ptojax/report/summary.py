@@ -80,11 +80,11 @@ def summary(profile, *, name: str | None = None, options=None) -> dict:
     }
 
 
-def save_summary(profile, path, **kw) -> Path:
+def save_summary(profile, path, *, name: str | None = None, options=None) -> Path:
     """Write :func:`summary` of ``profile`` as JSON to ``path`` (for ``ptojax diff``); returns the path."""
     check_profile("pj.report.save_summary", profile)
     path = output_path(path, "pj.report.save_summary")
-    path.write_text(json.dumps(summary(profile, **kw), indent=1, default=str))
+    path.write_text(json.dumps(summary(profile, name=name, options=options), indent=1, default=str))
     return path
 
 
