@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import ascend
-from ._jax import (NEEDS_VALUE, Literal, Primitive, ad, batching, dims_32, host_call_lowering, mlir, per_device, result_aval,
-                   weak, weak_32, xla)
+from ._jax import (NEEDS_VALUE, Literal, Primitive, ad, batching, dims_32, host_call_lowering, mlir, per_device,
+                   result_aval, weak, weak_32, xla)
 from .ascend import ptoas as _ptoas
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoCapacityError, PtoError, PtoUnsupportedError, no_derivative

@@ -272,7 +272,8 @@ def _plan(jaxpr, siblings: bool = True) -> list:
             produced = {v: [_canonical(s[pos], p.shape) for s, p in zip(stores, spec.parts)]
                         for pos, v in enumerate(eqn.outvars)}
             # only a group whose results the eqn reads can take it: the latest of them that does
-            readable = {id(g): g for v in eqn.invars if isinstance(v, Var) and isinstance(g := made_by.get(v), _Group)}
+            readable = {id(g): g for v in eqn.invars
+                        if isinstance(v, Var) and isinstance(g := made_by.get(v), _Group)}
             group = next((g for g in sorted(readable.values(), key=lambda g: -opened[id(g)])
                           if _joins(g, eqn, spec, producer, made_by)), None)
             if group is None:
@@ -891,7 +892,8 @@ class _Partitioner:
         out, plan, shapes = [], list(plan), {}
         while plan:
             first = _grid(plan[0][0])
-            apart, run = _run(plan, shapes) if first is None or self.options.get("row_loops", first.label, True) else ([], [])
+            looping = first is None or self.options.get("row_loops", first.label, True)
+            apart, run = _run(plan, shapes) if looping else ([], [])
             for m in range(len(run), 1, -1):
                 group = _RowGroup(e for g in run[:m] for e in g)
                 try:
