@@ -26,7 +26,7 @@ def test_version(capsys):
 def test_ops_lists_every_op(capsys):
     assert main(["ops"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert {line.split()[0] for line in lines[1:]} == set(OPS)
+    assert {line.split()[0] for line in lines[1:]} == set(OPS) | {"permute"} == set(ptojax.ops.__all__)
 
 
 def test_ops_family_filter(capsys):
