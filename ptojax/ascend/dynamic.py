@@ -586,9 +586,9 @@ class DynamicKernel:
 
     def __init__(self, lowering, compiled, size: int, rows: dict, arch: str = "a3"):
         several = sorted({p.program.name for e in lowering.block.jaxpr.eqns if e.primitive is ir.block_call_p
-                          for p in e.params["spec"].parts if p.tiles_per_block != 1})
-        if compiled.tasks or several:
-            raise PtoUnsupportedError("pto dynamic rows: blocks of several tiles (tiles_per_block \"auto\" or > 1"
+                          for p in e.params["spec"].parts if p.tiles_per_block > 1})
+        if compiled.tasks or several:                  # "auto" (0) is one tile per task (DynamicBackend)
+            raise PtoUnsupportedError("pto dynamic rows: blocks of several tiles (tiles_per_block > 1"
                                       f"{': ' + ', '.join(several) if several else ''}) are not supported with a "
                                       "symbolic row count")
         self.lowering, self.compiled, self.size, self.row_vars = lowering, compiled, size, rows

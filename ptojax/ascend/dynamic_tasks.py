@@ -102,7 +102,7 @@ class DynamicBackend(AscendBackend):
         return body, seconds, int(bytes_in + bytes_out)
 
     def points_per_task(self, part) -> int:
-        """``tiles_per_block`` "auto": one block per task."""
+        """``tiles_per_block`` "auto": one block per task (a symbolic row count has no size to price)."""
         return 1
 
 

@@ -94,9 +94,9 @@ def test_a_program_whose_rows_the_dynamic_text_cannot_follow_says_what_to_do():
         pj.kernel(fn, polymorphic_shapes=("m, 64",))(np.ones((9, 64), np.float32))
 
 
-def test_tiles_per_block_auto_is_refused_with_a_symbolic_row_count():
-    """``"auto"`` was taken as 1 under polymorphic_shapes: 224 tasks at 2 048 rows where the static compile
-    of the same options makes 59 (and an int > 1 is refused)."""
+def test_tiles_per_block_auto_is_one_tile_per_task_with_a_symbolic_row_count():
+    """``"auto"`` has no size to price under polymorphic_shapes: one tile per task, as documented (the
+    static compile of one size may choose more); an int > 1 is refused, naming the programs."""
     def seed(a, b, w):
         with pj.tile(vec=(32, 32)), jax.named_scope("Scale"):
             x = a * 2.0 + b
@@ -104,8 +104,13 @@ def test_tiles_per_block_auto_is_refused_with_a_symbolic_row_count():
             return pj.ops.matmul(x, w)
 
     specs = [jax.ShapeDtypeStruct((64, 64), jnp.float32)] * 2 + [jax.ShapeDtypeStruct((64, 32), jnp.float32)]
-    for per in ("auto", {"Linear": "auto"}, 2):
-        k = pj.kernel(seed, polymorphic_shapes=("m, 64", "m, 64", None), options={"tiles_per_block": per})
-        with pytest.raises(pj.PtoUnsupportedError, match=r"pj.kernel 'seed': blocks of several tiles "
-                           r"\(tiles_per_block \"auto\" or > 1: .*\) are not supported with a symbolic row count"):
-            k.compiled_for(*specs)
+    poly = ("m, 64", "m, 64", None)
+    args = [np.ones((2048, 64), np.float32)] * 2 + [np.ones((64, 32), np.float32)]
+    one = pj.kernel(seed, polymorphic_shapes=poly).compiled_for(*specs).profile(m=2048)
+    for per in ("auto", {"Linear": "auto"}):
+        auto = pj.kernel(seed, polymorphic_shapes=poly, options={"tiles_per_block": per})
+        assert auto.compiled_for(*specs).profile(m=2048).tasks == one.tasks
+        np.testing.assert_array_equal(auto(*args), pj.kernel(seed)(*args))
+    with pytest.raises(pj.PtoUnsupportedError, match=r"pj.kernel 'seed': blocks of several tiles "
+                       r"\(tiles_per_block > 1: .*\) are not supported with a symbolic row count"):
+        pj.kernel(seed, polymorphic_shapes=poly, options={"tiles_per_block": 2}).compiled_for(*specs)
