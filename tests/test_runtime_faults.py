@@ -28,7 +28,8 @@ def test_a_donated_array_passed_twice_is_not_updated_in_place():
 
 @pytest.fixture
 def custom_ops():
-    pj.tiles.register_op("ttransposed_plus", reference=lambda t: (t + 1).T, numpy=lambda t: (t + 1).T)
+    # the engine's semantics (numpy=) disagree with the reference, which the trace checks
+    pj.tiles.register_op("ttransposed_plus", reference=lambda t: t + 1, numpy=lambda t: (t + 1).T)
 
     def inc(t):
         t += 1
