@@ -225,9 +225,10 @@ def _merged(own: dict, given: dict) -> dict:
     return out
 
 
-def _lowered(args, fn, inputs, options):
-    """``fn`` lowered for ``inputs``; JAX's TypeError or ValueError of the trace (shapes that do not fit
-    the function) is the user's mistake."""
+def _compiled(args, fn, inputs, options, lowered: bool = False):
+    """``fn`` compiled for ``inputs`` (``lowered``: lowered only, to print a level); a pj.kernel object made
+    with ``polymorphic_shapes`` gives its polymorphic compile, the one calling it runs. JAX's TypeError or
+    ValueError of the trace (shapes that do not fit the function) is the user's mistake."""
     from .kernel import Kernel, Options, _freeze
 
     if isinstance(fn, Kernel):       # a pj.kernel object: its own options, --target and --options over them
@@ -238,7 +239,9 @@ def _lowered(args, fn, inputs, options):
     else:
         built = Kernel(fn, Options(target=args.target or "a3", passes=_freeze(options)))
     try:
-        return built.lower(*inputs)
+        if built.options.polymorphic_shapes:
+            return built.compiled_for(*inputs)
+        return built.lower(*inputs) if lowered else built.lower(*inputs).compile()
     except (TypeError, ValueError) as err:
         if isinstance(err, PtoError):
             raise
@@ -251,13 +254,14 @@ def _lower(args) -> int:
     specs = _shapes(args.shape)
     fn = _load(args.func)
     _check_arity(fn, specs, args.func)
-    print(_lowered(args, fn, specs, _options(args)).as_text(args.level))
+    print(_compiled(args, fn, specs, _options(args), lowered=True).as_text(args.level))
     return 0
 
 
 def _profile(args) -> int:
     from . import report
     from .kernel import _arg_names
+    from .polymorphic import PolymorphicCompiled
 
     _outputs(args)
     specs = _shapes(args.shape)
@@ -265,12 +269,17 @@ def _profile(args) -> int:
     _check_arity(fn, specs, args.func)
     options, inputs = _options(args), _arrays(specs)
     print("lowering and compiling ...", file=sys.stderr, flush=True)    # progress: stdout holds the results
-    compiled = _lowered(args, fn, inputs, options).compile()
+    compiled = _compiled(args, fn, inputs, options)
     print("running on the simulated chip ...", file=sys.stderr, flush=True)
-    profile = compiled.profile(*inputs)
+    title = args.func.rpartition(":")[2]
+    if args.html and isinstance(compiled, PolymorphicCompiled):    # its levels are the polymorphic compile's
+        profile = compiled.report(args.html, *inputs, title=title)
+    else:
+        profile = compiled.profile(*inputs)
+        if args.html:
+            report.write(args.html, profile, compiled, title=title)
     written = []                        # the files before stdout: a reader that stops early (| head) keeps them
     if args.html:
-        report.write(args.html, profile, compiled, title=args.func.rpartition(":")[2])
         written.append(f"HTML report written to {args.html}")
     if args.summary:
         report.save_summary(profile, args.summary, name=args.func, options=compiled.options.written_passes or None)

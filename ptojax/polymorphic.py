@@ -165,7 +165,13 @@ class PolymorphicCompiled:
     def _flat(self, args) -> list:
         flat, tree = jax.tree.flatten(args)
         if tree != self.in_tree:
-            raise PtoArgumentError(f"pj.kernel '{self.name}': called with {tree}, compiled for {self.in_tree}")
+            def text(tree, leaves):
+                args = jax.tree.unflatten(tree, [f"{np.dtype(x.dtype).name}[{', '.join(map(str, x.shape))}]"
+                                                 if hasattr(x, "shape") and hasattr(x, "dtype") else type(x).__name__
+                                                 for x in leaves])
+                return f"{len(args)} argument{'s' * (len(args) != 1)} ({', '.join(map(str, args))})".replace("'", "")
+            raise PtoArgumentError(f"pj.kernel '{self.name}': called with {text(tree, flat)}, compiled for "
+                                   f"{text(self.in_tree, self.specs)}")
         return flat
 
     def replay(self):
@@ -285,8 +291,10 @@ class PolymorphicCompiled:
         the timeline views and the levels (:meth:`as_text`, with the symbol); the fusion view and block
         graph are a static compile's (their grids depend on the size); the profile."""
         from . import report
+        from .mpmd.trace import output_path
         from .report.build import LEVELS
 
+        output_path(path, "pj.kernel(...).report(path, *args)")     # before profiling: report(a, b) forgot it
         args, given = self._sized(args, m, "report", size)
         profile = self.run(*args, executor="simulated", policy=policy, compute=given)[1].profile()
         report.write(path, profile, title=title or f"{self.name} ({self.symbol} = {self.bind(self._flat(args))})",

@@ -353,7 +353,7 @@ def test_imbalance_is_flagged_and_balance_is_not(tmp_path):
     aiv = la["kinds"]["AIV"]
     assert aiv["tasks"] == [1] * 48 and aiv["over"] == aiv["under"] == [] and la["single_core"] == []
     assert la["labels"] == [{"label": "Ew", "kind": "AIV", "tasks": 48, "tiles": 48, "cores": list(range(48)),
-                             "single_core": False}]
+                             "single_core": False, "single_core_on": None}]
     aiv = lb["kinds"]["AIV"]
     (core,) = [c for c in range(48) if aiv["tasks"][c]]
     assert aiv["over"] == aiv["under"] == [] and aiv["idle"] == [c for c in range(48) if c != core]

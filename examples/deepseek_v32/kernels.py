@@ -50,6 +50,19 @@ def _tiles(kernel: str, defaults: dict, tiles) -> dict:
     return dict(defaults, **(tiles or {}))
 
 
+def _knob(kernel: str, tl: dict, name: str, length: int, none: str = "") -> tuple:
+    """``tl[name]``, a tuple of ``length`` positive ints (None where ``none`` says what it means); else a
+    :class:`~ptojax.PtoArgumentError` naming the knob."""
+    value = tl[name]
+    ok = isinstance(value, (tuple, list)) and len(value) == length and all(
+        (v is None and none) or (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0)
+        for v in value)
+    if not ok:
+        raise pj.PtoArgumentError(f"{kernel}: tiles['{name}'] = {value!r}; expected {length} positive ints"
+                                  + (f" or None ({none})" if none else ""))
+    return tuple(value)
+
+
 def _same(n, want) -> bool:
     try:
         return bool(n == want)
@@ -111,6 +124,13 @@ def indexer_prolog(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_
                  idx_k_cache_index=(idx_k_cache_index, ("T",)))
     tl = _tiles("indexer_prolog", PROLOG_TILES, tiles)
     t = token_x.shape[0]
+    if isinstance(d, int) and d < ROPE_DIM:
+        raise pj.PtoShapeError(f"indexer_prolog: head dim D={d} (hadamard_q {tuple(hadamard_q.shape)}); RoPE "
+                               f"rotates the first {ROPE_DIM} dims, so D >= {ROPE_DIM}")
+    if q_rows is not None and (isinstance(q_rows, bool) or not isinstance(q_rows, (int, np.integer)) or q_rows < 1
+                               or not _same(t % q_rows, 0)):
+        raise pj.PtoArgumentError(f"indexer_prolog: q_rows={q_rows!r} must be a positive int dividing the T={t} "
+                                  "tokens (S1: one Q matmul per batch), or None")
     # ---- Q stream
     with pj.tile(cube=tl["q_cube"]), jax.named_scope("QMatmul"):
         if q_rows is None:
@@ -185,7 +205,8 @@ def lightning_indexer(query, key, weights, query_dequant_scale, key_dequant_scal
         limit = ops.reshape(actual_seq_lengths_key, (b, 1, 1)) - jnp.arange(s1 - 1, -1, -1, dtype=I32).reshape(1, s1, 1)
         visible = jnp.arange(s2, dtype=I32).reshape(1, 1, s2) < limit
         score = ops.where(visible, score, np.float32(-np.inf))
-    with pj.tile(vec=tl["topk_vec"][:2] + (min(s2, tl["topk_vec"][2]),)), jax.named_scope("TopK"):
+    *lead, chunk = _knob("lightning_indexer", tl, "topk_vec", 3, "the whole row, up to 2 048 columns")
+    with pj.tile(vec=(*lead, min(s2, chunk or 2048))), jax.named_scope("TopK"):
         values, idx = ops.topk(score, sparse_count, axis=-1)
         idx = ops.where(values == np.float32(-np.inf), np.int32(-1), idx)
     return ops.reshape(idx, (t, 1, sparse_count))
@@ -253,17 +274,23 @@ def gather_rows(table, idx):
 L0AB_BYTES, L0C_BYTES = 64 * 1024, 128 * 1024       # a cube operand tile (L0A / L0B), the accumulator (L0C)
 
 
-def _l1_split(what, total, size, count, budget):
-    """``(size, count)`` clamped to ``total``; ``size * count`` must divide it. ``size`` None: the most
-    rows that fit ``budget = (bytes, bytes per row)`` and divide ``total``."""
+def _l1_split(knob, what, total, size, count, budget, adapt=False):
+    """``(size, count)`` with ``size * count`` dividing ``total``. ``size`` None: the most rows that fit
+    ``budget = (bytes, bytes per row)`` with ``size * count`` dividing ``total`` -- with ``adapt`` (the
+    knob's default), where ``count`` cannot, the most ``count`` below it that can; a ``count`` given, or a
+    ``size``, must divide ``total``."""
     if size is None:
-        size = max(1, min(total, budget[0] // budget[1]))
-        while total % size:
-            size -= 1
-    size = min(size, total)
-    count = max(1, min(count, total // size))
+        fit = max(1, min(total, budget[0] // budget[1]))
+        for count in range(count, 0 if adapt else count - 1, -1):
+            size = next((r for r in range(min(fit, total // count), 0, -1) if total % (r * count) == 0), None)
+            if size is not None:
+                break
+    if size is None:
+        raise pj.PtoShapeError(f"sparse_attention(gather_l1): tiles['{knob}'] asks for {count} "
+                               f"{what.split(' x ')[-1]} of {total} rows; {count} does not divide {total}")
     if total % (size * count):
-        raise pj.PtoShapeError(f"sparse_attention(gather_l1): {what} {size} x {count} does not divide {total}")
+        raise pj.PtoShapeError(f"sparse_attention(gather_l1): tiles['{knob}'] gives {what} {size} x {count}, which "
+                               f"does not divide {total}")
     return size, count
 
 
@@ -273,9 +300,12 @@ def _qk_l1(query, query_rope, kv, kr, slot, tl):
     rope and latent accumulate in one L0C tile. Returns fp32 logits [T, N, k]."""
     t, n, dv = query.shape
     dr, kk = query_rope.shape[-1], slot.shape[-1]
-    heads, _ = _l1_split("heads per tile", n, tl["qk_l1"][0], 1, (L0AB_BYTES, dv * query.dtype.itemsize))
-    rows, chunks = _l1_split("top-k rows x chunks per task", kk, tl["qk_l1"][1], tl["qk_l1"][2],
-                             (L0AB_BYTES, dv * kv.dtype.itemsize))
+    knob = _knob("sparse_attention", tl, "qk_l1", 3, "as many as fit")
+    if knob[2] is None:
+        raise pj.PtoArgumentError(f"sparse_attention: tiles['qk_l1'] = {knob!r}; its chunks per task is an int")
+    heads, _ = _l1_split("qk_l1", "heads per tile", n, knob[0], 1, (L0AB_BYTES, dv * query.dtype.itemsize))
+    rows, chunks = _l1_split("qk_l1", "top-k rows x chunks per task", kk, knob[1], knob[2],
+                             (L0AB_BYTES, dv * kv.dtype.itemsize), adapt=knob == SFA_TILES["qk_l1"])
     span = rows * chunks
     T = pj.tiles
 
@@ -309,8 +339,11 @@ def _pv_l1(ps, kv, slot, tl):
     [T, N, splits, Dv]."""
     t, n, kk = ps[0].shape
     dv = kv.shape[-1]
-    heads, _ = _l1_split("heads per tile", n, tl["pv_l1"][0], 1, (L0C_BYTES, dv * 4))
-    rows, splits = _l1_split("top-k rows x splits", kk, tl["pv_l1"][1], tl["pv_l1"][2],
+    knob = _knob("sparse_attention", tl, "pv_l1", 3, "as many as fit")
+    if knob[2] is None:
+        raise pj.PtoArgumentError(f"sparse_attention: tiles['pv_l1'] = {knob!r}; its splits is an int")
+    heads, _ = _l1_split("pv_l1", "heads per tile", n, knob[0], 1, (L0C_BYTES, dv * 4))
+    rows, splits = _l1_split("pv_l1", "top-k rows x splits", kk, knob[1], knob[2],
                              (L0AB_BYTES, dv * kv.dtype.itemsize))
     span = kk // splits
     T = pj.tiles
@@ -358,7 +391,8 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
     Tile option ``gather_l1=True`` replaces ``Gather`` of the rows, ``QK`` and ``PV`` by hand-written cube
     grids that load the selected rows straight into L1 with the custom tile op :func:`gather_rows`
     (``qk_l1 = (heads, rows, chunks)``: heads per L0A tile, rows per gather (None: as many as fit
-    L0A / L0B / L0C), gathers per task;
+    L0A / L0B / L0C and divide k), gathers per task (the default 4: the most up to 4 that divide k; a
+    count given must divide k);
     ``softmax_l1_vec``; ``pv_l1 = (heads, rows, splits)``: split-K over the top-k, the fp32 partial
     sums added by a vector stage; ``out_l1_vec``); with fp32 ``p_dtype`` and bf16 rows, P is split into a bf16 high and
     low part, both multiplied on the cube (fp32-accurate, the same cube time as an fp32 P·V).
@@ -385,8 +419,15 @@ def sparse_attention(query, kv_cache, sparse_indices, block_table, actual_seq_le
         # a position past the block table's MB blocks has no cache row of its sequence: skipped too
         valid = ops.logical_and(ops.logical_and(idx >= 0, idx < limit), idx < mb * bs)   # [B, S1, k]
         safe = ops.where(valid, idx, np.int32(0))
-        # position -> (logical block, offset); bs is a power of two, so the float32 floor is exact
+        # position -> (logical block, offset): the float32 floor of pos * (1/bs) is exact where bs is a
+        # power of two, else at most one off (positions below 2**24): corrected by the offset's sign
+        if isinstance(mb * bs, int) and mb * bs > 2 ** 24:
+            raise pj.PtoShapeError(f"sparse_attention: {mb} blocks of {bs} rows per sequence; positions past "
+                                   "2**24 are not exact in the float32 block arithmetic")
         blk_pos = ops.cast(ops.cast(safe, F32) * np.float32(1.0 / bs), I32, rounding="floor")
+        if bs & (bs - 1):
+            off = safe - blk_pos * np.int32(bs)
+            blk_pos = blk_pos + ops.cast(off >= np.int32(bs), I32) - ops.cast(off < np.int32(0), I32)
         row = blk_pos + jnp.arange(b, dtype=I32).reshape(b, 1, 1) * np.int32(mb)
         blk = ops.gather(ops.reshape(block_table, (b * mb,)), row, axis=0)            # [B, S1, k]
         slot = blk * np.int32(bs) + (safe - blk_pos * np.int32(bs))
@@ -441,7 +482,7 @@ def _sparse_attention_l1(query, kv, slot, valid, query_rope, kr, scale_value, p_
             ps = (p if p_dtype == np.dtype(F32) else ops.cast(p, p_dtype),)
     with jax.named_scope("PV"):
         out = _pv_l1(ps, kv, slot, tl)                                       # fp32 [T, N, splits, Dv]
-    lead, rows, _ = fill(tl["out_l1_vec"], dv)
+    lead, rows, _ = fill(_knob("sparse_attention", tl, "out_l1_vec", 3, "the whole last dim"), dv)
     splits = out.shape[2]
     with pj.tile(vec=(lead, max(1, rows // splits), splits, dv)), jax.named_scope("PV"):
         if out.shape[2] > 1:

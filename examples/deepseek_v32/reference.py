@@ -112,6 +112,7 @@ def indexer_prolog(token_x, q_norm, q_norm_scale, wq_b, wq_b_scale, wk, weights_
     k8, k_scale = dynamic_quant(k)
     nb, bs = idx_k_cache.shape[:2]
     slots = jnp.asarray(idx_k_cache_index, jnp.int32)
+    slots = jnp.where(slots < 0, nb * bs, slots)             # -1 (no slot): dropped, not the last row
     k_cache = jnp.asarray(idx_k_cache).reshape(nb * bs, d).at[slots].set(k8, mode="drop").reshape(idx_k_cache.shape)
     s_cache = jnp.asarray(idx_k_scale_cache).reshape(nb * bs).at[slots].set(k_scale[:, 0], mode="drop")
     # Weights: bf16 linear, scaled, fp16

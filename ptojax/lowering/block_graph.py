@@ -30,7 +30,7 @@ def add_outputs(nodes: list, outvars, sources: dict, add_edge) -> None:
 
 def call_sites(jaxpr) -> dict:
     """``id(eqn)`` -> place of each block call of a block-level jaxpr, in the order :func:`block_graph`
-    makes their nodes: pre-order, a loop's or branch's body at the loop (a while's condition has none)."""
+    makes their nodes: pre-order, a loop's or branch's body at the loop (a while's condition first)."""
     sites: dict = {}
 
     def walk(jaxpr):

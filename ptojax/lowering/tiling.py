@@ -1082,6 +1082,8 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
                 *[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in invals])
             tensor = to_tensor_level(closed)
             return interpret(tensor.jaxpr, tensor.consts, invals, rule, stack)
+        if op in ("scatter_update", "index_add") and 0 in np.shape(invals[1]):
+            return [invals[0]]                          # no row to write: the operand as it is
         if any(0 in np.shape(x) for x in invals):
             shapes = [tuple(np.shape(x)) for x in invals] + [v.aval.shape for v in eqn.outvars]
             raise PtoShapeError(f"pto.{op}{_at(ctx)}: zero-size operand or result (shapes {shapes}); a tile "

@@ -75,8 +75,12 @@ def body_of(jaxpr):
 def control_sources(eqn, ins, walk_body, srcs):
     """The sets each output of a ``scan``/``while``/``cond`` eqn derives from, given ``ins`` (one set per
     input): each body walked by ``walk_body(body, env)`` from its inputs' sets, a carried output joining
-    its initial value; ``srcs(env, var)`` reads a body output's set."""
+    its initial value; ``srcs(env, var)`` reads a body output's set. A ``while``'s condition is walked
+    first (its block calls run before each trip); it makes no output."""
     p, name = eqn.params, eqn.primitive.name
+    if name == "while":
+        cond, nc = body_of(p["cond_jaxpr"])[0], p["cond_nconsts"]
+        walk_body(cond, {v: set(s) for v, s in zip(cond.invars, ins[:nc] + ins[nc + p["body_nconsts"]:])})
     if name == "scan":
         bodies = [(body_of(p["jaxpr"])[0], ins)]
         carry_in = ins[p["num_consts"]:p["num_consts"] + p["num_carry"]]

@@ -428,6 +428,7 @@ class _Orchestrator:
         self.bindings.append((arrays, tuple(b.id for b in inputs + outputs)))
         batch = getattr(self.backend, "batch", None)
         covered = dict.fromkeys(fills, 0)
+        priced = []                                  # (part, its tasks): the L2 rule is applied per call
         for number, part in enumerate(spec.parts):
             windows = _part_windows(part)
             for k in covered:
@@ -456,8 +457,9 @@ class _Orchestrator:
                                   binding=len(self.bindings) - 1, points=len(at), call=self.sites.get(id(eqn), -1)),
                              at))
                 self.emit(made[-1][0])
-            if self.l2 is not None:
-                self.price_memory(part, made)
+            priced += [(part, task, at) for task, at in made]
+        if self.l2 is not None:
+            self.price_memory(priced)
         for k, fill in fills.items():
             if covered[k] != outputs[k].array.size:
                 outputs[k].array.fill(fill)
@@ -465,9 +467,10 @@ class _Orchestrator:
         self.stage += 1
         return outputs
 
-    def price_memory(self, part, made):
-        """Split the GM reads of one part's tasks between L2 and HBM by the L2 rule (:mod:`.l2`) and
-        price them so (the backend's ``priced``): each task's cost and HBM bytes.
+    def price_memory(self, made):
+        """Split the GM reads of one block call's tasks (``(part, task, points)``, all its parts) between
+        L2 and HBM by the L2 rule (:mod:`.l2`) and price them so (the backend's ``priced``): each task's
+        cost and HBM bytes.
 
         The rule's HBM bytes are shared out over the tasks by the bytes of their read regions, so the
         tasks' HBM bytes add up to the rule's however the grid points are grouped into tasks -- except
@@ -479,7 +482,7 @@ class _Orchestrator:
         shared out by the bytes of the tasks' regions, read and written, into their HBM bytes -- the
         die's HBM channel and the bound count them; a core's store rate stays its cost."""
         reads, writes, region_bytes, write_bytes, sizes = {}, {}, [], [], {}  # sizes: buffer -> (itemsize, nbytes)
-        for task, _ in made:
+        for _, task, _ in made:
             task_bytes = written = 0
             for regions, into in ((task.reads, reads), (task.writes, writes)):
                 for region in regions:
@@ -501,7 +504,7 @@ class _Orchestrator:
         fraction, spill = self.l2.hbm_fraction(reads, writes)
         spilled = spill / max(sum(region_bytes) + sum(write_bytes), 1)
         shared = moved = 0.0
-        for (task, points), task_bytes, written in zip(made, region_bytes, write_bytes):
+        for (part, task, points), task_bytes, written in zip(made, region_bytes, write_bytes):
             share = round(fraction * (shared + task_bytes)) - round(fraction * shared)   # adds up exactly
             shared += task_bytes
             task.cost, read_bytes = self.backend.priced(part, 0.0, points)

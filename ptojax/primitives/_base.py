@@ -143,18 +143,33 @@ def is_number_scalar(x) -> bool:
     return isinstance(x, (bool, int, np.bool_, np.integer)) or is_float_scalar(x)
 
 
+def _weak_scalar(x) -> bool:
+    """A traced Python number: a 0-d weakly typed JAX value (a jitted function's scalar argument)."""
+    return (isinstance(x, (jax.Array, jax.core.Tracer)) and np.ndim(x) == 0
+            and getattr(jax.typeof(x), "weak_type", False))
+
+
 def operands(op: str, *args):
-    """Tensors and Python scalars as arrays: a scalar takes the dtype of the first tensor operand.
+    """Tensors and Python scalars as arrays: a scalar takes the dtype of the first tensor operand (so does
+    a Python number traced by ``jax.jit``, a weakly typed 0-d value, beside a tensor).
 
     A float scalar cannot join an integer or bool tensor, nor an int scalar a bool one (cast
     explicitly); an int scalar must fit the tensor's integer dtype.
     """
-    like = next((a for a in args if not is_scalar(a)), None)
-    if like is None:
+    given = [a for a in args if not is_scalar(a)]
+    if not given:
         raise op_error(PtoArgumentError, op, f"needs at least one tensor operand, got scalars {args}")
-    like = tensor(op, like)
+    strong = [a for a in given if not _weak_scalar(a)]
+    like = tensor(op, (strong or given)[0])
     out = []
     for a in args:
+        if strong and _weak_scalar(a):
+            dt = like.dtype
+            if (jnp.issubdtype(a.dtype, jnp.floating) and dt not in FLOAT) or (dt == np.bool_ and a.dtype != np.bool_):
+                raise op_error(PtoDtypeError, op, f"a {a.dtype.name} scalar cannot combine with a {dt.name} "
+                               "tensor; cast the tensor first")
+            out.append(jax.lax.convert_element_type(a, dt))
+            continue
         if not is_scalar(a):
             out.append(tensor(op, a))
             continue

@@ -124,7 +124,8 @@ def _quantize_reference(x, *, axes, scale_dtype):
     amax = jnp.max(jnp.abs(x), axes, keepdims=True)
     mult = jnp.where(amax > 0, QMAX / jnp.where(amax > 0, amax, 1.0), 0.0)
     q = jnp.clip(jnp.round(x * mult), -QMAX - 1, QMAX).astype(I8)
-    return [q, (amax / QMAX).astype(scale_dtype)]
+    # amax / QMAX, the division rounded once (XLA would multiply by a rounded 1 / QMAX)
+    return [q, (amax / jnp.where(jnp.isnan(amax), amax, QMAX)).astype(scale_dtype)]
 
 
 quantize_p = define("quantize", "composite", abstract=_quantize_abstract, reference=_quantize_reference,

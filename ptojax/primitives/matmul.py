@@ -41,7 +41,8 @@ def mixed_dtype_remedy(a_dtype, b_dtype) -> str:
         return "pass both as int8"
     return (f"the cube has no {' or '.join(sorted({d.name for d in others if d != I8}))} multiply: cast both "
             "operands to int8 where their values fit (`x.astype(jnp.int8)`; the product accumulates in int32), "
-            "or to float32 (exact below 2**24 in magnitude)")
+            "or to float32 (exact below 2**24 in magnitude); an int8 einsum that sums an axis of one operand "
+            "away has JAX sum it first, in int32: multiply first, then sum the product")
 
 
 def _check_operands(a, b):

@@ -8,10 +8,11 @@ ones (a tail tile). Busy time summed over the whole run is not judged: block cal
 another with fewer tasks than cores leave the lowest-numbered cores busier, and no redistribution
 shortens that. The cores that ran no task are ``idle``, counted apart and not flagged (a small kernel
 leaves most cores idle; that is its grid, shown by the idle count, not an imbalance). A label is
-flagged ``single_core`` when it has more than one tile (grid point) on a core kind, all of its tasks
-there ran on one core, and the machine has more cores of that kind. Figures come from task spans
-``(kind, core, label, µs, block call)``: a profile's records or a Chrome trace's events (without the
-block call, as an older trace, the run counts as one call).
+flagged ``single_core`` when a block call gave it more than one tile (grid point) on a core kind, all of
+that call's tasks of it ran on one core, and the machine has more cores of that kind (one-tile calls
+that run one after another, a loop's trips, are not: nothing can spread them). Figures come from task
+spans ``(kind, core, label, µs, block call, grid points)``: a profile's records or a Chrome trace's
+events (without the block call, as an older trace, the run counts as one call).
 """
 from __future__ import annotations
 
@@ -19,17 +20,19 @@ HIGH, LOW = 1.25, 0.75
 RULE = (f"a core is flagged when its busy time in a block call is above {HIGH}x or below {LOW}x the mean of the "
         "cores of its kind that ran tasks of that call (busy time over the whole run is not judged: calls that "
         "cannot use every core leave the first cores busier); cores that ran none are counted as idle, not "
-        "flagged; a label when all of its tiles (more than one) on a core kind ran on one core of several")
+        "flagged; a label when all of its tiles (more than one) on a core kind in one block call ran on one core of "
+        "several")
 
 
-def load(spans, cores: dict, tiles: dict | None = None) -> dict:
-    """The load figures (JSON-able) of ``spans`` — ``(kind, core, label, busy µs[, block call])`` per task —
-    on a machine with ``cores`` (kind -> count; a kind met in ``spans`` but not listed counts its distinct
-    cores). ``tiles``: label -> kind -> grid points, where known; else each task counts as one tile."""
+def load(spans, cores: dict) -> dict:
+    """The load figures (JSON-able) of ``spans`` — ``(kind, core, label, busy µs[, block call[, grid
+    points]])`` per task — on a machine with ``cores`` (kind -> count; a kind met in ``spans`` but not
+    listed counts its distinct cores). A span without its grid points counts one."""
     busy: dict = {}
     tasks: dict = {}
     where: dict = {}                        # (label, kind) -> {core: tasks}
     calls: dict = {}                        # kind -> block call -> core -> [busy µs, tasks, labels]
+    grids: dict = {}                        # (label, kind) -> block call -> [grid points, cores]
     for span in spans:
         kind, core, label, us = span[:4]
         call = span[4] if len(span) > 4 else None
@@ -43,6 +46,9 @@ def load(spans, cores: dict, tiles: dict | None = None) -> dict:
         mine[0] += us
         mine[1] += 1
         mine[2].add(label)
+        grid = grids.setdefault((label, kind), {}).setdefault(call, [0, set()])
+        grid[0] += span[5] if len(span) > 5 else 1
+        grid[1].add(core)
     kinds = {}
     for kind in sorted(busy, key=lambda k: ({"AIC": 0, "AIV": 1}.get(k, 2), k)):
         n = max(cores.get(kind, 0), len(busy[kind]), 1 + max(busy[kind]))
@@ -54,12 +60,14 @@ def load(spans, cores: dict, tiles: dict | None = None) -> dict:
                             stages)
     labels = []
     for (label, kind), on in sorted(where.items()):
-        n_tiles = (tiles or {}).get(label, {}).get(kind, sum(on.values()))
-        single = len(on) == 1 and n_tiles > 1 and kinds[kind]["cores"] > 1
-        labels.append({"label": label, "kind": kind, "tasks": sum(on.values()), "tiles": n_tiles,
-                       "cores": sorted(on), "single_core": single})
+        per_call = grids[(label, kind)].values()
+        lone = [next(iter(cs)) for points, cs in per_call if points > 1 and len(cs) == 1]
+        single = bool(lone) and kinds[kind]["cores"] > 1
+        labels.append({"label": label, "kind": kind, "tasks": sum(on.values()),
+                       "tiles": sum(points for points, _ in per_call), "cores": sorted(on), "single_core": single,
+                       "single_core_on": lone[0] if single else None})
     return {"rule": RULE, "high": HIGH, "low": LOW, "kinds": kinds, "labels": labels,
-            "single_core": [f"{x['label']} ({x['kind']} {x['cores'][0]})" for x in labels if x["single_core"]]}
+            "single_core": [f"{x['label']} ({x['kind']} {x['single_core_on']})" for x in labels if x["single_core"]]}
 
 
 def flags(per: list, count: list, stages: list | None = None) -> dict:
@@ -96,14 +104,16 @@ def flags(per: list, count: list, stages: list | None = None) -> dict:
 
 
 def profile_spans(trace) -> list:
-    """``(kind, core, label, busy µs, block call)`` per task of a :class:`~ptojax.mpmd.Trace` (host lanes:
-    kind ``host``)."""
-    return [("host" if r.host else r.kind, r.core, r.title, (r.end - r.start) * 1e6, r.stage) for r in trace.records]
+    """``(kind, core, label, busy µs, block call, grid points)`` per task of a :class:`~ptojax.mpmd.Trace`
+    (host lanes: kind ``host``)."""
+    tasks = trace.graph.tasks
+    return [("host" if r.host else r.kind, r.core, r.title, (r.end - r.start) * 1e6, r.stage, tasks[r.tid].points)
+            for r in trace.records]
 
 
-def chrome_spans(events) -> tuple[list, dict, dict]:
-    """``(spans, cores per kind, tiles)`` of a Chrome trace's events (``Profile.save``); ``tiles`` is
-    label -> kind -> grid points, from each event's ``points`` (1 where a trace has none)."""
+def chrome_spans(events) -> tuple[list, dict]:
+    """``(spans, cores per kind)`` of a Chrome trace's events (``Profile.save``); a span's grid points are
+    its event's ``points`` (1 where a trace has none)."""
     lanes = {}
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "thread_name":
@@ -112,14 +122,13 @@ def chrome_spans(events) -> tuple[list, dict, dict]:
     cores: dict = {}
     for kind, _ in lanes.values():
         cores[kind] = cores.get(kind, 0) + 1
-    spans, tiles = [], {}
+    spans = []
     for e in events:
         if e.get("ph") == "X":
             kind, core = lanes[e["tid"]]
-            spans.append((kind, core, e["name"], e["dur"], e.get("args", {}).get("stage")))
-            kinds = tiles.setdefault(e["name"], {})
-            kinds[kind] = kinds.get(kind, 0) + e.get("args", {}).get("points", 1)
-    return spans, cores, tiles
+            args = e.get("args", {})
+            spans.append((kind, core, e["name"], e["dur"], args.get("stage"), args.get("points", 1)))
+    return spans, cores
 
 
 __all__ = ["HIGH", "LOW", "RULE", "chrome_spans", "flags", "load", "profile_spans"]

@@ -63,11 +63,6 @@ def summary(profile, *, name: str | None = None, options=None) -> dict:
     counts: dict = {}
     for r in trace.records:
         counts[r.title] = counts.get(r.title, 0) + 1
-    tiles: dict = {}                                   # label -> core kind -> grid points
-    for t in tasks:
-        kinds = tiles.setdefault(t.label or t.name, {})
-        kind = "host" if trace.host else t.core         # a run on host threads: its lanes are the threads
-        kinds[kind] = kinds.get(kind, 0) + t.points
     return {
         "format": SUMMARY_FORMAT, "name": name, "machine": getattr(trace.machine, "name", ""), "mode": trace.mode,
         "makespan_us": profile.makespan_us, "lower_bound_us": profile.lower_bound_us,
@@ -75,7 +70,7 @@ def summary(profile, *, name: str | None = None, options=None) -> dict:
         "tasks": profile.tasks, "utilisation": dict(profile.utilisation), "idle_us": dict(profile.idle_us),
         "label_us": dict(profile.label_us), "label_tasks": {k: counts.get(k, 0) for k in profile.label_us},
         "critical_path": runs([tasks[t].label or tasks[t].name for t in profile.critical_path]),
-        "load": load(profile_spans(trace), dict(profile.lanes), tiles),
+        "load": load(profile_spans(trace), dict(profile.lanes)),
         "options": options,
     }
 
@@ -113,12 +108,12 @@ def _from_chrome(trace: dict) -> dict:
     name = next((e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"), "")
     util = {k: busy.get(k, 0.0) / (max(span, 1e-12) * c) for k, c in lanes.items()}
     label_us = dict(sorted(label_us.items(), key=lambda kv: -kv[1]))
-    spans, cores, tiles = chrome_spans(events)
+    spans, cores = chrome_spans(events)
     return {"format": SUMMARY_FORMAT, "name": name, "machine": name, "mode": "", "makespan_us": span,
             "lower_bound_us": None, "bound_us": {}, "tasks": n, "utilisation": util,
             "idle_us": {k: span * lanes[k] - busy.get(k, 0.0) for k in lanes}, "label_us": label_us,
             "label_tasks": {k: label_tasks[k] for k in label_us}, "critical_path": [],
-            "load": load(spans, cores, tiles), "options": None}
+            "load": load(spans, cores), "options": None}
 
 
 _FIELDS = {"makespan_us": (int, float), "tasks": int, "utilisation": dict, "label_us": dict, "label_tasks": dict}

@@ -118,7 +118,7 @@ def load_section(data: dict) -> str:
             crows.append(("", [f"{esc(kind)} {_ranges(k['idle'])}", "0", "0.00", "-", f"idle ({len(k['idle'])} cores)",
                                "<span class='lbar'></span>"]))
     single = [x for x in ld["labels"] if x["single_core"]]
-    srows = [[esc(x["label"]), esc(x["kind"]), f"{x['tiles']}", f"{x['tasks']}", f"{esc(x['kind'])} {x['cores'][0]}"]
+    srows = [[esc(x["label"]), esc(x["kind"]), f"{x['tiles']}", f"{x['tasks']}", f"{esc(x['kind'])} {x['single_core_on']}"]
              for x in single]
     return ("<section id='load'><h2>Per-core load<span class='hint'>busy time per core; "
             f"{esc(ld['rule'])}</span></h2><div class='two'><div>"
