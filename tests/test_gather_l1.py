@@ -270,6 +270,7 @@ def test_sparse_attention_l1_gather_fp32_and_xla(sfa_case):
     with pytest.raises(pj.PtoArgumentError, match="p_dtype float16 must be float32 or the value dtype bfloat16"):
         pj.lower(functools.partial(K.sparse_attention, scale_value=0.1, p_dtype=jnp.float16,
                                    tiles={"gather_l1": True}), *args)
-    with pytest.raises(pj.PtoShapeError, match=r"tiles[.qk_l1.] gives top-k rows x chunks per task 16 x 3, which does not divide 64"):
+    with pytest.raises(pj.PtoShapeError,
+                       match=r"tiles\['qk_l1'\] gives top-k rows x chunks per task 16 x 3, which does not divide 64"):
         pj.lower(functools.partial(K.sparse_attention, scale_value=0.1, tiles={"gather_l1": True,
                                                                                "qk_l1": (None, 16, 3)}), *args)

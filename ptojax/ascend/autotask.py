@@ -8,8 +8,8 @@ resident in L1/UB charged once per window), one point by its grid-point function
 then go to the earliest idle core, each after an AICPU scheduler (the least recently used of
 ``Target.aicpu``) spends ``Target.aicpu_task_s`` deciding it and ``Target.dispatch_s`` passes: the
 last end is the part's predicted makespan on its own, and the ``n`` with the smallest wins (the
-smaller ``n`` on a tie). The parts of one block call (an odd-sized GEMM's interior and edge
-programs) share the cores: one count for all of them is priced on their tasks together against each
+larger ``n`` on a tie: fewer tasks, fewer dispatches and reloads than the model charges). The parts
+of one block call (an odd-sized GEMM's interior and edge programs) share the cores: one count for all of them is priced on their tasks together against each
 part's own choice. Reads are priced as L2 hits (the L2 rule's HBM share depends on the rest of
 the run). L1/UB capacity needs no term of its own: a resident tile is a tile the grid point already
 holds (``isel/task.py``), so a task of any ``n`` takes the space of one point; a K chain's resident
@@ -89,9 +89,9 @@ def points_per_task(kernels: list[asm.Kernel], target: Target, memory, arch: str
             priced[i, n] = task_costs(kernels[i], n, target, memory, arch)
         return priced[i, n]
 
-    own = [min(t, key=lambda n, i=i: (part_makespan(costs(i, n), target, cores), n)) for i, t in enumerate(tried)]
+    own = [min(t, key=lambda n, i=i: (part_makespan(costs(i, n), target, cores), -n)) for i, t in enumerate(tried)]
     if len(kernels) == 1:
         return own
-    shared = [[min(n, p) for p in points] for n in sorted(set().union(*tried))]
+    shared = [[min(n, p) for p in points] for n in sorted(set().union(*tried), reverse=True)]  # larger n on a tie
     return min([own, *shared], key=lambda choice: part_makespan(
         [c for i, n in enumerate(choice) for c in costs(i, n)], target, cores))

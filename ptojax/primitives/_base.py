@@ -163,7 +163,7 @@ def operands(op: str, *args):
     like = tensor(op, (strong or given)[0])
     out = []
     for a in args:
-        if strong and _weak_scalar(a):
+        if strong and _weak_scalar(a) and a.dtype != like.dtype:
             dt = like.dtype
             if (jnp.issubdtype(a.dtype, jnp.floating) and dt not in FLOAT) or (dt == np.bool_ and a.dtype != np.bool_):
                 raise op_error(PtoDtypeError, op, f"a {a.dtype.name} scalar cannot combine with a {dt.name} "
