@@ -9,11 +9,12 @@ then go to the earliest idle core, each after an AICPU scheduler (the least rece
 ``Target.aicpu``) spends ``Target.aicpu_task_s`` deciding it and ``Target.dispatch_s`` passes: the
 last end is the part's predicted makespan on its own, and the ``n`` with the smallest wins (the
 larger ``n`` on a tie: fewer tasks, fewer dispatches and reloads than the model charges). The parts
-of one block call (an odd-sized GEMM's interior and edge programs) share the cores: one count for all of them is priced on their tasks together against each
-part's own choice. Reads are priced as L2 hits (the L2 rule's HBM share depends on the rest of
-the run). L1/UB capacity needs no term of its own: a resident tile is a tile the grid point already
-holds (``isel/task.py``), so a task of any ``n`` takes the space of one point; a K chain's resident
-A strip is larger, and selection keeps it only where L1 holds it beside the point's tiles.
+of one block call (an odd-sized GEMM's interior and edge programs) share the cores: one count for all
+of them is priced on their tasks together against each part's own choice. Reads are priced as L2
+hits (the L2 rule's HBM share depends on the rest of the run). L1/UB capacity needs no term of its
+own: a resident tile is a tile the grid point already holds (``isel/task.py``), so a task of any ``n``
+takes the space of one point; a K chain's resident A strip is larger, and selection keeps it only
+where L1 holds it beside the point's tiles.
 """
 from __future__ import annotations
 
