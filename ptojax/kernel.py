@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import inspect
 import re
+import threading
 import weakref
 from typing import Callable, Mapping
 
@@ -224,6 +225,7 @@ def _fixing(fn, fixed: dict, count: int):
         return fn(*[fixed[i] if i in fixed else next(rest) for i in range(count)])
 
     with_defaults.__signature__ = inspect.Signature([p for i, p in enumerate(params[:count]) if i not in fixed])
+    with_defaults.call_form = (fn, tuple(fixed), count)     # how a call of ``fn`` maps onto it
     return with_defaults
 
 
@@ -295,13 +297,15 @@ class Lowered:
         return self.kernel._polymorphic_specs(self.lowering.in_tree, [_spec(a) for a in self.avals])
 
     def compile(self):
-        """Compile the PTO programs (once per signature; cached on the kernel): a :class:`Compiled`. Lowered
+        """Compile the PTO programs (once per signature; cached on the kernel, where a lowering of the same
+        signature whose trace changed -- a global the function reads, a tile -- compiles anew and takes
+        the cached one's place): a :class:`Compiled`. Lowered
         with a ``jax.export`` symbolic row count (``backend="sim"``), the polymorphic compile
         (:class:`~ptojax.polymorphic.PolymorphicCompiled`, as ``polymorphic_shapes`` makes): callable at
         every row count, ``profile(m=...)``, ``report``."""
         if self.lowering.symbolic and self.kernel.options.backend == "sim":
             return self._polymorphic
-        return self.kernel._compile(self)
+        return self.kernel._compile(self, retraced=True)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -340,7 +344,20 @@ class Compiled:
         return _leaf_labels(self.lowering.in_tree, self.arg_names)
 
     def __call__(self, *args, **kwargs):
-        args, fixed = _positional(self.fn, self.name, args, kwargs)
+        form = getattr(self.fn, "call_form", None)
+        if form is not None:              # lowered with defaults left in a gap: a call of the same form
+            fn, gaps, count = form
+            args, fixed = _positional(fn, self.name, args, kwargs)
+            if len(args) != count or tuple(fixed) != gaps:
+                names = list(inspect.signature(fn).parameters)
+                call = ", ".join(names[i] + ("=..." if i > gaps[0] else "") for i in range(count) if i not in gaps)
+                raise PtoArgumentError(
+                    f"pj.kernel '{self.name}': this compile was lowered for calls {self.name}({call}), "
+                    f"{', '.join(names[i] for i in gaps)} left at {'their defaults' if len(gaps) > 1 else 'its default'}"
+                    "; call it the same way, or call the kernel object")
+            args, fixed = tuple(a for i, a in enumerate(args) if i not in gaps), {}
+        else:
+            args, fixed = _positional(self.fn, self.name, args, kwargs)
         if fixed:
             raise PtoArgumentError(f"pj.kernel '{self.name}': a keyword argument follows parameters left at their "
                                    f"defaults ({', '.join(map(repr, fixed.values()))}), which this compile takes as "
@@ -508,6 +525,7 @@ class Kernel:
         self.name = getattr(inner, "__name__", "kernel")
         self._cache: dict = {}
         self._fixed: dict = {}                          # (arguments, positions fixed) -> :meth:`_placed`'s kernel
+        self._lock = threading.RLock()                  # one compile per signature, however many threads call
         self.compiles = 0
         functools.update_wrapper(self, fn, updated=())   # not fn's __dict__: a kernel's would replace these
 
@@ -552,24 +570,33 @@ class Kernel:
                     raise
                 memory = dataclasses.replace(memory, tile_bytes=memory.tile_bytes // 2)
 
-    def _compile(self, lowered: Lowered) -> Compiled:
+    def _compile(self, lowered: Lowered, retraced: bool = False) -> Compiled:
+        """The cached compile of ``lowered``'s signature, or a new one; ``retraced``: where the cached one
+        is of another trace whose Tile level differs, a new one too (``Lowered.compile``)."""
         key = (lowered.lowering.in_tree, lowered.avals, _tracing_config())
-        if key not in self._cache:
-            code, replay = None, None
-            if self.options.backend == "sim" and lowered.lowering.symbolic:   # jax.export: the dynamic module
-                from . import polymorphic
-                replay = polymorphic.export_function(self, lowered)
-            elif self.options.backend == "sim":
-                tgt = get_target(self.options.target)
-                code = lowered.code or ascend.compile_kernel(lowered.lowering, tgt.memory, tgt)
-            names = _arg_names(self.fn, len(lowered.lowering.in_tree.children()))
-            self._cache[key] = Compiled(self.name, lowered.lowering, self.options, lowered.avals, code,
-                                        arg_names=names, fn=self.fn)
-            if replay is not None:      # the polymorphic compile's, counted where export_function made it
-                _REPLAYS[self._cache[key]] = replay
-            else:
-                self.compiles += 1
-        return self._cache[key]
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None and not (retraced and cached.lowering is not lowered.lowering
+                                           and cached.lowering.as_text("tile") != lowered.lowering.as_text("tile")):
+                return cached
+            return self._compile_new(key, lowered)
+
+    def _compile_new(self, key, lowered: Lowered) -> Compiled:
+        code, replay = None, None
+        if self.options.backend == "sim" and lowered.lowering.symbolic:   # jax.export: the dynamic module
+            from . import polymorphic
+            replay = polymorphic.export_function(self, lowered)
+        elif self.options.backend == "sim":
+            tgt = get_target(self.options.target)
+            code = lowered.code or ascend.compile_kernel(lowered.lowering, tgt.memory, tgt)
+        names = _arg_names(self.fn, len(lowered.lowering.in_tree.children()))
+        compiled = self._cache[key] = Compiled(self.name, lowered.lowering, self.options, lowered.avals, code,
+                                               arg_names=names, fn=self.fn)
+        if replay is not None:      # the polymorphic compile's, counted where export_function made it
+            _REPLAYS[compiled] = replay
+        else:
+            self.compiles += 1
+        return compiled
 
     def compiled_for(self, *args, **kwargs) -> Compiled:
         """The :class:`Compiled` kernel for the signature of ``args``, from the cache or compiled now
@@ -587,7 +614,8 @@ class Kernel:
         key = (tree, avals, _tracing_config())
         if key in self._cache:
             return self._cache[key]
-        return self._compile(self.lower(*args))    # traced (jax.export's symbolic specs too): pto_call's
+        with self._lock:                            # threads racing on a first call: one traces, the rest wait
+            return self._cache[key] if key in self._cache else self._compile(self.lower(*args))
 
     def __call__(self, *args, **kwargs):
         kernel, args = self._placed(args, kwargs)
@@ -601,8 +629,9 @@ class Kernel:
         if not fixed:
             return self, args
         key = (len(args), tuple(fixed))
-        if key not in self._fixed:
-            self._fixed[key] = Kernel(_fixing(self.fn, fixed, len(args)), self.options)
+        with self._lock:
+            if key not in self._fixed:
+                self._fixed[key] = Kernel(_fixing(self.fn, fixed, len(args)), self.options)
         return self._fixed[key], tuple(a for i, a in enumerate(args) if i not in fixed)
 
     def _polymorphic(self, args):
@@ -620,11 +649,12 @@ class Kernel:
         them (for errors; default: the specs' scope's)."""
         from . import polymorphic
 
-        key = polymorphic.spec_key(tree, specs)
-        if key not in self._cache:
-            stated = polymorphic.stated_constraints(specs) if constraints is None else constraints
-            self._cache[key] = polymorphic.compile_specs(self, tree, specs, stated)
-            self.compiles += 1
+        key = (polymorphic.spec_key(tree, specs), _tracing_config())
+        with self._lock:
+            if key not in self._cache:
+                stated = polymorphic.stated_constraints(specs) if constraints is None else constraints
+                self._cache[key] = polymorphic.compile_specs(self, tree, specs, stated)
+                self.compiles += 1
         return self._cache[key]
 
 

@@ -304,6 +304,19 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
              and groups[0][2][0] in kind for x in (groups[0][2][0], groups[-1][2][0])}
     moved |= {r for r, _, _, _ in reshapes if r in roots}
     both = moved | roots | {res for res, _, _ in subsets if _root(res, parent) in roots}
+    # pto-isa's elementwise templates (TSEL, TADD, ...) take one tile type for their tiles: an allocated
+    # tile of a (?, ?) operand's static dims and dtype that the same instruction names is (?, ?) too
+    changed = True
+    while changed:
+        changed = False
+        for line, groups in instrs:
+            tiles = [(x, _tile_dims(ty), ty.split("dtype=")[-1].split(",")[0]) for g in groups
+                     for x, ty in zip(g[2], g[3]) if x in kind]
+            wide = {(d["rows"], d["cols"], dt) for x, d, dt in tiles if x in both}
+            for x, d, dt in tiles:
+                if x not in both and x in allocs and (d["rows"], d["cols"], dt) in wide:
+                    both.add(x)
+                    changed = True
     statics = set()                           # the static valid dims a (?, ?) tile's operands name
 
     def valid_pair(name, type_):

@@ -435,8 +435,8 @@ def _vplanned(op, fn, args, axes, out, attrs):
     """:func:`_vplan` of an instruction form, kept for every instruction of that form in any module."""
     if USER.get(op) is not None:                   # a user's NumPy semantics: on the host, point by point
         return "host", USER[op]
-    if _on_numpy(op, args, out):                   # all points at once on NumPy
-        return "numpy-op", ON_NUMPY[op]
+    if op not in ON_NUMPY_IF and _on_numpy(op, args, out):     # all points at once on NumPy (a condition
+        return "numpy-op", ON_NUMPY[op]                         # on the operands is asked every run: _vapply)
     try:
         key = (op, attrs, out, axes, tuple((a.shape, a.dtype) for a in args), jax.config.read("jax_enable_x64"))
         found = _VPLANS.get(key)
@@ -503,7 +503,11 @@ def _jitted(op, attrs, out, axes):
 
 
 def _vapply(plan, op, fn, args, axes, out, attrs, n):
-    """The instruction's results for all points, as ``plan`` (:func:`_vplan`) runs it."""
+    """The instruction's results for all points, as ``plan`` (:func:`_vplan`) runs it, or on NumPy
+    where the instruction's ``ON_NUMPY_IF`` condition holds for these operands (a float32 matmul whose
+    fma chain may be subnormal: the plan was made for other data)."""
+    if op in ON_NUMPY_IF and _on_numpy(op, args, out):
+        return ON_NUMPY[op](*args, out=out, **dict(attrs))
     kind, run_ = plan
     if kind == "numpy":
         evaluate, tree = run_

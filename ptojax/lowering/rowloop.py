@@ -338,7 +338,9 @@ class _Program:
                         for o, v in zip(outs, cols)]
             stored = self.loop(last, [self.real[v] for v in cols])
             self.real.update(zip(cols, stored))
-        return [self.real[v] for v in self.outputs]
+        out = [self.real[v] for v in self.outputs]
+        self.rows = self.env = self.real = self.rowvals = None      # the trace's values end with it
+        return out
 
     def loop(self, step, carry):
         """``step(segment, c, carry)`` over every column tile: a ``fori_loop`` over a segment's tiles

@@ -41,7 +41,7 @@ from .partition import Options as PassOptions
 from .scope import TileConfig
 from .scope import read as read_scope
 from .symbolic import arange, at_run_time
-from .walk import CONTROL, body_of, by_rule, control, interpret, is_const, retrace
+from .walk import CONTROL, Memo, body_of, by_rule, control, interpret, is_const, retrace
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
 
@@ -99,9 +99,9 @@ def _matrix(x, batch_dims, rows_dims, cols_dims, shape):
 def _operand(x, batch_dims, rows_dims, cols_dims, shape):
     """:func:`_matrix` of ``x``, or of the tensor a ``transpose`` made ``x`` from (``b.T`` of ``a @ b.T``:
     ``b`` loaded transposed; the transpose, unused, then goes: :func:`_live`), else ``x`` permuted."""
-    made = _TRANSPOSED.get().get(id(x))
-    if made is not None and made[0] is x:          # x = transpose(source, p): x's dim d is source's p[d]
-        _, source, p = made
+    made = _TRANSPOSED.get().get(x)
+    if made is not None:                           # x = transpose(source, p): x's dim d is source's p[d]
+        source, p = made
         folded = _matrix(source, [p[d] for d in batch_dims], [p[d] for d in rows_dims], [p[d] for d in cols_dims],
                          shape)
         if folded is not None:
@@ -113,11 +113,11 @@ def _operand(x, batch_dims, rows_dims, cols_dims, shape):
 def _transpose(eqn, x):
     out = ops.permute(x, eqn.params["permutation"])
     if out is not x:
-        _TRANSPOSED.get()[id(out)] = (out, x, tuple(eqn.params["permutation"]))
+        _TRANSPOSED.get()[out] = (x, tuple(eqn.params["permutation"]))
     return out
 
 
-_TRANSPOSED = contextvars.ContextVar("transposed", default={})    # id(result) -> (result, source, permutation)
+_TRANSPOSED = contextvars.ContextVar("transposed", default=Memo())    # result -> (source, permutation)
 
 
 def _dot_general(eqn, a, b):
@@ -259,8 +259,8 @@ def _squeezed_slices(jaxpr) -> dict:
     return out
 
 
-_SPREAD = contextvars.ContextVar("spread", default={})   # id(result) -> (result, its value): constants kept broadcasts
-_IOTAS = contextvars.ContextVar("iotas", default={})     # id(result) -> (result, axis, first, step): iotas of
+_SPREAD = contextvars.ContextVar("spread", default=Memo())   # result -> its value: constants kept broadcasts
+_IOTAS = contextvars.ContextVar("iotas", default=Memo())     # result -> (axis, first, step): iotas of
                                                          # run-time shapes (reversed: first n - 1, step -1)
 
 
@@ -269,14 +269,14 @@ def _iota_form(payload, shape, axis):
     reversed iota of a descending ``jnp.argsort``), else None. A constant kept a broadcast (``jax.vmap``
     of an argsort broadcasts its iota over the batch) counts by its value, an iota of a shape known at run
     time by its axis."""
-    made = _IOTAS.get().get(id(payload))
-    if made is not None and made[0] is payload:
-        return made[2:] if made[1] == axis else None
+    made = _IOTAS.get().get(payload)
+    if made is not None:
+        return made[1:] if made[0] == axis else None
     if not is_const(payload):
-        spread = _SPREAD.get().get(id(payload))
-        if spread is None or spread[0] is not payload:
+        spread = _SPREAD.get().get(payload)
+        if spread is None:
             return None
-        payload = spread[1]()
+        payload = spread()
     iota = np.broadcast_to(np.arange(shape[axis]).reshape([-1 if d == axis else 1 for d in range(len(shape))]), shape)
     for first, step in ((0, 1), (shape[axis] - 1, -1)):
         if np.array_equal(np.asarray(payload), first + step * iota):
@@ -432,9 +432,9 @@ def _rev(eqn, x):
     """``jnp.flip`` (:func:`~.gathers.rev`); of an iota of a run-time shape along its axis, the reversed
     iota (``jnp.argsort(descending=True)``'s payload)."""
     out = rev(eqn, x)
-    made = _IOTAS.get().get(id(x))
-    if made is not None and made[0] is x and eqn.params["dimensions"] == (made[1],):
-        _IOTAS.get()[id(out)] = (out, made[1], made[2] + made[3] * (x.shape[made[1]] - 1), -made[3])
+    made = _IOTAS.get().get(x)
+    if made is not None and eqn.params["dimensions"] == (made[0],):
+        _IOTAS.get()[out] = (made[0], made[1] + made[2] * (x.shape[made[0]] - 1), -made[2])
     return out
 
 
@@ -878,7 +878,7 @@ def _translate(eqn, invals, stack):
         out = eqn.primitive.bind(*invals, **eqn.params)
     elif name == "iota" and any(at_run_time(n) for n in eqn.params["shape"]):
         out = _iota(eqn)                         # indices of a size known at run time: made on the cores
-        _IOTAS.get()[id(out)] = (out, eqn.params["dimension"], 0, 1)
+        _IOTAS.get()[out] = (eqn.params["dimension"], 0, 1)
     elif const and name not in RULES and not all(isinstance(d, int) for v in eqn.outvars for d in v.aval.shape):
         raise unsupported(eqn, f"makes a constant of the symbolic shape {eqn.outvars[0].aval.str_short()}: constants "
                                 "are folded at trace time, so their shapes must be static")
@@ -888,7 +888,7 @@ def _translate(eqn, invals, stack):
         out = _BOOL_RULES[name](*invals)
     elif const:                                  # too large to fold: computed on the cores
         out = RULES[name](eqn, *[np.asarray(x, v.aval.dtype) for x, v in zip(invals, eqn.invars)])
-        _SPREAD.get()[id(out)] = (out, functools.partial(_folded, eqn, invals))
+        _SPREAD.get()[out] = functools.partial(_folded, eqn, invals)
     elif name in RULES:
         out = RULES[name](eqn, *invals)
     else:
@@ -904,8 +904,8 @@ def _folded(eqn, invals):
 
 def to_tensor_level(closed: ClosedJaxpr) -> ClosedJaxpr:
     """The Tensor graph: ``closed`` with every compute eqn a ``pto.*`` op, those nothing reads dropped."""
-    token, transposed, spread = _SQUEEZED.set(_squeezed_slices(closed.jaxpr)), _TRANSPOSED.set({}), _SPREAD.set({})
-    iotas = _IOTAS.set({})
+    token, transposed, spread = _SQUEEZED.set(_squeezed_slices(closed.jaxpr)), _TRANSPOSED.set(Memo()), _SPREAD.set(Memo())
+    iotas = _IOTAS.set(Memo())
     try:
         out = retrace(closed, _rule)
     finally:

@@ -46,7 +46,7 @@ from .symbolic import templated
 from .tensor import to_tensor_level
 from .topk import SORT_COLS, STAGED_INT32_SORT, pass_k, sort_int32_by_halves, staged_topk, topk_in_passes
 from .origin import blame
-from .walk import CONTROL, by_rule, control, interpret, retrace
+from .walk import CONTROL, Memo, by_rule, control, interpret, retrace
 
 # Ops that keep some axes whole: name -> function(params, rank) giving those axes.
 _WHOLE_AXES = {
@@ -93,7 +93,7 @@ class _Context:
     config: TileConfig
     label: str
     memory: CoreMemory
-    rows: dict = dataclasses.field(default_factory=dict)   # id(R×1 value) -> (value, its row block's tile)
+    rows: Memo = dataclasses.field(default_factory=Memo)   # R×1 value -> the tile of its row block
     row_loops: bool = True     # the label's long rows may loop inside one program (partition's row_loops)
     wide: dict = dataclasses.field(default_factory=dict)   # shape -> rows of a default row loop over it
     shared: dict = dataclasses.field(default_factory=dict)  # (shape, label) -> the default tile all its ops take
@@ -294,7 +294,7 @@ def _mapped(ctx, eqn, invals):
     if ctx.op in ROW_REDUCTIONS and p["keepdims"]:
         row = tuple(1 if d in p["axes"] else t for d, t in enumerate(tile))
     if row:
-        ctx.rows[id(outs[0])] = (outs[0], row)
+        ctx.rows[outs[0]] = row
     return outs
 
 
@@ -353,7 +353,7 @@ def _row_tile(ctx, tensors, space):
     row block, so that the op runs in the reduction's program; None for any other op."""
     if OPS.get(ctx.op) is None or OPS[ctx.op].family != "elementwise":
         return None
-    tiles = {ctx.rows[id(x)][1] for x in tensors if id(x) in ctx.rows}
+    tiles = {ctx.rows.get(x) for x in tensors if x in ctx.rows}
     if len(tiles) != 1 or any(tuple(x.shape) != tuple(space) for x in tensors):
         return None
     (tile,) = tiles
@@ -1032,11 +1032,12 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
     wide = {} if wide is None else wide
     shared = {} if shared is None else shared
     met = {} if met is None else met
-    device: dict = {}   # id -> value computed on a core (a GM tensor); other 0-d values live on the host
-    rows: dict = {}     # id -> (R×1 value, the tile of the row block it was reduced from)
+    device = Memo()     # the values computed on a core (GM tensors); other 0-d values live on the host
+    rows = Memo()       # R×1 value -> the tile of the row block it was reduced from
 
     def on_device(values):
-        device.update((id(v), v) for v in values)
+        for v in values:
+            device[v] = True
         return values
 
     def rule(eqn, invals, stack):
@@ -1049,11 +1050,11 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             return control(eqn, invals, stack, by_rule(rule))
         op = name[len("pto."):]
         host = (all(not v.aval.shape for v in eqn.outvars) and all(not np.shape(x) for x in invals)
-                and not any(id(x) in device for x in invals))
+                and not any(x in device for x in invals))
         if not name.startswith("pto.") or host:       # control scalars (loop counters, bounds) stay on the host
             out = eqn.primitive.bind(*invals, **eqn.params)
             outs = list(out) if eqn.primitive.multiple_results else [out]
-            return on_device(outs) if any(id(x) in device for x in invals) else outs
+            return on_device(outs) if any(x in device for x in invals) else outs
         if eqn.primitive is ir.tile_grid_p:            # hand-written tiles (pj.tiles.grid) pass through
             spec = eqn.params["spec"]
             if not spec.label:

@@ -8,6 +8,7 @@ them as ``jax.named_scope`` keeps them on the eqns the pass emits.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import Callable
 
 import jax
@@ -57,6 +58,35 @@ def retrace(closed: ClosedJaxpr, rule: Callable) -> ClosedJaxpr:
     """A new closed jaxpr: ``closed`` interpreted with ``rule`` on abstract inputs of the same avals."""
     avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.invars]
     return jax.make_jaxpr(lambda *args: interpret(closed.jaxpr, closed.consts, args, rule))(*avals)
+
+
+class Memo:
+    """``value -> data`` for the values of a trace, keyed by identity and holding each value weakly: an
+    entry goes with its value, and a tracer with its trace, so a table kept across nested traces (a
+    loop's body) holds none past its end (``jax.checking_leaks``). A value that cannot be weakly
+    referenced (a Python number) is held."""
+
+    def __init__(self):
+        self._entries: dict = {}
+
+    def __setitem__(self, value, data) -> None:
+        key, entries = id(value), self._entries
+        try:
+            ref = weakref.ref(value, lambda _, key=key: entries.pop(key, None))
+        except TypeError:
+            ref = lambda value=value: value         # noqa: E731
+        entries[key] = (ref, data)
+
+    def get(self, value, default=None):
+        entry = self._entries.get(id(value))
+        return entry[1] if entry is not None and entry[0]() is value else default
+
+    def __contains__(self, value) -> bool:
+        entry = self._entries.get(id(value))
+        return entry is not None and entry[0]() is value
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 def is_const(x) -> bool:

@@ -58,7 +58,9 @@ class CubePlan:
             m, k = (lt.v_col, lt.v_row) if ta else (lt.v_row, lt.v_col)
             n = rt.v_row if tb else rt.v_col
             item = max(lt.np_dtype.itemsize, rt.np_dtype.itemsize)
-            mp, kp, np_ = _up(m, 16), _up(k, max(16, 32 // item)), _up(n, max(16, 32 // rt.np_dtype.itemsize))
+            # a transposed (zN) L1 tile's rows are whole inner boxes of 32 bytes (pto-isa's Tile: 32 int8 rows)
+            mp = _up(m, max(16, 32 // lt.np_dtype.itemsize) if ta else 16)
+            kp, np_ = _up(k, max(16, 32 // item)), _up(n, max(16, 32 // rt.np_dtype.itemsize))
             self.types[mm.outs[0].name] = _cube_tile(acc, mp, np_, m, n)
             for name, t, shape, flip in ((left, lt, (mp, kp, m, k), ta), (right, rt, (kp, np_, k, n), tb)):
                 self.types[name] = _cube_tile(t, *shape)
