@@ -351,10 +351,10 @@ class Compiled:
             if len(args) != count or tuple(fixed) != gaps:
                 names = list(inspect.signature(fn).parameters)
                 call = ", ".join(names[i] + ("=..." if i > gaps[0] else "") for i in range(count) if i not in gaps)
-                raise PtoArgumentError(
-                    f"pj.kernel '{self.name}': this compile was lowered for calls {self.name}({call}), "
-                    f"{', '.join(names[i] for i in gaps)} left at {'their defaults' if len(gaps) > 1 else 'its default'}"
-                    "; call it the same way, or call the kernel object")
+                left = ", ".join(names[i] for i in gaps)
+                left += " left at their defaults" if len(gaps) > 1 else " left at its default"
+                raise PtoArgumentError(f"pj.kernel '{self.name}': this compile was lowered for calls "
+                                       f"{self.name}({call}), {left}; call it the same way, or call the kernel object")
             args, fixed = tuple(a for i, a in enumerate(args) if i not in gaps), {}
         else:
             args, fixed = _positional(self.fn, self.name, args, kwargs)
@@ -362,6 +362,10 @@ class Compiled:
             raise PtoArgumentError(f"pj.kernel '{self.name}': a keyword argument follows parameters left at their "
                                    f"defaults ({', '.join(map(repr, fixed.values()))}), which this compile takes as "
                                    "arguments; call it as it was compiled, or call the kernel object")
+        return self._call(args)
+
+    def _call(self, args: tuple):
+        """The call on ``args``, positional as this compile takes them (the kernel object's calls, placed)."""
         flat, tree = jax.tree.flatten(_canonical(args))
         self._check(flat, tree)
         if self.options.backend == "sim" and not any(isinstance(x, jax.core.Tracer) for x in flat):
@@ -619,7 +623,8 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         kernel, args = self._placed(args, kwargs)
-        return kernel.compiled_for(*args)(*args)
+        compiled = kernel.compiled_for(*args)
+        return compiled._call(args) if isinstance(compiled, Compiled) else compiled(*args)
 
     def _placed(self, args, kwargs):
         """(The kernel to trace, its positional arguments): keyword arguments placed by ``fn``'s signature;

@@ -68,7 +68,7 @@ from . import npeval
 from .engine_parse import (DTYPES, Arith, Const, For, Function, If, Instr, Module, PtrType, Scalar, Stmt, Subset,
                            Tile, TileType, VectorType, View, ViewType, parse, subset_type, subset_valid)
 from ..errors import PtoExecutionError
-from .tile_semantics import ON_NUMPY, ON_NUMPY_IF, SEMANTICS, USER, zn
+from .tile_semantics import ON_NUMPY, ON_NUMPY_BY_DATA, ON_NUMPY_IF, SEMANTICS, USER, zn
 
 _ARITH = {"addi": lambda a, b: a + b, "subi": lambda a, b: a - b, "muli": lambda a, b: a * b,
           "divsi": lambda a, b: abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1),
@@ -431,12 +431,13 @@ _FORMS: dict = {}   # (instruction, operand axes, shapes and dtypes, destination
 _VPLANS: dict = {}  # (mnemonic, attributes, out, operand point axes, shapes and dtypes, x64) -> plan, for every module
 
 
-def _vplanned(op, fn, args, axes, out, attrs):
-    """:func:`_vplan` of an instruction form, kept for every instruction of that form in any module."""
+def _vplanned(op, fn, args, axes, out, attrs, asked=True):
+    """:func:`_vplan` of an instruction form, kept for every instruction of that form in any module
+    (``asked``: or its NumPy form where its ``ON_NUMPY_IF`` condition holds)."""
     if USER.get(op) is not None:                   # a user's NumPy semantics: on the host, point by point
         return "host", USER[op]
-    if op not in ON_NUMPY_IF and _on_numpy(op, args, out):     # all points at once on NumPy (a condition
-        return "numpy-op", ON_NUMPY[op]                         # on the operands is asked every run: _vapply)
+    if asked and _on_numpy(op, args, out):         # all points at once on NumPy
+        return "numpy-op", ON_NUMPY[op]
     try:
         key = (op, attrs, out, axes, tuple((a.shape, a.dtype) for a in args), jax.config.read("jax_enable_x64"))
         found = _VPLANS.get(key)
@@ -503,11 +504,14 @@ def _jitted(op, attrs, out, axes):
 
 
 def _vapply(plan, op, fn, args, axes, out, attrs, n):
-    """The instruction's results for all points, as ``plan`` (:func:`_vplan`) runs it, or on NumPy
-    where the instruction's ``ON_NUMPY_IF`` condition holds for these operands (a float32 matmul whose
-    fma chain may be subnormal: the plan was made for other data)."""
-    if op in ON_NUMPY_IF and _on_numpy(op, args, out):
-        return ON_NUMPY[op](*args, out=out, **dict(attrs))
+    """The instruction's results for all points, as ``plan`` (:func:`_vplanned`) runs it; an instruction
+    whose NumPy form is chosen by its operands' values (``ON_NUMPY_BY_DATA``: a float32 matmul whose fma
+    chain may be subnormal) asks on every run, the plan being made for other data."""
+    if op in ON_NUMPY_BY_DATA:
+        if _on_numpy(op, args, out):
+            return ON_NUMPY[op](*args, out=out, **dict(attrs))
+        if plan[0] == "numpy-op":
+            plan = _vplanned(op, fn, args, axes, out, attrs, asked=False)
     kind, run_ = plan
     if kind == "numpy":
         evaluate, tree = run_

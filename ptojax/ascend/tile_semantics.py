@@ -1012,6 +1012,7 @@ def _np_tmatmul_bias(lhs, rhs, bias, *, out=None):
 ON_NUMPY.update({"tmatmul": _np_tmatmul, "tmatmul.acc": _np_tmatmul_acc, "tmatmul.bias": _np_tmatmul_bias})
 ON_NUMPY_IF.update({"tmatmul": _np_exact, "tmatmul.acc": lambda acc, *ab, out=None: _np_exact(*ab, acc),
                     "tmatmul.bias": lambda lhs, rhs, bias, out=None: _np_exact(lhs, rhs, bias)})
+ON_NUMPY_BY_DATA = frozenset(("tmatmul", "tmatmul.acc", "tmatmul.bias"))   # conditions that read the values
 
 
 @_register("tmatmul")

@@ -261,7 +261,7 @@ def _squeezed_slices(jaxpr) -> dict:
 
 _SPREAD = contextvars.ContextVar("spread", default=Memo())   # result -> its value: constants kept broadcasts
 _IOTAS = contextvars.ContextVar("iotas", default=Memo())     # result -> (axis, first, step): iotas of
-                                                         # run-time shapes (reversed: first n - 1, step -1)
+                                                             # run-time shapes (reversed: first n - 1, step -1)
 
 
 def _iota_form(payload, shape, axis):
@@ -904,8 +904,8 @@ def _folded(eqn, invals):
 
 def to_tensor_level(closed: ClosedJaxpr) -> ClosedJaxpr:
     """The Tensor graph: ``closed`` with every compute eqn a ``pto.*`` op, those nothing reads dropped."""
-    token, transposed, spread = _SQUEEZED.set(_squeezed_slices(closed.jaxpr)), _TRANSPOSED.set(Memo()), _SPREAD.set(Memo())
-    iotas = _IOTAS.set(Memo())
+    token, transposed = _SQUEEZED.set(_squeezed_slices(closed.jaxpr)), _TRANSPOSED.set(Memo())
+    spread, iotas = _SPREAD.set(Memo()), _IOTAS.set(Memo())
     try:
         out = retrace(closed, _rule)
     finally:

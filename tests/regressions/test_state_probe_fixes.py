@@ -50,7 +50,10 @@ def test_a_keyword_after_defaults_keeps_them_python_values():
         want = jax.jit(act_then_scale)(x, **kwargs)
         np.testing.assert_array_equal(np.asarray(f(x, **kwargs)), np.asarray(want), err_msg=str(kwargs))
         np.testing.assert_array_equal(np.asarray(jax.jit(f)(x, **kwargs)), np.asarray(want), err_msg=str(kwargs))
-    np.testing.assert_array_equal(f.lower(x, scale=s).compile()(x, s), np.asarray(jax.jit(act_then_scale)(x, scale=s)))
+    compiled = f.lower(x, scale=s).compile()        # called as lowered: (x, scale=s); (x, s) would be act=s
+    np.testing.assert_array_equal(compiled(x, scale=s), np.asarray(jax.jit(act_then_scale)(x, scale=s)))
+    with pytest.raises(pj.PtoArgumentError, match=r"lowered for calls act_then_scale\(x, scale=\.\.\.\)"):
+        compiled(x, s)
     compiled = pj.kernel(lambda x, alpha=0.5, scale=None: x * alpha * scale).lower(x, 0.5, s).compile()
     np.testing.assert_array_equal(compiled(x, 0.5, s), x * 0.5 * s)
     with pytest.raises(pj.PtoArgumentError, match=r"a keyword argument follows parameters left at their defaults "
