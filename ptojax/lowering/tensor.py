@@ -121,6 +121,12 @@ _TRANSPOSED = contextvars.ContextVar("transposed", default=Memo())    # result -
 
 
 def _dot_general(eqn, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:      # a product by a scalar (jnp.dot(x, 2.0)): elementwise
+        dtype = eqn.outvars[0].aval.dtype
+        a, b = (np.asarray(x, dtype) if is_const(x) else ops.cast(x, dtype) for x in (a, b))
+        if is_const(a) and is_const(b):
+            return a & b if dtype == np.bool_ else a * b
+        return ops.logical_and(a, b) if dtype == np.bool_ else ops.mul(a, b)
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     lf = [d for d in range(a.ndim) if d not in lc and d not in lb]
     rf = [d for d in range(b.ndim) if d not in rc and d not in rb]
@@ -827,7 +833,7 @@ _ID_OPS = frozenset({"scatter", "gather", "eq", "ne", "select_n", "concatenate",
 
 def _ids(x):
     """A uint32 constant below 2**31 (no tile holds uint32) as int32, the same values; ``x`` otherwise."""
-    if is_const(x) and np.dtype(x.dtype) == np.uint32 and (np.size(x) == 0 or np.max(x) < 2 ** 31):
+    if is_const(x) and np.asarray(x).dtype == np.uint32 and (np.size(x) == 0 or np.max(x) < 2 ** 31):
         return np.asarray(x).astype(np.int32)
     return x
 
