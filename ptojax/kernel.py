@@ -355,9 +355,8 @@ class Compiled:
                 left += " left at their defaults" if len(gaps) > 1 else " left at its default"
                 raise PtoArgumentError(f"pj.kernel '{self.name}': this compile was lowered for calls "
                                        f"{self.name}({call}), {left}; call it the same way, or call the kernel object")
-            args, fixed = tuple(a for i, a in enumerate(args) if i not in gaps), {}
-        else:
-            args, fixed = _positional(self.fn, self.name, args, kwargs)
+            return self._call(tuple(a for i, a in enumerate(args) if i not in gaps))
+        args, fixed = _positional(self.fn, self.name, args, kwargs)
         if fixed:
             raise PtoArgumentError(f"pj.kernel '{self.name}': a keyword argument follows parameters left at their "
                                    f"defaults ({', '.join(map(repr, fixed.values()))}), which this compile takes as "

@@ -82,8 +82,7 @@ class Memo:
         return entry[1] if entry is not None and entry[0]() is value else default
 
     def __contains__(self, value) -> bool:
-        entry = self._entries.get(id(value))
-        return entry is not None and entry[0]() is value
+        return self.get(value, self) is not self
 
     def clear(self) -> None:
         self._entries.clear()
