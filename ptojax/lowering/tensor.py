@@ -154,6 +154,8 @@ def _dot_general(eqn, a, b):
 def _reduce(op, on_bools=None):
     """A reduction over ``eqn``'s axes; ``on_bools``: its rule where ``x`` is bool (``jnp.max`` of a mask)."""
     def rule(eqn, x):
+        if _empty(eqn, x):
+            return _folded(eqn, [np.zeros(x.shape, x.dtype)])
         if on_bools is not None and x.dtype == np.bool_:
             return on_bools(eqn, x)
         return op(x, tuple(eqn.params["axes"]))
@@ -169,9 +171,18 @@ def _arg_reduce(op):
     return rule
 
 
+def _empty(eqn, x) -> bool:
+    """Whether reduction ``eqn`` reduces an empty axis of ``x`` to a static shape: its result is then its
+    identity everywhere (``jnp.max(x, 0, initial=-inf)`` of no rows: -inf), which JAX folds."""
+    axes = eqn.params["axes"]
+    return any(x.shape[a] == 0 for a in axes) and all(isinstance(d, int) for d in eqn.outvars[0].aval.shape)
+
+
 def _bool_reduce(op):
     """``reduce_or`` / ``reduce_and`` of booleans: the max / min of their int32 values."""
     def rule(eqn, x):
+        if _empty(eqn, x):
+            return _folded(eqn, [np.zeros(x.shape, x.dtype)])
         if x.dtype != np.bool_:
             raise unsupported(eqn, f"is only translated on bool operands, not {x.dtype.name}")
         return ops.gt(op(ops.cast(x, jnp.int32), tuple(eqn.params["axes"])), np.int32(0))
@@ -300,13 +311,32 @@ def _sort(eqn, *operands):
         raise unsupported(eqn, f"sorts {eqn.params['num_keys']} key(s) with {len(forms)} payload(s); it is translated "
                                "for one key whose payloads are iotas along the sorted axis (jnp.sort, jnp.argsort "
                                "and their gradients): sort other payloads by gathering with the argsort's indices")
-    values, order = ops.sort(operands[0], axis)
-    outs = [values]
+    keys = operands[0]
+    values, order = ops.sort(ops.cast(keys, jnp.int8) if keys.dtype == np.bool_ else keys, axis)  # False < True
+    outs = [ops.cast(values, np.bool_) if keys.dtype == np.bool_ else values]
     for payload, (first, step) in zip(operands[1:], forms):
         index = ops.sub(np.int32(first), order) if step < 0 else order
         # a uint32 iota (a derivative's) no tile holds: its int32 order (< 2**31) serves
         outs.append(index if payload.dtype == np.uint32 else ops.cast(index, payload.dtype))
     return outs
+
+
+def _reduce_precision(eqn, x):
+    """``lax.reduce_precision`` to a format at least ``x``'s own (``x``), or float32 to float16's
+    (5, 10) or bfloat16's (8, 7): a round trip through that dtype; below float16's smallest normal the
+    value is a zero of its sign, as XLA flushes where the exponent narrows."""
+    bits, own = (eqn.params["exponent_bits"], eqn.params["mantissa_bits"]), jnp.finfo(x.dtype)
+    if bits[0] >= own.nexp and bits[1] >= own.nmant:
+        return x
+    narrow = {(5, 10): jnp.float16, (8, 7): jnp.bfloat16}.get(bits)
+    if narrow is None or x.dtype != np.float32:
+        raise unsupported(eqn, f"to {bits[0]} exponent and {bits[1]} mantissa bits of {x.dtype.name} is not "
+                               "translated: only float32 to float16's (5, 10) or bfloat16's (8, 7)")
+    out = ops.cast(ops.cast(x, narrow), x.dtype)
+    if bits[0] == own.nexp:
+        return out
+    small = ops.lt(ops.abs(out), np.float32(jnp.finfo(narrow).smallest_normal))
+    return ops.where(small, ops.mul(x, np.float32(0)), out)
 
 
 def _top_k(eqn, x):
@@ -609,6 +639,7 @@ RULES = {
     "lt_to": lambda e, x, y: _total_order(x, y, strict=True), "le_to": lambda e, x, y: _total_order(x, y, strict=False),
     "eq_to": lambda e, x, y: _total_eq(x, y),
     "copy": lambda e, x: x, "copy_p": lambda e, x: x, "stop_gradient": lambda e, x: x,
+    "optimization_barrier": lambda e, *xs: xs, "reduce_precision": _reduce_precision,
     **windows.RULES,
 }
 _ROWS = {"pto.gather": ops.gather, "pto.scatter_update": ops.scatter_update, "pto.index_add": ops.index_add}
