@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import ptojax as pj
 from ptojax.ascend.targets import A3
 from ptojax.mpmd import Machine, Plan, Region, Task, TaskGraph, simulate
-from ptojax.mpmd.l2 import L2, reuse_miss
+from ptojax.mpmd.l2 import L2, Access, reuse_miss
 from ptojax.mpmd.synthetic import layered_dag
 
 MIB = 1 << 20
@@ -130,7 +130,7 @@ def test_the_tasks_hbm_bytes_are_the_l2_rules_however_points_are_grouped(case, r
 
     def recorded(self, reads, writes):
         fraction, spill = hbm_fraction(self, reads, writes)
-        rule.append((self, fraction * sum(r for r, _ in reads.values()) + spill))
+        rule.append((self, fraction * sum(a.nbytes for a in reads.values()) + spill))
         return fraction, spill
 
     for tpb in (1, 2, 4, "auto"):
@@ -204,25 +204,58 @@ def test_no_schedule_of_a_multi_call_streaming_kernel_beats_the_bound_or_the_hbm
 
 
 # ------------------------------------------------------------------------------------------ L2 rule
+def _access(nbytes: int, size: int, lo: int = 0) -> Access:
+    """``nbytes`` read (or written) of a tensor of ``size`` bytes: whole passes over it, then the
+    ``[lo, lo + rest)`` part."""
+    access = Access(size, 1)
+    for _ in range(nbytes // size):
+        access.add((0,), (size,))
+    if nbytes % size:
+        access.add((lo,), (lo + nbytes % size,))
+    return access
+
+
+def _call(l2, reads, writes):
+    """``l2.hbm_fraction`` of a call given as tensor -> (bytes, tensor bytes[, first byte of a part])."""
+    return l2.hbm_fraction({t: _access(*a) for t, a in reads.items()}, {t: _access(*a) for t, a in writes.items()})
+
+
 def test_l2_rule_compulsory_reads_reuse_and_residency():
     l2 = L2(100 * MIB)
     # A first call reads 10 MiB ten times over: its first read from HBM, the re-reads hit.
-    assert l2.hbm_fraction({"a": (100 * MIB, 10 * MIB)}, {"b": (10 * MIB, 10 * MIB)}) == (pytest.approx(0.1), 0)
+    assert _call(l2, {"a": (100 * MIB, 10 * MIB)}, {"b": (10 * MIB, 10 * MIB)}) == (pytest.approx(0.1), 0)
     # Its output b and input a are resident now: a later call reads both from L2.
-    assert l2.hbm_fraction({"a": (10 * MIB, 10 * MIB), "b": (10 * MIB, 10 * MIB)}, {}) == (0.0, 0)
+    assert _call(l2, {"a": (10 * MIB, 10 * MIB), "b": (10 * MIB, 10 * MIB)}, {}) == (0.0, 0)
     # A call whose reads (150 MiB distinct) overflow the L2: 1 - 100/150 of its re-reads miss.
-    fraction, _ = l2.hbm_fraction({"c": (300 * MIB, 150 * MIB)}, {})
+    fraction, _ = _call(l2, {"c": (300 * MIB, 150 * MIB)}, {})
     assert fraction == pytest.approx((150 + (1 - 100 / 150) * 150) / 300)
     # c (150 MiB) pushed a and b out: reading a again goes to HBM.
-    assert not l2.resident("a") and l2.hbm_fraction({"a": (10 * MIB, 10 * MIB)}, {})[0] == 1.0
+    assert not l2.resident("a") and _call(l2, {"a": (10 * MIB, 10 * MIB)}, {})[0] == 1.0
     # A call writing 250 MiB (its distinct bytes) into the 100 MiB L2 writes 150 MiB back to HBM.
-    assert l2.hbm_fraction({"a": (10 * MIB, 10 * MIB)}, {"d": (300 * MIB, 250 * MIB)}) == (0.0, 150 * MIB)
+    assert _call(l2, {"a": (10 * MIB, 10 * MIB)}, {"d": (300 * MIB, 250 * MIB)}) == (0.0, 150 * MIB)
     assert reuse_miss(50, 100) == 0.0 and reuse_miss(400, 100) == 0.75
     # A resident tensor read once beside a new one that overflows the L2: its distinct bytes hit, only
     # re-reads miss (it charged 1 - 100/120 of the resident tensor's bytes as misses).
     l2 = L2(100 * MIB)
-    assert l2.hbm_fraction({}, {"e": (60 * MIB, 60 * MIB)}) == (0.0, 0)
-    assert l2.hbm_fraction({"e": (60 * MIB, 60 * MIB), "x": (60 * MIB, 60 * MIB)}, {})[0] == pytest.approx(0.5)
+    assert _call(l2, {}, {"e": (60 * MIB, 60 * MIB)}) == (0.0, 0)
+    assert _call(l2, {"e": (60 * MIB, 60 * MIB), "x": (60 * MIB, 60 * MIB)}, {})[0] == pytest.approx(0.5)
+
+
+def test_l2_rule_first_reads_of_a_tensors_parts_come_from_hbm():
+    """Two calls reading a tensor's two halves pay for both from HBM (the first marked the whole tensor
+    resident: the second half's first read was a hit); re-reading a half, or the whole once both were
+    read, hits; a write makes its part resident."""
+    l2 = L2(100 * MIB)
+    assert _call(l2, {"a": (5 * MIB, 10 * MIB, 0)}, {})[0] == 1.0
+    assert _call(l2, {"a": (5 * MIB, 10 * MIB, 5 * MIB)}, {})[0] == 1.0
+    assert _call(l2, {"a": (5 * MIB, 10 * MIB, 0)}, {})[0] == 0.0
+    assert _call(l2, {"a": (10 * MIB, 10 * MIB)}, {})[0] == 0.0
+    # a tensor written in part, then read whole: the part written hits, the rest comes from HBM
+    assert _call(l2, {}, {"b": (4 * MIB, 10 * MIB, 0)}) == (0.0, 0)
+    assert _call(l2, {"b": (10 * MIB, 10 * MIB)}, {})[0] == pytest.approx(0.6)
+    # a part of a tensor the L2 no longer holds is read from HBM again, as a whole one is
+    _call(l2, {"c": (100 * MIB, 100 * MIB)}, {})
+    assert _call(l2, {"a": (5 * MIB, 10 * MIB, 0)}, {})[0] == 1.0
 
 
 def test_l2_rule_writes_back_dirty_data_that_later_calls_push_out():
@@ -230,23 +263,24 @@ def test_l2_rule_writes_back_dirty_data_that_later_calls_push_out():
     them out of the L2, not only when one call writes more than the L2 holds; at most the capacity stays
     dirty at the end."""
     l2 = L2(100 * MIB)
-    assert l2.hbm_fraction({}, {"a": (60 * MIB, 60 * MIB)}) == (0.0, 0)           # a fits, dirty
-    assert l2.hbm_fraction({}, {"b": (60 * MIB, 60 * MIB)}) == (0.0, 20 * MIB)    # b pushes 20 MiB of a out
-    assert l2.hbm_fraction({"c": (100 * MIB, 100 * MIB)}, {}) == (1.0, 100 * MIB)  # reading c pushes out the rest
+    assert _call(l2, {}, {"a": (60 * MIB, 60 * MIB)}) == (0.0, 0)           # a fits, dirty
+    assert _call(l2, {}, {"b": (60 * MIB, 60 * MIB)}) == (0.0, 20 * MIB)    # b pushes 20 MiB of a out
+    assert _call(l2, {"c": (100 * MIB, 100 * MIB)}, {}) == (1.0, 100 * MIB)  # reading c pushes out the rest
     assert l2.dirty == {}
     # Rewriting a tensor dirties its distinct bytes once; a partial write, only the bytes written.
-    assert l2.hbm_fraction({}, {"d": (30 * MIB, 30 * MIB)}) == (0.0, 0)
-    assert l2.hbm_fraction({}, {"d": (30 * MIB, 30 * MIB), "e": (10 * MIB, 70 * MIB)}) == (0.0, 0)
+    assert _call(l2, {}, {"d": (30 * MIB, 30 * MIB)}) == (0.0, 0)
+    assert _call(l2, {}, {"d": (30 * MIB, 30 * MIB), "e": (10 * MIB, 70 * MIB)}) == (0.0, 0)
     assert l2.dirty == {"d": 30 * MIB, "e": 10 * MIB}
-    l2.touch("f", 100 * MIB)                                                       # as a copy does
+    l2.touch("f", 100 * MIB)                                                 # as a copy does
     assert l2.evict() == 40 * MIB and l2.dirty == {}
 
 
 class _PlainL2:
-    """The L2 rule as its docstring states it, by walking every tensor: the reference for :class:`L2`."""
+    """The L2 rule as its docstring states it, by walking every tensor: the reference for :class:`L2`.
+    Tensors are 1-D; the part of one the L2 holds is an interval (None: all of it)."""
 
     def __init__(self, capacity):
-        self.capacity, self.recent, self.dirty = capacity, {}, {}
+        self.capacity, self.recent, self.dirty, self.part = capacity, {}, {}, {}
 
     def held(self, tensor):
         order = list(self.recent)
@@ -256,11 +290,27 @@ class _PlainL2:
     def resident(self, tensor):
         return tensor in self.recent and self.held(tensor) == self.recent[tensor]
 
-    def touch(self, tensor, nbytes, written=0):
+    def touch(self, tensor, nbytes, written=0, part=None):
         self.recent.pop(tensor, None)
         self.recent[tensor] = nbytes
+        self.part[tensor] = part
         if written:
             self.dirty[tensor] = min(nbytes, self.dirty.get(tensor, 0) + written)
+
+    def touch_parts(self, tensor, parts, size, written=0):
+        if tensor in self.part:
+            parts = parts + [(0, size) if self.part[tensor] is None else self.part[tensor]]
+        lo, hi = min(a for a, _ in parts), max(b for _, b in parts)
+        self.touch(tensor, hi - lo, written, (lo, hi))
+
+    def unseen(self, tensor, parts, distinct, size):
+        if not self.resident(tensor):
+            return distinct
+        if self.part[tensor] is None:
+            return 0
+        lo, hi = self.part[tensor]
+        outside = sum((b - a) - max(0, min(b, hi) - max(a, lo)) for a, b in parts)
+        return min(outside, distinct, size - (hi - lo))
 
     def evict(self):
         out = 0
@@ -272,35 +322,49 @@ class _PlainL2:
         return out
 
 
+_PART = st.tuples(st.integers(0, 40), st.integers(0, 63), st.integers(1, 64))      # tensor, first byte, bytes
+
+
 @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(calls=st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 64)), max_size=4),
-                                st.lists(st.tuples(st.integers(0, 40), st.integers(1, 64)), max_size=3),
-                                st.booleans()), max_size=60),
+@given(calls=st.lists(st.tuples(st.lists(_PART, max_size=4), st.lists(_PART, max_size=3), st.booleans()),
+                      max_size=60),
        capacity=st.sampled_from([1, 50, 100, 400]))
 def test_the_l2_rule_is_its_plain_statement(calls, capacity):
-    """Residency, HBM fractions and write-backs of random call sequences (tensors re-read, rewritten,
-    copied) equal those of the rule walked tensor by tensor: a run of thousands of small tensors (a
-    scan's steps) costs a logarithm per touch, not such a walk."""
+    """Residency, HBM fractions and write-backs of random call sequences (tensors re-read in parts,
+    rewritten, copied) equal those of the rule walked tensor by tensor: a run of thousands of small
+    tensors (a scan's steps) costs a logarithm per touch, not such a walk."""
     fast, plain = L2(capacity), _PlainL2(capacity)
-    size = {}
+    size = {t: 16 + 7 * t % 49 for t in range(41)}
+
+    def accesses(parts, times):
+        out = {}
+        for t, first, n in parts:
+            lo = first % size[t]
+            hi = min(lo + n, size[t])
+            access = out.setdefault(f"t{t}", Access(size[t], 1))
+            for _ in range(times):
+                access.add((lo,), (hi,))
+        return out
+
     for reads, writes, copy in calls:
-        r = {f"t{t}": (n * 2, size.setdefault(t, n)) for t, n in reads}
-        w = {f"t{t}": (n, size.setdefault(t, n)) for t, n in writes}
+        r, w = accesses(reads, 2), accesses(writes, 1)
         if copy:                                     # a copy touches, then writes back what it pushes out
-            for t, (_, n) in r.items():
-                fast.touch(t, n)
-                plain.touch(t, n)
+            for t, a in r.items():
+                fast.touch(t, a.size)
+                plain.touch(t, a.size)
             assert fast.evict() == plain.evict()
             continue
         assert [fast.resident(t) for t in r] == [plain.resident(t) for t in r]
-        distinct = {t: min(x, n) for t, (x, n) in r.items()}
+        parts = {t: [(lo[0], hi[0]) for lo, hi in a.boxes] for t, a in r.items()}
+        distinct = {t: min(a.nbytes, a.size) for t, a in r.items()}
         miss = reuse_miss(sum(distinct.values()), capacity)
-        total = sum(x for x, _ in r.values())
-        hbm = sum((0 if plain.resident(t) else distinct[t]) + miss * (x - distinct[t]) for t, (x, _) in r.items())
-        for t, (_, n) in r.items():
-            plain.touch(t, n)
-        for t, (x, n) in w.items():
-            plain.touch(t, n, min(x, n))
+        total = sum(a.nbytes for a in r.values())
+        hbm = sum(plain.unseen(t, parts[t], distinct[t], a.size) + miss * (a.nbytes - distinct[t])
+                  for t, a in r.items())
+        for t, a in r.items():
+            plain.touch_parts(t, [(lo[0], hi[0]) for lo, hi in a.boxes], a.size)
+        for t, a in w.items():
+            plain.touch_parts(t, [(lo[0], hi[0]) for lo, hi in a.boxes], a.size, min(a.nbytes, a.size))
         fraction, back = fast.hbm_fraction(r, w)
         assert fraction == pytest.approx(hbm / total if total else 0.0) and back == plain.evict()
         assert fast.dirty == plain.dirty

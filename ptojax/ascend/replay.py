@@ -217,13 +217,9 @@ def reinterpret(x, dtype):
     if src.itemsize == dst.itemsize:
         return lax.bitcast_convert_type(x, dst)
     n = x.shape[0]
-    raw = x if src.itemsize == 1 else lax.bitcast_convert_type(x, jnp.uint8)
-    raw = raw.reshape(n, -1)
-    if raw.dtype != jnp.uint8:
-        raw = lax.bitcast_convert_type(raw, jnp.uint8)
-    if dst.itemsize == 1:
-        return lax.bitcast_convert_type(raw, dst)
-    return lax.bitcast_convert_type(raw.reshape(n, -1, dst.itemsize), dst)
+    if src.itemsize > dst.itemsize:             # one bitcast, no bytes in between: XLA's simplifier
+        return lax.bitcast_convert_type(x, dst).reshape(n, -1)      # cycles on chains through uint8
+    return lax.bitcast_convert_type(x.reshape(n, -1, dst.itemsize // src.itemsize), dst)
 
 
 def storage(dtype) -> np.dtype:

@@ -4,9 +4,13 @@ task costs, the simulated HBM channel and the lower bound.
 Per block call, for each GM tensor its tasks read: ``R`` bytes read in all, ``D = min(R, tensor
 bytes)`` distinct bytes.
 
-- **Compulsory reads**: the ``D`` distinct bytes come from HBM unless the tensor is resident in L2,
-  i.e. an earlier task of the run touched it and the tensors touched since, plus itself, fit in the
-  L2 (its reuse distance, counted in whole tensors, is at most the capacity).
+- **Compulsory reads**: the ``D`` distinct bytes come from HBM unless the tensor is resident in L2:
+  an earlier task of the run touched it, and its footprint and those of the tensors touched since fit
+  in the L2 (its reuse distance, counted in whole footprints, is at most the capacity). A tensor's
+  footprint is the box spanning every region of it calls touched (all of it once a call touched all
+  of it). Of a resident tensor, the bytes a call reads outside its box -- at most ``D`` and the
+  tensor's bytes outside the box -- come from HBM too: a first read of a byte is never a hit, so two
+  calls reading a tensor's two halves pay for both.
 - **Re-reads** (the other ``R - D`` bytes, tiles read by several blocks) hit L2 while the call's
   working set ``W`` (the distinct bytes it reads) fits in the L2; past it a fraction ``1 - L2 / W``
   of them misses to HBM.
@@ -15,7 +19,7 @@ bytes)`` distinct bytes.
   reads). The distinct bytes a call writes are dirty: added to the tensor's dirty bytes, at most its
   size.
 - **Write-back**: the L2 holds, of each tensor, what of it fits in the capacity left by the tensors
-  touched after it (most recent first, whole tensors); after each call, the dirty bytes of a tensor
+  touched after it (most recent first, whole footprints); after each call, the dirty bytes of a tensor
   past what it holds are written back to HBM by that call -- the call's own writes past the capacity,
   and dirty data of earlier calls that this call's traffic pushed out. So at most ``capacity`` dirty
   bytes are ever left in L2; they are written back after the run, unpriced. A copy task (which writes
@@ -79,6 +83,38 @@ class _Recency:
         return self.total - self._upto(i + 1)
 
 
+def _volume(lo, hi) -> int:
+    n = 1
+    for a, b in zip(lo, hi):
+        n *= max(0, b - a)
+    return n
+
+
+def _hull(boxes):
+    """The smallest box holding ``boxes`` ((lo, hi) pairs; None: a whole tensor, which holds any)."""
+    if any(box is None for box in boxes):
+        return None
+    return tuple(map(min, zip(*(lo for lo, _ in boxes)))), tuple(map(max, zip(*(hi for _, hi in boxes))))
+
+
+class Access:
+    """One block call's reads or writes of one GM tensor: ``nbytes`` in all (regions read by several
+    tasks counted each time), of a tensor of ``size`` bytes and ``itemsize``-byte elements, in the
+    element boxes ``boxes`` ((lo, hi) pairs)."""
+
+    __slots__ = ("nbytes", "size", "itemsize", "boxes")
+
+    def __init__(self, size: int, itemsize: int):
+        self.nbytes, self.size, self.itemsize, self.boxes = 0, size, itemsize, []
+
+    def add(self, lo, hi) -> int:
+        """Add the region ``[lo, hi)``; returns its bytes."""
+        nbytes = _volume(lo, hi) * self.itemsize
+        self.nbytes += nbytes
+        self.boxes.append((lo, hi))
+        return nbytes
+
+
 class L2:
     """Residency of GM tensors in an L2 of ``capacity`` bytes, by reuse distance in program order, and
     their dirty (written, not yet written back) bytes."""
@@ -87,6 +123,7 @@ class L2:
         self.capacity = capacity
         self.recent = _Recency()
         self.dirty: dict = {}               # tensor -> bytes written and still in L2, least recently touched first
+        self.box: dict = {}                 # tensor -> the box of it the L2 holds (None: all of it)
 
     def _held(self, tensor) -> int:
         """The bytes of ``tensor`` the L2 holds: what fits beside the tensors touched after it."""
@@ -97,11 +134,35 @@ class L2:
         return tensor in self.recent.last and self._held(tensor) == self.recent.last[tensor][1]
 
     def touch(self, tensor, nbytes: int, written: float = 0) -> None:
-        """Mark ``tensor`` (``nbytes``) most recently touched, ``written`` more of its bytes dirty."""
+        """Mark all of ``tensor`` (``nbytes``) most recently touched, ``written`` more of its bytes dirty."""
+        self.box[tensor] = None
+        self._touch(tensor, nbytes, written)
+
+    def _touch(self, tensor, nbytes: int, written: float = 0) -> None:
         self.recent.touch(tensor, nbytes)
         dirty = self.dirty.pop(tensor, None)
         if dirty is not None or written:
             self.dirty[tensor] = min(nbytes, (dirty or 0) + written)
+
+    def _touch_boxes(self, tensor, access: Access, written: float = 0) -> None:
+        """Touch ``access``'s boxes of ``tensor``: the box of it the L2 holds grows to span them (a
+        tensor's part pushed out is not taken off: its dirty bytes stay its own to write back)."""
+        boxes = access.boxes + ([self.box[tensor]] if tensor in self.box else [])
+        box = self.box[tensor] = _hull(boxes)
+        nbytes = access.size if box is None else min(_volume(*box) * access.itemsize, access.size)
+        self._touch(tensor, nbytes, written)
+
+    def _unseen(self, tensor, access: Access, distinct: float) -> float:
+        """The bytes of ``access``'s ``distinct`` bytes the L2 does not hold: all unless ``tensor`` is
+        resident, else those outside the box of it the L2 holds."""
+        if not self.resident(tensor):
+            return distinct
+        box = self.box.get(tensor)
+        if box is None:
+            return 0
+        lo, hi = box
+        outside = sum(_volume(a, b) - _volume(tuple(map(max, a, lo)), tuple(map(min, b, hi))) for a, b in access.boxes)
+        return min(outside * access.itemsize, distinct, access.size - self.recent.last[tensor][1])
 
     def evict(self) -> float:
         """Write back the dirty bytes the L2 no longer holds; returns how many. The least recently touched
@@ -124,19 +185,18 @@ class L2:
     def hbm_fraction(self, reads: dict, writes: dict) -> tuple[float, float]:
         """(The fraction of one block call's read bytes that come from HBM, the dirty bytes it writes
         back to HBM); the call's tensors are then marked touched, its writes dirty. ``reads`` and
-        ``writes``: tensor -> (bytes its tasks read or write, tensor bytes)."""
-        distinct = {t: min(r, size) for t, (r, size) in reads.items()}
+        ``writes``: tensor -> its :class:`Access`."""
+        distinct = {t: min(a.nbytes, a.size) for t, a in reads.items()}
         miss = reuse_miss(sum(distinct.values()), self.capacity)
         total = hbm = 0.0
-        for t, (r, _) in reads.items():
-            compulsory = 0 if self.resident(t) else distinct[t]
-            hbm += compulsory + miss * (r - distinct[t])       # a resident tensor's distinct bytes hit
-            total += r
-        for t, (_, size) in reads.items():
-            self.touch(t, size)
-        for t, (w, size) in writes.items():
-            self.touch(t, size, min(w, size))
+        for t, a in reads.items():
+            hbm += self._unseen(t, a, distinct[t]) + miss * (a.nbytes - distinct[t])   # re-reads: L2 hits
+            total += a.nbytes                                                          # while W fits
+        for t, a in reads.items():
+            self._touch_boxes(t, a)
+        for t, a in writes.items():
+            self._touch_boxes(t, a, min(a.nbytes, a.size))
         return (hbm / total if total else 0.0), self.evict()
 
 
-__all__ = ["L2", "reuse_miss"]
+__all__ = ["L2", "Access", "reuse_miss"]

@@ -49,7 +49,7 @@ from ..lowering.block_graph import call_sites
 from ..lowering.walk import body_of
 from ..primitives import tile as T
 from .graph import PtoTaskError, Region, Task, TaskGraph
-from .l2 import L2
+from .l2 import L2, Access
 
 
 POOL_BYTES = 64 << 20           # the most bytes of freed scratch arrays the pool keeps, all threads together
@@ -481,20 +481,18 @@ class _Orchestrator:
         write-back: its own writes past the L2 and earlier calls' that its traffic pushes out) are
         shared out by the bytes of the tasks' regions, read and written, into their HBM bytes -- the
         die's HBM channel and the bound count them; a core's store rate stays its cost."""
-        reads, writes, region_bytes, write_bytes, sizes = {}, {}, [], [], {}  # sizes: buffer -> (itemsize, nbytes)
+        reads, writes, region_bytes, write_bytes = {}, {}, [], []     # buffer -> its l2.Access
         for _, task, _ in made:
             task_bytes = written = 0
             for regions, into in ((task.reads, reads), (task.writes, writes)):
                 for region in regions:
                     buffer = region.buffer
                     if buffer >= 0:                           # not a sync token
-                        size = sizes.get(buffer)
-                        if size is None:
+                        access = into.get(buffer)
+                        if access is None:
                             array = self.buffers[buffer].array
-                            size = sizes[buffer] = (array.itemsize, array.nbytes)
-                        nbytes = region.size * size[0]
-                        done = into.get(buffer)
-                        into[buffer] = (nbytes if done is None else done[0] + nbytes, size[1])
+                            access = into[buffer] = Access(array.nbytes, array.itemsize)
+                        nbytes = access.add(region.lo, region.hi)
                         if into is reads:
                             task_bytes += nbytes
                         else:

@@ -224,6 +224,92 @@ def _gm_row(sel, view: str, lead_ix, row_ix):
     return name
 
 
+def _rows_view(sel, view: str, shape, axis: int, always: bool = False):
+    """GM tensor ``view`` as its rows (every dim but the last flattened), where a slab after ``axis``
+    spans several dims (or ``always``): its window in the tensor's own view would have the slab's first
+    dim, not its rows, second to last, which a column tile's load or store cannot move. None where the
+    slab is one (rows, width) window already, or the tensor is not contiguous."""
+    if len(shape) - axis - 1 <= 2 and not always:
+        return None
+    made = next((st for st in sel.kernel.body if isinstance(st, asm.MakeView) and st.name == view), None)
+    # codegen names index constants %c<value>; a unit dim's stride is any
+    contiguous = [f"%c{math.prod(shape[d + 1:])}" for d in range(len(shape))]
+    if made is None or any(n != 1 and st != want for n, st, want in zip(shape, made.strides, contiguous)):
+        return None
+    name = sel.fresh("rv")
+    t = sel.types[name] = asm.ViewType((math.prod(shape[:-1]), shape[-1]), made.type.dtype)
+    sel.lines.append(f"{name} = pto.make_tensor_view {made.ptr}, shape = [{sel.const(t.shape[0], 'index')}, "
+                     f"{made.shape[-1]}], strides = [{made.shape[-1]}, {sel.const(1, 'index')}] : {t}")
+    return name
+
+
+def _slab(sel, view: str, rows_view, lead_ix, lead_flat, row_ix, n: int, m: int):
+    """The window of the slab at (``lead_ix``, ``row_ix``) of GM ``view`` (:func:`_gm_row`), or in its
+    ``rows_view`` (:func:`_rows_view`): ``m`` rows from row ``(lead_flat * n + row_ix) * m``."""
+    if rows_view is None:
+        return _gm_row(sel, view, lead_ix, row_ix)
+    row = row_ix if lead_flat is None else _arith(sel, "addi", _arith(sel, "muli", lead_flat, n), row_ix)
+    vt = sel.types[rows_view]
+    pt = asm.ViewType((m, vt.shape[1]), vt.dtype, True)
+    name = sel.fresh("rg")
+    sel.types[name] = pt
+    sel.lines.append(f"{name} = pto.partition_view {rows_view}, offsets = [{_scale(sel, row, m)}, {_idx(sel, 0)}], "
+                     f"sizes = [{_idx(sel, m)}, {_idx(sel, vt.shape[1])}] : {vt} -> {pt}")
+    return name
+
+
+def _unaligned_column(sel, tile: str, m: int) -> bool:
+    """Whether ``tile`` is a column tile whose slabs of ``m`` rows are no whole 32-byte rows: a subset
+    of them is no tile pto-isa compiles (a column-major tile's rows must fill 32-byte boxes)."""
+    t = sel.types[tile]
+    return is_column(t) and m * t.np_dtype.itemsize % 32 != 0
+
+
+def _column_slabs(sel, s, view, idx, tile, shape, axis, count, lead, m, *, store: bool):
+    """A row gather (``store`` False) or scatter of :func:`_unaligned_column` slabs, element by
+    element through the tensor's rows view (one element per row): a scatter's elements each read
+    from the tile (``pto.tgetval``), set into a one-element tile and stored to its one-element
+    window (``atomic_add`` when it accumulates); a gather's each read from GM (``pto.load_scalar``)
+    and set into the tile (``pto.tsetval``). Out-of-range indices move nothing."""
+    rows_view = _rows_view(sel, view, shape, axis, always=True)
+    if rows_view is None:
+        sel.fail(s, f"of {m}-row slabs of a strided GM tensor into a column tile")
+    t = sel.types[tile]
+    vt = sel.types[rows_view]
+    made = next(st for st in sel.kernel.body if isinstance(st, asm.MakeView) and st.name == view)
+    if store:
+        cell = sel.alloc(asm.TileBuf("vec", t.dtype, 1, 32 // t.np_dtype.itemsize, 1, 1))
+        attr = " {atomicType = #pto<atomic_type atomic_add>}" if s.attr("accumulate") else ""
+    else:
+        _zero(sel, tile)
+    q, loop = _for(sel, math.prod(lead) * count)
+    with loop:
+        i = q if not lead else _arith(sel, "remsi", q, count)
+        value = _index(sel, s, idx, i, count)
+        with _block(sel, f"scf.if {_in_range(sel, value, shape[axis])}"):
+            row = _as_index(sel, value)
+            if lead:
+                row = _arith(sel, "addi", _arith(sel, "muli", _arith(sel, "divsi", q, count), shape[axis]), row)
+            r, inner = _for(sel, m)
+            with inner:
+                at, pos = _scale(sel, row, m, r), _scale(sel, q, m, r)       # the GM row, the tile row
+                element = sel.fresh("re")
+                sel.types[element] = t.dtype
+                if store:
+                    sel.lines.append(f"{element} = pto.tgetval ins({tile}, {pos} : {t}, index) outs : {t.dtype}")
+                    sel.lines.append(f"pto.tsetval ins({_idx(sel, 0)}, {element} : index, {t.dtype}) "
+                                     f"outs({cell} : {sel.types[cell]})")
+                    dst = sel.fresh("rg")
+                    pt = sel.types[dst] = asm.ViewType((1, 1), t.dtype, True)
+                    sel.lines.append(f"{dst} = pto.partition_view {rows_view}, offsets = [{at}, {_idx(sel, 0)}], "
+                                     f"sizes = [{_idx(sel, 1)}, {_idx(sel, 1)}] : {vt} -> {pt}")
+                    sel.lines.append(f"pto.tstore ins({cell} : {sel.types[cell]}) outs({dst} : {pt}){attr}")
+                else:
+                    sel.lines.append(f"{element} = pto.load_scalar {made.ptr}[{at}] : !pto.ptr<{t.dtype}> -> "
+                                     f"{t.dtype}")
+                    sel.lines.append(f"pto.tsetval ins({pos}, {element} : index, {t.dtype}) outs({tile} : {t})")
+
+
 def _view_shape(sel, s, view: str):
     vt = sel.types[view]
     if not isinstance(vt, asm.ViewType) or vt.partition:
@@ -244,15 +330,19 @@ def mgather(sel, s, ins, outs):
     if _elements(sel, shape, axis, out):
         return _element_gather(sel, s, view, idx, out, shape[0], count)
     lead, m = _row_plan(sel, s, shape, axis, count, out, "destination")
+    if _unaligned_column(sel, out, m):
+        return _column_slabs(sel, s, view, idx, out, shape, axis, count, lead, m, store=False)
     to = sel.types[out]
     _zero(sel, out)
+    rows_view = _rows_view(sel, view, shape, axis)
     q, loop = _for(sel, math.prod(lead) * count)
     with loop:
         i = q if not lead else _arith(sel, "remsi", q, count)
         value = _index(sel, s, idx, i, count)
         with _block(sel, f"scf.if {_in_range(sel, value, shape[axis])}"):
-            lead_ix = _delinearize(sel, _arith(sel, "divsi", q, count), lead) if lead else []
-            src = _gm_row(sel, view, lead_ix, _as_index(sel, value))
+            lead_flat = _arith(sel, "divsi", q, count) if lead else None
+            lead_ix = _delinearize(sel, lead_flat, lead) if lead else []
+            src = _slab(sel, view, rows_view, lead_ix, lead_flat, _as_index(sel, value), shape[axis], m)
             dst = sel.subset(out, _scale(sel, q, m), m, 0, to.cols)
             sel.print("tload", [src], [dst])
 
@@ -332,15 +422,19 @@ def mscatter(sel, s, ins, outs):
     if _elements(sel, shape, axis, rows):
         return _element_scatter(sel, s, view, idx, rows, shape[0], count)
     lead, m = _row_plan(sel, s, shape, axis, count, rows, "source")
+    if _unaligned_column(sel, rows, m):
+        return _column_slabs(sel, s, view, idx, rows, shape, axis, count, lead, m, store=True)
     tr = sel.types[rows]
     attr = " {atomicType = #pto<atomic_type atomic_add>}" if s.attr("accumulate") else ""
+    rows_view = _rows_view(sel, view, shape, axis)
     q, loop = _for(sel, math.prod(lead) * count)
     with loop:
         i = q if not lead else _arith(sel, "remsi", q, count)
         value = _index(sel, s, idx, i, count)
         with _block(sel, f"scf.if {_in_range(sel, value, shape[axis])}"):
-            lead_ix = _delinearize(sel, _arith(sel, "divsi", q, count), lead) if lead else []
-            dst = _gm_row(sel, view, lead_ix, _as_index(sel, value))
+            lead_flat = _arith(sel, "divsi", q, count) if lead else None
+            lead_ix = _delinearize(sel, lead_flat, lead) if lead else []
+            dst = _slab(sel, view, rows_view, lead_ix, lead_flat, _as_index(sel, value), shape[axis], m)
             src = sel.subset(rows, _scale(sel, q, m), m, 0, tr.cols)
             sel.lines.append(f"pto.tstore ins({src} : {sel.types[src]}) outs({dst} : {sel.types[dst]}){attr}")
 

@@ -16,7 +16,8 @@ through (an ``scf.for`` over rows when there are several, ``pto.subset`` row vie
    after the data), the candidates' own indices for ``merge_topk`` (``-1`` in the gaps) —
    ``tsort32`` breaks ties by that index ascending, which is the lower-index-first rule of
    ``lax.top_k`` (and of the top-k merge after it);
-3. ``tsort32`` into 32-struct runs (f16: one per 32-value block, see :meth:`_RowSort.sort32`),
+3. ``tsort32`` into 32-struct runs (f16: of the row seen as one 32-value block per tile row, see
+   :meth:`_RowSort.sort32`),
    single-list ``tmrgsort`` rounds (``blockLen`` = 32·4^i structs) merging them four at a time, and
    a final 2- or 3-list ``tmrgsort`` when ``m > 1``;
 4. ``tgather`` mask patterns split the first ``k`` structs: values ``P0101`` (f32) / ``P0001`` (f16);
@@ -194,18 +195,16 @@ class _RowSort:
         return cur
 
     def sort32(self, cur):
-        """``tsort32`` of the work row into ``cur``: one instruction for f32; per 32-value block for
-        f16 (pto-isa's CPU TSort32 places block ``b`` at struct column ``2·32·b``, right for 2-element
-        f32 structs only — each block on its own 4-element f16 struct view sidesteps that)."""
-        sel, e = self.sel, self.e
-        if e == 2 or self.p == BLOCK:
+        """``tsort32`` of the work row into ``cur``: of the row for f32; for f16 of the row seen as
+        ``P/32`` rows of one 32-value block each (pto-isa's CPU TSort32 places block ``b`` of a row at
+        struct column ``2·32·b``, right for 2-element f32 structs only — a block per row sidesteps that)."""
+        sel, e, p = self.sel, self.e, self.p
+        if e == 2 or p == BLOCK:
             return sel.print("tsort32", [self.work, self.index_u32], [cur])
-        c0 = _index(sel, 0)
-        for b in range(self.p // BLOCK):
-            index = sel.reshape(sel.subset(self.index, c0, 1, b * BLOCK, BLOCK),
-                                asm.TileBuf("vec", "ui32", 1, BLOCK, 1, BLOCK))
-            sel.print("tsort32", [sel.subset(self.work, c0, 1, b * BLOCK, BLOCK), index],
-                      [sel.subset(cur, c0, 1, b * e * BLOCK, e * BLOCK)])
+        rows = p // BLOCK
+        blocks = [sel.reshape(tile, asm.TileBuf("vec", dtype, rows, cols, rows, cols)) for tile, dtype, cols in (
+            (self.work, self.dtype, BLOCK), (self.index, "ui32", BLOCK), (cur, self.dtype, e * BLOCK))]
+        sel.print("tsort32", blocks[:2], blocks[2:])
 
     def gather(self, cur, r, dynamic):
         """The first ``k`` structs of the sorted row ``cur`` into row ``r`` of the staging tiles."""
