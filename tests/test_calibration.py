@@ -171,6 +171,12 @@ def _shared_reads_prose(text):
     assert (runs[128].tasks, runs[256].tasks) == (2, 4) and runs[256].makespan_us < runs[128].makespan_us
     assert (f"profiles at {runs[128].makespan_us:.1f} µs for M = 128 (two tasks) and "
             f"{runs[256].makespan_us:.1f} µs for M = 256 (four)") in text
+    k_runs = {}
+    for k in (128, 129):                         # the fill around a busiest pipe that moves
+        specs = (jax.ShapeDtypeStruct((512, k), jnp.float16), jax.ShapeDtypeStruct((k, 1000), jnp.float16))
+        k_runs[k] = pj.kernel(gemm).lower(*specs).compile().profile(compute=False).makespan_us
+    assert k_runs[129] < k_runs[128]
+    assert f"profiles at {k_runs[128]:.2f} µs for K = 128 and {k_runs[129]:.2f} µs for K = 129" in text
 
 
 def _stage(prof, label):

@@ -304,10 +304,10 @@ def test_donated_cache_is_updated_in_place_without_a_copy_task():
     np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(jax.numpy.asarray(cache), rows, slots)), want)
 
 
-def test_auto_tiles_per_block_is_the_cost_models_fastest_and_keeps_every_core_busy():
-    """tiles_per_block="auto": the count whose simulated run is no slower than any fixed count's, with
-    at least as many tasks as cores; the numbers do not change and the makespan drops well below one
-    tile per task (many cheap tiles: the AICPU schedulers bound one tile per task)."""
+def test_auto_tiles_per_block_is_the_cost_models_fastest():
+    """tiles_per_block="auto": the count whose simulated run is no slower than any fixed count's (here
+    fewer tasks than cores: the AICPU schedulers' dispatches bind); the numbers do not change and the
+    makespan drops well below one tile per task."""
     x = rand((1024, 2048), np.float32)
 
     def scale(x):
@@ -318,9 +318,9 @@ def test_auto_tiles_per_block_is_the_cost_models_fastest_and_keeps_every_core_bu
     auto = pj.kernel(scale, options={"tiles_per_block": "auto"}).compiled_for(x)
     out, trace = auto.run(x)
     np.testing.assert_array_equal(out, np.asarray(default(x)))
-    assert A3.aiv <= len(trace.records) < len(default.run(x)[1].records) // 2
+    assert len(trace.records) < len(default.run(x)[1].records) // 2
     fastest = auto.profile(x).makespan_us
-    for n in (2, 21, 42):
+    for n in (2, 21, 42, 86, 171, 342):           # 1024, 98, 49, 24, 12 and 6 tasks
         fixed = pj.kernel(scale, options={"tiles_per_block": n}).compiled_for(x)
         assert fastest <= fixed.profile(x, compute=False).makespan_us * (1 + 1e-9), n
     assert fastest < 0.5 * default.profile(x).makespan_us

@@ -290,6 +290,18 @@ def _offsets(shape: tuple, strides: tuple) -> np.ndarray:
     return sum((g * s for g, s in zip(grid, strides)), np.zeros(shape, np.int64))
 
 
+def _distinct(shape, strides) -> bool:
+    """Whether an array of ``shape`` with element ``strides`` gives distinct elements distinct
+    addresses: each stride, smallest first, at least the extent of those below it."""
+    dims = sorted((st, d) for st, d in zip(strides, shape) if d > 1)
+    reach = 1
+    for st, d in dims:
+        if st < reach:
+            return False
+        reach = st * d
+    return True
+
+
 class _Gm:
     """A tensor view of pointer parameter ``param`` (a flat GM array ``flat`` of this run): element
     ``offset + sum(i * strides)`` (``offset``: an int or one per point); a window's ``starts``: its
@@ -310,16 +322,30 @@ class _Gm:
         item = flat.itemsize
         return np.ndarray(self.shape, flat.dtype, flat, offset * item, tuple(s * item for s in self.strides))
 
-    def _spaced(self, n: int):
-        """(first offset, step) where the points' offsets step evenly by ``step`` >= 0, else None."""
+    def _grid(self, n: int):
+        """(first offset, (n1, n2), (step1, step2)) where point ``i * n2 + j``'s offset is ``first +
+        i * step1 + j * step2`` (steps >= 0: evenly spaced points are one row; a matmul operand's
+        windows step along a row of points and between rows), else None."""
         off = self.offset
-        step = int(off[1] - off[0]) if n > 1 else 0
-        return (int(off[0]), step) if step >= 0 and (np.diff(off) == step).all() else None
+        if n < 2:
+            return int(off[0]), (1, n), (0, 0)
+        step = np.diff(off)
+        change = np.flatnonzero(step != step[0])
+        n2 = int(change[0]) + 1 if change.size else n
+        if n % n2:
+            return None
+        n1 = n // n2
+        steps = (int(off[n2] - off[0]) if n1 > 1 else 0, int(step[0]))
+        if min(steps) < 0 or not np.array_equal(
+                off, (off[0] + steps[0] * np.arange(n1)[:, None] + steps[1] * np.arange(n2)).reshape(-1)):
+            return None
+        return int(off[0]), (n1, n2), steps
 
-    def _spaced_view(self, flat, n, first, step):
+    def _grid_view(self, flat, first, dims, steps):
+        """The points' windows in ``flat`` as a (n1, n2, *shape) view (:meth:`_grid`)."""
         item = flat.itemsize
-        strides = (step * item,) + tuple(s * item for s in self.strides)
-        return np.ndarray((n,) + self.shape, flat.dtype, flat, first * item, strides)
+        strides = tuple(s * item for s in (*steps, *self.strides))
+        return np.ndarray(dims + self.shape, flat.dtype, flat, first * item, strides)
 
     def _index(self) -> np.ndarray:
         return self.offset.reshape((-1,) + (1,) * len(self.shape)) + _offsets(self.shape, self.strides)
@@ -329,8 +355,7 @@ class _Gm:
         strides giving distinct elements distinct addresses."""
         if self.starts is None or len(self.starts) > 256:
             return False
-        dims = sorted(zip(self.strides, self.shape))
-        if any(st < small * size for (small, size), (st, _) in zip(dims, dims[1:])) or dims and dims[0][0] < 1:
+        if not _distinct(self.shape, self.strides):
             return False
         apart = np.zeros((len(self.starts),) * 2, bool)
         for d, size in enumerate(self.shape):
@@ -349,9 +374,9 @@ class _Gm:
         if not isinstance(self.offset, np.ndarray):
             offset, shape = self.offset, (n,) + self.shape
             return lambda flat: np.broadcast_to(view.one(flat, offset), shape)
-        spaced = self._spaced(n)
-        if spaced is not None:
-            return lambda flat: view._spaced_view(flat, n, *spaced)
+        grid = self._grid(n)
+        if grid is not None:           # a view (evenly spaced points), or one copy of the windows
+            return lambda flat: view._grid_view(flat, *grid).reshape((n,) + self.shape)
         idx = self._index()
         return lambda flat: flat[idx]
 
@@ -362,9 +387,10 @@ class _Gm:
         if not isinstance(self.offset, np.ndarray):
             offset = self.offset
             return lambda flat, values: view.one(flat, offset).__setitem__(Ellipsis, values[-1])
-        spaced = self._spaced(n)
-        if spaced is not None and spaced[1] >= 1 + sum((d - 1) * s for d, s in zip(self.shape, self.strides)):
-            return lambda flat, values: view._spaced_view(flat, n, *spaced).__setitem__(Ellipsis, values)
+        grid = self._grid(n)
+        if grid is not None and _distinct((*grid[1], *self.shape), (*grid[2], *self.strides)):
+            dims = grid[1] + self.shape
+            return lambda flat, values: view._grid_view(flat, *grid).__setitem__(Ellipsis, values.reshape(dims))
         idx = self._index()
         if self._disjoint():
             return lambda flat, values: flat.__setitem__(idx, values)

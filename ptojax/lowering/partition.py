@@ -889,11 +889,11 @@ class _Partitioner:
         """``plan`` with runs of vector groups over the same row blocks that ``rowloop.fuse`` makes one
         program (long rows looping inside it) as one group each, where its program fits the core; what
         the trace put between them without reading them (:func:`_run`) goes before."""
-        out, plan, shapes = [], list(plan), {}
+        out, plan, shapes, hopeless = [], list(plan), {}, set()
         while plan:
             first = _grid(plan[0][0])
-            looping = first is None or self.options.get("row_loops", first.label, True)
-            apart, run = _run(plan, shapes) if looping else ([], [])
+            looping = id(plan[0]) not in hopeless and (first is None or self.options.get("row_loops", first.label, True))
+            apart, run = _run(plan, shapes, hopeless) if looping else ([], [])
             for m in range(len(run), 1, -1):
                 group = _RowGroup(e for g in run[:m] for e in g)
                 try:
@@ -1067,12 +1067,14 @@ class _RowGroup(list):
     block = None
 
 
-def _run(plan, shapes: dict) -> tuple[list, list]:
+def _run(plan, shapes: dict, hopeless: set) -> tuple[list, list]:
     """The run of vector groups from ``plan[0]`` that may form a row loop (same label, same row blocks:
     grid parts alike but for the last, column, dim; column tiles in some only), and the groups between
     them that read none of them (a weight's cast traced between a norm's ops; emitted before the run):
     ``(apart, run)``, which make up the start of ``plan``; ``([], [])`` where no such run starts there.
-    ``shapes``: each group's :func:`_row_shapes`, kept over the calls on one plan."""
+    ``shapes``: each group's :func:`_row_shapes`, kept over the calls on one plan. A run of one grid
+    shape that reaches the plan's end adds its groups to ``hopeless``: a run from any of them has that
+    one shape too (so that a plan of thousands of alike calls is walked once, not once per call)."""
     def rows(group):
         if id(group) not in shapes:
             shapes[id(group)] = _row_shapes(group)
@@ -1100,6 +1102,9 @@ def _run(plan, shapes: dict) -> tuple[list, list]:
             pending.append(group)
         else:
             break
+    else:
+        if len(grids) == 1:
+            hopeless.update(map(id, run))
     return (apart, run) if len(grids) > 1 else ([], [])
 
 

@@ -29,7 +29,9 @@ def layout_graph(graph: dict, node_w=200, node_h=50, gap_x=24, gap_y=64, margin=
         if n["kind"] == "output":
             layer[n["id"]] = max(out_layer, layer[n["id"]])
     depth = max(layer.values(), default=0) + 1
-    rows = [[n["id"] for n in nodes if layer[n["id"]] == d] for d in range(depth)]
+    rows = [[] for _ in range(depth)]
+    for n in nodes:
+        rows[layer[n["id"]]].append(n["id"])
     pos = {}
     for row in rows:
         for i, nid in enumerate(row):
