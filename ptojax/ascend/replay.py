@@ -217,8 +217,8 @@ def reinterpret(x, dtype):
     if src.itemsize == dst.itemsize:
         return lax.bitcast_convert_type(x, dst)
     n = x.shape[0]
-    if src.itemsize > dst.itemsize:             # one bitcast, no bytes in between: XLA's simplifier
-        return lax.bitcast_convert_type(x, dst).reshape(n, -1)      # cycles on chains through uint8
+    if src.itemsize > dst.itemsize:             # one bitcast and a reshape, no uint8 bytes in between
+        return lax.bitcast_convert_type(x, dst).reshape(n, -1)
     return lax.bitcast_convert_type(x.reshape(n, -1, dst.itemsize // src.itemsize), dst)
 
 

@@ -9,8 +9,9 @@ bytes)`` distinct bytes.
   in the L2 (its reuse distance, counted in whole footprints, is at most the capacity). A tensor's
   footprint is the box spanning every region of it calls touched (all of it once a call touched all
   of it). Of a resident tensor, the bytes a call reads outside its box -- at most ``D`` and the
-  tensor's bytes outside the box -- come from HBM too: a first read of a byte is never a hit, so two
-  calls reading a tensor's two halves pay for both.
+  tensor's bytes outside the box -- come from HBM too, so two calls reading a tensor's two halves pay
+  for both. A box holds no strides: calls reading interleaved parts (``x[::2]``, then ``x[1::2]``)
+  share one footprint, and the second's first reads are hits.
 - **Re-reads** (the other ``R - D`` bytes, tiles read by several blocks) hit L2 while the call's
   working set ``W`` (the distinct bytes it reads) fits in the L2; past it a fraction ``1 - L2 / W``
   of them misses to HBM.

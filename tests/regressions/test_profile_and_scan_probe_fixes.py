@@ -9,6 +9,8 @@
   [1, H, 1, 1] window. Through the tensor's rows, its slabs of H < 8 rows (no whole 32-byte rows, so
   no subset pto-isa compiles, for (H, 1) slabs too) now move element by element; pto-isa's
   simulator agrees bit for bit.
+- A top-k of rows of 4 097 values ends in a chunk of one value per row, a column tile: each row was a
+  one-element subset of it, which pto-isa's g++ refused (its rows go one per 32-byte row first now).
 - An f16 sort of a long row issued one ``tsort32`` per 32-value block (192 for 5 000 values), which
   the jitted replay compiled as as many sorts (53 s to a first call; XLA's simplifier looped); it is
   one ``tsort32`` of the row seen as one block per tile row.
@@ -117,3 +119,14 @@ def test_a_long_f16_row_sorts_with_one_tsort32():
     want = np.sort(x, -1)
     np.testing.assert_array_equal(np.asarray(kernel(x)), want)
     np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x)), want)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int8])
+def test_a_top_k_whose_last_chunk_is_one_column_builds_in_the_simulator(dtype):
+    x = np.random.default_rng(5).standard_normal((3, 4097)).astype(np.float32)
+    x = (x * 40).astype(dtype) if dtype == np.int8 else x.astype(dtype)
+    fn = lambda x: lax.top_k(x, 8)                      # noqa: E731
+    for got, want in zip(pj.kernel(fn)(x), jax.jit(fn)(x)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    results = xc.crosscheck(pj.kernel(fn).lower(x).compile().code)
+    assert all(r.status == "exact" for r in results), [(r.status, str(r.sim_error)[-300:]) for r in results]

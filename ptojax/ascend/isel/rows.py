@@ -274,9 +274,8 @@ def _column_slabs(sel, s, view, idx, tile, shape, axis, count, lead, m, *, store
     rows_view = _rows_view(sel, view, shape, axis, always=True)
     if rows_view is None:
         sel.fail(s, f"of {m}-row slabs of a strided GM tensor into a column tile")
-    t = sel.types[tile]
-    vt = sel.types[rows_view]
-    made = next(st for st in sel.kernel.body if isinstance(st, asm.MakeView) and st.name == view)
+    t, vt = sel.types[tile], sel.types[rows_view]
+    ptr = next(st.ptr for st in sel.kernel.body if isinstance(st, asm.MakeView) and st.name == view)
     if store:
         cell = sel.alloc(asm.TileBuf("vec", t.dtype, 1, 32 // t.np_dtype.itemsize, 1, 1))
         attr = " {atomicType = #pto<atomic_type atomic_add>}" if s.attr("accumulate") else ""
@@ -305,8 +304,7 @@ def _column_slabs(sel, s, view, idx, tile, shape, axis, count, lead, m, *, store
                                      f"sizes = [{_idx(sel, 1)}, {_idx(sel, 1)}] : {vt} -> {pt}")
                     sel.lines.append(f"pto.tstore ins({cell} : {sel.types[cell]}) outs({dst} : {pt}){attr}")
                 else:
-                    sel.lines.append(f"{element} = pto.load_scalar {made.ptr}[{at}] : !pto.ptr<{t.dtype}> -> "
-                                     f"{t.dtype}")
+                    sel.lines.append(f"{element} = pto.load_scalar {ptr}[{at}] : !pto.ptr<{t.dtype}> -> {t.dtype}")
                     sel.lines.append(f"pto.tsetval ins({pos}, {element} : index, {t.dtype}) outs({tile} : {t})")
 
 

@@ -272,6 +272,7 @@ def _source(sel, s, x):
 
 def _topk_rows(sel, s, x, rows, n, k, largest, out=None):
     x, dtype = _source(sel, s, x)
+    x = one_per_row(sel, x)               # a row of a column tile is no 32-byte row to subset
     sorter = _RowSort(sel, s, rows, 1, n, k, largest, dtype, _cols(sel, out, dtype) if out else 0)
     sorter.iota()
     cols = sel.types[x].cols
