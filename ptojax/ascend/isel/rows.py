@@ -224,6 +224,16 @@ def _gm_row(sel, view: str, lead_ix, row_ix):
     return name
 
 
+def _made(sel, view: str):
+    """The ``pto.make_tensor_view`` statement of GM view ``view`` in the kernel body, or None."""
+    return next((st for st in sel.kernel.body if isinstance(st, asm.MakeView) and st.name == view), None)
+
+
+def _slab_row(sel, lead_flat, row_ix, n: int):
+    """The flattened slab index ``lead_flat * n + row_ix`` (``row_ix`` where there are no lead dims)."""
+    return row_ix if lead_flat is None else _arith(sel, "addi", _arith(sel, "muli", lead_flat, n), row_ix)
+
+
 def _rows_view(sel, view: str, shape, axis: int, always: bool = False):
     """GM tensor ``view`` as its rows (every dim but the last flattened), where a slab after ``axis``
     spans several dims (or ``always``): its window in the tensor's own view would have the slab's first
@@ -231,7 +241,7 @@ def _rows_view(sel, view: str, shape, axis: int, always: bool = False):
     slab is one (rows, width) window already, or the tensor is not contiguous."""
     if len(shape) - axis - 1 <= 2 and not always:
         return None
-    made = next((st for st in sel.kernel.body if isinstance(st, asm.MakeView) and st.name == view), None)
+    made = _made(sel, view)
     # codegen names index constants %c<value>; a unit dim's stride is any
     contiguous = [f"%c{math.prod(shape[d + 1:])}" for d in range(len(shape))]
     if made is None or any(n != 1 and st != want for n, st, want in zip(shape, made.strides, contiguous)):
@@ -248,7 +258,7 @@ def _slab(sel, view: str, rows_view, lead_ix, lead_flat, row_ix, n: int, m: int)
     ``rows_view`` (:func:`_rows_view`): ``m`` rows from row ``(lead_flat * n + row_ix) * m``."""
     if rows_view is None:
         return _gm_row(sel, view, lead_ix, row_ix)
-    row = row_ix if lead_flat is None else _arith(sel, "addi", _arith(sel, "muli", lead_flat, n), row_ix)
+    row = _slab_row(sel, lead_flat, row_ix, n)
     vt = sel.types[rows_view]
     pt = asm.ViewType((m, vt.shape[1]), vt.dtype, True)
     name = sel.fresh("rg")
@@ -275,7 +285,7 @@ def _column_slabs(sel, s, view, idx, tile, shape, axis, count, lead, m, *, store
     if rows_view is None:
         sel.fail(s, f"of {m}-row slabs of a strided GM tensor into a column tile")
     t, vt = sel.types[tile], sel.types[rows_view]
-    ptr = next(st.ptr for st in sel.kernel.body if isinstance(st, asm.MakeView) and st.name == view)
+    ptr = _made(sel, view).ptr
     if store:
         cell = sel.alloc(asm.TileBuf("vec", t.dtype, 1, 32 // t.np_dtype.itemsize, 1, 1))
         attr = " {atomicType = #pto<atomic_type atomic_add>}" if s.attr("accumulate") else ""
@@ -286,9 +296,7 @@ def _column_slabs(sel, s, view, idx, tile, shape, axis, count, lead, m, *, store
         i = q if not lead else _arith(sel, "remsi", q, count)
         value = _index(sel, s, idx, i, count)
         with _block(sel, f"scf.if {_in_range(sel, value, shape[axis])}"):
-            row = _as_index(sel, value)
-            if lead:
-                row = _arith(sel, "addi", _arith(sel, "muli", _arith(sel, "divsi", q, count), shape[axis]), row)
+            row = _slab_row(sel, _arith(sel, "divsi", q, count) if lead else None, _as_index(sel, value), shape[axis])
             r, inner = _for(sel, m)
             with inner:
                 at, pos = _scale(sel, row, m, r), _scale(sel, q, m, r)       # the GM row, the tile row
@@ -355,7 +363,7 @@ def _elements(sel, shape, axis: int, tile: str) -> bool:
 def _element_plan(sel, s, view, tile, count, what):
     """The pointer of 1-D GM tensor ``view`` (unit stride), checked against ``tile`` of ``count``
     elements."""
-    made = next((st for st in sel.kernel.body if isinstance(st, asm.MakeView) and st.name == view), None)
+    made = _made(sel, view)
     t = sel.types[tile]
     if made is None or made.strides[0] != "%c1":            # codegen names index constants %c<value>
         sel.fail(s, "of single elements of a strided or unknown GM tensor")
