@@ -207,7 +207,7 @@ def test_no_schedule_of_a_multi_call_streaming_kernel_beats_the_bound_or_the_hbm
 def _access(nbytes: int, size: int, lo: int = 0) -> Access:
     """``nbytes`` read (or written) of a tensor of ``size`` bytes: whole passes over it, then the
     ``[lo, lo + rest)`` part."""
-    access = Access(size, 1)
+    access = Access((size,), 1)
     for _ in range(nbytes // size):
         access.add((0,), (size,))
     if nbytes % size:
@@ -258,6 +258,23 @@ def test_l2_rule_first_reads_of_a_tensors_parts_come_from_hbm():
     assert _call(l2, {"a": (5 * MIB, 10 * MIB, 0)}, {})[0] == 1.0
 
 
+def test_l2_rule_interleaved_parts_pay_for_their_own_bytes():
+    """What the L2 holds of a tensor is the bytes calls touched: the odd rows (or columns) read after the
+    even ones come from HBM (a box spanning the even ones held them all)."""
+    def part(lo, hi, shape):
+        access = Access((1024, 512), 1)
+        access.add(lo, hi, shape)
+        return access
+
+    l2 = L2(100 * MIB)
+    assert l2.hbm_fraction({"a": part((0, 0, 0), (512, 1, 512), (512, 2, 512))}, {})[0] == 1.0
+    assert l2.hbm_fraction({"a": part((0, 1, 0), (512, 2, 512), (512, 2, 512))}, {})[0] == 1.0
+    assert l2.hbm_fraction({"a": part((0, 0, 0), (512, 2, 512), (512, 2, 512))}, {})[0] == 0.0
+    assert l2.hbm_fraction({"b": part((0, 0, 0), (1024, 256, 1), (1024, 256, 2))}, {})[0] == 1.0
+    assert l2.hbm_fraction({"b": part((0, 0, 1), (1024, 256, 2), (1024, 256, 2))}, {})[0] == 1.0
+    assert l2.hbm_fraction({"b": part((0, 0), (1024, 512), (1024, 512))}, {})[0] == 0.0
+
+
 def test_l2_rule_writes_back_dirty_data_that_later_calls_push_out():
     """Dirty bytes go back to HBM when later traffic (reads or writes, of later calls or copies) pushes
     them out of the L2, not only when one call writes more than the L2 holds; at most the capacity stays
@@ -277,7 +294,7 @@ def test_l2_rule_writes_back_dirty_data_that_later_calls_push_out():
 
 class _PlainL2:
     """The L2 rule as its docstring states it, by walking every tensor: the reference for :class:`L2`.
-    Tensors are 1-D; the part of one the L2 holds is an interval (None: all of it)."""
+    Tensors are 1-D; what the L2 holds of one is a set of its bytes (None: all of it)."""
 
     def __init__(self, capacity):
         self.capacity, self.recent, self.dirty, self.part = capacity, {}, {}, {}
@@ -298,19 +315,16 @@ class _PlainL2:
             self.dirty[tensor] = min(nbytes, self.dirty.get(tensor, 0) + written)
 
     def touch_parts(self, tensor, parts, size, written=0):
-        if tensor in self.part:
-            parts = parts + [(0, size) if self.part[tensor] is None else self.part[tensor]]
-        lo, hi = min(a for a, _ in parts), max(b for _, b in parts)
-        self.touch(tensor, hi - lo, written, (lo, hi))
+        held = self.part.get(tensor, set())
+        held = set(range(size)) if held is None else held.union(*(range(a, b) for a, b in parts))
+        self.touch(tensor, len(held), written, None if len(held) == size else held)
 
     def unseen(self, tensor, parts, distinct, size):
         if not self.resident(tensor):
             return distinct
         if self.part[tensor] is None:
             return 0
-        lo, hi = self.part[tensor]
-        outside = sum((b - a) - max(0, min(b, hi) - max(a, lo)) for a, b in parts)
-        return min(outside, distinct, size - (hi - lo))
+        return min(len(set().union(*(range(a, b) for a, b in parts)) - self.part[tensor]), distinct)
 
     def evict(self):
         out = 0
@@ -341,7 +355,7 @@ def test_the_l2_rule_is_its_plain_statement(calls, capacity):
         for t, first, n in parts:
             lo = first % size[t]
             hi = min(lo + n, size[t])
-            access = out.setdefault(f"t{t}", Access(size[t], 1))
+            access = out.setdefault(f"t{t}", Access((size[t],), 1))
             for _ in range(times):
                 access.add((lo,), (hi,))
         return out
@@ -355,16 +369,16 @@ def test_the_l2_rule_is_its_plain_statement(calls, capacity):
             assert fast.evict() == plain.evict()
             continue
         assert [fast.resident(t) for t in r] == [plain.resident(t) for t in r]
-        parts = {t: [(lo[0], hi[0]) for lo, hi in a.boxes] for t, a in r.items()}
+        parts = {t: [(lo[0], hi[0]) for _, lo, hi in a.boxes] for t, a in r.items()}
         distinct = {t: min(a.nbytes, a.size) for t, a in r.items()}
         miss = reuse_miss(sum(distinct.values()), capacity)
         total = sum(a.nbytes for a in r.values())
         hbm = sum(plain.unseen(t, parts[t], distinct[t], a.size) + miss * (a.nbytes - distinct[t])
                   for t, a in r.items())
         for t, a in r.items():
-            plain.touch_parts(t, [(lo[0], hi[0]) for lo, hi in a.boxes], a.size)
+            plain.touch_parts(t, [(lo[0], hi[0]) for _, lo, hi in a.boxes], a.size)
         for t, a in w.items():
-            plain.touch_parts(t, [(lo[0], hi[0]) for lo, hi in a.boxes], a.size, min(a.nbytes, a.size))
+            plain.touch_parts(t, [(lo[0], hi[0]) for _, lo, hi in a.boxes], a.size, min(a.nbytes, a.size))
         fraction, back = fast.hbm_fraction(r, w)
         assert fraction == pytest.approx(hbm / total if total else 0.0) and back == plain.evict()
         assert fast.dirty == plain.dirty

@@ -44,11 +44,13 @@ def _meet(lo, hi, lo2, hi2) -> bool:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Region:
-    """A box ``[lo, hi)`` of GM buffer ``buffer``."""
+    """A box ``[lo, hi)`` of GM buffer ``buffer``; a box of a reshaped view of it also gives ``view``,
+    the box in the view's terms ``(lo, hi, view shape)`` (``[lo, hi)`` then holds it)."""
 
     buffer: int
     lo: tuple[int, ...]
     hi: tuple[int, ...]
+    view: tuple | None = None
 
     @property
     def size(self) -> int:

@@ -7,11 +7,10 @@ bytes)`` distinct bytes.
 - **Compulsory reads**: the ``D`` distinct bytes come from HBM unless the tensor is resident in L2:
   an earlier task of the run touched it, and its footprint and those of the tensors touched since fit
   in the L2 (its reuse distance, counted in whole footprints, is at most the capacity). A tensor's
-  footprint is the box spanning every region of it calls touched (all of it once a call touched all
-  of it). Of a resident tensor, the bytes a call reads outside its box -- at most ``D`` and the
-  tensor's bytes outside the box -- come from HBM too, so two calls reading a tensor's two halves pay
-  for both. A box holds no strides: calls reading interleaved parts (``x[::2]``, then ``x[1::2]``)
-  share one footprint, and the second's first reads are hits.
+  footprint is the bytes of it calls touched (the union of their regions, through any reshaped view:
+  runs of byte offsets). Of a resident tensor, the bytes a call reads outside its footprint -- at most
+  ``D`` -- come from HBM too, so two calls reading a tensor's two halves, or its even and odd rows or
+  columns, pay for both.
 - **Re-reads** (the other ``R - D`` bytes, tiles read by several blocks) hit L2 while the call's
   working set ``W`` (the distinct bytes it reads) fits in the L2; past it a fraction ``1 - L2 / W``
   of them misses to HBM.
@@ -32,6 +31,8 @@ through one die-wide HBM channel, and the lower bound's ``bandwidth`` term is th
 die's HBM bandwidth.
 """
 from __future__ import annotations
+
+import numpy as np
 
 
 def reuse_miss(working_set: float, capacity: float) -> float:
@@ -91,29 +92,72 @@ def _volume(lo, hi) -> int:
     return n
 
 
-def _hull(boxes):
-    """The smallest box holding ``boxes`` ((lo, hi) pairs; None: a whole tensor, which holds any)."""
-    if any(box is None for box in boxes):
-        return None
-    return tuple(map(min, zip(*(lo for lo, _ in boxes)))), tuple(map(max, zip(*(hi for _, hi in boxes))))
-
-
 class Access:
-    """One block call's reads or writes of one GM tensor: ``nbytes`` in all (regions read by several
-    tasks counted each time), of a tensor of ``size`` bytes and ``itemsize``-byte elements, in the
-    element boxes ``boxes`` ((lo, hi) pairs)."""
+    """One block call's reads or writes of one GM tensor of ``shape`` and ``itemsize``-byte elements:
+    ``nbytes`` in all (regions read by several tasks counted each time), in the element boxes ``boxes``
+    (``(shape, lo, hi)``: the box ``[lo, hi)`` of the tensor seen as ``shape``, a reshape of it)."""
 
-    __slots__ = ("nbytes", "size", "itemsize", "boxes")
+    __slots__ = ("nbytes", "shape", "size", "itemsize", "boxes")
 
-    def __init__(self, size: int, itemsize: int):
-        self.nbytes, self.size, self.itemsize, self.boxes = 0, size, itemsize, []
+    def __init__(self, shape: tuple, itemsize: int):
+        self.nbytes, self.shape, self.itemsize, self.boxes = 0, tuple(shape), itemsize, {}
+        self.size = _volume((0,) * len(self.shape), self.shape) * itemsize
 
-    def add(self, lo, hi) -> int:
-        """Add the region ``[lo, hi)``; returns its bytes."""
+    def add(self, lo, hi, shape=None) -> int:
+        """Add the box ``[lo, hi)`` (of the tensor seen as ``shape``, by default its own); returns its bytes."""
         nbytes = _volume(lo, hi) * self.itemsize
         self.nbytes += nbytes
-        self.boxes.append((lo, hi))
+        self.boxes[self.shape if shape is None else tuple(shape), tuple(lo), tuple(hi)] = None
         return nbytes
+
+    def runs(self) -> tuple | None:
+        """The bytes of the tensor the boxes cover, as sorted disjoint runs ``(starts, ends)`` of byte
+        offsets (int64 arrays); None: all of it."""
+        alike: dict = {}                            # (shape, extents) -> the boxes' first corners
+        for shape, lo, hi in self.boxes:
+            alike.setdefault((shape, tuple(b - a for a, b in zip(lo, hi))), []).append(lo)
+        starts, ends = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for (shape, extent), corners in alike.items():
+            if not shape or extent == shape:
+                return None
+            if min(extent) <= 0:
+                continue
+            j = len(shape) - 1                      # dims j+1.. are whole: runs along dim j are contiguous
+            while extent[j] == shape[j]:
+                j -= 1
+            strides = np.cumprod((1,) + shape[:0:-1], dtype=np.int64)[::-1]
+            first = np.zeros(1, np.int64)           # each run's first element, from a box's corner
+            for d in range(j):
+                first = np.add.outer(first, np.arange(extent[d], dtype=np.int64) * strides[d]).ravel()
+            first = np.add.outer(np.asarray(corners, np.int64) @ strides, first).ravel() * self.itemsize
+            starts.append(first)
+            ends.append(first + extent[j] * strides[j] * self.itemsize)
+        runs = _merged(np.concatenate(starts), np.concatenate(ends))
+        return None if _bytes(runs) == self.size else runs
+
+
+def _merged(starts, ends) -> tuple:
+    """The union of the byte runs ``[starts, ends)`` as sorted disjoint runs."""
+    if not len(starts):
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    new = np.ones(len(starts), bool)
+    new[1:] = starts[1:] > np.maximum.accumulate(ends)[:-1]
+    at = np.flatnonzero(new)
+    return starts[at], np.maximum.reduceat(ends, at)
+
+
+def _bytes(runs) -> int:
+    return int((runs[1] - runs[0]).sum())
+
+
+def _union(held, runs, size: int) -> tuple | None:
+    """The union of two sets of runs (``()``: none; None: all ``size`` bytes); None if it is all."""
+    if runs is None or held == ():
+        return runs
+    union = _merged(np.concatenate((held[0], runs[0])), np.concatenate((held[1], runs[1])))
+    return None if _bytes(union) == size else union
 
 
 class L2:
@@ -124,7 +168,7 @@ class L2:
         self.capacity = capacity
         self.recent = _Recency()
         self.dirty: dict = {}               # tensor -> bytes written and still in L2, least recently touched first
-        self.box: dict = {}                 # tensor -> the box of it the L2 holds (None: all of it)
+        self.footprint: dict = {}           # tensor -> the runs of it calls touched (None: all of it)
 
     def _held(self, tensor) -> int:
         """The bytes of ``tensor`` the L2 holds: what fits beside the tensors touched after it."""
@@ -136,7 +180,7 @@ class L2:
 
     def touch(self, tensor, nbytes: int, written: float = 0) -> None:
         """Mark all of ``tensor`` (``nbytes``) most recently touched, ``written`` more of its bytes dirty."""
-        self.box[tensor] = None
+        self.footprint[tensor] = None
         self._touch(tensor, nbytes, written)
 
     def _touch(self, tensor, nbytes: int, written: float = 0) -> None:
@@ -145,25 +189,24 @@ class L2:
         if dirty is not None or written:
             self.dirty[tensor] = min(nbytes, (dirty or 0) + written)
 
-    def _touch_boxes(self, tensor, access: Access, written: float = 0) -> None:
-        """Touch ``access``'s boxes of ``tensor``: the box of it the L2 holds grows to span them (a
-        tensor's part pushed out is not taken off: its dirty bytes stay its own to write back)."""
-        boxes = access.boxes + ([self.box[tensor]] if tensor in self.box else [])
-        box = self.box[tensor] = _hull(boxes)
-        nbytes = access.size if box is None else min(_volume(*box) * access.itemsize, access.size)
-        self._touch(tensor, nbytes, written)
+    def _touch_runs(self, tensor, access: Access, written: float = 0) -> None:
+        """Touch ``access``'s bytes of ``tensor``: its footprint grows by them (a tensor's part pushed out
+        is not taken off: its dirty bytes stay its own to write back)."""
+        held = self.footprint.get(tensor, ())
+        if held is not None:
+            held = self.footprint[tensor] = _union(held, access.runs(), access.size)
+        self._touch(tensor, access.size if held is None else _bytes(held), written)
 
     def _unseen(self, tensor, access: Access, distinct: float) -> float:
         """The bytes of ``access``'s ``distinct`` bytes the L2 does not hold: all unless ``tensor`` is
-        resident, else those outside the box of it the L2 holds."""
+        resident, else those outside its footprint."""
         if not self.resident(tensor):
             return distinct
-        box = self.box.get(tensor)
-        if box is None:
+        held = self.footprint[tensor]
+        if held is None:
             return 0
-        lo, hi = box
-        outside = sum(_volume(a, b) - _volume(tuple(map(max, a, lo)), tuple(map(min, b, hi))) for a, b in access.boxes)
-        return min(outside * access.itemsize, distinct, access.size - self.recent.last[tensor][1])
+        both = _union(held, access.runs(), access.size)
+        return min((access.size if both is None else _bytes(both)) - _bytes(held), distinct)
 
     def evict(self) -> float:
         """Write back the dirty bytes the L2 no longer holds; returns how many. The least recently touched
@@ -194,9 +237,9 @@ class L2:
             hbm += self._unseen(t, a, distinct[t]) + miss * (a.nbytes - distinct[t])   # re-reads: L2 hits
             total += a.nbytes                                                          # while W fits
         for t, a in reads.items():
-            self._touch_boxes(t, a)
+            self._touch_runs(t, a)
         for t, a in writes.items():
-            self._touch_boxes(t, a, min(a.nbytes, a.size))
+            self._touch_runs(t, a, min(a.nbytes, a.size))
         return (hbm / total if total else 0.0), self.evict()
 
 

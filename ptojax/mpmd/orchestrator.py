@@ -129,7 +129,6 @@ class Backend(Protocol):
     l2_bytes: int
     """Optional: the L2's capacity. With it, the GM reads of each block call are split between L2 and
     HBM by the L2 rule (:mod:`~ptojax.mpmd.l2`) and priced by :meth:`priced`; without it they all hit L2."""
-
     def priced(self, part, hbm: float, points) -> tuple[float, int]:
         """Optional (with ``l2_bytes``): seconds and GM bytes read of the task of ``part`` over grid
         points ``points`` when a fraction ``hbm`` of its GM reads come from HBM (a task that keeps an
@@ -316,9 +315,11 @@ class _Orchestrator:
         return buf
 
     def region(self, buf: Buffer, lo, hi) -> Region:
-        if buf.base != buf.id:                 # a reshaped view: the box it covers in the base tensor
-            lo, hi = _base_box(buf.array.shape, self.buffers[buf.base].array.shape, lo, hi)
-        return Region(buf.base, tuple(int(v) for v in lo), tuple(int(v) for v in hi))
+        if buf.base == buf.id:
+            return Region(buf.base, tuple(int(v) for v in lo), tuple(int(v) for v in hi))
+        view = tuple(int(v) for v in lo), tuple(int(v) for v in hi), buf.array.shape
+        lo, hi = _base_box(buf.array.shape, self.buffers[buf.base].array.shape, lo, hi)   # a box holding it
+        return Region(buf.base, tuple(int(v) for v in lo), tuple(int(v) for v in hi), view)
 
     # ------------------------------------------------------------------------------------- walking
     def run(self, jaxpr, consts, args, live=frozenset()):
@@ -491,8 +492,8 @@ class _Orchestrator:
                         access = into.get(buffer)
                         if access is None:
                             array = self.buffers[buffer].array
-                            access = into[buffer] = Access(array.nbytes, array.itemsize)
-                        nbytes = access.add(region.lo, region.hi)
+                            access = into[buffer] = Access(array.shape, array.itemsize)
+                        nbytes = access.add(*(region.view or (region.lo, region.hi)))
                         if into is reads:
                             task_bytes += nbytes
                         else:
