@@ -8,6 +8,7 @@ import contextlib
 import jax
 import numpy as np
 from jax._src import callback as _callback
+from jax._src import sharding_impls as _sharding
 from jax._src import source_info_util as _source_info
 from jax._src.lax.lax import _convert_element_type
 from jax._src.core import (ClosedJaxpr, Jaxpr, Literal, ManualAxisType, Primitive, Var, get_cur_mesh_sharding,
@@ -92,6 +93,17 @@ def dims_32(ctx):
                                        for v in ctx.dim_var_values])
 
 
+def lowered_devices(ctx) -> int:
+    """The devices the computation being lowered runs on (a ``jax.shard_map``'s mesh, a sharded
+    ``jax.jit``'s devices, ``jax.pmap``'s replicas)."""
+    axis = ctx.module_context.axis_context
+    if isinstance(axis, _sharding.ShardingContext):
+        return axis.num_devices
+    if isinstance(axis, _sharding.SPMDAxisContext):
+        return axis.mesh.size
+    return getattr(getattr(axis, "axis_env", None), "nreps", 1)
+
+
 def host_call_lowering(ctx, host, *operands):
     """Lower a call of ``host(*arrays) -> tuple of arrays`` (pure, results of ``ctx.avals_out``) as
     ``jax.pure_callback``'s lowering does, minus its copy of every operand into a new ``jax.Array``:
@@ -104,5 +116,5 @@ def host_call_lowering(ctx, host, *operands):
 
 __all__ = [
     "ClosedJaxpr", "Jaxpr", "NEEDS_VALUE", "dims_32", "Literal", "Primitive", "ShapedArray", "Var", "ad", "batching",
-    "frames", "host_call_lowering", "jaxpr_as_fun", "jaxprs_in_params", "mlir", "per_device", "result_aval", "vary_alike", "weak", "weak_32", "xla",
+    "frames", "host_call_lowering", "lowered_devices", "jaxpr_as_fun", "jaxprs_in_params", "mlir", "per_device", "result_aval", "vary_alike", "weak", "weak_32", "xla",
 ]

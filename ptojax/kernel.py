@@ -31,8 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import ascend
-from ._jax import (NEEDS_VALUE, Literal, Primitive, ad, batching, dims_32, host_call_lowering, mlir, per_device,
-                   result_aval, weak, weak_32, xla)
+from ._jax import (NEEDS_VALUE, Literal, Primitive, ad, batching, dims_32, host_call_lowering, lowered_devices, mlir,
+                   per_device, result_aval, weak, weak_32, xla)
 from .ascend import ptoas as _ptoas
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoCapacityError, PtoError, PtoUnsupportedError, no_derivative
@@ -842,13 +842,20 @@ def _lowering(ctx, *args, call: Compiled):
                                       "the replay) or export with backend='xla'")
         if replay is not None:
             return mlir.lower_fun(replay, multiple_results=True)(ctx, *args)
+    why = ("interpret=True runs the interpreter" if call.options.interpret else
+           call._steered_by() or "its replay cannot be built: a program the real text cannot express yet, "
+           "or a task graph too long to compile as straight-line code, a loop of many trips")
     if ctx.module_context.lowering_parameters.for_export:
-        why = ("interpret=True runs the interpreter" if call.options.interpret else
-               call._steered_by() or "its replay cannot be built: a program the real text cannot express yet, "
-               "or a task graph too long to compile as straight-line code, a loop of many trips")
         raise PtoUnsupportedError(f"pj.kernel '{call.name}': jax.export serialises a backend='sim' kernel's "
                                   f"replay, but this one runs in a host callback ({why}), which cannot be "
                                   "serialised; export it with backend='xla'")
+    devices = lowered_devices(ctx)
+    if devices > 1:
+        raise PtoUnsupportedError(f"pj.kernel '{call.name}': this backend='sim' kernel runs in a host callback "
+                                  f"({why}), whose simulator runs XLA computations of its own: inside a computation "
+                                  f"over {devices} devices (jax.shard_map, a sharded jax.jit, jax.pmap) they wait "
+                                  "for the devices that wait for the callback, and it would hang; call the kernel "
+                                  "outside it, or with backend='xla'")
     return host_call_lowering(ctx, _host(call, ctx.avals_out), *args)
 
 

@@ -57,6 +57,9 @@ class _Counting:
     def copy_cost(self, nbytes):
         return self.inner.copy_cost(nbytes)
 
+    def fill_cost(self, nbytes):
+        return self.inner.fill_cost(nbytes)
+
     def worker(self):
         return self.inner.worker()
 

@@ -25,6 +25,7 @@ import math
 from ..errors import PtoUnsupportedError
 from . import asm, isel
 from .cost import function_time, kernel_time, load_l2_hit, task_time
+from . import engine_parse as E
 from .engine_parse import parse
 from .targets import Target
 
@@ -68,7 +69,7 @@ def task_costs(kernel: asm.Kernel, n: int, target: Target, memory, arch: str = "
     hits = (load_l2_hit(kernel), 0.0)
     if n == 1:
         return tuple([function_time(functions[0], target, l2_hit=hit).seconds] * points for hit in hits)
-    row = math.prod(kernel.grid[1:])
+    row = math.prod(kernel.grid[1:]) if _keeps_loads(functions[-1]) else 1
     priced: dict = {}
     out = ([], [])
     for first in range(0, points, n):
@@ -78,6 +79,18 @@ def task_costs(kernel: asm.Kernel, n: int, target: Target, memory, arch: str = "
         for costs, cost in zip(out, priced[phase]):
             costs.append(cost)
     return out
+
+
+def _keeps_loads(function) -> bool:
+    """Whether a task function keeps a load resident across its points (hoisted before its task loop, or
+    under an ``scf.if`` in it, inside the guard of points past the grid): else every task of ``n`` points
+    costs the same, wherever it starts."""
+    pos = next(i for i, s in enumerate(function.body) if isinstance(s, E.For))
+    body = function.body[pos].body
+    guards = [s for s in body if isinstance(s, E.If)]
+    if len(guards) == 1 and not any(isinstance(s, E.Instr) for s in body):
+        body = guards[0].then
+    return any(isinstance(s, E.Instr) for s in function.body[:pos]) or any(isinstance(s, E.If) for s in body)
 
 
 def points_per_task(kernels: list[asm.Kernel], target: Target, memory, arch: str = "a3") -> list[int]:

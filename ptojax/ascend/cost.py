@@ -81,6 +81,7 @@ scheduler costs) belong to the runtime and to the lower bound (``Target.hbm_byte
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from ..errors import PtoArgumentError, PtoUnsupportedError
@@ -600,6 +601,13 @@ def price_real(stmt, target, *, l2_hit: float = 1.0):
     return _price(instr, tgt, l2_hit)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _price_real_once(stmt, tgt: Target, l2_hit: float):
+    """:func:`price_real`, once per distinct instruction: a task function's points, and the tasks and
+    counts ``tiles_per_block="auto"`` tries, price the same instructions over and over."""
+    return price_real(stmt, tgt, l2_hit=l2_hit)
+
+
 class _RealWalk:
     """The real text's statements as :func:`_events`' tree, folding index arithmetic on constants."""
 
@@ -690,7 +698,7 @@ class _RealWalk:
                 if self.valid:
                     s = dataclasses.replace(s, in_types=self.sized(s.ins, s.in_types),
                                             out_types=self.sized(s.outs, s.out_types))
-                pipe, cycles, b_in, b_out, flops = price_real(s, self.tgt, l2_hit=self.l2_hit)
+                pipe, cycles, b_in, b_out, flops = _price_real_once(s, self.tgt, self.l2_hit)
                 totals["in"] += b_in
                 totals["out"] += b_out
                 totals["flops"] += flops

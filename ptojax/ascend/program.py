@@ -376,6 +376,10 @@ class AscendBackend:
         """A GM-to-GM copy reads and writes every byte through HBM."""
         return self.target.gm_read_latency / self.target.clock_hz + 2 * nbytes / self.target.hbm_bytes_per_s
 
+    def fill_cost(self, nbytes: int) -> float:
+        """A fill writes every byte through HBM."""
+        return self.target.gm_write_latency / self.target.clock_hz + nbytes / self.target.hbm_bytes_per_s
+
     def worker(self) -> None:
         """No per-worker state: a body's tiles live in the engine's walk."""
         return None

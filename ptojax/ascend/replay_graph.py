@@ -107,6 +107,9 @@ class PlanBackend:
     def copy_cost(self, nbytes: int) -> float:
         return 0.0
 
+    def fill_cost(self, nbytes: int) -> float:
+        return 0.0
+
     def worker(self):
         return None
 
@@ -163,6 +166,8 @@ def graph_function(plan, module):
             steps.append(Step(task.run.name, keys, task.run.blocks))
         elif task.name == "copy":
             steps.append(Step(None, keys[:2]))
+        elif task.name == "fill":               # a fresh buffer: its initial value is the fill (plan.fills)
+            continue
         else:
             raise PtoExecutionError(f"pto replay: {task.describe()} has no recorded body")
         stages.append(task.stage)

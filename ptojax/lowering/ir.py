@@ -21,10 +21,13 @@ from ..errors import PtoUnsupportedError
 
 @dataclasses.dataclass(frozen=True)
 class Output:
-    """How an output buffer starts: as input ``alias`` (updated in place), else filled with ``fill``."""
+    """How an output buffer starts: as input ``alias`` (updated in place), else filled with ``fill`` --
+    unless ``written_later``: the elements the call leaves unwritten are written by later calls (a
+    concat's other pieces) before anything reads them."""
 
     alias: int | None = None
     fill: float | int | bool = 0
+    written_later: bool = False
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

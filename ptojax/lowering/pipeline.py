@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from .._jax import ClosedJaxpr
-from ..errors import PtoArgumentError, PtoDtypeError, PtoVerifyError
+from ..errors import PtoArgumentError, PtoDtypeError, PtoUnsupportedError, PtoVerifyError
 from . import text
 from .memory import ASCEND_CORE, CoreMemory
 from .partition import Options, Program, to_block_level
@@ -221,7 +221,15 @@ def _lower_32(fn, flat, in_tree, options, memory) -> Lowering:
         out_tree.append(tree)
         return leaves
 
-    traced = _host_consts(jax.make_jaxpr(flat_fn)(*avals), getattr(fn, "__name__", "kernel"))
+    try:
+        traced = jax.make_jaxpr(flat_fn)(*avals)
+    except AssertionError as err:      # jax.lax.psum over shard_map's axes of a value traced without them
+        if "ManualAxisType" not in str(err):
+            raise
+        raise PtoUnsupportedError("pto lower: a collective over jax.shard_map's mesh axes (jax.lax.psum, pmax, "
+                                  "all_gather, ...) in the kernel's body: a kernel is one core's program; apply it "
+                                  "outside the kernel (inside jax.shard_map, around the pj.kernel call)") from None
+    traced = _host_consts(traced, getattr(fn, "__name__", "kernel"))
     pass_options = Options.make(options)
     symbolic = symbolic_arguments(traced)
     if symbolic:            # the tile level counts tiles from concrete sizes: stop at the tensor level

@@ -136,7 +136,8 @@ def fuse(eqns, escaping, memory=None, chunk=None):
     for m in members:
         inputs += [v for v in m.eqn.invars if not isinstance(v, Literal) and v not in produced and v not in inputs]
     outputs = [v for m in members for v in m.eqn.outvars if v in escaping]
-    out_specs = tuple(ir.Output(fill=produced[v].spec.outputs[produced[v].eqn.outvars.index(v)].fill) for v in outputs)
+    out_specs = tuple(dataclasses.replace(produced[v].spec.outputs[produced[v].eqn.outvars.index(v)], alias=None)
+                      for v in outputs)
     bodies = []
     try:
         for k in range(len(rows)):

@@ -638,7 +638,7 @@ RULES = {
     "split": lambda e, x: _split(e, x), "unstack": lambda e, x: _unstack(e, x), "rev": _rev, "tile": _tile,
     "lt_to": lambda e, x, y: _total_order(x, y, strict=True), "le_to": lambda e, x, y: _total_order(x, y, strict=False),
     "eq_to": lambda e, x, y: _total_eq(x, y),
-    "copy": lambda e, x: x, "copy_p": lambda e, x: x, "stop_gradient": lambda e, x: x,
+    "copy": lambda e, x: x, "copy_p": lambda e, x: x, "stop_gradient": lambda e, x: x, "name": lambda e, x: x,
     "optimization_barrier": lambda e, *xs: xs, "reduce_precision": _reduce_precision,
     **windows.RULES,
 }
@@ -850,6 +850,23 @@ def _draws(eqn) -> bool:
         if hasattr(v.aval, "dtype"))
 
 
+_COLLECTIVES = ("axis_index", "psum", "pmax", "pmin", "ppermute", "pbroadcast", "all_gather", "all_to_all",
+                "psum_scatter", "reduce_scatter", "psum_invariant")
+_CALLBACKS = ("debug_callback", "debug_print", "pure_callback", "io_callback")
+
+
+def _refused(eqn) -> PtoUnsupportedError | None:
+    """The refusal of a step no core program can take: a collective over a mesh axis, a host callback."""
+    if eqn.primitive.name in _COLLECTIVES:
+        return unsupported(eqn, "is a collective over mesh axes, and a kernel is one core's program: apply it "
+                                "outside the kernel (inside jax.shard_map, around the pj.kernel call)")
+    if eqn.primitive.name in _CALLBACKS:
+        return unsupported(eqn, "calls back to Python, and a kernel's body runs as PTO programs on the cores: "
+                                "print or call back on the kernel's inputs or results outside it (or run the "
+                                "function without pj.kernel)")
+    return None
+
+
 def _no_random(eqn) -> PtoUnsupportedError:
     """The refusal of a ``jax.random`` step in a kernel, at the user's ``jax.random`` call and line."""
     return unsupported(eqn, "makes or uses a jax.random key, and a kernel draws no random numbers: draw them "
@@ -880,6 +897,9 @@ def _translate(eqn, invals, stack):
         return invals                            # its slice already has the squeezed rank (_merged)
     if _draws(eqn):
         raise _no_random(eqn)
+    refused = _refused(eqn)
+    if refused is not None:
+        raise refused
     const = all(is_const(x) for x in invals)
     if not const and name in _ID_OPS:
         invals = [_ids(x) for x in invals]

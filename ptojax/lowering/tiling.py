@@ -225,13 +225,13 @@ def emit(ctx: _Context, kind, parts, inputs, outputs, body_fn, previous=None, fi
     returns the updated outputs.
 
     The outputs (avals ``outputs``) continue ``previous`` (results updated in place), or start
-    filled with ``fill``.
+    filled with ``fill`` (None: what the grid leaves unwritten, later grids write before any read).
     """
     parts = [r for r in parts if 0 not in r.tile]
     if not parts:
-        return previous or [jnp.full(a.shape, fill, a.dtype) for a in outputs]
+        return previous or [jnp.full(a.shape, fill or 0, a.dtype) for a in outputs]
     specs = ([ir.Output(alias=len(inputs) + i) for i in range(len(outputs))] if previous is not None
-             else [ir.Output(fill=fill)] * len(outputs))
+             else [ir.Output(fill=fill or 0, written_later=fill is None)] * len(outputs))
     inputs = [*inputs, *(previous or [])]
     outs_avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in outputs]
     in_avals = [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in inputs]
@@ -522,7 +522,7 @@ def _matmul(ctx, p, out, invals):
 
 def _copy_grid(ctx, src, dst, dst_offsets, src_offsets=None, shape=None, fill=0):
     """Copy ``src[src_offsets : +shape]`` into ``dst`` at ``dst_offsets`` in vector tiles; ``dst`` is a
-    tensor to update, or an aval for a new one filled with ``fill``."""
+    tensor to update, or an aval for a new one filled with ``fill`` (None: the rest is copied later)."""
     shape = tuple(src.shape) if shape is None else tuple(shape)
     src_offsets = src_offsets or (0,) * len(shape)
     tile = vector_tile(ctx, shape, [src.dtype])
@@ -548,10 +548,10 @@ def _copies(ctx, eqn, invals):
         return [_copy_grid(ctx, invals[0], invals[1], p["offsets"])]
     if ctx.op == "pad":
         return [_copy_grid(ctx, invals[0], fresh, tuple(lo for lo, _ in p["pads"]), fill=p["value"])]
-    dst, start = fresh, 0  # concat
+    dst, start = fresh, 0  # concat: its pieces write all of it
     for x in invals:
         offsets = tuple(start if d == p["axis"] else 0 for d in range(len(out.shape)))
-        dst = _copy_grid(ctx, x, dst, offsets)
+        dst = _copy_grid(ctx, x, dst, offsets, fill=None)
         start += x.shape[p["axis"]]
     return [dst]
 
@@ -962,7 +962,8 @@ def _as_reference(ctx, eqn, x) -> bool:
     """Whether a composite lowers as its reference's ops: softmax or quantize along other axes than the
     last alone (their instructions take the last), or a row-wise composite whose whole axes do not fit
     one tile — a row past ``max_cols`` columns, or the whole axes alone past :func:`stage_bytes` (a
-    quantize row past what its rule's copies of it leave room for)."""
+    quantize row, or its rows under a ``vec`` tile that splits them with row loops on, past what its rule's
+    copies of them leave room for)."""
     if ctx.op in ("softmax", "quantize") and x.ndim and tuple(eqn.params["axes"]) != (x.ndim - 1,):
         return True
     if ctx.op not in (*_COMPOSITES, "quantize"):
@@ -970,6 +971,9 @@ def _as_reference(ctx, eqn, x) -> bool:
     whole = tuple(_WHOLE_AXES[ctx.op](eqn.params, x.ndim))
     row = tuple(n if d in whole else 1 for d, n in enumerate(x.shape))
     if ctx.op == "quantize":          # its rule holds the row in float32 three times, and q beside it
+        vec = ctx.config.vec
+        if vec is not None and ctx.row_loops and x.ndim >= 2 and vec[-1] < x.shape[-1]:    # a tile splitting the row
+            row = vector_tile(ctx, x.shape, [x.dtype], whole=whole)
         return _QUANTIZE_COPIES * aligned_bytes(row, np.float32, ctx.memory.align) >= ctx.memory.ub
     return (x.ndim - 1 in whole and x.shape[-1] > ctx.memory.max_cols) or \
         aligned_bytes(row, np.float32, ctx.memory.align) > stage_bytes(ctx.memory, ctx) or \

@@ -126,6 +126,9 @@ class Backend(Protocol):
     def copy_cost(self, nbytes: int) -> float:
         """Seconds to copy ``nbytes`` within GM (read and written through HBM)."""
 
+    def fill_cost(self, nbytes: int) -> float:
+        """Seconds to set ``nbytes`` of GM to one value (written through HBM)."""
+
     l2_bytes: int
     """Optional: the L2's capacity. With it, the GM reads of each block call are split between L2 and
     HBM by the L2 rule (:mod:`~ptojax.mpmd.l2`) and priced by :meth:`priced`; without it they all hit L2."""
@@ -414,8 +417,9 @@ class _Orchestrator:
         avals = [v.aval for v in eqn.outvars]       # the call's (a graph bound to a size has its own)
         outputs, fills = [], {}
         for o, aval in zip(spec.outputs, avals):
-            if o.alias is None:                      # filled below unless the tasks write all of it
-                fills[len(outputs)] = o.fill
+            if o.alias is None:                      # filled below unless the tasks (or later calls) write all of it
+                if not o.written_later:
+                    fills[len(outputs)] = o.fill
                 outputs.append(self.scratch(aval.shape, aval.dtype))
                 continue
             target = inputs[o.alias]
@@ -427,13 +431,14 @@ class _Orchestrator:
                 outputs.append(self.copy(target))
         arrays = [b.array for b in inputs + outputs]
         self.bindings.append((arrays, tuple(b.id for b in inputs + outputs)))
+        binding = len(self.bindings) - 1
         batch = getattr(self.backend, "batch", None)
-        covered = dict.fromkeys(fills, 0)
+        for k, value in fills.items():               # what the tasks leave unwritten is the fill value
+            if not _written_whole(spec.parts, len(inputs) + k, outputs[k].array.shape):
+                self.fill(outputs[k], value)
         priced = []                                  # (part, its tasks): the L2 rule is applied per call
         for number, part in enumerate(spec.parts):
             windows = _part_windows(part)
-            for k in covered:
-                covered[k] += _tiled_volume(windows, len(inputs) + k, part.shape, outputs[k].array.shape)
             points = list(np.ndindex(*part.shape))
             runner = batch(part, arrays) if batch is not None else None
             per_task = part.tiles_per_block or getattr(self.backend, "points_per_task", lambda _: 1)(part)
@@ -455,16 +460,12 @@ class _Orchestrator:
                 made.append((Task(len(self.tasks), part.program.name, part.program.core, part.program.label, cost,
                                   run, reads, writes, at[0], self.stage, nbytes,
                                   None if group is None else (group, at), scatters=scatters,
-                                  binding=len(self.bindings) - 1, points=len(at), call=self.sites.get(id(eqn), -1)),
+                                  binding=binding, points=len(at), call=self.sites.get(id(eqn), -1)),
                              at))
                 self.emit(made[-1][0])
             priced += [(part, task, at) for task, at in made]
         if self.l2 is not None:
             self.price_memory(priced)
-        for k, fill in fills.items():
-            if covered[k] != outputs[k].array.size:
-                outputs[k].array.fill(fill)
-                self.fills.append((outputs[k].id, fill))
         self.stage += 1
         return outputs
 
@@ -513,6 +514,26 @@ class _Orchestrator:
             step = task_bytes + written
             task.hbm += round(spilled * (moved + step)) - round(spilled * moved)     # the channel's, not the cost's
             moved += step
+
+    def fill(self, buf: Buffer, value) -> None:
+        """A task setting all of ``buf`` (fresh scratch) to ``value`` before a block call's tasks write part
+        of it (a pad's border, a scatter's untouched rows): written through to HBM, as a copy is."""
+        nbytes = buf.array.nbytes
+        arrays = [buf.array]
+        buf.array.fill(value)                    # (also before a run: Plan.fills)
+        self.fills.append((buf.id, value))
+        self.bindings.append((arrays, (buf.id,)))
+
+        def run(_ctx, arrays=arrays):
+            arrays[0].fill(value)
+
+        evicted = 0
+        if self.l2 is not None:
+            self.l2.touch(buf.id, nbytes)
+            evicted = round(self.l2.evict())
+        self.emit(Task(len(self.tasks), "fill", "AIV", "", self.backend.fill_cost(nbytes), run, (),
+                       (self.full[buf.id],), (), self.stage, nbytes, binding=len(self.bindings) - 1,
+                       hbm=nbytes + evicted))
 
     def copy(self, src: Buffer) -> Buffer:
         dst = self.scratch(src.array.shape, src.array.dtype)
@@ -727,25 +748,51 @@ def _box(window, first, last, shape):
     return lo, hi
 
 
-def _tiled_volume(windows, position, grid, shape) -> int:
-    """Elements of GM parameter ``position`` that a part's grid writes exactly once, when it writes
-    the parameter through one window laid out tile by tile (stride = tile, inside the tensor) and
-    never reads it; 0 when it writes it otherwise (several windows, a loop-driven or indexed write),
-    reads it, or does not write it."""
-    writes = [w for kind, pos, w in windows if pos == position and kind == "write"]
-    reads = [w for kind, pos, w in windows if pos == position and kind == "read"]
-    if len(writes) != 1 or writes[0] is None or reads:      # a part reading its output needs the fill
-        return 0
-    w = writes[0]
+def _written_whole(parts, position, shape) -> bool:
+    """Whether the grids of ``parts`` write every element of GM parameter ``position`` (of ``shape``)
+    and none reads it: each writes it through windows (no indexed write), a tail tile past the tensor's
+    end clipped, a dim driven by a loop counter taken whole (as the tasks' regions take it). Parts of
+    one window each, laid out tile by tile (stride = tile), write each element once: their tiles'
+    volume is counted; others are checked by the union of their boxes."""
+    writes = []                                      # (part, its windows writing the parameter)
+    for part in parts:
+        windows = _part_windows(part)
+        if any(kind == "read" for kind, pos, _ in windows if pos == position):
+            return False
+        mine = [(kind, w) for kind, pos, w in windows if pos == position]
+        if any(kind != "write" or w is None for kind, w in mine):
+            return False
+        writes.append((part, [w for _, w in mine]))
+    tiled = [_tiled(ws[0], part.shape, shape) if len(ws) == 1 else 0 for part, ws in writes]
+    if all(tiled):
+        return sum(tiled) == math.prod(shape)
+    boxes = Access(shape, 1)
+    for part, ws in writes:
+        points = np.indices(part.shape).reshape(len(part.shape), -1).T
+        for w in ws:
+            lo = np.stack([np.zeros(len(points), np.int64) if i is None else np.full(len(points), b) if i < 0
+                           else b + s * points[:, i] for i, s, b in zip(w.index, w.stride, w.base)], axis=-1)
+            size = [n if i is None else size for i, size, n in zip(w.index, w.shape, shape)]
+            for first in lo.tolist():
+                boxes.add([max(a, 0) for a in first], [min(a + z, n) for a, z, n in zip(first, size, shape)])
+    return boxes.runs() is None
+
+
+def _tiled(w, grid, shape) -> int:
+    """The elements window ``w`` writes over ``grid`` when laid out tile by tile (stride = tile, each tile
+    starting inside the tensor; a tail tile past its end clipped), each once; else 0."""
     used = [i for i in w.index if i is not None and i >= 0]
-    if None in w.index or len(used) != len(set(used)):
+    if len(used) != len(set(used)):
         return 0
     volume = 1
     for n, i, stride, base, size in zip(shape, w.index, w.stride, w.base, w.shape):
+        if i is None:                                 # driven by a loop counter: the whole dim
+            volume *= n
+            continue
         extent = 1 if i < 0 else grid[i]
-        if (extent > 1 and stride != size) or base < 0 or base + stride * (extent - 1) + size > n:
+        if (extent > 1 and stride != size) or base < 0 or base + stride * (extent - 1) >= n:
             return 0
-        volume *= extent * size
+        volume *= min(base + stride * (extent - 1) + size, n) - base
     return volume
 
 

@@ -68,6 +68,7 @@ def _xent_fwd_kernel(logits, labels):
     with tile(vec=row_tile(c)), jax.named_scope("CrossEntropy"):
         x = logits.astype(F32)
         m = jnp.max(x, axis=-1)
+        m = jnp.where(jnp.isfinite(m), m, 0.0)        # as jax.nn.logsumexp: a +inf logit makes lse +inf, not NaN
         lse = m + jnp.log(jnp.sum(jnp.exp(x - m[:, None]), axis=-1))
         picked = jnp.sum(jnp.where(_onehot(labels, c), x, 0.0), axis=-1)
     with tile(vec=(WIDE_COLS if is_symbolic(n) else min(max(n, 1), WIDE_COLS),)), jax.named_scope("Mean"):

@@ -56,7 +56,7 @@ def _check_pair(profile, compiled, graph) -> None:
             grids.setdefault(program, set()).add(points)
     ran: dict = {}                                      # (block call, program) -> grid points its tasks ran
     for t in profile.trace.graph.tasks:
-        if t.name != "copy" or t.index:                 # the runtime's copies of a buffer are no program's
+        if t.name not in ("copy", "fill") or t.index:   # the runtime's copies and fills are no program's
             ran[(t.stage, t.name)] = ran.get((t.stage, t.name), 0) + t.points
     wrong_programs = sorted({name for (_, name), points in ran.items() if points not in grids.get(name, ())})
     source, want = profile.trace.source, machine(get_target(compiled.options.target)).name
