@@ -409,6 +409,31 @@ def _is_take_along(x, indices, dnums, sizes, axis) -> bool:
             and len(along) == len(kept) and all(along[k] == x.shape[d] for k, d in enumerate(kept) if d != axis))
 
 
+def _unbatched(eqn, indices, **fields):
+    """A gather or scatter with batching dims (``jax.vmap``'s forms) as one without: each operand batching
+    dim indexed by an iota along its indices' batching dim, appended to the index vectors (``fields``:
+    the dimension numbers' names of the indexed dims that take it, and of the batching dims). None where
+    there is none, or a size is known only at run time."""
+    d = eqn.params["dimension_numbers"]
+    operand, by, indexed, collapsed = (getattr(d, fields[k]) for k in ("operand", "by", "indexed", "collapsed"))
+    if not operand or any(at_run_time(n) for n in indices.shape):
+        return None
+    batch = tuple(indices.shape[:-1])
+    iotas = [np.broadcast_to(np.arange(batch[s], dtype=np.int32).reshape(
+        [batch[s] if k == s else 1 for k in range(len(batch))] + [1]), batch + (1,)) for s in by]
+    numbers = d._replace(**{fields["indexed"]: tuple(indexed) + tuple(operand),
+                            fields["collapsed"]: tuple(collapsed) + tuple(operand),
+                            fields["operand"]: (), fields["by"]: ()})
+    return (eqn.replace(params={**eqn.params, "dimension_numbers": numbers}),
+            ops.concat([ops.cast(indices, jnp.int32), *iotas], indices.ndim - 1))
+
+
+_GATHER_FIELDS = dict(operand="operand_batching_dims", by="start_indices_batching_dims", indexed="start_index_map",
+                      collapsed="collapsed_slice_dims")
+_SCATTER_FIELDS = dict(operand="operand_batching_dims", by="scatter_indices_batching_dims",
+                       indexed="scatter_dims_to_operand_dims", collapsed="inserted_window_dims")
+
+
 def gather(eqn, x, indices):
     """``lax.gather`` in the index_select form ``jnp.take`` emits (one collapsed axis, whole slices), in
     ``jnp.take_along_axis``'s (every other axis a batching axis, one entry per index), as one window
@@ -439,6 +464,9 @@ def gather(eqn, x, indices):
         return _point_gather(eqn, x, indices)
     if (axis is None or tuple(dnums.collapsed_slice_dims) != (axis,) or dnums.operand_batching_dims
             or indices.shape[-1] != 1 or any(z != (1 if d == axis else x.shape[d]) for d, z in enumerate(sizes))):
+        plain = _unbatched(eqn, indices, **_GATHER_FIELDS)
+        if plain is not None:                       # jax.vmap's other forms: the batch dims indexed by iotas
+            return gather(*plain[:1], x, plain[1])
         raise unsupported(eqn, "is only translated in the index_select form (jnp.take along one axis, its "
                                 "table batched by jax.vmap too), indexing several axes with integer arrays "
                                 "(x[i, j]), as jnp.take_along_axis and as one window (lax.dynamic_slice, its "
@@ -616,6 +644,9 @@ def scatter(op):
         if point:
             return _point_scatter(eqn, op, x, indices, updates)
         if not rows:
+            plain = _unbatched(eqn, indices, **_SCATTER_FIELDS)
+            if plain is not None:                   # jax.vmap's other forms: the batch dims indexed by iotas
+                return rule(plain[0], x, plain[1], updates)
             raise unsupported(eqn, _refusal(eqn, x, indices, updates))
         idx = ops.reshape(ops.cast(indices, jnp.int32), (-1,))
         if indices.ndim != 2:

@@ -750,19 +750,23 @@ def _box(window, first, last, shape):
 
 def _written_whole(parts, position, shape) -> bool:
     """Whether the grids of ``parts`` write every element of GM parameter ``position`` (of ``shape``)
-    and none reads it: each writes it through windows (no indexed write), a tail tile past the tensor's
-    end clipped, a dim driven by a loop counter taken whole (as the tasks' regions take it). Parts of
-    one window each, laid out tile by tile (stride = tile), write each element once: their tiles'
-    volume is counted; others are checked by the union of their boxes."""
+    and none reads it: each writes it only by ``tstore``s whose window starts follow grid indices,
+    constants or a program loop's counter (:func:`_stores`; a dim a loop drives is taken whole, as the
+    tasks' regions take it), a tail tile past the tensor's end clipped. Parts of one window each, laid
+    out tile by tile (stride = tile), write each element once: their tiles' volume is counted; others
+    are checked by the union of their boxes."""
     writes = []                                      # (part, its windows writing the parameter)
     for part in parts:
         windows = _part_windows(part)
         if any(kind == "read" for kind, pos, _ in windows if pos == position):
             return False
-        mine = [(kind, w) for kind, pos, w in windows if pos == position]
-        if any(kind != "write" or w is None for kind, w in mine):
+        stores = _STORES.get(part)
+        if stores is None:
+            stores = _STORES[part] = _stores(part.body.jaxpr, len(part.shape))
+        mine = [w for pos, w in stores if pos == position]
+        if None in mine or len(mine) < sum(kind != "read" for kind, pos, _ in windows if pos == position):
             return False
-        writes.append((part, [w for _, w in mine]))
+        writes.append((part, mine))
     tiled = [_tiled(ws[0], part.shape, shape) if len(ws) == 1 else 0 for part, ws in writes]
     if all(tiled):
         return sum(tiled) == math.prod(shape)
@@ -772,21 +776,22 @@ def _written_whole(parts, position, shape) -> bool:
         for w in ws:
             lo = np.stack([np.zeros(len(points), np.int64) if i is None else np.full(len(points), b) if i < 0
                            else b + s * points[:, i] for i, s, b in zip(w.index, w.stride, w.base)], axis=-1)
-            size = [n if i is None else size for i, size, n in zip(w.index, w.shape, shape)]
+            size = [n if i is None else z for i, z, n in zip(w.index, w.shape, shape)]
             for first in lo.tolist():
                 boxes.add([max(a, 0) for a in first], [min(a + z, n) for a, z, n in zip(first, size, shape)])
     return boxes.runs() is None
 
 
 def _tiled(w, grid, shape) -> int:
-    """The elements window ``w`` writes over ``grid`` when laid out tile by tile (stride = tile, each tile
-    starting inside the tensor; a tail tile past its end clipped), each once; else 0."""
+    """The elements window ``w`` (of :func:`_stores`) writes over ``grid`` when laid out tile by tile
+    (stride = tile, each tile starting inside the tensor; a tail tile past its end clipped; a dim a loop
+    drives whole), each once; else 0."""
     used = [i for i in w.index if i is not None and i >= 0]
     if len(used) != len(set(used)):
         return 0
     volume = 1
     for n, i, stride, base, size in zip(shape, w.index, w.stride, w.base, w.shape):
-        if i is None:                                 # driven by a loop counter: the whole dim
+        if i is None:
             volume *= n
             continue
         extent = 1 if i < 0 else grid[i]
@@ -796,7 +801,61 @@ def _tiled(w, grid, shape) -> int:
     return volume
 
 
+def _stores(body, n):
+    """``(GM parameter position, window)`` of each write of a block body: a ``tstore``'s window with each
+    start resolved -- a grid index (its number), a constant (folded into the base: index -1) or a program
+    loop's carry (index None: the dim is the loop's, taken whole); None for any other write (indexed,
+    or a start computed from data or arithmetic)."""
+    params = {v: k for k, v in enumerate(body.invars[n:])}
+    grid = {v: k for k, v in enumerate(body.invars[:n])}
+    out = []
+
+    def walk(jaxpr, alias, loops):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive is T.tstore_p or eqn.primitive is T.mscatter_p:
+                position = params.get(alias.get(eqn.invars[0], eqn.invars[0]))
+                if position is not None:
+                    out.append((position, _resolved(eqn, alias, grid, loops) if eqn.primitive is T.tstore_p
+                                else None))
+                    params[eqn.outvars[0]] = position
+            for key, value in eqn.params.items():
+                if key.endswith("jaxpr") and value is not None:
+                    sub = body_of(value)[0]
+                    inner = dict(alias)
+                    inner.update({iv: alias.get(ov, ov) for iv, ov in zip(sub.invars, eqn.invars) if isinstance(ov, Var)})
+                    carries = set()
+                    if eqn.primitive.name == "scan":
+                        first = eqn.params["num_consts"]
+                        carries = set(sub.invars[first:first + eqn.params["num_carry"]])
+                    elif eqn.primitive.name == "while" and key == "body_jaxpr":
+                        carries = set(sub.invars[eqn.params["body_nconsts"]:])
+                    walk(sub, inner, loops | carries)
+
+    walk(body, {}, frozenset())
+    return out
+
+
+def _resolved(store, alias, grid, loops):
+    """:func:`_stores`' window of a ``tstore`` eqn, or None."""
+    window = store.params["window"]
+    index, base = list(window.index), list(window.base)
+    for d, i in enumerate(window.index):
+        if i < 0:
+            continue
+        v = store.invars[2 + i]
+        if isinstance(v, Literal):
+            index[d], base[d] = -1, base[d] + window.stride[d] * int(v.val)
+        elif alias.get(v, v) in grid:
+            index[d] = grid[alias.get(v, v)]
+        elif v in loops or alias.get(v, v) in loops:
+            index[d] = None
+        else:
+            return None
+    return dataclasses.replace(window, index=tuple(index), base=tuple(base))
+
+
 _WINDOWS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # block part -> its windows
+_STORES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # block part -> _stores
 _JOINED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # block part -> _joined_windows
 
 

@@ -4,6 +4,9 @@
   ``interpret=True``) hung for ever inside ``jax.shard_map`` over several devices: the engine's own XLA
   work (a matmul's ``_mmad``) waited for devices that were waiting for the callback. It is a clear
   error at lowering now.
+- ``jax.vmap`` of a kernel gathering or scattering in a batched form other than the few matched
+  (``take_along_axis`` with only one operand batched, ``a[i, j]`` and ``a.at[i, j].set / add`` with
+  batched indices) was refused: a gather or scatter with batch dims now indexes them by iotas.
 - ``jax.lax.psum`` / ``axis_index`` in a kernel's body under ``jax.shard_map`` failed with a bare
   ``AssertionError`` from inside JAX, or a ``NameError``; ``jax.debug.print`` / ``callback`` had no
   hint; ``checkpoint_name`` (``ad_checkpoint``'s ``name``, an identity) was refused.
@@ -82,3 +85,26 @@ def test_checkpoint_name_is_an_identity_and_debug_calls_are_refused_clearly():
               lambda a: jax.debug.callback(lambda v: None, a) or a * 2.0):
         with pytest.raises(pj.PtoUnsupportedError, match="calls back to Python.*outside it"):
             pj.kernel(g)(x)
+
+
+_TAKE_ALONG = lambda a, i: jnp.take_along_axis(a, i, axis=1)      # noqa: E731
+_POINT = lambda a, i: a[i, i + 3]                                  # noqa: E731
+_RNG = np.random.default_rng(3)
+_X, _XB = _RNG.normal(size=(64, 128)).astype(np.float32), _RNG.normal(size=(3, 64, 128)).astype(np.float32)
+_I, _IB = _RNG.integers(0, 128, (64, 8)).astype(np.int32), _RNG.integers(0, 128, (3, 64, 8)).astype(np.int32)
+_R, _RB = _RNG.integers(0, 64, (8,)).astype(np.int32), _RNG.integers(0, 64, (3, 8)).astype(np.int32)
+
+
+@pytest.mark.parametrize("name, f, axes, args", [
+    ("take_along table", _TAKE_ALONG, (0, None), (_XB, _I)),
+    ("take_along indices", _TAKE_ALONG, (None, 0), (_X, _IB)),
+    ("x[i, i+3] indices", _POINT, (None, 0), (_X, _RB)),
+    ("x[i, i+3] both", _POINT, (0, 0), (_XB, _RB)),
+    ("x.at[i, i+1].set indices", lambda a, i: a.at[i, i + 1].set(1.0), (None, 0), (_X, _RB)),
+    ("x.at[i, i+1].add both", lambda a, i: a.at[i, i + 1].add(1.0), (0, 0), (_XB, _RB)),
+])
+def test_vmap_of_gathers_and_scatters_in_any_batched_form(name, f, axes, args):
+    batched = jax.vmap(pj.kernel(f), in_axes=axes)
+    want = np.asarray(jax.jit(jax.vmap(f, in_axes=axes))(*args))
+    np.testing.assert_array_equal(np.asarray(batched(*args)), want, err_msg=name)
+    np.testing.assert_array_equal(np.asarray(jax.jit(batched)(*args)), want, err_msg=name)
