@@ -262,17 +262,31 @@ def test_l2_rule_interleaved_parts_pay_for_their_own_bytes():
     """What the L2 holds of a tensor is the bytes calls touched: the odd rows (or columns) read after the
     even ones come from HBM (a box spanning the even ones held them all)."""
     def part(lo, hi, shape):
-        access = Access((1024, 512), 1)
+        access = Access((256, 512), 1)
         access.add(lo, hi, shape)
         return access
 
     l2 = L2(100 * MIB)
-    assert l2.hbm_fraction({"a": part((0, 0, 0), (512, 1, 512), (512, 2, 512))}, {})[0] == 1.0
-    assert l2.hbm_fraction({"a": part((0, 1, 0), (512, 2, 512), (512, 2, 512))}, {})[0] == 1.0
-    assert l2.hbm_fraction({"a": part((0, 0, 0), (512, 2, 512), (512, 2, 512))}, {})[0] == 0.0
-    assert l2.hbm_fraction({"b": part((0, 0, 0), (1024, 256, 1), (1024, 256, 2))}, {})[0] == 1.0
-    assert l2.hbm_fraction({"b": part((0, 0, 1), (1024, 256, 2), (1024, 256, 2))}, {})[0] == 1.0
-    assert l2.hbm_fraction({"b": part((0, 0), (1024, 512), (1024, 512))}, {})[0] == 0.0
+    assert l2.hbm_fraction({"a": part((0, 0, 0), (128, 1, 512), (128, 2, 512))}, {})[0] == 1.0
+    assert l2.hbm_fraction({"a": part((0, 1, 0), (128, 2, 512), (128, 2, 512))}, {})[0] == 1.0
+    assert l2.hbm_fraction({"a": part((0, 0, 0), (128, 2, 512), (128, 2, 512))}, {})[0] == 0.0
+    assert l2.hbm_fraction({"b": part((0, 0, 0), (256, 256, 1), (256, 256, 2))}, {})[0] == 1.0
+    assert l2.hbm_fraction({"b": part((0, 0, 1), (256, 256, 2), (256, 256, 2))}, {})[0] == 1.0
+    assert l2.hbm_fraction({"b": part((0, 0), (256, 512), (256, 512))}, {})[0] == 0.0
+
+
+def test_a_footprint_of_many_close_runs_is_held_as_few():
+    """A call reading a large tensor's even columns (33 M one-element runs) holds runs closer than an L2
+    line as one per row: bounded memory and time, as whole lines would hold them; a smaller read keeps
+    its exact runs (the even columns of 258 x 128)."""
+    big = Access((8192, 8192), 2)
+    big.add((0, 0, 0), (8192, 4096, 1), (8192, 4096, 2))
+    starts, ends = big.runs()
+    assert len(starts) == 8192 and (ends - starts == (8192 - 1) * 2).all()
+    small = Access((258, 128), 4)
+    small.add((0, 0, 0), (258, 64, 1), (258, 64, 2))
+    starts, ends = small.runs()
+    assert len(starts) == 258 * 64 and (ends - starts == 4).all()
 
 
 def test_l2_rule_writes_back_dirty_data_that_later_calls_push_out():

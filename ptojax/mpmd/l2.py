@@ -10,7 +10,8 @@ bytes)`` distinct bytes.
   footprint is the bytes of it calls touched (the union of their regions, through any reshaped view:
   runs of byte offsets). Of a resident tensor, the bytes a call reads outside its footprint -- at most
   ``D`` -- come from HBM too, so two calls reading a tensor's two halves, or its even and odd rows or
-  columns, pay for both.
+  columns, pay for both. (A call reading a tensor in more than 65 536 runs holds runs less than an L2
+  line apart as one: a large tensor's even columns then hold its odd ones too, as whole lines would.)
 - **Re-reads** (the other ``R - D`` bytes, tiles read by several blocks) hit L2 while the call's
   working set ``W`` (the distinct bytes it reads) fits in the L2; past it a fraction ``1 - L2 / W``
   of them misses to HBM.
@@ -32,7 +33,13 @@ die's HBM bandwidth.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+
+MANY_RUNS = 1 << 16     # runs of one access past which close ones (under LINE bytes apart) merge
+LINE = 512              # bytes: the L2's line in PyPTO's cost-model config (HW notes §3.6)
 
 
 def reuse_miss(working_set: float, capacity: float) -> float:
@@ -97,22 +104,30 @@ class Access:
     ``nbytes`` in all (regions read by several tasks counted each time), in the element boxes ``boxes``
     (``(shape, lo, hi)``: the box ``[lo, hi)`` of the tensor seen as ``shape``, a reshape of it)."""
 
-    __slots__ = ("nbytes", "shape", "size", "itemsize", "boxes")
+    __slots__ = ("nbytes", "shape", "size", "itemsize", "boxes", "_runs")
 
     def __init__(self, shape: tuple, itemsize: int):
         self.nbytes, self.shape, self.itemsize, self.boxes = 0, tuple(shape), itemsize, {}
         self.size = _volume((0,) * len(self.shape), self.shape) * itemsize
+        self._runs = False
 
     def add(self, lo, hi, shape=None) -> int:
         """Add the box ``[lo, hi)`` (of the tensor seen as ``shape``, by default its own); returns its bytes."""
         nbytes = _volume(lo, hi) * self.itemsize
         self.nbytes += nbytes
         self.boxes[self.shape if shape is None else tuple(shape), tuple(lo), tuple(hi)] = None
+        self._runs = False
         return nbytes
 
     def runs(self) -> tuple | None:
         """The bytes of the tensor the boxes cover, as sorted disjoint runs ``(starts, ends)`` of byte
-        offsets (int64 arrays); None: all of it."""
+        offsets (int64 arrays); None: all of it. Past :data:`MANY_RUNS` runs, runs of a box less than
+        :data:`LINE` bytes apart (a column-strided view's elements) count as one, with the bytes between."""
+        if self._runs is False:
+            self._runs = self._covered()
+        return self._runs
+
+    def _covered(self):
         alike: dict = {}                            # (shape, extents) -> the boxes' first corners
         for shape, lo, hi in self.boxes:
             alike.setdefault((shape, tuple(b - a for a, b in zip(lo, hi))), []).append(lo)
@@ -126,12 +141,17 @@ class Access:
             while extent[j] == shape[j]:
                 j -= 1
             strides = np.cumprod((1,) + shape[:0:-1], dtype=np.int64)[::-1]
+            width = extent[j] * int(strides[j])     # elements per run
+            while (j and len(corners) * math.prod(extent[:j]) > MANY_RUNS
+                   and (strides[j - 1] - width) * self.itemsize < LINE):
+                j -= 1                              # runs along dim j close together: one run
+                width += (extent[j] - 1) * int(strides[j])
             first = np.zeros(1, np.int64)           # each run's first element, from a box's corner
             for d in range(j):
                 first = np.add.outer(first, np.arange(extent[d], dtype=np.int64) * strides[d]).ravel()
             first = np.add.outer(np.asarray(corners, np.int64) @ strides, first).ravel() * self.itemsize
             starts.append(first)
-            ends.append(first + extent[j] * strides[j] * self.itemsize)
+            ends.append(first + width * self.itemsize)
         runs = _merged(np.concatenate(starts), np.concatenate(ends))
         return None if _bytes(runs) == self.size else runs
 

@@ -801,6 +801,17 @@ def _tiled(w, grid, shape) -> int:
     return volume
 
 
+def _nested(eqn, alias):
+    """``(param name, jaxpr, alias)`` of each jaxpr in ``eqn``'s params, ``alias`` extended to map its
+    inputs to the enclosing body's variables."""
+    for key, value in eqn.params.items():
+        if key.endswith("jaxpr") and value is not None:
+            sub = body_of(value)[0]
+            inner = dict(alias)
+            inner.update({iv: alias.get(ov, ov) for iv, ov in zip(sub.invars, eqn.invars) if isinstance(ov, Var)})
+            yield key, sub, inner
+
+
 def _stores(body, n):
     """``(GM parameter position, window)`` of each write of a block body: a ``tstore``'s window with each
     start resolved -- a grid index (its number), a constant (folded into the base: index -1) or a program
@@ -818,18 +829,14 @@ def _stores(body, n):
                     out.append((position, _resolved(eqn, alias, grid, loops) if eqn.primitive is T.tstore_p
                                 else None))
                     params[eqn.outvars[0]] = position
-            for key, value in eqn.params.items():
-                if key.endswith("jaxpr") and value is not None:
-                    sub = body_of(value)[0]
-                    inner = dict(alias)
-                    inner.update({iv: alias.get(ov, ov) for iv, ov in zip(sub.invars, eqn.invars) if isinstance(ov, Var)})
-                    carries = set()
-                    if eqn.primitive.name == "scan":
-                        first = eqn.params["num_consts"]
-                        carries = set(sub.invars[first:first + eqn.params["num_carry"]])
-                    elif eqn.primitive.name == "while" and key == "body_jaxpr":
-                        carries = set(sub.invars[eqn.params["body_nconsts"]:])
-                    walk(sub, inner, loops | carries)
+            for key, sub, inner in _nested(eqn, alias):
+                carries = set()
+                if eqn.primitive.name == "scan":
+                    first = eqn.params["num_consts"]
+                    carries = set(sub.invars[first:first + eqn.params["num_carry"]])
+                elif eqn.primitive.name == "while" and key == "body_jaxpr":
+                    carries = set(sub.invars[eqn.params["body_nconsts"]:])
+                walk(sub, inner, loops | carries)
 
     walk(body, {}, frozenset())
     return out
@@ -952,12 +959,8 @@ def _windows(body, n):
                         out.append(("read", position, None))
                 if eqn.primitive is T.tstore_p or eqn.primitive is T.mscatter_p:
                     params[eqn.outvars[0]] = position
-            for key, value in eqn.params.items():
-                if key.endswith("jaxpr") and value is not None:
-                    sub = body_of(value)[0]
-                    inner = dict(alias)
-                    inner.update({iv: alias.get(ov, ov) for iv, ov in zip(sub.invars, eqn.invars) if isinstance(ov, Var)})
-                    walk(sub, inner)
+            for _, sub, inner in _nested(eqn, alias):
+                walk(sub, inner)
 
     walk(body, {})
     return out
