@@ -116,5 +116,6 @@ def host_call_lowering(ctx, host, *operands):
 
 __all__ = [
     "ClosedJaxpr", "Jaxpr", "NEEDS_VALUE", "dims_32", "Literal", "Primitive", "ShapedArray", "Var", "ad", "batching",
-    "frames", "host_call_lowering", "lowered_devices", "jaxpr_as_fun", "jaxprs_in_params", "mlir", "per_device", "result_aval", "vary_alike", "weak", "weak_32", "xla",
+    "frames", "host_call_lowering", "jaxpr_as_fun", "jaxprs_in_params", "lowered_devices", "mlir", "per_device",
+    "result_aval", "vary_alike", "weak", "weak_32", "xla",
 ]

@@ -506,7 +506,8 @@ def _fuse(eqns, escaping, share_loads=True):
         e = next(e for e in eqns if v in e.outvars)
         o = e.params["spec"].outputs[e.outvars.index(v)]
         alias = e.invars[o.alias] if o.alias is not None else None
-        out_specs.append(ir.Output(alias=inputs.index(alias)) if alias in inputs else dataclasses.replace(o, alias=None))
+        out_specs.append(ir.Output(alias=inputs.index(alias)) if alias in inputs
+                         else dataclasses.replace(o, alias=None))
     updated = {o.alias for o in out_specs if o.alias is not None}
     bodies = []
     for k, part in enumerate(specs[0].parts):

@@ -229,9 +229,9 @@ def emit(ctx: _Context, kind, parts, inputs, outputs, body_fn, previous=None, fi
     """
     parts = [r for r in parts if 0 not in r.tile]
     if not parts:
-        return previous or [jnp.full(a.shape, fill or 0, a.dtype) for a in outputs]
+        return previous or [jnp.full(a.shape, 0 if fill is None else fill, a.dtype) for a in outputs]
     specs = ([ir.Output(alias=len(inputs) + i) for i in range(len(outputs))] if previous is not None
-             else [ir.Output(fill=fill or 0, written_later=fill is None)] * len(outputs))
+             else [ir.Output(fill=0 if fill is None else fill, written_later=fill is None)] * len(outputs))
     inputs = [*inputs, *(previous or [])]
     outs_avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in outputs]
     in_avals = [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in inputs]

@@ -132,6 +132,7 @@ class Backend(Protocol):
     l2_bytes: int
     """Optional: the L2's capacity. With it, the GM reads of each block call are split between L2 and
     HBM by the L2 rule (:mod:`~ptojax.mpmd.l2`) and priced by :meth:`priced`; without it they all hit L2."""
+
     def priced(self, part, hbm: float, points) -> tuple[float, int]:
         """Optional (with ``l2_bytes``): seconds and GM bytes read of the task of ``part`` over grid
         points ``points`` when a fraction ``hbm`` of its GM reads come from HBM (a task that keeps an
@@ -768,11 +769,11 @@ def _written_whole(parts, position, shape) -> bool:
             return False
         writes.append((part, mine))
     tiled = [_tiled(ws[0], part.shape, shape) if len(ws) == 1 else 0 for part, ws in writes]
-    if all(tiled):
+    if all(tiled) or not shape:
         return sum(tiled) == math.prod(shape)
     boxes = Access(shape, 1)
     for part, ws in writes:
-        points = np.indices(part.shape).reshape(len(part.shape), -1).T
+        points = np.array(list(np.ndindex(*part.shape)), np.int64).reshape(-1, len(part.shape))
         for w in ws:
             lo = np.stack([np.zeros(len(points), np.int64) if i is None else np.full(len(points), b) if i < 0
                            else b + s * points[:, i] for i, s, b in zip(w.index, w.stride, w.base)], axis=-1)
