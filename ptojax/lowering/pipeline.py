@@ -82,13 +82,15 @@ class Lowering:
         return TEXT[level](self)
 
     def evaluate(self, level: str, *args):
-        """Run one level on (pytree) arguments as one ``jax.jit`` computation; returns the kernel's
-        (pytree) outputs. A symbolic lowering runs at the sizes of ``args``."""
+        """Run one level on (pytree) arguments as one ``jax.jit`` computation, each op's result rounded to
+        its dtype (XLA's excess precision off: a bf16 product summed in f32 is the rounded product, as on
+        the cores); returns the kernel's (pytree) outputs. A symbolic lowering runs at the sizes of ``args``."""
         flat, tree = jax.tree.flatten(args)
         self.check_signature("pto lowering", flat, tree)
         closed = self.level(level)
+        run = jax.jit(functools.partial(jax.core.eval_jaxpr, closed.jaxpr, closed.consts))
         outs = (evaluate_at_sizes(closed, flat) if self.symbolic
-                else jax.jit(functools.partial(jax.core.eval_jaxpr, closed.jaxpr, closed.consts))(*flat))
+                else run.lower(*flat).compile({"xla_allow_excess_precision": False})(*flat))
         return jax.tree.unflatten(self.out_tree, outs)
 
     def check_signature(self, who: str, flat, tree):
