@@ -10,12 +10,12 @@ from .primitives.elementwise import (abs, add, bitwise_and, bitwise_not, bitwise
                                      maximum, minimum, mul, ne, neg, pow, reciprocal, relu, round, rsqrt, shift_left,
                                      shift_right, sigmoid, silu, sqrt, sub, tanh, where)
 from .primitives.indexing import gather, index_add, merge_topk, scatter_update, sort, topk
-from .primitives.layout import assemble, concat, expand, pad, permute, reshape, transpose, view
+from .primitives.layout import assemble, bitcast, concat, expand, pad, permute, reshape, transpose, view
 from .primitives.matmul import matmul
 from .primitives.reduce import amax, amin, argmax, argmin, cumsum, prod, sum
 
 __all__ = [
-    "abs", "add", "amax", "amin", "argmax", "argmin", "assemble", "bitwise_and", "bitwise_not", "bitwise_or",
+    "abs", "add", "amax", "amin", "argmax", "argmin", "assemble", "bitcast", "bitwise_and", "bitwise_not", "bitwise_or",
     "bitwise_xor", "cast", "clip", "concat", "cumsum", "dequantize", "div", "eq", "exp", "expand", "fmod",
     "gather", "ge", "gelu", "gt", "index_add", "layer_norm", "le", "log", "logical_and", "logical_not",
     "logical_or", "lt", "matmul", "maximum", "merge_topk", "minimum", "mul", "ne", "neg", "pad", "permute",

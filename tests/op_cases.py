@@ -75,6 +75,7 @@ CASES = {
     "cumsum": (lambda a: O.cumsum(a, 1), (X,)),
     "matmul": (lambda a, b, c: O.matmul(a, b, transpose_b=True, bias=c), (X, Y, _normal(3))),
     "reshape": (lambda a: O.reshape(a, (2, 6)), (X,)),
+    "bitcast": (lambda a: O.bitcast(a, jnp.int32), (X,)),
     "transpose": (lambda a: O.transpose(a, 0, 1), (X,)),
     "expand": (lambda a: O.expand(a, (2, 3, 4)), (X,)),
     "concat": (lambda a, b: O.concat([a, b], 1), (X, Y)),

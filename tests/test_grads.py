@@ -14,10 +14,10 @@ from ptojax.primitives import OPS
 DIFFERENTIABLE = sorted(n for n, op in OPS.items() if op.differentiable and n != "cast")
 
 
-def test_non_differentiable_ops_are_the_integer_and_boolean_ones():
+def test_non_differentiable_ops_are_the_integer_and_boolean_ones_and_bitcast():
     assert {n for n, op in OPS.items() if not op.differentiable} == {
         "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "argmax", "argmin",
-        "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right"}
+        "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right", "bitcast"}
 
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)

@@ -650,9 +650,10 @@ class DynamicKernel:
             if eqn.primitive is ir.block_call_p:
                 yield eqn
             elif eqn.primitive.name != "pto.reshape":
-                raise PtoUnsupportedError(f"pto dynamic rows: the Block graph has a {eqn.primitive} step (control "
-                                          "flow on the host: a jax.lax.fori_loop, while_loop, scan or cond around "
-                                          "the kernel's ops); only block calls and reshapes take a symbolic row count")
+                what = ("control flow on the host: a jax.lax.fori_loop, while_loop, scan or cond around the kernel's "
+                        "ops" if eqn.primitive.name in ("scan", "while", "cond") else "a step on the host")
+                raise PtoUnsupportedError(f"pto dynamic rows: the Block graph has a {eqn.primitive} step ({what}); "
+                                          "only block calls and reshapes take a symbolic row count")
 
     def check_twin(self, name: str, other: "DynamicKernel"):
         """:class:`PtoUnsupportedError` unless ``other``, the same kernel at a second template size, made

@@ -58,7 +58,7 @@ def _table():
                            "the int32 sequence base + step * index + j: a tile of a symbolic-size iota"),
     }
     for name, op in OPS.items():
-        if name == "matmul":
+        if name not in T.COMPUTE:                    # matmul (above), bitcast (a GM view: no tile instruction)
             continue
         mnemonic = T.COMPUTE[name].name[len("pto."):]
         dtypes = tuple(asm.dtype_name(d) for d in op.dtypes)

@@ -241,7 +241,7 @@ def store_held(flat, idx: np.ndarray, values, atomic: bool, plain: bool = False)
     """:func:`~ptojax.ascend.strided.apply_store` on a GM tensor in its :func:`storage` dtype,
     ``values`` in the tensor's own (an ``atomic_add`` adds in it)."""
     if not atomic or flat.dtype == values.dtype:
-        return apply_store(flat, idx, _held(values), atomic, plain)
+        return apply_store(flat, idx, reinterpret(_held(values), flat.dtype), atomic, plain)   # (a bitcast view's bits)
     return _held(apply_store(reinterpret(flat, values.dtype), idx, values, atomic, plain))
 
 
@@ -922,7 +922,7 @@ class Walk:
             return
         if atomic:
             value = SEMANTICS["tadd"](reinterpret(_take(flat, offset, offs, self.n), value.dtype), value)
-        self.gm[key] = _set(flat, offset, offs, _held(value), plain)
+        self.gm[key] = _set(flat, offset, offs, reinterpret(_held(value), flat.dtype), plain)
 
     def reads(self, key) -> bool:
         """Whether the walk read GM tensor ``key``'s given value (under its key or another's)."""

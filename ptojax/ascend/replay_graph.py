@@ -197,7 +197,9 @@ def graph_function(plan, module):
                 continue
             base, shape, dtype = o
             x = (gm[base] if base in gm else fetch(base)).reshape(shape)
-            out.append(x.astype(dtype) if x.dtype != dtype else x)
+            if x.dtype != dtype:                  # a bool tensor's int8 bytes, a bitcast view's bits
+                x = x.astype(dtype) if dtype == np.bool_ else lax.bitcast_convert_type(x, dtype)
+            out.append(x)
         return out
 
     return replay

@@ -19,6 +19,9 @@ from .._jax import ClosedJaxpr, Primitive, ad, batching, mlir, xla
 from ..errors import PtoUnsupportedError
 
 
+GM_VIEWS = frozenset({"pto.reshape", "pto.bitcast"})     # reinterpretations of a GM tensor: no data moves
+
+
 @dataclasses.dataclass(frozen=True)
 class Output:
     """How an output buffer starts: as input ``alias`` (updated in place), else filled with ``fill`` --

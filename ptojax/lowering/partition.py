@@ -284,7 +284,7 @@ def _plan(jaxpr, siblings: bool = True) -> list:
                 group.eqns.append(eqn)
                 group.produced.update(produced)
             emitted = group.first
-        elif eqn.primitive.name == "pto.reshape" and isinstance(eqn.invars[0], Var):
+        elif eqn.primitive.name in ir.GM_VIEWS and isinstance(eqn.invars[0], Var):
             emitted = producer.get(eqn.invars[0], _NONE) + (1,)    # moves no data: right after what it reshapes
             group = _Moved([eqn], emitted)
             groups.append(group)
@@ -1084,7 +1084,7 @@ def _run(plan, shapes: dict, hopeless: set) -> tuple[list, list]:
     def movable(group, made, pending):
         return len(pending) < _APART and all(
             not any(isinstance(v, Var) and v in made for v in e.invars)
-            and (e.primitive.name == "pto.reshape" or _host_scalar(e)
+            and (e.primitive.name in ir.GM_VIEWS or _host_scalar(e)
                  or (_grid(e) is not None and all(o.alias is None for o in _grid(e).outputs)))
             for e in group)
 

@@ -639,6 +639,7 @@ RULES = {
     "lt_to": lambda e, x, y: _total_order(x, y, strict=True), "le_to": lambda e, x, y: _total_order(x, y, strict=False),
     "eq_to": lambda e, x, y: _total_eq(x, y),
     "copy": lambda e, x: x, "copy_p": lambda e, x: x, "stop_gradient": lambda e, x: x, "name": lambda e, x: x,
+    "bitcast_convert_type": lambda e, x: ops.bitcast(x, e.params["new_dtype"]),
     "optimization_barrier": lambda e, *xs: xs, "reduce_precision": _reduce_precision,
     **windows.RULES,
 }

@@ -1065,7 +1065,7 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
                 spec = dataclasses.replace(spec, label=read(stack)[1])
             hand.add(spec.label)
             return on_device(ir.tile_grid_p.bind(*invals, spec=spec))
-        if op == "reshape":                            # a GM reinterpretation: no tiles move
+        if op in ("reshape", "bitcast"):               # a GM reinterpretation: no tiles move
             return on_device([eqn.primitive.bind(*invals, **eqn.params)])
         config, label = read(stack)
         seen.add(label)

@@ -189,7 +189,7 @@ class Plan:
         owned = []
         for buf in self.buffers:
             if buf.base != buf.id:
-                buf.array = self.buffers[buf.base].array.reshape(buf.array.shape)
+                buf.array = self.buffers[buf.base].array.view(buf.array.dtype).reshape(buf.array.shape)
             elif buf.source == "scratch":
                 buf.array = _scratch(buf.array.shape, buf.array.dtype, owned)
             elif buf.source is not None:
@@ -313,8 +313,10 @@ class _Orchestrator:
         """A GM tensor the kernel owns (uninitialised)."""
         return self.buffer(_scratch(shape, dtype, self.owned), source="scratch")
 
-    def view(self, base: Buffer, shape) -> Buffer:
-        buf = Buffer(len(self.buffers), base.array.reshape(shape), base.base, base.external)
+    def view(self, base: Buffer, shape, dtype=None) -> Buffer:
+        """A reshaped view of ``base`` (its bytes as ``dtype`` of the same width, where given)."""
+        array = base.array if dtype is None else base.array.view(dtype)
+        buf = Buffer(len(self.buffers), array.reshape(shape), base.base, base.external)
         self.buffers.append(buf)
         return buf
 
@@ -353,6 +355,8 @@ class _Orchestrator:
         if any(isinstance(x, Buffer) for x in invals):
             if eqn.primitive.name == "pto.reshape":
                 return [self.view(invals[0], eqn.params["new_shape"])]
+            if eqn.primitive.name == "pto.bitcast":
+                return [self.view(invals[0], invals[0].array.shape, eqn.params["dtype"])]
             invals = [self.sync(x, f"the host op '{eqn.primitive.name}'") if isinstance(x, Buffer) else x
                       for x in invals]
         with jax.ensure_compile_time_eval():    # values now, also while a caller's jax.jit traces

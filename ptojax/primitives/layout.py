@@ -10,10 +10,10 @@ import numpy as np
 from jax import lax
 
 from .._jax import ad, batching
-from ..errors import PtoArgumentError, PtoShapeError, op_error
+from ..errors import PtoArgumentError, PtoDtypeError, PtoShapeError, op_error
 from . import dims
-from ._base import (ALIASES, FLOAT, batch_size, broadcast_shapes, check_same_dtype, define, is_float_scalar,
-                    normalize_axis, operands, shaped, static_shape, tensor)
+from ._base import (ALIASES, FLOAT, NUMERIC, batch_size, broadcast_shapes, canonical_dtype, check_dtype,
+                    check_same_dtype, define, is_float_scalar, normalize_axis, operands, shaped, static_shape, tensor)
 
 
 def _front(x, d):
@@ -103,6 +103,28 @@ def reshape(x, shape):
         raise op_error(PtoShapeError, "reshape", f"cannot reshape {dims.shape_text(x.shape)} ({size} elements) to "
                        f"{dims.shape_text(shape)} ({dims.size(shape)} elements)")
     return x if shape == tuple(x.shape) else reshape_p.bind(x, new_shape=shape)
+
+
+# ------------------------------------------------------------------------------------------ bitcast
+def _bitcast_abstract(x, *, dtype):
+    return shaped(x.shape, dtype)
+
+
+bitcast_p = define("bitcast", "layout", abstract=_bitcast_abstract, differentiable=False, dtypes=NUMERIC,
+                   reference=lambda x, *, dtype: lax.bitcast_convert_type(x, dtype))
+batching.primitive_batchers[bitcast_p] = lambda args, dims, *, dtype: (bitcast_p.bind(args[0], dtype=dtype), dims[0])
+
+
+def bitcast(x, dtype):
+    """The bits of ``x`` as ``dtype`` of the same width (``lax.bitcast_convert_type``): a GM reinterpretation,
+    as a reshape is (float32 <-> int32, float16 <-> bfloat16)."""
+    x = tensor("bitcast", x)
+    dt = canonical_dtype("bitcast", dtype)
+    check_dtype("bitcast", "operand", x, NUMERIC)
+    if dt == np.dtype(np.bool_) or dt.itemsize != np.dtype(x.dtype).itemsize:
+        raise op_error(PtoDtypeError, "bitcast", f"{np.dtype(x.dtype).name} to {dt.name}: the cores reinterpret "
+                       "GM bytes between numeric dtypes of one width only (float32 <-> int32, float16 <-> bfloat16)")
+    return x if dt == x.dtype else bitcast_p.bind(x, dtype=dt)
 
 
 # ---------------------------------------------------------------------------------------- transpose

@@ -133,7 +133,7 @@ def _mirror(tensor_op):
                       op.reference, op.primitive.multiple_results)
 
 
-COMPUTE = {name: _mirror(name) for name in OPS if name != "matmul"}
+COMPUTE = {name: _mirror(name) for name in OPS if name not in ("matmul", "bitcast")}   # (a bitcast: a GM view)
 
 
 def _tmatmul_acc_abstract(acc, a, b, *, transpose_a, transpose_b):
