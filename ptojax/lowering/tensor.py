@@ -857,7 +857,10 @@ _CALLBACKS = ("debug_callback", "debug_print", "pure_callback", "io_callback")
 
 
 def _refused(eqn) -> PtoUnsupportedError | None:
-    """The refusal of a step no core program can take: a collective over a mesh axis, a host callback."""
+    """The refusal of a step no core program can take: a random draw, a collective over a mesh axis, a
+    host callback."""
+    if _draws(eqn):
+        return _no_random(eqn)
     if eqn.primitive.name in _COLLECTIVES:
         return unsupported(eqn, "is a collective over mesh axes, and a kernel is one core's program: apply it "
                                 "outside the kernel (inside jax.shard_map, around the pj.kernel call)")
@@ -896,8 +899,6 @@ def _translate(eqn, invals, stack):
     name = eqn.primitive.name
     if name == "squeeze" and np.shape(invals[0]) == eqn.outvars[0].aval.shape:
         return invals                            # its slice already has the squeezed rank (_merged)
-    if _draws(eqn):
-        raise _no_random(eqn)
     refused = _refused(eqn)
     if refused is not None:
         raise refused

@@ -209,24 +209,26 @@ class L2:
         if dirty is not None or written:
             self.dirty[tensor] = min(nbytes, (dirty or 0) + written)
 
-    def _touch_runs(self, tensor, access: Access, written: float = 0) -> None:
-        """Touch ``access``'s bytes of ``tensor``: its footprint grows by them (a tensor's part pushed out
-        is not taken off: its dirty bytes stay its own to write back)."""
+    def _grown(self, tensor, access: Access):
+        """``tensor``'s footprint grown by ``access``'s bytes (None: all of it)."""
         held = self.footprint.get(tensor, ())
-        if held is not None:
-            held = self.footprint[tensor] = _union(held, access.runs(), access.size)
-        self._touch(tensor, access.size if held is None else _bytes(held), written)
+        return None if held is None else _union(held, access.runs(), access.size)
 
-    def _unseen(self, tensor, access: Access, distinct: float) -> float:
-        """The bytes of ``access``'s ``distinct`` bytes the L2 does not hold: all unless ``tensor`` is
-        resident, else those outside its footprint."""
+    def _touch_runs(self, tensor, grown, size: int, written: float = 0) -> None:
+        """Touch ``tensor`` (``size`` bytes), its footprint now ``grown`` (a tensor's part pushed out is not
+        taken off: its dirty bytes stay its own to write back)."""
+        self.footprint[tensor] = grown
+        self._touch(tensor, size if grown is None else _bytes(grown), written)
+
+    def _unseen(self, tensor, grown, size: int, distinct: float) -> float:
+        """The bytes of a call's ``distinct`` bytes of ``tensor`` the L2 does not hold: all unless it is
+        resident, else those outside its footprint (what the call's bytes grow it by: ``grown``)."""
         if not self.resident(tensor):
             return distinct
         held = self.footprint[tensor]
         if held is None:
             return 0
-        both = _union(held, access.runs(), access.size)
-        return min((access.size if both is None else _bytes(both)) - _bytes(held), distinct)
+        return min((size if grown is None else _bytes(grown)) - _bytes(held), distinct)
 
     def evict(self) -> float:
         """Write back the dirty bytes the L2 no longer holds; returns how many. The least recently touched
@@ -252,14 +254,15 @@ class L2:
         ``writes``: tensor -> its :class:`Access`."""
         distinct = {t: min(a.nbytes, a.size) for t, a in reads.items()}
         miss = reuse_miss(sum(distinct.values()), self.capacity)
+        grown = {t: self._grown(t, a) for t, a in reads.items()}
         total = hbm = 0.0
+        for t, a in reads.items():          # re-reads hit the L2 while the working set fits
+            hbm += self._unseen(t, grown[t], a.size, distinct[t]) + miss * (a.nbytes - distinct[t])
+            total += a.nbytes
         for t, a in reads.items():
-            hbm += self._unseen(t, a, distinct[t]) + miss * (a.nbytes - distinct[t])   # re-reads: L2 hits
-            total += a.nbytes                                                          # while W fits
-        for t, a in reads.items():
-            self._touch_runs(t, a)
+            self._touch_runs(t, grown[t], a.size)
         for t, a in writes.items():
-            self._touch_runs(t, a, min(a.nbytes, a.size))
+            self._touch_runs(t, self._grown(t, a), a.size, min(a.nbytes, a.size))
         return (hbm / total if total else 0.0), self.evict()
 
 

@@ -525,8 +525,7 @@ class _Orchestrator:
         of it (a pad's border, a scatter's untouched rows): written through to HBM, as a copy is."""
         nbytes = buf.array.nbytes
         arrays = [buf.array]
-        buf.array.fill(value)                    # (also before a run: Plan.fills)
-        self.fills.append((buf.id, value))
+        self.fills.append((buf.id, value))       # (the replay's initial value)
         self.bindings.append((arrays, (buf.id,)))
 
         def run(_ctx, arrays=arrays):
