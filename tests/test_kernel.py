@@ -227,22 +227,40 @@ def test_profile_and_report_from_shapes_alone(tmp_path):
 
 
 def test_profile_without_arguments_names_the_argument_whose_value_steers(tmp_path):
-    """A window start read on the host decides which rows' tasks run: report(path) names it and how to pass it."""
-    def window(x, start):
+    """A trip count read on the host decides how many tasks run: report(path) names it and how to pass it."""
+    def steps(x, n):
         with pj.tile(vec=(8, 64)):
-            return jax.lax.dynamic_slice(x, (start, 0), (8, 64)) * 2
+            return jax.lax.fori_loop(0, n, lambda i, y: y * 2 + 1, x)
 
     x = rand((64, 64), np.float32)
-    compiled = pj.kernel(window).lower(x, np.int32(8)).compile()
+    compiled = pj.kernel(steps).lower(x, np.int32(3)).compile()
+    assert [compiled.profile(x, np.int32(n)).tasks for n in (3, 5)] == [24, 40]
     for call, shown in ((lambda: compiled.report(tmp_path / "report.html"), "report(path"), (compiled.profile, "profile(")):
         with pytest.raises(pj.PtoArgumentError) as err:
             call()
         assert str(err.value) == (
-            f"pj.kernel 'window': {shown}) without arguments needs a schedule that the shapes alone decide, but the "
-            f"value of argument 1 'start' (int32[]) decides which tasks run; pass the arguments: "
-            f"compiled.{shown}{', ' if shown.startswith('report') else ''}x, start)")
+            f"pj.kernel 'steps': {shown}) without arguments needs a schedule that the shapes alone decide, but the "
+            f"value of argument 1 'n' (int32[]) decides which tasks run; pass the arguments: "
+            f"compiled.{shown}{', ' if shown.startswith('report') else ''}x, n)")
     assert not (tmp_path / "report.html").exists()
-    _close(compiled(x, np.int32(8)), x[8:16] * 2)
+    _close(compiled(x, np.int32(3)), ((x * 2 + 1) * 2 + 1) * 2 + 1)
+
+
+@pytest.mark.parametrize("fn", [lambda x, t: x / (1 - np.float32(0.9) ** t),       # AdamW's bias correction
+                                lambda x, t: jnp.where(t > 3, x, -x),
+                                lambda x, t: jax.lax.dynamic_slice(x, (t.astype(jnp.int32), 0), (8, 64)) * 2],
+                         ids=["scale", "select", "window"])
+def test_profile_without_arguments_where_scalars_the_host_reads_decide_no_task(fn):
+    """A scalar argument the host computes with (a power, a compare, a clamped window start) but that no
+    loop or branch reads leaves the schedule to the shapes: ``profile()`` needs no arguments and gives what
+    ``profile(x, t)`` gives for any ``t``."""
+    x = rand((64, 64), np.float32)
+    compiled = pj.kernel(fn).lower(x, np.float32(7)).compile()
+    shapes_only = compiled.profile()
+    for t in (0.0, 7.0, 1e4):
+        profile = compiled.profile(x, np.float32(t))
+        assert (profile.tasks, profile.makespan_us) == (shapes_only.tasks, shapes_only.makespan_us)
+    _close(compiled(x, np.float32(7)), fn(x, np.float32(7)))
 
 
 def test_arguments_are_taken_as_jax_jit_takes_them():

@@ -177,7 +177,7 @@ class Plan:
     bindings: list = dataclasses.field(default_factory=list)  # (array list a task body reads, buffer ids)
     fills: list = dataclasses.field(default_factory=list)     # (buffer id, value) filled before the tasks
     steps: list | None = None         # the order a replay runs the task bodies in (executors.replay)
-    steering: frozenset = frozenset()  # argument positions (or "device data") whose values the host read
+    steering: frozenset = frozenset()  # argument positions (or "device data") whose values decide tasks
 
     def results(self):
         return [b.array if isinstance(b, Buffer) else b for b in self.outputs]
@@ -245,7 +245,8 @@ class _Orchestrator:
         self.bindings: list = []                    # (array list a task body reads, buffer ids)
         self.fills: list = []                       # (buffer id, value)
         self.replayable = True                      # no host read of the inputs' values so far
-        self.steering: set = set()                  # kernel arguments whose values the host read
+        self.steering: set = set()                  # kernel arguments whose values decide tasks
+        self.derived: dict = {}                     # id of a host value -> (it, the sources it was computed from)
         capacity = getattr(backend, "l2_bytes", None)
         self.l2 = L2(capacity) if capacity else None     # GM residency, when the backend prices by it
 
@@ -265,8 +266,6 @@ class _Orchestrator:
     def sync(self, buf: "Buffer", what: str) -> np.ndarray:
         """The value of GM tensor ``buf`` once the tasks that write it have run (see the module docstring)."""
         self.replayable = False
-        source = self.buffers[buf.base].source
-        self.steering.add(source if isinstance(source, int) else "device data")
         producers = [t for t in self.writers.get(buf.base, ()) if t.tid not in self.waited]
         if producers and not self.execute:
             raise PtoOrchestrationError(
@@ -351,23 +350,36 @@ class _Orchestrator:
             env.update(zip(eqn.outvars, outs))
         return [_literal(v) if isinstance(v, Literal) else env[v] for v in jaxpr.outvars]
 
+    def sources(self, value) -> frozenset:
+        """The kernel arguments (or "device data") the host value ``value`` was computed from."""
+        if isinstance(value, Buffer):
+            source = self.buffers[value.base].source
+            return frozenset({source if isinstance(source, int) else "device data"})
+        return self.derived.get(id(value), (None, frozenset()))[1]
+
     def host(self, eqn, invals):
         if any(isinstance(x, Buffer) for x in invals):
             if eqn.primitive.name == "pto.reshape":
                 return [self.view(invals[0], eqn.params["new_shape"])]
             if eqn.primitive.name == "pto.bitcast":
                 return [self.view(invals[0], invals[0].array.shape, eqn.params["dtype"])]
-            invals = [self.sync(x, f"the host op '{eqn.primitive.name}'") if isinstance(x, Buffer) else x
-                      for x in invals]
+        sources = frozenset().union(*map(self.sources, invals))
+        invals = [self.sync(x, f"the host op '{eqn.primitive.name}'") if isinstance(x, Buffer) else x
+                  for x in invals]
         with jax.ensure_compile_time_eval():    # values now, also while a caller's jax.jit traces
             out = eqn.primitive.bind(*[np.asarray(x) for x in invals], **eqn.params)
-        return [np.asarray(o) for o in (out if eqn.primitive.multiple_results else [out])]
+        outs = [np.array(o) for o in (out if eqn.primitive.multiple_results else [out])]    # each its own object
+        if sources:                              # followed: they steer only where a loop or branch reads them
+            self.derived.update((id(o), (o, sources)) for o in outs)
+        return outs
 
     def computed(self, value) -> bool:
         """Whether ``value`` is a GM tensor that tasks write (device data, not a kernel input)."""
         return isinstance(value, Buffer) and bool(self.writers.get(value.base))
 
     def scalar(self, value, what):
+        """The value of a loop's condition or a branch's index: what it was computed from decides tasks."""
+        self.steering.update(self.sources(value))
         return self.sync(value, what) if isinstance(value, Buffer) else np.asarray(value)
 
     def control(self, eqn, invals, live):
@@ -982,14 +994,14 @@ def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, exec
     orch, args, outputs = _walk(block_jaxpr, consts, args, backend, donated, execute)
     replayable = orch.replayable
     return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned,
-                replayable, orch.bindings, orch.fills, steering=_steering(orch, args))
+                replayable, orch.bindings, orch.fills, steering=frozenset(orch.steering))
 
 
 def steering(block_jaxpr, consts, args, backend: Backend) -> frozenset:
     """:attr:`Plan.steering` of ``orchestrate(..., execute=False)`` on ``args``, without building the
     task graph (a :class:`PtoOrchestrationError` where device data steers it)."""
-    orch, args, _ = _walk(block_jaxpr, consts, args, backend, frozenset(), False, priced=False)
-    return _steering(orch, args)
+    orch, _, _ = _walk(block_jaxpr, consts, args, backend, frozenset(), False, priced=False)
+    return frozenset(orch.steering)
 
 
 def _walk(block_jaxpr, consts, args, backend, donated, execute, priced=True):
@@ -1018,11 +1030,6 @@ def _collector_paused():
     finally:
         if enabled:
             gc.enable()
-
-
-def _steering(orch, args) -> frozenset:
-    """The argument positions (or "device data") whose values the host read."""
-    return frozenset(orch.steering)
 
 
 @functools.lru_cache(maxsize=1024)
