@@ -94,8 +94,16 @@ def canonical_dtype(op: str, dtype) -> np.dtype:
     except TypeError:
         raise op_error(PtoDtypeError, op, f"{dtype!r} is not a dtype; supported: {names(ANY)}") from None
     if dt not in ANY:
-        raise op_error(PtoDtypeError, op, f"dtype {dt.name} is not supported; supported: {names(ANY)}")
+        raise op_error(PtoDtypeError, op, f"dtype {dt.name} is not supported; supported: {names(ANY)}{_hint(dt)}")
     return dt
+
+
+def _hint(dtype) -> str:
+    """Where an unsupported dtype usually comes from, when the user never wrote it."""
+    if np.dtype(dtype) in (np.dtype(np.int16), np.dtype(np.uint16)):
+        return (" (16-bit integers come from the bits of float16 / bfloat16: jnp.frexp, ldexp, signbit, copysign "
+                "and bit casts of those work on float32; cast to float32 first)")
+    return ""
 
 
 def check_dtype(op: str, what: str, aval, allowed) -> None:
@@ -125,7 +133,7 @@ def tensor(op: str, x):
             raise op_error(PtoArgumentError, op, f"operand {x!r} is not an array or a number") from None
     if x.dtype not in ANY:
         raise op_error(PtoDtypeError, op, f"operand of dtype {x.dtype.name} (shape {x.shape}) is not "
-                       f"supported; supported: {names(ANY)}")
+                       f"supported; supported: {names(ANY)}{_hint(x.dtype)}")
     return x
 
 

@@ -1,0 +1,56 @@
+"""Findings of a probe of bit casts: ``jnp.ldexp`` was up to 2 ulp off (its ``2.0 ** e`` went through
+``exp(e log 2)``), and 16-bit floats' bit tricks failed naming an int16 ``pto.where`` the user never wrote."""
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ptojax as pj
+from ptojax.ascend import crosscheck as xc
+from vendor_tools import needed, tools  # noqa: F401
+
+
+def _ulps(got, want):
+    return np.abs(np.asarray(got, np.float32).view(np.int32).astype(np.int64) - want.view(np.int32))
+
+
+def test_ldexp_is_exact_eagerly_and_jitted():
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((8, 128)) * 1e3).astype(np.float32)
+    e = rng.integers(-120, 120, (8, 128)).astype(np.int32)
+    x[0, :4], e[0, :4] = [1.0, 3.0, 0.7, -498.80817], [20, 5, 3, 52]       # the probe's: 1 ulp off each
+    want = np.ldexp(x, e)
+    normal = np.isfinite(want) & (np.abs(want) >= np.finfo(np.float32).tiny)   # (jitted: XLA flushes the rest)
+    kernel = pj.kernel(jnp.ldexp)
+    np.testing.assert_array_equal(np.asarray(kernel(x, e)), want)
+    np.testing.assert_array_equal(np.asarray(jax.jit(kernel)(x, e))[normal], want[normal])
+    assert all(c.status == "exact" for c in xc.crosscheck(kernel.lower(x, e).compile().code))
+
+
+def test_power_of_two_is_exact_for_integers_and_within_one_ulp_else():
+    """``2.0 ** y``: every integral ``y`` from -149 (subnormal) to 128 (inf) exact, NaN and infinities as C's,
+    non-integral ``y`` within 1 ulp of the float64 result, in float32, float16 and bfloat16."""
+    integers = np.arange(-160, 140, dtype=np.float32)
+    special = np.float32([np.nan, np.inf, -np.inf, -0.0])
+    rng = np.random.default_rng(1)
+    fractions = np.concatenate([rng.uniform(-125, 127, 4096), rng.uniform(-4, 4, 4096)]).astype(np.float32)
+    y = np.concatenate([integers, special, fractions]).reshape(1, -1)
+    got = np.asarray(pj.kernel(lambda y: 2.0 ** y)(y))[0]
+    want = np.exp2(y[0].astype(np.float64)).astype(np.float32)
+    n, s = len(integers), len(special)
+    np.testing.assert_array_equal(got[:n + s], want[:n + s])
+    assert _ulps(got[n + s:], want[n + s:]).max() <= 1
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        small = np.arange(-30, 16, dtype=np.float32).astype(dtype).reshape(1, -1)
+        np.testing.assert_array_equal(np.asarray(pj.kernel(lambda y: 2.0 ** y)(small)).astype(np.float32),
+                                      np.exp2(small.astype(np.float64)).astype(dtype).astype(np.float32))
+
+
+def test_float32_sign_bits_and_a_16_bit_float_refusal_that_says_what_to_do():
+    x = np.float32([[-0.0, 0.0, -1.0, 2.0, np.inf, -np.inf, 3e-39, -3e-39]])
+    np.testing.assert_array_equal(np.asarray(pj.kernel(jnp.signbit)(x)), np.signbit(x))
+    np.testing.assert_array_equal(np.asarray(pj.kernel(lambda a: jnp.copysign(a, -a))(x)), np.copysign(x, -x))
+    for fn in (jnp.frexp, jnp.signbit, lambda a: jnp.copysign(a, -a)):
+        with pytest.raises(pj.PtoDtypeError, match="int16.*cast to float32 first"):
+            pj.kernel(fn)(x.astype(np.float16))
