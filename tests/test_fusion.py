@@ -60,6 +60,30 @@ def test_row_kernels_are_one_vector_program_per_row_block(name, vec):
         compiled.ptoas()
 
 
+def test_a_weight_cast_traced_between_a_norms_ops_leaves_one_program_with_both_input_casts():
+    """A residual RMSNorm in bf16: ``x`` and ``r`` cast to f32, summed, normed, times ``g`` cast to f32
+    only at its use. The weight's cast moves out of the program, to just after what it reads: moved
+    just before the program (the add's), it stood between that and the cast of ``x`` and kept them two
+    programs, a float32 copy of ``x`` written to GM and read back (2x the tasks)."""
+    f32 = jnp.float32
+
+    def residual_rms_norm(x, r, g):
+        h = x.astype(f32) + r.astype(f32)
+        return (h * jax.lax.rsqrt(jnp.mean(h * h, -1, keepdims=True) + 1e-6) * g.astype(f32)).astype(x.dtype)
+
+    rng = np.random.default_rng(8)
+    x, r = (rng.standard_normal((ROWS, COLS)).astype(jnp.bfloat16) for _ in range(2))
+    g = rng.standard_normal(COLS).astype(jnp.bfloat16)
+    compiled, prof = compiled_and_profile(residual_rms_norm, (x, r, g))
+    calls = vector_calls(compiled)
+    full = [c for c in calls if c[0][1] > 1]
+    assert len(full) == 1 and "cast+cast+add" in full[0][0][0], calls
+    assert prof.tasks == full[0][0][1] + 1                     # the row blocks and the weight's cast
+    got = np.asarray(pj.kernel(residual_rms_norm)(x, r, g), np.float32)
+    want = np.asarray(jax.jit(residual_rms_norm)(x, r, g), np.float32)       # one bf16 rounding apart at most
+    np.testing.assert_allclose(got, want, rtol=2.0 ** -7, atol=0)
+
+
 @pytest.mark.parametrize("rows", [36, 12])
 def test_row_tails_keep_one_task_per_row_block(rows):
     """36 rows in blocks of 8: four full blocks and a tail of 4 rows, each one task of the fused chain;

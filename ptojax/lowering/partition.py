@@ -236,8 +236,8 @@ def _loads(spec: ir.Grid, position):
 
 
 # Emission positions are tuples, compared in order: eqn ``p``'s group ``(p,)``; a moved reshape or host
-# scalar its operand's position + ``(1,)`` (just after it); a group moved before group ``(.., q)`` to
-# join it ``(.., q - 1, inf, n)``, the n-th moved (each after what it reads); ``_NONE`` a kernel input's.
+# scalar its operand's position + ``(1,)`` (just after it); a group moved before a group it joins, to
+# just after what it reads ``(*that position, inf, n)``, the n-th moved; ``_NONE`` a kernel input's.
 _NONE = (-1,)
 _APART = 8             # groups between a row loop's members that may move before it (:func:`_run`)
 
@@ -407,8 +407,8 @@ def _joins(group: _Group, eqn, spec: ir.Grid, producer, made_by) -> bool:
             if not _hoisted(made_by.get(v), group, at, producer, made_by, later):
                 return False
     if reads_group:
-        for item in later.values():
-            _emit_at(item, (*at, next(_HOISTS)), producer)
+        for item in later.values():         # each after what it reads: between no groups that may merge
+            _emit_at(item, _after_operands(item, producer), producer)
     return reads_group
 
 
@@ -432,6 +432,17 @@ def _hoisted(item, group, at, producer, made_by, out, groups=True) -> bool:
 
 
 _HOISTS = itertools.count(1)    # the order of items moved before a group: each after what it reads
+
+
+def _after_operands(item, producer) -> tuple:
+    """The position just after the last of what ``item`` (a group or moved eqn) reads: where a hoisted
+    item goes, so that it stands between no two groups that could still merge (a weight cast moved just
+    before a norm's program stood between the program and the cast of its other input)."""
+    members = item.eqns if isinstance(item, _Group) else item
+    own = {v for e in members for v in e.outvars}
+    last = max((producer.get(v, _NONE) for e in members for v in e.invars if isinstance(v, Var) and v not in own),
+               default=_NONE)
+    return (*last, math.inf, next(_HOISTS))
 
 
 def _emit_at(item, at, producer):
