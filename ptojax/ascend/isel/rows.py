@@ -37,7 +37,7 @@ import math
 
 from .. import asm
 from .rules import rule
-from .selector import is_column, matrix, vec_tile
+from .selector import _bytes, is_column, matrix, vec_tile
 
 _FILLS = {"f32", "f16", "i16", "i32"}           # texpands dtypes on A2/A3
 _ACC = {"f16": "f32", "bf16": "f32", "i8": "i16"}
@@ -247,7 +247,7 @@ def _rows_view(sel, view: str, shape, axis: int, always: bool = False):
     if made is None or any(n != 1 and st != want for n, st, want in zip(shape, made.strides, contiguous)):
         return None
     name = sel.fresh("rv")
-    t = sel.types[name] = asm.ViewType((math.prod(shape[:-1]), shape[-1]), made.type.dtype)
+    t = sel.types[name] = asm.ViewType((math.prod(shape[:-1]), shape[-1]), _bytes(made.type).dtype)  # bool: i8
     sel.lines.append(f"{name} = pto.make_tensor_view {made.ptr}, shape = [{sel.const(t.shape[0], 'index')}, "
                      f"{made.shape[-1]}], strides = [{made.shape[-1]}, {sel.const(1, 'index')}] : {t}")
     return name
