@@ -54,8 +54,9 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
     ``donated``: flat argument positions whose arrays the kernel may update in place. ``compute=False``
     (simulated executor only) schedules the tasks on their predicted costs without running their
     bodies: the same trace, no outputs (None) — fast profiles of large shapes. ``plans``: a dict in
-    which the simulated executor keeps plans that did not depend on the inputs' values (no host read
-    of device data or of a scalar input the host reads); later calls replay them — the task bodies on the new
+    which the simulated executor keeps plans that did not depend on the inputs' values (no device
+    data read back, no scalar input a loop or branch reads; what the host computes from scalar inputs
+    is recomputed: :meth:`~ptojax.mpmd.Plan.rebind`); later calls replay them — the task bodies on the new
     inputs, the same trace — without orchestrating again (a call that finds its plan in use by
     another thread orchestrates its own).
     """
@@ -149,8 +150,8 @@ def _execute_dynamic(dynamic, flat, m, target, executor, policy, workers, comput
 
 def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset:
     """The flat argument positions whose values decide the kernel's task graph (runtime lengths,
-    scalar inputs and indices the host reads), or ``"device data"`` where values the kernel computes do
-    (MoE counts read back): what a profile cannot do without. ``avals``: (shape, dtype[, weak]) per
+    scalar inputs a loop's condition or a branch's index reads), or ``"device data"`` where values the
+    kernel computes do (MoE counts read back): what a profile cannot do without. ``avals``: (shape, dtype[, weak]) per
     flat argument; orchestrated on zeros, no task run."""
     tgt = get_target(target) if isinstance(target, str) else target
     compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
@@ -166,7 +167,7 @@ def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset
 def replay_function(lowering: Lowering, avals, target="a3", compiled=None):
     """The kernel as one JAX function of its flat arguments to its flat outputs, replaying the parsed
     real PTO-AS text (:func:`~ptojax.ascend.replay_graph.graph_function`) — or None where argument values or
-    device data decide its tasks (scalar inputs the host reads, runtime lengths, MoE counts read back): those keep
+    device data decide its tasks (trip counts, runtime lengths, MoE counts read back): those keep
     the host path, as do kernels with a program the real text cannot express yet and task graphs too
     long to compile as straight-line code (more than :data:`~ptojax.ascend.replay_graph.MAX_STEPS`
     block calls or :data:`~ptojax.ascend.replay_graph.MAX_INSTRUCTIONS` instructions after loops are

@@ -6,7 +6,7 @@ shapes, target and options) and every rule:
 * abstract eval — the kernel's output avals;
 * lowering — backend ``"sim"``: the replay of the kernel's real PTO-AS text (:mod:`ptojax.ascend.replay`)
   inlined into the caller's XLA computation (no host callback; composes with ``vmap``, ``grad``,
-  ``shard_map``), or, where data steers the schedule (runtime lengths, scalar inputs the host reads, MoE counts read
+  ``shard_map``), or, where data steers the schedule (runtime lengths, trip counts the host reads, MoE counts read
   back), a host callback that runs the PTO programs through the MPMD runtime; backend ``"xla"``: the
   Tensor-level jaxpr inlined, a reference that runs on any JAX platform;
 * batching — the kernel is re-traced under ``jax.vmap`` so the batch axis becomes an outer tile loop
@@ -486,7 +486,8 @@ class Compiled:
         return [np.zeros(shape, dtype) for shape, dtype, _ in self.avals]
 
     def _steered_by(self) -> str | None:
-        """What decides which tasks run, where a value does (runtime lengths, scalar inputs the host reads, data read back)."""
+        """What decides which tasks run, where a value does (runtime lengths, trip counts the host reads, data
+        read back)."""
         needed = steering(self.lowering, self.avals, self.options.target, self._code())
         if not needed:
             return None

@@ -248,19 +248,29 @@ def test_profile_without_arguments_names_the_argument_whose_value_steers(tmp_pat
 
 @pytest.mark.parametrize("fn", [lambda x, t: x / (1 - np.float32(0.9) ** t),       # AdamW's bias correction
                                 lambda x, t: jnp.where(t > 3, x, -x),
-                                lambda x, t: jax.lax.dynamic_slice(x, (t.astype(jnp.int32), 0), (8, 64)) * 2],
-                         ids=["scale", "select", "window"])
-def test_profile_without_arguments_where_scalars_the_host_reads_decide_no_task(fn):
+                                lambda x, t: jax.lax.dynamic_slice(x, (t.astype(jnp.int32), 0), (8, 64)) * 2,
+                                lambda x, t: (x * 2, 1 - 0.9 ** t)],               # one output the host's
+                         ids=["scale", "select", "window", "host-output"])
+def test_scalars_the_host_computes_with_but_no_loop_reads_leave_the_schedule_to_the_shapes(fn):
     """A scalar argument the host computes with (a power, a compare, a clamped window start) but that no
-    loop or branch reads leaves the schedule to the shapes: ``profile()`` needs no arguments and gives what
-    ``profile(x, t)`` gives for any ``t``."""
+    loop or branch reads: ``profile()`` needs no arguments and gives what ``profile(x, t)`` gives for any
+    ``t``; ``jax.jit`` replays the kernel (the host's arithmetic traced into it, no callback), equal to the
+    eager runs, which recompute it for each new ``t`` (a kept plan)."""
     x = rand((64, 64), np.float32)
-    compiled = pj.kernel(fn).lower(x, np.float32(7)).compile()
+    kernel = pj.kernel(fn)
+    compiled = kernel.lower(x, np.float32(7)).compile()
     shapes_only = compiled.profile()
-    for t in (0.0, 7.0, 1e4):
-        profile = compiled.profile(x, np.float32(t))
+    jitted = jax.jit(kernel)
+    assert "callback" not in jitted.lower(x, np.float32(7)).as_text()
+    for t in (0.0, 7.0, 1e4, 7.0, 2.5):
+        t = np.float32(t)
+        profile = compiled.profile(x, t)
         assert (profile.tasks, profile.makespan_us) == (shapes_only.tasks, shapes_only.makespan_us)
-    _close(compiled(x, np.float32(7)), fn(x, np.float32(7)))
+        eager = jax.tree.leaves(kernel(x, t))
+        for got, want in zip(eager, jax.tree.leaves(jax.jit(fn)(x, t))):
+            _close(got, want)
+        for got, want in zip(jax.tree.leaves(jitted(x, t)), eager):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
 def test_arguments_are_taken_as_jax_jit_takes_them():

@@ -58,8 +58,8 @@ def test_the_seed_example_lowers_to_plain_xla_and_matches_the_engine():
 def test_a_scalar_argument_that_steers_nothing_replays_and_profiles():
     """A 0-d argument that the programs read as data (a scale, a temperature) is a GM tensor like any
     other: the jitted kernel is XLA code (it was a host callback), and profile() needs no arguments (it
-    said the scalar decides which tasks run); a scalar the host reads (a dynamic slice's start) still
-    steers, and says so."""
+    said the scalar decides which tasks run); so does one the host computes with (a dynamic slice's
+    clamped start), its arithmetic traced into the replay; a trip count the host reads steers, and says so."""
     x = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
     scaled = pj.kernel(lambda t, x: jax.nn.softmax(x / t, axis=-1))
     _no_host_call(jax.jit(scaled).lower(np.float32(0.7), x).as_text())
@@ -69,8 +69,13 @@ def test_a_scalar_argument_that_steers_nothing_replays_and_profiles():
     compiled = scaled.lower(np.float32(0.7), x).compile()
     assert compiled.profile().makespan_us == compiled.profile(np.float32(0.7), x).makespan_us
     window = pj.kernel(lambda x, start: jax.lax.dynamic_slice(x, (start, 0), (8, 64)) * 2)
-    with pytest.raises(pj.PtoArgumentError, match="the value of argument 1 'start'"):
-        window.lower(x, np.int32(8)).compile().profile()
+    _no_host_call(jax.jit(window).lower(x, np.int32(8)).as_text())
+    for start in (8, 60, -3):
+        assert_replay_matches(jax.jit(window)(x, np.int32(start)), window(x, np.int32(start)), "window")
+    assert window.lower(x, np.int32(8)).compile().profile().tasks > 0
+    steps = pj.kernel(lambda x, n: jax.lax.fori_loop(0, n, lambda i, y: y * 2 + 1, x))
+    with pytest.raises(pj.PtoArgumentError, match="the value of argument 1 'n'"):
+        steps.lower(x, np.int32(3)).compile().profile()
 
 
 def test_grid_points_reading_one_tile_read_it_as_a_slice_not_an_index_table():

@@ -19,7 +19,8 @@ from jax import lax
 from .engine_parse import For, Function, If, Instr
 from ..errors import PtoExecutionError
 from .replay_loops import Loop, Step, roll
-from .replay import UNROLL, Ix, Serial, Unroll, Walk, reinterpret, storage, store_held, vary, varying_axes
+from .replay import (UNROLL, Ix, Serial, Unroll, Walk, _rounded, reinterpret, storage, store_held, vary,
+                     varying_axes)
 
 
 def call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None, pristine=frozenset()) -> dict:
@@ -139,6 +140,7 @@ def graph_function(plan, module):
     instructions: 6-11 s)."""
     buffers = plan.buffers
     inputs, initial, layout, constants = {}, {}, {}, set()     # constants: a kernel's constants and fills
+    derived = {}                                                # buffer -> the host's value of arguments it holds
     for b in buffers:
         if b.base == b.id:
             dtype = np.dtype(np.int8) if b.array.dtype == np.bool_ else b.array.dtype
@@ -147,6 +149,8 @@ def graph_function(plan, module):
                 inputs[b.id] = b.source
             elif b.source == "scratch":
                 initial[b.id] = np.zeros(b.array.size, dtype)
+            elif b.source is not None:
+                derived[b.id] = b.source
             else:
                 initial[b.id] = np.array(b.array).reshape(-1).view(dtype)
                 constants.add(b.id)
@@ -173,19 +177,24 @@ def graph_function(plan, module):
         stages.append(task.stage)
     outputs = [(b.base, b.array.shape, b.array.dtype) if hasattr(b, "array") else np.asarray(b) for b in plan.outputs]
     items = roll(steps, lambda k: initial.get(k), layout.get, {o[0] for o in outputs if isinstance(o, tuple)})
-    if sum(it.steps if isinstance(it, Loop) else 1 for it in items) > MAX_STEPS:
+    if sum(it.steps if isinstance(it, Loop) else 1 for it in items) + len(plan.derived) > MAX_STEPS:
         return None
     functions = {name: module.function(name) for name in {s.name for s in steps} - {None}}
     if _instructions(items, functions) > MAX_INSTRUCTIONS:
         return None
 
     def replay(*flat):
+        values = plan.host_values(lambda a: _viewed(flat[a.position], a.shape, a.dtype), _traced)
+
         def fetch(base):
-            if base not in inputs:      # a float constant behind a barrier: XLA folds x + 0.0 to x (-0.0 + 0.0
+            if base in derived:
+                x = jnp.asarray(values[id(derived[base])]).reshape(-1)
+            elif base not in inputs:    # a float constant behind a barrier: XLA folds x + 0.0 to x (-0.0 + 0.0
                 value = jnp.asarray(initial[base])      # is +0.0); zeroed scratch without, which XLA elides
                 barred = base in constants and jnp.issubdtype(value.dtype, jnp.floating)
                 return lax.optimization_barrier(value) if barred else value
-            x = jnp.asarray(flat[inputs[base]]).reshape(-1)
+            else:
+                x = jnp.asarray(flat[inputs[base]]).reshape(-1)
             return x.astype(layout[base][1]) if x.dtype != layout[base][1] else x
 
         gm: dict = {}
@@ -203,6 +212,19 @@ def graph_function(plan, module):
         return out
 
     return replay
+
+
+def _viewed(x, shape, dtype):
+    """Kernel argument ``x`` seen as ``shape`` and ``dtype`` (a bit cast view's, of one width)."""
+    x = jnp.asarray(x)
+    return (x if x.dtype == dtype else lax.bitcast_convert_type(x, dtype)).reshape(shape)
+
+
+def _traced(eqn, operands) -> list:
+    """The host op ``eqn`` on traced ``operands``, each result rounded as the host rounds it
+    (:func:`~ptojax.ascend.replay._rounded`: no product contracted with a later add)."""
+    out = eqn.primitive.bind(*operands, **eqn.params)
+    return [_rounded(o) for o in (out if eqn.primitive.multiple_results else [out])]
 
 
 def _run(items, gm: dict, fetch, functions: dict, pristine: set | None = None) -> None:

@@ -157,7 +157,35 @@ class Buffer:
     array: np.ndarray
     base: int
     external: bool = False            # a kernel input or constant: never updated in place
-    source: int | str | None = None   # kernel argument position, "scratch" (the kernel's own), or None
+    source: object = None             # kernel argument position, "scratch" (the kernel's own), a Derived or None
+
+
+@dataclasses.dataclass(frozen=True)
+class Argument:
+    """Kernel argument ``position`` read on the host, seen as ``shape`` and ``dtype`` (a view's)."""
+
+    position: int
+    shape: tuple
+    dtype: np.dtype
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Derived:
+    """Result ``index`` of a host op ``eqn`` on ``operands`` (:class:`Argument`, earlier :class:`Derived`
+    values, constants): a value the host computed from kernel arguments (AdamW's ``1 - b1 ** t``), kept
+    as its recipe so that new arguments recompute it (:meth:`Plan.rebind`) and a replay traces it."""
+
+    eqn: object
+    operands: tuple
+    index: int
+
+
+def host_apply(eqn, operands) -> list:
+    """The results of the host op ``eqn`` on ``operands``, evaluated now (also while a caller's
+    ``jax.jit`` traces), each its own array."""
+    with jax.ensure_compile_time_eval():
+        out = eqn.primitive.bind(*[np.asarray(x) for x in operands], **eqn.params)
+    return [np.array(o) for o in (out if eqn.primitive.multiple_results else [out])]
 
 
 @dataclasses.dataclass
@@ -178,6 +206,17 @@ class Plan:
     fills: list = dataclasses.field(default_factory=list)     # (buffer id, value) filled before the tasks
     steps: list | None = None         # the order a replay runs the task bodies in (executors.replay)
     steering: frozenset = frozenset()  # argument positions (or "device data") whose values decide tasks
+    derived: list = dataclasses.field(default_factory=list)   # the host's values of arguments (Derived), in order
+
+    def host_values(self, read: Callable, apply: Callable) -> dict:
+        """Each :class:`Derived` value (by id) computed anew: ``read(argument)`` gives an
+        :class:`Argument`'s array, ``apply(eqn, operands)`` an eqn's results."""
+        values: dict = {}
+        for d in self.derived:
+            operands = [values[id(o)] if isinstance(o, Derived) else read(o) if isinstance(o, Argument) else o
+                        for o in d.operands]
+            values[id(d)] = apply(d.eqn, operands)[d.index]
+        return values
 
     def results(self):
         return [b.array if isinstance(b, Buffer) else b for b in self.outputs]
@@ -187,11 +226,15 @@ class Plan:
         scratch arrays, filled as orchestration filled them: running its tasks again computes the
         kernel on ``args``, with no orchestration."""
         owned = []
+        values = self.host_values(lambda a: np.asarray(args[a.position], order="C").view(a.dtype).reshape(a.shape),
+                                  host_apply)
         for buf in self.buffers:
             if buf.base != buf.id:
                 buf.array = self.buffers[buf.base].array.view(buf.array.dtype).reshape(buf.array.shape)
             elif buf.source == "scratch":
                 buf.array = _scratch(buf.array.shape, buf.array.dtype, owned)
+            elif isinstance(buf.source, Derived):
+                buf.array = np.asarray(values[id(buf.source)], buf.array.dtype).reshape(buf.array.shape)
             elif buf.source is not None:
                 buf.array = np.asarray(args[buf.source], order="C")
         self.owned = owned
@@ -246,7 +289,8 @@ class _Orchestrator:
         self.fills: list = []                       # (buffer id, value)
         self.replayable = True                      # no host read of the inputs' values so far
         self.steering: set = set()                  # kernel arguments whose values decide tasks
-        self.derived: dict = {}                     # id of a host value -> (it, the sources it was computed from)
+        self.derived: dict = {}                     # id of a host value -> (it, what it came from, its Derived)
+        self.recipes: list[Derived] = []            # the host values of arguments alone, in order
         capacity = getattr(backend, "l2_bytes", None)
         self.l2 = L2(capacity) if capacity else None     # GM residency, when the backend prices by it
 
@@ -265,7 +309,6 @@ class _Orchestrator:
     # --------------------------------------------------------------------------------- device data
     def sync(self, buf: "Buffer", what: str) -> np.ndarray:
         """The value of GM tensor ``buf`` once the tasks that write it have run (see the module docstring)."""
-        self.replayable = False
         producers = [t for t in self.writers.get(buf.base, ()) if t.tid not in self.waited]
         if producers and not self.execute:
             raise PtoOrchestrationError(
@@ -354,8 +397,12 @@ class _Orchestrator:
         """The kernel arguments (or "device data") the host value ``value`` was computed from."""
         if isinstance(value, Buffer):
             source = self.buffers[value.base].source
-            return frozenset({source if isinstance(source, int) else "device data"})
+            return frozenset({source if isinstance(source, int) and not self.computed(value) else "device data"})
         return self.derived.get(id(value), (None, frozenset()))[1]
+
+    def recipe(self, value):
+        """``value``'s :class:`Derived` where the host computed it from kernel arguments alone, else None."""
+        return self.derived.get(id(value), (None, None, None))[2]
 
     def host(self, eqn, invals):
         if any(isinstance(x, Buffer) for x in invals):
@@ -364,13 +411,20 @@ class _Orchestrator:
             if eqn.primitive.name == "pto.bitcast":
                 return [self.view(invals[0], invals[0].array.shape, eqn.params["dtype"])]
         sources = frozenset().union(*map(self.sources, invals))
-        invals = [self.sync(x, f"the host op '{eqn.primitive.name}'") if isinstance(x, Buffer) else x
-                  for x in invals]
-        with jax.ensure_compile_time_eval():    # values now, also while a caller's jax.jit traces
-            out = eqn.primitive.bind(*[np.asarray(x) for x in invals], **eqn.params)
-        outs = [np.array(o) for o in (out if eqn.primitive.multiple_results else [out])]    # each its own object
-        if sources:                              # followed: they steer only where a loop or branch reads them
-            self.derived.update((id(o), (o, sources)) for o in outs)
+        operands = [self.sync(x, f"the host op '{eqn.primitive.name}'") if isinstance(x, Buffer) else x
+                    for x in invals]
+        outs = host_apply(eqn, operands)
+        if not sources:
+            return outs
+        recipes = [None] * len(outs)             # followed: they steer only where a loop or branch reads them
+        if "device data" in sources:
+            self.replayable = False
+        else:                                    # arguments alone: new arguments recompute them
+            given = tuple(Argument(self.buffers[x.base].source, x.array.shape, x.array.dtype) if isinstance(x, Buffer)
+                          else self.recipe(x) or np.asarray(x) for x in invals)
+            recipes = [Derived(eqn, given, i) for i in range(len(outs))]
+            self.recipes += recipes
+        self.derived.update((id(o), (o, sources, r)) for o, r in zip(outs, recipes))
         return outs
 
     def computed(self, value) -> bool:
@@ -379,7 +433,10 @@ class _Orchestrator:
 
     def scalar(self, value, what):
         """The value of a loop's condition or a branch's index: what it was computed from decides tasks."""
-        self.steering.update(self.sources(value))
+        sources = self.sources(value)
+        if sources:
+            self.steering.update(sources)
+            self.replayable = False
         return self.sync(value, what) if isinstance(value, Buffer) else np.asarray(value)
 
     def control(self, eqn, invals, live):
@@ -430,7 +487,7 @@ class _Orchestrator:
     def block(self, eqn, invals, read_later):
         """One task per block instance; ``read_later()`` gives the buffer bases read after this call."""
         spec = eqn.params["spec"]
-        inputs = [x if isinstance(x, Buffer) else self.buffer(x, external=True) for x in invals]
+        inputs = [x if isinstance(x, Buffer) else self.buffer(x, external=True, source=self.recipe(x)) for x in invals]
         avals = [v.aval for v in eqn.outvars]       # the call's (a graph bound to a size has its own)
         outputs, fills = [], {}
         for o, aval in zip(spec.outputs, avals):
@@ -992,9 +1049,9 @@ def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, exec
     ``Plan.syncs`` counts those reads.
     """
     orch, args, outputs = _walk(block_jaxpr, consts, args, backend, donated, execute)
-    replayable = orch.replayable
+    outputs = [orch.buffer(o, external=True, source=orch.recipe(o)) if orch.recipe(o) else o for o in outputs]
     return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned,
-                replayable, orch.bindings, orch.fills, steering=frozenset(orch.steering))
+                orch.replayable, orch.bindings, orch.fills, steering=frozenset(orch.steering), derived=orch.recipes)
 
 
 def steering(block_jaxpr, consts, args, backend: Backend) -> frozenset:
