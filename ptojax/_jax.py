@@ -68,9 +68,10 @@ def weak_32(x):
     return _convert_element_type(x, np.dtype(dtype), weak_type=True)
 
 
-# JAX's errors of a trace that needed a traced value (Python ``if`` / ``int`` / ``range`` / ``np.asarray`` of it)
+# JAX's errors of a trace that needed a traced value (Python ``if`` / ``int`` / ``range`` / ``np.asarray`` of it,
+# a boolean mask's index: a shape that data decides)
 NEEDS_VALUE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
-               jax.errors.TracerArrayConversionError)
+               jax.errors.TracerArrayConversionError, jax.errors.NonConcreteBooleanIndexError)
 
 
 def weak(x):

@@ -256,11 +256,15 @@ def _traced_value_error(name: str, fn, args, tree, err) -> PtoArgumentError:
     else:
         detail = ""
     detail = "" if not detail or detail.startswith("The error occurred") else f": {detail}"
+    remedy = (f"pass a value the trace needs (an axis, a shape, a branch) with functools.partial({name}, ...) or "
+              "close over it")
+    if isinstance(err, jax.errors.NonConcreteBooleanIndexError):      # x[mask]: as many elements as the data says
+        remedy = ("a boolean mask's selection has as many elements as the data says: keep the shape with "
+                  "jnp.where(mask, x, fill) (x.at[mask].set(v): jnp.where(mask, v, x)), or jnp.nonzero(mask, "
+                  "size=n, fill_value=...) and an index")
     return PtoArgumentError(
         f"pj.kernel '{name}': tracing needs the value of a traced argument{source} ({type(err).__name__}"
-        f"{detail}); a kernel's arguments are traced "
-        f"as under jax.jit: pass a value the trace needs (an axis, a shape, a branch) with "
-        f"functools.partial({name}, ...) or close over it")
+        f"{detail}); a kernel's arguments are traced as under jax.jit: {remedy}")
 
 
 def _structure(arg) -> str:

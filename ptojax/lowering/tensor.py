@@ -304,6 +304,11 @@ def _iota_form(payload, shape, axis):
     return None
 
 
+SORTED_IN_TILE = 512    # a sort along a leading axis longer than this sorts the rows of its transpose: a tile of
+#                         the axis whole and the last dim (padded to 32 bytes) overfills the UB from 640 (int8) to
+#                         1 536 (float32) elements
+
+
 def _sort(eqn, *operands):
     """``jnp.sort`` (one operand) and ``jnp.argsort`` (keys plus the iota it permutes, or the reversed
     one of ``descending=True``), and their derivatives (another iota, uint32, whose permutation
@@ -315,7 +320,14 @@ def _sort(eqn, *operands):
                                "for one key whose payloads are iotas along the sorted axis (jnp.sort, jnp.argsort "
                                "and their gradients): sort other payloads by gathering with the argsort's indices")
     keys = operands[0]
-    values, order = ops.sort(ops.cast(keys, jnp.int8) if keys.dtype == np.bool_ else keys, axis)  # False < True
+    key = ops.cast(keys, jnp.int8) if keys.dtype == np.bool_ else keys                            # False < True
+    last = keys.ndim - 1
+    if axis != last and keys.shape[axis] > SORTED_IN_TILE:      # sorted as rows: moved last and back
+        moved = tuple(d for d in range(keys.ndim) if d != axis) + (axis,)
+        back = tuple(int(i) for i in np.argsort(moved))
+        values, order = (ops.permute(y, back) for y in ops.sort(ops.permute(key, moved), last))
+    else:
+        values, order = ops.sort(key, axis)
     outs = [ops.cast(values, np.bool_) if keys.dtype == np.bool_ else values]
     for payload, (first, step) in zip(operands[1:], forms):
         index = ops.sub(np.int32(first), order) if step < 0 else order
@@ -342,6 +354,7 @@ def _reduce_precision(eqn, x):
     return ops.where(small, ops.mul(x, np.float32(0)), out)
 
 
+@windows.as_bytes
 def _top_k(eqn, x):
     values, idx = ops.topk(x, eqn.params["k"], eqn.params.get("axis", -1))
     return [values, idx]

@@ -109,6 +109,24 @@ def _windows(eqn, x, kind):
     return x
 
 
+def as_bytes(rule):
+    """``rule`` with bool operands as int8 (False < True; the vector units order numbers only), its
+    results of them cast back to bool."""
+    def on(eqn, *operands):
+        if not any(_is_bool(x) for x in operands):
+            return rule(eqn, *operands)
+        outs = rule(eqn, *[(np.asarray(x, np.int8) if is_const(x) else ops.cast(x, np.int8)) if _is_bool(x) else x
+                           for x in operands])
+        back = [ops.cast(y, np.bool_) if y.dtype == np.int8 else y for y in (outs if isinstance(outs, list) else [outs])]
+        return back if isinstance(outs, list) else back[0]
+    return on
+
+
+def _is_bool(x) -> bool:
+    return np.dtype(getattr(x, "dtype", None) or np.asarray(x).dtype) == np.bool_
+
+
+@as_bytes
 def reduce_window(eqn, x):
     """``reduce_window_sum`` / ``max`` / ``min``: ``lax.reduce_window`` by ``lax.add`` / ``max`` / ``min``
     from its identity (what ``avg_pool`` / ``max_pool`` and their gradients emit)."""
@@ -118,6 +136,7 @@ def reduce_window(eqn, x):
 _MONOIDS = {"add": "reduce_window_sum", "max": "reduce_window_max", "min": "reduce_window_min"}
 
 
+@as_bytes
 def reduce_window_general(eqn, x, init):
     """``lax.reduce_window`` by ``lax.add`` / ``max`` / ``min`` from another init value (or a typed one,
     ``jnp.float16(0)``, which JAX does not recognise as the identity): the windows reduced as from the
