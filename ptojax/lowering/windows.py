@@ -117,8 +117,9 @@ def as_bytes(rule):
             return rule(eqn, *operands)
         outs = rule(eqn, *[(np.asarray(x, np.int8) if is_const(x) else ops.cast(x, np.int8)) if _is_bool(x) else x
                            for x in operands])
-        back = [ops.cast(y, np.bool_) if y.dtype == np.int8 else y for y in (outs if isinstance(outs, list) else [outs])]
-        return back if isinstance(outs, list) else back[0]
+        listed = isinstance(outs, list)
+        back = [ops.cast(y, np.bool_) if y.dtype == np.int8 else y for y in (outs if listed else [outs])]
+        return back if listed else back[0]
     return on
 
 
