@@ -19,6 +19,11 @@ producers — they write a token region that every later task reads — and, thr
 host waited for at earlier syncs; the read itself takes no time. ``orchestrate(..., execute=False)``
 does not run tasks and refuses to synchronise.
 
+**Arguments on the host.** What the host computes from kernel arguments alone (AdamW's
+``1 - b1 ** t``, a slice start clamped to the rows) is followed: it decides tasks only where a loop's
+condition or a branch's index reads it (:attr:`Plan.steering`); elsewhere it is data, kept as its
+recipe (:class:`Derived`), which a kept plan recomputes for new arguments and a replay traces.
+
 **GM traffic.** With a backend that gives its L2 capacity (``Backend.l2_bytes``), the reads of each
 block call are split between L2 and HBM by the L2 rule (:mod:`.l2`), in program order; the backend
 prices the call's tasks with that split (``Backend.priced``) and each task records its HBM bytes
@@ -191,7 +196,7 @@ def host_apply(eqn, operands) -> list:
 @dataclasses.dataclass
 class Plan:
     """The outcome of orchestration: the task graph, the buffers, and the kernel's output buffers. A
-    ``replayable`` plan (no host read of an input's value) runs again on new inputs: :meth:`rebind`,
+    ``replayable`` plan (no task decided by a value) runs again on new inputs: :meth:`rebind`,
     run its tasks (``executors.replay``), read the results, :meth:`recycle`."""
 
     graph: TaskGraph
@@ -201,7 +206,7 @@ class Plan:
     syncs: int = 0                    # reads of device data by the host (each waited for its producers)
     batches: dict = dataclasses.field(default_factory=dict)   # task group -> its batch runner
     owned: list = dataclasses.field(default_factory=list)     # GM arrays the orchestrator allocated
-    replayable: bool = False          # the tasks did not depend on the inputs' values (no host reads)
+    replayable: bool = False          # no value decided the tasks and the host read no device data
     bindings: list = dataclasses.field(default_factory=list)  # (array list a task body reads, buffer ids)
     fills: list = dataclasses.field(default_factory=list)     # (buffer id, value) filled before the tasks
     steps: list | None = None         # the order a replay runs the task bodies in (executors.replay)
@@ -287,7 +292,7 @@ class _Orchestrator:
         self.owned: list[np.ndarray] = []           # GM arrays allocated here (outputs and scratch)
         self.bindings: list = []                    # (array list a task body reads, buffer ids)
         self.fills: list = []                       # (buffer id, value)
-        self.replayable = True                      # no host read of the inputs' values so far
+        self.replayable = True                      # no task decided by a value, no device data read, so far
         self.steering: set = set()                  # kernel arguments whose values decide tasks
         self.derived: dict = {}                     # id of a host value -> (it, what it came from, its Derived)
         self.recipes: list[Derived] = []            # the host values of arguments alone, in order
