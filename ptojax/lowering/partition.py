@@ -237,7 +237,8 @@ def _loads(spec: ir.Grid, position):
 
 # Emission positions are tuples, compared in order: eqn ``p``'s group ``(p,)``; a moved reshape or host
 # scalar its operand's position + ``(1,)`` (just after it); a group moved before a group it joins, to
-# just after what it reads ``(*that position, inf, n)``, the n-th moved; ``_NONE`` a kernel input's.
+# just after what it reads ``(*that position, inf, n)``, the n-th moved, or where that is not before
+# the group, just before it ``(.., q - 1, inf, n)``; ``_NONE`` a kernel input's.
 _NONE = (-1,)
 _APART = 8             # groups between a row loop's members that may move before it (:func:`_run`)
 
@@ -408,7 +409,8 @@ def _joins(group: _Group, eqn, spec: ir.Grid, producer, made_by) -> bool:
                 return False
     if reads_group:
         for item in later.values():         # each after what it reads: between no groups that may merge
-            _emit_at(item, _after_operands(item, producer), producer)
+            place = _after_operands(item, producer)
+            _emit_at(item, place if place < group.first else (*at, next(_HOISTS)), producer)
     return reads_group
 
 
@@ -437,7 +439,8 @@ _HOISTS = itertools.count(1)    # the order of items moved before a group: each 
 def _after_operands(item, producer) -> tuple:
     """The position just after the last of what ``item`` (a group or moved eqn) reads: where a hoisted
     item goes, so that it stands between no two groups that could still merge (a weight cast moved just
-    before a norm's program stood between the program and the cast of its other input)."""
+    before a norm's program stood between the program and the cast of its other input), unless that is
+    not before the group it is moved for (a group itself moved early): then just before that group."""
     members = item.eqns if isinstance(item, _Group) else item
     own = {v for e in members for v in e.outvars}
     last = max((producer.get(v, _NONE) for e in members for v in e.invars if isinstance(v, Var) and v not in own),
