@@ -11,6 +11,7 @@ import threading
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 import ml_dtypes
 import numpy as np
 import pytest
@@ -76,6 +77,26 @@ def test_a_scalar_argument_that_steers_nothing_replays_and_profiles():
     steps = pj.kernel(lambda x, n: jax.lax.fori_loop(0, n, lambda i, y: y * 2 + 1, x))
     with pytest.raises(pj.PtoArgumentError, match="the value of argument 1 'n'"):
         steps.lower(x, np.int32(3)).compile().profile()
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, t: (x + t / 3.0, t / 3.0),                     # XLA would multiply by 1/3: 16 in 60 t 1 ulp off
+    lambda x, t: (x + jnp.log(t - 7.0), jnp.log(t - 7.0)),   # a NaN's bits (log of -6: 0xffffffff)
+    lambda x, t: x + lax.erf(t) * jnp.sin(t),                # 77 host ops (the block calls' limit is 32)
+    lambda x, t: lax.fori_loop(0, 40, lambda i, y: y * (1 - 0.9 ** t) + 1, x),   # one value, read 40 times
+    lambda x, t: x * (t.astype(jnp.int32) // 3).astype(jnp.float32)],
+    ids=["divide", "nan", "many-ops", "loop", "floor-divide"])
+def test_the_hosts_arithmetic_on_arguments_replays_as_the_host_computes_it(fn):
+    """Under ``jax.jit`` a kernel whose host computes with scalar arguments is XLA code, bit for bit the
+    eager call: each host op traced behind barriers (no constant folded into it, no fusion with the next),
+    the value one buffer however many calls and trips read it (a loop still rolls)."""
+    x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
+    kernel = pj.kernel(fn)
+    _no_host_call(jax.jit(kernel).lower(x, np.float32(1)).as_text())
+    for t in (1.0, 9.009273529052734, -4.25):
+        for got, want in zip(jax.tree.leaves(jax.jit(kernel)(x, np.float32(t))), jax.tree.leaves(kernel(x, np.float32(t)))):
+            np.testing.assert_array_equal(np.asarray(got).reshape(-1).view(np.uint8),
+                                          np.asarray(want).reshape(-1).view(np.uint8))
 
 
 def test_grid_points_reading_one_tile_read_it_as_a_slice_not_an_index_table():

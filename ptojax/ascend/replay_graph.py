@@ -19,8 +19,7 @@ from jax import lax
 from .engine_parse import For, Function, If, Instr
 from ..errors import PtoExecutionError
 from .replay_loops import Loop, Step, roll
-from .replay import (UNROLL, Ix, Serial, Unroll, Walk, _rounded, reinterpret, storage, store_held, vary,
-                     varying_axes)
+from .replay import UNROLL, Ix, Serial, Unroll, Walk, reinterpret, storage, store_held, vary, varying_axes
 
 
 def call(func: Function, gm: dict, keys, blocks: np.ndarray, scalars=None, pristine=frozenset()) -> dict:
@@ -117,6 +116,7 @@ class PlanBackend:
 
 MAX_STEPS = 32   # block calls left unrolled past which XLA may compile for many seconds (a chain: superlinearly)
 MAX_INSTRUCTIONS = 256   # the same for the instructions of those calls (a loop's body once; one long program)
+MAX_HOST_OPS = 512       # the host's ops on arguments (Plan.derived) a replay traces, one barrier each
 
 
 def _instructions(items, functions) -> int:
@@ -177,7 +177,7 @@ def graph_function(plan, module):
         stages.append(task.stage)
     outputs = [(b.base, b.array.shape, b.array.dtype) if hasattr(b, "array") else np.asarray(b) for b in plan.outputs]
     items = roll(steps, lambda k: initial.get(k), layout.get, {o[0] for o in outputs if isinstance(o, tuple)})
-    if sum(it.steps if isinstance(it, Loop) else 1 for it in items) + len(plan.derived) > MAX_STEPS:
+    if sum(it.steps if isinstance(it, Loop) else 1 for it in items) > MAX_STEPS or len(plan.derived) > MAX_HOST_OPS:
         return None
     functions = {name: module.function(name) for name in {s.name for s in steps} - {None}}
     if _instructions(items, functions) > MAX_INSTRUCTIONS:
@@ -221,10 +221,12 @@ def _viewed(x, shape, dtype):
 
 
 def _traced(eqn, operands) -> list:
-    """The host op ``eqn`` on traced ``operands``, each result rounded as the host rounds it
-    (:func:`~ptojax.ascend.replay._rounded`: no product contracted with a later add)."""
-    out = eqn.primitive.bind(*operands, **eqn.params)
-    return [_rounded(o) for o in (out if eqn.primitive.multiple_results else [out])]
+    """The host op ``eqn`` on traced ``operands`` as the host computes it, one op at a time: its operands
+    and results behind optimization barriers, so that XLA neither folds a constant operand into it
+    (``t / 3.0`` as ``t * (1 / 3)``) nor fuses it with the next op (a product contracted with a later
+    add); a NaN keeps its bits."""
+    out = eqn.primitive.bind(*lax.optimization_barrier([jnp.asarray(o) for o in operands]), **eqn.params)
+    return list(lax.optimization_barrier(list(out if eqn.primitive.multiple_results else [out])))
 
 
 def _run(items, gm: dict, fetch, functions: dict, pristine: set | None = None) -> None:

@@ -296,6 +296,8 @@ class _Orchestrator:
         self.steering: set = set()                  # kernel arguments whose values decide tasks
         self.derived: dict = {}                     # id of a host value -> (it, what it came from, its Derived)
         self.recipes: list[Derived] = []            # the host values of arguments alone, in order
+        self.holding: dict = {}                     # id of a Derived -> the buffer holding its value
+        self.made: dict = {}                        # (eqn, operands) -> its Derived results
         capacity = getattr(backend, "l2_bytes", None)
         self.l2 = L2(capacity) if capacity else None     # GM residency, when the backend prices by it
 
@@ -405,6 +407,16 @@ class _Orchestrator:
             return frozenset({source if isinstance(source, int) and not self.computed(value) else "device data"})
         return self.derived.get(id(value), (None, frozenset()))[1]
 
+    def held(self, value) -> Buffer:
+        """A host value as a GM tensor a block call reads: a constant's own, one per host value of
+        arguments (every call and loop trip that reads it reads one buffer, as a kernel input's)."""
+        recipe = self.recipe(value)
+        if recipe is None:
+            return self.buffer(value, external=True)
+        if id(recipe) not in self.holding:
+            self.holding[id(recipe)] = self.buffer(value, external=True, source=recipe)
+        return self.holding[id(recipe)]
+
     def recipe(self, value):
         """``value``'s :class:`Derived` where the host computed it from kernel arguments alone, else None."""
         return self.derived.get(id(value), (None, None, None))[2]
@@ -427,8 +439,12 @@ class _Orchestrator:
         else:                                    # arguments alone: new arguments recompute them
             given = tuple(Argument(self.buffers[x.base].source, x.array.shape, x.array.dtype) if isinstance(x, Buffer)
                           else self.recipe(x) or np.asarray(x) for x in invals)
-            recipes = [Derived(eqn, given, i) for i in range(len(outs))]
-            self.recipes += recipes
+            key = (id(eqn), *(id(g) if isinstance(g, Derived) else g if isinstance(g, Argument) else
+                              (g.dtype.str, g.shape, g.tobytes()) for g in given))
+            if key not in self.made:             # one recipe however often it recurs (a loop's trips)
+                self.made[key] = [Derived(eqn, given, i) for i in range(len(outs))]
+                self.recipes += self.made[key]
+            recipes = self.made[key]
         self.derived.update((id(o), (o, sources, r)) for o, r in zip(outs, recipes))
         return outs
 
@@ -492,7 +508,7 @@ class _Orchestrator:
     def block(self, eqn, invals, read_later):
         """One task per block instance; ``read_later()`` gives the buffer bases read after this call."""
         spec = eqn.params["spec"]
-        inputs = [x if isinstance(x, Buffer) else self.buffer(x, external=True, source=self.recipe(x)) for x in invals]
+        inputs = [x if isinstance(x, Buffer) else self.held(x) for x in invals]
         avals = [v.aval for v in eqn.outvars]       # the call's (a graph bound to a size has its own)
         outputs, fills = [], {}
         for o, aval in zip(spec.outputs, avals):
@@ -1054,7 +1070,7 @@ def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, exec
     ``Plan.syncs`` counts those reads.
     """
     orch, args, outputs = _walk(block_jaxpr, consts, args, backend, donated, execute)
-    outputs = [orch.buffer(o, external=True, source=orch.recipe(o)) if orch.recipe(o) else o for o in outputs]
+    outputs = [orch.held(o) if orch.recipe(o) else o for o in outputs]
     return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned,
                 orch.replayable, orch.bindings, orch.fills, steering=frozenset(orch.steering), derived=orch.recipes)
 
