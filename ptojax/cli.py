@@ -342,7 +342,8 @@ def main(argv=None) -> int:
             sub.add_argument("--html", help="write a self-contained HTML report here (swimlane, bound, labels, graph, levels)")
             sub.add_argument("--summary", help="write the profile summary JSON here (for ptojax diff)")
             sub.set_defaults(run=_profile)
-    dif = commands.add_parser("diff", help="compare two profiles: summary JSONs (--summary) or Chrome traces (--trace)")
+    dif = commands.add_parser("diff", help="compare two profiles: summary JSONs or Chrome traces "
+                                           "(as profile --summary / --trace write them)")
     dif.add_argument("before")
     dif.add_argument("after")
     dif.set_defaults(run=_diff)

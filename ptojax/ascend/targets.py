@@ -130,7 +130,7 @@ class Target:
     dispatch_s: float = 1.0e-6
     # AICPU CPU work per task (resolve dependencies, build payload, completion): PyPTO's cost model
     # charges 200 + 390 + 240 cycles (~0.45 us) and simpler's Case1 measured 7.66 us with cache
-    # maintenance; DESIGN.md: "a few us". We take 2 us.
+    # maintenance; docs/design.md: "a few us". We take 2 us.
     aicpu_task_s: float = 2.0e-6
 
     # ------------------------------------------------------------------------------------------ derived

@@ -1,4 +1,4 @@
-"""Tile lowering over jaxprs: Tensor graph -> Tile graph -> Block graph (see DESIGN.md).
+"""Tile lowering over jaxprs: Tensor graph -> Tile graph -> Block graph (see docs/design.md).
 
 ``lower(fn, *args)`` traces a kernel and runs the named passes; the result holds every level as a
 jaxpr JAX can evaluate, readable dumps (``as_text``), the block programs and ``verify``.

@@ -1,6 +1,6 @@
 """What the lowering must know of a core's local memory: buffer capacities, alignment, fractals.
 
-Atlas A2 and A3 dies have the same per-core memories (DESIGN.md's target table); the Ascend backend's
+Atlas A2 and A3 dies have the same per-core memories (docs/design.md's target table); the Ascend backend's
 targets carry these numbers and add clocks and rates on top.
 """
 from __future__ import annotations

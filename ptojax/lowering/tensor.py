@@ -309,6 +309,14 @@ SORTED_IN_TILE = 512    # a sort along a leading axis longer than this sorts the
 #                         1 536 (float32) elements
 
 
+def _combining_scatter(eqn, *_):
+    """``x.at[i].multiply`` / ``.min`` / ``.max``: refused, with the rewrite that translates."""
+    how = eqn.primitive.name.replace("-", "_").removeprefix("scatter_")
+    raise unsupported(eqn, f"(x.at[i].{ {'mul': 'multiply'}.get(how, how)}) has no ptojax translation: GM stores "
+                           "combine by an atomic add only; gather the rows (x[i]), combine them, and .set them back "
+                           "with unique indices (jnp.unique(i, size=n) first where indices repeat)")
+
+
 def _sort(eqn, *operands):
     """``jnp.sort`` (one operand) and ``jnp.argsort`` (keys plus the iota it permutes, or the reversed
     one of ``descending=True``), and their derivatives (another iota, uint32, whose permutation
@@ -649,6 +657,8 @@ RULES = {
     "slice": _slice, "dynamic_slice": dynamic_slice, "dynamic_update_slice": dynamic_update_slice,
     "gather": gather, "scatter": scatter(ops.scatter_update), "scatter-add": scatter(ops.index_add),
     "scatter_add": scatter(ops.index_add), "sort": _sort, "top_k": _top_k,
+    **{name: _combining_scatter for name in ("scatter-mul", "scatter_mul", "scatter-min", "scatter_min",
+                                             "scatter-max", "scatter_max")},
     "stack": lambda e, *xs: ops.concat([ops.reshape(x, _with_unit(x.shape, e.params["axis"])) for x in xs],
                                        e.params["axis"]),
     "split": lambda e, x: _split(e, x), "unstack": lambda e, x: _unstack(e, x), "rev": _rev, "tile": _tile,

@@ -42,3 +42,12 @@ def test_a_sort_along_a_long_leading_axis_sorts_the_rows_of_its_transpose(dtype,
 
     for got, want in zip(pj.kernel(f)(x), jax.jit(f)(x)):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("fn, named", [(lambda a, i: a.at[i].multiply(2.0), "multiply"),
+                                       (lambda a, i: a.at[i].min(0.5), "min"), (lambda a, i: a.at[i].max(3.0), "max")])
+def test_a_combining_scatter_is_refused_with_its_rewrite(fn, named):
+    """``x.at[i].multiply`` / ``.min`` / ``.max`` named ``lax.scatter_mul`` and no rewrite, where the docs
+    promise one."""
+    with pytest.raises(pj.PtoUnsupportedError, match=rf"x\.at\[i\]\.{named}\).*atomic add only; gather the rows"):
+        pj.kernel(fn)(np.ones((5, 4), np.float32), np.array([0, 2]))
