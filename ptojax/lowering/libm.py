@@ -14,8 +14,8 @@ on 10**5 arguments per range):
   a million positions); past it the argument reduction loses accuracy, growing with ``|x|``.
 * ``atan``, ``atan2``, ``acos``, ``asinh``, ``acosh``, ``atanh``: within 3 ulp, ``asin`` 4; ``cbrt`` 1 ulp;
   ``cosh`` 4 ulp, ``sinh`` 8 ulp (signed zeros, infinities and NaN as C's).
-* ``exp2``: ``exp(x * ln 2)``, as XLA computes it; ``2.0 ** y`` (:func:`power_of_two`, which ``jnp.ldexp``
-  scales by): exact where ``y`` is an integer, else within 2 ulp.
+* ``exp2``: ``exp(x * ln 2)``, as XLA computes it; float32 ``2.0 ** y`` (:func:`power_of_two`, which
+  ``jnp.ldexp`` scales by): exact where ``y`` is an integer, else within 1 ulp.
 """
 from __future__ import annotations
 
@@ -51,17 +51,23 @@ def exp2(x):
 
 
 def power_of_two(y):
-    """``2 ** y`` as ``2 ** n * exp(f ln 2)`` for ``n = floor(y)``, ``f = y - n``: ``2 ** n`` exactly, as
-    exponent fields bitcast to float32 (two factors: one alone holds no subnormal or overflowing power),
-    so an integral ``y`` is exact (``exp(0)`` is 1) and the product rounds once."""
-    clamped = ops.clip(y, F32(-300), F32(300))              # past +-300 every result is inf or 0
-    n = ops.cast(clamped, np.int32, rounding="floor")
-    high = ops.clip(n, np.int32(-126), np.int32(127))
-    low = ops.clip(ops.sub(n, high), np.int32(-126), np.int32(127))
-    powers = [ops.bitcast(ops.shift_left(ops.add(k, np.int32(127)), np.int32(23)), np.float32) for k in (high, low)]
-    fraction = ops.exp(ops.mul(ops.sub(clamped, ops.cast(n, np.float32)), F32(np.log(2))))
-    r = ops.mul(ops.mul(powers[0], fraction), powers[1])
-    return ops.where(ops.ne(y, y), y, r)                     # NaN
+    """``2 ** y`` in float32 as ``2 ** h * (exp(f ln 2) * 2 ** (n - h))`` for ``n = floor(y)``, ``f = y - n``,
+    ``h = floor(n / 2)``: each power of two an ``exp`` (within a few ulp) rounded to its power
+    (:func:`_nearest_power_of_two`), so an integral ``y`` is exact (``exp(0)`` is 1) and the product
+    rounds once; no half overflows or underflows where the result does not."""
+    clamped = ops.clip(y, F32(-300), F32(130))    # past these every result is 0 or inf (NaN stays: its fraction)
+    n = ops.cast(ops.cast(clamped, np.int32, rounding="floor"), np.float32)
+    half = ops.cast(ops.cast(ops.mul(n, F32(0.5)), np.int32, rounding="floor"), np.float32)
+    low, high = (_nearest_power_of_two(ops.exp(ops.mul(k, F32(np.log(2))))) for k in (half, ops.sub(n, half)))
+    fraction = ops.exp(ops.mul(ops.sub(clamped, n), F32(np.log(2))))
+    return ops.mul(ops.mul(low, fraction), high)
+
+
+def _nearest_power_of_two(v):
+    """``v`` (positive, within a few percent of a power of two, below ``2 ** 104``) rounded to that power:
+    Veltkamp's split to one significant bit, ``t - (t - v)`` for ``t = v (2 ** 23 + 1)``."""
+    t = ops.mul(v, F32(2 ** 23 + 1))
+    return ops.sub(t, ops.sub(t, v))
 
 
 def _horner(coefficients, t):
