@@ -330,7 +330,8 @@ def _sort(eqn, *operands):
     keys = operands[0]
     key = ops.cast(keys, jnp.int8) if keys.dtype == np.bool_ else keys                            # False < True
     last = keys.ndim - 1
-    if axis != last and keys.shape[axis] > SORTED_IN_TILE:      # sorted as rows: moved last and back
+    n = keys.shape[axis]
+    if axis != last and isinstance(n, int) and n > SORTED_IN_TILE:     # sorted as rows: moved last and back
         moved = tuple(d for d in range(keys.ndim) if d != axis) + (axis,)
         back = tuple(int(i) for i in np.argsort(moved))
         values, order = (ops.permute(y, back) for y in ops.sort(ops.permute(key, moved), last))
