@@ -14,8 +14,8 @@ on 10**5 arguments per range):
   a million positions); past it the argument reduction loses accuracy, growing with ``|x|``.
 * ``atan``, ``atan2``, ``acos``, ``asinh``, ``acosh``, ``atanh``: within 3 ulp, ``asin`` 4; ``cbrt`` 1 ulp;
   ``cosh`` 4 ulp, ``sinh`` 8 ulp (signed zeros, infinities and NaN as C's).
-* ``exp2``: ``exp(x * ln 2)``, as XLA computes it; float32 ``2.0 ** y`` (:func:`power_of_two`, which
-  ``jnp.ldexp`` scales by): exact where ``y`` is an integer, else within 1 ulp.
+* ``exp2``: ``exp(x * ln 2)``, as XLA computes it; :func:`power_of_two` (float32 ``2.0 ** y`` within
+  ``jnp.ldexp``, which scales by it): exact where ``y`` is an integer, else within 1 ulp.
 """
 from __future__ import annotations
 

@@ -70,12 +70,14 @@ def _integer_pow(eqn, x):
 
 def _pow(eqn, x, y):
     """``x ** y``; an integer exponent of a float base converted to the result's dtype first, as XLA
-    lowers ``lax.pow(float, int)`` (exact for int8; int32 up to the float's integers). Float32 ``2.0 ** y``
-    is exact for integral ``y``, as XLA's (``jnp.ldexp`` scales by it): :func:`libm.power_of_two`."""
+    lowers ``lax.pow(float, int)`` (exact for int8; int32 up to the float's integers). Within
+    ``jnp.ldexp`` (which scales by ``2.0 ** e``) float32 ``2.0 ** y`` is exact for integral ``y``, as XLA's:
+    :func:`libm.power_of_two` (twice the exponentials of ``pow``, which is within 2 ulp elsewhere)."""
     dtype = np.dtype(eqn.outvars[0].aval.dtype)
     if np.dtype(y.dtype) != dtype:
         y = np.asarray(y).astype(dtype) if is_const(y) else ops.cast(y, dtype)
-    if is_const(x) and np.ndim(x) == 0 and float(x) == 2.0 and not is_const(y) and dtype == np.float32:
+    if (is_const(x) and np.ndim(x) == 0 and float(x) == 2.0 and not is_const(y) and dtype == np.float32
+            and any(e.params.get("name") == "ldexp" for e in ENCLOSING if e.primitive.name in ("jit", "pjit"))):
         return libm.power_of_two(y)       # (float16 / bfloat16 pow is float32's rounded once: exact already)
     return ops.pow(x, y)
 
