@@ -438,9 +438,9 @@ _HOISTS = itertools.count(1)    # the order of items moved before a group: each 
 
 def _after_operands(item, producer) -> tuple:
     """The position just after the last of what ``item`` (a group or moved eqn) reads: where a hoisted
-    item goes, so that it stands between no two groups that could still merge (a weight cast moved just
-    before a norm's program stood between the program and the cast of its other input), unless that is
-    not before the group it is moved for (a group itself moved early): then just before that group."""
+    item goes where that is before the group it joins, so that it stands between no two groups that could
+    still merge (a weight cast moved just before a norm's program stood between the program and the cast
+    of its other input)."""
     members = item.eqns if isinstance(item, _Group) else item
     own = {v for e in members for v in e.outvars}
     last = max((producer.get(v, _NONE) for e in members for v in e.invars if isinstance(v, Var) and v not in own),

@@ -72,7 +72,7 @@ def _pow(eqn, x, y):
     """``x ** y``; an integer exponent of a float base converted to the result's dtype first, as XLA
     lowers ``lax.pow(float, int)`` (exact for int8; int32 up to the float's integers). Within
     ``jnp.ldexp`` (which scales by ``2.0 ** e``) float32 ``2.0 ** y`` is exact for integral ``y``, as XLA's:
-    :func:`libm.power_of_two` (twice the exponentials of ``pow``, which is within 2 ulp elsewhere)."""
+    :func:`libm.power_of_two` (three exponentials to ``pow``'s two; ``pow`` is within 2 ulp elsewhere)."""
     dtype = np.dtype(eqn.outvars[0].aval.dtype)
     if np.dtype(y.dtype) != dtype:
         y = np.asarray(y).astype(dtype) if is_const(y) else ops.cast(y, dtype)
