@@ -295,9 +295,8 @@ class _Orchestrator:
         self.replayable = True                      # no task decided by a value, no device data read, so far
         self.steering: set = set()                  # kernel arguments whose values decide tasks
         self.derived: dict = {}                     # id of a host value -> (it, what it came from, its Derived)
-        self.recipes: list[Derived] = []            # the host values of arguments alone, in order
         self.holding: dict = {}                     # id of a Derived -> the buffer holding its value
-        self.made: dict = {}                        # (eqn, operands) -> its Derived results
+        self.made: dict = {}                        # (eqn, operands) -> its Derived results, in order made
         capacity = getattr(backend, "l2_bytes", None)
         self.l2 = L2(capacity) if capacity else None     # GM residency, when the backend prices by it
 
@@ -443,7 +442,6 @@ class _Orchestrator:
                               (g.dtype.str, g.shape, g.tobytes()) for g in given))
             if key not in self.made:             # one recipe however often it recurs (a loop's trips)
                 self.made[key] = [Derived(eqn, given, i) for i in range(len(outs))]
-                self.recipes += self.made[key]
             recipes = self.made[key]
         self.derived.update((id(o), (o, sources, r)) for o, r in zip(outs, recipes))
         return outs
@@ -1072,7 +1070,8 @@ def orchestrate(block_jaxpr, consts, args, backend: Backend, donated=(), *, exec
     orch, args, outputs = _walk(block_jaxpr, consts, args, backend, donated, execute)
     outputs = [orch.held(o) if orch.recipe(o) else o for o in outputs]
     return Plan(TaskGraph(orch.tasks), orch.buffers, outputs, orch.stage, orch.syncs, orch.batches, orch.owned,
-                orch.replayable, orch.bindings, orch.fills, steering=frozenset(orch.steering), derived=orch.recipes)
+                orch.replayable, orch.bindings, orch.fills, steering=frozenset(orch.steering),
+                derived=[d for made in orch.made.values() for d in made])
 
 
 def steering(block_jaxpr, consts, args, backend: Backend) -> frozenset:
