@@ -5,11 +5,14 @@ simulated A3 (``profile(compute=False)``) against the same math written by hand 
 one program per row block, and the makespan with a ``vec`` tile half the row wide (the row then loops
 inside the program) against the whole-row tile; then a matmul with a row epilogue and a batched
 M = 1 matmul against its merged form; then greedy decoding's ``argmax`` over vocabulary rows against
-``jnp.max`` of the same rows (the row's extremum, then the first index holding it: two passes).
+``jnp.max`` of the same rows (the row's extremum, then the first index holding it: two passes); then a
+RoPE of interleaved pairs (``x.reshape(..., d / 2, 2)``, written back by ``jnp.stack``) against the same
+rotation of the half-split layout.
 
 Run: ``python benchmarks/fusion.py [--rows 48] [--cols 1024] [--block 8]``; the exit status is 1 when
 a target fails: automatic <= 1.10x hand-fused, half-row tile <= 1.25x whole-row, batched M = 1 matmul
-<= 1.10x its merged form, argmax <= 2.0x max. Ratios come from one run of the cost model.
+<= 1.10x its merged form, argmax <= 2.0x max, interleaved RoPE <= 1.10x half-split. Ratios come from one
+run of the cost model.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import numpy as np
 
 import ptojax as pj
 
-FUSED_TARGET, HALF_ROW_TARGET, MERGED_TARGET, ARGMAX_TARGET = 1.10, 1.25, 1.10, 2.0
+FUSED_TARGET, HALF_ROW_TARGET, MERGED_TARGET, ARGMAX_TARGET, ROPE_TARGET = 1.10, 1.25, 1.10, 2.0, 1.10
 EPS = 1e-5
 
 
@@ -159,6 +162,21 @@ def batched_m1_merged(a, w):
         return pj.ops.matmul(a.reshape(a.shape[0], a.shape[-1]), w).reshape(a.shape[0], 1, w.shape[-1])
 
 
+# --------------------------------------------------------------------------------------------- RoPE
+def rope_interleaved(x, cos, sin):
+    """RoPE on pairs ``(x[2i], x[2i+1])`` (DeepSeek's MLA layout), rotated in float32."""
+    pairs = x.astype(jnp.float32).reshape(*x.shape[:-1], x.shape[-1] // 2, 2)
+    a, b = pairs[..., 0], pairs[..., 1]
+    return jnp.stack([a * cos - b * sin, a * sin + b * cos], -1).reshape(x.shape).astype(x.dtype)
+
+
+def rope_half_split(x, cos, sin):
+    """The same rotation on the halves ``(x[i], x[i + d/2])``."""
+    half = x.shape[-1] // 2
+    a, b = x[..., :half].astype(jnp.float32), x[..., half:].astype(jnp.float32)
+    return jnp.concatenate([a * cos - b * sin, a * sin + b * cos], -1).astype(x.dtype)
+
+
 # ---------------------------------------------------------------------------------------- measuring
 def measure(fn, args):
     """(vector programs, all programs, tasks, makespan us) of ``fn`` on the simulated A3."""
@@ -224,6 +242,17 @@ def main(argv=None) -> int:
         print(f"  {rows} rows: argmax {tasks} tasks, {arg:.1f} us; max {top:.1f} us ({arg / top:.2f}x)")
         if arg / top > ARGMAX_TARGET:
             failed.append(f"argmax over {rows} rows: {arg / top:.2f}x max (target <= {ARGMAX_TARGET})")
+    print("\nRoPE of interleaved pairs against the half-split layout (the same rotation):")
+    for tokens, heads, dim, dtype in ((77, 6, 128, np.float32), (512, 8, 64, jnp.bfloat16), (33, 16, 128, np.float16)):
+        args = [jax.ShapeDtypeStruct((tokens, heads, dim), dtype)] + [
+            jax.ShapeDtypeStruct((tokens, heads, dim // 2), jnp.float32)] * 2
+        _, _, tasks, pairs = measure(rope_interleaved, args)
+        _, _, split_tasks, split = measure(rope_half_split, args)
+        print(f"  {np.dtype(dtype).name}[{tokens},{heads},{dim}]: interleaved {tasks} tasks, {pairs:.1f} us; "
+              f"half-split {split_tasks} tasks, {split:.1f} us ({pairs / split:.2f}x)")
+        if pairs / split > ROPE_TARGET:
+            failed.append(f"interleaved RoPE {np.dtype(dtype).name}[{tokens},{heads},{dim}]: {pairs / split:.2f}x "
+                          f"half-split (target <= {ROPE_TARGET})")
     if failed:
         print("\nFAIL: " + "; ".join(failed))
         return 1

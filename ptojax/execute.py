@@ -8,16 +8,52 @@ import dataclasses
 import threading
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .ascend.asm import PtoAsmError
 from .ascend.program import AscendBackend, compile_kernel
 from .ascend.targets import target as get_target
 from ._fpenv import ieee_call
+from ._jax import weak_32
 from .errors import PtoArgumentError, PtoUnsupportedError
 from .lowering.pipeline import Lowering
 from .mpmd import Machine, Plan, PtoOrchestrationError, Trace, orchestrate, replay, run_threads, simulate
 from .mpmd import orchestrator
+
+
+def canonical_arguments(args):
+    """Arguments as ``jax.jit`` takes them: NumPy data in JAX's dtypes (float64 as float32 while
+    ``jax_enable_x64`` is off), C-contiguous, in the machine's byte order; Python numbers weakly typed
+    (``f16 * 2.0`` stays float16); JAX arrays, tracers and shape specs as they are."""
+    def one(x):
+        if isinstance(x, (jax.Array, jax.core.Tracer, jax.ShapeDtypeStruct)):
+            if jnp.issubdtype(x.dtype, jax.dtypes.extended):
+                raise PtoArgumentError(f"pj.kernel: an argument of dtype {x.dtype} (a typed PRNG key) cannot "
+                                       "enter a kernel: the cores have no random number instruction")
+            if is_weak(x) and np.dtype(x.dtype).itemsize == 8 and not isinstance(x, jax.ShapeDtypeStruct):
+                return weak_32(x)                   # a Python number under jax_enable_x64 (jax.jit's tracer)
+            return x
+        if type(x) in (int, float, complex):
+            with jax.enable_x64(False):             # weakly typed, 32 bits: the cores have no 64-bit types
+                return jnp.asarray(x)
+        x = np.asarray(x)
+        if not (jnp.issubdtype(x.dtype, jnp.number) or x.dtype == np.bool_):
+            raise PtoArgumentError(f"pj.kernel: argument {_short(x)} is not an array or a number; pass it with "
+                                   "functools.partial (the kernel is then made for it, as jax.jit's static "
+                                   "arguments)")
+        return np.asarray(x, dtype=jax.dtypes.canonicalize_dtype(x.dtype.newbyteorder("=")), order="C")  # native
+    return jax.tree.map(one, args)
+
+
+def _short(x) -> str:
+    text = repr(x.item() if x.ndim == 0 else x)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def is_weak(x) -> bool:
+    """Whether ``x`` is weakly typed (made from Python numbers only)."""
+    return bool(getattr(x, "weak_type", False) or getattr(getattr(x, "aval", None), "weak_type", False))
 
 
 def machine(target) -> Machine:

@@ -32,11 +32,11 @@ import numpy as np
 
 from . import ascend
 from ._jax import (NEEDS_VALUE, Literal, Primitive, ad, batching, dims_32, host_call_lowering, lowered_devices, mlir,
-                   per_device, result_aval, weak, weak_32, xla)
+                   per_device, result_aval, weak, xla)
 from .ascend import ptoas as _ptoas
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoCapacityError, PtoError, PtoUnsupportedError, no_derivative
-from .execute import execute_flat, replay_function, steering
+from .execute import canonical_arguments, execute_flat, is_weak, replay_function, steering
 from .lowering import walk
 from .lowering.pipeline import TEXT, Lowering, lower
 
@@ -111,42 +111,9 @@ def _dtype(x) -> np.dtype:
     return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
 
 
-def _canonical(args):
-    """Arguments as ``jax.jit`` takes them: NumPy data in JAX's dtypes (float64 as float32 while
-    ``jax_enable_x64`` is off), C-contiguous, in the machine's byte order; Python numbers weakly typed
-    (``f16 * 2.0`` stays float16); JAX arrays, tracers and shape specs as they are."""
-    def one(x):
-        if isinstance(x, (jax.Array, jax.core.Tracer, jax.ShapeDtypeStruct)):
-            if jnp.issubdtype(x.dtype, jax.dtypes.extended):
-                raise PtoArgumentError(f"pj.kernel: an argument of dtype {x.dtype} (a typed PRNG key) cannot "
-                                       "enter a kernel: the cores have no random number instruction")
-            if _weak(x) and np.dtype(x.dtype).itemsize == 8 and not isinstance(x, jax.ShapeDtypeStruct):
-                return weak_32(x)                   # a Python number under jax_enable_x64 (jax.jit's tracer)
-            return x
-        if type(x) in (int, float, complex):
-            with jax.enable_x64(False):             # weakly typed, 32 bits: the cores have no 64-bit types
-                return jnp.asarray(x)
-        x = np.asarray(x)
-        if not (jnp.issubdtype(x.dtype, jnp.number) or x.dtype == np.bool_):
-            raise PtoArgumentError(f"pj.kernel: argument {_short(x)} is not an array or a number; pass it with "
-                                   "functools.partial (the kernel is then made for it, as jax.jit's static "
-                                   "arguments)")
-        return np.asarray(x, dtype=jax.dtypes.canonicalize_dtype(x.dtype.newbyteorder("=")), order="C")  # native
-    return jax.tree.map(one, args)
-
-
-def _short(x) -> str:
-    text = repr(x.item() if x.ndim == 0 else x)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _weak(x) -> bool:
-    return bool(getattr(x, "weak_type", False) or getattr(getattr(x, "aval", None), "weak_type", False))
-
-
 def _aval(x) -> tuple:
     """(shape, dtype, weakly typed) of an argument: a Python number's type gives way to an array's."""
-    return tuple(np.shape(x)), _dtype(x), _weak(x)
+    return tuple(np.shape(x)), _dtype(x), is_weak(x)
 
 
 def _spec(aval) -> jax.ShapeDtypeStruct:
@@ -369,7 +336,7 @@ class Compiled:
 
     def _call(self, args: tuple):
         """The call on ``args``, positional as this compile takes them (the kernel object's calls, placed)."""
-        flat, tree = jax.tree.flatten(_canonical(args))
+        flat, tree = jax.tree.flatten(canonical_arguments(args))
         self._check(flat, tree)
         if self.options.backend == "sim" and not any(isinstance(x, jax.core.Tracer) for x in flat):
             # Eager call on concrete arrays: run on the runtime directly (runtime errors keep their type).
@@ -412,7 +379,7 @@ class Compiled:
         Every task interprets the kernel's real PTO-AS text (``as_text("pto")``, the module ``ptoas``
         assembles). ``compute=False``: schedule on the cost model without running the task bodies
         (outputs None)."""
-        flat, tree = jax.tree.flatten(_canonical(args))
+        flat, tree = jax.tree.flatten(canonical_arguments(args))
         self._check(flat, tree)
         outs, trace = self._run_flat(flat, executor or self.options.executor, policy, compute)
         if not compute:
@@ -456,6 +423,9 @@ class Compiled:
         return self._profile(args, policy, compute, "profile", size)
 
     def _profile(self, args, policy, compute, call: str, size: dict):
+        if not isinstance(compute, bool):
+            raise PtoArgumentError(f"pj.kernel '{self.name}': {call}(compute=...) must be True or False, got "
+                                   f"{compute!r}")
         if size:
             raise PtoArgumentError(
                 f"pj.kernel '{self.name}': {call}({', '.join(f'{k}={v!r}' for k, v in size.items())}): this compile "
@@ -550,7 +520,7 @@ class Kernel:
         kernel, args = self._placed(args, kwargs)
         if kernel is not self:
             return kernel.lower(*args)
-        flat, tree = jax.tree.flatten(_canonical(args))
+        flat, tree = jax.tree.flatten(canonical_arguments(args))
         outside = [i for i in self.options.donate_argnums if not 0 <= i < len(args)]
         if outside:
             raise PtoArgumentError(f"pj.kernel '{self.name}': donate_argnums {outside} name no argument of the "
@@ -613,8 +583,8 @@ class Kernel:
         if kernel is not self:
             return kernel.compiled_for(*args)
         if self.options.polymorphic_shapes:
-            return self._polymorphic(args)
-        flat, tree = jax.tree.flatten(_canonical(args))
+            return self._polymorphic(canonical_arguments(args))
+        flat, tree = jax.tree.flatten(canonical_arguments(args))
         avals = _avals(flat)
         traced = any(isinstance(x, jax.core.Tracer) for x in flat)
         if any(not isinstance(d, int) for shape, _, _ in avals for d in shape) and not traced:
@@ -741,7 +711,7 @@ def _impl(*args, call: Compiled):
     eager call does, with no XLA compile; ``xla`` as any primitive."""
     if call.options.backend != "sim":
         return xla.apply_primitive(pto_call_p, *args, call=call)
-    outs, _ = call._run_flat(list(_canonical(args)), call.options.executor)   # NumPy views of eager vmap
+    outs, _ = call._run_flat(list(canonical_arguments(args)), call.options.executor)   # NumPy views of eager vmap
     return _arrays(call, outs, args)
 
 

@@ -26,7 +26,7 @@ from .ascend import compile_kernel
 from .ascend.dynamic import DynamicKernel, row_vars
 from .ascend.targets import target as get_target
 from .errors import PtoArgumentError, PtoUnsupportedError, no_derivative
-from .execute import execute_dynamic
+from .execute import canonical_arguments, execute_dynamic
 from .lowering.symbolic import run_time_sizes, template_text
 
 _TEMPLATES = (512, 768, 1280, 2304, 1024, 1536, 3072, 2560)   # template row counts: multiples of the usual row tiles
@@ -65,7 +65,15 @@ def specs_of(kernel, args):
         given = ", ".join(f"{np.dtype(x.dtype).name}{list(np.shape(x))}" for x in flat)
         raise PtoArgumentError(f"pj.kernel '{kernel.name}': arguments ({given}) do not have the polymorphic shapes "
                                f"({', '.join(map(repr, shapes))}): {why}") from None
-    return flat, tree, jax.tree.leaves(specs)
+    leaves = jax.tree.leaves(specs)
+    dim = next((d for s in leaves for d in s.shape if not isinstance(d, int)), None)
+    try:
+        if dim is not None:
+            dim >= 1                    # noqa: B015 - a decision: jax.export checks the constraints together
+    except ValueError as err:           # ("Unsatisfiable constraint: m <= 4")
+        raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic_constraints {list(constraints)} admit no "
+                               f"size: {err}") from None
+    return flat, tree, leaves
 
 
 def _rank(spec) -> int | None:
@@ -114,18 +122,28 @@ class PolymorphicCompiled:
     def as_text(self, level: str = "pto") -> str:
         """``pto``: the dynamic PTO-AS module (the text ``ptoas`` assembles and the engine runs);
         ``tensor``: the Tensor level lowered with the symbol; ``tile``, ``block``: the template's levels
-        written with the symbol (``grid ceil(m/32)x2``). The tasks depend on the size: :meth:`profile`
+        written with the symbol (``grid ceil(m/32)x2``); ``cpp``: what ``ptoas`` makes of the module. The tasks
+        depend on the size: :meth:`profile`
         at a row count (``m=``, or the symbol's own name) shows them."""
         if level == "pto":
             return self.dynamic.text
+        if level == "cpp":
+            return self.ptoas()
         if level == "tensor":
             return self.tensor
         if level in ("tile", "block"):
             return template_text(self.dynamic.lowering.as_text(level), self.dynamic.size, self.symbol,
                                  self.twin.lowering.as_text(level))
         raise PtoArgumentError(f"pj.kernel '{self.name}': a polymorphic compile prints 'tensor', 'tile', "
-                               f"'block' or 'pto', not {level!r} (its tasks depend on the size: "
+                               f"'block', 'pto' or 'cpp', not {level!r} (its tasks depend on the size: "
                                f"profile({self.symbol}=...) shows them)")
+
+    @property
+    def signature(self) -> tuple:
+        """The kernel's name, its symbolic argument shapes and dtypes, target and pass options (as
+        :attr:`Compiled.signature <ptojax.kernel.Compiled.signature>`, the sizes symbolic)."""
+        return (self.name, tuple((tuple(map(str, s.shape)), np.dtype(s.dtype).name) for s in self.specs),
+                self.options.target, self.options.passes)
 
     def ptoas(self, arch: str = "a3", level: str = "level2", insert_sync: bool = True) -> str:
         """The C++ Huawei's ``ptoas`` makes of the dynamic module."""
@@ -163,7 +181,7 @@ class PolymorphicCompiled:
         return value
 
     def _flat(self, args) -> list:
-        flat, tree = jax.tree.flatten(args)
+        flat, tree = jax.tree.flatten(canonical_arguments(args))
         if tree != self.in_tree:
             def text(tree, leaves):
                 args = jax.tree.unflatten(tree, [f"{np.dtype(x.dtype).name}[{', '.join(map(str, x.shape))}]"
@@ -283,6 +301,9 @@ class PolymorphicCompiled:
         works too: ``profile(b=4)`` for shapes ``"b, 64"``; ``jax.ShapeDtypeStruct`` arguments of concrete
         shapes give their size) on the target's cost model: a :class:`~ptojax.mpmd.Profile`, as
         :meth:`~ptojax.kernel.Compiled.profile`."""
+        if not isinstance(compute, bool):
+            raise PtoArgumentError(f"pj.kernel '{self.name}': profile(compute=...) must be True or False, got "
+                                   f"{compute!r}")
         args, given = self._sized(args, m, "profile", size)
         return self.run(*args, executor="simulated", policy=policy, compute=compute and given)[1].profile()
 
@@ -372,9 +393,9 @@ def _check_row_local(name: str, symbol: str, jaxpr):
         elif op in _INDEXED and x.ndim > 1 and eqn.params["axis"] in rows:
             raise PtoUnsupportedError(
                 f"pj.kernel '{name}': {_op_text(eqn)} moves whole rows of a tensor of the symbolic rows {symbol} "
-                f"at computed indices (x[idx], jnp.take, jnp.flip along the rows): it reads rows outside a "
-                f"block's own row tile, but {_OWN_ROWS}; index a table of static rows (a gather of a static "
-                f"table by indices of {symbol} rows works), {_INSTEAD}")
+                f"at computed indices (x[idx], jnp.take, jnp.flip along the rows, a lax.scan over them): it reads "
+                f"rows outside a block's own row tile, but {_OWN_ROWS}; index a table of static rows (a gather of a "
+                f"static table by indices of {symbol} rows works), {_INSTEAD}")
 
 
 def _check_row_values(name: str, symbol: str, jaxpr):

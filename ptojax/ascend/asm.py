@@ -444,8 +444,10 @@ def parse(text: str) -> list[Kernel]:
             i += 1
             continue
         if not stripped.startswith("func.func "):
+            real = ("; this parser reads codegen's blocks (code.text); the real module (as_text('pto'), what ptoas "
+                    "reads) is ptojax.ascend.engine.parse's" if stripped.startswith("module") else "")
             raise PtoAsmError(f"pto-as:{i + 1}:{len(line) - len(line.lstrip()) + 1}: expected 'func.func', "
-                              f"found {stripped.split()[0]!r}")
+                              f"found {stripped.split()[0]!r}{real}")
         if header is None:
             raise PtoAsmError(f"pto-as:{i + 1}:1: 'func.func' without a '// program' header")
         kernel, i = _parse_kernel(lines, i, header)

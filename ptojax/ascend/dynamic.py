@@ -646,12 +646,15 @@ class DynamicKernel:
         """The Block graph's block calls; a ``pto.reshape`` step (a view of a GM tensor: of a static one,
         or of rows that stay its leading dim, as :func:`row_vars` checked) is skipped, any other step is a
         :class:`PtoUnsupportedError`."""
-        for eqn in self.lowering.block.jaxpr.eqns:
+        eqns = self.lowering.block.jaxpr.eqns
+        control = [e.primitive.name for e in eqns if e.primitive.name in ("scan", "while", "cond")]
+        for eqn in eqns:
             if eqn.primitive is ir.block_call_p:
                 yield eqn
             elif eqn.primitive.name != "pto.reshape":
-                what = ("control flow on the host: a jax.lax.fori_loop, while_loop, scan or cond around the kernel's "
-                        "ops" if eqn.primitive.name in ("scan", "while", "cond") else "a step on the host")
+                what = (f"control flow on the host: a jax.lax.fori_loop, while_loop, scan or cond around the kernel's "
+                        f"ops ({', '.join(sorted(set(control)))} in the Block graph)" if control
+                        else "a step on the host")
                 raise PtoUnsupportedError(f"pto dynamic rows: the Block graph has a {eqn.primitive} step ({what}); "
                                           "only block calls and reshapes take a symbolic row count")
 

@@ -868,6 +868,8 @@ class _Run:
             flat[where] = value
             self.record(lambda flats: flat.__setitem__(where, value))
             return
+        if s.op == "tscatter":
+            return self.scatter(s, ins, outs)
         fn = SEMANTICS.get(s.op)
         if fn is None:
             raise self.error(s, f"no semantics for pto.{s.op}")
@@ -931,6 +933,33 @@ class _Run:
                 self.tape = None                   # vectors are rebound, not kept in buffers: no tape
         if self.tape is not None:
             self.tape.append(self.replay_instr(s, fn, ins, args, axes, out, plan, outs, attrs))
+
+    def scatter(self, s, ins, outs):
+        """``tscatter``: element (i, j) of the source, over the indices' valid region, into element
+        ``indexes[i, j]`` of the destination's storage (counted from its first element, whatever the
+        layout: pto-isa's ``dst.data()[index]``); the rest of the destination is kept. An index outside
+        the destination's span is an error."""
+        if len(ins) != 2 or len(outs) != 1 or not all(isinstance(t, _Tile) for t in (*ins, *outs)):
+            raise self.error(s, "takes a source and an index tile and writes one tile")
+        (src, at), (dst,) = ins, outs
+        if src.dtype != dst.dtype or at.dtype.kind != "i":
+            raise self.error(s, f"scatters {src.dtype.name} by {at.dtype.name} into {dst.dtype.name}")
+        rows, cols = at.shape
+        if src.shape[0] < rows or src.shape[1] < cols:
+            raise self.error(s, f"the source's valid region {list(src.shape)} is smaller than the indices' "
+                                f"{[rows, cols]}")
+        source, positions, n = src.reader(), at.reader(), self.n
+
+        def step(_flats=None):
+            index = np.asarray(positions()).reshape(n, -1).astype(np.int64)
+            bad = index[(index < 0) | (index >= dst.span())]
+            if bad.size:
+                raise self.error(s, f"index {int(bad[0])} is outside the destination's {dst.span()} elements")
+            flat, first = dst.cells(0)
+            values = np.asarray(source())[:, :rows, :cols].reshape(n, -1)
+            flat[np.arange(n)[:, None], first[:, None] + index] = values
+        step()
+        self.record(step)
 
     def replay_instr(self, s, fn, ins, args, axes, out, plan, outs, attrs):
         """The tape's step for a semantics instruction: its operands read and its results written

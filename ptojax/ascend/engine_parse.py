@@ -220,6 +220,7 @@ class Parser:
         self.lines = text.splitlines()
         self.toks, pos, line, start = [], 0, 1, 0
         self.consts: dict[str, object] = {}          # SSA name -> value of an arith.constant (this function)
+        self.scopes: list[dict[str, int]] = []        # SSA names defined in each enclosing block -> their line
         while pos < len(text):
             m = _TOKEN.match(text, pos)
             if not m:
@@ -380,24 +381,39 @@ class Parser:
         self.expect("func.func")
         name = self.next("sym")[1:]
         self.expect("(")
-        self.consts = {}
+        self.consts, self.scopes = {}, [{}]
 
         def param():
-            pname = self.next("ssa")
+            pname = self.define()
             self.expect(":")
             return pname, self.type()
         params = self.listed(param, ")")
         attrs = self.attrs() if self.accept("attributes") else ()
         return Function(name, params, attrs, self.block(), line)
 
-    def block(self):
+    def define(self) -> str:
+        """The SSA name next, defined in the current block: once in it and the blocks around it (PTOAS:
+        "redefinition of SSA value")."""
+        _, name, line, col = self.peek()
+        self.next("ssa")
+        first = next((scope[name] for scope in self.scopes if name in scope), None)
+        if first is not None:
+            self.fail((line, col), f"redefinition of SSA value {name} (first defined on line {first})")
+        self.scopes[-1][name] = line
+        return name
+
+    def block(self, *defined):
+        """The statements between braces; ``defined``: the names the block's own op defines in it (a loop's
+        induction variable, already read)."""
         self.expect("{")
+        self.scopes.append(dict.fromkeys(defined, self.peek(-1)[2]))
         body = []
         while not self.accept("}"):
             if self.peek()[1] == "pto.set_validshape":
                 body[-1:] = [self.set_valid(body[-1] if body else None)]
                 continue
             body.append(self.statement())
+        self.scopes.pop()
         return tuple(body)
 
     def set_valid(self, last):
@@ -433,14 +449,15 @@ class Parser:
             self.expect("to")
             hi = self.operand()
             self.expect("step")
-            return For(**at, var=var, lo=lo, hi=hi, step=self.operand(), body=self.block())
+            step = self.operand()
+            return For(**at, var=var, lo=lo, hi=hi, step=step, body=self.block(var))
         if text == "scf.if":
             self.next()
             cond, then = self.next("ssa"), self.block()
             return If(**at, cond=cond, then=then, orelse=self.block() if self.accept("else") else ())
         if kind == "word" and text.startswith("pto."):
             return self.instr(at)
-        result = self.next("ssa")
+        result = self.define()
         self.expect("=")
         _, op, oline, ocol = self.peek()
         self.next("word")

@@ -56,6 +56,10 @@ def _table():
                                    "C += A @ B"),
         "tci": Instruction("tci", "VECTOR", "grid index -> vec", ("i32",), True,
                            "the int32 sequence base + step * index + j: a tile of a symbolic-size iota"),
+        "tdeinterleave": Instruction("tdeinterleave", "VECTOR", "vec -> vec", ("f32", "i32", "f16", "bf16"), True,
+                                     "the columns j::k of a tile (k 2 or 4): tgather's mask pattern"),
+        "tinterleave": Instruction("tinterleave", "VECTOR", "k vec -> vec", ("f32", "i32", "f16", "bf16"), False,
+                                   "k tiles (2 or 4) interleaved along their rows: tci and a tscatter per tile"),
     }
     for name, op in OPS.items():
         if name not in T.COMPUTE:                    # matmul (above), bitcast (a GM view: no tile instruction)

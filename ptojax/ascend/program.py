@@ -110,7 +110,7 @@ class AscendKernel:
         (:func:`~ptojax.ascend.cost.load_l2_hit`), as the text carries no ``l2_hit``."""
         on = on or PRICE_ON
         if on not in ("pto", "codegen"):
-            raise ValueError(f"costs: on must be 'pto' or 'codegen', got {on!r}")
+            raise PtoArgumentError(f"costs: on must be 'pto' or 'codegen', got {on!r}")
         if (target.name, on) not in self._costs:
             from ..errors import PtoUnsupportedError
             from .cost import kernel_time, load_l2_hit

@@ -882,6 +882,25 @@ class Walk:
             store = store.at[:, at].set(value)
         self.roots[tile.root] = reinterpret(store, root.dtype)
 
+    def scatter(self, s, src: TileView, at: TileView, dst: TileView):
+        """``tscatter`` as the interpreter runs it (``engine._Run.scatter``); an index
+        outside the destination's span writes nothing here (the interpreter names it)."""
+        if src.dtype != dst.dtype or at.dtype.kind != "i" or src.shape[0] < at.shape[0] or src.shape[1] < at.shape[1]:
+            raise self.error(s, f"scatters {src.dtype.name}{list(src.shape)} by {at.dtype.name}{list(at.shape)} "
+                                f"into {dst.dtype.name}")
+        rows, cols = at.shape
+        index = self.read(at).astype(jnp.int32).reshape(self.n, -1)
+        values = self.read(src, held=True)[:, :rows, :cols].reshape(self.n, -1)
+        root = self.roots[dst.root]
+        store = reinterpret(root, storage(dst.dtype))
+        first = jnp.reshape(jnp.broadcast_to(_raw(dst.base), (self.n,)), (-1, 1))
+        where = jnp.where((index >= 0) & (index < dst.span()), first + index, store.shape[1])
+        if self.masked(dst):
+            kept = jnp.take_along_axis(store, jnp.minimum(where, store.shape[1] - 1), axis=1)
+            values = jnp.where(self.mask[:, None], values, kept)
+        store = jax.vmap(lambda row, w, v: row.at[w].set(v, mode="drop"))(store, where, values)
+        self.roots[dst.root] = reinterpret(store, root.dtype)
+
     # -- GM
     def gm_index(self, offset, offs: np.ndarray):
         """Static (n, *offs.shape) element indices, or None where ``offset`` is traced."""
@@ -951,6 +970,10 @@ class Walk:
             value = ins[1].x if isinstance(ins[1], Batched) else (
                 ins[1].traced(self.n) if isinstance(ins[1], Ix) else np.asarray(ins[1]))
             return self.set_cell(s, outs[0], self.index(s, s.ins[0]), value)
+        if s.op == "tscatter":
+            if len(ins) != 2 or len(outs) != 1 or not all(isinstance(t, TileView) for t in (*ins, *outs)):
+                raise self.error(s, "takes a source and an index tile and writes one tile")
+            return self.scatter(s, *ins, outs[0])
         if s.op not in SEMANTICS:
             raise self.error(s, f"no semantics for pto.{s.op}")
         args, axes = [], []

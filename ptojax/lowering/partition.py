@@ -92,7 +92,7 @@ class Options:
             raise PtoArgumentError(f"pto partition: unknown pass options {sorted(unknown)}; known: tiles_per_block, "
                                    "tiles, row_loops")
         per_label = options.get("tiles_per_block", {})
-        per_label = _mapping(per_label) if _is_mapping(per_label) else {"DEFAULT": per_label}
+        per_label = _mapping(per_label, "tiles_per_block") if _is_mapping(per_label) else {"DEFAULT": per_label}
         for label, n in per_label.items():
             if n == AUTO:
                 per_label[label] = 0
@@ -101,9 +101,9 @@ class Options:
                                        f"{AUTO!r}, got {n!r}")
             else:
                 per_label[label] = int(n)
-        tiles = {label: tile_override(label, cfg) for label, cfg in _mapping(options.get("tiles", {})).items()}
+        tiles = {label: tile_override(label, cfg) for label, cfg in _mapping(options.get("tiles", {}), "tiles").items()}
         loops = options.get("row_loops", {})
-        loops = _mapping(loops) if _is_mapping(loops) else {"DEFAULT": loops}
+        loops = _mapping(loops, "row_loops") if _is_mapping(loops) else {"DEFAULT": loops}
         for label, on in loops.items():
             if not isinstance(on, bool):
                 raise PtoArgumentError(f"pto partition: row_loops[{label!r}] must be True or False, got {on!r}")
@@ -115,14 +115,20 @@ class Options:
 
 
 def _is_mapping(v) -> bool:
-    """A mapping, or the frozen form ``pj.kernel`` keeps options in (a tuple of (str, value) pairs)."""
-    return isinstance(v, Mapping) or (isinstance(v, tuple) and all(
-        isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in v))
+    """A mapping, or the frozen form ``pj.kernel`` keeps options in (a tuple of (key, value) pairs)."""
+    return isinstance(v, Mapping) or (isinstance(v, tuple) and all(isinstance(x, tuple) and len(x) == 2 for x in v))
 
 
-def _mapping(v) -> dict:
-    if not _is_mapping(v):
-        raise PtoArgumentError(f"pto pass options: expected a mapping keyed by label, got {v!r}")
+def _shown(v):
+    """An option as the user wrote it: the frozen form's pairs as a dict."""
+    return {k: _shown(x) for k, x in v} if isinstance(v, tuple) and v and _is_mapping(v) else v
+
+
+def _mapping(v, option: str) -> dict:
+    """Option ``option`` (``tiles``, ...) as a dict keyed by label (a scope name: a str)."""
+    if not _is_mapping(v) or not all(isinstance(k, str) for k in dict(v)):
+        raise PtoArgumentError(f"pto pass options: {option} takes a mapping keyed by label (the name of a "
+                               f"jax.named_scope, a str, or 'DEFAULT'), got {_shown(v)!r}")
     return dict(v)
 
 
@@ -133,7 +139,7 @@ def tile_override(label, config) -> TileConfig:
     if not _is_mapping(config):
         raise PtoArgumentError(f"pto pass options: tiles[{label!r}] takes a mapping of 'vec' and/or 'cube' tiles, "
                                f"got {config!r}")
-    config = _mapping(config)
+    config = _mapping(config, f"tiles[{label!r}]")
     unknown = set(config) - {"vec", "cube"}
     if unknown or not config:
         raise PtoArgumentError(f"pto pass options: tiles[{label!r}] takes 'vec' and/or 'cube', got {sorted(config)}")

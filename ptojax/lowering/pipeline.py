@@ -199,6 +199,9 @@ def lower(fn: Callable, *args, options: Mapping | None = None, memory: CoreMemor
     ``jnp`` would write ``reshard`` of the manual axes into it)."""
     if not callable(fn):
         raise PtoArgumentError(f"pto lower: the kernel must be callable (a function), got {fn!r}")
+    if not isinstance(memory, CoreMemory):
+        raise PtoArgumentError(f"pto lower: memory must be a CoreMemory (ptojax.lowering.memory: the core's buffers, "
+                               f"ASCEND_CORE by default), got {memory!r}")
     with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((), ())):
         return _lower(fn, args, options, memory)
 

@@ -74,8 +74,12 @@ def check_vec(vec, memory=ASCEND_CORE, who="pj.tile") -> None:
     :func:`check_cube`."""
     if len(vec) > 5:
         raise PtoArgumentError(f"{who}: vec tile {vec} has {len(vec)} dims; at most 5")
-    if vec[-1] > memory.max_cols or (len(vec) > 1 and int(np.prod(vec[:-1])) > memory.max_rows):
-        raise PtoArgumentError(f"{who}: vec tile {vec} exceeds {memory.max_rows} rows x {memory.max_cols} columns")
+    if vec[-1] > memory.max_cols:
+        raise PtoArgumentError(f"{who}: vec tile {vec} has a last dim of {vec[-1]} columns; a tile row holds at most "
+                               f"{memory.max_cols} (a longer row: tile it in column blocks, which a row loop reads)")
+    if len(vec) > 1 and int(np.prod(vec[:-1])) > memory.max_rows:
+        raise PtoArgumentError(f"{who}: vec tile {vec} has {int(np.prod(vec[:-1]))} rows (its leading dims "
+                               f"multiplied); a tile holds at most {memory.max_rows}")
     if int(np.prod(vec)) > memory.ub:
         raise PtoCapacityError(f"{who}: vec tile {vec} holds {int(np.prod(vec))} elements; even int8 tiles "
                                f"must fit the {memory.ub}-byte UB")

@@ -41,7 +41,7 @@ from .partition import Options as PassOptions
 from .scope import TileConfig
 from .scope import read as read_scope
 from .symbolic import arange, at_run_time
-from .walk import CONTROL, Memo, body_of, by_rule, control, interpret, is_const, retrace
+from .walk import CONTROL, Memo, body_of, by_rule, control, interpret, is_const, live, retrace
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(jnp.bfloat16))
 
@@ -887,7 +887,7 @@ _CALLBACKS = ("debug_callback", "debug_print", "pure_callback", "io_callback")
 
 def _refused(eqn) -> PtoUnsupportedError | None:
     """The refusal of a step no core program can take: a random draw, a collective over a mesh axis, a
-    host callback."""
+    host callback, a complex number."""
     if _draws(eqn):
         return _no_random(eqn)
     if eqn.primitive.name in _COLLECTIVES:
@@ -897,6 +897,11 @@ def _refused(eqn) -> PtoUnsupportedError | None:
         return unsupported(eqn, "calls back to Python, and a kernel's body runs as PTO programs on the cores: "
                                 "print or call back on the kernel's inputs or results outside it (or run the "
                                 "function without pj.kernel)")
+    complex_ = [v.aval.str_short() for v in eqn.outvars if jnp.issubdtype(v.aval.dtype, jnp.complexfloating)]
+    if complex_:            # (jnp.fft, jnp.angle, complex arithmetic)
+        return unsupported(eqn, f"makes {', '.join(complex_)}, and the cores have no complex numbers: compute "
+                                "with the real and imaginary parts as float32 arrays (an FFT as matmuls by the "
+                                "cos / sin DFT matrices), or outside the kernel")
     return None
 
 
@@ -1001,16 +1006,4 @@ def to_tensor_level(closed: ClosedJaxpr) -> ClosedJaxpr:
         _TRANSPOSED.reset(transposed)
         _SPREAD.reset(spread)
         _IOTAS.reset(iotas)
-    return ClosedJaxpr(_live(out.jaxpr), out.consts)
-
-
-def _live(jaxpr):
-    """``jaxpr`` without the eqns whose results nothing reads (a transpose that a matmul loads
-    transposed instead; ``lambda x: (x.T, x + 1)[1]``'s), effects kept; its inputs unchanged."""
-    used = {v for v in jaxpr.outvars if isinstance(v, Var)}
-    kept = []
-    for eqn in reversed(jaxpr.eqns):
-        if eqn.effects or any(v in used for v in eqn.outvars):
-            kept.append(eqn)
-            used.update(v for v in eqn.invars if isinstance(v, Var))
-    return jaxpr if len(kept) == len(jaxpr.eqns) else jaxpr.replace(eqns=kept[::-1])
+    return ClosedJaxpr(live(out.jaxpr), out.consts)

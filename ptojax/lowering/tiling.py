@@ -46,7 +46,7 @@ from .symbolic import templated
 from .tensor import to_tensor_level
 from .topk import SORT_COLS, STAGED_INT32_SORT, pass_k, sort_int32_by_halves, staged_topk, topk_in_passes
 from .origin import blame
-from .walk import CONTROL, Memo, by_rule, control, interpret, retrace
+from .walk import CONTROL, Memo, by_rule, control, interpret, live, retrace
 
 # Ops that keep some axes whole: name -> function(params, rank) giving those axes.
 _WHOLE_AXES = {
@@ -94,6 +94,7 @@ class _Context:
     label: str
     memory: CoreMemory
     rows: Memo = dataclasses.field(default_factory=Memo)   # R×1 value -> the tile of its row block
+    reshaped: Memo = dataclasses.field(default_factory=Memo)   # a reshape's result -> the tensor it reshapes
     row_loops: bool = True     # the label's long rows may loop inside one program (partition's row_loops)
     wide: dict = dataclasses.field(default_factory=dict)   # shape -> rows of a default row loop over it
     shared: dict = dataclasses.field(default_factory=dict)  # (shape, label) -> the default tile all its ops take
@@ -538,10 +539,99 @@ def _copy_grid(ctx, src, dst, dst_offsets, src_offsets=None, shape=None, fill=0)
     return dst
 
 
+def _interleave_tile(ctx, space, dtype, k: int, scattered: bool = False):
+    """The tile of the ``(..., n)`` side of an interleave by ``k``: the tile of the ``(..., n)`` ops beside it,
+    its rows whole 32 bytes; by default no more leading rows than the ``(..., n * k)`` side's default tile,
+    and those ops take it too (the shared tile of a shape, :func:`to_tile_level`), so that the ops on both
+    sides join its program; ``scattered`` (``tinterleave``): a 2-byte dtype's below 2**15 elements at ``k``
+    times its size (``tscatter`` takes indices of the data's width)."""
+    step = ctx.memory.align // np.dtype(dtype).itemsize
+    tile = vector_tile(ctx, space, [dtype])
+    if ctx.config.vec is None and len(space) > 1:
+        wide = vector_tile(ctx, (*space[:-1], space[-1] * k), [dtype])
+        tile = (*map(min, tile[:-1], wide[:-1]), tile[-1])
+        ctx.met.setdefault((tuple(space), ctx.label), set()).add(tile)
+    tile = (*tile[:-1], max(step, tile[-1] // step * step))
+    if scattered and np.dtype(dtype).itemsize == 2:
+        tile = _at_most(tile, (2 ** 15 - 1) // k, step)
+    return tile
+
+
+def _interleavable(ctx, dtype, n: int, k: int) -> bool:
+    """Whether ``k`` streams of ``n`` columns interleave in UB: ``k`` of
+    :data:`~ptojax.primitives.tile.DEINTERLEAVE_STEPS`, a dtype of 2 or 4 bytes (what the selection takes)
+    and ``n`` columns of whole 32-byte rows (the selection moves one stream over the tile's rows)."""
+    size = np.dtype(dtype).itemsize
+    return k in T.DEINTERLEAVE_STEPS and size in (2, 4) and n % (ctx.memory.align // size) == 0
+
+
+def _scaled(w: Window, k: int) -> Window:
+    """Window ``w`` of a ``(..., n)`` tensor as the window of its ``(..., n * k)`` interleaved twin."""
+    return Window((*w.shape[:-1], w.shape[-1] * k), w.index, (*w.stride[:-1], w.stride[-1] * k),
+                  (*w.base[:-1], w.base[-1] * k))
+
+
+def _as_reshape(ctx, y, shape):
+    """``y`` reshaped to ``shape``, remembered as ``y``'s reshape (a reshape back to ``y.shape`` is ``y``)."""
+    out = ops.reshape(y, shape)
+    ctx.reshaped[out] = y
+    return out
+
+
+def _interleaved(ctx, pieces, out):
+    """``jnp.stack(pieces, -1)`` of ``k`` ``(..., n)`` tensors (each a ``(..., n, 1)`` reshape), a RoPE's
+    rotated pairs: the ``(..., n * k)`` rows made in UB from the pieces' tiles (``tinterleave``), in the
+    program of the ops that make the pieces. None where :func:`_interleavable` says no."""
+    sources = [ctx.reshaped.get(x) for x in pieces]
+    if len(out.shape) < 2:
+        return None
+    *lead, n, k = out.shape
+    if any(s is None or tuple(s.shape) != (*lead, n) for s in sources) or not _interleavable(ctx, out.dtype, n, k):
+        return None
+    space, dims = (*lead, n), list(range(len(lead) + 1))
+
+    def body(region, index, ins, outs):
+        w = mapped_window(dims, space, region)
+        y = T.tinterleave_p.bind(*[T.tload(x, index, w) for x in ins])
+        return [T.tstore(outs[0], y, index, _scaled(w, k))]
+
+    (y,) = emit(ctx, "vector", regions(space, _interleave_tile(ctx, space, out.dtype, k, scattered=True)), sources,
+                [jax.ShapeDtypeStruct((*lead, n * k), out.dtype)], body)
+    return _as_reshape(ctx, y, out.shape)
+
+
+def _deinterleaved(ctx, p, x, out):
+    """A view of column ``j`` of a tensor reshaped from ``(..., n * k)`` to ``(..., n, k)`` (``x[..., j::k]``,
+    a RoPE's ``x.reshape(..., n, 2)[..., j]``): the columns selected from tiles of whole ``k``-column groups in
+    UB (``tdeinterleave``), in the tiles of the ``(..., n)`` ops that read them, so that it joins their
+    program. None where :func:`_interleavable` says no."""
+    src = ctx.reshaped.get(x)
+    if src is None or x.ndim < 2:
+        return None
+    *lead, n, k = x.shape
+    if (tuple(src.shape) != (*lead, n * k) or tuple(out.shape) != (*lead, n, 1) or any(p["offsets"][:-1])
+            or tuple(p["valid_shape"]) != tuple(out.shape) or not _interleavable(ctx, x.dtype, n, k)):
+        return None
+    space, dims = (*lead, n), list(range(len(lead) + 1))
+
+    def body(region, index, ins, outs):
+        w = mapped_window(dims, space, region)
+        y = T.tdeinterleave_p.bind(T.tload(ins[0], index, _scaled(w, k)), step=k, offset=p["offsets"][-1])
+        return [T.tstore(outs[0], y, index, w)]
+
+    (y,) = emit(ctx, "vector", regions(space, _interleave_tile(ctx, space, x.dtype, k)), [src],
+                [jax.ShapeDtypeStruct(space, x.dtype)], body)
+    return _as_reshape(ctx, y, out.shape)
+
+
 def _copies(ctx, eqn, invals):
     p = eqn.params
     out = eqn.outvars[0].aval
     fresh = jax.ShapeDtypeStruct(out.shape, out.dtype)
+    if ctx.op == "view" and (picked := _deinterleaved(ctx, p, invals[0], out)) is not None:
+        return [picked]
+    if ctx.op == "concat" and p["axis"] == len(out.shape) - 1 and (made := _interleaved(ctx, invals, out)) is not None:
+        return [made]
     if ctx.op == "view":
         return [_copy_grid(ctx, invals[0], fresh, (0,) * len(out.shape), p["offsets"], p["valid_shape"])]
     if ctx.op == "assemble":
@@ -1011,8 +1101,8 @@ def _stages(ctx, stages_fn, x, config):
         if op == "reshape":
             outs = [inner.primitive.bind(*args, **inner.params)]
         else:
-            sub = _Context(op, config(inner.invars[0].aval.shape), ctx.label, ctx.memory, ctx.rows, ctx.row_loops,
-                           ctx.wide)
+            sub = _Context(op, config(inner.invars[0].aval.shape), ctx.label, ctx.memory, ctx.rows, ctx.reshaped,
+                           ctx.row_loops, ctx.wide)
             outs = _copies(sub, inner, args) if op in _COPIES else _mapped(sub, inner, args)
         env.update(zip(inner.outvars, outs))
     return [env[v] for v in stages.jaxpr.outvars]
@@ -1038,6 +1128,7 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
     met = {} if met is None else met
     device = Memo()     # the values computed on a core (GM tensors); other 0-d values live on the host
     rows = Memo()       # R×1 value -> the tile of the row block it was reduced from
+    reshaped = Memo()   # a reshape's result -> the tensor it reshapes
 
     def on_device(values):
         for v in values:
@@ -1066,7 +1157,14 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             hand.add(spec.label)
             return on_device(ir.tile_grid_p.bind(*invals, spec=spec))
         if op in ("reshape", "bitcast"):               # a GM reinterpretation: no tiles move
-            return on_device([eqn.primitive.bind(*invals, **eqn.params)])
+            if op == "bitcast":
+                return on_device([eqn.primitive.bind(*invals, **eqn.params)])
+            origin = reshaped.get(invals[0], invals[0])
+            if tuple(origin.shape) == tuple(eqn.params["new_shape"]):     # back to the shape it was reshaped
+                return [origin]                                            # from: that tensor (a program's own)
+            out = eqn.primitive.bind(origin, **eqn.params)
+            reshaped[out] = origin
+            return on_device([out])
         config, label = read(stack)
         seen.add(label)
         kind = "cube" if op == "matmul" else "vec"
@@ -1075,8 +1173,8 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
         if getattr(config, kind) is None:
             bare.add(kind)
         config = default.merged(config)
-        ctx = _Context(op, config, label, memory, rows, loops.get(label, loops.get("DEFAULT", True)), wide, shared,
-                       met)
+        ctx = _Context(op, config, label, memory, rows, reshaped, loops.get(label, loops.get("DEFAULT", True)), wide,
+                       shared, met)
         if all(0 in v.aval.shape for v in eqn.outvars):   # no element to compute (x[..., 64:] of 64 columns)
             return [np.zeros(v.aval.shape, v.aval.dtype) for v in eqn.outvars]
         if any(0 in np.shape(x) for x in invals) and op in ("sum", "prod", "matmul"):
@@ -1197,4 +1295,4 @@ def to_tile_level(tensor: ClosedJaxpr, memory: CoreMemory = ASCEND_CORE, tiles=N
                     if set(unmatched) & hand else "")
             raise PtoArgumentError(f"pto tiling: {what} for {unmatched} match no op's label; the labels in this "
                                    f"kernel are {sorted(l for l in labels if l)}{hint}")
-    return out
+    return ClosedJaxpr(live(out.jaxpr, only=("pto.reshape",)), out.consts)   # (the interleave rules' spares)

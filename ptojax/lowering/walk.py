@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from jax import lax
 
-from .._jax import ClosedJaxpr, Literal, traced_at
+from .._jax import ClosedJaxpr, Literal, Var, traced_at
 from ..errors import PtoUnsupportedError
 from .scope import components
 
@@ -58,6 +58,19 @@ def retrace(closed: ClosedJaxpr, rule: Callable) -> ClosedJaxpr:
     """A new closed jaxpr: ``closed`` interpreted with ``rule`` on abstract inputs of the same avals."""
     avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.invars]
     return jax.make_jaxpr(lambda *args: interpret(closed.jaxpr, closed.consts, args, rule))(*avals)
+
+
+def live(jaxpr, only=None):
+    """``jaxpr`` without the eqns whose results nothing reads (a transpose that a matmul loads
+    transposed instead; ``lambda x: (x.T, x + 1)[1]``'s), effects kept, or only those of the primitives
+    named in ``only``; its inputs unchanged."""
+    used = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    kept = []
+    for eqn in reversed(jaxpr.eqns):
+        if eqn.effects or any(v in used for v in eqn.outvars) or (only is not None and eqn.primitive.name not in only):
+            kept.append(eqn)
+            used.update(v for v in eqn.invars if isinstance(v, Var))
+    return jaxpr if len(kept) == len(jaxpr.eqns) else jaxpr.replace(eqns=kept[::-1])
 
 
 class Memo:

@@ -114,6 +114,35 @@ def reads_gm(prim) -> bool:
     return prim in GM_READERS
 
 
+# ------------------------------------------------------------------------------- deinterleave
+DEINTERLEAVE_STEPS = (2, 4)     # the strides of PTO's mask-pattern gather (P0101 / P1010, P0001 ... P1000)
+
+
+def _tdeinterleave_abstract(tile, *, step, offset):
+    if step not in DEINTERLEAVE_STEPS or not 0 <= offset < step or tile.shape[-1] % step:
+        raise op_error(PtoShapeError, "tdeinterleave", f"columns {offset}::{step} of a {list(tile.shape)} tile: the "
+                       f"step is one of {DEINTERLEAVE_STEPS}, the offset below it, and it divides the columns")
+    return shaped(tuple(tile.shape[:-1]) + (tile.shape[-1] // step,), tile.dtype)
+
+
+# The columns ``offset::step`` of a tile: one of the streams interleaved along its rows (a RoPE's pairs).
+tdeinterleave_p = _primitive("tdeinterleave", _tdeinterleave_abstract,
+                             lambda tile, *, step, offset: tile[..., offset::step])
+
+
+def _tinterleave_abstract(*tiles):
+    if len(tiles) not in DEINTERLEAVE_STEPS or len({(t.shape, t.dtype) for t in tiles}) != 1:
+        raise op_error(PtoShapeError, "tinterleave", f"{len(tiles)} tiles {[list(t.shape) for t in tiles]}: it "
+                       f"interleaves {' or '.join(map(str, DEINTERLEAVE_STEPS))} tiles of one shape and dtype")
+    return shaped(tuple(tiles[0].shape[:-1]) + (tiles[0].shape[-1] * len(tiles),), tiles[0].dtype)
+
+
+# Tiles interleaved along their rows: column ``j * k + p`` of the result is column ``j`` of tile ``p``
+# (``jnp.stack(pieces, -1)`` reshaped to rows of ``k * n``: a RoPE's rotated pairs written back).
+tinterleave_p = _primitive("tinterleave", _tinterleave_abstract,
+                           lambda *tiles: jnp.stack(tiles, -1).reshape(*tiles[0].shape[:-1], -1))
+
+
 # ------------------------------------------------------------------------------------------ compute
 # PTO-ISA mnemonics where one instruction implements the op; other ops keep their tensor name.
 MNEMONIC = {"add": "tadd", "sub": "tsub", "mul": "tmul", "div": "tdiv", "maximum": "tmax", "minimum": "tmin",

@@ -29,7 +29,7 @@ A program whose tasks take several grid points (``tiles_per_block``) also gets a
 An instruction with no real form yet is a :class:`~ptojax.errors.PtoUnsupportedError` naming the
 program and the instruction.
 """
-from . import composite, cube, iota, predicate, quant, rows, sort, vector  # noqa: F401 - they register their rules
+from . import composite, cube, interleave, iota, predicate, quant, rows, sort, vector  # noqa: F401 - their rules
 from .selector import LEVELS, mask_shape, module, symbols, vec_tile
 
 __all__ = ["LEVELS", "mask_shape", "module", "symbols", "vec_tile"]

@@ -15,7 +15,7 @@ import struct
 import ml_dtypes
 import numpy as np
 
-from ...errors import PtoCapacityError, PtoUnsupportedError
+from ...errors import PtoArgumentError, PtoCapacityError, PtoUnsupportedError
 from ...lowering.origin import blame
 from .. import asm, instructions, isa
 from .cube import CubePlan, dn_partition, dn_view
@@ -611,7 +611,7 @@ def module(kernels, *, arch: str = "a3", level: str = "level2", memory=None, tas
     from .task import task_function
 
     if level not in LEVELS:
-        raise ValueError(f"pto realize: level {level!r} is not one of {LEVELS}")
+        raise PtoArgumentError(f"pto realize: level {level!r} is not one of {LEVELS}")
     names = symbols(kernels, tasks)
     funcs = [Selector(kernel, arch, level, memory).run(symbol) for kernel, symbol in zip(kernels, names)]
     grouped = [(kernel, n) for kernel, n in zip(kernels, tasks or ()) if n > 1]

@@ -42,6 +42,7 @@ import math
 
 from .. import asm
 from . import predicate
+from .interleave import mask_gather
 from .rows import one_per_row
 from .rules import rule
 from .selector import is_column, matrix, vec_tile
@@ -109,12 +110,6 @@ def _first_row(sel, r, lists: int, dynamic: bool):
     first = sel.fresh("o")
     sel.lines.append(f"{first} = arith.muli {r}, {_index(sel, lists)} : index")
     return first
-
-
-def _gather(sel, src, dst, pattern):
-    """``tgather`` mask form: the pattern stands in the place of the indices operand."""
-    sel.lines.append(f"pto.tgather ins({src}, {{maskPattern = #pto.mask_pattern<{pattern}>}} : {sel.types[src]}) "
-                     f"outs({dst} : {sel.types[dst]})")
 
 
 def _sort_dtype(sel, s, dtype: str) -> str:
@@ -212,16 +207,16 @@ class _RowSort:
         c0 = _index(sel, 0)
         head = sel.subset(cur, c0, 1, 0, e * kp)
         dst = sel.subset(self.values, r, 1, 0, kp)
-        _gather(sel, head, dst, _VALUE_PATTERN[self.dtype])
+        mask_gather(sel, head, dst, _VALUE_PATTERN[self.dtype])
         # the u32 index is each struct's second 32-bit word, gathered into i32 (a bit copy). f32 structs
         # are such word pairs already; f16 structs are first bit-copied whole (P1111) into an i16 row
         # that an i32 view pairs up (pto-isa's CPU treshape refuses float <-> int views)
         pairs = head
         if e == 4:
-            _gather(sel, head, self.struct_bits, "P1111")
+            mask_gather(sel, head, self.struct_bits, "P1111")
             pairs = sel.reshape(self.struct_bits, vec_tile(1, 2 * kp, "i32"))
         dst = sel.subset(self.indices, r, 1, 0, kp)
-        _gather(sel, pairs, dst, "P1010")
+        mask_gather(sel, pairs, dst, "P1010")
 
     def results(self):
         """The staging tiles narrowed to ``k`` columns, values negated back for the smallest-k."""
