@@ -124,13 +124,10 @@ def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, d
         raise PtoArgumentError(f"pto run: donated positions {outside} name no argument of the {len(arrays)} given")
     donated = _alone(arrays, donated)
     key = _plan_key(arrays, policy, donated)
-    keep = plans is not None and compute and executor == "simulated"
-    kept = plans.get(key) if keep else None
-    if kept is not None and kept.lock.acquire(blocking=False):
-        try:
-            return kept.run(arrays), kept.trace
-        finally:
-            kept.lock.release()
+    plans = plans if compute and executor == "simulated" else None
+    replayed = _replayed(plans, key, arrays)
+    if replayed is not None:
+        return replayed
     backend = AscendBackend(compiled, tgt)
     if compute:
         backend.module          # the real text printed and parsed: a program with no real form fails here
@@ -138,12 +135,35 @@ def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, d
                        execute=compute)
     trace = dataclasses.replace(_schedule(plan, tgt, backend, executor, policy, workers, compute), source=source)
     outputs = plan.results() if compute else None
-    if keep and plan.replayable and key not in plans:
-        plan.recycle()
-        plans[key] = _Replay(plan, trace, backend.worker())
-    else:
-        plan.release()
+    _keep(plans, key, plan, trace, backend)
     return outputs, trace
+
+
+def _replayed(plans: dict | None, key, arrays):
+    """(outputs, trace) of the plan kept under ``key`` run again on ``arrays``; None where none is kept
+    or another thread is running it."""
+    kept = plans.get(key) if plans is not None else None
+    if kept is not None and kept.lock.acquire(blocking=False):
+        try:
+            return kept.run(arrays), kept.trace
+        finally:
+            kept.lock.release()
+    return None
+
+
+def _keep(plans: dict | None, key, plan, trace, backend, most: int | None = None) -> None:
+    """Keep a replayable ``plan`` under ``key`` (the first ``most`` kept go first past that many), else
+    release its buffers."""
+    if plans is None or not plan.replayable or key in plans:
+        plan.release()
+        return
+    plan.recycle()
+    plans[key] = _Replay(plan, trace, backend.worker())
+    while most is not None and len(plans) > most:
+        try:
+            plans.pop(next(iter(plans)), None)
+        except (RuntimeError, StopIteration):      # another thread changed it: it trims next time
+            break
 
 
 def _schedule(plan, tgt, backend, executor: str, policy: str, workers: int, compute: bool) -> Trace:
@@ -157,30 +177,39 @@ def _schedule(plan, tgt, backend, executor: str, policy: str, workers: int, comp
     raise PtoArgumentError(f"pto run: executor {executor!r} is not 'simulated' or 'threads'")
 
 
+KEPT_SIZES = 4     # the row counts whose plans a dynamic kernel keeps (the most recently made)
+
+
 def execute_dynamic(dynamic, flat, m: int, *, target="a3", executor: str = "simulated", policy: str = "mpmd",
-                    workers: int = 4, compute: bool = True):
+                    workers: int = 4, compute: bool = True, plans: dict | None = None):
     """A kernel compiled for a symbolic row count (:class:`~ptojax.ascend.dynamic.DynamicKernel`) at
     ``m`` rows on the runtime, as :func:`execute_flat` runs a static one: (the flat outputs, or None,
     :class:`Trace`). The tasks are the ``ceil(m/T)`` row blocks each program needs, scheduled by the
     GM windows they share; each runs its function of the dynamic module with ``m`` bound and is priced
-    at its block's valid rows (:mod:`~ptojax.ascend.dynamic_tasks`)."""
+    at its block's valid rows (:mod:`~ptojax.ascend.dynamic_tasks`). ``plans``: as :func:`execute`'s, for
+    the last :data:`KEPT_SIZES` row counts."""
     with jax.enable_x64(False):
-        return ieee_call(_execute_dynamic, dynamic, flat, m, target, executor, policy, workers, compute)
+        return ieee_call(_execute_dynamic, dynamic, flat, m, target, executor, policy, workers, compute, plans)
 
 
-def _execute_dynamic(dynamic, flat, m, target, executor, policy, workers, compute):
+def _execute_dynamic(dynamic, flat, m, target, executor, policy, workers, compute, plans):
     from .ascend.dynamic_tasks import DynamicBackend, bound_graph
 
     tgt = get_target(target) if isinstance(target, str) else target
     if not compute and executor != "simulated":
         raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
+    arrays = [np.asarray(x) for x in flat]
+    key = (m, _plan_key(arrays, policy, ()))
+    plans = plans if compute and executor == "simulated" else None
+    replayed = _replayed(plans, key, arrays)
+    if replayed is not None:
+        return replayed
     jaxpr, parts = bound_graph(dynamic, m)
     backend = DynamicBackend(dynamic, m, parts, tgt)
-    plan = orchestrate(jaxpr, dynamic.lowering.block.consts, [np.asarray(x) for x in flat], backend,
-                       execute=compute)
+    plan = orchestrate(jaxpr, dynamic.lowering.block.consts, arrays, backend, execute=compute)
     trace = _schedule(plan, tgt, backend, executor, policy, workers, compute)
     outputs = plan.results() if compute else None
-    plan.release()
+    _keep(plans, key, plan, trace, backend, KEPT_SIZES)
     return outputs, trace
 
 

@@ -118,6 +118,7 @@ class PolymorphicCompiled:
     options: object = None           # the kernel's Options (target, executor, workers)
     tensor: str = ""                 # the Tensor level, with the symbol (jax.export's shapes)
     _replay: object = dataclasses.field(default=None, repr=False)   # replay(): the function, or why not
+    _plans: dict = dataclasses.field(default_factory=dict, repr=False)   # eager calls' kept plans, by size
 
     def as_text(self, level: str = "pto") -> str:
         """``pto``: the dynamic PTO-AS module (the text ``ptoas`` assembles and the engine runs);
@@ -239,7 +240,7 @@ class PolymorphicCompiled:
 
     def _run_flat(self, flat, m: int, executor: str, policy: str = "mpmd", compute: bool = True):
         outs, trace = execute_dynamic(self.dynamic, flat, m, target=self.options.target, executor=executor,
-                                      policy=policy, workers=self.options.workers, compute=compute)
+                                      policy=policy, workers=self.options.workers, compute=compute, plans=self._plans)
         dtypes = [s.dtype for s in self.result_shapes(m)]
         return (None if outs is None else [np.asarray(o, d) for o, d in zip(outs, dtypes)]), trace
 

@@ -176,3 +176,19 @@ def test_a_row_view_of_three_dims():
     text = f.compiled_for(x).as_text("pto")
     assert "!pto.tensor_view<?x2x32xf32>" in text and "valid_row = %dyn_vr2" in text
     assert re.search(r"AICORE void exp\w*\((__gm__ float\* v\d+, )+int32_t v\d+\)", f.compiled_for(x).ptoas())
+
+
+def test_eager_calls_replay_the_plan_of_their_size_on_new_values():
+    """An eager call keeps its plan for the next call at the same size (the last ``KEPT_SIZES`` sizes):
+    new values at a kept size, sizes past the kept ones and back, each as the plain function."""
+    from ptojax.execute import KEPT_SIZES
+    k = pj.kernel(_softmax, polymorphic_shapes=("m, 64",))
+    sizes = [130, 17, 130, 1000, 5, 64, 33, 130, 17]
+    assert len(set(sizes)) > KEPT_SIZES
+    compiled = None
+    for seed, m in enumerate(sizes):
+        x = _rand((m, 64), seed)
+        np.testing.assert_allclose(k(x), jax.nn.softmax(x * 0.5, axis=-1), rtol=2e-6, atol=1e-7)
+        compiled = compiled or k.compiled_for(x)
+        assert len(compiled._plans) <= KEPT_SIZES
+    assert k.compiles == 1 and (130, ("mpmd", ())) in compiled._plans

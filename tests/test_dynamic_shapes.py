@@ -147,8 +147,8 @@ def test_a_polymorphic_compile_prints_its_tensor_level_with_the_symbol():
     assert "f32[m,64]" in text and "f32[512" not in text
     with pytest.raises(PtoArgumentError) as err:
         poly.as_text("execution")
-    assert str(err.value) == ("pj.kernel '_add_exp': a polymorphic compile prints 'tensor', 'tile', 'block' or "
-                              "'pto', not 'execution' (its tasks depend on the size: profile(m=...) shows them)")
+    assert str(err.value) == ("pj.kernel '_add_exp': a polymorphic compile prints 'tensor', 'tile', 'block', "
+                              "'pto' or 'cpp', not 'execution' (its tasks depend on the size: profile(m=...) shows them)")
 
 
 @pytest.mark.parametrize("level", ["tile", "block", "pto"])

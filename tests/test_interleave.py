@@ -84,7 +84,9 @@ def test_interleaved_columns_are_selected_in_the_readers_program(name):
     want = fn(*(np.asarray(a) for a in (x, c, s)))
     same_bits(compiled(x, c, s), want)
     same_bits(jax.jit(pj.kernel(fn))(x, c, s), want)
-    if dtype != BF16:
+    if dtype == BF16:                           # (the vendor simulator's bf16 is not the chip's: assembled only)
+        assert "TSCATTER" in compiled.ptoas() or fn is not rope
+    else:
         results = xc.run(list(xc.jobs_of(compiled.code)), seed=0)
         assert results and all(r.status == "exact" for r in results), [(r.function, r.status) for r in results]
 
@@ -117,3 +119,16 @@ def test_it_composes_with_vmap_jit_and_a_gradient_in_the_kernel():
     got = jax.jit(jax.vmap(pj.kernel(strided)))(x, c, s)
     for g, w in zip(got, jax.vmap(strided)(x, c, s)):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_pairs_of_a_computed_tensor_are_selected_from_its_rows():
+    """``y[..., j]`` of a ``(..., n, 2)`` value an op computed (not a view of an argument): selected from the
+    ``(..., 2n)`` rows it is stored as, not copied column by column."""
+    def fn(x):
+        y = x.reshape(40, 64, 2) * 2.0 + 1.0
+        return y[..., 0] - y[..., 1]
+    x = jnp.asarray(specials((40, 128), F32, seed=9))
+    compiled = pj.kernel(fn).lower(x).compile()
+    assert ops_of(compiled, "tdeinterleave")
+    assert all("pto.tdeinterleave" in names(p) for p in compiled.lowering.programs if "view" in p.name)   # no copies
+    same_bits(compiled(x), fn(np.asarray(x)))

@@ -140,8 +140,8 @@ def test_the_size_keyword_is_the_kernels_own_symbol(tmp_path):
      "pj.kernel '_batch': profile takes arguments or b=, not both"),
     (lambda c: c.profile(), "pj.kernel '_batch': profile of a polymorphic kernel needs the size: pass arguments of the "
      "shapes (float32[b, 64], float32[b, 64]), or b alone: compiled.profile(b=...)"),
-    (lambda c: c.as_text("execution"), "pj.kernel '_batch': a polymorphic compile prints 'tensor', 'tile', 'block' or "
-     "'pto', not 'execution' (its tasks depend on the size: profile(b=...) shows them)"),
+    (lambda c: c.as_text("execution"), "pj.kernel '_batch': a polymorphic compile prints 'tensor', 'tile', 'block', "
+     "'pto' or 'cpp', not 'execution' (its tasks depend on the size: profile(b=...) shows them)"),
 ], ids=["wrong-keyword", "report-wrong-keyword", "two-sizes", "zero", "float", "args-and-size", "no-size", "as-text"])
 def test_a_wrong_size_keyword_names_the_one_to_use(call, want):
     x = np.zeros((5, 64), np.float32)

@@ -16,7 +16,7 @@ import dataclasses
 
 from .._jax import ShapedArray, Var
 from ..errors import PtoUnsupportedError
-from . import engine
+from . import textbatch
 from .cost import function_time, load_l2_hit
 from .dynamic import SYMBOL, VALID, DynamicKernel
 from .program import AscendBackend, block_index
@@ -55,16 +55,13 @@ class _Blocks:
         self.module, self.name, self.grid, self.points, self.arrays, self.m = module, name, grid, points, arrays, m
 
     def __call__(self, core=None) -> None:
-        args = list(self.arrays) + [self.m]
-        for index in self.points:
-            engine.run(self.module, self.name, args, block_index(index, self.grid))
+        textbatch.run(self.module, self.name, list(self.arrays) + [self.m],
+                      [block_index(index, self.grid) for index in self.points])
 
 
 class DynamicBackend(AscendBackend):
     """Runs and prices the tasks of :func:`bound_graph`'s parts (``parts``: bound part -> template part)
     on ``target``: bodies from the dynamic module, times from its functions at each block's valid rows."""
-
-    batch = None            # one task, one block: no batched runner
 
     def __init__(self, dynamic: DynamicKernel, m: int, parts: dict, target):
         super().__init__(dynamic.compiled, target)
@@ -104,6 +101,14 @@ class DynamicBackend(AscendBackend):
     def points_per_task(self, part) -> int:
         """``tiles_per_block`` "auto": one block per task (a symbolic row count has no size to price)."""
         return 1
+
+    def batch(self, part, arrays):
+        """Many tasks of ``part`` at once: one walk of its function over all their blocks, tasks in order
+        (the blocks together where the text allows, :func:`~ptojax.ascend.textbatch.run`)."""
+        def run(tile_lists, core=None):
+            _Blocks(self.dynamic.module, self._function(part), part.shape, [i for points in tile_lists for i in points],
+                    arrays, self.m)()
+        return run
 
 
 __all__ = ["DynamicBackend", "bound_graph"]

@@ -32,6 +32,7 @@ from .._jax import ClosedJaxpr, Literal
 from ..errors import PtoArgumentError, PtoCapacityError, PtoShapeError, PtoUnsupportedError
 from ..primitives import OPS
 from ..primitives import tile as T
+from ..primitives.layout import reshape_p
 from ..primitives.matmul import ACCUMULATOR
 from ..primitives.tile import Window
 from . import ir
@@ -557,12 +558,13 @@ def _interleave_tile(ctx, space, dtype, k: int, scattered: bool = False):
     return tile
 
 
-def _interleavable(ctx, dtype, n: int, k: int) -> bool:
+def _interleavable(ctx, dtype, n, k) -> bool:
     """Whether ``k`` streams of ``n`` columns interleave in UB: ``k`` of
     :data:`~ptojax.primitives.tile.DEINTERLEAVE_STEPS`, a dtype of 2 or 4 bytes (what the selection takes)
     and ``n`` columns of whole 32-byte rows (the selection moves one stream over the tile's rows)."""
     size = np.dtype(dtype).itemsize
-    return k in T.DEINTERLEAVE_STEPS and size in (2, 4) and n % (ctx.memory.align // size) == 0
+    return (isinstance(n, int) and isinstance(k, int) and k in T.DEINTERLEAVE_STEPS and size in (2, 4)
+            and n % (ctx.memory.align // size) == 0)
 
 
 def _scaled(w: Window, k: int) -> Window:
@@ -571,10 +573,15 @@ def _scaled(w: Window, k: int) -> Window:
                   (*w.base[:-1], w.base[-1] * k))
 
 
-def _as_reshape(ctx, y, shape):
-    """``y`` reshaped to ``shape``, remembered as ``y``'s reshape (a reshape back to ``y.shape`` is ``y``)."""
-    out = ops.reshape(y, shape)
-    ctx.reshaped[out] = y
+def as_shape(reshaped: Memo, x, shape):
+    """``x`` as ``shape`` (its elements in order; a GM reinterpretation): the tensor ``x`` was reshaped from
+    where that has ``shape`` (the tensor a program stored, which the programs reading it can take tile for
+    tile), else a reshape of that tensor, remembered in ``reshaped``."""
+    origin = reshaped.get(x, x)
+    if tuple(origin.shape) == tuple(shape):
+        return origin
+    out = reshape_p.bind(origin, new_shape=tuple(shape))
+    reshaped[out] = origin
     return out
 
 
@@ -582,13 +589,11 @@ def _interleaved(ctx, pieces, out):
     """``jnp.stack(pieces, -1)`` of ``k`` ``(..., n)`` tensors (each a ``(..., n, 1)`` reshape), a RoPE's
     rotated pairs: the ``(..., n * k)`` rows made in UB from the pieces' tiles (``tinterleave``), in the
     program of the ops that make the pieces. None where :func:`_interleavable` says no."""
-    sources = [ctx.reshaped.get(x) for x in pieces]
-    if len(out.shape) < 2:
+    if len(out.shape) < 2 or not _interleavable(ctx, out.dtype, *out.shape[-2:]):
         return None
     *lead, n, k = out.shape
-    if any(s is None or tuple(s.shape) != (*lead, n) for s in sources) or not _interleavable(ctx, out.dtype, n, k):
-        return None
     space, dims = (*lead, n), list(range(len(lead) + 1))
+    sources = [as_shape(ctx.reshaped, x, space) for x in pieces]
 
     def body(region, index, ins, outs):
         w = mapped_window(dims, space, region)
@@ -597,22 +602,21 @@ def _interleaved(ctx, pieces, out):
 
     (y,) = emit(ctx, "vector", regions(space, _interleave_tile(ctx, space, out.dtype, k, scattered=True)), sources,
                 [jax.ShapeDtypeStruct((*lead, n * k), out.dtype)], body)
-    return _as_reshape(ctx, y, out.shape)
+    return as_shape(ctx.reshaped, y, out.shape)
 
 
 def _deinterleaved(ctx, p, x, out):
-    """A view of column ``j`` of a tensor reshaped from ``(..., n * k)`` to ``(..., n, k)`` (``x[..., j::k]``,
-    a RoPE's ``x.reshape(..., n, 2)[..., j]``): the columns selected from tiles of whole ``k``-column groups in
+    """A view of column ``j`` of a ``(..., n, k)`` tensor (``x[..., j::k]``, a RoPE's ``x.reshape(..., n,
+    2)[..., j]``): the columns selected from tiles of whole ``k``-column groups of its ``(..., n * k)`` form in
     UB (``tdeinterleave``), in the tiles of the ``(..., n)`` ops that read them, so that it joins their
     program. None where :func:`_interleavable` says no."""
-    src = ctx.reshaped.get(x)
-    if src is None or x.ndim < 2:
+    if x.ndim < 2 or not _interleavable(ctx, x.dtype, *x.shape[-2:]):
         return None
     *lead, n, k = x.shape
-    if (tuple(src.shape) != (*lead, n * k) or tuple(out.shape) != (*lead, n, 1) or any(p["offsets"][:-1])
-            or tuple(p["valid_shape"]) != tuple(out.shape) or not _interleavable(ctx, x.dtype, n, k)):
+    if tuple(out.shape) != (*lead, n, 1) or any(p["offsets"][:-1]) or tuple(p["valid_shape"]) != tuple(out.shape):
         return None
     space, dims = (*lead, n), list(range(len(lead) + 1))
+    src = as_shape(ctx.reshaped, x, (*lead, n * k))
 
     def body(region, index, ins, outs):
         w = mapped_window(dims, space, region)
@@ -621,7 +625,7 @@ def _deinterleaved(ctx, p, x, out):
 
     (y,) = emit(ctx, "vector", regions(space, _interleave_tile(ctx, space, x.dtype, k)), [src],
                 [jax.ShapeDtypeStruct(space, x.dtype)], body)
-    return _as_reshape(ctx, y, out.shape)
+    return as_shape(ctx.reshaped, y, out.shape)
 
 
 def _copies(ctx, eqn, invals):
@@ -1159,12 +1163,8 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
         if op in ("reshape", "bitcast"):               # a GM reinterpretation: no tiles move
             if op == "bitcast":
                 return on_device([eqn.primitive.bind(*invals, **eqn.params)])
-            origin = reshaped.get(invals[0], invals[0])
-            if tuple(origin.shape) == tuple(eqn.params["new_shape"]):     # back to the shape it was reshaped
-                return [origin]                                            # from: that tensor (a program's own)
-            out = eqn.primitive.bind(origin, **eqn.params)
-            reshaped[out] = origin
-            return on_device([out])
+            out = as_shape(reshaped, invals[0], eqn.params["new_shape"])
+            return [out] if out is reshaped.get(invals[0], invals[0]) else on_device([out])
         config, label = read(stack)
         seen.add(label)
         kind = "cube" if op == "matmul" else "vec"
