@@ -132,3 +132,19 @@ def test_pairs_of_a_computed_tensor_are_selected_from_its_rows():
     assert ops_of(compiled, "tdeinterleave")
     assert all("pto.tdeinterleave" in names(p) for p in compiled.lowering.programs if "view" in p.name)   # no copies
     same_bits(compiled(x), fn(np.asarray(x)))
+
+
+@pytest.mark.parametrize("m", [1, 17, 128])
+def test_a_polymorphic_interleave_is_the_vendor_simulators(m):
+    """Under a symbolic row count the positions tile of ``tinterleave`` takes the block's valid rows
+    (``set_validshape``): PTOAS typed it ``v_row=?`` with no value, and pto-isa scattered one row of 128;
+    eager calls of a partial last block failed (the engine read the source's valid rows only)."""
+    f = pj.kernel(lambda a, b: jnp.stack([a, b], -1).reshape(a.shape[0], -1), polymorphic_shapes=("m, 32", "m, 32"))
+    a, b = (rand((m, 32), F32, seed=s) for s in (10, 11))
+    want = np.stack([a, b], -1).reshape(m, 64)
+    same_bits(f(a, b), want)
+    same_bits(jax.jit(f)(a, b), want)
+    text = f.compiled_for(a, b).as_text("pto")
+    (r,) = xc.run([(text, "concat", 1)], inputs=[[a.ravel(), b.ravel(), np.full(m * 64, 7, np.float32),
+                                                   np.array(m, np.int32)]])
+    assert r.status == "exact", r.status

@@ -294,9 +294,10 @@ def dynamic_function(lines: list[str], name: str, dynamic_args: set, size: int) 
     for r in sorted(({r for _, r in kind.values()} | set(scales.values())) - {1}):  # valid rows at r per index
         prologue += [f"{indent}%dyn_c{r} = arith.constant {r} : index",
                      f"{indent}{_valid(r)} = arith.muli {VALID}, %dyn_c{r} : index"]
-    # a treshape that moves the rows to the other dim (an R x 1 column viewed as a 1 x R row): PTOAS gives a
-    # view's ? dim its source's valid dim of the same place, so the view is (?, ?) and set_validshape says which
-    moved = {r for r, src, _, _ in reshapes if r in kind and src in kind and kind[r][0] != kind[src][0]}
+    # a treshape that moves the rows to the other dim (an R x 1 column viewed as a 1 x R row), or views a tile
+    # of static rows as one of the block's (tinterleave's positions): PTOAS gives a view's ? dim its source's
+    # valid dim of the same place, so the view is (?, ?) and set_validshape says which
+    moved = {r for r, src, _, _ in reshapes if r in kind and (src not in kind or kind[r][0] != kind[src][0])}
     # a transpose's source and destination: pto-isa's TTRANS wants their types' valid dims mirrored (a ?
     # row for a ? column), so each is (?, ?), with its subsets, a tile allocated with both valid operands
     parent = {res: src for res, src, _ in subsets}

@@ -935,20 +935,22 @@ class _Run:
             self.tape.append(self.replay_instr(s, fn, ins, args, axes, out, plan, outs, attrs))
 
     def scatter(self, s, ins, outs):
-        """``tscatter``: element (i, j) of the source, over the indices' valid region, into element
-        ``indexes[i, j]`` of the destination's storage (counted from its first element, whatever the
-        layout: pto-isa's ``dst.data()[index]``); the rest of the destination is kept. An index outside
-        the destination's span is an error."""
+        """``tscatter``: element (i, j) of the source's storage, over the indices' valid region (past the
+        source's valid rows too, as pto-isa reads ``src`` at ``(i, j)``), into element ``indexes[i, j]`` of
+        the destination's storage (counted from its first element, whatever the layout: pto-isa's
+        ``dst.data()[index]``); the rest of the destination is kept. An index outside the destination's
+        span, or indices past the source's static shape, are an error."""
         if len(ins) != 2 or len(outs) != 1 or not all(isinstance(t, _Tile) for t in (*ins, *outs)):
             raise self.error(s, "takes a source and an index tile and writes one tile")
         (src, at), (dst,) = ins, outs
-        if src.dtype != dst.dtype or at.dtype.kind != "i":
+        if src.dtype != dst.dtype or at.dtype.kind != "i" or src.col_major:
             raise self.error(s, f"scatters {src.dtype.name} by {at.dtype.name} into {dst.dtype.name}")
         rows, cols = at.shape
-        if src.shape[0] < rows or src.shape[1] < cols:
-            raise self.error(s, f"the source's valid region {list(src.shape)} is smaller than the indices' "
-                                f"{[rows, cols]}")
-        source, positions, n = src.reader(), at.reader(), self.n
+        if src.type.rows < rows or src.type.cols < cols:
+            raise self.error(s, f"the indices' valid region {[rows, cols]} reaches past the source's "
+                                f"{[src.type.rows, src.type.cols]} tile")
+        source = _Tile(src.type, src.buf, src.base, src.pitch, (rows, cols)).reader()
+        positions, n = at.reader(), self.n
 
         def step(_flats=None):
             index = np.asarray(positions()).reshape(n, -1).astype(np.int64)
@@ -956,7 +958,7 @@ class _Run:
             if bad.size:
                 raise self.error(s, f"index {int(bad[0])} is outside the destination's {dst.span()} elements")
             flat, first = dst.cells(0)
-            values = np.asarray(source())[:, :rows, :cols].reshape(n, -1)
+            values = np.asarray(source()).reshape(n, -1)
             flat[np.arange(n)[:, None], first[:, None] + index] = values
         step()
         self.record(step)

@@ -885,12 +885,13 @@ class Walk:
     def scatter(self, s, src: TileView, at: TileView, dst: TileView):
         """``tscatter`` as the interpreter runs it (``engine._Run.scatter``); an index
         outside the destination's span writes nothing here (the interpreter names it)."""
-        if src.dtype != dst.dtype or at.dtype.kind != "i" or src.shape[0] < at.shape[0] or src.shape[1] < at.shape[1]:
+        rows, cols = at.shape
+        if (src.dtype != dst.dtype or at.dtype.kind != "i" or src.col_major or src.type.rows < rows
+                or src.type.cols < cols):
             raise self.error(s, f"scatters {src.dtype.name}{list(src.shape)} by {at.dtype.name}{list(at.shape)} "
                                 f"into {dst.dtype.name}")
-        rows, cols = at.shape
         index = self.read(at).astype(jnp.int32).reshape(self.n, -1)
-        values = self.read(src, held=True)[:, :rows, :cols].reshape(self.n, -1)
+        values = self.read(dataclasses.replace(src, shape=(rows, cols)), held=True).reshape(self.n, -1)
         root = self.roots[dst.root]
         store = reinterpret(root, storage(dst.dtype))
         first = jnp.reshape(jnp.broadcast_to(_raw(dst.base), (self.n,)), (-1, 1))

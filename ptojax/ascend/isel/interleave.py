@@ -34,7 +34,9 @@ def deinterleave(sel, s, ins, outs):
 def interleave(sel, s, ins, outs):
     """Column ``j`` of tile ``p`` into column ``j * k + p`` of the result: ``tscatter`` of each tile by its
     elements' row-major positions times ``k`` plus ``p`` (indices of the data's width; the tile pass keeps
-    a 2-byte tile's positions below 2**15). The positions are one ``tci`` row seen as the tiles' shape."""
+    a 2-byte tile's positions below 2**15). The positions are one ``tci`` row seen as the tiles' shape, all of
+    its rows valid (a tail block's rows past the valid ones land past what is stored; a dynamic row count
+    leaves the positions static)."""
     piece, dst = sel.types[ins[0]], sel.types[outs[0]]
     if piece.cols != piece.v_col or dst.cols != dst.v_col:
         sel.fail(s, f"{len(ins)} tiles of {piece.v_col} of {piece.cols} {piece.dtype} columns: the rows must fill "
@@ -43,7 +45,7 @@ def interleave(sel, s, ins, outs):
     line = sel.alloc(vec_tile(1, piece.rows * piece.cols, index))
     sel.print("tci", [sel.const(0, index)], [line], {"descending": "false"})
     sel.print("tmuls", [line, sel.const(len(ins), index)], [line])
-    at = sel.reshape(line, asm.TileBuf("vec", index, piece.rows, piece.cols, piece.v_row, piece.v_col))
+    at = sel.reshape(line, asm.TileBuf("vec", index, piece.rows, piece.cols, piece.rows, piece.cols))
     for p, src in enumerate(ins):
         if p:
             sel.print("tadds", [at, sel.const(1, index)], [at])
