@@ -148,3 +148,18 @@ def test_a_polymorphic_interleave_is_the_vendor_simulators(m):
     (r,) = xc.run([(text, "concat", 1)], inputs=[[a.ravel(), b.ravel(), np.full(m * 64, 7, np.float32),
                                                    np.array(m, np.int32)]])
     assert r.status == "exact", r.status
+
+
+def test_the_gradient_of_an_interleaved_rope_is_interleaved_in_ub_too():
+    """``jax.vjp`` of ``x.reshape(..., n, 2)[..., j]`` pads each cotangent entry to a pair (``lax.pad`` of the
+    unit dim) and adds the two: an interleave with zeros, and the add on the rows it was reshaped from — one
+    program per row block, as the forward."""
+    x, g = (rand((77, 6, 128), F32, seed=s) for s in (12, 13))
+    c, s = (rand((77, 6, 64), F32, seed=k) for k in (14, 15))
+    bwd = lambda x, c, s, g: jax.vjp(lambda x: rope(x, c, s), x)[1](g)[0]        # noqa: E731
+    compiled = pj.kernel(bwd).lower(x, c, s, g).compile()
+    assert len(compiled.lowering.programs) <= 2
+    assert all(names(p) >= {"pto.tdeinterleave", "pto.tinterleave"} for p in compiled.lowering.programs)
+    np.testing.assert_allclose(compiled(x, c, s, g), jax.jit(bwd)(x, c, s, g), rtol=1e-6, atol=1e-6)
+    results = xc.run(list(xc.jobs_of(compiled.code)), seed=0)
+    assert results and all(r.status == "exact" for r in results), [(r.function, r.status) for r in results]

@@ -548,13 +548,15 @@ def _interleave_tile(ctx, space, dtype, k: int, scattered: bool = False):
     times its size (``tscatter`` takes indices of the data's width)."""
     step = ctx.memory.align // np.dtype(dtype).itemsize
     tile = vector_tile(ctx, space, [dtype])
+    wide_space = (*space[:-1], space[-1] * k)
     if ctx.config.vec is None and len(space) > 1:
-        wide = vector_tile(ctx, (*space[:-1], space[-1] * k), [dtype])
-        tile = (*map(min, tile[:-1], wide[:-1]), tile[-1])
-        ctx.met.setdefault((tuple(space), ctx.label), set()).add(tile)
+        tile = (*map(min, tile[:-1], vector_tile(ctx, wide_space, [dtype])[:-1]), tile[-1])
     tile = (*tile[:-1], max(step, tile[-1] // step * step))
     if scattered and np.dtype(dtype).itemsize == 2:
         tile = _at_most(tile, (2 ** 15 - 1) // k, step)
+    if ctx.config.vec is None and len(space) > 1:                 # the ops on both sides take its rows
+        ctx.met.setdefault((tuple(space), ctx.label), set()).add(tile)
+        ctx.met.setdefault((wide_space, ctx.label), set()).add((*tile[:-1], tile[-1] * k))
     return tile
 
 
@@ -586,23 +588,50 @@ def as_shape(reshaped: Memo, x, shape):
 
 
 def _interleaved(ctx, pieces, out):
-    """``jnp.stack(pieces, -1)`` of ``k`` ``(..., n)`` tensors (each a ``(..., n, 1)`` reshape), a RoPE's
-    rotated pairs: the ``(..., n * k)`` rows made in UB from the pieces' tiles (``tinterleave``), in the
-    program of the ops that make the pieces. None where :func:`_interleavable` says no."""
+    """``jnp.stack(pieces, -1)`` of ``k`` ``(..., n)`` tensors (each a ``(..., n, 1)`` reshape; a scalar: that
+    value throughout), a RoPE's rotated pairs: the ``(..., n * k)`` rows made in UB from the pieces' tiles
+    (``tinterleave``), in the program of the ops that make the pieces. None where :func:`_interleavable`
+    says no."""
     if len(out.shape) < 2 or not _interleavable(ctx, out.dtype, *out.shape[-2:]):
         return None
     *lead, n, k = out.shape
     space, dims = (*lead, n), list(range(len(lead) + 1))
-    sources = [as_shape(ctx.reshaped, x, space) for x in pieces]
+    sources = [as_shape(ctx.reshaped, x, space) for x in pieces if np.ndim(x)]
 
     def body(region, index, ins, outs):
-        w = mapped_window(dims, space, region)
-        y = T.tinterleave_p.bind(*[T.tload(x, index, w) for x in ins])
-        return [T.tstore(outs[0], y, index, _scaled(w, k))]
+        w, loaded = mapped_window(dims, space, region), iter(ins)
+        tiles = [T.tload(next(loaded), index, w) if np.ndim(x) else T.compute("expand", x, shape=w.shape)
+                 for x in pieces]
+        return [T.tstore(outs[0], T.tinterleave_p.bind(*tiles), index, _scaled(w, k))]
 
     (y,) = emit(ctx, "vector", regions(space, _interleave_tile(ctx, space, out.dtype, k, scattered=True)), sources,
                 [jax.ShapeDtypeStruct((*lead, n * k), out.dtype)], body)
     return as_shape(ctx.reshaped, y, out.shape)
+
+
+def _spread(ctx, p, x, out):
+    """``x`` of ``(..., n, 1)`` padded to ``(..., n, k)`` along its last axis with a constant (the transpose
+    of ``x[..., j::k]``: :func:`~.windows.padded`): an interleave of ``x`` with fills (:func:`_interleaved`)."""
+    *pads, (lo, hi) = p["pads"]
+    if x.ndim < 2 or x.shape[-1] != 1 or any(pads) and any(a or b for a, b in pads):
+        return None
+    fill = np.asarray(p["value"], x.dtype)
+    return _interleaved(ctx, [fill] * lo + [x] + [fill] * hi, out)
+
+
+def _flat_rows(reshaped: Memo, op, invals, out):
+    """The shape ``(..., n * k)`` an elementwise op on ``(..., n, k)`` tensors (``k * itemsize`` below 32 bytes:
+    a RoPE's pairs, ``jax.grad``'s sum of two interleaves) computes in: where every tensor operand is a
+    reshape of ``(..., n * k)`` rows, a GM reinterpretation, so that the op joins their program; else None."""
+    shape = tuple(out.shape)
+    if (OPS.get(op) is None or OPS[op].family != "elementwise" or len(shape) < 2
+            or not all(isinstance(d, int) for d in shape) or not 1 < shape[-1] * np.dtype(out.dtype).itemsize < 32):
+        return None
+    flat = (*shape[:-2], shape[-2] * shape[-1])
+    tensors = [x for x in invals if _is_tensor(x)]
+    if tensors and all(tuple(x.shape) == shape and tuple(np.shape(reshaped.get(x))) == flat for x in tensors):
+        return flat
+    return None
 
 
 def _deinterleaved(ctx, p, x, out):
@@ -635,6 +664,8 @@ def _copies(ctx, eqn, invals):
     if ctx.op == "view" and (picked := _deinterleaved(ctx, p, invals[0], out)) is not None:
         return [picked]
     if ctx.op == "concat" and p["axis"] == len(out.shape) - 1 and (made := _interleaved(ctx, invals, out)) is not None:
+        return [made]
+    if ctx.op == "pad" and (made := _spread(ctx, p, invals[0], out)) is not None:
         return [made]
     if ctx.op == "view":
         return [_copy_grid(ctx, invals[0], fresh, (0,) * len(out.shape), p["offsets"], p["valid_shape"])]
@@ -1194,8 +1225,13 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
         def rewritten(fn, operands, jnp_code=False):     # the op as other ops, tiled by this rule in turn
             closed = jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in operands])
             closed = keep_rows(to_tensor_level(closed)) if jnp_code else closed   # as the kernel's own ops
-            return interpret(closed.jaxpr, closed.consts, invals, rule, stack)
+            return interpret(closed.jaxpr, closed.consts, operands, rule, stack)
 
+        flat = _flat_rows(reshaped, op, invals, eqn.outvars[0].aval)
+        if flat is not None:                            # on the rows its operands were reshaped from
+            outs = rewritten(lambda *a: [eqn.primitive.bind(*a, **eqn.params)], [as_shape(reshaped, x, flat)
+                                                                                  if _is_tensor(x) else x for x in invals])
+            return [as_shape(reshaped, y, eqn.outvars[0].aval.shape) for y in outs]
         if _wide_weights(op, invals):
             return rewritten(functools.partial(_weights_after, op, **eqn.params), invals)
         if op == "matmul" and len(invals) == 3 and not _row_bias(invals[2], eqn.outvars[0].aval):

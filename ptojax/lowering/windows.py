@@ -51,8 +51,16 @@ def _interleave(x, axis, k, value):
 
 def padded(x, config, value):
     """``lax.pad(x, value, config)`` for a constant ``value``: interior padding first, then the edges; a
-    negative edge (autodiff's shifts) cuts the interleaved operand."""
+    negative edge (autodiff's shifts) cuts the interleaved operand. Padding that spreads the last dim's
+    entries ``k`` apart from ``j`` (``(j, k - 1 - j, k - 1)``: the transpose of ``x[..., j::k]``) is one pad of
+    each entry to ``k`` (an interleave with the fill, which the tile pass makes in UB for ``k`` 2 or 4)."""
     fill = np.asarray(value).item()
+    *rest, (lo, hi, interior) = config
+    k = interior + 1
+    if x.ndim and k > 1 and lo >= 0 and hi >= 0 and lo + hi == interior and not any(a or b or c for a, b, c in rest):
+        n = x.shape[-1]
+        spread = ops.pad(ops.reshape(x, (*x.shape, 1)), [(0, 0)] * x.ndim + [(lo, hi)], fill)
+        return ops.reshape(spread, (*x.shape[:-1], n * k))
     for d, (_, _, interior) in enumerate(config):
         x = _interleave(x, d, int(interior), fill)
     if any(lo < 0 or hi < 0 for lo, hi, _ in config):
