@@ -354,6 +354,21 @@ def concat(*xs, axis):
     return np.concatenate(xs, axis=axis)
 
 
+@_register("tdeinterleave")
+def deinterleave(x, *, step, offset):
+    """Columns ``offset, offset + step, ...`` of each row."""
+    return x[..., offset::step].copy()
+
+
+@_register("tinterleave")
+def interleave(*xs):
+    """Column ``j`` of tile ``p`` at column ``j * k + p`` (``k`` tiles)."""
+    out = np.empty(xs[0].shape[:-1] + (xs[0].shape[-1] * len(xs),), xs[0].dtype)
+    for p, x in enumerate(xs):
+        out[..., p::len(xs)] = x
+    return out
+
+
 @_register("tview")
 def view(x, *, shape, offsets, valid_shape):
     window = x[tuple(slice(o, o + v) for o, v in zip(offsets, valid_shape))]

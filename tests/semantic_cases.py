@@ -218,6 +218,11 @@ for dt in ANY:
     case("texpand", [rand(rng, (), dt)], shape=(1,))
     case("tconcat", [rand(rng, (3, 5), dt), rand(rng, (3, 1), dt), rand(rng, (3, 2), dt)], axis=1)
     case("tconcat", [rand(rng, (1,), dt), rand(rng, (1,), dt)], axis=0)
+    if np.dtype(dt).itemsize in (2, 4):      # the selection's dtypes
+        case("tdeinterleave", [rand(rng, (3, 2, 16), dt)], step=2, offset=1)
+        case("tdeinterleave", [rand(rng, (2, 8), dt)], step=4, offset=3)
+        case("tinterleave", [rand(rng, (3, 8), dt), rand(rng, (3, 8), dt)])
+        case("tinterleave", [rand(rng, (1, 2, 4), dt) for _ in range(4)])
     case("tview", [rand(rng, (5, 7), dt)], shape=(3, 4), offsets=(1, 2), valid_shape=(2, 3))
     case("tview", [rand(rng, (1, 1), dt)], shape=(1, 1), offsets=(0, 0), valid_shape=(1, 1))
     case("tassemble", [rand(rng, (2, 3), dt), rand(rng, (3, 5), dt)], offsets=(1, 2))

@@ -33,8 +33,8 @@ def reference(name):
         return tile._mscatter_reference
     if name == "tmatmul_acc":
         return tile._tmatmul_acc_reference
-    if name == "tci":
-        return tile._tci_reference
+    if name in ("tci", "tdeinterleave", "tinterleave"):
+        return getattr(tile, f"_{name}_reference")
     return OPS[TENSOR_OP[name]].reference
 
 

@@ -898,7 +898,7 @@ def _refused(eqn) -> PtoUnsupportedError | None:
                                 "print or call back on the kernel's inputs or results outside it (or run the "
                                 "function without pj.kernel)")
     complex_ = [v.aval.str_short() for v in eqn.outvars if jnp.issubdtype(v.aval.dtype, jnp.complexfloating)]
-    if complex_:            # (jnp.fft, jnp.angle, complex arithmetic)
+    if complex_ and eqn.primitive.name not in _INLINE:   # (jnp.fft, jnp.angle, complex arithmetic; a jit: its body)
         return unsupported(eqn, f"makes {', '.join(complex_)}, and the cores have no complex numbers: compute "
                                 "with the real and imaginary parts as float32 arrays (an FFT as matmuls by the "
                                 "cos / sin DFT matrices), or outside the kernel")

@@ -125,9 +125,12 @@ def _tdeinterleave_abstract(tile, *, step, offset):
     return shaped(tuple(tile.shape[:-1]) + (tile.shape[-1] // step,), tile.dtype)
 
 
+def _tdeinterleave_reference(tile, *, step, offset):
+    return tile[..., offset::step]
+
+
 # The columns ``offset::step`` of a tile: one of the streams interleaved along its rows (a RoPE's pairs).
-tdeinterleave_p = _primitive("tdeinterleave", _tdeinterleave_abstract,
-                             lambda tile, *, step, offset: tile[..., offset::step])
+tdeinterleave_p = _primitive("tdeinterleave", _tdeinterleave_abstract, _tdeinterleave_reference)
 
 
 def _tinterleave_abstract(*tiles):
@@ -137,10 +140,13 @@ def _tinterleave_abstract(*tiles):
     return shaped(tuple(tiles[0].shape[:-1]) + (tiles[0].shape[-1] * len(tiles),), tiles[0].dtype)
 
 
+def _tinterleave_reference(*tiles):
+    return jnp.stack(tiles, -1).reshape(*tiles[0].shape[:-1], -1)
+
+
 # Tiles interleaved along their rows: column ``j * k + p`` of the result is column ``j`` of tile ``p``
 # (``jnp.stack(pieces, -1)`` reshaped to rows of ``k * n``: a RoPE's rotated pairs written back).
-tinterleave_p = _primitive("tinterleave", _tinterleave_abstract,
-                           lambda *tiles: jnp.stack(tiles, -1).reshape(*tiles[0].shape[:-1], -1))
+tinterleave_p = _primitive("tinterleave", _tinterleave_abstract, _tinterleave_reference)
 
 
 # ------------------------------------------------------------------------------------------ compute

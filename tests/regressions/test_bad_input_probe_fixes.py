@@ -42,7 +42,7 @@ def test_a_name_defined_in_two_sibling_loops_is_not_a_redefinition():
     (lambda: pj.kernel(fn, options={"tiles_per_block": {5: 2}})(X, X), pj.PtoArgumentError,
      r"tiles_per_block takes a mapping keyed by label .* got \{5: 2\}"),
     (lambda: pj.kernel(lambda x: jnp.fft.fft(x))(X), pj.PtoUnsupportedError,
-     r"jnp\.fft\.fft at .* makes complex64\[64,64\], and the cores have no complex numbers"),
+     r"jnp\.fft\.fft at .* 'convert_element_type' makes complex64\[64,64\], and the cores have no complex numbers"),
     (lambda: asm.parse(pj.kernel(fn).lower(X, X).compile().as_text("pto")), asm.PtoAsmError,
      r"found 'module'; this parser reads codegen's blocks .* ptojax\.ascend\.engine\.parse"),
 ], ids=["memory", "level", "tiles-label", "tiles-per-block-label", "fft", "parse-module"])
