@@ -5,7 +5,7 @@ size the arguments bind, a static ``pj.kernel(fn)`` call its own module; both ke
 the next one of that size and run the blocks of one function together. Per kernel and M: the best of
 ``REPEATS`` calls of each after a first call (compiles and plans), and their ratio. Target: at most
 ``BOUND`` (3x) — the dynamic kernel interpreting its blocks one after another, orchestrating every call
-anew, was 7x to 20x. Host times: run it on an idle machine; the ratio is the figure.
+anew, was 7x to 16x. Host times: run it on an idle machine; the ratio is the figure.
 
 Run: ``python benchmarks/dynamic_calls.py``; the exit status is 1 when the bound fails or a call raises.
 """

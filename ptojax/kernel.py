@@ -583,7 +583,10 @@ class Kernel:
         if kernel is not self:
             return kernel.compiled_for(*args)
         if self.options.polymorphic_shapes:
-            return self._polymorphic(canonical_arguments(args))
+            args = canonical_arguments(args)
+            compiled = self._polymorphic(args)
+            compiled.bind(compiled._flat(args))     # sizes and constraints checked here, as a call checks them
+            return compiled
         flat, tree = jax.tree.flatten(canonical_arguments(args))
         avals = _avals(flat)
         traced = any(isinstance(x, jax.core.Tracer) for x in flat)

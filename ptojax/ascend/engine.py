@@ -23,6 +23,7 @@ model, for each point:
   the pitch of its own type, so a narrower window over several rows is refused;
 * ``tgetval`` / ``tsetval`` read / write the element ``offset`` elements past the tile's first one
   (pto-isa's ``Tile::GetValue``: ``*(data + offset)``, whatever the layout), inside the tile's span;
+  ``tscatter`` writes its source's elements at such offsets, keeping the rest of the destination;
   ``load_scalar`` reads element ``offset`` of a GM pointer;
 * ``arith`` on ``index`` is on Python ints; on ``iN`` it wraps to N bits (a 0-d array of the
   dtype); ``cmpi`` gives an ``i1``; ``scf.if`` runs one of its blocks;

@@ -592,9 +592,11 @@ def _interleaved(ctx, pieces, out):
     value throughout), a RoPE's rotated pairs: the ``(..., n * k)`` rows made in UB from the pieces' tiles
     (``tinterleave``), in the program of the ops that make the pieces. None where :func:`_interleavable`
     says no."""
-    if len(out.shape) < 2 or not _interleavable(ctx, out.dtype, *out.shape[-2:]):
+    if len(out.shape) < 2 or not _interleavable(ctx, out.dtype, *out.shape[-2:]) or len(pieces) != out.shape[-1]:
         return None
     *lead, n, k = out.shape
+    if any(np.ndim(x) and tuple(x.shape) != (*lead, n, 1) for x in pieces):     # (concat's pieces of 3 and 1)
+        return None
     space, dims = (*lead, n), list(range(len(lead) + 1))
     sources = [as_shape(ctx.reshaped, x, space) for x in pieces if np.ndim(x)]
 

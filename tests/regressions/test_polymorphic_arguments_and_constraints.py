@@ -2,7 +2,7 @@
 Python number argument crashed inside ptojax and a float64 array was refused where a static kernel and
 ``jax.jit`` take both; constraints no size satisfies read as a broadcast error at the user's first op;
 ``lax.cond`` was refused as "a clamp step"; a polymorphic compile had no ``signature`` and would not print
-``as_text("cpp")``; ``profile(compute="yes")`` passed."""
+``as_text("cpp")``; ``profile(compute="yes")`` passed; ``compiled_for`` took sizes the constraints refuse."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,3 +53,10 @@ def test_signature_cpp_text_and_a_checked_compute_flag():
     with pytest.raises(pj.PtoArgumentError, match=r"compute=\.\.\.\) must be True or False, got 1"):
         pj.kernel(scale).lower(x, np.float32(2)).compile().profile(x, np.float32(2), compute=1)
     assert jnp.array_equal(c(x, np.float32(2)), x * 2)
+
+
+def test_compiled_for_checks_the_constraints_as_a_call_does():
+    k = pj.kernel(lambda x: x * 2.0, polymorphic_shapes=("m, 64",), polymorphic_constraints=("mod(m, 16) == 0",))
+    with pytest.raises(pj.PtoArgumentError, match=r"m = 17 violates the constraint 'mod\(m, 16\) == 0'"):
+        k.compiled_for(np.ones((17, 64), np.float32))
+    assert k.compiled_for(np.ones((32, 64), np.float32)) is k.compiled_for(np.ones((48, 64), np.float32))
