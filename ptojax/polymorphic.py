@@ -124,8 +124,7 @@ class PolymorphicCompiled:
         """``pto``: the dynamic PTO-AS module (the text ``ptoas`` assembles and the engine runs);
         ``tensor``: the Tensor level lowered with the symbol; ``tile``, ``block``: the template's levels
         written with the symbol (``grid ceil(m/32)x2``); ``cpp``: what ``ptoas`` makes of the module. The tasks
-        depend on the size: :meth:`profile`
-        at a row count (``m=``, or the symbol's own name) shows them."""
+        depend on the size: :meth:`profile` at a row count (``m=``, or the symbol's own name) shows them."""
         if level == "pto":
             return self.dynamic.text
         if level == "cpp":

@@ -548,13 +548,13 @@ def _interleave_tile(ctx, space, dtype, k: int, scattered: bool = False):
     times its size (``tscatter`` takes indices of the data's width)."""
     step = ctx.memory.align // np.dtype(dtype).itemsize
     tile = vector_tile(ctx, space, [dtype])
-    wide_space = (*space[:-1], space[-1] * k)
-    if ctx.config.vec is None and len(space) > 1:
+    wide_space, shared = (*space[:-1], space[-1] * k), ctx.config.vec is None and len(space) > 1
+    if shared:
         tile = (*map(min, tile[:-1], vector_tile(ctx, wide_space, [dtype])[:-1]), tile[-1])
     tile = (*tile[:-1], max(step, tile[-1] // step * step))
     if scattered and np.dtype(dtype).itemsize == 2:
         tile = _at_most(tile, (2 ** 15 - 1) // k, step)
-    if ctx.config.vec is None and len(space) > 1:                 # the ops on both sides take its rows
+    if shared:                                                    # the ops on both sides take its rows
         ctx.met.setdefault((tuple(space), ctx.label), set()).add(tile)
         ctx.met.setdefault((wide_space, ctx.label), set()).add((*tile[:-1], tile[-1] * k))
     return tile
@@ -615,7 +615,7 @@ def _spread(ctx, p, x, out):
     """``x`` of ``(..., n, 1)`` padded to ``(..., n, k)`` along its last axis with a constant (the transpose
     of ``x[..., j::k]``: :func:`~.windows.padded`): an interleave of ``x`` with fills (:func:`_interleaved`)."""
     *pads, (lo, hi) = p["pads"]
-    if x.ndim < 2 or x.shape[-1] != 1 or any(pads) and any(a or b for a, b in pads):
+    if x.ndim < 2 or x.shape[-1] != 1 or any(a or b for a, b in pads):
         return None
     fill = np.asarray(p["value"], x.dtype)
     return _interleaved(ctx, [fill] * lo + [x] + [fill] * hi, out)
@@ -1197,7 +1197,7 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             if op == "bitcast":
                 return on_device([eqn.primitive.bind(*invals, **eqn.params)])
             out = as_shape(reshaped, invals[0], eqn.params["new_shape"])
-            return [out] if out is reshaped.get(invals[0], invals[0]) else on_device([out])
+            return on_device([out]) if out in reshaped else [out]      # a new reshape, or the tensor itself
         config, label = read(stack)
         seen.add(label)
         kind = "cube" if op == "matmul" else "vec"
