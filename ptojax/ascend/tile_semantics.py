@@ -821,7 +821,19 @@ def tcvt(src, *tmp, rmode="CAST_RINT", sat_mode="OFF", out):
         return _float_to_int(_round_integral(x.astype(F32), mode), d)
     if not _is_float(s) and d == BF16 and s.itemsize == 4:
         return int_to_bfloat16(x.astype(jnp.int32))
-    return x.astype(d)        # RNE float→float / int→float (exact via f32), wrapping int→int
+    if not _is_float(s) and not _is_float(d) and d.itemsize < s.itemsize:
+        return _wrapped(x, d)
+    return x.astype(d)        # RNE float→float / int→float (exact via f32)
+
+
+def _wrapped(x, d):
+    """``x`` narrowed to the integer dtype ``d``, wrapping: through the unsigned dtypes of both widths
+    (XLA:CPU in jax 0.10.2 crashes compiling ``a | convert_i8(~convert_i16(b))``, a signed narrowing into
+    an int8 ``or`` / ``and``; the unsigned one compiles)."""
+    unsigned = lambda t: np.dtype(f"uint{8 * np.dtype(t).itemsize}")     # noqa: E731
+    bits = lax.bitcast_convert_type(x, unsigned(x.dtype)) if np.dtype(x.dtype).kind == "i" else x
+    narrow = lax.convert_element_type(bits, unsigned(d))
+    return narrow if d.kind == "u" else lax.bitcast_convert_type(narrow, d)
 
 
 def _np_tcvt(src, *tmp, rmode="CAST_RINT", sat_mode="OFF", out):

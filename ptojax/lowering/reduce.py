@@ -84,11 +84,12 @@ def staged_reduce(x, *, op: str, axis: int, keepdims: bool, limit: int, step: in
     return C.cast(y, dtype) if wide else y
 
 
-def reduce_axes(x, *, op: str, axes, keepdims: bool):
+def reduce_axes(x, *, op: str, axes, keepdims: bool, skip_nan: bool = False):
     """``op`` (``sum`` / ``prod`` / ``amax`` / ``amin``) of ``x`` over ``axes`` as reductions over one
     axis each (pto ops on tensors): unit dims dropped, each run of adjacent reduced axes merged into
     one axis, the runs reduced from the last, and the result reshaped to the op's. Low-precision float
-    sums and products of more than one run add in float32 and round once."""
+    sums and products of more than one run add in float32 and round once. (Each run's extremum carries
+    its NaN, ``skip_nan`` or not.)"""
     axes = tuple(sorted(set(axes)))
     out = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keepdims or d not in axes)
     shape, merged = [], []                   # the merged shape; whether each of its dims is reduced

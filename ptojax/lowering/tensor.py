@@ -36,6 +36,7 @@ from ..primitives.matmul import mixed_dtype_remedy
 from . import libm, windows
 from .reduce import identity
 from .gathers import dynamic_slice, dynamic_update_slice, gather, read_window, rev, rows_of, scatter, write_window
+from .nan_rows import mark_skip_nan
 from .origin import ENCLOSING, blame, own_path, unsupported, user_traceback
 from .partition import Options as PassOptions
 from .scope import TileConfig
@@ -349,8 +350,10 @@ def _sort(eqn, *operands):
 
 def _reduce_precision(eqn, x):
     """``lax.reduce_precision`` to a format at least ``x``'s own (``x``), or float32 to float16's
-    (5, 10) or bfloat16's (8, 7): a round trip through that dtype; below float16's smallest normal the
-    value is a zero of its sign, as XLA flushes where the exponent narrows."""
+    (5, 10) or bfloat16's (8, 7): a round trip through that dtype; a value that its own binade's rounding
+    (to the narrow mantissa) leaves below float16's smallest normal is a zero of its sign, as XLA flushes
+    where the exponent narrows (the narrow dtype's subnormal rounding would keep some as its smallest
+    normal)."""
     bits, own = (eqn.params["exponent_bits"], eqn.params["mantissa_bits"]), jnp.finfo(x.dtype)
     if bits[0] >= own.nexp and bits[1] >= own.nmant:
         return x
@@ -361,7 +364,8 @@ def _reduce_precision(eqn, x):
     out = ops.cast(ops.cast(x, narrow), x.dtype)
     if bits[0] == own.nexp:
         return out
-    small = ops.lt(ops.abs(out), np.float32(jnp.finfo(narrow).smallest_normal))
+    info = jnp.finfo(narrow)       # half a mantissa step of the binade below the smallest normal under it
+    small = ops.lt(ops.abs(x), np.float32(float(info.smallest_normal) * (1 - 2.0 ** -(info.nmant + 2))))
     return ops.where(small, ops.mul(x, np.float32(0)), out)
 
 
@@ -1006,4 +1010,4 @@ def to_tensor_level(closed: ClosedJaxpr) -> ClosedJaxpr:
         _TRANSPOSED.reset(transposed)
         _SPREAD.reset(spread)
         _IOTAS.reset(iotas)
-    return ClosedJaxpr(live(out.jaxpr), out.consts)
+    return mark_skip_nan(ClosedJaxpr(live(out.jaxpr), out.consts))

@@ -9,7 +9,7 @@ from . import elementwise, layout
 from .reduce import reduced_shape, amax_p, amin_p, sum_p
 
 
-def _extremum_jvp(g, ans, x, *, axes, keepdims):
+def _extremum_jvp(g, ans, x, *, axes, keepdims, skip_nan=False):
     kept = layout.reshape(ans, reduced_shape(x.shape, axes, True))
     mask = _cast.cast(elementwise.eq(x, kept), g.dtype)
     picked = sum_p.bind(elementwise.mul(g, mask), axes=axes, keepdims=keepdims)

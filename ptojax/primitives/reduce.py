@@ -36,7 +36,7 @@ def _batch_axes(prim):
 
 
 def _reduction(name, reference, *, nonempty):
-    def abstract(x, *, axes, keepdims):
+    def abstract(x, *, axes, keepdims, skip_nan=False):     # (amax / amin: ``lowering/nan_rows.py``)
         check_dtype(name, "operand", x, NUMERIC)
         if nonempty and any(x.shape[a] == 0 for a in axes):
             raise op_error(PtoShapeError, name, f"cannot reduce the empty axes {axes} of {tuple(x.shape)}")
@@ -51,8 +51,13 @@ _prod_reference = _accumulate(lambda x, *, axes, keepdims, dtype: jnp.prod(x, ax
 sum_p = _reduction("sum", _accumulate(lambda x, *, axes, keepdims, dtype: jnp.sum(x, axes, dtype, keepdims=keepdims)),
                    nonempty=False)
 prod_p = _reduction("prod", _prod_reference, nonempty=False)
-amax_p = _reduction("amax", lambda x, *, axes, keepdims: jnp.max(x, axes, keepdims=keepdims), nonempty=True)
-amin_p = _reduction("amin", lambda x, *, axes, keepdims: jnp.min(x, axes, keepdims=keepdims), nonempty=True)
+# ``skip_nan``: the lowering proved that every result of the kernel is NaN in a row holding a NaN
+# whatever the extremum of that row is (a softmax's row max), so the cores need not carry the NaN; the
+# NaN-carrying ``jnp.max`` is one such extremum
+amax_p = _reduction("amax", lambda x, *, axes, keepdims, skip_nan=False: jnp.max(x, axes, keepdims=keepdims),
+                    nonempty=True)
+amin_p = _reduction("amin", lambda x, *, axes, keepdims, skip_nan=False: jnp.min(x, axes, keepdims=keepdims),
+                    nonempty=True)
 
 
 def _sum_transpose(ct, x, *, axes, keepdims):

@@ -94,9 +94,10 @@ def test_row_loop_matches_jit(name):
 
 def test_each_tile_is_allocated_where_first_used_and_the_tail_adds_nothing():
     """Without ptoas: no loop comes between a top-level ``alloc_tile`` of the row loop and the tile's
-    first use (an instruction, or a loop that uses it); the 5000-column softmax then plans what its
-    4096-column twin does (the tail chunk's tiles live after the full chunks' loops, not beside them),
-    while the same text with its tiles allocated up front plans ptoas's 207 552 bytes."""
+    first use (an instruction, or a loop that uses it); the 5000-column softmax then plans no more than its
+    4096-column twin (the tail chunk's tiles live after the full chunks' loops, not beside them; a
+    plan whose tiles fit side by side places them so, without reuse), while the same text with its tiles
+    allocated up front overfills the UB."""
     plans = {}
     for n in (4096, 5000):
         text = pj.kernel(softmax4).lower(_f32(4, n)).compile().code.pto()
@@ -111,8 +112,7 @@ def test_each_tile_is_allocated_where_first_used_and_the_tail_adds_nothing():
                 assert not [s for s, _ in before if s.startswith("scf.for")], line
         (hoisted,) = liveness.functions(_allocs_first(text)).values()
         plans[n, "up front"] = liveness.ub_plan(hoisted)
-    assert plans[5000] == plans[4096] == 98496, plans
-    assert plans[4096] < plans[4096, "up front"] <= ASCEND_CORE.ub < plans[5000, "up front"], plans
+    assert plans[5000] <= plans[4096] <= plans[4096, "up front"] <= ASCEND_CORE.ub < plans[5000, "up front"], plans
 
 
 def _top_level(body: str):

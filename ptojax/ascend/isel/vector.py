@@ -45,6 +45,11 @@ def binary(sel, s, ins, outs):
     a, b = ins
     if not isinstance(sel.types[a], asm.TileBuf) or not isinstance(sel.types[b], asm.TileBuf):
         return scalar_binary(sel, s, ins, outs, _BINARY[s.op], scalar_first=not isinstance(sel.types[a], asm.TileBuf))
+    if s.op == "tfmod" and sel.types[outs[0]].dtype not in _FLOATS:
+        shapes = [sel.shape(s, i, n) for i, n in enumerate(ins)]
+        out_shape = tuple(np.broadcast_shapes(*shapes))
+        x, d = (operand(sel, s, n, shape, out_shape) for n, shape in zip(ins, shapes))
+        return _integer_remainder(sel, x, d, outs[0])
     if s.op not in ("tmax", "tmin") or sel.types[outs[0]].dtype not in _FLOATS:
         return _tile_binary(sel, s, ins, outs)
     shapes = [sel.shape(s, i, n) for i, n in enumerate(ins)]
@@ -55,6 +60,24 @@ def binary(sel, s, ins, outs):
     _tile_binary(sel, s, ins, [plain])
     nans = operand(sel, s, ins[src1], shapes[src1], out_shape)
     predicate.where_nan(sel, nans, nans, plain, outs[0])
+
+
+def _integer_remainder(sel, x: str, d: str, out: str):
+    """XLA's integer ``rem``: ``x`` where the divisor is 0, 0 for ``INT_MIN % -1``. Integer ``tfmod`` is C's
+    ``%``, which traps on both (pto-isa's simulator does), so those divisors become 1 first (``x % 1`` is
+    ``x % -1``: 0) and ``x`` is selected back where the divisor was 0; ``i8`` tiles in ``i16``."""
+    if sel.narrow(x):
+        x, d = sel.widen(x), sel.widen(d)
+    dtype = sel.types[x].dtype
+    one, safe, rem = sel.like(x), sel.like(x), sel.like(x)
+    sel.print("texpands", [sel.const(1, dtype)], [one])
+    predicate.select_where(sel, d, "eq", 0, one, d, safe)
+    predicate.select_where(sel, safe, "eq", -1, one, safe, safe)
+    sel.print("tfmod", [x, safe], [rem])
+    if not sel.narrow(out):
+        return predicate.select_where(sel, d, "eq", 0, x, rem, out)
+    predicate.select_where(sel, d, "eq", 0, x, rem, rem)
+    sel.convert(rem, out, "RINT", saturate=False)
 
 
 def _tile_binary(sel, s, ins, outs):
@@ -162,6 +185,12 @@ def scalar_binary(sel, s, ins, outs, base, scalar_first=None):
         sel.emit("tmuls", [plain, sel.const(-1.0, dtype)], [plain])             # min: -((-x) + 0)
         sel.emit("tadds", [plain, sel.const(0.0, dtype)], [plain])
         return sel.emit("tmuls", [plain, sel.const(-1.0, dtype)], outs)
+    if base == "fmod" and dtype not in _FLOATS and scalar_first:      # the tile divides: its 0s and -1s guarded
+        full = sel.like(tile)
+        sel.emit("texpands", [sel.const(sel.values[scalar], dtype)], [full])
+        return _integer_remainder(sel, full, tile, outs[0])
+    if base == "fmod" and dtype not in _FLOATS and sel.values[scalar] in (1, -1):     # (INT_MIN % -1 traps)
+        return sel.emit("texpands", [sel.const(0, dtype)], outs)
     if base in ("fmod", "shl", "shr") and scalar_first:
         full = sel.like(tile)
         sel.emit("texpands", [sel.const(sel.values[scalar], dtype)], [full])
@@ -257,7 +286,7 @@ def reduce(sel, s, ins, outs):
         if arg:
             return sel.emit("texpands", [sel.const(0, to.dtype)], [out])
         return sel.copy(src, out)
-    if kind in ("argmax", "argmin", "max", "min") and sel.types[src].dtype in _FLOATS:
+    if kind in ("argmax", "argmin", "max", "min") and sel.types[src].dtype in _FLOATS and not s.attr("skip_nan"):
         return _nan_aware(sel, s, kind, src, out, lambda k, x, o: _reduce(sel, s, k, x, shape, real, o))
     if kind in ("sum", "prod") and to.dtype in ("f16", "bf16") and (kind, real) != ("sum", {len(shape) - 1}):
         # in float32, rounded once (as pj.ops computes them): but a row sum, the real tcolsum / trowprod /
