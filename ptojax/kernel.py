@@ -39,6 +39,7 @@ from .errors import PtoArgumentError, PtoCapacityError, PtoError, PtoUnsupported
 from .execute import canonical_arguments, execute_flat, is_weak, replay_function, steering
 from .lowering import walk
 from .lowering.pipeline import TEXT, Lowering, lower
+from .primitives.tile import USER_OPS_CHANGED
 
 BACKENDS = ("sim", "xla")
 EXECUTORS = ("simulated", "threads")
@@ -135,8 +136,10 @@ def _debug_values(name: str, outs) -> None:
 
 def _tracing_config() -> tuple:
     """The JAX settings that change what tracing ``fn`` accepts or makes: part of the cache key, as in
-    ``jax.jit``'s (a kernel compiled under rank promotion 'allow' must raise under 'raise')."""
-    return (jax.config.jax_numpy_rank_promotion, jax.config.jax_numpy_dtype_promotion, jax.config.jax_enable_x64)
+    ``jax.jit``'s (a kernel compiled under rank promotion 'allow' must raise under 'raise'); and the
+    user's tile ops as registered (one removed and registered again under its name computes anew)."""
+    return (jax.config.jax_numpy_rank_promotion, jax.config.jax_numpy_dtype_promotion, jax.config.jax_enable_x64,
+            USER_OPS_CHANGED[0])
 
 
 def _aval_text(aval) -> str:

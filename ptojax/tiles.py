@@ -318,6 +318,8 @@ class _Checker:
     def __init__(self, name, kind, inputs=0, inferred=False):
         self.name, self.kind, self.inputs = name, kind, inputs     # inputs: GM parameters before the outputs
         self.inferred = inferred   # whether the kind was inferred (cube: the body multiplies tiles)
+        self.why_cube = (" (it is a cube grid because its body multiplies tiles: a matmul reads tiles loaded "
+                         "into 'mat' and moved to 'left' / 'right', pj.tiles.mov)")       # (or reads GM into 'mat')
         self.bounds: dict = {}     # index var -> (lo, hi)
         self.gm: dict = {}         # GM var -> parameter position
         self.loc: dict = {}        # tile var -> buffer location
@@ -379,8 +381,7 @@ class _Checker:
                 self.fail(_load_loc_error(loc))
             if loc not in allowed:
                 self.fail(f"a {self.kind} grid loads into {' or '.join(allowed)}, not '{loc}'" + (
-                    " (it is a cube grid because its body multiplies tiles: a matmul reads tiles loaded into 'mat' "
-                    "and moved to 'left' / 'right', pj.tiles.mov)" if self.kind == "cube" and self.inferred else ""))
+                    self.why_cube if self.kind == "cube" and self.inferred else ""))
             self.window(eqn, ins[0], ins[1:])
             self.loc[outs[0]] = loc
         elif prim is T.tstore_p:
@@ -634,6 +635,9 @@ def grid(body: Callable, grid, inputs=(), outputs=(), *, kind: str | None = None
     cube_readers = tuple(p for p, loc in T.GM_READERS.items() if loc != "vec")
     uses_cube = _uses(closed.jaxpr, (T.tmatmul_p, T.tmatmul_acc_p, *cube_readers))
     check = _Checker(name, kind or ("cube" if uses_cube else "vector"), m, inferred=kind is None)
+    readers = [p for p in cube_readers if _uses(closed.jaxpr, (p,))]
+    if readers and not _uses(closed.jaxpr, (T.tmatmul_p, T.tmatmul_acc_p)):
+        check.why_cube = f" (it is a cube grid because {readers[0].name} reads GM into '{T.GM_READERS[readers[0]]}')"
     kind = check.kind
     jaxpr = closed.jaxpr
     check.bounds.update((v, (0, g - 1)) for v, g in zip(jaxpr.invars[:n], shape))
@@ -679,7 +683,7 @@ def map_tiles(fn: Callable, x, tile, *, out_dtype=None, label: str = "", name: s
     """The seed's manual split/merge: split ``x`` into ``tile``-shaped tiles (the shape must divide),
     run ``fn(tile) -> tile`` on each (jnp, pj.ops or pj.tiles ops), merge the results into one tensor."""
     tile = _shape("tile", tile)
-    xshape = tuple(np.shape(x))
+    xshape = _shape("x's shape", np.shape(x), allow_zero=True)
     if len(tile) != len(xshape) or any(s % t for s, t in zip(xshape, tile)):
         raise PtoShapeError(f"pj.tiles.map_tiles: tile {tile} must have x's rank and divide its shape {xshape}")
     w = window(tile)

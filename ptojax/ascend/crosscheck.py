@@ -8,7 +8,8 @@ from the text), and runs over its whole grid (``pto.get_block_idx`` = 0 .. block
 Inputs: floats uniform in ``[-2, 2]`` (``[0.25, 2]`` in a function with ``tlog``/``tsqrt``/
 ``trsqrt``/``tdiv``/``tdivs``/``trecip``, where a negative or tiny operand would only compare NaNs);
 integers uniform over ``[-100, 100]`` (``i8``: its whole range; 1 for 0 in a function that divides
-integers, where the simulator aborts on a zero divisor), except an integer tensor a
+integers with ``tdiv``, where the simulator aborts on a zero divisor -- an integer remainder's program
+turns its 0 and -1 divisors into 1 before ``tfmod``, so zeros stay), except an integer tensor a
 ``tgetval`` reads (an index): ``[0, index_high)``.
 
     >>> from ptojax.ascend import crosscheck
@@ -35,7 +36,7 @@ from .asm import DTYPES as _ASM_DTYPES
 TOLERANCE = {np.dtype(np.float32): (1e-5, 4), np.dtype(np.float16): (1e-3, 2)}
 DTYPES = getattr(engine, "DTYPES", _ASM_DTYPES)
 POSITIVE_OPS = ("tlog", "tsqrt", "trsqrt", "tdiv", "tdivs", "trecip")
-INTEGER_DIVISIONS = ("tdiv", "tfmod", "trowexpanddiv")   # integer operands drawn without 0
+INTEGER_DIVISIONS = ("tdiv", "trowexpanddiv")   # integer operands drawn without 0
 
 
 @dataclasses.dataclass

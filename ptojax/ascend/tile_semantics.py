@@ -1304,6 +1304,8 @@ def _fitted(name: str, result, out, xp):
     fitted = []
     for r, o in zip(res, outs):
         r = xp.asarray(r)
+        if o is not None and r.dtype == np.bool_ and np.dtype(o.dtype) == np.int8:     # a bool tile's bytes
+            r = r.astype(np.int8)
         if o is not None:
             squeezed = [[d for d in shape if d != 1] for shape in (r.shape, o.shape)]
             if np.dtype(r.dtype) != np.dtype(o.dtype) or squeezed[0] != squeezed[1]:

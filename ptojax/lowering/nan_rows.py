@@ -98,6 +98,25 @@ def _step(eqn, reduction, states):
     return ROW
 
 
+def _follow(eqn, state) -> None:
+    """The state of ``eqn``'s result from its operands' (``state``: var -> (reduction, kind)); a reduction
+    whose value ``eqn`` may let through unabsorbed, or mixes with another's, is ruled out."""
+    marks = {state[v][0] for v in eqn.invars if isinstance(v, Var) and v in state}
+    if not marks:
+        return
+    if len(marks) > 1 or len(eqn.outvars) != 1:
+        for r in marks:
+            r.ok = False
+        return
+    (reduction,) = marks
+    kind = _step(eqn, reduction, [(v, state[v][1] if isinstance(v, Var) and v in state else None)
+                                  for v in eqn.invars])
+    if kind is False:
+        reduction.ok = False
+    elif kind is not None:
+        state[eqn.outvars[0]] = (reduction, kind)
+
+
 def mark_skip_nan(closed: ClosedJaxpr) -> ClosedJaxpr:
     """``closed`` with each float ``amax`` / ``amin`` whose NaN the results absorb marked
     ``skip_nan=True`` (see the module's docstring); only the top-level graph is searched."""
@@ -108,24 +127,10 @@ def mark_skip_nan(closed: ClosedJaxpr) -> ClosedJaxpr:
         return closed
     state: dict = {}                          # var -> (reduction, kind)
     for eqn in jaxpr.eqns:
+        _follow(eqn, state)                   # (a reduction of a row value too: it rules that one out)
         mine = next((r for r in found if r.eqn is eqn), None)
         if mine is not None:
             state[eqn.outvars[0]] = (mine, ROW)
-            continue
-        marks = {state[v][0] for v in eqn.invars if isinstance(v, Var) and v in state}
-        if not marks:
-            continue
-        if len(marks) > 1 or len(eqn.outvars) != 1:
-            for r in marks:
-                r.ok = False
-            continue
-        (reduction,) = marks
-        kind = _step(eqn, reduction, [(v, state[v][1] if isinstance(v, Var) and v in state else None)
-                                      for v in eqn.invars])
-        if kind is False:
-            reduction.ok = False
-        elif kind is not None:
-            state[eqn.outvars[0]] = (reduction, kind)
     for v in jaxpr.outvars:
         if isinstance(v, Var) and v in state and state[v][1] != NAN:
             state[v][0].ok = False

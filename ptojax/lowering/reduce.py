@@ -47,10 +47,11 @@ def identity(op: str, dtype):
 
 def chunk_for(n: int, limit: int, step: int) -> int:
     """The chunk of an axis of ``n``: the largest multiple of ``step`` up to ``limit`` that divides ``n``
-    (no padding) when one is at least half of ``limit``, else ``limit`` cut to a multiple of ``step``."""
-    top = max(step, limit // step * step)
+    (no padding) when one is at least half of ``limit``, else ``limit`` cut to a multiple of ``step``; at
+    least 2 (a chunk of 1 would never shrink the axis)."""
+    top = max(step, limit // step * step, 2)
     for c in range(top, top // 2 - 1, -step):
-        if c and n % c == 0:
+        if c > 1 and n % c == 0:
             return c
     return top
 

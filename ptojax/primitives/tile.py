@@ -205,14 +205,19 @@ def compute(name, *args, **params):
 
 
 # ------------------------------------------------------------------------------- user-defined ops
+USER_OPS_CHANGED = [0]      # times a user-defined op was defined or removed: a kernel's cache key reads it
+
+
 def define_compute(name, abstract, reference, multiple_results=False, reads_gm: str | None = None):
     """A user-defined tile primitive ``pto.<name>`` in :data:`TILE_OPS` (``pj.tiles.register_op``);
     ``reads_gm``: the result's buffer when its first operand is a GM tensor (:data:`GM_READERS`)."""
     prim = _primitive(name, abstract, reference, multiple_results)
     if reads_gm is not None:
         GM_READERS[prim] = reads_gm
+    USER_OPS_CHANGED[0] += 1
     return prim
 
 
 def undefine_compute(name):
     GM_READERS.pop(TILE_OPS.pop(name, None), None)
+    USER_OPS_CHANGED[0] += 1

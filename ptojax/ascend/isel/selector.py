@@ -232,7 +232,8 @@ class Selector:
             return None
         if op == "ttrans" and any(is_column(self.types[n]) for n in (ins[0], outs[0])):
             return self.copy(ins[0], outs[0])                         # a column's transpose: its row
-        if not op.startswith("trow") and op not in ("tload", "tstore", "tmov"):
+        user = op in isa.TABLE and isa.TABLE[op].operands.startswith("user-defined")   # sees its tiles as loaded
+        if not op.startswith("trow") and op not in ("tload", "tstore", "tmov") and not user:
             ins = [self.row(n) for n in ins]                          # columns: elementwise on their rows
             outs = [self.row(n) for n in outs]
         if op in _SAME_ROWS and is_column(self.types[outs[0]]) and (
