@@ -28,16 +28,14 @@ from __future__ import annotations
 import numpy as np
 
 from .._jax import ClosedJaxpr, Var
+from ..primitives import OPS
 
 ROW, FULL, NAN = "row", "full", "nan"
 _EXTREMA = ("pto.amax", "pto.amin")
 _ARITHMETIC = frozenset(f"pto.{n}" for n in ("add", "sub", "mul", "div"))          # NaN from either operand
 _NAN_KEEPING = frozenset(f"pto.{n}" for n in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh",
                                                "sigmoid", "silu", "gelu"))
-_ELEMENTWISE = frozenset(f"pto.{n}" for n in (
-    "abs", "add", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "cast", "clip", "div", "eq", "exp", "fmod",
-    "ge", "gelu", "gt", "le", "log", "logical_and", "logical_not", "logical_or", "lt", "maximum", "minimum", "mul",
-    "ne", "neg", "pow", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "silu", "sqrt", "sub", "tanh", "where"))
+_ELEMENTWISE = frozenset(f"pto.{n}" for n, op in OPS.items() if op.family == "elementwise")
 _FLOATS = frozenset(np.dtype(n) for n in ("float32", "float16", "bfloat16"))
 
 

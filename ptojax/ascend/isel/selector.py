@@ -53,6 +53,11 @@ def _float_text(value: float, dtype: str) -> str:
     return "0x" + (bits[:4] if dtype == "bf16" else bits)
 
 
+def _user(op: str) -> bool:
+    """Whether ``op`` is a user's instruction (``pj.tiles.register_op``)."""
+    return op in isa.TABLE and isa.TABLE[op].operands.startswith("user-defined")
+
+
 def user_attrs(s: asm.Instr) -> str:
     """A user instruction's parameters as a trailing attribute dict (``{factor = 3.0 : f64}``), which
     the engine and the replay parse back: bools, ints, finite floats, strings and lists of them."""
@@ -232,9 +237,8 @@ class Selector:
             return None
         if op == "ttrans" and any(is_column(self.types[n]) for n in (ins[0], outs[0])):
             return self.copy(ins[0], outs[0])                         # a column's transpose: its row
-        user = op in isa.TABLE and isa.TABLE[op].operands.startswith("user-defined")   # sees its tiles as loaded
-        if not op.startswith("trow") and op not in ("tload", "tstore", "tmov") and not user:
-            ins = [self.row(n) for n in ins]                          # columns: elementwise on their rows
+        if not op.startswith("trow") and op not in ("tload", "tstore", "tmov") and not _user(op):
+            ins = [self.row(n) for n in ins]       # columns: elementwise on their rows (a user's op: as loaded)
             outs = [self.row(n) for n in outs]
         if op in _SAME_ROWS and is_column(self.types[outs[0]]) and (
                 self.types[outs[0]].rows != self.types[ins[0]].rows):
@@ -393,7 +397,7 @@ class Selector:
         with blame(s.source, live=False):            # an error names the user's call and line
             if selected is not None:
                 return selected(self, s, ins, outs)
-            if op in isa.TABLE and isa.TABLE[op].operands.startswith("user-defined"):
+            if _user(op):
                 return self.print(op, ins, outs, user_attrs(s))     # as written, its parameters too: not real PTO
             self.fail(s, "has no selection")
 
