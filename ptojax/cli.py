@@ -311,6 +311,18 @@ def _diff(args) -> int:
     return 0
 
 
+def _joined_shapes(argv: list) -> list:
+    """``--shape -4x64`` as ``--shape=-4x64``: argparse takes a value that starts with '-' for an option
+    (its error would be "expected one argument"), where the value's own check names the problem."""
+    out = []
+    for arg in argv:
+        if out and out[-1] == "--shape" and arg.startswith("-") and arg[1:2].isdigit():
+            out[-1] = f"--shape={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv=None) -> int:
     from . import __version__
 
@@ -350,7 +362,7 @@ def main(argv=None) -> int:
     ops = commands.add_parser("ops", help="list the op catalogue (pj.ops) with families and dtypes")
     ops.add_argument("--family", help="only this family (elementwise, reduce, matmul, layout, indexing, composite)")
     ops.set_defaults(run=_ops)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_joined_shapes(sys.argv[1:] if argv is None else list(argv)))
     if args.command is None:
         parser.print_help()
         return 0

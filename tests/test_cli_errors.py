@@ -66,6 +66,7 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     _fails(capsys, ["lower", f"{src}:add", "--shape", "8by8", "--shape", "8x8"], r"--shape '8by8' is not DIMSxDIMS")
     _fails(capsys, ["lower", f"{src}:add", "--shape", "8x8x", "--shape", "8x8"], r"--shape '8x8x' is not DIMSxDIMS")
     _fails(capsys, ["lower", f"{src}:add", "--shape=-3x8", "--shape", "8x8"], r"--shape '-3x8': a dimension is negative")
+    _fails(capsys, ["lower", f"{src}:add", "--shape", "-4x8", "--shape", "8x8"], r"--shape '-4x8': a dimension is negative")
     _fails(capsys, ["lower", f"{src}:add", "--shape", "8x8"], r"takes 2 arguments \(a, b\), got 1 --shape")
     _fails(capsys, ["ops", "--family", "bogus"], r"no op family 'bogus'")
 
