@@ -196,7 +196,7 @@ ad.defjvp2(tanh_p, lambda g, ans, x: mul(g, sub(1.0, mul(ans, ans))))
 ad.defjvp2(sigmoid_p, lambda g, ans, x: mul(g, mul(ans, sub(1.0, ans))))
 ad.defjvp(silu_p, lambda g, x: mul(g, mul(sigmoid(x), add(1.0, mul(x, sub(1.0, sigmoid(x)))))))
 jvp_from_reference(gelu_p, upcast(_gelu_reference))
-ad.defjvp(abs_p, lambda g, x: where(gt(x, 0), g, where(lt(x, 0), neg(g), 0)))
+ad.defjvp(abs_p, lambda g, x: where(ge(x, 0), g, neg(g)))          # at 0: 1, as jnp.abs's
 ad.deflinear2(neg_p, lambda ct, x: [neg(ct)])
 ad.defjvp(relu_p, lambda g, x: where(gt(x, 0), g, 0))
 jvp_zero(round_p)
@@ -294,9 +294,18 @@ def _clip_reference(x, lo, hi):
 
 
 clip_p = _define("clip", NUMERIC, _clip_reference)
-ad.defjvp(clip_p, lambda g, x, lo, hi: where(logical_and(ge(x, lo), le(x, hi)), g, 0),
-          lambda g, x, lo, hi: where(lt(x, lo), _to_out(g, x, lo, hi), 0),
-          lambda g, x, lo, hi: where(gt(x, hi), _to_out(g, x, lo, hi), 0))
+
+
+def _clip_weights(ans, x, lo, hi):
+    """The weights of ``x``, ``lo`` and ``hi`` in ``clip``'s tangent, as ``jnp.clip``'s (``min(max(x, lo),
+    hi)``): a tie splits its share in half, so ``x`` on a bound takes 1/2."""
+    m = maximum(x, lo)
+    inner = _extremum_weight(m, hi, ans)
+    return mul(inner, _extremum_weight(x, lo, m)), mul(inner, _extremum_weight(lo, x, m)), _extremum_weight(hi, m, ans)
+
+
+ad.defjvp2(clip_p, *(lambda g, ans, x, lo, hi, k=k: mul(_to_out(g, x, lo, hi), _clip_weights(ans, x, lo, hi)[k])
+                     for k in range(3)))
 
 
 def clip(x, min=None, max=None):  # noqa: A002 - PyPTO's names

@@ -5,6 +5,7 @@ All are linear, so each has a JVP that re-applies the op and a transpose written
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -364,7 +365,7 @@ batching.primitive_batchers[pad_p] = _pad_batch
 
 
 def pad(x, pads, value=0):
-    """Pad ``x`` with ``value``: ``pads`` holds one ``(low, high)`` pair of non-negative ints per axis."""
+    """Pad ``x`` with ``value`` (a number): ``pads`` holds one ``(low, high)`` pair of non-negative ints per axis."""
     x = tensor("pad", x)
     try:
         pads = tuple((dims.as_int(lo), dims.as_int(hi)) for lo, hi in pads)
@@ -374,6 +375,10 @@ def pad(x, pads, value=0):
         raise op_error(PtoArgumentError, "pad", f"pads {pads} must be non-negative")
     if is_float_scalar(value) and x.dtype not in FLOAT:
         raise op_error(PtoArgumentError, "pad", f"float pad value {value} for a {x.dtype.name} tensor")
+    if isinstance(value, jax.core.Tracer):
+        raise op_error(PtoArgumentError, "pad", "the pad value must be a number known when the kernel is traced "
+                       f"(a Python or NumPy scalar), got a traced {value.dtype.name} value: for a value computed in "
+                       "the kernel, pad with 0 and add the value where a mask of the border says (jnp.where)")
     (value,) = operands("pad", x, value.item() if isinstance(value, np.generic) else value)[1:]
     if value.ndim:
         raise op_error(PtoArgumentError, "pad", f"the pad value must be a scalar, got shape {value.shape}")
