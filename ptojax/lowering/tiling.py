@@ -45,7 +45,8 @@ from .rowform import keep_rows
 from .scope import TileConfig, read
 from .symbolic import templated
 from .tensor import to_tensor_level
-from .topk import SORT_COLS, STAGED_INT32_SORT, pass_k, sort_int32_by_halves, staged_topk, topk_in_passes
+from .topk import (SORT_COLS, STAGED_INT32_SORT, pass_k, sort_int32_by_halves, staged_topk, topk_by_sort,
+                   topk_in_passes)
 from .origin import blame
 from .walk import CONTROL, Memo, by_rule, control, interpret, live, retrace
 
@@ -547,6 +548,10 @@ def _interleave_tile(ctx, space, dtype, k: int, scattered: bool = False):
     sides join its program; ``scattered`` (``tinterleave``): a 2-byte dtype's below 2**15 elements at ``k``
     times its size (``tscatter`` takes indices of the data's width)."""
     step = ctx.memory.align // np.dtype(dtype).itemsize
+    vec = ctx.config.vec
+    if vec is not None and vec[-1] % step:       # a tile of fewer columns (a staged top-k's lists of 1): whole rows
+        whole_rows = (*vec[:-1], -(-vec[-1] // step) * step)
+        ctx = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, vec=whole_rows))
     tile = vector_tile(ctx, space, [dtype])
     wide_space, shared = (*space[:-1], space[-1] * k), ctx.config.vec is None and len(space) > 1
     if shared:
@@ -762,6 +767,14 @@ def _is_staged_topk(ctx, eqn, x) -> bool:
 
 
 STAGED_TOPK_CHUNK = 2048      # columns per partial top-k when the row is wider than a tile
+
+
+def _sorts_whole(ctx, eqn, x) -> bool:
+    """Whether a staged ``topk`` whose ``k`` is past :func:`~.topk.pass_k` sorts its row instead
+    (:func:`~.topk.topk_by_sort`): a row one tile sorts, or an int32 one that sorts by halves (static rows)."""
+    n = x.shape[-1]
+    halves = np.dtype(x.dtype) == np.int32 and n > STAGED_INT32_SORT
+    return n <= SORT_COLS and not (halves and (templated() or not all(isinstance(d, int) for d in x.shape)))
 
 
 def _check_sort_row(ctx, eqn, x) -> None:
@@ -1064,7 +1077,23 @@ def _staged_scan_axis(ctx, eqn, x):
         return None
     per, rows = _slice_bytes(ctx, x, wide, axis)
     limit = min(memory.max_rows // rows, stage_bytes(memory) // per)
-    return axis, _at_least_two(ctx, limit, axis), 1, lambda shape: ctx.config
+    if ctx.config.vec is not None:                  # the user's rows in every stage
+        return axis, _at_least_two(ctx, limit, axis), 1, lambda shape: ctx.config
+    row_bytes = -(-per // rows)                     # default tiles: as many rows as let one stage scan it all
+    fewer = max(1, min(rows, stage_bytes(memory) // (n * row_bytes), memory.max_rows // n))
+    tile = _slice_rows(vector_tile(ctx, x.shape, [wide], whole=(axis,)), axis, fewer)
+    limit = min(memory.max_rows // fewer, stage_bytes(memory) // (fewer * row_bytes))
+    return axis, _at_least_two(ctx, limit, axis), 1, lambda shape: TileConfig(vec=tile)
+
+
+def _slice_rows(tile, axis: int, rows: int) -> tuple[int, ...]:
+    """``tile`` with 1 along ``axis`` (a scan's whole axis) and at most ``rows`` rows (the product of its
+    other leading dims), shrunk from the outermost dim in."""
+    out = list(tile)
+    out[axis] = 1
+    for d in range(len(out) - 1):
+        out[d] = max(1, min(out[d], rows // math.prod(out[d + 1:-1])))
+    return tuple(out)
 
 
 def _at_least_two(ctx, limit: int, axis: int) -> int:
@@ -1246,7 +1275,9 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             return on_device(_iota(ctx, eqn))
         if _is_staged_topk(ctx, eqn, invals[0]):
             k, most = eqn.params["k"], pass_k(invals[0].dtype)
-            if most < k <= ctx.memory.max_cols:     # merges of lists of k would overfill the UB: in passes
+            if most < k and _sorts_whole(ctx, eqn, invals[0]):     # merges of lists of k would overfill the UB
+                return rewritten(functools.partial(topk_by_sort, k=k, largest=eqn.params["largest"]), invals[:1])
+            if most < k <= ctx.memory.max_cols:     # ... and the row is too long to sort: in passes
                 if templated() or not all(isinstance(d, int) for d in invals[0].shape):
                     raise PtoUnsupportedError(
                         f"pto.topk{_at(ctx)}: k={k} of a {invals[0].shape[-1]}-column row is selected in passes (one "

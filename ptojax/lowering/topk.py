@@ -161,6 +161,20 @@ def topk_in_passes(x, *, k: int, largest: bool, most: int):
     return L.concat(values, axis=len(lead)), L.concat(indices, axis=len(lead))
 
 
+def topk_by_sort(x, *, k: int, largest: bool):
+    """``topk`` of ``x`` along its last axis (at most :data:`SORT_COLS` columns) for a ``k`` past
+    :func:`pass_k`: the row's stable sort (ties keep the lower index, as a top-k's), its first ``k``
+    entries; past the row, the pad value and index ``-1``. One sort of the row, where passes would take
+    ``k / pass_k`` staged top-k's of it and their compactions."""
+    *lead, n = x.shape
+    lead = tuple(lead)
+    v, i = I.sort(x, -1, descending=largest)
+    if k <= n:
+        return L.view(v, lead + (k,), (0,) * x.ndim), L.view(i, lead + (k,), (0,) * x.ndim)
+    pads = [(0, 0)] * len(lead) + [(0, k - n)]
+    return L.pad(v, pads, pad_value(x.dtype, largest)), L.pad(i, pads, -1)
+
+
 def _take(orig, i, base, flat_shape):
     """``orig`` at the places ``i`` of each row (``take_along_axis``, one gather of the rows flattened)."""
     got = I.gather(L.reshape(orig, flat_shape), L.reshape(E.add(i, base), (int(np.prod(i.shape)),)), 0)
