@@ -118,7 +118,7 @@ def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, d
     compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
     if not compute and executor != "simulated":
         raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
-    arrays = [np.asarray(x) for x in flat]
+    arrays = _arrays(flat)
     outside = sorted(set(donated) - set(range(len(arrays))))
     if outside:
         raise PtoArgumentError(f"pto run: donated positions {outside} name no argument of the {len(arrays)} given")
@@ -137,6 +137,13 @@ def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, d
     outputs = plan.results() if compute else None
     _keep(plans, key, plan, trace, backend)
     return outputs, trace
+
+
+def _arrays(flat) -> list:
+    """The arguments as NumPy arrays; a shape (``jax.ShapeDtypeStruct``: a schedule alone) as zeros that take
+    no memory."""
+    return [orchestrator.no_data(x.shape, x.dtype) if isinstance(x, jax.ShapeDtypeStruct) else np.asarray(x)
+            for x in flat]
 
 
 def _replayed(plans: dict | None, key, arrays):
@@ -198,7 +205,7 @@ def _execute_dynamic(dynamic, flat, m, target, executor, policy, workers, comput
     tgt = get_target(target) if isinstance(target, str) else target
     if not compute and executor != "simulated":
         raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
-    arrays = [np.asarray(x) for x in flat]
+    arrays = _arrays(flat)
     key = (m, _plan_key(arrays, policy, ()))
     plans = plans if compute and executor == "simulated" else None
     replayed = _replayed(plans, key, arrays)
@@ -220,7 +227,7 @@ def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset
     flat argument; orchestrated on zeros, no task run."""
     tgt = get_target(target) if isinstance(target, str) else target
     compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
-    zeros = [np.zeros(shape, dtype) for shape, dtype, *_ in avals]
+    zeros = [orchestrator.no_data(shape, dtype) for shape, dtype, *_ in avals]
     try:
         with jax.enable_x64(False):
             return orchestrator.steering(lowering.block.jaxpr, lowering.block.consts, zeros,
@@ -245,7 +252,7 @@ def replay_function(lowering: Lowering, avals, target="a3", compiled=None):
         backend = PlanBackend(compiled)
     except (PtoUnsupportedError, PtoAsmError):     # a program selection cannot print as real PTO yet
         return None
-    zeros = [np.zeros(shape, dtype) for shape, dtype, *_ in avals]
+    zeros = [orchestrator.no_data(shape, dtype) for shape, dtype, *_ in avals]
     try:
         plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, zeros, backend, frozenset(), execute=False)
     except PtoOrchestrationError:

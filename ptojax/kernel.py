@@ -451,7 +451,7 @@ class Compiled:
         return self.run(*args, executor="simulated", policy=policy, compute=compute)[1].profile()
 
     def _shapes_only(self, call: str):
-        """Flat zeros of the compiled signature, where no argument's value decides the task graph; else the
+        """The compiled signature's shapes, where no argument's value decides the task graph; else the
         error that names the arguments needed (``call``: the method the user called)."""
         why = self._steered_by()
         if why:
@@ -460,7 +460,7 @@ class Compiled:
             raise PtoArgumentError(f"pj.kernel '{self.name}': {call}({', '.join(path)}) without arguments needs a "
                                    f"schedule that the shapes alone decide, but {why}; pass the arguments: "
                                    f"compiled.{call}({', '.join(path + names)})")
-        return [np.zeros(shape, dtype) for shape, dtype, _ in self.avals]
+        return [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype, _ in self.avals]
 
     def _steered_by(self) -> str | None:
         """What decides which tasks run, where a value does (runtime lengths, trip counts the host reads, data

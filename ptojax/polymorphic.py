@@ -293,7 +293,8 @@ class PolymorphicCompiled:
         if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
             raise PtoArgumentError(f"pj.kernel '{self.name}': {call}({keyword}={m!r}): {self.symbol} is a row count, "
                                    "an int >= 1")
-        flat = [np.zeros(tuple(m if not isinstance(d, int) else d for d in s.shape), s.dtype) for s in self.specs]
+        flat = [jax.ShapeDtypeStruct(tuple(m if not isinstance(d, int) else d for d in s.shape), s.dtype)
+                for s in self.specs]
         return jax.tree.unflatten(self.in_tree, flat), False
 
     def profile(self, *args, m: int | None = None, policy: str = "mpmd", compute: bool = True, **size):

@@ -167,3 +167,27 @@ def test_a_symbolic_xla_compile_says_how_to_profile(tmp_path):
     with pytest.raises(PtoUnsupportedError) as err:
         compiled.report(tmp_path / "r.html")
     assert str(err.value) == want.replace("profile", "report").replace("report(m=", "report(path, m=")
+
+
+def _peak_bytes(fn) -> int:
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_profile_of_shapes_allocates_no_tensor():
+    """A profile at a size alone (``m=``, or a static compile's shapes) computes the schedule without data:
+    its inputs and GM scratch are zeros that take no memory (``m=2**27`` rows was a NumPy MemoryError), and
+    its makespan is the one of a profile on real zeros (bytes priced by the tensors' own dtypes)."""
+    fn = lambda x: jax.nn.softmax(x * 2.0, axis=-1)       # noqa: E731
+    rows, nbytes = 2 ** 20, 2 ** 20 * 64 * 4              # 256 MiB of input, as much scratch and output
+    poly = pj.kernel(fn).lower(jax.ShapeDtypeStruct(jax.export.symbolic_shape("m, 64"), jnp.float32)).compile()
+    static = pj.kernel(fn).lower(jax.ShapeDtypeStruct((rows, 64), jnp.float32)).compile()
+    for profile in (lambda: poly.profile(m=rows), static.profile):
+        assert _peak_bytes(profile) < nbytes // 8
+    small = np.zeros((4096, 64), np.float32)
+    assert poly.profile(m=4096).makespan_us == poly.profile(small, compute=False).makespan_us

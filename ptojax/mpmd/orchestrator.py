@@ -351,7 +351,8 @@ class _Orchestrator:
 
     # ------------------------------------------------------------------------------------ buffers
     def buffer(self, array, external=False, source=None) -> Buffer:
-        array = np.asarray(array, order="C")    # as the cores read GM (a closed-over np.broadcast_to is a view)
+        if self.execute:                        # as the cores read GM (a closed-over np.broadcast_to is a view)
+            array = np.asarray(array, order="C")
         buf = Buffer(len(self.buffers), array, len(self.buffers), external, source)
         self.buffers.append(buf)
         self.full[buf.id] = Region(buf.id, (0,) * array.ndim, tuple(array.shape))
@@ -359,7 +360,8 @@ class _Orchestrator:
 
     def scratch(self, shape, dtype) -> Buffer:
         """A GM tensor the kernel owns (uninitialised)."""
-        return self.buffer(_scratch(shape, dtype, self.owned), source="scratch")
+        return self.buffer(_scratch(shape, dtype, self.owned) if self.execute else no_data(shape, dtype),
+                           source="scratch")
 
     def view(self, base: Buffer, shape, dtype=None) -> Buffer:
         """A reshaped view of ``base`` (its bytes as ``dtype`` of the same width, where given)."""
@@ -1115,6 +1117,11 @@ def _placeholder(shape, dtype) -> np.ndarray:
     return np.broadcast_to(np.zeros((), dtype), shape)
 
 
+def no_data(shape, dtype) -> np.ndarray:
+    """A GM tensor of a run that executes no task (a schedule): read-only zeros that take no memory."""
+    return np.broadcast_to(np.zeros((), dtype), shape)
+
+
 def _scratch(shape, dtype, owned: list) -> np.ndarray:
     """An uninitialised GM array, from the pool when it can; recorded in ``owned``."""
     array = _POOL.take(shape, dtype)
@@ -1124,4 +1131,4 @@ def _scratch(shape, dtype, owned: list) -> np.ndarray:
     return array
 
 
-__all__ = ["Backend", "Buffer", "Plan", "PtoOrchestrationError", "orchestrate", "steering"]
+__all__ = ["Backend", "Buffer", "Plan", "PtoOrchestrationError", "no_data", "orchestrate", "steering"]
