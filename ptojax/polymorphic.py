@@ -273,7 +273,7 @@ class PolymorphicCompiled:
         return ", ".join(f"{np.dtype(s.dtype).name}[{', '.join(map(str, s.shape))}]" for s in self.specs)
 
     def _sized(self, args, m, call: str, sizes: dict | None = None) -> tuple:
-        """(``args``, True), or (zeros of the polymorphic shapes at ``m`` rows, given as ``m=``, the symbol's
+        """(``args``, True), or (the polymorphic shapes at ``m`` rows, given as ``m=``, the symbol's
         name or ``jax.ShapeDtypeStruct`` arguments of concrete shapes, False); an error naming what is
         needed."""
         keyword, m = self._size(call, m, sizes or {})
