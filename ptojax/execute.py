@@ -39,9 +39,10 @@ def canonical_arguments(args):
                 return jnp.asarray(x)
         x = np.asarray(x)
         if not (jnp.issubdtype(x.dtype, jnp.number) or x.dtype == np.bool_):
-            raise PtoArgumentError(f"pj.kernel: argument {_short(x)} is not an array or a number; pass it with "
-                                   "functools.partial (the kernel is then made for it, as jax.jit's static "
-                                   "arguments)")
+            raise PtoArgumentError(f"pj.kernel: argument {_short(x)} is not an array or a number; name it in "
+                                   "pj.kernel(fn, static_argnames=...) or static_argnums=..., as for jax.jit's "
+                                   "static arguments (a kernel is made for each value), or bind it with "
+                                   "functools.partial")
         return np.asarray(x, dtype=jax.dtypes.canonicalize_dtype(x.dtype.newbyteorder("=")), order="C")  # native
     return jax.tree.map(one, args)
 

@@ -56,6 +56,7 @@ class Options:
     passes: tuple = ()              # pass options, e.g. (("tiles_per_block", (("DEFAULT", 1), ("V1", 4))),),
                                     # (("tiles", (("Score", (("vec", (64, 256)),)),)),)
     donate_argnums: tuple = ()      # positional arguments the kernel may update in place
+    static_argnums: tuple = ()      # positional arguments that are Python values the trace reads (one kernel each)
     polymorphic_shapes: tuple = ()  # jax.export shape specs, one per argument: one compile for every size
     polymorphic_constraints: tuple = ()
     interpret: bool = False         # under jax.jit too: the interpreter in a host callback, not the replay
@@ -182,6 +183,29 @@ def _positional(fn, name: str, args: tuple, kwargs: dict) -> tuple:
                                "in the function (a closure, or a partial the call does not override)")
     fixed = {i: value for i, (key, value) in enumerate(bound.arguments.items()) if key not in given}
     return bound.args, fixed
+
+
+def _static(name: str, fn, i: int, value):
+    """The value of static argument ``i``: hashable (it keys the kernel made for it)."""
+    try:
+        hash(value)
+    except TypeError:
+        arg = _arg_names(fn, i + 1)[i] or f"argument {i}"
+        raise PtoArgumentError(f"pj.kernel '{name}': static argument '{arg}' must be hashable (it keys the kernel "
+                               f"made for its value, as under jax.jit), got {type(value).__name__} "
+                               f"{value!r:.60}") from None
+    return value
+
+
+def _without(options: Options, fixed: dict) -> Options:
+    """``options`` for the kernel of ``fn`` with the arguments at the positions of ``fixed`` bound: no static
+    arguments left, donations and polymorphic shapes at the remaining arguments' positions."""
+    def moved(i):
+        return i - sum(j < i for j in fixed)
+    return dataclasses.replace(options, static_argnums=(),
+                               donate_argnums=tuple(moved(i) for i in options.donate_argnums if i not in fixed),
+                               polymorphic_shapes=tuple(s for i, s in enumerate(options.polymorphic_shapes)
+                                                        if i not in fixed))
 
 
 def _fixing(fn, fixed: dict, count: int):
@@ -611,12 +635,14 @@ class Kernel:
         where one follows parameters left at their defaults (``act="relu"``), a kernel of ``fn`` with those
         fixed (``jax.jit`` passes keywords as keywords), one per such call form."""
         args, fixed = _positional(self.fn, self.name, args, kwargs)
-        if not fixed:
+        static = {i: _static(self.name, self.fn, i, args[i]) for i in self.options.static_argnums if i < len(args)}
+        if not fixed and not static:
             return self, args
-        key = (len(args), tuple(fixed))
+        fixed.update(static)
+        key = (len(args), tuple(sorted(fixed)), tuple(sorted(static.items())))
         with self._lock:
             if key not in self._fixed:
-                self._fixed[key] = Kernel(_fixing(self.fn, fixed, len(args)), self.options)
+                self._fixed[key] = Kernel(_fixing(self.fn, fixed, len(args)), _without(self.options, fixed))
         return self._fixed[key], tuple(a for i, a in enumerate(args) if i not in fixed)
 
     def _polymorphic(self, args):
@@ -644,8 +670,8 @@ class Kernel:
 
 
 def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "sim", executor: str = "simulated",
-           workers: int = 4, options: Mapping | None = None, donate_argnums=(), polymorphic_shapes=(),
-           polymorphic_constraints=(), interpret: bool = False):
+           workers: int = 4, options: Mapping | None = None, donate_argnums=(), static_argnums=(),
+           static_argnames=(), polymorphic_shapes=(), polymorphic_constraints=(), interpret: bool = False):
     """Compile ``fn`` (a JAX function of arrays, pytrees allowed) to Ascend PTO code.
 
     ``target``: "a3" or "a2"; ``backend``: "sim" runs the PTO programs on the simulated chip,
@@ -655,6 +681,8 @@ def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "si
     ``{"tiles": {"Score": {"vec": (64, 256)}, "QMatmul": {"cube": (16, 512, 64)}}}`` — tile shapes that
     override the kernel's ``pj.tile`` for the ops of that label);
     ``donate_argnums``: arguments the kernel may update in place (a paged KV cache), as in ``jax.jit``;
+    ``static_argnums`` / ``static_argnames``: arguments that are hashable Python values the trace reads (an
+    activation's name, a ``k``), as in ``jax.jit``: a kernel is made for each value;
     ``polymorphic_shapes`` (``jax.export`` specs, ``("m, 64", None)``) and ``polymorphic_constraints``
     (``("mod(m, 16) == 0",)``): one compile, a dynamic PTO module, serves every row count ``m``
     (docs/dynamic_shapes.md); ``interpret=True`` (for debugging): under ``jax.jit`` too, a ``sim``
@@ -673,11 +701,30 @@ def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "si
     if not isinstance(interpret, bool):
         raise PtoArgumentError(f"pj.kernel: interpret must be True or False, got {interpret!r}")
     donate = _entries("donate_argnums", donate_argnums, int, "an argument position", one=_is_int(donate_argnums))
-    opts = Options(target, backend, executor, int(workers), _freeze(options), tuple(map(int, donate)), shapes,
-                   constraints, interpret)
-    if fn is None:
-        return lambda f: Kernel(_callable(f), opts)
-    return Kernel(_callable(fn), opts)
+    static = _entries("static_argnums", static_argnums, int, "an argument position", one=_is_int(static_argnums))
+    names = _entries("static_argnames", static_argnames, str, "a parameter name")
+
+    def make(f):
+        f = _callable(f)
+        positions = sorted({int(i) for i in static} | set(_positions(f, names)))
+        return Kernel(f, Options(target, backend, executor, int(workers), _freeze(options), tuple(map(int, donate)),
+                                 tuple(positions), shapes, constraints, interpret))
+    return make if fn is None else make(fn)
+
+
+def _positions(fn, names: tuple) -> list[int]:
+    """The positions of the parameters ``names`` of ``fn`` (``static_argnames``); an error naming one that is
+    not a positional parameter."""
+    try:
+        params = _arg_names(fn, len(inspect.signature(fn).parameters)) if names else ()
+    except (TypeError, ValueError):
+        raise PtoArgumentError(f"pj.kernel: static_argnames {list(names)} need a function with a signature; "
+                               "give static_argnums") from None
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise PtoArgumentError(f"pj.kernel: static_argnames {missing} name no positional parameter of "
+                               f"{getattr(fn, '__name__', 'the kernel')}{tuple(p for p in params if p)}")
+    return [params.index(n) for n in names]
 
 
 def _is_int(v) -> bool:
@@ -876,7 +923,8 @@ def _batch(args, dims, *, call: Compiled):
     dims = tuple(dims)
     batched = _BATCHED.setdefault(call, {})
     if dims not in batched:
-        traced, options, name = call.lowering.traced, call.options, call.name   # not `call`: no cycle to the key
+        traced, name = call.lowering.traced, call.name          # not `call`: no cycle to the key
+        options = dataclasses.replace(call.options, donate_argnums=tuple(sorted(call._donated)))   # flat leaves
 
         def flat_fn(*xs):
             return jax.core.eval_jaxpr(traced.jaxpr, traced.consts, *xs)

@@ -1,6 +1,6 @@
 """Kernels under ``jax_enable_x64`` (the cores have no 64-bit types: the kernel's own values stay 32-bit,
 Python numbers weakly typed, 64-bit arrays a named error) and arguments that are no arrays; keyword
-arguments after a skipped default; ``jax.vmap`` of outputs that do not depend on the batch."""
+arguments after a skipped default; static arguments; ``jax.vmap`` of outputs that do not depend on the batch."""
 import functools
 
 import jax
@@ -54,11 +54,46 @@ def test_arguments_that_are_no_arrays_are_refused():
     """A string was traced as a str192 array: ``mode == "double"`` was False, silently."""
     x = rand((8, 32), np.float32, 3)
     f = lambda a, mode: a * 2.0 if mode == "double" else a          # noqa: E731
-    with pytest.raises(pj.PtoArgumentError, match="'double' is not an array or a number.*functools.partial"):
+    with pytest.raises(pj.PtoArgumentError, match="'double' is not an array or a number.*static_argnames.*partial"):
         pj.kernel(f)(x, "double")
     np.testing.assert_array_equal(np.asarray(pj.kernel(functools.partial(f, mode="double"))(x)), x * 2)
     with pytest.raises(pj.PtoArgumentError, match="typed PRNG key"):
         pj.kernel(lambda k, a: a + jax.random.uniform(k, a.shape))(jax.random.key(0), x)
+
+
+def _act_top(a, b, act="none", k=2):
+    r = a + b
+    return jax.lax.top_k(jnp.maximum(r, 0) if act == "relu" else r, k)
+
+
+def test_static_arguments_as_under_jit():
+    """``static_argnames`` / ``static_argnums``: Python values the trace reads, a kernel per value, by keyword
+    or position, eager, under ``jax.jit``'s own static arguments and under ``jax.vmap``; an unhashable value
+    and a name that is no parameter are refused by name; donations follow the arguments left."""
+    x, y = rand((16, 64), np.float32, 7), rand((16, 64), np.float32, 8)
+    k = pj.kernel(_act_top, static_argnames=("act", "k"))
+    calls = {("relu", 3): lambda: k(x, y, act="relu", k=3), ("none", 4): lambda: k(x, y, "none", 4),
+             ("relu", 5): lambda: jax.jit(k, static_argnames=("act", "k"))(x, y, act="relu", k=5),
+             ("none", 2): lambda: jax.jit(k, static_argnums=2)(x, y, "none")}
+    for (act, n), call in calls.items():
+        for g, w in zip(call(), _act_top(x, y, act, n)):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    batched = jax.vmap(lambda a: pj.kernel(_act_top, static_argnums=(2, 3))(a, y, "relu", 3))(np.stack([x, y]))
+    np.testing.assert_array_equal(np.asarray(batched[0][1]), np.asarray(_act_top(y, y, "relu", 3)[0]))
+    assert len(k._fixed) == 4
+    with pytest.raises(pj.PtoArgumentError, match="static argument 'act' must be hashable.*list"):
+        k(x, y, act=["relu"])
+    with pytest.raises(pj.PtoArgumentError, match=r"static_argnames \['mode'\] name no positional parameter"):
+        pj.kernel(_act_top, static_argnames="mode")
+    with pytest.raises(pj.PtoArgumentError, match="'relu' is not an array or a number; name it in .*static_argnames"):
+        jax.jit(pj.kernel(_act_top), static_argnames="act")(x, y, act="relu")
+
+    def update(twice, scale, cache):
+        return cache.at[0].set(scale[0] * (2 if twice else 1))
+
+    cache, scale = np.zeros((4, 32), np.float32), np.ones((4, 32), np.float32)
+    pj.kernel(update, static_argnums=0, donate_argnums=2)(True, scale, cache)
+    assert cache[0, 0] == 2 and scale[0, 0] == 1           # the cache updated in place, the scale not
 
 
 def test_a_keyword_after_a_skipped_default_and_weak_floor_division():
