@@ -170,8 +170,9 @@ def scalar_binary(sel, s, ins, outs, base, scalar_first=None):
     tile, scalar = (ins[1], ins[0]) if scalar_first else (ins[0], ins[1])
     dtype = sel.types[tile].dtype
     if base in ("max", "min") and dtype not in _FLOATS:
-        full = sel.like(tile, dtype="i32" if dtype == "i32" else "i16")     # an integer max / min: the scalar
-        sel.print("texpands", [sel.const(sel.values[scalar], sel.types[full].dtype)], [full])   # as a tile
+        native = all(dtype in instructions.TABLE[op].dtypes_for(sel.arch) for op in ("texpands", f"t{base}"))
+        full = sel.like(tile, dtype=dtype if native else "i16")     # an integer max / min: the scalar as a tile
+        sel.print("texpands", [sel.const(sel.values[scalar], sel.types[full].dtype)], [full])   # (i8 on A2/A3: i16)
         return sel.emit(f"t{base}", [tile, full], outs)
     value = sel.values.get(scalar, 1.0)
     if base in ("max", "min") and math.isnan(value):             # JAX's max / min of NaN is NaN
