@@ -143,7 +143,7 @@ def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, d
 def _arrays(flat) -> list:
     """The arguments as NumPy arrays; a shape (``jax.ShapeDtypeStruct``: a schedule alone) as zeros that take
     no memory."""
-    return [orchestrator.no_data(x.shape, x.dtype) if isinstance(x, jax.ShapeDtypeStruct) else np.asarray(x)
+    return [orchestrator.no_data(tuple(x.shape), x.dtype) if isinstance(x, jax.ShapeDtypeStruct) else np.asarray(x)
             for x in flat]
 
 
@@ -228,7 +228,7 @@ def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset
     flat argument; orchestrated on zeros, no task run."""
     tgt = get_target(target) if isinstance(target, str) else target
     compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
-    zeros = [orchestrator.no_data(shape, dtype) for shape, dtype, *_ in avals]
+    zeros = [orchestrator.no_data(tuple(shape), dtype) for shape, dtype, *_ in avals]
     try:
         with jax.enable_x64(False):
             return orchestrator.steering(lowering.block.jaxpr, lowering.block.consts, zeros,
@@ -253,7 +253,7 @@ def replay_function(lowering: Lowering, avals, target="a3", compiled=None):
         backend = PlanBackend(compiled)
     except (PtoUnsupportedError, PtoAsmError):     # a program selection cannot print as real PTO yet
         return None
-    zeros = [orchestrator.no_data(shape, dtype) for shape, dtype, *_ in avals]
+    zeros = [orchestrator.no_data(tuple(shape), dtype) for shape, dtype, *_ in avals]
     try:
         plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, zeros, backend, frozenset(), execute=False)
     except PtoOrchestrationError:

@@ -257,7 +257,7 @@ class Plan:
         self.owned = []
         for buf in self.buffers:
             if buf.source is not None or buf.base != buf.id:      # constants stay
-                buf.array = _placeholder(buf.array.shape, buf.array.dtype)
+                buf.array = no_data(buf.array.shape, buf.array.dtype)
         for arrays, _ in self.bindings:
             arrays[:] = [None] * len(arrays)
 
@@ -360,7 +360,7 @@ class _Orchestrator:
 
     def scratch(self, shape, dtype) -> Buffer:
         """A GM tensor the kernel owns (uninitialised)."""
-        return self.buffer(_scratch(shape, dtype, self.owned) if self.execute else no_data(shape, dtype),
+        return self.buffer(_scratch(shape, dtype, self.owned) if self.execute else no_data(tuple(shape), dtype),
                            source="scratch")
 
     def view(self, base: Buffer, shape, dtype=None) -> Buffer:
@@ -1112,13 +1112,9 @@ def _collector_paused():
 
 
 @functools.lru_cache(maxsize=1024)
-def _placeholder(shape, dtype) -> np.ndarray:
-    """A read-only array of ``shape`` and ``dtype`` that holds no memory (one zero, broadcast)."""
-    return np.broadcast_to(np.zeros((), dtype), shape)
-
-
 def no_data(shape, dtype) -> np.ndarray:
-    """A GM tensor of a run that executes no task (a schedule): read-only zeros that take no memory."""
+    """A read-only array of ``shape`` and ``dtype`` that holds no memory (one zero, broadcast): a GM tensor
+    of a run that executes no task (a schedule), a released buffer's stand-in."""
     return np.broadcast_to(np.zeros((), dtype), shape)
 
 
