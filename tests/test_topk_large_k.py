@@ -62,6 +62,7 @@ def test_smallest_k_with_inf_ties():
     _equal(pj.kernel(fn)(x), jax.jit(fn)(x))
 
 
+@pytest.mark.slow
 def test_int32_passes_of_512():
     x = np.random.default_rng(3).integers(-40, 40, (1, 8300)).astype(np.int32)
     fn = _top(600)

@@ -1077,23 +1077,9 @@ def _staged_scan_axis(ctx, eqn, x):
         return None
     per, rows = _slice_bytes(ctx, x, wide, axis)
     limit = min(memory.max_rows // rows, stage_bytes(memory) // per)
-    if ctx.config.vec is not None:                  # the user's rows in every stage
-        return axis, _at_least_two(ctx, limit, axis), 1, lambda shape: ctx.config
-    row_bytes = -(-per // rows)                     # default tiles: as many rows as let one stage scan it all
-    fewer = max(1, min(rows, stage_bytes(memory) // (n * row_bytes), memory.max_rows // n))
-    tile = _slice_rows(vector_tile(ctx, x.shape, [wide], whole=(axis,)), axis, fewer)
-    limit = min(memory.max_rows // fewer, stage_bytes(memory) // (fewer * row_bytes))
-    return axis, _at_least_two(ctx, limit, axis), 1, lambda shape: TileConfig(vec=tile)
-
-
-def _slice_rows(tile, axis: int, rows: int) -> tuple[int, ...]:
-    """``tile`` with 1 along ``axis`` (a scan's whole axis) and at most ``rows`` rows (the product of its
-    other leading dims), shrunk from the outermost dim in."""
-    out = list(tile)
-    out[axis] = 1
-    for d in range(len(out) - 1):
-        out[d] = max(1, min(out[d], rows // math.prod(out[d + 1:-1])))
-    return tuple(out)
+    if limit < 2 and ctx.config.vec is None:        # default tiles: a stage's tiles take fewer rows (_fit_whole)
+        limit = min(memory.max_rows, stage_bytes(memory) // -(-per // rows))
+    return axis, _at_least_two(ctx, limit, axis), 1, lambda shape: ctx.config
 
 
 def _at_least_two(ctx, limit: int, axis: int) -> int:
