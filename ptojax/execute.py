@@ -119,7 +119,7 @@ def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, d
     compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
     if not compute and executor != "simulated":
         raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
-    arrays = _arrays(flat)
+    arrays = _arrays(flat, compute)
     outside = sorted(set(donated) - set(range(len(arrays))))
     if outside:
         raise PtoArgumentError(f"pto run: donated positions {outside} name no argument of the {len(arrays)} given")
@@ -140,9 +140,15 @@ def _execute_flat(lowering, flat, target, executor, policy, workers, compiled, d
     return outputs, trace
 
 
-def _arrays(flat) -> list:
-    """The arguments as NumPy arrays; a shape (``jax.ShapeDtypeStruct``: a schedule alone) as zeros that take
-    no memory."""
+def _arrays(flat, compute: bool) -> list:
+    """The arguments as NumPy arrays; a shape (``jax.ShapeDtypeStruct``) as zeros that take no memory where the
+    run computes nothing (a schedule alone), else an error: a run computes on values."""
+    specs = [i for i, x in enumerate(flat) if isinstance(x, jax.ShapeDtypeStruct)]
+    if specs and compute:
+        raise PtoArgumentError(f"pto run: argument{'s' * (len(specs) > 1)} {', '.join(map(str, specs))} "
+                               f"{'are' if len(specs) > 1 else 'is a'} jax.ShapeDtypeStruct{'s' * (len(specs) > 1)} "
+                               "(a shape and dtype, no values): a call or run computes on arrays; profile(...) "
+                               "or run(..., compute=False) take shapes")
     return [orchestrator.no_data(tuple(x.shape), x.dtype) if isinstance(x, jax.ShapeDtypeStruct) else np.asarray(x)
             for x in flat]
 
@@ -206,7 +212,7 @@ def _execute_dynamic(dynamic, flat, m, target, executor, policy, workers, comput
     tgt = get_target(target) if isinstance(target, str) else target
     if not compute and executor != "simulated":
         raise PtoArgumentError(f"pto run: compute=False needs the simulated executor, not {executor!r}")
-    arrays = _arrays(flat)
+    arrays = _arrays(flat, compute)
     key = (m, _plan_key(arrays, policy, ()))
     plans = plans if compute and executor == "simulated" else None
     replayed = _replayed(plans, key, arrays)
@@ -233,6 +239,8 @@ def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset
         with jax.enable_x64(False):
             return orchestrator.steering(lowering.block.jaxpr, lowering.block.consts, zeros,
                                          AscendBackend(compiled, tgt))
+    except orchestrator.PtoTaskLimitError:
+        raise
     except PtoOrchestrationError:
         return frozenset({"device data"})
 

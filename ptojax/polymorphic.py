@@ -48,7 +48,7 @@ def specs_of(kernel, args):
     constraints = kernel.options.polymorphic_constraints
     symbols = {name for spec in shapes if isinstance(spec, str) for name in re.findall(r"[A-Za-z_]\w*", spec)}
     for c in constraints:               # jax.export reads a malformed one as a malformed shape
-        if not re.fullmatch(r"[^<>=]+(>=|<=|==)[^<>=]+", c):
+        if not re.fullmatch(r"\s*[^<>=\s][^<>=]*(>=|<=|==)\s*[^<>=\s][^<>=]*", c):
             raise PtoArgumentError(f"pj.kernel '{kernel.name}': polymorphic constraint {c!r} is not "
                                    "'<expr> >= <expr>' (or <=, ==)")
         unknown = set(re.findall(r"[A-Za-z_]\w*", c)) - symbols - {"mod", "floordiv", "max", "min", "non_negative"}

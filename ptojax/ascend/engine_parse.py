@@ -30,6 +30,7 @@ import numpy as np
 from .asm import DTYPES as _ASM_DTYPES
 from .asm import PtoAsmError
 from ..errors import PtoExecutionError
+from ..lowering.memory import ASCEND_CORE
 
 DTYPES = {**_ASM_DTYPES, "i64": np.dtype(np.int64), "ui8": np.dtype(np.uint8), "ui16": np.dtype(np.uint16),
           "ui32": np.dtype(np.uint32), "ui64": np.dtype(np.uint64)}
@@ -208,6 +209,7 @@ def subset_type(src: TileType, offsets, sizes) -> TileType:
 
 
 # ----------------------------------------------------------------------------------------- parser
+_LOCS = ("vec", "mat", "left", "right", "acc")      # on-chip buffers whose capacity bounds a tile
 _TYPES: dict = {}        # a type's text -> its parsed (frozen) value, as every module spells the same few
 _TOKEN = re.compile(r"""(?P<ws>\s+|//[^\n]*)|(?P<param>[!#]?[A-Za-z_][\w.]*<(?:[^<>\n]|<[^<>\n]*>)*>)
     |(?P<type>[!#][A-Za-z_][\w.]*)|(?P<ssa>%[\w.$]+)|(?P<sym>@[\w.$]+)
@@ -220,6 +222,7 @@ class Parser:
         self.lines = text.splitlines()
         self.toks, pos, line, start = [], 0, 1, 0
         self.consts: dict[str, object] = {}          # SSA name -> value of an arith.constant (this function)
+        self.const_types: dict[str, object] = {}     # ... and its type
         self.scopes: list[dict[str, int]] = []        # SSA names defined in each enclosing block -> their line
         while pos < len(text):
             m = _TOKEN.match(text, pos)
@@ -300,11 +303,12 @@ class Parser:
     def _type(self, kind, text, line, col):
         m = re.fullmatch(r"!pto\.(partition_)?tensor_view<((?:(?:\d+|\?)x)*)(\w+)>", text or "")
         if m:
+            self.known(m.group(3), (line, col))
             return ViewType(tuple(None if d == "?" else int(d) for d in m.group(2).split("x") if d), m.group(3),
                             bool(m.group(1)))
         m = re.fullmatch(r"!pto\.ptr<(\w+)>", text or "")
         if m:
-            return PtrType(m.group(1))
+            return PtrType(self.known(m.group(1), (line, col)))
         m = re.fullmatch(r"vector<((?:\d+x)+)(\w+)>", text or "")
         if m:
             if m.group(2) not in DTYPES:
@@ -323,10 +327,18 @@ class Parser:
                 self.fail((line, col), f"unknown dtype {t.dtype!r}")
             if t.rows is None or t.cols is None:
                 self.fail((line, col), "a tile's rows and cols must be static")
+            if t.loc in _LOCS and t.rows * t.cols * DTYPES[t.dtype].itemsize > ASCEND_CORE.buffer(t.loc):
+                self.fail((line, col), f"a {t.rows}x{t.cols} {t.dtype} tile is larger than the "
+                                       f"{ASCEND_CORE.buffer(t.loc)}-byte {t.loc} buffer")
             return t
         if kind == "word" or (kind == "type" and not text.startswith(("!", "#"))):
             return text
         self.fail((line, col), f"expected a type, found {text!r}")
+
+    def known(self, dtype: str, at) -> str:
+        if dtype not in DTYPES:
+            self.fail(at, f"unknown dtype {dtype!r}")
+        return dtype
 
     def attr_value(self):
         kind, text, line, col = self.peek()
@@ -334,6 +346,8 @@ class Parser:
         if text == "[":
             return tuple(self.listed(self.attr_value, "]"))
         if kind == "type" and text.startswith("#"):
+            if "<" not in text:
+                self.fail((line, col), f"malformed attribute {text!r}")
             inner = text[text.index("<") + 1:-1].split()
             value = inner[-1] if inner else ""
         elif kind == "num":
@@ -468,6 +482,7 @@ class Parser:
             type_ = self.type()
             value = self.literal(vkind, vtext, type_, (vline, vcol))
             self.consts[result] = value
+            self.const_types[result] = type_
             return Const(**at, result=result, value=value, type=type_)
         if op in ("arith." + k for k in ARITH_OPS) or op == "arith.cmpi":
             pred = None
@@ -598,7 +613,13 @@ class Parser:
         if type_ == "index" or type_ in DTYPES and DTYPES[type_].kind in "iub" or re.fullmatch(r"i\d+", type_):
             if not re.fullmatch(r"-?\d+", text):
                 self.fail(at, f"bad integer constant {text!r} : {type_}")
-            return int(text)
+            value = int(text)
+            if type_ in DTYPES and DTYPES[type_].kind in "iu" and not (
+                    np.iinfo(DTYPES[type_]).min <= value <= np.iinfo(DTYPES[type_]).max):
+                self.fail(at, f"constant {value} does not fit {type_}")
+            return value
+        if not isinstance(type_, str) or type_ not in DTYPES:
+            self.fail(at, f"unknown constant type {type_!r}")
         return float(text)
 
     def instr(self, at):
@@ -612,7 +633,11 @@ class Parser:
                 ins.append(self.next("ssa"))
             self.accept(",")
         if self.accept(":"):
+            where = self.peek()[2:]
             in_types = self.listed(self.type, ")")
+            for name, declared in zip(ins, in_types):
+                if isinstance(declared, str) and self.const_types.get(name, declared) != declared:
+                    self.fail(where, f"{name} is a {self.const_types[name]} constant, used as {declared}")
         else:
             self.expect(")")
         self.expect("outs", "(")

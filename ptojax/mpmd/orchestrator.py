@@ -121,6 +121,11 @@ class PtoOrchestrationError(PtoError, RuntimeError):
     host needs depends on device data while tasks are not executed."""
 
 
+class PtoTaskLimitError(PtoOrchestrationError):
+    """The kernel makes more than :data:`MAX_TASKS` tasks (a data-driven host loop that may not end, or
+    a grid too fine for its shapes)."""
+
+
 class Backend(Protocol):
     """What the runtime needs from a target."""
 
@@ -302,7 +307,7 @@ class _Orchestrator:
 
     def emit(self, task: Task):
         if len(self.tasks) >= MAX_TASKS:
-            raise PtoOrchestrationError(
+            raise PtoTaskLimitError(
                 f"pto runtime: the kernel made {MAX_TASKS:,} tasks and goes on (the last: {task.name!r}); a loop "
                 "whose trip count or condition comes from data may not end (ptojax.mpmd.orchestrator.MAX_TASKS "
                 "sets the limit)")
@@ -533,10 +538,17 @@ class _Orchestrator:
                 self.fill(outputs[k], value)
         priced = []                                  # (part, its tasks): the L2 rule is applied per call
         for number, part in enumerate(spec.parts):
+            per_task = part.tiles_per_block or getattr(self.backend, "points_per_task", lambda _: 1)(part)
+            count = -(-math.prod(part.shape) // per_task)
+            if len(self.tasks) + count > MAX_TASKS:          # before making them: a fine grid takes minutes
+                raise PtoTaskLimitError(
+                    f"pto runtime: program {part.program.name!r} (grid {tuple(part.shape)}, {per_task} point(s) per "
+                    f"task) would make {count:,} tasks, past the {MAX_TASKS:,} a run makes "
+                    f"({len(self.tasks):,} before it): larger tiles (pj.tile(vec=...), options={{'tiles': ...}}) or "
+                    "tiles_per_block make fewer (ptojax.mpmd.orchestrator.MAX_TASKS sets the limit)")
             windows = _part_windows(part)
             points = list(np.ndindex(*part.shape))
             runner = batch(part, arrays) if batch is not None else None
-            per_task = part.tiles_per_block or getattr(self.backend, "points_per_task", lambda _: 1)(part)
             made = []
             pointwise = self.point_regions(windows, points, inputs + outputs) if per_task == 1 else None
             joined = _joined_windows(part) if pointwise is None else None     # a tile's slices as one
@@ -1127,4 +1139,5 @@ def _scratch(shape, dtype, owned: list) -> np.ndarray:
     return array
 
 
-__all__ = ["Backend", "Buffer", "Plan", "PtoOrchestrationError", "no_data", "orchestrate", "steering"]
+__all__ = ["Backend", "Buffer", "Plan", "PtoOrchestrationError", "PtoTaskLimitError", "no_data", "orchestrate",
+           "steering"]
