@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .ascend.asm import PtoAsmError
-from .ascend.program import AscendBackend, compile_kernel
+from .ascend.program import AscendBackend, AscendKernel, compile_kernel
 from .ascend.targets import target as get_target
 from ._fpenv import ieee_call
 from ._jax import weak_32
@@ -97,6 +97,14 @@ def execute(lowering: Lowering, *args, target="a3", executor: str = "simulated",
     inputs, the same trace — without orchestrating again (a call that finds its plan in use by
     another thread orchestrates its own).
     """
+    if not isinstance(lowering, Lowering):
+        raise PtoArgumentError(f"pj.execute: the first argument is a Lowering (pj.lower(fn, *args)), not "
+                               f"{type(lowering).__name__}")
+    if plans is not None and not isinstance(plans, dict):
+        raise PtoArgumentError(f"pj.execute: plans is a dict (or None), not {type(plans).__name__}")
+    if compiled is not None and not isinstance(compiled, AscendKernel):
+        raise PtoArgumentError(f"pj.execute: compiled is the lowering's compiled code (or None), not "
+                               f"{type(compiled).__name__}")
     flat, tree = jax.tree.flatten(args)
     lowering.check_signature("pto run", flat, tree)
     outputs, trace = execute_flat(lowering, flat, target=target, executor=executor, policy=policy, workers=workers,

@@ -51,6 +51,8 @@ def assemble(text: str, *, arch: str = "a3", level: str = "level2", insert_sync:
     """Assemble PTO-AS ``text`` with ``ptoas`` at ``--pto-level=level`` (one of :data:`LEVELS`) and
     return the C++ it emits."""
     check_level(level, "ptoas.assemble")
+    if not isinstance(text, str):
+        raise PtoArgumentError(f"ptoas.assemble: the PTO-AS text is a str, not {type(text).__name__}")
     ptoas = ptoas or find_ptoas()
     if ptoas is None:
         raise PtoasNotFoundError(f"ptoas not found: {_HOW_TO_GET}")
@@ -78,6 +80,8 @@ def assemble(text: str, *, arch: str = "a3", level: str = "level2", insert_sync:
                              + _describe(text, proc.stderr, proc.returncode))
         if proc.returncode != 0:
             raise PtoasError(_describe(text, proc.stderr, proc.returncode))
+        if not os.path.exists(out):
+            raise PtoasError(f"ptoas at {ptoas!r} exited 0 but wrote no C++ (-o {out})")
         with open(out) as f:
             return f.read()
 

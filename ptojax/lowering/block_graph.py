@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from .._jax import Literal, Var
+from ..errors import PtoArgumentError
 from . import ir
 from .walk import control_sources
 
@@ -57,7 +58,10 @@ def block_graph(lowering) -> dict:
             e["tensors"].append(d)
             e["bytes"] += nbytes(aval)
 
-    closed = lowering.block
+    closed = getattr(lowering, "block", None)
+    if closed is None:
+        raise PtoArgumentError(f"pj.report.block_graph: takes a Lowering (pj.lower(fn, *args)), not "
+                               f"{type(lowering).__name__}")
     env: dict = {}
     for i, v in enumerate(closed.jaxpr.invars):
         nodes.append({"id": len(nodes), "kind": "input", "title": f"input {i}", "detail": desc(v.aval)})

@@ -170,7 +170,7 @@ def _phase_bound(graph, m, overhead: float, order, head: dict) -> tuple[float, s
 
 def output_path(path, where: str, suffixes: tuple = ()) -> Path:
     """``path`` (a str or ``os.PathLike``) as a :class:`~pathlib.Path` a file can be written to: not a
-    folder, in a folder that exists, ending in one of ``suffixes`` (any when empty); else a
+    folder, in a folder that exists and takes it, ending in one of ``suffixes`` (any when empty); else a
     :class:`PtoArgumentError` from ``where`` naming it (before any work is done)."""
     if not isinstance(path, (str, os.PathLike)):
         raise PtoArgumentError(f"{where}: the path must be a str or os.PathLike, not {type(path).__name__} "
@@ -182,6 +182,14 @@ def output_path(path, where: str, suffixes: tuple = ()) -> Path:
         raise PtoArgumentError(f"{where}: {str(out)!r} must end in {' or '.join(suffixes)}")
     if not out.parent.is_dir():
         raise PtoArgumentError(f"{where}: cannot write {str(out)!r}: no folder {str(out.parent)!r}")
+    existed = out.exists()
+    try:                                    # a folder that takes no files (read-only, /proc): said now
+        with open(out, "ab"):
+            pass
+    except OSError as err:
+        raise PtoArgumentError(f"{where}: cannot write {str(out)!r}: {err.strerror or err}") from None
+    if not existed:
+        out.unlink(missing_ok=True)
     return out
 
 

@@ -63,3 +63,27 @@ def test_malformed_pto_text_is_a_pto_asm_error_with_its_line(old, new, message):
     with pytest.raises(PtoAsmError, match=rf"pto-as:\d+:\d+: .*{message}"):
         module = engine.parse(bad)
         engine.run(module, module.functions[0].name, [X.copy(), X.copy(), X.copy()])
+
+
+def test_wrong_kinds_of_argument_to_public_functions_are_named(tmp_path):
+    """(Bare AttributeErrors from inside; an unwritable file was a FileNotFoundError after the work.)"""
+    from ptojax.ascend import ptoas
+
+    lowering = pj.lower(lambda a: a + 1, X)
+    for call, message in [(lambda: pj.execute(3, X), "the first argument is a Lowering"),
+                          (lambda: pj.execute(lowering, X, plans=3), "plans is a dict"),
+                          (lambda: pj.execute(lowering, X, compiled=3), "compiled is the lowering's compiled code"),
+                          (lambda: pj.report.block_graph(3), "takes a Lowering"),
+                          (lambda: ptoas.assemble(b"module {}"), "the PTO-AS text is a str, not bytes")]:
+        with pytest.raises(pj.PtoArgumentError, match=message):
+            call()
+    fake = tmp_path / "ptoas"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    with pytest.raises(ptoas.PtoasError, match="exited 0 but wrote no C"):
+        ptoas.assemble("module {}", ptoas=str(fake))
+    profile = pj.kernel(lambda a: a + 1).lower(X).compile().profile()
+    with pytest.raises(pj.PtoArgumentError, match="Profile.save: cannot write '/proc/t.json'"):
+        profile.save("/proc/t.json")
+    profile.save(tmp_path / "t.json")
+    assert (tmp_path / "t.json").stat().st_size > 0
