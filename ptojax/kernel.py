@@ -706,25 +706,31 @@ def kernel(fn: Callable | None = None, *, target: str = "a3", backend: str = "si
 
     def make(f):
         f = _callable(f)
-        positions = sorted({int(i) for i in static} | set(_positions(f, names)))
         return Kernel(f, Options(target, backend, executor, int(workers), _freeze(options), tuple(map(int, donate)),
-                                 tuple(positions), shapes, constraints, interpret))
+                                 tuple(_positions(f, names, static)), shapes, constraints, interpret))
     return make if fn is None else make(fn)
 
 
-def _positions(fn, names: tuple) -> list[int]:
-    """The positions of the parameters ``names`` of ``fn`` (``static_argnames``); an error naming one that is
-    not a positional parameter."""
+def _positions(fn, names: tuple, numbers: tuple) -> list[int]:
+    """The positions of the static arguments: ``numbers`` and those of the parameters ``names`` of ``fn``
+    (``static_argnames``); an error naming a name that is no positional parameter, or a number past them
+    (where ``fn`` takes no ``*args``)."""
     try:
-        params = _arg_names(fn, len(inspect.signature(fn).parameters)) if names else ()
+        params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        raise PtoArgumentError(f"pj.kernel: static_argnames {list(names)} need a function with a signature; "
-                               "give static_argnums") from None
-    missing = [n for n in names if n not in params]
+        if names:
+            raise PtoArgumentError(f"pj.kernel: static_argnames {list(names)} need a function with a signature; "
+                                   "give static_argnums") from None
+        return sorted({int(i) for i in numbers})
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    title = f"{getattr(fn, '__name__', 'the kernel')}{tuple(positional)}"
+    missing = [n for n in names if n not in positional]
     if missing:
-        raise PtoArgumentError(f"pj.kernel: static_argnames {missing} name no positional parameter of "
-                               f"{getattr(fn, '__name__', 'the kernel')}{tuple(p for p in params if p)}")
-    return [params.index(n) for n in names]
+        raise PtoArgumentError(f"pj.kernel: static_argnames {missing} name no positional parameter of {title}")
+    past = [int(i) for i in numbers if int(i) >= len(positional) or int(i) < 0]
+    if past and not any(p.kind == p.VAR_POSITIONAL for p in params):
+        raise PtoArgumentError(f"pj.kernel: static_argnums {past} name no positional parameter of {title}")
+    return sorted({int(i) for i in numbers} | {positional.index(n) for n in names})
 
 
 def _is_int(v) -> bool:

@@ -85,6 +85,9 @@ def test_static_arguments_as_under_jit():
         k(x, y, act=["relu"])
     with pytest.raises(pj.PtoArgumentError, match=r"static_argnames \['mode'\] name no positional parameter"):
         pj.kernel(_act_top, static_argnames="mode")
+    with pytest.raises(pj.PtoArgumentError, match=r"static_argnums \[7\] name no positional parameter of "
+                                                  r"_act_top\('a', 'b', 'act', 'k'\)"):
+        pj.kernel(_act_top, static_argnums=7)
     with pytest.raises(pj.PtoArgumentError, match="'relu' is not an array or a number; name it in .*static_argnames"):
         jax.jit(pj.kernel(_act_top), static_argnames="act")(x, y, act="relu")
 
