@@ -17,6 +17,7 @@ dependencies. ``Profile.swimlane(path)`` draws the same picture to PNG/SVG (need
 """
 from __future__ import annotations
 
+import colorsys
 import dataclasses
 import functools
 import gc
@@ -166,6 +167,21 @@ def _phase_bound(graph, m, overhead: float, order, head: dict) -> tuple[float, s
                 best = float(rk[j] + need[j] + qk[j])
                 lane = name if need[j] >= max(rk[j], qk[j]) else "chain"
     return best, lane
+
+
+# Distinct colours for labels (Tableau 10, then lighter companions), then hues a golden angle apart.
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+           "#bab0ac", "#86bcb6", "#f1ce63", "#a0cbe8", "#ffbe7d", "#8cd17d", "#d4a6c8", "#fabfd2", "#d7b5a6",
+           "#79706e", "#499894")
+
+
+def colour(i: int) -> str:
+    """The ``i``-th label colour (``#rrggbb``): :data:`PALETTE`, then a new hue for each further label."""
+    if i < len(PALETTE):
+        return PALETTE[i]
+    j = i - len(PALETTE)
+    r, g, b = colorsys.hls_to_rgb((j * 0.381966) % 1.0, (0.45, 0.62, 0.32)[j % 3], 0.55)
+    return "#" + "".join(f"{round(v * 255):02x}" for v in (r, g, b))
 
 
 def output_path(path, where: str, suffixes: tuple = ()) -> Path:
@@ -346,7 +362,7 @@ class Profile:
         lanes = sorted({(r.lane[0] != "AIC", *r.lane) for r in records})
         row = {(k, c): i for i, (_, k, c) in enumerate(lanes)}
         titles = sorted({r.title for r in records})
-        colours = {t: plt.get_cmap("tab20")(i % 20) for i, t in enumerate(titles)}
+        colours = {t: colour(i) for i, t in enumerate(titles)}
         fig, ax = plt.subplots(figsize=(12, max(2.0, 0.3 * len(lanes) + 1)))
         bars: dict = {}                                   # one collection per lane and label: fast at many tasks
         for r in records:

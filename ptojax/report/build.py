@@ -12,6 +12,7 @@ from pathlib import Path
 from ..ascend.targets import target as get_target
 from ..errors import PtoArgumentError
 from ..lowering.block_graph import block_graph
+from ..mpmd.trace import colour
 from .fusion import fusion
 from .summary import check_profile, kind_order, runs, summary, wrong
 
@@ -20,15 +21,9 @@ _BOUND_TERMS = (("critical_path", "critical path (each task + its dispatch overh
                 ("cube", "cube work / AIC cores"), ("vector", "vector work / AIV cores"),
                 ("bandwidth", "HBM bytes (the L2 rule) / HBM bandwidth"), ("scheduler", "tasks x scheduler cost / schedulers"),
                 ("phases", "chained phases: earliest start + the cores' time (work, dispatch gaps, waves) + the chain after"))
-# Distinct colours for labels (Tableau 10, then lighter companions).
-PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
-           "#bab0ac", "#86bcb6", "#f1ce63", "#a0cbe8", "#ffbe7d", "#8cd17d", "#d4a6c8", "#fabfd2", "#d7b5a6",
-           "#79706e", "#499894")
-
-
 def label_colours(titles) -> dict:
-    """A colour per label, in the order of their names."""
-    return {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(sorted(titles))}
+    """A colour per label, in the order of their names (:func:`~ptojax.mpmd.trace.colour`)."""
+    return {t: colour(i) for i, t in enumerate(sorted(titles))}
 
 
 def check_args(where: str, profile, compiled) -> None:
@@ -216,4 +211,4 @@ def load_options(path) -> dict:
                                f"{err.strerror or err})") from None
 
 
-__all__ = ["LEVELS", "PALETTE", "build", "check_args", "label_colours", "load_options"]
+__all__ = ["LEVELS", "build", "check_args", "label_colours", "load_options"]

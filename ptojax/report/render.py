@@ -38,7 +38,7 @@ def _swimlane_svg(data: dict) -> str:
     height = top + len(lanes) * (lane_h + gap) + 8
     width = left + plot_w + right
     out = [f'<svg id="swimlane" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-           f'width="{width}" height="{height}" data-scale="{sx:.6f}" data-left="{left}" data-top="{top}" '
+           f'width="{width}" height="{height}" data-scale="{sx!r}" data-left="{left}" data-top="{top}" '
            f'data-lane="{lane_h + gap}" data-plot="{plot_w}" data-right="{right}">',
            '<defs><marker id="arr-in" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" markerHeight="6" '
            'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#d97706"/></marker>'
@@ -80,7 +80,8 @@ def _swimlane_svg(data: dict) -> str:
 def _graph_svg(data: dict) -> str:
     graph = data["graph"]
     if not graph:
-        return "<p class='note'>No block graph: the report was built from a profile alone.</p>"
+        return ("<p class='note'>No block graph: the report was built from a profile alone, or of a polymorphic "
+                "compile (whose grids depend on the size).</p>")
     lay = layout_graph(graph)
     xy, nw, nh = lay["xy"], lay["node_w"], lay["node_h"]
     colours = data["colours"]
@@ -139,7 +140,7 @@ def html(data: dict) -> str:
              ("tasks", f"{data['tasks']}"), ("utilisation", util)]
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ptojax report — {_e(data['title'])}</title>"
              f"<meta name='viewport' content='width=device-width,initial-scale=1'><style>{CSS}</style></head><body>",
-             f"<header><h1>ptojax profile report — {_e(data['title'])}</h1><div class='sub'>{_e(data['signature'])} · "
+             f"<header><h1>ptojax profile report — {_e(data['title'])}</h1><div class='sub'>{_e(data['signature']) + ' · ' if data['signature'] else ''}"
              f"machine {_e(data['machine'])} · {_e(data['mode'])} · pass options: <code style='background:#374151;color:#f9fafb'>"
              f"{_e(opts)}</code></div></header><main>",
              "<section id='overview'><h2>Overview</h2><div class='cards'>"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import unicodedata
 from pathlib import Path
 
 from ..errors import PtoArgumentError
@@ -231,9 +232,15 @@ def format_diff(d: Diff) -> str:
             change = round(y, 2) - round(x, 2) + 0.0    # (+ 0.0: no -0.00)
         ch = "-" if change is None else (f"{change:+d}" if integer else f"{change:+.2f}")
         cells.append((what, _num(x, integer), _num(y, integer), ch, rel))
-    widths = [max(minimum, 2 + max(len(row[i]) for row in cells)) for i, minimum in enumerate((22, 11, 11, 11, 9))]
-    return "\n".join((f"{row[0]:<{widths[0]}}" + "".join(f"{c:>{w}}" for c, w in zip(row[1:], widths[1:]))).rstrip()
+    widths = [max(minimum, 2 + max(_width(row[i]) for row in cells)) for i, minimum in enumerate((22, 11, 11, 11, 9))]
+    return "\n".join((row[0] + " " * (widths[0] - _width(row[0]))
+                      + "".join(" " * (w - _width(c)) + c for c, w in zip(row[1:], widths[1:]))).rstrip()
                      for row in cells)
+
+
+def _width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: two for a wide (CJK, emoji) character, none for a combining one."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 __all__ = ["SUMMARY_FORMAT", "Diff", "check_profile", "diff", "format_diff", "kind_order", "load_summary", "runs",

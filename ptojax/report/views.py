@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 
-from .build import PALETTE
+from ..mpmd.trace import colour
 from .markup import CORE_STYLE, clip, curve, esc, layout_graph, size, svg_open, table
 
 
 def block_colour(b: int) -> str:
     """The colour of block ``b`` in the fusion view."""
-    return PALETTE[b % len(PALETTE)]
+    return colour(b)
 
 
 def _fusion_svg(fz: dict) -> str:
@@ -61,7 +61,8 @@ def fusion_section(data: dict) -> str:
             "coloured by the block partition merged each into; hover for details</span></h2>")
     fz = data.get("fusion")
     if not fz:
-        return head + "<p class='note'>No fusion view: the report was built from a profile alone.</p></section>"
+        return head + ("<p class='note'>No fusion view: the report was built from a profile alone, or of a "
+                       "polymorphic compile (whose grids depend on the size).</p></section>")
     legend = ("<div class='legend'><span><span class='sw' style='background:#15803d'></span>tile passed on chip (same "
               "block)</span><span><span class='sw' style='background:#fff;border:1px dashed #6b7280'></span>tensor "
               "through GM</span><span>fill and stripe: the block's colour; border: cube (blue) or vector (green) core"
