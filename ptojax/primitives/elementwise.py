@@ -17,7 +17,7 @@ from ..errors import PtoArgumentError, op_error
 from . import cast as _cast
 from . import layout, reduce
 from ._base import (ANY, BOOL, FLOAT, INT, NUMERIC, broadcast_shapes, check_dtype, check_same_dtype,
-                    define, jvp_from_reference, jvp_zero, operands, shaped, tensor, upcast)
+                    define, is_scalar, jvp_from_reference, jvp_zero, operands, shaped, tensor, upcast)
 
 
 def _abstract(name, dtypes, out_dtype=None, params=()):
@@ -257,8 +257,10 @@ _transpose(where_p, None, lambda ct, c, x, y: where(c, ct, 0), lambda ct, c, x, 
 
 
 def where(cond, x, y):
-    """``x`` where ``cond`` is true, else ``y`` (broadcast together)."""
+    """``x`` where ``cond`` is true, else ``y`` (broadcast together; two numbers take JAX's dtype for them)."""
     cond = tensor("where", cond)
+    if is_scalar(x) and is_scalar(y):         # where(p, 1, 0): the numbers filled out to the condition's shape
+        x = layout.expand(jnp.asarray(x, jnp.result_type(x, y)), tuple(cond.shape))
     x, y = operands("where", x, y)
     return where_p.bind(cond, x, y)
 
