@@ -208,9 +208,9 @@ def _without(options: Options, fixed: dict) -> Options:
                                                         if i not in fixed))
 
 
-def _fixing(fn, fixed: dict, count: int):
+def _fixing(fn, fixed: dict, count: int, static: dict):
     """``fn`` of ``count`` positional arguments less those at the positions of ``fixed``, which it passes
-    as their values (defaults)."""
+    as their values (defaults; ``static``: those of static arguments)."""
     params = list(inspect.signature(fn).parameters.values())
 
     @functools.wraps(fn)
@@ -219,7 +219,7 @@ def _fixing(fn, fixed: dict, count: int):
         return fn(*[fixed[i] if i in fixed else next(rest) for i in range(count)])
 
     with_defaults.__signature__ = inspect.Signature([p for i, p in enumerate(params[:count]) if i not in fixed])
-    with_defaults.call_form = (fn, tuple(fixed), count)     # how a call of ``fn`` maps onto it
+    with_defaults.call_form = (fn, tuple(sorted(fixed)), count, static)     # how a call of ``fn`` maps onto it
     return with_defaults
 
 
@@ -344,13 +344,17 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         form = getattr(self.fn, "call_form", None)
         if form is not None:              # lowered with defaults left in a gap: a call of the same form
-            fn, gaps, count = form
+            fn, gaps, count, static = form
+            if not kwargs and set(gaps) <= set(static) and len(args) == count - len(gaps):
+                return self._call(args)         # its own arguments, the static ones left out (as jax.jit's)
             args, fixed = _positional(fn, self.name, args, kwargs)
             if len(args) != count or tuple(fixed) != gaps:
                 names = list(inspect.signature(fn).parameters)
                 call = ", ".join(names[i] + ("=..." if i > gaps[0] else "") for i in range(count) if i not in gaps)
-                left = ", ".join(names[i] for i in gaps)
-                left += " left at their defaults" if len(gaps) > 1 else " left at its default"
+                defaults = [names[i] for i in gaps if i not in static]
+                left = ", ".join(f"{names[i]}={v!r:.40} static" for i, v in static.items()) + ", " * bool(
+                    static and defaults) + ", ".join(defaults)
+                left += (" left at their defaults" if len(defaults) > 1 else " left at its default") * bool(defaults)
                 raise PtoArgumentError(f"pj.kernel '{self.name}': this compile was lowered for calls "
                                        f"{self.name}({call}), {left}; call it the same way, or call the kernel object")
             return self._call(tuple(a for i, a in enumerate(args) if i not in gaps))
@@ -642,7 +646,7 @@ class Kernel:
         key = (len(args), tuple(sorted(fixed)), tuple(sorted(static.items())))
         with self._lock:
             if key not in self._fixed:
-                self._fixed[key] = Kernel(_fixing(self.fn, fixed, len(args)), _without(self.options, fixed))
+                self._fixed[key] = Kernel(_fixing(self.fn, fixed, len(args), static), _without(self.options, fixed))
         return self._fixed[key], tuple(a for i, a in enumerate(args) if i not in fixed)
 
     def _polymorphic(self, args):

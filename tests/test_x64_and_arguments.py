@@ -81,6 +81,11 @@ def test_static_arguments_as_under_jit():
     batched = jax.vmap(lambda a: pj.kernel(_act_top, static_argnums=(2, 3))(a, y, "relu", 3))(np.stack([x, y]))
     np.testing.assert_array_equal(np.asarray(batched[0][1]), np.asarray(_act_top(y, y, "relu", 3)[0]))
     assert len(k._fixed) == 4
+    compiled = k.lower(x, y, act="relu", k=3).compile()       # as jax.jit's: called without its static arguments
+    for g, w in zip(compiled(x, y), _act_top(x, y, "relu", 3)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    with pytest.raises(pj.PtoArgumentError, match=r"lowered for calls _act_top\(a, b\), act='relu' static, k=3 static"):
+        compiled(x, y, act="relu", k=3)
     with pytest.raises(pj.PtoArgumentError, match="static argument 'act' must be hashable.*list"):
         k(x, y, act=["relu"])
     with pytest.raises(pj.PtoArgumentError, match=r"static_argnames \['mode'\] name no positional parameter"):
