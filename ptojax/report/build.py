@@ -21,6 +21,8 @@ _BOUND_TERMS = (("critical_path", "critical path (each task + its dispatch overh
                 ("cube", "cube work / AIC cores"), ("vector", "vector work / AIV cores"),
                 ("bandwidth", "HBM bytes (the L2 rule) / HBM bandwidth"), ("scheduler", "tasks x scheduler cost / schedulers"),
                 ("phases", "chained phases: earliest start + the cores' time (work, dispatch gaps, waves) + the chain after"))
+
+
 def label_colours(titles) -> dict:
     """A colour per label, in the order of their names (:func:`~ptojax.mpmd.trace.colour`)."""
     return {t: colour(i) for i, t in enumerate(sorted(titles))}
