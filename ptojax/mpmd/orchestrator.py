@@ -121,6 +121,9 @@ class PtoOrchestrationError(PtoError, RuntimeError):
     host needs depends on device data while tasks are not executed."""
 
 
+_FEWER = "larger tiles (pj.tile(vec=...), options={'tiles': ...}) or tiles_per_block make fewer"
+
+
 class PtoTaskLimitError(PtoOrchestrationError):
     """The kernel makes more than :data:`MAX_TASKS` tasks (a data-driven host loop that may not end, or
     a grid too fine for its shapes)."""
@@ -309,8 +312,8 @@ class _Orchestrator:
         if len(self.tasks) >= MAX_TASKS:
             raise PtoTaskLimitError(
                 f"pto runtime: the kernel made {MAX_TASKS:,} tasks and goes on (the last: {task.name!r}); a loop "
-                "whose trip count or condition comes from data may not end (ptojax.mpmd.orchestrator.MAX_TASKS "
-                "sets the limit)")
+                f"whose trip count or condition comes from data may not end, or its grids are too fine: {_FEWER} "
+                "(ptojax.mpmd.orchestrator.MAX_TASKS sets the limit)")
         if self.token is not None:
             task.reads += (self.token,)
         for region in task.writes:
@@ -540,12 +543,11 @@ class _Orchestrator:
         for number, part in enumerate(spec.parts):
             per_task = part.tiles_per_block or getattr(self.backend, "points_per_task", lambda _: 1)(part)
             count = -(-math.prod(part.shape) // per_task)
-            if len(self.tasks) + count > MAX_TASKS:          # before making them: a fine grid takes minutes
+            if count > MAX_TASKS:                            # before making them: a fine grid takes minutes
                 raise PtoTaskLimitError(
                     f"pto runtime: program {part.program.name!r} (grid {tuple(part.shape)}, {per_task} point(s) per "
-                    f"task) would make {count:,} tasks, past the {MAX_TASKS:,} a run makes "
-                    f"({len(self.tasks):,} before it): larger tiles (pj.tile(vec=...), options={{'tiles': ...}}) or "
-                    "tiles_per_block make fewer (ptojax.mpmd.orchestrator.MAX_TASKS sets the limit)")
+                    f"task) would make {count:,} tasks, past the {MAX_TASKS:,} a run makes: {_FEWER} "
+                    "(ptojax.mpmd.orchestrator.MAX_TASKS sets the limit)")
             windows = _part_windows(part)
             points = list(np.ndindex(*part.shape))
             runner = batch(part, arrays) if batch is not None else None
