@@ -161,6 +161,11 @@ def _arrays(flat, compute: bool) -> list:
             for x in flat]
 
 
+def _no_data(avals) -> list:
+    """Zeros that take no memory for ``avals`` ((shape, dtype, ...) per flat argument): a schedule's inputs."""
+    return [orchestrator.no_data(tuple(shape), dtype) for shape, dtype, *_ in avals]
+
+
 def _replayed(plans: dict | None, key, arrays):
     """(outputs, trace) of the plan kept under ``key`` run again on ``arrays``; None where none is kept
     or another thread is running it."""
@@ -242,7 +247,7 @@ def steering(lowering: Lowering, avals, target="a3", compiled=None) -> frozenset
     flat argument; orchestrated on zeros, no task run."""
     tgt = get_target(target) if isinstance(target, str) else target
     compiled = compiled or compile_kernel(lowering, tgt.memory, tgt)
-    zeros = [orchestrator.no_data(tuple(shape), dtype) for shape, dtype, *_ in avals]
+    zeros = _no_data(avals)
     try:
         with jax.enable_x64(False):
             return orchestrator.steering(lowering.block.jaxpr, lowering.block.consts, zeros,
@@ -269,7 +274,7 @@ def replay_function(lowering: Lowering, avals, target="a3", compiled=None):
         backend = PlanBackend(compiled)
     except (PtoUnsupportedError, PtoAsmError):     # a program selection cannot print as real PTO yet
         return None
-    zeros = [orchestrator.no_data(tuple(shape), dtype) for shape, dtype, *_ in avals]
+    zeros = _no_data(avals)
     try:
         plan = orchestrate(lowering.block.jaxpr, lowering.block.consts, zeros, backend, frozenset(), execute=False)
     except PtoOrchestrationError:

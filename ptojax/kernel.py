@@ -719,22 +719,23 @@ def _positions(fn, names: tuple, numbers: tuple) -> list[int]:
     """The positions of the static arguments: ``numbers`` and those of the parameters ``names`` of ``fn``
     (``static_argnames``); an error naming a name that is no positional parameter, or a number past them
     (where ``fn`` takes no ``*args``)."""
+    numbers = sorted({int(i) for i in numbers})
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         if names:
             raise PtoArgumentError(f"pj.kernel: static_argnames {list(names)} need a function with a signature; "
                                    "give static_argnums") from None
-        return sorted({int(i) for i in numbers})
+        return numbers
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     title = f"{getattr(fn, '__name__', 'the kernel')}{tuple(positional)}"
     missing = [n for n in names if n not in positional]
     if missing:
         raise PtoArgumentError(f"pj.kernel: static_argnames {missing} name no positional parameter of {title}")
-    past = [int(i) for i in numbers if int(i) >= len(positional) or int(i) < 0]
+    past = [i for i in numbers if not 0 <= i < len(positional)]
     if past and not any(p.kind == p.VAR_POSITIONAL for p in params):
         raise PtoArgumentError(f"pj.kernel: static_argnums {past} name no positional parameter of {title}")
-    return sorted({int(i) for i in numbers} | {positional.index(n) for n in names})
+    return sorted({*numbers, *(positional.index(n) for n in names)})
 
 
 def _is_int(v) -> bool:

@@ -311,9 +311,7 @@ class Parser:
             return PtrType(self.known(m.group(1), (line, col)))
         m = re.fullmatch(r"vector<((?:\d+x)+)(\w+)>", text or "")
         if m:
-            if m.group(2) not in DTYPES:
-                self.fail((line, col), f"unknown dtype {m.group(2)!r}")
-            return VectorType(tuple(int(d) for d in m.group(1).split("x") if d), m.group(2))
+            return VectorType(tuple(int(d) for d in m.group(1).split("x") if d), self.known(m.group(2), (line, col)))
         m = re.fullmatch(r"!pto\.tile_buf<(.*)>", text or "")
         if m:
             try:
@@ -323,8 +321,7 @@ class Parser:
                              f.get("slayout", "none_box"), int(f.get("fractal", 512)), int(f.get("pad", 0)))
             except (KeyError, ValueError) as err:
                 self.fail((line, col), f"malformed tile type ({err})")
-            if t.dtype not in DTYPES:
-                self.fail((line, col), f"unknown dtype {t.dtype!r}")
+            self.known(t.dtype, (line, col))
             if t.rows is None or t.cols is None:
                 self.fail((line, col), "a tile's rows and cols must be static")
             if t.loc in _LOCS and t.rows * t.cols * DTYPES[t.dtype].itemsize > ASCEND_CORE.buffer(t.loc):
@@ -336,6 +333,7 @@ class Parser:
         self.fail((line, col), f"expected a type, found {text!r}")
 
     def known(self, dtype: str, at) -> str:
+        """``dtype``, a dtype the engine knows; else a PtoAsmError at ``at``."""
         if dtype not in DTYPES:
             self.fail(at, f"unknown dtype {dtype!r}")
         return dtype

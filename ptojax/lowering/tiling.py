@@ -769,7 +769,7 @@ def _is_staged_topk(ctx, eqn, x) -> bool:
 STAGED_TOPK_CHUNK = 2048      # columns per partial top-k when the row is wider than a tile
 
 
-def _sorts_whole(ctx, eqn, x) -> bool:
+def _sorts_whole(x) -> bool:
     """Whether a staged ``topk`` whose ``k`` is past :func:`~.topk.pass_k` sorts its row instead
     (:func:`~.topk.topk_by_sort`): a row one tile sorts, or an int32 one that sorts by halves (static rows)."""
     n = x.shape[-1]
@@ -1261,7 +1261,7 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
             return on_device(_iota(ctx, eqn))
         if _is_staged_topk(ctx, eqn, invals[0]):
             k, most = eqn.params["k"], pass_k(invals[0].dtype)
-            if most < k and _sorts_whole(ctx, eqn, invals[0]):     # merges of lists of k would overfill the UB
+            if most < k and _sorts_whole(invals[0]):     # merges of lists of k would overfill the UB
                 return rewritten(functools.partial(topk_by_sort, k=k, largest=eqn.params["largest"]), invals[:1])
             if most < k <= ctx.memory.max_cols:     # ... and the row is too long to sort: in passes
                 if templated() or not all(isinstance(d, int) for d in invals[0].shape):
