@@ -280,6 +280,9 @@ class Lowered:
     avals: tuple
     code: ascend.AscendKernel | None = None          # backend "sim": the compiled programs, their text fits
 
+    def __deepcopy__(self, memo):
+        return self         # frozen: a copy would be the same
+
     def as_text(self, level: str = "block") -> str:
         """``tensor``, ``tile``, ``block`` or ``pto`` (the real PTO-AS module of every block program).
         Lowered with a ``jax.export`` symbolic row count,
@@ -321,6 +324,9 @@ class Compiled:
 
     def __repr__(self):
         return f"{self.name}{_describe(self.avals)}@{self.options.target}/{self.options.backend}"
+
+    def __deepcopy__(self, memo):
+        return self         # frozen (its plans only memoise): a copy would be the same
 
     def _check(self, flat, tree):
         if tree != self.lowering.in_tree:
@@ -541,6 +547,9 @@ class Kernel:
     def __repr__(self):
         return f"pj.kernel({self.name}, target={self.options.target!r}, backend={self.options.backend!r})"
 
+    def __deepcopy__(self, memo):
+        return self         # a function of its arguments (its caches only memoise): a copy would be the same
+
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace and lower for the shapes and dtypes of ``args`` (arrays or ``jax.ShapeDtypeStruct`` s).
         With ``backend="sim"`` the PTO-AS text is selected here too (an op with no real form fails here,
@@ -643,7 +652,7 @@ class Kernel:
         if not fixed and not static:
             return self, args
         fixed.update(static)
-        key = (len(args), tuple(sorted(fixed)), tuple(sorted(static.items())))
+        key = (len(args), tuple(sorted(fixed)), tuple((i, type(v), v) for i, v in sorted(static.items())))   # 2 != 2.0
         with self._lock:
             if key not in self._fixed:
                 self._fixed[key] = Kernel(_fixing(self.fn, fixed, len(args), static), _without(self.options, fixed))

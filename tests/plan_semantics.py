@@ -283,10 +283,37 @@ def argmin(x, *, axes, keepdims):
 @_register("tcumsum")
 @_accumulate
 def cumsum(x, *, axes, reverse, dtype):
-    axis = axes[0]
+    axis = axes[0] % max(x.ndim, 1)
+    if x.ndim and axis == x.ndim - 1:
+        return doubling_cumsum(x, reverse)
     if reverse:
         return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=dtype), axis)
     return np.cumsum(x, axis=axis, dtype=dtype)
+
+
+def doubling_cumsum(x, reverse=False):
+    """A scan along the last axis by doubling (Hillis-Steele), in ``x``'s dtype: pass ``s`` adds to each
+    element the one ``s`` before it (``reverse``: after it), ``s`` = 1, 2, 4, ... (a scan along a tile's
+    rows; along a leading axis the row blocks add one after another)."""
+    y, n, s = np.array(x), x.shape[-1], 1
+    while s < n:
+        z = y.copy()
+        if reverse:
+            z[..., :n - s] = y[..., :n - s] + y[..., s:]
+        else:
+            z[..., s:] = y[..., s:] + y[..., :n - s]
+        y, s = z, 2 * s
+    return y
+
+
+@_register("tcumsum_carry")
+def cumsum_carry(x, carry, *, reverse):
+    """A scan along the last axis from ``carry`` (each row's sum before the tile, in the dtype it adds in):
+    the carry added to the first element scanned, then :func:`doubling_cumsum`."""
+    y = x.astype(carry.dtype)
+    y[..., -1 if reverse else 0] += carry[..., 0]
+    y = doubling_cumsum(y, reverse)
+    return y.astype(x.dtype), y[..., :1] if reverse else y[..., -1:]
 
 
 # ----------------------------------------------------------------------------------------- matmul

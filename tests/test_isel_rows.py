@@ -1,5 +1,5 @@
 """Row rules of instruction selection (``isel/rows.py``): ``mgather`` / ``mscatter`` as row loops,
-``tcumsum`` as row-block scans.
+``tcumsum`` as row-block scans (along rows by doubling), ``tcumsum_carry`` from a carry.
 
 Each program is realized to real PTO-AS, accepted by ``ptoas`` (A3 and A5, level2 and level3, when the
 binary is present), and its text is EXECUTED by the real-text engine (``ptojax/ascend/engine.py``:
@@ -87,6 +87,13 @@ def test_cumsum_dtypes(dtype, tmp_path):
     x = (_f(21, 30) * 4).astype(dtype)
     check(_tiled((8, 16), lambda x: jnp.cumsum(x, 1)), (x,), "tcumsum", tmp_path)
     check(_tiled((8, 16), lambda x: jnp.cumsum(x, 0)), (x,), "tcumsum", tmp_path)
+
+
+@pytest.mark.parametrize("dtype,reverse", [(np.float32, False), (np.float16, True), (np.int8, False)], ids=str)
+def test_cumsum_carry_over_column_chunks(dtype, reverse, tmp_path):
+    """A long row's scan from chunk to chunk (``tcumsum_carry``), its last chunk of one column."""
+    x = (_f(16, 3073) * 4).astype(dtype)
+    check(_tiled((8, 512), lambda x: jax.lax.cumsum(x, 1, reverse=reverse)), (x,), "tcumsum_carry", tmp_path)
 
 
 def test_cumsum_1d(tmp_path):

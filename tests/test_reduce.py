@@ -214,22 +214,19 @@ def test_cumsum_dtypes(dtype, reverse):
     assert_close(out, golden_cumsum(x, 1, reverse), dtype)
 
 
-def test_a_scan_along_long_rows_takes_whole_rows_per_tile():
-    """A scan along the last axis runs down the row's transpose (32 bytes per value): 3000 f32 values
-    per row take one row per tile (the default tile took 4 and overfilled the UB whatever the tile
-    size); past 3072 values the row is scanned in chunks, each chunk's total carried into the next
-    (tests/test_scans.py)."""
-    x = rand((4, 3000), F32, seed=3)
-    got = np.asarray(pj.kernel(lambda v: jnp.cumsum(v, axis=-1))(x))
-    want = np.zeros_like(x)
-    for j in range(x.shape[1]):                  # the sequential fold in float32, column by column
-        want[:, j] = x[:, j] if j == 0 else want[:, j - 1] + x[:, j]
-    np.testing.assert_array_equal(got, want)
-    x = rand((2, 5000), F32, seed=4)
-    got = np.asarray(pj.kernel(lambda v: jnp.cumsum(v, axis=-1))(x))
-    scale = np.cumsum(np.abs(x.astype(np.float64)), axis=-1)     # the running sum of magnitudes
-    error = np.abs(got - np.cumsum(x.astype(np.float64), axis=-1)) / scale
-    assert error.max() <= 8 * np.finfo(np.float32).eps
+def test_a_scan_along_long_rows_loops_over_column_chunks():
+    """A scan along the last axis runs down the row's transpose (32 bytes per value) by doubling, in two
+    work tiles: 3000 f32 values per row no longer fit one tile, so each row block's program loops over
+    column chunks, each scanned from the sums before it (``tcumsum_carry``); fewer than 16 rows of more
+    than 8192 values stage through GM instead (tests/test_scans.py)."""
+    for shape, seed in (((4, 3000), 3), ((2, 5000), 4)):
+        x = rand(shape, F32, seed=seed)
+        f = pj.kernel(lambda v: jnp.cumsum(v, axis=-1))
+        assert "pto.tcumsum_carry" in f.lower(x).as_text("tile")
+        got = np.asarray(f(x))
+        scale = np.cumsum(np.abs(x.astype(np.float64)), axis=-1)     # the running sum of magnitudes
+        error = np.abs(got - np.cumsum(x.astype(np.float64), axis=-1)) / scale
+        assert error.max() <= 8 * np.finfo(np.float32).eps
 
 
 def test_cumsum_reverse_explicit():

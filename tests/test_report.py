@@ -268,16 +268,16 @@ def test_fusion_view_a_matmul_epilogue_fuses_and_split_rows_do_not():
 
 
 def test_fusion_view_a_group_too_large_for_the_ub_is_split_in_order():
-    """Elementwise ops and a scan along the rows on 32 x 512 f32 tiles: fused as written the last group
+    """Elementwise ops and a scan along the rows on 32 x 448 f32 tiles: fused as written the last group
     needs more UB than a core has and, holding a scan, cannot run each tile in pieces, so partition splits
     it into consecutive blocks; each op is in exactly one of them."""
     def fn(x, y):
-        with pj.tile(vec=(32, 512)):
+        with pj.tile(vec=(32, 448)):
             s, d, p = x + y, x - y, x * y
             q = s * d + p
             return jnp.cumsum(q * s + d * p, axis=-1) * q
 
-    x = np.random.default_rng(5).standard_normal((96, 512)).astype(np.float32)
+    x = np.random.default_rng(5).standard_normal((96, 448)).astype(np.float32)
     compiled = pj.kernel(fn).lower(x, x).compile()
     fz = report.build(compiled.profile(x, x), compiled)["fusion"]
     _check_against_the_block_level(compiled, fz)

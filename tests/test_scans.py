@@ -3,9 +3,11 @@ float64 NumPy goldens, eagerly and under ``jax.jit``.
 
 - a tensor whose last dim is 1 is a column tile (one value per row): a scan along that unit axis is
   the identity, one along a leading axis scans each group of rows on its own;
-- a row longer than one tile scans (3 072 float32 values) is staged: chunks scanned whole, then each
-  chunk's carry (the total of the chunks before it) added, within the accuracy of a sequential scan
-  (and of XLA's own ``cumsum``, whose order is not sequential either).
+- a row longer than one tile scans (past ~1 500 float32 values under the default tiles) loops over
+  column chunks in one program per row block, each chunk scanned from the sums before it; fewer than
+  16 rows of more than 8 192 values are staged: chunks scanned whole, then each chunk's carry (the
+  total of the chunks before it) added; both within the accuracy of a sequential scan (and of XLA's
+  own ``cumsum``, whose order is not sequential either).
 """
 from __future__ import annotations
 
@@ -130,6 +132,28 @@ def test_long_row_stages_chunks_and_carries():
     tile = pj.lower(lambda a: jnp.cumsum(a, axis=-1), x).as_text("tile")
     ops = re.findall(r"= tile_grid\[vector (\w+)", tile)
     assert "f32[2,16,2048] = tile_grid[vector cumsum" in tile and ops.count("cumsum") == 2 and "add" in ops
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, BF16, I8, I32], ids=str)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_many_long_rows_loop_in_one_program(dtype, reverse):
+    """16 rows or more of a row too long for one tile: one program per row block loops over the row's
+    column chunks, each scanned from the sums before it (``tcumsum_carry``), no stage through GM."""
+    x = rand((48, 5000), dtype, seed=7)
+    fn = lambda a: OPS.cumsum(a, -1, reverse=reverse)    # noqa: E731
+    lowered = pj.lower(fn, x)
+    assert lowered.as_text("block").count("block_call") == 1 and "pto.tcumsum_carry" in lowered.as_text("tile")
+    _assert_scan(_both(fn, x), x, 1, reverse)
+
+
+def test_a_row_loop_scans_faster_than_stages_on_the_model():
+    """The simulated A3: 256 rows of 4 096 float32 values in one looping program per row block take a
+    fraction of the staged form's makespan (five block calls through GM, a task per chunk)."""
+    x = jax.ShapeDtypeStruct((256, 4096), jnp.float32)
+    fn = lambda a: jnp.cumsum(a, axis=-1)                # noqa: E731
+    loop = pj.kernel(fn).lower(x).compile().profile()
+    staged = pj.kernel(fn, options={"row_loops": {"DEFAULT": False}}).lower(x).compile().profile()
+    assert loop.tasks < staged.tasks // 10 and loop.makespan_us < staged.makespan_us / 4
 
 
 def test_long_row_under_a_vec_tile():

@@ -406,7 +406,7 @@ def _price(instr: asm.Instr, tgt: Target, l2_hit: float):
         return "SCALAR", 1.0, 0, 0, 0.0
     if op in _SORT_OPS:
         pipe, cycles, flops = _sort(instr, tgt)
-    elif op == "tcumsum":
+    elif op in ("tcumsum", "tcumsum_carry"):
         pipe, cycles, flops = _cumsum(instr, tgt)
     elif op in _REDUCE:
         pipe, cycles, flops = _vector(instr, tgt, _reduce_passes(instr, op))

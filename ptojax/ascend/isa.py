@@ -60,6 +60,9 @@ def _table():
                                      "the columns j::k of a tile (k 2 or 4): tgather's mask pattern"),
         "tinterleave": Instruction("tinterleave", "VECTOR", "k vec -> vec", ("f32", "i32", "f16", "bf16"), False,
                                    "k tiles (2 or 4) interleaved along their rows: tci and a tscatter per tile"),
+        "tcumsum_carry": Instruction("tcumsum_carry", "VECTOR", "vec, vec column -> vec, vec column",
+                                     tuple(asm.dtype_name(d) for d in OPS["cumsum"].dtypes), False,
+                                     "a cumsum along a tile's rows from each row's carry, and the carry through it"),
     }
     for name, op in OPS.items():
         if name not in T.COMPUTE:                    # matmul (above), bitcast (a GM view: no tile instruction)

@@ -1018,16 +1018,14 @@ def _scan_dtypes(dtype):
 
 def _scan_fits(ctx, rows: int, n: int, dtype) -> bool:
     """Whether a last-axis ``tcumsum`` of ``rows`` rows of ``n`` scans in one tile, as isel emits it: its
-    transpose (the work tile, ``w``) within half the UB; under the user's ``vec`` tile (whose rows no retry
-    halves) also its peak as ptoas plans it within the UB less 1 KiB: the source ``a`` in the scan's dtype,
-    a transpose's tmp tile as large as its source, the work tile — ``max(2a + w, a + 2w)`` — and where the
-    tile's dtype is narrower, the tile itself and its widened copy (its rows padded as the narrow dtype's)."""
+    transpose (the work tile, ``w``) within half the UB, and its peak as ptoas plans it within the UB less
+    1 KiB: the source ``a`` in the scan's dtype, a transpose's tmp tile as large as its source, the work
+    tile and the second one its doubling passes write — ``max(2a + w, a + 2w)`` — and where the tile's
+    dtype is narrower, the tile itself and its widened copy (its rows padded as the narrow dtype's)."""
     memory, wide = ctx.memory, _scan_dtypes(dtype)[1]
     w = n * _column_bytes(ctx, rows, dtype)
     if n > memory.max_cols or w > memory.ub // 2:
         return False
-    if ctx.config.vec is None:      # default tiles: Kernel.lower halves them where the plan overfills
-        return True
     a = aligned_bytes((rows, n), wide, memory.align)
     narrow = aligned_bytes((rows, n), dtype, memory.align) + a if wide != np.dtype(dtype) else 0
     return narrow + max(2 * a + w, a + 2 * w) <= memory.ub - 1024
@@ -1080,6 +1078,77 @@ def _staged_scan_axis(ctx, eqn, x):
     if limit < 2 and ctx.config.vec is None:        # default tiles: a stage's tiles take fewer rows (_fit_whole)
         limit = min(memory.max_rows, stage_bytes(memory) // -(-per // rows))
     return axis, _at_least_two(ctx, limit, axis), 1, lambda shape: ctx.config
+
+
+LOOPED_SCAN_ROWS = 64   # the rows a default long-row scan loop takes at most: its passes cost alike for any
+                       # row count up to a few hundred bytes, so more rows a block scan in fewer
+FEW_SCAN_ROWS, LONG_SCAN_ROW = 16, 8192     # fewer rows than this, each longer than that, scan in stages:
+                                            # they spread each row over the cores, a loop scans it on one
+
+
+def _looped_scan(ctx, eqn, x):
+    """For a ``cumsum`` along rows too long for one tile to scan whole, with row loops on for its label:
+    (the tile of one program's row block, its rows whole; the columns of each chunk its loop scans);
+    else None. Under the user's ``vec`` tile the block and chunk are its rows and columns; under the
+    default tiles a power-of-two row count that spreads the rows over :data:`WIDE_ROW_BLOCKS` blocks
+    (at most :data:`LOOPED_SCAN_ROWS`), chunks of a default tile's bytes — each within what
+    :func:`_scan_fits` allows. Fewer than :data:`FEW_SCAN_ROWS` rows of more than :data:`LONG_SCAN_ROW`
+    stage instead."""
+    (axis,) = eqn.params["axes"]
+    if not ctx.row_loops or x.ndim < 2 or axis != x.ndim - 1 or templated():
+        return None
+    dtype, n = np.dtype(x.dtype), x.shape[-1]
+    if math.prod(x.shape[:-1]) < FEW_SCAN_ROWS and n > LONG_SCAN_ROW:
+        return None
+    if _scan_fits(ctx, math.prod(vector_tile(ctx, x.shape, [dtype], whole=(axis,))[:-1]), n, dtype):
+        return None
+    wide = _scan_dtypes(dtype)[0]
+    step = ctx.memory.align // min(dtype.itemsize, wide.itemsize)
+    if ctx.config.vec is not None:
+        tile = vector_tile(ctx, x.shape, [dtype])
+        cols = tile[-1]
+    else:
+        rows = min(x.shape[-2], LOOPED_SCAN_ROWS, 1 << (-(-math.prod(x.shape[:-1]) // WIDE_ROW_BLOCKS) - 1).bit_length())
+        tile = (1,) * (x.ndim - 2) + (rows, n)
+        cols = min(ctx.memory.max_cols, ctx.memory.tile_bytes // (rows * wide.itemsize))
+    rows, chunk = math.prod(tile[:-1]), min(cols, n) // step * step
+    while chunk > step and not _scan_fits(ctx, rows, chunk, dtype):
+        chunk = chunk // 2 // step * step
+    if chunk < step or not _scan_fits(ctx, rows, chunk, dtype):
+        return None
+    return tuple(tile[:-1]) + (n,), chunk
+
+
+def _scan_loop(ctx, eqn, invals, tile, chunk):
+    """A long-row ``cumsum`` as one program per row block (:func:`_looped_scan`): a loop over the row's
+    column chunks, each scanned from the sums before it (``tcumsum_carry``, an R×1 carry in the dtype the
+    scan adds in) — the sequential fold of ``np.cumsum``, with no stage through GM (``reverse``: from the
+    row's end)."""
+    (x,) = invals
+    reverse = eqn.params["reverse"]
+    acc, n = _scan_dtypes(x.dtype)[1], x.shape[-1]
+    cuts = [(n // chunk, chunk, 0)] + ([(1, n % chunk, n - n % chunk)] if n % chunk else [])
+    zero = -0.0 if np.dtype(acc).kind == "f" else 0        # x + -0.0 is x, -0.0 included
+
+    def body(region, index, ins, outs):
+        (src,), (out,) = ins, outs
+        col = len(index) - 1                                # the row's grid index: each chunk's
+        carry = T.compute("expand", np.asarray(zero, acc), shape=region.tile[:-1] + (1,))
+        for count, width, first in (reversed(cuts) if reverse else cuts):
+            last = first + (count - 1) * width
+            window = Window(region.tile[:-1] + (width,), tuple(range(col)) + (col,), region.stride[:-1] +
+                              (-width if reverse else width,), region.base[:-1] + (last if reverse else first,))
+
+            def step(c, state, window=window):
+                out, carry = state
+                y, carry = T.tcumsum_carry_p.bind(T.tload(src, [*index[:-1], c], window), carry, reverse=reverse)
+                return T.tstore(out, y, [*index[:-1], c], window), carry
+
+            state = (out, carry)
+            out, carry = step(np.int32(0), state) if count == 1 else jax.lax.fori_loop(0, count, step, state)
+        return [out]
+
+    return emit(ctx, "vector", regions(x.shape, tile), [x], [eqn.outvars[0].aval], body)
 
 
 def _at_least_two(ctx, limit: int, axis: int) -> int:
@@ -1304,6 +1373,9 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
         staged = _staged_reduce_axis(ctx, eqn, invals[0])
         if staged is not None:
             return on_device(_staged_reduce(ctx, eqn, invals, *staged))
+        looped = ctx.op == "cumsum" and _looped_scan(ctx, eqn, invals[0])
+        if looped:                                     # a long row: one program per row block loops over it
+            return on_device(_scan_loop(ctx, eqn, invals, *looped))
         staged = _staged_scan_axis(ctx, eqn, invals[0])
         if staged is not None:
             return on_device(_staged_scan(ctx, eqn, invals, *staged))

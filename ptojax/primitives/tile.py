@@ -190,6 +190,28 @@ tmatmul_p = _mirror("matmul")
 tmatmul_acc_p = _primitive("tmatmul_acc", _tmatmul_acc_abstract, _tmatmul_acc_reference)
 
 
+def _tcumsum_carry_abstract(tile, carry, *, reverse):
+    want = tuple(tile.shape[:-1]) + (1,)
+    if not tile.shape or tuple(carry.shape) != want:
+        raise op_error(PtoShapeError, "tcumsum_carry", f"a {list(tile.shape)} tile with a {list(carry.shape)} carry: "
+                       f"the carry is a column of its rows, {list(want)}")
+    return shaped(tile.shape, tile.dtype), shaped(carry.shape, carry.dtype)
+
+
+def _tcumsum_carry_reference(tile, carry, *, reverse):
+    wide = tile.astype(carry.dtype)
+    both = jnp.concatenate([wide, carry] if reverse else [carry, wide], axis=-1)
+    scanned = lax.cumsum(both, both.ndim - 1, reverse=reverse)
+    inner = scanned[..., :-1] if reverse else scanned[..., 1:]
+    return inner.astype(tile.dtype), scanned[..., :1] if reverse else scanned[..., -1:]
+
+
+# A cumsum along a tile's rows that starts from ``carry`` (each row's sum before the tile, in the dtype the
+# scan adds in): (the tile's scan rounded to its dtype, each row's sum through the tile) — a long row's
+# column chunks scanned in turn by one program (``reverse``: from the row's end).
+tcumsum_carry_p = _primitive("tcumsum_carry", _tcumsum_carry_abstract, _tcumsum_carry_reference, multiple_results=True)
+
+
 def _tci_reference(index, *, size, step, base):
     return base + step * index + jnp.arange(size, dtype=jnp.int32)
 

@@ -13,14 +13,17 @@ only, per-element, and no scan at all), so they are loops of real instructions:
   a vector copy / ``tadd`` between subset rows of two tiles (the in-tile forms). Rows go in index
   order, so a repeated index keeps the last write or adds in index order, as the private semantics
   say. The same loops are printed for A5 (its ``pto.mgather`` takes per-element indices).
-- ``tcumsum`` scans along rows: ``block[k] = block[k-1] + block[k]`` with ``tadd`` on ``pto.subset``
-  row blocks in an ``scf.for`` (``reverse``: from the end). A scan along the last axis transposes
-  (``ttrans``) into a ``C x R`` work tile, scans its rows and transposes back; a column ``subset``
-  would be neither 32-byte aligned nor keep the row pitch. A column tile (a value per row) scans the
-  same way, its ``R`` values as the rows of an ``R x 1`` work tile, in groups along a leading axis; a
-  scan along an axis of one is a copy. Floats accumulate in ``f32`` and round once at the end
-  (``tcvt``), integers in their own dtype (``i8`` through ``i16``). Rows longer than one work tile
-  holds are staged before selection (``lowering/reduce.py``).
+- ``tcumsum`` scans along a leading axis: ``block[k] = block[k-1] + block[k]`` with ``tadd`` on
+  ``pto.subset`` row blocks in an ``scf.for`` (``reverse``: from the end). A scan along the last axis
+  transposes (``ttrans``) into a ``C x R`` work tile, scans its rows by doubling (``log2 C`` passes of
+  one ``tadd`` over subsets of whole rows, into a second work tile) and transposes back; a column
+  ``subset`` would be neither 32-byte aligned nor keep the row pitch. A column tile (a value per row)
+  scans its ``R`` values as the rows of an ``R x 1`` work tile, in groups along a leading axis; a scan
+  along an axis of one is a copy. Floats accumulate in ``f32`` and round once at the end (``tcvt``),
+  integers in their own dtype (``i8`` through ``i16``). ``tcumsum_carry`` is a last-axis scan that
+  adds each row's carry to its first value scanned and keeps the last: a long row's column chunks in
+  one program's loop (``lowering/tiling.py``); a few very long rows are staged before selection
+  (``lowering/reduce.py``).
 
 PTOAS facts these rules rely on (checked with ``ptoas --pto-arch=a3|a5 --enable-insert-sync``):
 
@@ -535,10 +538,80 @@ def _scan(sel, work: str, outer: int, n: int, inner: int, reverse: bool):
             sel.print("tadd", [prev, cur], [cur])
 
 
+def _doubling(sel, work: str, n: int, reverse: bool) -> str:
+    """The ``n`` rows of tile ``work`` scanned by doubling (Hillis-Steele): ``log2 n`` passes, each one
+    ``tadd`` of every row with the row ``s`` before it (``reverse``: after it) into a second tile, the
+    ``s`` rows with none copied; the tile holding the result (``work`` or the other)."""
+    cols = sel.types[work].cols
+    a, b, s = work, sel.alloc(sel.types[work]), 1
+    while s < n:
+        kept, moved, source = (n - s, 0, s) if reverse else (0, s, 0)
+        sel.copy(sel.subset(a, kept, s, 0, cols), sel.subset(b, kept, s, 0, cols))
+        sel.print("tadd", [sel.subset(a, moved, n - s, 0, cols), sel.subset(a, source, n - s, 0, cols)],
+                  [sel.subset(b, moved, n - s, 0, cols)])
+        a, b, s = b, a, 2 * s
+    return a
+
+
 def _groups(shape, axis: int):
     """(groups, blocks per group, rows per block) of a scan along leading ``axis`` of a tile of logical
     ``shape``, whose rows are ``shape[:-1]`` flattened."""
     return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:-1])
+
+
+def _scan_rows(sel, s, x: str, out: str, reverse: bool, carry: str | None = None, carry_out: str | None = None):
+    """A scan along the rows of tile ``x`` into ``out``: its transpose (``ttrans``) into a ``C x R`` work
+    tile in the dtype the scan adds in, whose rows are scanned and transposed back. With ``carry`` (an
+    ``R x 1`` column in that dtype, each row's sum before the tile) the first row scanned adds it first,
+    and ``carry_out`` takes the last: the sums through the tile."""
+    shape = tuple(sel.shape(s, 0, x))
+    rows, cols = matrix(shape)
+    tx, to = sel.types[x], sel.types[out]
+    if (tx.v_row, tx.v_col) != (rows, cols) or (to.v_row, to.v_col) != (rows, cols):
+        sel.fail(s, f"on a {tx.v_row}x{tx.v_col} tile for a {list(shape)} scan")
+    acc = _ACC.get(tx.dtype, tx.dtype)
+    if carry is not None and sel.types[carry].dtype != acc:
+        sel.fail(s, f"a {sel.types[carry].dtype} carry for a scan that adds in {acc}")
+    if cols == 1 and carry is not None:          # a chunk of one column: each row's value plus its carry
+        src = sel.row(x)
+        total = sel.row(out) if acc == to.dtype else sel.like(src, dtype=acc)
+        if acc != tx.dtype:
+            sel.convert(src, total, "RINT")
+            src = total
+        sel.print("tadd", [src, sel.row(carry)], [total])
+        sel.copy(total, sel.row(carry_out))
+        if total != sel.row(out):
+            sel.convert(total, out, "RINT", saturate=False if acc == "i16" else None)
+        return
+    work_type = row_major(cols, rows, acc)
+    need = work_type.rows * work_type.cols * asm.DTYPES[acc].itemsize
+    if sel.memory is not None and need > sel.memory.ub // 2:
+        sel.fail(s, f"along a row of {cols} values: the scan runs down its transpose, {cols} rows of "
+                    f"{need // cols} bytes ({need} bytes), more than half the {sel.memory.ub}-byte UB; "
+                    f"rows of at most {sel.memory.ub // 2 // (need // cols)} values scan in one tile")
+    src = x
+    if acc != tx.dtype:
+        src = sel.like(x, dtype=acc)
+        sel.convert(x, src, "RINT")
+    work = sel.alloc(work_type)
+    sel.print("ttrans", [src, sel.like(src)], [work])
+    ends = (cols - 1, 0) if reverse else (0, cols - 1)       # the first row scanned, the last
+    if carry is not None:
+        first = sel.subset(work, ends[0], 1, 0, work_type.cols)
+        sel.print("tadd", [first, sel.row(carry)], [first])
+    work = _doubling(sel, work, cols, reverse)
+    if carry_out is not None:
+        sel.copy(sel.subset(work, ends[1], 1, 0, work_type.cols), sel.row(carry_out))
+    back = out if acc == to.dtype else sel.like(out, dtype=acc)
+    sel.print("ttrans", [work, sel.like(work)], [back])
+    if back != out:
+        sel.convert(back, out, "RINT", saturate=False if acc == "i16" else None)
+
+
+@rule("tcumsum_carry")
+def cumsum_carry(sel, s, ins, outs):
+    """A scan along a tile's rows from a carry (``tcumsum_carry``: a long row's column chunks in turn)."""
+    _scan_rows(sel, s, ins[0], outs[0], bool(s.attr("reverse")), carry=ins[1], carry_out=outs[1])
 
 
 @rule("tcumsum")
@@ -570,24 +643,7 @@ def cumsum(sel, s, ins, outs):
             sel.convert(back, out, "RINT", saturate=False if acc == "i16" else None)
         return
     if axis == len(shape) - 1:                   # along rows: scan the transpose
-        work_type = row_major(cols, rows, acc)
-        need = work_type.rows * work_type.cols * asm.DTYPES[acc].itemsize
-        if sel.memory is not None and need > sel.memory.ub // 2:
-            sel.fail(s, f"along a row of {cols} values: the scan runs down its transpose, {cols} rows of "
-                        f"{need // cols} bytes ({need} bytes), more than half the {sel.memory.ub}-byte UB; "
-                        f"rows of at most {sel.memory.ub // 2 // (need // cols)} values scan in one tile")
-        src = x
-        if acc != tx.dtype:
-            src = sel.like(x, dtype=acc)
-            sel.convert(x, src, "RINT")
-        work = sel.alloc(work_type)
-        sel.print("ttrans", [src, sel.like(src)], [work])
-        _scan(sel, work, 1, cols, 1, reverse)
-        back = out if acc == to.dtype else sel.like(out, dtype=acc)
-        sel.print("ttrans", [work, sel.like(work)], [back])
-        if back != out:
-            sel.convert(back, out, "RINT", saturate=False if acc == "i16" else None)
-        return
+        return _scan_rows(sel, s, x, out, reverse)
     outer, n, inner = _groups(shape, axis)
     if acc == to.dtype:
         work = out
