@@ -1108,7 +1108,8 @@ def _looped_scan(ctx, eqn, x):
         tile = vector_tile(ctx, x.shape, [dtype])
         cols = tile[-1]
     else:
-        rows = min(x.shape[-2], LOOPED_SCAN_ROWS, 1 << (-(-math.prod(x.shape[:-1]) // WIDE_ROW_BLOCKS) - 1).bit_length())
+        per_block = -(-math.prod(x.shape[:-1]) // WIDE_ROW_BLOCKS)
+        rows = min(x.shape[-2], LOOPED_SCAN_ROWS, 1 << (per_block - 1).bit_length())
         tile = (1,) * (x.ndim - 2) + (rows, n)
         cols = min(ctx.memory.max_cols, ctx.memory.tile_bytes // (rows * wide.itemsize))
     rows, chunk = math.prod(tile[:-1]), min(cols, n) // step * step
