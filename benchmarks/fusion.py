@@ -7,12 +7,13 @@ inside the program) against the whole-row tile; then a matmul with a row epilogu
 M = 1 matmul against its merged form; then greedy decoding's ``argmax`` over vocabulary rows against
 ``jnp.max`` of the same rows (the row's extremum, then the first index holding it: two passes); then a
 RoPE of interleaved pairs (``x.reshape(..., d / 2, 2)``, written back by ``jnp.stack``) against the same
-rotation of the half-split layout.
+rotation of the half-split layout; then a ``cumsum`` along rows longer than one tile scans against a
+``sum`` of the same rows (a loop over the row's column chunks per row block; a few very long rows stage).
 
 Run: ``python benchmarks/fusion.py [--rows 48] [--cols 1024] [--block 8]``; the exit status is 1 when
 a target fails: automatic <= 1.10x hand-fused, half-row tile <= 1.25x whole-row, batched M = 1 matmul
-<= 1.10x its merged form, argmax <= 2.0x max, interleaved RoPE <= 1.10x half-split. Ratios come from one
-run of the cost model.
+<= 1.10x its merged form, argmax <= 2.0x max, interleaved RoPE <= 1.10x half-split, a long-row cumsum over
+48 rows or more <= 3.0x a sum. Ratios come from one run of the cost model.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import numpy as np
 import ptojax as pj
 
 FUSED_TARGET, HALF_ROW_TARGET, MERGED_TARGET, ARGMAX_TARGET, ROPE_TARGET = 1.10, 1.25, 1.10, 2.0, 1.10
+SCAN_TARGET, SCAN_ROWS = 3.0, 48     # a long-row cumsum against a sum, where there are this many rows
 EPS = 1e-5
 
 
@@ -253,6 +255,15 @@ def main(argv=None) -> int:
         if pairs / split > ROPE_TARGET:
             failed.append(f"interleaved RoPE {np.dtype(dtype).name}[{tokens},{heads},{dim}]: {pairs / split:.2f}x "
                           f"half-split (target <= {ROPE_TARGET})")
+    print("\ncumsum along long f32 rows against jnp.sum of the same rows:")
+    for shape in ((256, 4096), (64, 16384), (1024, 8192), (16, 32768), (4, 128256)):
+        rows = [jax.ShapeDtypeStruct(shape, jnp.float32)]
+        _, _, tasks, scan = measure(lambda v: jnp.cumsum(v, -1), rows)
+        _, _, sum_tasks, total = measure(lambda v: jnp.sum(v, -1), rows)
+        print(f"  {list(shape)}: cumsum {tasks} tasks, {scan:.1f} us; sum {sum_tasks} tasks, {total:.1f} us "
+              f"({scan / total:.2f}x)")
+        if shape[0] >= SCAN_ROWS and scan / total > SCAN_TARGET:
+            failed.append(f"cumsum of {list(shape)}: {scan / total:.2f}x sum (target <= {SCAN_TARGET})")
     if failed:
         print("\nFAIL: " + "; ".join(failed))
         return 1
