@@ -32,9 +32,9 @@ engine's in-order semantics — a function that reads a GM tensor it also writes
 index read from data, or stores under a per-point condition — :class:`Serial` is raised and the
 caller runs the points one at a time (:mod:`~ptojax.ascend.replay_graph`).
 
-Every float result but a 32-bit one of an add, a subtraction, a max/min or a move, and but one of a
-sort, a merge or a gather (bits moved: index words among them), passes a select on ``isnan`` (the
-identity but for NaN payloads): XLA's code generator would otherwise contract a product
+Every float result but a 32-bit one of an add, a subtraction or a max/min, and but one of a sort, a
+merge, a gather, a select, a transpose or a broadcast (bits moved: index words among them), passes a
+select on ``isnan`` (the identity but for NaN payloads): XLA's code generator would otherwise contract a product
 with a later add into one fma, where the engine rounds each instruction. Two instruction families take
 a form over the whole batch (:data:`_WHOLE`): a row or column max/min is the plain reduction, which
 XLA vectorizes, where that equals the simulator's scan (no NaN, no zero extreme); a row sum or
@@ -248,12 +248,12 @@ def store_held(flat, idx: np.ndarray, values, atomic: bool, plain: bool = False)
 # Instructions whose 32-bit float results need no guard (:func:`_rounded`): neither a product XLA could
 # contract into an fma nor a value its simplifier rewrites together with a later instruction.
 _PLAIN = frozenset({"tadd", "tsub", "tadds", "tsubs", "tmax", "tmin", "tmaxs", "tmins", "tabs", "tneg", "trelu",
-                    "trowsum", "tcolsum", "trowmax", "trowmin", "tcolmax", "tcolmin", "texpands", "trowexpand",
-                    "tcolexpand", "tconcat", "ttrans"} | {f"t{side}expand{op}" for side in ("row", "col")
-                                                            for op in ("add", "sub", "max", "min")})
+                    "trowsum", "tcolsum", "trowmax", "trowmin", "tcolmax", "tcolmin", "texpands"}
+                   | {f"t{side}expand{op}" for side in ("row", "col") for op in ("add", "sub", "max", "min")})
 # Instructions that move bits, computing nothing: their float results of any width pass unguarded, NaN
-# payloads and all — a sort's (value, u32 index) structs hold index words (-1 past the data) that read as NaN.
-_MOVES = frozenset({"tsort32", "tmrgsort", "tgather"})
+# payloads and all (their sources are guarded results already) — a sort's (value, u32 index) structs hold
+# index words (-1 past the data) that read as NaN; a select, a transpose, a broadcast move values as they are.
+_MOVES = frozenset({"tsort32", "tmrgsort", "tgather", "tsel", "tmov", "ttrans", "tconcat", "trowexpand", "tcolexpand"})
 
 
 def _rounded(x, op: str = ""):
@@ -671,7 +671,7 @@ class Walk:
             try:
                 after = lax.cond(pred[0], then, orelse, before)
             except Unroll:
-                raise Serial() from None   # a store under a condition of a batch
+                raise (Unroll() if self.serial else Serial()) from None   # a store under a condition of a batch
             self.restore(after, names, env)
             return
         outer, values = self.mask, []
@@ -681,7 +681,7 @@ class Walk:
                 self.block(body)
                 values.append(self.state(names, ())[2])
         except Unroll:
-            raise Serial() from None   # a shape under a per-point condition
+            raise (Unroll() if self.serial else Serial()) from None   # a shape under a per-point condition
         finally:
             self.mask = outer
         self.env = env

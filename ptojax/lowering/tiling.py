@@ -727,6 +727,27 @@ def _row_chunk(ctx, eqn, invals) -> int | None:
     return chunk
 
 
+def _padded_rows(ctx, x, axis: int) -> bool:
+    """Whether the rows an indexed op moves along ``axis`` of ``x`` have dims past their first whose last
+    one pads each tile row (a (64, 128, 1) table's rows (128, 1): 32 bytes a value; (33, 68, 2) float16:
+    8x its bytes): moved as one dim instead (:func:`_flat_rows_moved`)."""
+    post = tuple(x.shape[axis + 1:])
+    return (len(post) >= 2 and all(isinstance(d, int) for d in post)
+            and post[-1] * np.dtype(x.dtype).itemsize % ctx.memory.align != 0)
+
+
+def _flat_rows_moved(x, *rest, op, axis, **params):
+    """Indexed op ``op`` along ``axis`` on ``x`` (and its updates) with the dims of the rows it moves
+    merged into one (a free reshape in GM), its result reshaped back."""
+    rows = x.shape[axis + 1:]
+    flat = lambda a: ops.reshape(a, tuple(a.shape[:a.ndim - len(rows)]) + (math.prod(rows),))   # noqa: E731
+    rest = list(rest)
+    if len(rest) > 1:                                   # the updates: leading dims, the indices', the rows'
+        rest[1] = flat(rest[1])
+    y = op(flat(x), *rest, axis=axis, **params)
+    return [ops.reshape(y, tuple(y.shape[:-1]) + tuple(rows))]
+
+
 def _indexed(ctx, eqn, invals):
     """Stream the indices in tiles; rows move between GM and tiles with mgather / mscatter."""
     p = eqn.params
@@ -1346,6 +1367,8 @@ def _rule(memory, tiles=None, seen=None, hand=None, used=None, loops=None, bare=
         if op in _INDEXED:
             if not hasattr(invals[1], "shape"):         # a literal index (gather(x, 1)): a 0-d array of it
                 invals = [invals[0], np.asarray(invals[1], eqn.invars[1].aval.dtype), *invals[2:]]
+            if _padded_rows(ctx, invals[0], eqn.params["axis"]):     # rows (128, 1) moved as (128,)
+                return rewritten(functools.partial(_flat_rows_moved, op=getattr(ops, op), **eqn.params), invals)
             chunk = _row_chunk(ctx, eqn, invals)
             if chunk is None:
                 return on_device(_indexed(ctx, eqn, invals))

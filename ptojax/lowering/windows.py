@@ -29,7 +29,8 @@ def strided(x, start, limit, strides):
         x = ops.view(x, [end - first if a == d else m for a, m in enumerate(x.shape)],
                      [first if a == d else 0 for a in range(x.ndim)])
         if end - first < k * count:
-            x = ops.pad(x, [(0, k * count - (end - first)) if a == d else (0, 0) for a in range(x.ndim)], 0)
+            x = ops.pad(x, [(0, k * count - (end - first)) if a == d else (0, 0) for a in range(x.ndim)],
+                        False if x.dtype == np.bool_ else 0)
         pairs = x.shape[:d] + (count, k) + x.shape[d + 1:]
         x = ops.view(ops.reshape(x, pairs), pairs[:d + 1] + (1,) + pairs[d + 2:],
                      [lo % k if a == d + 1 else 0 for a in range(len(pairs))])
