@@ -1143,9 +1143,8 @@ def _looped_scan(ctx, eqn, x):
 
 def _scan_loop(ctx, eqn, invals, tile, chunk):
     """A long-row ``cumsum`` as one program per row block (:func:`_looped_scan`): a loop over the row's
-    column chunks, each scanned from the sums before it (``tcumsum_carry``, an R×1 carry in the dtype the
-    scan adds in) — the sequential fold of ``np.cumsum``, with no stage through GM (``reverse``: from the
-    row's end)."""
+    column chunks, each scanned (by doubling) from the sums before it (``tcumsum_carry``, an R×1 carry in
+    the dtype the scan adds in), with no stage through GM (``reverse``: from the row's end)."""
     (x,) = invals
     reverse = eqn.params["reverse"]
     acc, n = _scan_dtypes(x.dtype)[1], x.shape[-1]
@@ -1158,8 +1157,9 @@ def _scan_loop(ctx, eqn, invals, tile, chunk):
         carry = T.compute("expand", np.asarray(zero, acc), shape=region.tile[:-1] + (1,))
         for count, width, first in (reversed(cuts) if reverse else cuts):
             last = first + (count - 1) * width
-            window = Window(region.tile[:-1] + (width,), tuple(range(col)) + (col,), region.stride[:-1] +
-                              (-width if reverse else width,), region.base[:-1] + (last if reverse else first,))
+            window = Window(region.tile[:-1] + (width,), tuple(range(col + 1)),
+                            region.stride[:-1] + (-width if reverse else width,),
+                            region.base[:-1] + (last if reverse else first,))
 
             def step(c, state, window=window):
                 out, carry = state
