@@ -1068,11 +1068,21 @@ def _slice_bytes(ctx, x, dtype, axis: int):
     return per, max(1, math.prod(tile[:-1]) // x.shape[axis])
 
 
+LOOPED_SCAN_ROWS = 64   # the rows a default long-row scan loop takes at most: its passes cost alike for any
+                       # row count up to a few hundred bytes, so more rows a block scan in fewer
+FEW_SCAN_ROWS, LONG_SCAN_ROW = 16, 8192     # fewer rows than this, each longer than that, scan in stages:
+                                            # they spread each row over the cores, a loop scans it on one
+SCAN_SEGMENT = 2048     # the least a stage's segment of such a row spans (its loop's work outweighs its task)
+
+
 def _staged_scan_axis(ctx, eqn, x):
     """For a ``cumsum`` along an axis too long for one tile to scan whole: (axis, chunk limit, chunk step,
     the stages' tile setting); else None. Along the last axis the scan runs down the tile's transpose, a
-    32-byte aligned row per column, within half the UB and ``max_cols`` columns; along another, the tile,
-    its result and accumulator within the UB and ``max_rows`` rows. A stage takes :func:`stage_bytes`."""
+    32-byte aligned row per column, within half the UB and ``max_cols`` columns (fewer than
+    :data:`FEW_SCAN_ROWS` rows longer than :data:`LONG_SCAN_ROW`, under the default tiles with row loops
+    on: segments of the row spread over the vector cores, each scanned by a row loop); along another, the
+    tile, its result and accumulator within the UB and ``max_rows`` rows. A stage takes
+    :func:`stage_bytes`."""
     if ctx.op != "cumsum" or not x.ndim:
         return None
     (axis,) = eqn.params["axes"]
@@ -1087,6 +1097,11 @@ def _staged_scan_axis(ctx, eqn, x):
             rows = math.prod(ctx.config.vec[:-1])
             limit = min(memory.max_cols, stage_bytes(memory) // _column_bytes(ctx, rows, wide))
             return axis, _at_least_two(ctx, limit, axis), step, lambda shape: ctx.config
+        rows = math.prod(x.shape[:-1])
+        if ctx.row_loops and rows < FEW_SCAN_ROWS and n > LONG_SCAN_ROW and not templated():
+            segments = min(-(-WIDE_ROW_BLOCKS // rows), -(-n // SCAN_SEGMENT))    # a few long rows: segments
+            limit = -(-n // segments // step) * step     # over the cores, each a row loop's (_looped_scan)
+            return axis, limit, step, lambda shape: TileConfig()
         limit = min(memory.max_cols, stage_bytes(memory) // memory.align)
         chunk = scan_chunk(n, limit, step)          # rows whose transpose keeps 32-byte rows, in a default tile
         rows = max(1, min(memory.align // acc.itemsize, memory.tile_bytes // (chunk * wide.itemsize)))
@@ -1099,12 +1114,6 @@ def _staged_scan_axis(ctx, eqn, x):
     if limit < 2 and ctx.config.vec is None:        # default tiles: a stage's tiles take fewer rows (_fit_whole)
         limit = min(memory.max_rows, stage_bytes(memory) // -(-per // rows))
     return axis, _at_least_two(ctx, limit, axis), 1, lambda shape: ctx.config
-
-
-LOOPED_SCAN_ROWS = 64   # the rows a default long-row scan loop takes at most: its passes cost alike for any
-                       # row count up to a few hundred bytes, so more rows a block scan in fewer
-FEW_SCAN_ROWS, LONG_SCAN_ROW = 16, 8192     # fewer rows than this, each longer than that, scan in stages:
-                                            # they spread each row over the cores, a loop scans it on one
 
 
 def _looped_scan(ctx, eqn, x):
@@ -1246,7 +1255,9 @@ def _stages(ctx, stages_fn, x, config):
         else:
             sub = _Context(op, config(inner.invars[0].aval.shape), ctx.label, ctx.memory, ctx.rows, ctx.reshaped,
                            ctx.row_loops, ctx.wide)
-            outs = _copies(sub, inner, args) if op in _COPIES else _mapped(sub, inner, args)
+            looped = op == "cumsum" and _looped_scan(sub, inner, args[0])
+            outs = (_copies(sub, inner, args) if op in _COPIES else _scan_loop(sub, inner, args, *looped) if looped
+                    else _mapped(sub, inner, args))
         env.update(zip(inner.outvars, outs))
     return [env[v] for v in stages.jaxpr.outvars]
 
