@@ -181,6 +181,9 @@ for dt in NUMERIC:
     case("tcumsum", [rand(rng, (1, 1), dt)], tol="math", atol_scale=1.0, axes=(1,), reverse=False)
     case("tcumsum", [rand(rng, (3, 5), dt)], tol="math", atol_scale=1.0, axes=(1,), reverse=True)
     case("tcumsum", [rand(rng, (3, 5), dt)], tol="math", atol_scale=1.0, axes=(0,), reverse=False)
+    acc = {F16: F32, BF16: F32, I8: np.dtype(np.int16)}.get(np.dtype(dt), dt)     # the carry: what it adds in
+    case("tcumsum_carry", [rand(rng, (1, 1), dt), rand(rng, (1, 1), acc)], tol="math", atol_scale=1.0, reverse=False)
+    case("tcumsum_carry", [rand(rng, (3, 5), dt), rand(rng, (3, 1), acc)], tol="math", atol_scale=1.0, reverse=True)
 
 # ----------------------------------------------------------------------------------------- matmul
 OUTS = {I8: (I32,), F16: (F32, F16), BF16: (F32, BF16), F32: (F32,)}

@@ -33,7 +33,7 @@ def reference(name):
         return tile._mscatter_reference
     if name == "tmatmul_acc":
         return tile._tmatmul_acc_reference
-    if name in ("tci", "tdeinterleave", "tinterleave"):
+    if name in ("tci", "tdeinterleave", "tinterleave", "tcumsum_carry"):
         return getattr(tile, f"_{name}_reference")
     return OPS[TENSOR_OP[name]].reference
 
