@@ -217,8 +217,8 @@ def test_cumsum_dtypes(dtype, reverse):
 def test_a_scan_along_long_rows_loops_over_column_chunks():
     """A scan along the last axis runs down the row's transpose (32 bytes per value) by doubling, in two
     work tiles: 3000 f32 values per row no longer fit one tile, so each row block's program loops over
-    column chunks, each scanned from the sums before it (``tcumsum_carry``); fewer than 16 rows of more
-    than 8192 values stage through GM instead (tests/test_scans.py)."""
+    column chunks, each scanned from the sums before it (``tcumsum_carry``); a few very long rows stage
+    through GM instead (tests/test_scans.py)."""
     for shape, seed in (((4, 3000), 3), ((2, 5000), 4)):
         x = rand(shape, F32, seed=seed)
         f = pj.kernel(lambda v: jnp.cumsum(v, axis=-1))

@@ -1070,17 +1070,27 @@ def _slice_bytes(ctx, x, dtype, axis: int):
 
 LOOPED_SCAN_ROWS = 64   # the rows a default long-row scan loop takes at most: its passes cost alike for any
                        # row count up to a few hundred bytes, so more rows a block scan in fewer
-FEW_SCAN_ROWS, LONG_SCAN_ROW = 16, 8192     # fewer rows than this, each longer than that, scan in stages:
-                                            # they spread each row over the cores, a loop scans it on one
+SCAN_STAGES = {"4-byte": (20, 200_000), "narrower": (10, 120_000)}    # (:func:`_stages_rows`)
+
+
+def _stages_rows(rows: int, n: int, dtype) -> bool:
+    """Whether a last-axis ``cumsum`` of ``rows`` rows of ``n`` (too long for one tile) stages, spreading
+    each row over the cores, rather than looping over each row on one. On the A3 model a row loop costs
+    about 1.8 ns a column; the stages about 20 us and 0.09 ns an entry spread over the cores (about twice
+    that for 1- and 2-byte dtypes: float16 / bfloat16 widened first, int8 in more, narrower chunks): with
+    ``(most, work)`` of :data:`SCAN_STAGES`, they stage where ``rows < most`` and ``n * (most - rows) >
+    work`` (float32: 1 row past ~10 500 values, 8 past ~16 700, 15 past 40 000; 20 rows or more loop)."""
+    most, work = SCAN_STAGES["4-byte" if np.dtype(dtype).itemsize >= 4 else "narrower"]
+    return rows < most and n * (most - rows) > work
 SCAN_SEGMENT = 2048     # the least a stage's segment of such a row spans (its loop's work outweighs its task)
 
 
 def _staged_scan_axis(ctx, eqn, x):
     """For a ``cumsum`` along an axis too long for one tile to scan whole: (axis, chunk limit, chunk step,
     the stages' tile setting); else None. Along the last axis the scan runs down the tile's transpose, a
-    32-byte aligned row per column, within half the UB and ``max_cols`` columns (fewer than
-    :data:`FEW_SCAN_ROWS` rows longer than :data:`LONG_SCAN_ROW`, under the default tiles with row loops
-    on: segments of the row spread over the vector cores, each scanned by a row loop); along another, the
+    32-byte aligned row per column, within half the UB and ``max_cols`` columns (a few long rows
+    (:func:`_stages_rows`) under the default tiles with row loops on: segments of the row spread over the
+    vector cores, each scanned by a row loop); along another, the
     tile, its result and accumulator within the UB and ``max_rows`` rows. A stage takes
     :func:`stage_bytes`."""
     if ctx.op != "cumsum" or not x.ndim:
@@ -1098,7 +1108,7 @@ def _staged_scan_axis(ctx, eqn, x):
             limit = min(memory.max_cols, stage_bytes(memory) // _column_bytes(ctx, rows, wide))
             return axis, _at_least_two(ctx, limit, axis), step, lambda shape: ctx.config
         rows = math.prod(x.shape[:-1])
-        if ctx.row_loops and rows < FEW_SCAN_ROWS and n > LONG_SCAN_ROW and not templated():
+        if ctx.row_loops and _stages_rows(rows, n, dtype) and not templated():
             segments = min(-(-WIDE_ROW_BLOCKS // rows), -(-n // SCAN_SEGMENT))    # a few long rows: segments
             limit = -(-n // segments // step) * step     # over the cores, each a row loop's (_looped_scan)
             return axis, limit, step, lambda shape: TileConfig()
@@ -1122,13 +1132,12 @@ def _looped_scan(ctx, eqn, x):
     else None. Under the user's ``vec`` tile the block and chunk are its rows and columns; under the
     default tiles a power-of-two row count that spreads the rows over :data:`WIDE_ROW_BLOCKS` blocks
     (at most :data:`LOOPED_SCAN_ROWS`), chunks of a default tile's bytes — each within what
-    :func:`_scan_fits` allows. Fewer than :data:`FEW_SCAN_ROWS` rows of more than :data:`LONG_SCAN_ROW`
-    stage instead."""
+    :func:`_scan_fits` allows. A few long rows (:func:`_stages_rows`) stage instead."""
     (axis,) = eqn.params["axes"]
     if not ctx.row_loops or x.ndim < 2 or axis != x.ndim - 1 or templated():
         return None
     dtype, n = np.dtype(x.dtype), x.shape[-1]
-    if math.prod(x.shape[:-1]) < FEW_SCAN_ROWS and n > LONG_SCAN_ROW:
+    if _stages_rows(math.prod(x.shape[:-1]), n, dtype):
         return None
     if _scan_fits(ctx, math.prod(vector_tile(ctx, x.shape, [dtype], whole=(axis,))[:-1]), n, dtype):
         return None
