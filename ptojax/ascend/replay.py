@@ -34,7 +34,7 @@ caller runs the points one at a time (:mod:`~ptojax.ascend.replay_graph`).
 
 Every float result but a 32-bit one of an add, a subtraction or a max/min, and but one of a sort, a
 merge, a gather, a select, a transpose or a broadcast (bits moved: index words among them), passes a
-select on ``isnan`` (the identity but for NaN payloads): XLA's code generator would otherwise contract a product
+select on ``isnan`` (the identity, a NaN's quiet bit set): XLA's code generator would otherwise contract a product
 with a later add into one fma, where the engine rounds each instruction. Two instruction families take
 a form over the whole batch (:data:`_WHOLE`): a row or column max/min is the plain reduction, which
 XLA vectorizes, where that equals the simulator's scan (no NaN, no zero extreme); a row sum or
@@ -257,16 +257,18 @@ _MOVES = frozenset({"tsort32", "tmrgsort", "tgather", "tsel", "tmov", "ttrans", 
 
 
 def _rounded(x, op: str = ""):
-    """``x`` as it is (a NaN as the quiet NaN), but no longer a product that XLA's code generator
-    could contract with a later add into one fma, nor a 16-bit float XLA could keep in float32, nor an
-    operand its simplifier could rewrite with the next instruction's (``exp(a) * exp(b)``): the eager
-    engine rounds every instruction's result. One compare and select per element, left out for the
+    """``x`` as it is (a NaN with its quiet bit set: sign and payload kept), but no longer a product that
+    XLA's code generator could contract with a later add into one fma, nor a 16-bit float XLA could keep
+    in float32, nor an operand its simplifier could rewrite with the next instruction's (``exp(a) *
+    exp(b)``): the eager engine rounds every instruction's result. One compare and select per element, left out for the
     32-bit results of ``op`` in :data:`_PLAIN` (it keeps XLA from vectorizing some loops) and for the
     results of :data:`_MOVES`."""
     if not jnp.issubdtype(x.dtype, jnp.floating) or (op in _PLAIN and np.dtype(x.dtype).itemsize >= 4) or (
             op in _MOVES):
         return x
-    return jnp.where(jnp.isnan(x), jnp.asarray(np.nan, x.dtype), x)
+    bits = jnp.dtype(f"uint{8 * np.dtype(x.dtype).itemsize}")
+    quiet = np.asarray(1 << (jnp.finfo(x.dtype).nmant - 1), bits)    # a quiet NaN's bit: it keeps its bits
+    return jnp.where(jnp.isnan(x), lax.bitcast_convert_type(lax.bitcast_convert_type(x, bits) | quiet, x.dtype), x)
 
 
 def varying_axes(x) -> frozenset:

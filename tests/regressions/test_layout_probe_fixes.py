@@ -6,8 +6,9 @@
   float16 rows) — now moved as one dim;
 - a strided slice of a bool array whose extent the step does not divide was refused (its padding was
   the int 0, not ``False``);
-- under ``jax.jit`` a NaN moved by a select, a transpose, a broadcast or a gather lost its sign and
-  payload (the replay's guard against fused products made it the quiet NaN).
+- under ``jax.jit`` a NaN moved by a select, a transpose, a broadcast or a gather, or passed on by an
+  instruction, lost its sign and payload (the replay's guard against fused products made it ``jnp.nan``;
+  it now only sets the quiet bit).
 """
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ _NANS = np.array([[0xFFC00000, 0x7FC00001, 0x3F800000, 0xFF800001] * 8], np.uint
     (lambda x: jnp.where(x > 0, 0.0, x).astype(x.dtype), _NANS.astype(np.float16)),
     (lambda x: jnp.broadcast_to(x, (16, 32)).T, _NANS.astype(np.float16)),
     (lambda x: jnp.tile(x, (2, 1)), _NANS.astype(np.float16)),
-], ids=["where", "take", "triu", "where-f16", "transpose-f16", "tile-f16"])
+    (lambda x: jnp.where(x > 0, -jnp.sqrt(-x), x * 2), _NANS),        # a NaN made, negated, passed on
+], ids=["where", "take", "triu", "where-f16", "transpose-f16", "tile-f16", "made-and-passed-on"])
 def test_moved_nans_keep_their_bits_under_jit(fn, x):
     _same(fn, x)
