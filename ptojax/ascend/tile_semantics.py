@@ -518,6 +518,20 @@ ON_NUMPY: dict[str, Callable] = {"trowsum": _np_rowsum, "tcolsum": _np_colsum}
 ON_NUMPY_IF: dict[str, Callable] = {}
 
 
+def _np_expand(rows: bool):
+    """``trowexpand`` / ``tcolexpand`` of one dtype: the bits moved (XLA:CPU flushes bf16 subnormals)."""
+    def expand(src, *tmp, out=None):
+        x = np.asarray(src)
+        edge = x[..., :, :1] if rows else x[..., :1, :]
+        return np.array(np.broadcast_to(edge, x.shape[:-2] + tuple(out.shape)))
+    return expand
+
+
+for _name, _rows in (("trowexpand", True), ("tcolexpand", False)):
+    ON_NUMPY[_name] = _np_expand(_rows)
+    ON_NUMPY_IF[_name] = lambda src, *tmp, out=None: out is not None and np.asarray(src).dtype == np.dtype(out.dtype)
+
+
 def _np_via_wide(fn):
     """:func:`_via_wide` on NumPy: the same roundings, IEEE subnormals kept where XLA:CPU flushes them."""
     def run(src, *tmp, out=None):

@@ -8,7 +8,9 @@
   the int 0, not ``False``);
 - under ``jax.jit`` a NaN moved by a select, a transpose, a broadcast or a gather, or passed on by an
   instruction, lost its sign and payload (the replay's guard against fused products made it ``jnp.nan``;
-  it now only sets the quiet bit).
+  it now only sets the quiet bit);
+- an eager ``jnp.tile`` / ``broadcast_to`` of bfloat16 flushed subnormals (the broadcast ran in XLA:CPU):
+  a broadcast of one dtype now moves the bits in NumPy.
 """
 from __future__ import annotations
 
@@ -69,3 +71,10 @@ _NANS = np.array([[0xFFC00000, 0x7FC00001, 0x3F800000, 0xFF800001] * 8], np.uint
 ], ids=["where", "take", "triu", "where-f16", "transpose-f16", "tile-f16", "made-and-passed-on"])
 def test_moved_nans_keep_their_bits_under_jit(fn, x):
     _same(fn, x)
+
+
+def test_an_eager_broadcast_keeps_bf16_subnormals():
+    x = jnp.asarray(np.full((1, 16), 0x8001, np.uint16)).view(jnp.bfloat16)     # -9.2e-41, a bf16 subnormal
+    for fn in (lambda a: jnp.tile(a, (3, 1)), lambda a: jnp.broadcast_to(a, (4, 16)),
+               lambda a: jnp.broadcast_to(a.T, (16, 5))):
+        assert (np.asarray(pj.kernel(fn)(x)).view(np.uint16) == 0x8001).all()
