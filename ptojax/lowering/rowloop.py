@@ -221,13 +221,13 @@ def _recut(members, rows, counts, chunk):
         span = counts[0] * width + (tails.pop() if tails else 0)
         spans.add(span)
         bodies[id(m)] = [_rewindowed(m.spec.parts[k * per].body, col, width, w, start)
-                         for k in range(len(rows)) for _, w, start in _cuts(span, chunk)]
+                         for k in range(len(rows)) for _, w, start in column_cuts(span, chunk)]
     if len(spans) != 1 or any(b is None for made in bodies.values() for b in made):
         return None
-    return tuple(c for c, _, _ in _cuts(spans.pop(), chunk)), bodies
+    return tuple(c for c, _, _ in column_cuts(spans.pop(), chunk)), bodies
 
 
-def _cuts(n, chunk):
+def column_cuts(n, chunk):
     """(tile count, columns, first column) per segment of a row of ``n`` in tiles of ``chunk``."""
     cuts = [(n // chunk, chunk, 0)] if n // chunk else []
     return cuts + ([(1, n % chunk, n // chunk * chunk)] if n % chunk else [])
@@ -289,7 +289,7 @@ def _chunks(members, memory):
     rows = max(r for _, r in sizes)
     step = max(1, memory.align // size)
     limit = max(step, min(memory.max_cols, memory.tile_bytes // max(1, rows * size)) // step * step)
-    return _cuts(n, min(n, chunk_for(n, limit, step)))
+    return column_cuts(n, min(n, chunk_for(n, limit, step)))
 
 
 def _segments(m, rows):

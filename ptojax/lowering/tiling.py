@@ -40,6 +40,7 @@ from .gathers import row_chunk, rows_of
 from .memory import ASCEND_CORE, CoreMemory, aligned_bytes
 from .reduce import OPS as STAGED_REDUCTIONS
 from .reduce import EXTREMUM, first_extremum, reduce_axes, scan_chunk, staged_cumsum, staged_reduce
+from .rowloop import column_cuts
 from .rowform import REDUCTIONS as ROW_REDUCTIONS
 from .rowform import keep_rows
 from .scope import TileConfig, read
@@ -740,7 +741,10 @@ def _flat_rows_moved(x, *rest, op, axis, **params):
     """Indexed op ``op`` along ``axis`` on ``x`` (and its updates) with the dims of the rows it moves
     merged into one (a free reshape in GM), its result reshaped back."""
     rows = x.shape[axis + 1:]
-    flat = lambda a: ops.reshape(a, tuple(a.shape[:a.ndim - len(rows)]) + (math.prod(rows),))   # noqa: E731
+
+    def flat(a):
+        return ops.reshape(a, tuple(a.shape[:a.ndim - len(rows)]) + (math.prod(rows),))
+
     rest = list(rest)
     if len(rest) > 1:                                   # the updates: leading dims, the indices', the rows'
         rest[1] = flat(rest[1])
@@ -1068,9 +1072,11 @@ def _slice_bytes(ctx, x, dtype, axis: int):
     return per, max(1, math.prod(tile[:-1]) // x.shape[axis])
 
 
-LOOPED_SCAN_ROWS = 64   # the rows a default long-row scan loop takes at most: its passes cost alike for any
-                       # row count up to a few hundred bytes, so more rows a block scan in fewer
+# The rows a default long-row scan loop takes at most: its passes cost alike for any row count up to a few
+# hundred bytes, so more rows a block scan in fewer.
+LOOPED_SCAN_ROWS = 64
 SCAN_STAGES = {"4-byte": (20, 200_000), "narrower": (10, 120_000)}    # (:func:`_stages_rows`)
+SCAN_SEGMENT = 2048     # the least a stage's segment of such a row spans (its loop's work outweighs its task)
 
 
 def _stages_rows(rows: int, n: int, dtype) -> bool:
@@ -1082,7 +1088,6 @@ def _stages_rows(rows: int, n: int, dtype) -> bool:
     work`` (float32: 1 row past ~10 500 values, 8 past ~16 700, 15 past 40 000; 20 rows or more loop)."""
     most, work = SCAN_STAGES["4-byte" if np.dtype(dtype).itemsize >= 4 else "narrower"]
     return rows < most and n * (most - rows) > work
-SCAN_SEGMENT = 2048     # the least a stage's segment of such a row spans (its loop's work outweighs its task)
 
 
 def _staged_scan_axis(ctx, eqn, x):
@@ -1090,9 +1095,8 @@ def _staged_scan_axis(ctx, eqn, x):
     the stages' tile setting); else None. Along the last axis the scan runs down the tile's transpose, a
     32-byte aligned row per column, within half the UB and ``max_cols`` columns (a few long rows
     (:func:`_stages_rows`) under the default tiles with row loops on: segments of the row spread over the
-    vector cores, each scanned by a row loop); along another, the
-    tile, its result and accumulator within the UB and ``max_rows`` rows. A stage takes
-    :func:`stage_bytes`."""
+    vector cores, each scanned by a row loop); along another, the tile, its result and accumulator within
+    the UB and ``max_rows`` rows. A stage takes :func:`stage_bytes`."""
     if ctx.op != "cumsum" or not x.ndim:
         return None
     (axis,) = eqn.params["axes"]
@@ -1166,7 +1170,7 @@ def _scan_loop(ctx, eqn, invals, tile, chunk):
     (x,) = invals
     reverse = eqn.params["reverse"]
     acc, n = _scan_dtypes(x.dtype)[1], x.shape[-1]
-    cuts = [(n // chunk, chunk, 0)] + ([(1, n % chunk, n - n % chunk)] if n % chunk else [])
+    cuts = column_cuts(n, chunk)
     zero = -0.0 if np.dtype(acc).kind == "f" else 0        # x + -0.0 is x, -0.0 included
 
     def body(region, index, ins, outs):
